@@ -1,0 +1,89 @@
+"""One error hierarchy for everything the compiler raises at the user.
+
+Messages say what was expected, what was found and the likely fix; errors raised
+while compiling user code carry a `Span` and show a caret excerpt of that line.
+"""
+from __future__ import annotations
+
+import linecache
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Span:
+    """A position in the user's source: file, 1-based line, 0-based column."""
+
+    file: str
+    line: int
+    col: int = 0
+    end_col: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col + 1}"
+
+    def excerpt(self) -> str:
+        text = linecache.getline(self.file, self.line).rstrip("\n")
+        if not text:
+            return ""
+        width = max(1, (self.end_col or self.col + 1) - self.col)
+        return f"    {text}\n    {' ' * self.col}{'^' * width}"
+
+
+class TileLangError(Exception):
+    """Base of every error the compiler raises on purpose."""
+
+    def __init__(self, message: str, span: Span | None = None):
+        self.message = message
+        self.span = span
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        if self.span is None:
+            return self.message
+        excerpt = self.span.excerpt()
+        tail = f"\n{excerpt}" if excerpt else ""
+        return f"{self.span}: {self.message}{tail}"
+
+    def with_span(self, span: Span | None) -> "TileLangError":
+        """Return the same error located at `span` unless it already has a location."""
+        if self.span is not None or span is None:
+            return self
+        err = type(self).__new__(type(self))
+        TileLangError.__init__(err, self.message, span)
+        return err
+
+
+class DSLSyntaxError(TileLangError):
+    """The kernel uses Python syntax the DSL does not support."""
+
+
+class DSLNameError(TileLangError):
+    """A name in the kernel is not defined."""
+
+
+class DSLTypeError(TileLangError):
+    """A DSL call got an argument of the wrong kind."""
+
+
+class ShapeMismatchError(TileLangError):
+    """Tile shapes of a copy, gemm, reduce ... do not agree."""
+
+
+class NonConstantShapeError(TileLangError):
+    """A shape that must be known at compile time is not a constant."""
+
+
+class LayoutConflictError(TileLangError):
+    """Two tile ops require different layouts for one buffer."""
+
+
+class CompileError(TileLangError):
+    """The generated C/CUDA did not compile (a compiler bug: please report)."""
+
+
+class NoDeviceError(TileLangError, RuntimeError):
+    """A kernel was called for CUDA where no usable CUDA device exists."""
+
+
+class LoweringError(TileLangError):
+    """The compiler cannot lower a construct for the chosen target."""
