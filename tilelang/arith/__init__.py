@@ -1,0 +1,1 @@
+from .simplify import simplify, prove_lt, const_int  # noqa: F401

@@ -1,0 +1,239 @@
+"""C source for the CPU backend: one exported function per kernel.
+
+Blocks of the grid are spread over OpenMP threads; each thread allocates the
+block-local tiles (shared, fragment, local) once and reuses them for every block
+it runs. The function returns 0, or the 1-based index of a failed T.device_assert.
+
+    int32_t main_kernel(void* A_ptr, void* B_ptr, int64_t m) {
+      #pragma omp parallel
+      { float* A_s = tl_alloc(...);
+        #pragma omp for schedule(static)
+        for (int64_t tl_b = 0; tl_b < n_blocks; ++tl_b) { const int32_t bx = ...; <body> } }
+    }
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..arith.simplify import const_int
+from ..errors import LoweringError
+from ..ir import expr as E
+from ..ir import stmt as S
+from ..ir.buffer import Buffer
+from ..ir.visitor import collect
+from ..op import tile_ops as O
+from .c_expr import CExpr, storage_type
+
+
+@dataclass(frozen=True)
+class CSource:
+    text: str
+    entry: str
+    arg_kinds: tuple  # per C argument: ("buffer", Buffer) | ("scalar", Var) | ("dim", Var)
+    asserts: tuple  # messages of T.device_assert, by index
+
+
+def shape_vars(params) -> list[E.Var]:
+    """Symbolic dims used by buffer params that are not themselves scalar params."""
+    seen, out = set(), []
+    scalars = {p for p in params if isinstance(p, E.Var)}
+    for p in params:
+        if isinstance(p, Buffer):
+            for d in p.shape:
+                for v in collect(d, lambda n: isinstance(n, E.Var)) if not isinstance(d, int) else []:
+                    if v not in seen and v not in scalars:
+                        seen.add(v)
+                        out.append(v)
+    return out
+
+
+class CCodegen:
+    def __init__(self, func: S.PrimFunc):
+        self.func = func
+        self.lines: list[str] = []
+        self.depth = 0
+        self.asserts: list[str] = []
+        self.expr = CExpr(self.index, nonneg=())
+
+    # ---------------------------------------------------------------- helpers
+    def emit(self, text: str):
+        self.lines.append("  " * self.depth + text)
+
+    def index(self, buf: Buffer, indices) -> str:
+        if buf.ndim == 0 or buf.scope == "local.var":
+            return f"{buf.name}[0]"
+        terms, stride = [], "1"
+        for d in range(buf.ndim - 1, -1, -1):
+            idx = self.expr(indices[d])
+            terms.append(idx if stride == "1" else f"(int64_t){idx} * {stride}")
+            dim = buf.shape[d]
+            c = const_int(dim) if not isinstance(dim, int) else dim
+            dim_text = str(c) if c is not None else f"(int64_t){self.expr(dim)}"
+            if stride == "1":
+                stride = dim_text
+            elif stride.isdigit() and dim_text.isdigit():
+                stride = str(int(stride) * int(dim_text))
+            else:
+                stride = f"{stride} * {dim_text}"
+        return f"{buf.name}[{' + '.join(reversed(terms))}]"
+
+    # ---------------------------------------------------------------- entry
+    def generate(self) -> CSource:
+        f = self.func
+        dims = shape_vars(f.params)
+        kinds, args = [], []
+        for p in f.params:
+            if isinstance(p, Buffer):
+                kinds.append(("buffer", p))
+                args.append(f"void* restrict {p.name}_ptr")
+            else:
+                kinds.append(("scalar", p))
+                args.append(f"{storage_type(p.dtype)} {p.name}")
+        for v in dims:
+            kinds.append(("dim", v))
+            args.append(f"int64_t {v.name}")
+        self.expr.nonneg.update(dims)
+        entry = f"{f.name}"
+        self.emit('#include "cpu/tl_cpu.h"')
+        self.emit("")
+        self.emit(f"int32_t {entry}({', '.join(args) or 'void'}) {{")
+        self.depth += 1
+        self.emit("int32_t tl_err = 0;")
+        for p in f.params:
+            if isinstance(p, Buffer):
+                t = storage_type(p.dtype)
+                self.emit(f"{t}* restrict {p.name} = ({t}*){p.name}_ptr;")
+        self.stmt(f.body)
+        self.emit("return tl_err;")
+        self.depth -= 1
+        self.emit("}")
+        return CSource("\n".join(self.lines) + "\n", entry, tuple(kinds), tuple(self.asserts))
+
+    # ---------------------------------------------------------------- statements
+    def stmt(self, s):
+        getattr(self, "s_" + type(s).__name__)(s)
+
+    def s_SeqStmt(self, s):
+        for x in s.stmts:
+            self.stmt(x)
+
+    def s_KernelLaunch(self, k: S.KernelLaunch):
+        grid = [g if isinstance(g, int) else f"(int64_t)({self.expr(g)})" for g in k.grid]
+        grid += [1] * (3 - len(grid))
+        self.emit("{")
+        self.depth += 1
+        for n, g in zip(("gx", "gy", "gz"), grid):
+            self.emit(f"const int64_t tl_{n} = {g};")
+        allocs = [a for a in collect(k.body, lambda n: isinstance(n, S.Allocate))]
+        self.emit("#pragma omp parallel")
+        self.emit("{")
+        self.depth += 1
+        for a in allocs:
+            b = a.buffer
+            t = storage_type(b.dtype)
+            self.emit(f"{t}* restrict {b.name} = ({t}*)tl_alloc({b.numel()} * sizeof({t}));")
+        self.emit("#pragma omp for schedule(static)")
+        self.emit("for (int64_t tl_b = 0; tl_b < tl_gx * tl_gy * tl_gz; ++tl_b) {")
+        self.depth += 1
+        names = [v.name for v in k.block_vars]
+        exprs = ["tl_b % tl_gx", "(tl_b / tl_gx) % tl_gy", "tl_b / (tl_gx * tl_gy)"]
+        for n, ex in zip(names, exprs):
+            self.emit(f"const int32_t {n} = (int32_t)({ex});")
+        self.expr.nonneg.update(k.block_vars)
+        self.stmt(k.body)
+        self.depth -= 1
+        self.emit("}")
+        for a in allocs:
+            self.emit(f"free({a.buffer.name});")
+        self.depth -= 1
+        self.emit("}")
+        self.depth -= 1
+        self.emit("}")
+
+    def s_Allocate(self, s: S.Allocate):
+        if s.init is not None:
+            for i, v in enumerate(s.init):
+                self.emit(f"{s.buffer.name}[{i}] = {self.expr.store_value(s.buffer.dtype, self.expr(v))};")
+
+    def s_LetStmt(self, s: S.LetStmt):
+        from .c_expr import compute_type
+
+        self.emit(f"const {compute_type(s.var.dtype)} {s.var.name} = {self.expr(s.value)};")
+
+    def s_BufferStore(self, s: S.BufferStore):
+        val = self.expr.store_value(s.buffer.dtype, self.expr(s.value))
+        self.emit(f"{self.index(s.buffer, s.indices)} = {val};")
+
+    def s_Evaluate(self, s: S.Evaluate):
+        self.emit(f"{self.expr(s.value)};")
+
+    def s_For(self, s: S.For):
+        v = s.var.name
+        start, ext = self.expr(s.start), self.expr(s.extent)
+        if self.expr.nonnegative(s.start):
+            self.expr.nonneg.add(s.var)
+        end = ext if start == "0" else f"{start} + {ext}"
+        if s.kind == "unroll" and const_int(s.extent) is not None:
+            self.emit("#pragma GCC unroll 16")
+        self.emit(f"for (int32_t {v} = {start}; {v} < {end}; ++{v}) {{")
+        self.depth += 1
+        self.stmt(s.body)
+        self.depth -= 1
+        self.emit("}")
+
+    def s_IfThenElse(self, s: S.IfThenElse):
+        self.emit(f"if ({self.expr(s.cond)}) {{")
+        self.depth += 1
+        self.stmt(s.then_case)
+        self.depth -= 1
+        if s.else_case is not None:
+            self.emit("} else {")
+            self.depth += 1
+            self.stmt(s.else_case)
+            self.depth -= 1
+        self.emit("}")
+
+    def s_While(self, s: S.While):
+        self.emit(f"while ({self.expr(s.cond)}) {{")
+        self.depth += 1
+        self.stmt(s.body)
+        self.depth -= 1
+        self.emit("}")
+
+    def s_Break(self, s):
+        self.emit("break;")
+
+    def s_Continue(self, s):
+        self.emit("continue;")
+
+    def s_DeviceAssert(self, s: O.DeviceAssert):
+        self.asserts.append(s.msg or str(s.cond))
+        self.emit(f"if (!({self.expr(s.cond)})) {{ __atomic_store_n(&tl_err, {len(self.asserts)}, __ATOMIC_RELAXED); }}")
+
+    def s_Print(self, s: O.Print):
+        obj = s.obj
+        msg = s.msg.replace('"', '\\"').replace("%", "%%")
+        if isinstance(obj, Buffer):
+            self.emit("#pragma omp critical")
+            self.emit("{")
+            self.emit(f'  printf("{msg} {obj.name} (block %d):\\n", (int)tl_b);')
+            self.emit(f"  for (int64_t q = 0; q < {obj.numel()}; ++q) printf(\"%g \", (double){self._load_flat(obj)});")
+            self.emit('  printf("\\n");')
+            self.emit("}")
+        else:
+            self.emit(f'printf("{msg} %g\\n", (double)({self.expr(obj)}));')
+
+    def _load_flat(self, b: Buffer) -> str:
+        from .c_expr import EMULATED
+
+        k = EMULATED.get(b.dtype.name)
+        return f"tl_{k}_to_f32({b.name}[q])" if k else f"{b.name}[q]"
+
+    def __getattr__(self, name):
+        if name.startswith("s_"):
+            raise LoweringError(f"the C backend cannot emit {name[2:]} statements (internal: a pass is missing)")
+        raise AttributeError(name)
+
+
+def codegen_c(func: S.PrimFunc) -> CSource:
+    return CCodegen(func).generate()

@@ -1,0 +1,187 @@
+"""C text for scalar expressions, shared by the CPU (C) and CUDA code generators.
+
+bf16 and fp8 values are stored as bit patterns and computed in float: a load
+converts to float, a store or a cast converts back with exact rounding.
+"""
+from __future__ import annotations
+
+import math
+
+from .. import dtypes as dt
+from ..ir import expr as E
+
+STORAGE = {"bool": "bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
+           "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
+           "float16": "tl_half", "bfloat16": "tl_bf16", "float32": "float", "float64": "double",
+           "float8_e4m3fn": "tl_fp8e4m3", "float8_e5m2": "tl_fp8e5m2"}
+EMULATED = {"bfloat16": "bf16", "float8_e4m3fn": "fp8e4m3", "float8_e5m2": "fp8e5m2"}
+
+
+def storage_type(d: dt.DType) -> str:
+    return STORAGE[d.name]
+
+
+def compute_type(d: dt.DType) -> str:
+    return "float" if d.name in EMULATED else STORAGE[d.name]
+
+
+_FLOAT_FN = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "log10": "log10", "sqrt": "sqrt",
+             "tanh": "tanh", "sin": "sin", "cos": "cos", "erf": "erf", "floor": "floor", "ceil": "ceil",
+             "round": "nearbyint", "trunc": "trunc", "log1p": "log1p", "expm1": "expm1", "pow": "pow",
+             "exp10": "exp10"}
+
+
+class CExpr:
+    """Prints expressions; `nonneg` holds variables known to be >= 0 (loop/block indices, dims)."""
+
+    def __init__(self, index_fn, nonneg=frozenset()):
+        self.index_fn = index_fn  # (Buffer, indices) -> C lvalue text
+        self.nonneg = set(nonneg)
+
+    def __call__(self, e) -> str:
+        fn = getattr(self, "e_" + type(e).__name__)
+        return fn(e)
+
+    def e_Var(self, e):
+        return e.name
+
+    def e_Const(self, e):
+        d = e.dtype
+        if d.is_bool:
+            return "1" if e.value else "0"
+        if d.is_int:
+            v = int(e.value)
+            suffix = "LL" if d.bits == 64 or not -(2**31) <= v < 2**31 else ""
+            if d.kind == "uint":
+                suffix = "ULL" if d.bits == 64 else "u"
+            return f"(({storage_type(d)}){v}{suffix})" if d.bits < 32 else f"{v}{suffix}"
+        v = float(e.value)
+        if math.isinf(v):
+            lit = "INFINITY" if v > 0 else "(-INFINITY)"
+        elif math.isnan(v):
+            lit = "NAN"
+        else:
+            lit = repr(v)
+        if d.name == "float64":
+            return lit if lit[0] != "(" and "INF" not in lit and "NAN" not in lit else f"((double){lit})"
+        if d.name == "float16":
+            return f"((tl_half){lit}f)" if "INF" not in lit and "NAN" not in lit else f"((tl_half){lit})"
+        if d.name in EMULATED:
+            return self.round_to(d, f"{lit}f" if "INF" not in lit and "NAN" not in lit else lit)
+        return f"{lit}f" if "INF" not in lit and "NAN" not in lit else lit
+
+    def round_to(self, d: dt.DType, text: str) -> str:
+        """Round a float value to an emulated dtype and back (its value as computed)."""
+        k = EMULATED[d.name]
+        return f"tl_{k}_to_f32(tl_f32_to_{k}({text}))"
+
+    def nonnegative(self, e) -> bool:
+        if isinstance(e, E.Const):
+            return e.value >= 0
+        if isinstance(e, E.Var):
+            return e in self.nonneg
+        if isinstance(e, E.Binary) and e.op in ("+", "*", "//", "%", "min", "max"):
+            return self.nonnegative(e.a) and self.nonnegative(e.b)
+        if isinstance(e, E.Call) and e.op in ("max", "min"):
+            return all(self.nonnegative(a) for a in e.args)
+        return False
+
+    def e_Binary(self, e):
+        a, b = self(e.a), self(e.b)
+        op = e.op
+        if op in ("//", "%"):
+            if e.dtype.is_float:
+                fl = "floorf" if e.dtype.name != "float64" else "floor"
+                return f"{fl}({a} / {b})" if op == "//" else f"({a} - {fl}({a} / {b}) * {b})"
+            if self.nonnegative(e.a) and self.nonnegative(e.b):
+                return f"({a} {'/' if op == '//' else '%'} {b})"
+            w = "i64" if e.dtype.bits == 64 else "i32"
+            return f"tl_{'floordiv' if op == '//' else 'floormod'}_{w}({a}, {b})"
+        if op == "/" and e.dtype.is_float and e.a.dtype.is_int and e.b.dtype.is_int:
+            a = f"(({compute_type(e.dtype)}){a})"
+        if op in ("min", "max"):
+            cmp = "<" if op == "min" else ">"
+            return f"(({a}) {cmp} ({b}) ? ({a}) : ({b}))"
+        text = f"({a} {op} {b})"
+        if e.dtype.name in EMULATED and op in ("+", "-", "*", "/"):
+            return self.round_to(e.dtype, text)
+        if e.dtype.name == "float16" and op in ("+", "-", "*", "/"):
+            return f"((tl_half){text})"
+        return text
+
+    def e_Unary(self, e):
+        return f"({e.op}{self(e.a)})"
+
+    def e_Select(self, e):
+        return f"({self(e.cond)} ? {self(e.a)} : {self(e.b)})"
+
+    def e_Cast(self, e):
+        src, d = e.value.dtype, e.dtype
+        v = self(e.value)
+        if d.is_bool:
+            return f"({v} != 0)"
+        if d.name in EMULATED:
+            return self.round_to(d, f"(float)({v})")
+        if src.name in EMULATED and d.is_int:
+            return f"(({storage_type(d)})({v}))"
+        return f"(({compute_type(d)})({v}))"
+
+    def e_Call(self, e):
+        op, d = e.op, e.dtype
+        args = [self(a) for a in e.args]
+        if op in ("max", "min"):
+            return self.e_Binary(E.Binary(op, e.args[0], e.args[1], d))
+        if op == "abs":
+            if d.is_float:
+                return self.math(d, "fabs", args)
+            return f"(({args[0]}) < 0 ? -({args[0]}) : ({args[0]}))"
+        if op == "rsqrt":
+            one = "1.0" if d.name == "float64" else "1.0f"
+            return self.from_float(d, f"({one} / {self.math(d, 'sqrt', args, wrap=False)})")
+        if op == "sigmoid":
+            one = "1.0" if d.name == "float64" else "1.0f"
+            neg = [f"-({args[0]})"]
+            return self.from_float(d, f"({one} / ({one} + {self.math(d, 'exp', neg, wrap=False)}))")
+        if op == "reinterpret":
+            src = compute_type(e.args[0].dtype)
+            return f"((union {{ {src} a; {storage_type(d)} b; }}){{ .a = ({args[0]}) }}).b"
+        if op in _FLOAT_FN:
+            return self.math(d, _FLOAT_FN[op], args)
+        if op.startswith("atomic_"):
+            return self.atomic(e)
+        raise NotImplementedError(f"no C lowering for intrinsic {op!r}")
+
+    def math(self, d, name, args, wrap=True):
+        """libm call in double for float64, else in float (f-suffixed), converted back to d."""
+        if d.name == "float64":
+            return f"{name}({', '.join(f'(double)({a})' for a in args)})"
+        text = f"{name}f({', '.join(f'(float)({a})' for a in args)})"
+        return self.from_float(d, text) if wrap else text
+
+    def from_float(self, d, text):
+        if d.name in ("float32", "float64"):
+            return text
+        if d.name == "float16":
+            return f"((tl_half){text})"
+        if d.name in EMULATED:
+            return self.round_to(d, text)
+        return f"(({compute_type(d)}){text})"
+
+    def e_BufferLoad(self, e):
+        ref = self.index_fn(e.buffer, e.indices)
+        k = EMULATED.get(e.buffer.dtype.name)
+        return f"tl_{k}_to_f32({ref})" if k else ref
+
+    def store_value(self, d: dt.DType, text: str) -> str:
+        k = EMULATED.get(d.name)
+        return f"tl_f32_to_{k}({text})" if k else text
+
+    def atomic(self, e):
+        target, val = e.args
+        d = target.dtype
+        suffix = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64", "float16": "f16",
+                  "bfloat16": "bf16", "uint32": "u32", "uint64": "u64"}.get(d.name)
+        if suffix is None:
+            raise NotImplementedError(f"atomics on {d} are not supported")
+        kind = e.op.split("_", 1)[1]
+        return f"tl_atomic_{kind}_{suffix}(&{self.index_fn(target.buffer, target.indices)}, {self(val)})"

@@ -1,0 +1,86 @@
+"""The statement builder the parser and the T.* functions append to.
+
+One builder is active while a kernel is being parsed; T.* calls reach it through
+`current()`. Frames are statement lists: entering a loop/if body pushes one.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from ..errors import DSLSyntaxError, Span
+from ..ir.stmt import Stmt, seq
+
+_state = threading.local()
+
+
+@dataclass
+class KernelContext:
+    """What T.* functions need to know about the enclosing `with T.Kernel`."""
+
+    block_vars: tuple
+    grid: tuple
+    threads: tuple
+    thread_vars: list = field(default_factory=list)
+
+
+class Builder:
+    def __init__(self, mode: str = "prim_func"):
+        self.frames: list[list[Stmt]] = [[]]
+        self.span: Span | None = None
+        self.kernel: KernelContext | None = None
+        self.mode = mode
+        self.names: dict[str, int] = {}
+        self.eager = None  # EagerState while parsing an eager-mode function
+
+    def emit(self, stmt: Stmt):
+        if getattr(stmt, "span", None) is None and self.span is not None and hasattr(stmt, "span"):
+            stmt = stmt.with_span(self.span)
+        self.frames[-1].append(stmt)
+
+    def push(self):
+        self.frames.append([])
+
+    def pop(self) -> Stmt:
+        return seq(*self.frames.pop()) if True else None
+
+    def unique(self, name: str) -> str:
+        """A C-safe name not used before in this kernel."""
+        base = "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "v"
+        n = self.names.get(base, 0)
+        self.names[base] = n + 1
+        return base if n == 0 else f"{base}_{n}"
+
+
+def current(what: str = "this call") -> Builder:
+    b = getattr(_state, "builder", None)
+    if b is None:
+        raise DSLSyntaxError(f"{what} can only be used inside a @T.prim_func or @tilelang.jit kernel body")
+    return b
+
+
+def in_kernel(what: str) -> KernelContext:
+    b = current(what)
+    if b.kernel is None:
+        raise DSLSyntaxError(f"{what} must be used inside `with T.Kernel(...)`", b.span)
+    return b.kernel
+
+
+def active() -> Builder | None:
+    return getattr(_state, "builder", None)
+
+
+class activate:
+    """Context manager making `builder` the current one (re-entrant for macros)."""
+
+    def __init__(self, builder: Builder):
+        self.builder = builder
+
+    def __enter__(self):
+        self.prev = getattr(_state, "builder", None)
+        _state.builder = self.builder
+        return self.builder
+
+    def __exit__(self, *exc):
+        _state.builder = self.prev
+        return False

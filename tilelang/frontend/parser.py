@@ -1,0 +1,396 @@
+"""Kernel source -> IR: an AST interpreter with source-located errors.
+
+Expressions are evaluated by Python itself (IR nodes overload the operators), so
+closures, block sizes and `if is_causal:` on Python values resolve at parse time.
+Statements are interpreted here: loops over T.Parallel/T.Pipelined/range become IR
+loops, `if` on an IR condition becomes IfThenElse, stores become BufferStore.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+
+from .. import dtypes as dt
+from ..errors import (DSLNameError, DSLSyntaxError, DSLTypeError, Span, TileLangError)
+from ..ir import expr as E
+from ..ir import stmt as S
+from ..ir.buffer import Buffer, BufferRegion
+from . import builder as B
+from .rewrite import Rewriter, helpers
+
+
+class _Return(Exception):
+    def __init__(self, value):
+        self.value = value
+
+
+class _Source:
+    """A function's AST (rewritten), file and line offsets; cached per function object."""
+
+    _cache: dict = {}
+
+    def __init__(self, fn):
+        try:
+            lines, start = inspect.getsourcelines(fn)
+            self.file = inspect.getsourcefile(fn) or "<unknown>"
+        except (OSError, TypeError) as e:
+            raise DSLSyntaxError(f"cannot read the source of {fn.__name__!r} ({e}); kernels must be "
+                                 "defined in a file, not typed at an interactive prompt") from None
+        text = "".join(lines)
+        dedented = textwrap.dedent(text)
+        self.indent = len(text.split("\n", 1)[0]) - len(dedented.split("\n", 1)[0])
+        tree = ast.parse(dedented)
+        ast.increment_lineno(tree, start - 1)
+        self.node: ast.FunctionDef = Rewriter().visit(tree).body[0]
+        ast.fix_missing_locations(self.node)
+        self.codes: dict = {}
+
+    @classmethod
+    def of(cls, fn) -> "_Source":
+        key = fn.__code__
+        src = cls._cache.get(key)
+        if src is None:
+            src = cls._cache[key] = _Source(fn)
+        return src
+
+
+def closure_scope(fn) -> dict:
+    scope = dict(fn.__globals__)
+    if fn.__closure__:
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
+            try:
+                scope[name] = cell.cell_contents
+            except ValueError:  # a cell not yet filled
+                pass
+    scope.update(helpers())
+    scope["range"] = _range
+    return scope
+
+
+def _range(*args):
+    from ..language.loops import serial
+
+    return serial(*args)
+
+
+class Parser:
+    def __init__(self, fn, builder: B.Builder, scope: dict | None = None):
+        self.fn = fn
+        self.src = _Source.of(fn)
+        self.builder = builder
+        self.scope = closure_scope(fn) if scope is None else scope
+
+    # ------------------------------------------------------------ utilities
+    def span(self, node) -> Span:
+        col = getattr(node, "col_offset", 0) + self.src.indent
+        end = getattr(node, "end_col_offset", None)
+        end = end + self.src.indent if end is not None and getattr(node, "end_lineno", None) == node.lineno else None
+        return Span(self.src.file, getattr(node, "lineno", 0), col, end)
+
+    def error(self, cls, msg, node):
+        return cls(msg, self.span(node))
+
+    def eval(self, node):
+        code = self.src.codes.get(id(node))
+        if code is None:
+            code = self.src.codes[id(node)] = compile(ast.Expression(body=node), self.src.file, "eval")
+        try:
+            return eval(code, self.scope)  # noqa: S307  (evaluating the user's own kernel source)
+        except TileLangError as e:
+            raise e.with_span(self.span(node)) from None
+        except (_Return,):
+            raise
+        except NameError as e:
+            raise self.error(DSLNameError, f"{e}; define it before the kernel or pass it in", node) from None
+        except (TypeError, ValueError, AttributeError, IndexError, KeyError, ZeroDivisionError) as e:
+            raise self.error(DSLTypeError, f"{type(e).__name__}: {e}", node) from None
+
+    def body(self, stmts):
+        for st in stmts:
+            self.builder.span = self.span(st)
+            fn = getattr(self, "stmt_" + type(st).__name__, None)
+            if fn is None:
+                raise self.error(DSLSyntaxError, f"`{type(st).__name__}` statements are not supported in kernels", st)
+            try:
+                fn(st)
+            except TileLangError as e:
+                raise e.with_span(self.span(st)) from None
+
+    def block(self, stmts) -> S.Stmt:
+        self.builder.push()
+        self.body(stmts)
+        return self.builder.pop()
+
+    # ------------------------------------------------------------ statements
+    def stmt_Pass(self, node):
+        pass
+
+    def stmt_Expr(self, node):
+        value = self.eval(node.value)
+        if isinstance(value, E.Expr):
+            self.builder.emit(S.Evaluate(value))
+
+    def stmt_Assign(self, node):
+        value = self.eval(node.value)
+        for target in node.targets:
+            self.assign(target, value, node)
+
+    def assign(self, target, value, node):
+        if isinstance(target, ast.Name):
+            self.bind(target.id, value)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            if isinstance(value, Buffer) or not hasattr(value, "__iter__"):
+                raise self.error(DSLTypeError, f"cannot unpack {type(value).__name__} into {len(target.elts)} names", node)
+            values = list(value)
+            if len(values) != len(target.elts):
+                raise self.error(DSLTypeError, f"expected {len(target.elts)} values to unpack, got {len(values)}", node)
+            for t, v in zip(target.elts, values):
+                self.assign(t, v, node)
+        elif isinstance(target, ast.Subscript):
+            buf = self.eval(target.value)
+            index = self.eval(target.slice)
+            self.store(buf, index, value, node)
+        else:
+            raise self.error(DSLSyntaxError, f"cannot assign to `{ast.unparse(target)}` in a kernel", node)
+
+    def bind(self, name: str, value):
+        old = self.scope.get(name)
+        if isinstance(old, Buffer) and old.scope == "local.var" and not isinstance(value, Buffer):
+            self.store(old, (), value, None)
+            return
+        if isinstance(value, E.Expr) and not isinstance(value, (E.Var, E.Const)):
+            var = E.Var(self.builder.unique(name), value.dtype)
+            self.builder.emit(S.LetStmt(var, value))
+            value = var
+        self.scope[name] = value
+
+    def store(self, buf, index, value, node):
+        from ..language.tile import fill
+
+        if not isinstance(buf, Buffer):
+            if hasattr(buf, "__setitem__") and not isinstance(buf, E.Expr):
+                buf[index] = value  # a Python container
+                return
+            raise DSLTypeError(f"only buffers can be stored into, got {type(buf).__name__}")
+        idx = index if isinstance(index, tuple) else (index,)
+        if buf.scope == "local.var" and idx in ((), (0,)):
+            idx = (0,)
+        if any(isinstance(i, slice) for i in idx):
+            fill(BufferRegion.from_slices(buf, idx), value)
+            return
+        if len(idx) != buf.ndim:
+            raise DSLTypeError(f"{buf.name} has {buf.ndim} dims but the store uses {len(idx)} indices")
+        val = E.cast(buf.dtype, E.as_expr(value, buf.dtype))
+        self.builder.emit(S.BufferStore(buf, tuple(E.as_expr(i) for i in idx), val))
+
+    def stmt_AugAssign(self, node):
+        op = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
+              ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>"}.get(type(node.op))
+        if op is None:
+            raise self.error(DSLSyntaxError, f"operator {type(node.op).__name__}= is not supported", node)
+        rhs = self.eval(node.value)
+        t = node.target
+        if isinstance(t, ast.Subscript):
+            buf, index = self.eval(t.value), self.eval(t.slice)
+            if isinstance(buf, Buffer):
+                cur = buf[index] if not (buf.scope == "local.var" and index == 0 and buf.ndim == 0) else buf.as_load()
+                self.store(buf, index, E.binop(op, cur, rhs), node)
+                return
+            buf[index] = _py_binop(op, buf[index], rhs)
+            return
+        if isinstance(t, ast.Name):
+            cur = self.scope.get(t.id)
+            if cur is None:
+                raise self.error(DSLNameError, f"name {t.id!r} is not defined", node)
+            if isinstance(cur, Buffer) and cur.scope == "local.var":
+                self.store(cur, (0,), E.binop(op, cur.as_load(), rhs), node)
+            elif isinstance(cur, E.Expr) or isinstance(rhs, E.Expr):
+                self.bind(t.id, E.binop(op, cur, rhs))
+            else:
+                self.scope[t.id] = _py_binop(op, cur, rhs)
+            return
+        raise self.error(DSLSyntaxError, "unsupported augmented assignment target", node)
+
+    def stmt_AnnAssign(self, node):
+        if not isinstance(node.target, ast.Name):
+            raise self.error(DSLSyntaxError, "annotated assignment needs a plain name", node)
+        name = node.target.id
+        ann = self.eval(node.annotation)
+        from ..language.types import TensorSpec
+
+        if isinstance(ann, TensorSpec) and node.value is None:
+            eager = self.builder.eager
+            if eager is None:
+                raise self.error(DSLSyntaxError, f"`{name}: T.Tensor(...)` inside a body declares an eager-mode "
+                                 "parameter; it is only valid in an eager @tilelang.jit function", node)
+            self.scope[name] = eager.declare_param(name, ann, self.span(node))
+            return
+        if isinstance(ann, dt.DType):
+            from ..language.alloc import alloc_var
+
+            init = None if node.value is None else self.eval(node.value)
+            buf = alloc_var(ann, init=init, name=name)
+            self.scope[name] = buf
+            return
+        if node.value is not None:
+            self.assign(node.target, self.eval(node.value), node)
+
+    def stmt_If(self, node):
+        cond = self.eval(node.test)
+        if isinstance(cond, Buffer) and cond.scope == "local.var":
+            cond = cond.as_load()
+        if not isinstance(cond, E.Expr):
+            self.body(node.body if cond else node.orelse)
+            return
+        then = self.block(node.body)
+        other = self.block(node.orelse) if node.orelse else None
+        self.builder.emit(S.IfThenElse(cond, then, other))
+
+    def stmt_For(self, node):
+        from ..language.loops import ForSpec
+
+        it = self.eval(node.iter)
+        if not isinstance(it, ForSpec):
+            if isinstance(it, (Buffer, E.Expr)):
+                raise self.error(DSLTypeError, f"cannot iterate over {it}; use T.serial/T.Parallel/range", node)
+            for value in it:  # a Python iterable: unrolled at parse time
+                self.assign(node.target, value, node)
+                self.body(node.body)
+            return
+        names = _target_names(node.target)
+        if len(names) != len(it.extents):
+            raise self.error(DSLTypeError, f"{it.kind} loop over {len(it.extents)} dims but the target binds "
+                             f"{len(names)} names", node)
+        loop_vars = [E.Var(self.builder.unique(n), dt.int32) for n in names]
+        for n, v in zip(names, loop_vars):
+            self.scope[n] = v
+        body = self.block(node.body)
+        for v, start, extent in reversed(list(zip(loop_vars, it.starts, it.extents))):
+            body = S.For(v, E.as_expr(start), E.as_expr(extent), it.kind, body, it.annotations,
+                         span=self.span(node))
+            if it.step != 1:
+                body = _stepped(body, it.step)
+        self.builder.emit(body)
+
+    def stmt_While(self, node):
+        cond = self.eval(node.test)
+        if not isinstance(cond, E.Expr):
+            raise self.error(DSLSyntaxError, "a while loop in a kernel needs a run-time condition", node)
+        self.builder.emit(S.While(cond, self.block(node.body)))
+
+    def stmt_Break(self, node):
+        self.builder.emit(S.Break())
+
+    def stmt_Continue(self, node):
+        self.builder.emit(S.Continue())
+
+    def stmt_With(self, node):
+        from ..language.kernel import KernelSpec
+
+        if len(node.items) != 1:
+            raise self.error(DSLSyntaxError, "use one context manager per `with`", node)
+        item = node.items[0]
+        ctx = self.eval(item.context_expr)
+        if not isinstance(ctx, KernelSpec):
+            raise self.error(DSLSyntaxError, f"unsupported `with` context {type(ctx).__name__}; "
+                             "kernels use `with T.Kernel(...) as (bx, by):`", node)
+        if self.builder.kernel is not None:
+            raise self.error(DSLSyntaxError, "nested T.Kernel is not allowed", node)
+        bvars = tuple(E.Var(n, dt.int32) for n in ("bx", "by", "bz")[:len(ctx.grid)])
+        names = _target_names(item.optional_vars) if item.optional_vars is not None else []
+        if names and len(names) != len(bvars):
+            if not (len(names) == 1 and isinstance(item.optional_vars, ast.Name)):
+                raise self.error(DSLTypeError, f"T.Kernel has {len(bvars)} grid dims but `as` binds {len(names)} names", node)
+        bvars = tuple(E.Var(self.builder.unique(n), dt.int32) for n in
+                      (names if len(names) == len(bvars) else [("bx", "by", "bz")[i] for i in range(len(bvars))]))
+        if len(names) == len(bvars):
+            for n, v in zip(names, bvars):
+                self.scope[n] = v
+        elif len(names) == 1:
+            self.scope[names[0]] = bvars if len(bvars) > 1 else bvars[0]
+        self.builder.kernel = B.KernelContext(bvars, ctx.grid, ctx.threads)
+        body = self.block(node.body)
+        k = self.builder.kernel
+        self.builder.kernel = None
+        self.builder.emit(S.KernelLaunch(bvars, ctx.grid, ctx.threads, tuple(k.thread_vars), body,
+                                         span=self.span(node)))
+
+    def stmt_Return(self, node):
+        raise _Return(None if node.value is None else self.eval(node.value))
+
+    def stmt_Assert(self, node):
+        cond = self.eval(node.test)
+        msg = self.eval(node.msg) if node.msg is not None else "assertion failed"
+        if isinstance(cond, E.Expr):
+            from ..language.debug import device_assert
+
+            device_assert(cond, str(msg))
+        elif not cond:
+            raise self.error(DSLTypeError, f"assert failed while building the kernel: {msg}", node)
+
+    def stmt_FunctionDef(self, node):
+        raise self.error(DSLSyntaxError, "nested functions are not supported inside a kernel; "
+                         "define a @T.macro outside it", node)
+
+
+def _py_binop(op, a, b):
+    import operator
+
+    return {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+            "//": operator.floordiv, "%": operator.mod, "&": operator.and_, "|": operator.or_,
+            "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift}[op](a, b)
+
+
+def _target_names(t) -> list[str]:
+    if isinstance(t, ast.Name):
+        return [t.id]
+    if isinstance(t, (ast.Tuple, ast.List)) and all(isinstance(e, ast.Name) for e in t.elts):
+        return [e.id for e in t.elts]
+    raise DSLSyntaxError(f"loop/with targets must be names, got `{ast.unparse(t)}`")
+
+
+def _stepped(loop: S.For, step) -> S.For:
+    """for v in range(a, b, s): iterate k in [0, ceil((b-a)/s)) with v = a + k*s."""
+    from ..ir.visitor import substitute
+
+    k = E.Var(loop.var.name + "_k", dt.int32)
+    extent = (loop.extent + (step - 1 if step > 0 else step + 1)) // step
+    body = substitute(loop.body, {loop.var: loop.start + k * step})
+    return S.For(k, E.as_expr(0), E.as_expr(extent), loop.kind, body, loop.annotations, span=loop.span)
+
+
+def parse_prim_func(fn) -> S.PrimFunc:
+    """`@T.prim_func`: parameters come from annotations; the body must hold one T.Kernel."""
+    from ..language.types import TensorSpec
+
+    src = _Source.of(fn)
+    builder = B.Builder()
+    parser = Parser(fn, builder)
+    params = []
+    args = src.node.args
+    if args.vararg or args.kwarg or args.kwonlyargs:
+        raise parser.error(DSLSyntaxError, "prim_func parameters must be plain positional names", src.node)
+    with B.activate(builder):
+        for a in args.args:
+            if a.annotation is None:
+                raise parser.error(DSLTypeError, f"parameter {a.arg!r} needs an annotation such as "
+                                   f"`{a.arg}: T.Tensor((M, N), 'float16')` or `{a.arg}: T.int32`", a)
+            ann = parser.eval(a.annotation)
+            if isinstance(ann, TensorSpec):
+                p = Buffer(a.arg, ann.shape, ann.dtype, "global", strides=ann.strides)
+            elif isinstance(ann, dt.DType) or isinstance(ann, str):
+                p = E.Var(a.arg, dt.as_dtype(ann))
+            else:
+                raise parser.error(DSLTypeError, f"parameter {a.arg!r}: expected T.Tensor(shape, dtype) or a scalar "
+                                   f"dtype, got {ann!r}", a)
+            parser.scope[a.arg] = p
+            params.append(p)
+        try:
+            body = parser.block(src.node.body)
+        except _Return as r:
+            if r.value is not None:
+                raise DSLSyntaxError("a @T.prim_func cannot return a value; write results into an output "
+                                     "tensor (or use eager @tilelang.jit with `return`)") from None
+            body = builder.pop() if len(builder.frames) > 1 else S.seq()
+    return S.PrimFunc(fn.__name__, tuple(params), body, span=parser.span(src.node))

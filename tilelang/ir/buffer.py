@@ -1,0 +1,145 @@
+"""Buffers (global tensors, shared/fragment/local tiles, scalar vars) and regions of them."""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from .. import dtypes as dt
+from ..dtypes import DType
+from ..errors import DSLTypeError
+from .expr import BufferLoad, Expr, as_expr, const_value
+
+_uid = itertools.count()
+
+SCOPES = ("global", "shared", "shared.dyn", "fragment", "local", "local.var")
+
+
+class Buffer:
+    """A named n-d array. Identity matters: two buffers with one name are different buffers.
+
+    `A[i, j]` is a load (or a corner for T.copy); `A[a:b, c]` is a `BufferRegion`.
+    """
+
+    def __init__(self, name: str, shape, dtype, scope: str = "global", strides=None):
+        assert scope in SCOPES, scope
+        self.name = name
+        self.shape = tuple(_dim(s) for s in shape)
+        self.dtype: DType = dt.as_dtype(dtype)
+        self.scope = scope
+        self.strides = strides
+        self.uid = next(_uid)
+
+    def __repr__(self):
+        dims = ", ".join(str(s) for s in self.shape)
+        return f"Buffer({self.name}, ({dims}), {self.dtype}, {self.scope})"
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def static_shape(self) -> tuple | None:
+        vals = tuple(const_value(s) for s in self.shape)
+        return None if any(v is None for v in vals) else vals
+
+    def numel(self) -> int:
+        n = 1
+        for s in self.static_shape:
+            n *= s
+        return n
+
+    def _indices(self, idx) -> tuple:
+        return idx if isinstance(idx, tuple) else (idx,)
+
+    def __getitem__(self, idx):
+        idx = self._indices(idx)
+        if self.scope == "local.var" and idx == ():
+            idx = (0,)
+        if len(idx) != self.ndim and not (self.scope == "local.var"):
+            raise DSLTypeError(f"buffer {self.name} has {self.ndim} dims, indexed with {len(idx)}")
+        if any(isinstance(i, slice) for i in idx):
+            return BufferRegion.from_slices(self, idx)
+        return BufferLoad(self, tuple(as_expr(i) for i in idx), self.dtype)
+
+    def as_load(self):
+        if self.scope != "local.var":
+            raise DSLTypeError(f"buffer {self.name} used as a scalar value; index it, e.g. {self.name}[i]")
+        return BufferLoad(self, (as_expr(0),), self.dtype)
+
+    def region(self) -> "BufferRegion":
+        return BufferRegion(self, tuple((as_expr(0), s) for s in self.shape))
+
+    # A local.var buffer behaves like a scalar in expressions.
+    def _scalar(self):
+        return self.as_load()
+
+    def __add__(self, o): return self._scalar() + o
+    def __radd__(self, o): return o + self._scalar()
+    def __sub__(self, o): return self._scalar() - o
+    def __rsub__(self, o): return o - self._scalar()
+    def __mul__(self, o): return self._scalar() * o
+    def __rmul__(self, o): return o * self._scalar()
+    def __truediv__(self, o): return self._scalar() / o
+    def __rtruediv__(self, o): return o / self._scalar()
+    def __floordiv__(self, o): return self._scalar() // o
+    def __mod__(self, o): return self._scalar() % o
+    def __lt__(self, o): return self._scalar() < o
+    def __le__(self, o): return self._scalar() <= o
+    def __gt__(self, o): return self._scalar() > o
+    def __ge__(self, o): return self._scalar() >= o
+    def __neg__(self): return -self._scalar()
+
+
+@dataclass(frozen=True)
+class BufferRegion:
+    """A box of a buffer: per dim (start, extent). Extents of 1 from integer indices are kept."""
+
+    buffer: Buffer
+    ranges: tuple  # ((start: Expr, extent: int | Expr), ...)
+
+    @staticmethod
+    def from_slices(buffer: Buffer, idx: tuple) -> "BufferRegion":
+        ranges = []
+        for i, s in enumerate(idx):
+            if isinstance(s, slice):
+                if s.step not in (None, 1):
+                    raise DSLTypeError(f"slices with a step are not supported (buffer {buffer.name})")
+                start = as_expr(0 if s.start is None else s.start)
+                stop = buffer.shape[i] if s.stop is None else s.stop
+                ext = _sub(stop, start)
+                ranges.append((start, ext))
+            else:
+                ranges.append((as_expr(s), 1))
+        return BufferRegion(buffer, tuple(ranges))
+
+    @property
+    def starts(self) -> tuple:
+        return tuple(r[0] for r in self.ranges)
+
+    @property
+    def extents(self) -> tuple:
+        return tuple(r[1] for r in self.ranges)
+
+    def __repr__(self):
+        rs = ", ".join(f"{s}:{s}+{e}" for s, e in self.ranges)
+        return f"{self.buffer.name}[{rs}]"
+
+
+def _dim(s):
+    v = const_value(s)
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    if isinstance(s, Expr):
+        return s
+    raise DSLTypeError(f"a buffer dimension must be an integer or an integer expression, got {s!r}")
+
+
+def _sub(stop, start):
+    from ..arith.simplify import simplify
+
+    a, b = const_value(stop), const_value(start)
+    if isinstance(a, int) and isinstance(b, int):
+        return a - b
+    e = simplify(as_expr(stop) - start)
+    v = const_value(e)
+    return v if isinstance(v, int) else e

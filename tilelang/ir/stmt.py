@@ -1,0 +1,174 @@
+"""Statements of the IR (TIR-style names) and the base class of tile ops.
+
+Statements are frozen dataclasses; `span` (the user's source position) is not part
+of equality. Declarations (`Allocate`, `LetStmt`) are flat: they scope over the
+rest of the enclosing `SeqStmt`, which keeps the builder and printers simple.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+
+from ..errors import Span
+from .buffer import Buffer
+from .expr import Expr, Var
+
+
+@dataclass(frozen=True)
+class Stmt:
+    def with_span(self, span):
+        return replace(self, span=span)
+
+
+def _span():
+    return field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class SeqStmt(Stmt):
+    stmts: tuple
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class Evaluate(Stmt):
+    value: Expr
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class BufferStore(Stmt):
+    buffer: Buffer
+    indices: tuple
+    value: Expr
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class LetStmt(Stmt):
+    """Declare `var = value` for the rest of the enclosing sequence."""
+
+    var: Var
+    value: Expr
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class Allocate(Stmt):
+    """Declare a shared/fragment/local buffer for the rest of the enclosing sequence."""
+
+    buffer: Buffer
+    init: tuple | None = None  # initial values (alloc_var(init=...))
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class For(Stmt):
+    """kind: serial | parallel | pipelined | unroll | vectorized."""
+
+    var: Var
+    start: Expr
+    extent: Expr
+    kind: str
+    body: Stmt
+    annotations: tuple = ()  # ((key, value), ...)
+    span: Span | None = _span()
+
+    def annotation(self, key, default=None):
+        for k, v in self.annotations:
+            if k == key:
+                return v
+        return default
+
+
+@dataclass(frozen=True)
+class While(Stmt):
+    cond: Expr
+    body: Stmt
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class IfThenElse(Stmt):
+    cond: Expr
+    then_case: Stmt
+    else_case: Stmt | None = None
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class Break(Stmt):
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class Continue(Stmt):
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class KernelLaunch(Stmt):
+    """`with T.Kernel(...)`: a grid of blocks, each running `body` with `threads` threads."""
+
+    block_vars: tuple  # (Var, ...) one per grid dim, x first
+    grid: tuple  # extents (Expr | int)
+    threads: tuple  # (x, y, z) ints
+    thread_vars: tuple  # (Var, ...) bound by T.get_thread_binding / thread_binding
+    body: Stmt
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class TileOp(Stmt):
+    """Base of block-level tile operations (copy, gemm, fill, reduce ...), one file each in op/."""
+
+    def buffers(self) -> list:
+        """Buffers this op touches (used by verifier and planners)."""
+        out = []
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, Buffer):
+                out.append(v)
+            elif hasattr(v, "buffer") and isinstance(getattr(v, "buffer"), Buffer):
+                out.append(v.buffer)
+        return out
+
+
+@dataclass(frozen=True)
+class PrimFunc:
+    """A kernel: parameters (Buffers and scalar Vars), body, and attributes."""
+
+    name: str
+    params: tuple  # Buffer | Var
+    body: Stmt
+    attrs: tuple = ()  # ((key, value), ...)
+    span: Span | None = field(default=None, compare=False, repr=False)
+
+    def attr(self, key, default=None):
+        for k, v in self.attrs:
+            if k == key:
+                return v
+        return default
+
+    def with_attr(self, key, value) -> "PrimFunc":
+        attrs = tuple((k, v) for k, v in self.attrs if k != key) + ((key, value),)
+        return replace(self, attrs=attrs)
+
+    def __str__(self):
+        from .printer import func_str
+
+        return func_str(self)
+
+
+def seq(*stmts) -> Stmt:
+    """Flatten into a SeqStmt (or the single statement)."""
+    flat = []
+    for s in stmts:
+        if s is None:
+            continue
+        if isinstance(s, SeqStmt):
+            flat.extend(s.stmts)
+        else:
+            flat.append(s)
+    if len(flat) == 1:
+        return flat[0]
+    return SeqStmt(tuple(flat))

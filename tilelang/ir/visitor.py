@@ -1,0 +1,124 @@
+"""Generic traversal over the frozen-dataclass IR.
+
+`Mutator` rebuilds only what changed: override `visit_<NodeClass>` for the nodes you
+rewrite and call `self.generic(node)` to recurse into the rest. `Visitor` is the
+read-only counterpart. Both reach expressions inside tile ops and regions because
+they walk every dataclass field.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from .buffer import Buffer
+from .expr import BufferLoad, Expr, Var
+from .stmt import PrimFunc, Stmt
+
+
+def _is_node(x) -> bool:
+    return dataclasses.is_dataclass(x) and not isinstance(x, type)
+
+
+class Mutator:
+    def visit(self, node):
+        if isinstance(node, tuple):
+            items = tuple(self.visit(x) for x in node)
+            return node if all(a is b for a, b in zip(items, node)) else items
+        if isinstance(node, list):
+            return [self.visit(x) for x in node]
+        if not _is_node(node):
+            return node
+        fn = getattr(self, "visit_" + type(node).__name__, None)
+        if fn is not None:
+            return fn(node)
+        return self.generic(node)
+
+    def generic(self, node):
+        changes = {}
+        for f in dataclasses.fields(node):
+            if f.name == "span" or f.name == "dtype":
+                continue
+            old = getattr(node, f.name)
+            new = self.visit(old)
+            if new is not old:
+                changes[f.name] = new
+        if not changes:
+            return node
+        if isinstance(node, BufferLoad) and "indices" in changes:
+            return BufferLoad(node.buffer, changes["indices"], node.dtype)
+        return dataclasses.replace(node, **changes)
+
+
+class Visitor:
+    def visit(self, node):
+        if isinstance(node, (tuple, list)):
+            for x in node:
+                self.visit(x)
+            return
+        if not _is_node(node):
+            return
+        fn = getattr(self, "visit_" + type(node).__name__, None)
+        if fn is not None:
+            fn(node)
+        else:
+            self.generic(node)
+
+    def generic(self, node):
+        for f in dataclasses.fields(node):
+            if f.name in ("span", "dtype"):
+                continue
+            self.visit(getattr(node, f.name))
+
+
+class Substitute(Mutator):
+    """Replace variables by expressions."""
+
+    def __init__(self, mapping: dict):
+        self.mapping = mapping
+
+    def visit_Var(self, v: Var):
+        return self.mapping.get(v, v)
+
+
+def substitute(node, mapping: dict):
+    if not mapping:
+        return node
+    return Substitute(mapping).visit(node)
+
+
+def collect(node, pred) -> list:
+    """All sub-nodes (statements and expressions) satisfying `pred`, in visit order."""
+    out = []
+
+    class _C(Visitor):
+        def visit(self, n):
+            if _is_node(n) and pred(n):
+                out.append(n)
+            super().visit(n)
+
+    _C().visit(node)
+    return out
+
+
+def buffers_used(node) -> list[Buffer]:
+    """Buffers referenced anywhere under `node`, first-use order, no duplicates."""
+    seen, out = set(), []
+
+    class _B(Visitor):
+        def visit(self, n):
+            if isinstance(n, Buffer):
+                if n.uid not in seen:
+                    seen.add(n.uid)
+                    out.append(n)
+                return
+            super().visit(n)
+
+    _B().visit(node)
+    return out
+
+
+def map_stmts(func: PrimFunc, mutator: Mutator) -> PrimFunc:
+    body = mutator.visit(func.body)
+    return func if body is func.body else dataclasses.replace(func, body=body)
+
+
+__all__ = ["Mutator", "Visitor", "substitute", "collect", "buffers_used", "map_stmts", "Expr", "Stmt"]

@@ -1,0 +1,58 @@
+"""The TileLang language: what users write as `import tilelang.language as T`.
+
+Thin wrappers only: each function checks its arguments and appends IR to the
+kernel being parsed; lowering lives in `transform/` and `backend/`.
+"""
+from ..dtypes import (bool_ as bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64,  # noqa: F401
+                      float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2, DType as dtype)
+from ..frontend.parser import parse_prim_func as _parse_prim_func
+from ..ir.stmt import PrimFunc  # noqa: F401
+from .types import Tensor, Buffer, StridedTensor, TensorSpec  # noqa: F401
+from .kernel import (Kernel, get_thread_binding, get_thread_bindings, get_block_binding,  # noqa: F401
+                     get_block_bindings)
+from .alloc import alloc_shared, alloc_fragment, alloc_local, alloc_var, alloc_barrier  # noqa: F401
+from .loops import Parallel, Pipelined, serial, Serial, unroll, Unroll, grid, vectorized, Persistent  # noqa: F401
+from .tile import (copy, fill, clear, gemm, reduce_sum, reduce_max, reduce_min, reduce_abssum,  # noqa: F401
+                   reduce_absmax, cumsum, atomic_add, atomic_max, atomic_min, atomic_addx2, use_swizzle,
+                   annotate_layout, annotate_padding, annotate_l2_hit_ratio, no_set_max_nreg,
+                   disable_warp_group_reg_alloc)
+from .math import (exp, exp2, log, log2, log10, sqrt, rsqrt, tanh, sigmoid, sin, cos, erf, floor, ceil,  # noqa: F401
+                   round, trunc, log1p, expm1, exp10, abs, max, min, pow, if_then_else, Select, cast, Cast,
+                   infinity, max_value, min_value, ceildiv, floordiv, floormod, truncdiv, truncmod,
+                   bitwise_and, bitwise_or, bitwise_xor, bitwise_not, shift_left, shift_right, And, Or, Not,
+                   reinterpret, clamp, fast_exp, fast_exp2, fast_log, fast_log2)
+from .debug import print, device_assert  # noqa: F401
+from .macro import macro  # noqa: F401
+from .eager import const, empty, dynamic, symbolic  # noqa: F401
+
+float8_e4m3 = float8_e4m3fn
+float = float32
+half = float16
+
+
+def prim_func(func=None, *, private=False, check_well_formed=False):
+    """Turn a Python function into a TileLang kernel (a `PrimFunc`), parsed immediately.
+
+    Example::
+
+        @T.prim_func
+        def add(A: T.Tensor((1024,), "float32"), B: T.Tensor((1024,), "float32")):
+            with T.Kernel(8, threads=128) as bx:
+                for i in T.Parallel(128):
+                    B[bx * 128 + i] = A[bx * 128 + i] + 1
+    """
+    if func is None:
+        return lambda f: _parse_prim_func(f)
+    return _parse_prim_func(func)
+
+
+def Layout(shape, forward_fn):
+    from ..layout import Layout as _L
+
+    return _L.from_fn(shape, forward_fn)
+
+
+def Fragment(shape, forward_fn=None, forward_thread_fn=None, replicate=1, forward_index_fn=None):
+    from ..layout import Fragment as _F
+
+    return _F.from_fn(shape, forward_fn, forward_thread_fn, replicate, forward_index_fn)

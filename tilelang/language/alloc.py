@@ -1,0 +1,77 @@
+"""Tile allocations: shared memory, fragments (registers), local arrays and scalar vars."""
+from __future__ import annotations
+
+from ..arith.simplify import const_int
+from ..errors import NonConstantShapeError
+from ..frontend import builder as B
+from ..ir.buffer import Buffer
+from ..ir.expr import as_expr, cast
+from ..ir.stmt import Allocate
+
+
+def _alloc(shape, dtype, scope, what, name=None, init=None) -> Buffer:
+    b = B.current(what)
+    if isinstance(shape, int) or not isinstance(shape, (tuple, list)):
+        shape = (shape,)
+    dims = []
+    for s in shape:
+        c = const_int(s)
+        if c is None:
+            raise NonConstantShapeError(f"{what}: tile shapes must be compile-time constants, got {s} in {tuple(shape)}; "
+                                        "use Python ints (block sizes) rather than tensor dims")
+        if c <= 0:
+            raise NonConstantShapeError(f"{what}: tile dims must be positive, got {tuple(shape)}")
+        dims.append(c)
+    buf = Buffer(b.unique(name or _guess_name(scope)), tuple(dims), dtype, scope)
+    b.emit(Allocate(buf, init))
+    return buf
+
+
+def _guess_name(scope):
+    import inspect
+
+    # Name the buffer after the variable it is assigned to, for readable IR and C.
+    frame = inspect.currentframe()
+    for _ in range(4):
+        frame = frame.f_back if frame else None
+    try:
+        if frame is not None:
+            import linecache
+
+            line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+            if "=" in line:
+                lhs = line.split("=", 1)[0].strip()
+                if lhs.isidentifier():
+                    return lhs
+    finally:
+        del frame
+    return {"shared.dyn": "smem", "fragment": "frag", "local": "local", "local.var": "var"}.get(scope, "buf")
+
+
+def alloc_shared(shape, dtype, scope="shared.dyn") -> Buffer:
+    """A block-shared tile. Example: `A_s = T.alloc_shared((128, 32), "float16")`."""
+    return _alloc(shape, dtype, "shared.dyn" if scope in ("shared", "shared.dyn") else scope, "T.alloc_shared")
+
+
+def alloc_fragment(shape, dtype, scope="local.fragment") -> Buffer:
+    """A block-level tile held in registers, spread over the block's threads by layout inference.
+
+    Example: `C = T.alloc_fragment((128, 128), "float32")`.
+    """
+    return _alloc(shape, dtype, "fragment", "T.alloc_fragment")
+
+
+def alloc_local(shape, dtype, scope="local") -> Buffer:
+    """A per-thread array."""
+    return _alloc(shape, dtype, "local", "T.alloc_local")
+
+
+def alloc_var(dtype, init=None, scope="local.var", name=None) -> Buffer:
+    """A per-thread mutable scalar; read it as `x` or `x[0]`, write `x = ...` or `x[0] = ...`."""
+    if init is not None:
+        init = (cast(dtype, as_expr(init)),)
+    return _alloc((1,), dtype, "local.var", "T.alloc_var", name=name, init=init)
+
+
+def alloc_barrier(arrive_count=1):  # accepted for source compatibility
+    return alloc_var("uint64", name="mbar")

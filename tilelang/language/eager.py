@@ -1,0 +1,48 @@
+"""Eager-mode declarations: `T.const`, `T.empty`, and symbolic dims `T.dynamic`."""
+from __future__ import annotations
+
+from .. import dtypes as dt
+from ..errors import DSLSyntaxError, DSLTypeError
+from ..frontend import builder as B
+from ..ir.expr import Var
+
+
+def dynamic(name: str, dtype="int32") -> Var:
+    """A symbolic dimension bound at call time from tensor shapes: `m = T.dynamic("m")`."""
+    return Var(name, dt.as_dtype(dtype))
+
+
+def symbolic(name: str, dtype="int32") -> Var:
+    """Deprecated alias of `T.dynamic`."""
+    return dynamic(name, dtype)
+
+
+def const(names: str, dtype="int32"):
+    """Eager mode: compile-time dims named in `names` ("M, N" or "M N"), fixed per specialization.
+
+    Example::
+
+        @tilelang.jit
+        def add(A, B, block: int):
+            M, N = T.const("M, N")
+            A: T.Tensor((M, N), T.float32)
+            ...
+    """
+    b = B.current("T.const")
+    if b.eager is None:
+        raise DSLSyntaxError("T.const is only valid in an eager-mode @tilelang.jit function body")
+    parts = [p for p in names.replace(",", " ").split() if p]
+    if not parts:
+        raise DSLTypeError("T.const needs at least one name")
+    vals = [b.eager.const(p) for p in parts]
+    return vals[0] if len(vals) == 1 else tuple(vals)
+
+
+def empty(shape, dtype="float32"):
+    """Eager mode: a new output tensor of `shape`, allocated per call and returned by the kernel."""
+    b = B.current("T.empty")
+    if b.eager is None:
+        raise DSLSyntaxError("T.empty is only valid in an eager-mode @tilelang.jit function body")
+    if not isinstance(shape, (tuple, list)):
+        shape = (shape,)
+    return b.eager.declare_output(tuple(shape), dt.as_dtype(dtype))

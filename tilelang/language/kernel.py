@@ -1,0 +1,69 @@
+"""`T.Kernel`: the launch grid and threads per block; thread-index access."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import dtypes as dt
+from ..arith.simplify import const_int
+from ..errors import DSLTypeError, NonConstantShapeError
+from ..frontend import builder as B
+from ..ir.expr import Var, as_expr
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    grid: tuple
+    threads: tuple
+
+
+def Kernel(*blocks, threads=128, is_cpu=False, prelude=None) -> KernelSpec:
+    """Launch a grid of `blocks` (1-3 extents), each block with `threads` threads.
+
+    Example::
+
+        with T.Kernel(T.ceildiv(N, 128), T.ceildiv(M, 128), threads=128) as (bx, by):
+            ...
+    """
+    if len(blocks) == 1 and isinstance(blocks[0], (tuple, list)):
+        blocks = tuple(blocks[0])
+    if not 1 <= len(blocks) <= 3:
+        raise DSLTypeError(f"T.Kernel takes 1 to 3 grid extents, got {len(blocks)}")
+    grid = tuple(const_int(b) if const_int(b) is not None else as_expr(b) for b in blocks)
+    if isinstance(threads, int):
+        threads = (threads,)
+    threads = tuple(threads)
+    if not 1 <= len(threads) <= 3:
+        raise DSLTypeError(f"T.Kernel threads= takes an int or 1-3 extents, got {threads!r}")
+    th = []
+    for t in threads:
+        c = const_int(t)
+        if c is None or c <= 0:
+            raise NonConstantShapeError(f"T.Kernel threads= must be positive integer constants, got {t!r}")
+        th.append(c)
+    th += [1] * (3 - len(th))
+    return KernelSpec(grid, tuple(th))
+
+
+def get_thread_binding(dim: int = 0) -> Var:
+    """The thread index along `dim` inside the block (threadIdx.x for dim 0)."""
+    k = B.in_kernel("T.get_thread_binding")
+    for v in k.thread_vars:
+        if v.name == f"tx{dim}" or v.name == ("tx", "ty", "tz")[dim]:
+            return v
+    v = Var(("tx", "ty", "tz")[dim], dt.int32)
+    k.thread_vars.append(v)
+    return v
+
+
+def get_thread_bindings():
+    return [get_thread_binding(i) for i in range(3)]
+
+
+def get_block_binding(dim: int = 0) -> Var:
+    k = B.in_kernel("T.get_block_binding")
+    return k.block_vars[dim]
+
+
+def get_block_bindings():
+    k = B.in_kernel("T.get_block_bindings")
+    return list(k.block_vars)

@@ -1,0 +1,176 @@
+"""Block-level tile operations: copy, gemm, fill/clear, reductions, cumsum, atomics."""
+from __future__ import annotations
+
+from ..errors import DSLTypeError, ShapeMismatchError
+from ..frontend import builder as B
+from ..ir.buffer import Buffer, BufferRegion
+from ..ir.expr import BufferLoad, Expr, as_expr, cast, const_value
+from ..op import tile_ops as O
+from ..op.regions import is_tile_arg, pair_regions, squeezed, to_region, same_extent
+
+
+def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None, loop_layout=None):
+    """Copy a tile: `T.copy(A[by * 128, k * 32], A_shared)`.
+
+    Each side is a buffer, a slice (`A[a:b, c:d]`) or a corner (`A[i, j]`, extent taken from
+    the other side). Global elements outside the tensor read as zero and are never written.
+    """
+    B.in_kernel("T.copy")
+    for name, x in (("src", src), ("dst", dst)):
+        if not is_tile_arg(x):
+            raise DSLTypeError(f"T.copy {name}: expected a buffer, slice or corner, got {type(x).__name__}: {x!r}")
+    s, d = pair_regions(src, dst, "T.copy")
+    B.current().emit(O.Copy(s, d, bool(disable_tma)))
+
+
+def fill(buffer, value):
+    """Set every element of a tile (or a slice of one) to `value`: `T.fill(acc, 0)`."""
+    B.in_kernel("T.fill")
+    r = to_region(buffer, None, "T.fill")
+    if isinstance(buffer, BufferLoad):
+        r = BufferRegion(buffer.buffer, tuple((i, 1) for i in buffer.indices))
+    B.current().emit(O.Fill(r, cast(r.buffer.dtype, as_expr(value, r.buffer.dtype))))
+
+
+def clear(buffer):
+    """`T.fill(buffer, 0)`."""
+    fill(buffer, 0)
+
+
+def gemm(A, B_, C, transpose_A=False, transpose_B=False, policy=None, clear_accum=False, k_pack=1,
+         wg_wait=0, mbar=None):
+    """C += A @ B on tiles (`C = A @ B` with clear_accum=True); transposes per flag.
+
+    A is (M, K) or (K, M) with transpose_A; B is (K, N) or (N, K) with transpose_B; C is (M, N).
+    Example: `T.gemm(A_shared, B_shared, C_local)`.
+    """
+    B.in_kernel("T.gemm")
+    ra, rb, rc = (to_region(x, None, "T.gemm") for x in (A, B_, C))
+    a, b, c = squeezed(ra.extents), squeezed(rb.extents), squeezed(rc.extents)
+    for nm, e in (("A", a), ("B", b), ("C", c)):
+        if len(e) != 2:
+            raise ShapeMismatchError(f"T.gemm: {nm} must be a 2-d tile, got extents {tuple(e)}")
+    m, ka = (a[1], a[0]) if transpose_A else (a[0], a[1])
+    kb, n = (b[1], b[0]) if transpose_B else (b[0], b[1])
+    if not same_extent(ka, kb):
+        raise ShapeMismatchError(f"T.gemm: K of A ({ra.buffer.name}: {ka}) does not match K of B "
+                                 f"({rb.buffer.name}: {kb}); check transpose_A/transpose_B")
+    if not (same_extent(m, c[0]) and same_extent(n, c[1])):
+        raise ShapeMismatchError(f"T.gemm: A@B is ({m}, {n}) but C ({rc.buffer.name}) is ({c[0]}, {c[1]})")
+    pol = getattr(policy, "name", None) or (str(policy) if policy is not None else "Square")
+    B.current().emit(O.Gemm(ra, rb, rc, bool(transpose_A), bool(transpose_B), bool(clear_accum), pol,
+                            int(k_pack), int(wg_wait)))
+
+
+def _reduce(kind, buffer, out, dim, clear):
+    B.in_kernel(f"T.reduce_{kind}")
+    if not isinstance(buffer, Buffer) or not isinstance(out, Buffer):
+        raise DSLTypeError(f"T.reduce_{kind}: expected two buffers (src, dst), got {buffer!r}, {out!r}")
+    nd = buffer.ndim
+    if not -nd <= dim < nd:
+        raise DSLTypeError(f"T.reduce_{kind}: dim={dim} is out of range for the {nd}-d buffer {buffer.name}")
+    dim %= nd
+    expect = [s for i, s in enumerate(buffer.shape) if i != dim]
+    got = list(out.shape)
+    if squeezed(expect) != squeezed(got) and not (not expect and squeezed(got) == []):
+        raise ShapeMismatchError(f"T.reduce_{kind}: reducing {buffer.name}{tuple(buffer.shape)} over dim {dim} "
+                                 f"gives {tuple(expect)}, but the destination {out.name} is {tuple(got)}")
+    B.current().emit(O.Reduce(kind, buffer, out, dim, bool(clear)))
+
+
+def reduce_sum(buffer, out, dim=-1, clear=True):
+    """out = sum of buffer over `dim` (added to out when clear=False)."""
+    _reduce("sum", buffer, out, dim, clear)
+
+
+def reduce_max(buffer, out, dim=-1, clear=True):
+    _reduce("max", buffer, out, dim, clear)
+
+
+def reduce_min(buffer, out, dim=-1, clear=True):
+    _reduce("min", buffer, out, dim, clear)
+
+
+def reduce_abssum(buffer, out, dim=-1):
+    _reduce("abssum", buffer, out, dim, True)
+
+
+def reduce_absmax(buffer, out, dim=-1, clear=True):
+    _reduce("absmax", buffer, out, dim, clear)
+
+
+def cumsum(src, dst=None, dim=0, reverse=False):
+    """Inclusive prefix sum of a tile along `dim` (in place when dst is None)."""
+    B.in_kernel("T.cumsum")
+    dst = src if dst is None else dst
+    if not isinstance(src, Buffer) or not isinstance(dst, Buffer):
+        raise DSLTypeError("T.cumsum: expected buffers")
+    if tuple(src.shape) != tuple(dst.shape):
+        raise ShapeMismatchError(f"T.cumsum: {src.name}{src.shape} and {dst.name}{dst.shape} differ in shape")
+    dim %= src.ndim
+    B.current().emit(O.CumSum(src, dst, dim, bool(reverse)))
+
+
+def _atomic(kind, dst, value, memory_order=None):
+    B.in_kernel(f"T.atomic_{kind}")
+    b = B.current()
+    if isinstance(dst, BufferLoad) and not is_tile_arg(value):
+        # scalar atomic on one element
+        r = BufferRegion(dst.buffer, tuple((i, 1) for i in dst.indices))
+        b.emit(O.AtomicTile(kind, r, cast(dst.buffer.dtype, as_expr(value, dst.buffer.dtype))))
+        return
+    if is_tile_arg(value):
+        s, d = pair_regions(value, dst, f"T.atomic_{kind}")
+        b.emit(O.AtomicTile(kind, d, s))
+        return
+    r = to_region(dst, None, f"T.atomic_{kind}")
+    b.emit(O.AtomicTile(kind, r, cast(r.buffer.dtype, as_expr(value, r.buffer.dtype))))
+
+
+def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):
+    """dst += value atomically; dst/value may be tiles (`T.atomic_add(C[by*M, bx*N], C_local)`)."""
+    _atomic("add", dst, value)
+
+
+def atomic_max(dst, value, memory_order=None, return_prev=False):
+    _atomic("max", dst, value)
+
+
+def atomic_min(dst, value, memory_order=None, return_prev=False):
+    _atomic("min", dst, value)
+
+
+def atomic_addx2(dst, value):
+    _atomic("add", dst, value)
+
+
+def use_swizzle(panel_size=8, order="row", enable=True):
+    """Rasterize blocks in panels of `panel_size` for L2 reuse (does not change results)."""
+    B.in_kernel("T.use_swizzle")
+    B.current().emit(O.Swizzle(int(panel_size), str(order), bool(enable)))
+
+
+def annotate_layout(layout_map: dict):
+    """Pin buffer layouts: `T.annotate_layout({A_shared: layout})`."""
+    B.in_kernel("T.annotate_layout")
+    B.current().emit(O.AnnotateLayout(tuple(layout_map.items())))
+
+
+def annotate_padding(padding_map):
+    pass
+
+
+def annotate_l2_hit_ratio(*args, **kwargs):
+    pass
+
+
+def no_set_max_nreg():
+    pass
+
+
+def disable_warp_group_reg_alloc():
+    pass
+
+
+__all__ = [n for n in dir() if not n.startswith("_")]
+_ = (Expr, const_value)

@@ -1,0 +1,85 @@
+"""Turning T.copy / T.gemm / T.fill arguments (buffers, slices, corners) into regions."""
+from __future__ import annotations
+
+from ..arith.simplify import const_int, simplify
+from ..errors import DSLTypeError, ShapeMismatchError
+from ..ir.buffer import Buffer, BufferRegion
+from ..ir.expr import BufferLoad, Expr, as_expr
+
+
+def is_tile_arg(x) -> bool:
+    return isinstance(x, (Buffer, BufferRegion, BufferLoad))
+
+
+def to_region(x, like_extents=None, what="argument") -> BufferRegion:
+    """Buffer -> whole region; region -> itself; corner load -> region sized like the other side."""
+    if isinstance(x, Buffer):
+        return x.region()
+    if isinstance(x, BufferRegion):
+        return x
+    if isinstance(x, BufferLoad):
+        if like_extents is None:
+            return BufferRegion(x.buffer, tuple((i, 1) for i in x.indices))
+        n = len(x.indices)
+        ext = [e for e in like_extents if const_int(e) != 1]
+        if len(ext) > n:
+            raise ShapeMismatchError(
+                f"{what}: corner {x.buffer.name}[...] has {n} indices but the other side is a "
+                f"{len(ext)}-d tile; index every dimension of {x.buffer.name}")
+        full = list(like_extents)[-n:] if len(like_extents) >= n else [1] * (n - len(like_extents)) + list(like_extents)
+        # keep unit dims of the tile where they align; pad leading dims with 1
+        if len([e for e in full if const_int(e) != 1]) != len(ext):
+            full = [1] * (n - len(ext)) + ext
+        return BufferRegion(x.buffer, tuple((i, e) for i, e in zip(x.indices, full)))
+    raise DSLTypeError(f"{what}: expected a buffer, a slice of one (A[a:b, c:d]) or a corner (A[i, j]), "
+                       f"got {type(x).__name__}: {x!r}")
+
+
+def squeezed(extents) -> list:
+    """Extents without unit dims, as ints where constant."""
+    out = []
+    for e in extents:
+        c = const_int(e)
+        if c == 1:
+            continue
+        out.append(c if c is not None else simplify(as_expr(e)))
+    return out
+
+
+def same_extent(a, b) -> bool:
+    ca, cb = const_int(a), const_int(b)
+    if ca is not None and cb is not None:
+        return ca == cb
+    return simplify(as_expr(a) - b) == as_expr(0) or str(simplify(as_expr(a) - b)) == "0"
+
+
+def extents_of(x) -> tuple | None:
+    if isinstance(x, Buffer):
+        return x.shape
+    if isinstance(x, BufferRegion):
+        return x.extents
+    return None
+
+
+def pair_regions(src, dst, what="T.copy") -> tuple[BufferRegion, BufferRegion]:
+    """Resolve a (src, dst) pair where either side may be a corner."""
+    se, de = extents_of(src), extents_of(dst)
+    if se is None and de is None:
+        raise DSLTypeError(f"{what}: both sides are corners (A[i, j]); one side must be a buffer or a slice "
+                           "so the tile's extent is known")
+    s = to_region(src, de, what)
+    d = to_region(dst, s.extents if se is not None else None, what) if de is None else to_region(dst)
+    if de is not None and se is None:
+        s = to_region(src, d.extents, what)
+    a, b = squeezed(s.extents), squeezed(d.extents)
+    if len(a) != len(b) or not all(same_extent(x, y) for x, y in zip(a, b)):
+        raise ShapeMismatchError(
+            f"{what}: source tile {s.buffer.name} has extents {tuple(a)} but destination {d.buffer.name} "
+            f"has {tuple(b)}; the shapes must match (unit dims are ignored)")
+    return s, d
+
+
+def as_value(v, dtype) -> Expr:
+    from ..ir.expr import cast
+
+    return cast(dtype, as_expr(v, dtype))

@@ -1,0 +1,116 @@
+"""The tile-op statements: what each T.* block-level operation means, as IR nodes.
+
+Each is a frozen dataclass (a `TileOp` statement). Lowering lives per target in
+`transform/lower_tile_ops_*.py`; layout inference in `layout/`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import Span
+from ..ir.buffer import Buffer, BufferRegion
+from ..ir.expr import Expr
+from ..ir.stmt import TileOp, _span
+
+
+@dataclass(frozen=True)
+class Copy(TileOp):
+    """dst[region] = src[region] (cast to dst dtype); out-of-range global reads give 0, writes are dropped."""
+
+    src: BufferRegion
+    dst: BufferRegion
+    disable_tma: bool = False
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class Fill(TileOp):
+    dst: BufferRegion
+    value: Expr
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class Gemm(TileOp):
+    """C += op(A) @ op(B) (C = ... when clear_accum); op is a transpose when transpose_*."""
+
+    A: BufferRegion
+    B: BufferRegion
+    C: BufferRegion
+    transpose_A: bool = False
+    transpose_B: bool = False
+    clear_accum: bool = False
+    policy: str = "Square"
+    k_pack: int = 1
+    wg_wait: int = 0
+    span: Span | None = _span()
+
+    @property
+    def mnk(self) -> tuple:
+        from .regions import squeezed
+
+        a, b = squeezed(self.A.extents), squeezed(self.B.extents)
+        m, k = (a[1], a[0]) if self.transpose_A else (a[0], a[1])
+        n = b[0] if self.transpose_B else b[1]
+        return m, n, k
+
+
+@dataclass(frozen=True)
+class Reduce(TileOp):
+    """dst = reduce_kind(src, dim); kind: sum max min abssum absmax. clear=False folds dst in."""
+
+    kind: str
+    src: Buffer
+    dst: Buffer
+    dim: int
+    clear: bool = True
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class CumSum(TileOp):
+    src: Buffer
+    dst: Buffer
+    dim: int
+    reverse: bool = False
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class AtomicTile(TileOp):
+    """dst[region] <kind>= src (a region of equal shape, or a scalar value). kind: add max min."""
+
+    kind: str
+    dst: BufferRegion
+    src: object  # BufferRegion | Expr
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class Swizzle(TileOp):
+    """T.use_swizzle: remap block indices for L2 locality (no effect on results)."""
+
+    panel_size: int
+    order: str = "row"
+    enable: bool = True
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class AnnotateLayout(TileOp):
+    layouts: tuple  # ((Buffer, layout), ...)
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class DeviceAssert(TileOp):
+    cond: Expr
+    msg: str = ""
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class Print(TileOp):
+    obj: object  # Expr | Buffer
+    msg: str = ""
+    span: Span | None = _span()

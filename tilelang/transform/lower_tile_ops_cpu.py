@@ -1,0 +1,235 @@
+"""Lower tile ops to plain loops for the CPU backend (one CPU thread runs a whole block).
+
+Expects: parsed IR (tile ops, T.Parallel/T.Pipelined loops).
+Guarantees: no TileOp remains except Print/DeviceAssert (handled by codegen); every loop
+is serial; out-of-range global reads of copies give 0 and writes are skipped.
+
+    T.copy(A[by*64, k*32], A_s)            for i in serial(64): for j in serial(32):
+                                    ->        A_s[i, j] = A[by*64+i, k*32+j] if (by*64+i < M and k*32+j < K) else 0
+    T.gemm(A_s, B_s, C)                    for i, k, j: C[i, j] += cast(A_s[i, k]) * cast(B_s[k, j])
+"""
+from __future__ import annotations
+
+from .. import dtypes as dt
+from ..arith.simplify import const_int, simplify
+from ..errors import LoweringError
+from ..ir import expr as E
+from ..ir import stmt as S
+from ..ir.buffer import Buffer, BufferRegion
+from ..ir.visitor import Mutator
+from ..op import tile_ops as O
+from ..op.regions import squeezed
+
+
+def _loops(extents, make_body, kind="serial", prefix="i"):
+    """Nest serial loops over `extents`; make_body(list_of_vars) -> Stmt."""
+    vs = [E.Var(f"{prefix}{n}", dt.int32) for n in range(len(extents))]
+    body = make_body(vs)
+    for v, e in reversed(list(zip(vs, extents))):
+        body = S.For(v, E.as_expr(0), E.as_expr(e), kind, body)
+    return body
+
+
+def region_indices(r: BufferRegion, vs) -> tuple:
+    """Indices into r.buffer for loop vars `vs` running over r's non-unit extents."""
+    out, k = [], 0
+    for start, ext in r.ranges:
+        if const_int(ext) == 1:
+            out.append(start)
+        else:
+            out.append(simplify(start + vs[k]))
+            k += 1
+    return tuple(out)
+
+
+def in_bounds(r: BufferRegion, idx) -> E.Expr | bool:
+    """Condition that `idx` lies inside a global buffer (True when provable)."""
+    if r.buffer.scope != "global":
+        return True
+    conds = []
+    for (start, ext), i, dim in zip(r.ranges, idx, r.buffer.shape):
+        hi = simplify(E.as_expr(start) + ext)
+        diff = const_int(simplify(E.as_expr(dim) - hi))
+        s0 = const_int(start)
+        if diff is not None and diff >= 0 and (s0 is None or s0 >= 0):
+            continue
+        if const_int(i) is not None and const_int(dim) is not None and 0 <= const_int(i) < const_int(dim):
+            continue
+        conds.append(E.binop("<", i, dim))
+    out = True
+    for c in conds:
+        out = E.logical_and(out, c)
+    return out
+
+
+class LowerTileOpsCPU(Mutator):
+    def visit_For(self, s: S.For):
+        body = self.visit(s.body)
+        kind = "serial" if s.kind in ("parallel", "pipelined", "vectorized") else s.kind
+        return S.For(s.var, s.start, s.extent, kind, body, (), span=s.span)
+
+    def visit_Copy(self, op: O.Copy):
+        ext = squeezed(op.dst.extents)
+
+        def body(vs):
+            si, di = region_indices(op.src, vs), region_indices(op.dst, vs)
+            val = E.cast(op.dst.buffer.dtype, E.BufferLoad(op.src.buffer, si, op.src.buffer.dtype))
+            ok_src = in_bounds(op.src, si)
+            if ok_src is not True:
+                val = E.select(ok_src, val, E.const(0, op.dst.buffer.dtype))
+            st = S.BufferStore(op.dst.buffer, di, val, span=op.span)
+            ok_dst = in_bounds(op.dst, di)
+            return st if ok_dst is True else S.IfThenElse(ok_dst, st, span=op.span)
+
+        return _loops(ext, body)
+
+    def visit_Fill(self, op: O.Fill):
+        ext = squeezed(op.dst.extents)
+
+        def body(vs):
+            di = region_indices(op.dst, vs)
+            st = S.BufferStore(op.dst.buffer, di, op.value, span=op.span)
+            ok = in_bounds(op.dst, di)
+            return st if ok is True else S.IfThenElse(ok, st)
+
+        return _loops(ext, body)
+
+    def visit_Gemm(self, op: O.Gemm):
+        m, n, k = op.mnk
+        acc = op.C.buffer.dtype
+        i, j, kk = (E.Var(x, dt.int32) for x in ("gi", "gj", "gk"))
+
+        def at(r: BufferRegion, a, b):
+            return E.BufferLoad(r.buffer, region_indices(r, (a, b)), r.buffer.dtype)
+
+        a = at(op.A, kk, i) if op.transpose_A else at(op.A, i, kk)
+        b = at(op.B, j, kk) if op.transpose_B else at(op.B, kk, j)
+        cidx = region_indices(op.C, (i, j))
+        c = E.BufferLoad(op.C.buffer, cidx, acc)
+        upd = S.BufferStore(op.C.buffer, cidx, c + E.cast(acc, a) * E.cast(acc, b))
+        # i-k-j order: the inner loop streams B and C rows (vectorizes); with transpose_B B is
+        # read along k, so i-j-k keeps the inner loop contiguous there.
+        if op.transpose_B and not op.transpose_A:
+            order = [(i, m), (j, n), (kk, k)]
+        else:
+            order = [(i, m), (kk, k), (j, n)]
+        body = upd
+        for v, e in reversed(order):
+            body = S.For(v, E.as_expr(0), E.as_expr(e), "serial", body)
+        if op.clear_accum:
+            body = S.seq(O_fill(op.C, acc), body)
+        return body
+
+    def visit_Reduce(self, op: O.Reduce):
+        src, dst = op.src, op.dst
+        keep = [s for d, s in enumerate(src.shape) if d != op.dim]
+        red = src.shape[op.dim]
+        dt_ = dst.dtype
+        init = {"sum": 0.0, "abssum": 0.0, "absmax": 0.0}.get(op.kind)
+        if op.kind == "max":
+            init_e = E.const(float("-inf"), dt_) if dt_.is_float else _int_limit(dt_, low=True)
+        elif op.kind == "min":
+            init_e = E.const(float("inf"), dt_) if dt_.is_float else _int_limit(dt_, low=False)
+        else:
+            init_e = E.const(init, dt_)
+
+        def body(vs):
+            didx = _dst_index(dst, vs)
+            cur = E.BufferLoad(dst, didx, dt_)
+            r = E.Var("r", dt.int32)
+            sidx = list(vs)
+            sidx.insert(op.dim, r)
+            v = E.cast(dt_, E.BufferLoad(src, tuple(sidx), src.dtype))
+            if op.kind in ("abssum", "absmax"):
+                v = E.call("abs", v)
+            comb = {"sum": lambda a, b: a + b, "abssum": lambda a, b: a + b,
+                    "max": lambda a, b: E.call("max", a, b), "absmax": lambda a, b: E.call("max", a, b),
+                    "min": lambda a, b: E.call("min", a, b)}[op.kind]
+            acc = E.Var("acc", dt_)
+            loop = S.For(r, E.as_expr(0), E.as_expr(red), "serial",
+                         S.BufferStore(dst, didx, comb(cur, v)))
+            first = S.BufferStore(dst, didx, init_e) if op.clear else None
+            _ = acc
+            return S.seq(first, loop)
+
+        return _loops(keep, body, prefix="ri") if keep else body([])
+
+    def visit_CumSum(self, op: O.CumSum):
+        src, dst = op.src, op.dst
+        keep = [s for d, s in enumerate(src.shape) if d != op.dim]
+        n = const_int(src.shape[op.dim])
+
+        def body(vs):
+            r = E.Var("c", dt.int32)
+            pos = (n - 1 - r) if op.reverse else r
+            prev = (pos + 1) if op.reverse else (pos - 1)
+
+            def idx(p):
+                lst = list(vs)
+                lst.insert(op.dim, p)
+                return tuple(lst)
+
+            v = E.cast(dst.dtype, E.BufferLoad(src, idx(pos), src.dtype))
+            acc = E.select(E.binop("==", r, 0), v, E.BufferLoad(dst, idx(prev), dst.dtype) + v)
+            return S.For(r, E.as_expr(0), E.as_expr(n), "serial", S.BufferStore(dst, idx(pos), acc))
+
+        return _loops(keep, body, prefix="ci")
+
+    def visit_AtomicTile(self, op: O.AtomicTile):
+        ext = squeezed(op.dst.extents)
+
+        def body(vs):
+            di = region_indices(op.dst, vs)
+            if isinstance(op.src, BufferRegion):
+                si = region_indices(op.src, vs)
+                v = E.cast(op.dst.buffer.dtype, E.BufferLoad(op.src.buffer, si, op.src.buffer.dtype))
+            else:
+                v = op.src
+            target = E.BufferLoad(op.dst.buffer, di, op.dst.buffer.dtype)
+            st = S.Evaluate(E.Call("atomic_" + op.kind, (target, v), op.dst.buffer.dtype), span=op.span)
+            ok = in_bounds(op.dst, di)
+            return st if ok is True else S.IfThenElse(ok, st)
+
+        return _loops(ext, body, prefix="ai") if ext else body([])
+
+    def visit_Swizzle(self, op):
+        return S.seq()
+
+    def visit_AnnotateLayout(self, op):
+        return S.seq()
+
+    def visit_KernelLaunch(self, k: S.KernelLaunch):
+        if k.thread_vars:
+            raise LoweringError("the CPU backend runs each block on one thread and does not support explicit "
+                                "thread indices (T.get_thread_binding); use tile ops and T.Parallel", k.span)
+        return self.generic(k)
+
+
+def O_fill(region: BufferRegion, dtype):
+    return LowerTileOpsCPU().visit_Fill(O.Fill(region, E.const(0, dtype)))
+
+
+def _dst_index(dst: Buffer, vs):
+    if len(vs) == dst.ndim:
+        return tuple(vs)
+    # destination with unit dims squeezed away / added
+    out, k = [], 0
+    for s in dst.shape:
+        if const_int(s) == 1 and (len(vs) < dst.ndim):
+            out.append(E.as_expr(0))
+        else:
+            out.append(vs[k])
+            k += 1
+    return tuple(out)
+
+
+def _int_limit(d, low):
+    if d.kind == "uint":
+        return E.const(0 if low else (1 << d.bits) - 1, d)
+    return E.const(-(1 << (d.bits - 1)) if low else (1 << (d.bits - 1)) - 1, d)
+
+
+def lower_tile_ops_cpu(func: S.PrimFunc, ctx=None) -> S.PrimFunc:
+    from dataclasses import replace
+
+    return replace(func, body=LowerTileOpsCPU().visit(func.body))
