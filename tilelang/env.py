@@ -1,0 +1,141 @@
+"""Every environment variable TileLang reads, declared in one place as typed accessors.
+
+Why one module: passes and backends must not call `os.environ` themselves (STYLE.md), so a
+reader can see here, and only here, every knob that changes what the compiler does. Each
+accessor reads the environment *at call time*, never at import, so tests can
+`monkeypatch.setenv(...)` and a long-lived process picks up changes.
+
+Example::
+
+    from tilelang import env
+    env.cache_dir()        # PosixPath('/home/me/.cache/tilelang')
+    env.cache_disabled()   # False unless TILELANG_DISABLE_CACHE=1
+    print(env.describe())  # a table of every variable, its value and its meaning
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "EnvVar", "VARIABLES", "cache_dir", "default_target", "dump_ir_dir", "cache_disabled",
+    "c_compiler", "describe",
+]
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"", "0", "false", "no", "off"}
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    """A declared variable: its name, what it does and its default as the user would read it."""
+
+    name: str
+    doc: str
+    default: str
+
+    def raw(self) -> str | None:
+        """The variable's text, or None when unset or empty (empty means 'use the default')."""
+        value = os.environ.get(self.name)
+        if value is None or value.strip() == "":
+            return None
+        return value.strip()
+
+
+CACHE_DIR = EnvVar(
+    "TILELANG_CACHE_DIR",
+    "Directory of the on-disk compile cache (compiled kernels, probe results).",
+    "$XDG_CACHE_HOME/tilelang, else ~/.cache/tilelang",
+)
+DEFAULT_TARGET = EnvVar(
+    "TILELANG_DEFAULT_TARGET",
+    "Target used when a kernel is compiled with target='auto' or none ('cuda', 'cpu', 'auto').",
+    "auto",
+)
+DUMP_IR = EnvVar(
+    "TL_DUMP_IR",
+    "Directory: when set, every pass writes the IR it produced there, one file per pass.",
+    "unset (no dump)",
+)
+DISABLE_CACHE = EnvVar(
+    "TILELANG_DISABLE_CACHE",
+    "'1' (or true/yes/on): never read or write the disk cache; build into a temp dir each time.",
+    "0",
+)
+CC = EnvVar(
+    "TILELANG_CC",
+    "C compiler for the CPU backend (a name on PATH or a path).",
+    "cc, else gcc",
+)
+
+VARIABLES: tuple[EnvVar, ...] = (CACHE_DIR, DEFAULT_TARGET, DUMP_IR, DISABLE_CACHE, CC)
+
+
+def _parse_bool(var: EnvVar, default: bool) -> bool:
+    """Read a flag; an unrecognised word is an error rather than a silent guess."""
+    value = var.raw()
+    if value is None:
+        return default
+    low = value.lower()
+    if low in _TRUE:
+        return True
+    if low in _FALSE:
+        return False
+    from tilelang.errors import TileLangError
+
+    raise TileLangError(
+        f"{var.name}={value!r} is not a flag: expected one of 1/0, true/false, yes/no, on/off."
+    )
+
+
+def cache_dir() -> Path:
+    """Root of the disk cache: TILELANG_CACHE_DIR, else $XDG_CACHE_HOME/tilelang, else
+    ~/.cache/tilelang (the XDG convention, so `rm -rf ~/.cache` clears it)."""
+    value = CACHE_DIR.raw()
+    if value is not None:
+        return Path(value).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    # NOTE: the XDG spec says a relative XDG_CACHE_HOME is invalid and must be ignored.
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "tilelang"
+    return Path.home() / ".cache" / "tilelang"
+
+
+def default_target() -> str:
+    """The target name for target='auto' resolution ('auto' lets the backend pick cuda or cpu)."""
+    value = DEFAULT_TARGET.raw()
+    return "auto" if value is None else value.lower()
+
+
+def dump_ir_dir() -> Path | None:
+    """Directory for per-pass IR dumps, or None when dumping is off."""
+    value = DUMP_IR.raw()
+    return None if value is None else Path(value).expanduser()
+
+
+def cache_disabled() -> bool:
+    """True when TILELANG_DISABLE_CACHE asks for every build to start from scratch."""
+    return _parse_bool(DISABLE_CACHE, default=False)
+
+
+def c_compiler() -> str:
+    """The C compiler command for the CPU backend: TILELANG_CC, else `cc`, else `gcc`.
+
+    Returns the name as given (not resolved), so error messages show what the user typed.
+    """
+    value = CC.raw()
+    if value is not None:
+        return value
+    return "cc" if shutil.which("cc") else "gcc"
+
+
+def describe() -> str:
+    """A readable table of every variable, its current value and what it does."""
+    lines = []
+    for var in VARIABLES:
+        current = os.environ.get(var.name)
+        shown = repr(current) if current is not None else f"(unset; default {var.default})"
+        lines.append(f"{var.name} = {shown}\n    {var.doc}")
+    return "\n".join(lines)
