@@ -95,6 +95,10 @@ class CCodegen:
         self.expr.nonneg.update(dims)
         entry = f"{f.name}"
         self.emit('#include "cpu/tl_cpu.h"')
+        self.emit("static inline void* tl_alloc(size_t n) {")
+        self.emit("  void* p = NULL;")
+        self.emit("  return posix_memalign(&p, 64, n ? n : 64) == 0 ? p : NULL;")
+        self.emit("}")
         self.emit("")
         self.emit(f"int32_t {entry}({', '.join(args) or 'void'}) {{")
         self.depth += 1

@@ -156,6 +156,9 @@ class Parser:
 
     def bind(self, name: str, value):
         old = self.scope.get(name)
+        if isinstance(value, Buffer) and getattr(value, "auto_named", False):
+            value.name = self.builder.unique(name)
+            value.auto_named = False
         if isinstance(old, Buffer) and old.scope == "local.var" and not isinstance(value, Buffer):
             self.store(old, (), value, None)
             return

@@ -22,29 +22,13 @@ def _alloc(shape, dtype, scope, what, name=None, init=None) -> Buffer:
         if c <= 0:
             raise NonConstantShapeError(f"{what}: tile dims must be positive, got {tuple(shape)}")
         dims.append(c)
-    buf = Buffer(b.unique(name or _guess_name(scope)), tuple(dims), dtype, scope)
+    buf = Buffer(b.unique(name or _default_name(scope)), tuple(dims), dtype, scope)
+    buf.auto_named = name is None  # the parser renames it after the variable it is assigned to
     b.emit(Allocate(buf, init))
     return buf
 
 
-def _guess_name(scope):
-    import inspect
-
-    # Name the buffer after the variable it is assigned to, for readable IR and C.
-    frame = inspect.currentframe()
-    for _ in range(4):
-        frame = frame.f_back if frame else None
-    try:
-        if frame is not None:
-            import linecache
-
-            line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
-            if "=" in line:
-                lhs = line.split("=", 1)[0].strip()
-                if lhs.isidentifier():
-                    return lhs
-    finally:
-        del frame
+def _default_name(scope):
     return {"shared.dyn": "smem", "fragment": "frag", "local": "local", "local.var": "var"}.get(scope, "buf")
 
 

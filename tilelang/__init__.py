@@ -1,0 +1,38 @@
+"""TileLang: a tile-level DSL for GPU and CPU kernels, with its own compiler in Python.
+
+    import tilelang
+    import tilelang.language as T
+"""
+from .errors import TileLangError  # noqa: F401
+from .jit import jit, compile, JITKernel  # noqa: F401
+
+__version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # Heavier modules load on first use so `import tilelang` stays fast.
+    if name == "language":
+        import importlib
+
+        return importlib.import_module(".language", __name__)
+    if name == "autotune":
+        from .autotuner import autotune
+
+        return autotune
+    if name == "autotuner":
+        import importlib
+
+        return importlib.import_module(".autotuner", __name__)
+    if name in ("PassConfigKey",):
+        from .transform.pass_config import PassConfigKey
+
+        return PassConfigKey
+    if name in ("testing", "tools", "profiler", "layout"):
+        import importlib
+
+        return importlib.import_module("." + name, __name__)
+    if name == "disable_cache":
+        from .cache import disable_cache
+
+        return disable_cache
+    raise AttributeError(f"module 'tilelang' has no attribute {name!r}")

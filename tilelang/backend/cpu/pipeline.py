@@ -1,0 +1,51 @@
+"""The CPU target: pass list, C codegen, compile, and a ctypes launcher."""
+from __future__ import annotations
+
+import ctypes
+
+from ...codegen.c import codegen_c
+from ...errors import TileLangError
+from ...ir.stmt import PrimFunc
+from ...transform.lower_tile_ops_cpu import lower_tile_ops_cpu
+from ...transform.pass_manager import PassContext, run_passes, simplify_pass
+
+PASSES = [
+    ("simplify", simplify_pass),
+    ("lower_tile_ops_cpu", lower_tile_ops_cpu),
+    ("simplify_lowered", simplify_pass),
+]
+
+_CTYPE = {"bool": ctypes.c_bool, "int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32,
+          "int64": ctypes.c_int64, "uint8": ctypes.c_uint8, "uint16": ctypes.c_uint16,
+          "uint32": ctypes.c_uint32, "uint64": ctypes.c_uint64, "float32": ctypes.c_float,
+          "float64": ctypes.c_double}
+
+
+class CPUArtifact:
+    """A compiled CPU kernel: `launch(values)` takes one value per C argument."""
+
+    def __init__(self, func: PrimFunc, ctx: PassContext):
+        from .compile import compile_c
+
+        self.lowered = run_passes(func, PASSES, ctx)
+        self.csource = codegen_c(self.lowered)
+        self.source = self.csource.text
+        self.lib = compile_c(self.source)
+        argtypes = []
+        for kind, obj in self.csource.arg_kinds:
+            if kind == "buffer":
+                argtypes.append(ctypes.c_void_p)
+            elif kind == "dim":
+                argtypes.append(ctypes.c_int64)
+            else:
+                ct = _CTYPE.get(obj.dtype.name)
+                if ct is None:
+                    raise TileLangError(f"scalar parameter {obj.name} of dtype {obj.dtype} is not supported on CPU")
+                argtypes.append(ct)
+        self.fn = self.lib.function(self.csource.entry, ctypes.c_int32, argtypes)
+
+    def launch(self, values: list):
+        rc = self.fn(*values)
+        if rc != 0:
+            msg = self.csource.asserts[rc - 1] if 0 < rc <= len(self.csource.asserts) else f"code {rc}"
+            raise RuntimeError(f"T.device_assert failed in kernel {self.csource.entry}: {msg}")

@@ -1,0 +1,120 @@
+"""Call-time argument checks and output allocation.
+
+Every failure is a TypeError/ValueError naming the parameter, what was expected
+and what was given; nothing reaches the compiled code unchecked.
+"""
+from __future__ import annotations
+
+from ..arith.simplify import const_int, simplify
+from ..ir import expr as E
+from ..ir.buffer import Buffer
+from ..ir.visitor import substitute
+
+
+class ArgBinder:
+    def __init__(self, func_name: str, params: tuple, out_idx: list[int], device_type: str):
+        self.func_name = func_name
+        self.params = params
+        self.out_idx = out_idx
+        self.device_type = device_type
+        self.inputs = [i for i in range(len(params)) if i not in out_idx]
+
+    def _where(self, i: int) -> str:
+        p = self.params[i]
+        return f"argument {p.name!r} (parameter {i} of {self.func_name})"
+
+    def bind(self, args: tuple):
+        """Returns (values per param, {Var: int}, list of output tensors)."""
+        import torch
+
+        if len(args) != len(self.inputs):
+            names = ", ".join(self.params[i].name for i in self.inputs)
+            raise TypeError(f"{self.func_name} expects {len(self.inputs)} arguments ({names}), got {len(args)}"
+                            + (" (outputs listed in out_idx are allocated for you; do not pass them)"
+                               if self.out_idx and len(args) == len(self.params) else ""))
+        values: list = [None] * len(self.params)
+        env: dict = {}
+        device = None
+        for i, a in zip(self.inputs, args):
+            p = self.params[i]
+            if isinstance(p, Buffer):
+                self._check_tensor(i, p, a, env, torch)
+                if device is None:
+                    device = a.device
+                elif a.device != device:
+                    raise ValueError(f"{self._where(i)}: all tensors must be on one device; found {a.device} "
+                                     f"after {device}")
+                values[i] = a
+            else:
+                values[i] = self._check_scalar(i, p, a)
+                env[p] = values[i]
+        outs = []
+        for i in self.out_idx:
+            p = self.params[i]
+            shape = []
+            for d in p.shape:
+                v = const_int(simplify(substitute(E.as_expr(d), {k: E.as_expr(x) for k, x in env.items()})))
+                if v is None:
+                    raise ValueError(f"output {p.name!r}: its shape {p.shape} uses a symbolic dim that no input "
+                                     "binds; pass the output explicitly (drop it from out_idx)")
+                shape.append(v)
+            dev = device if device is not None else torch.device(self.device_type if self.device_type != "cuda"
+                                                                   else "cuda")
+            t = torch.empty(shape, dtype=_torch_dtype(p.dtype), device=dev)
+            values[i] = t
+            outs.append(t)
+        return values, env, outs
+
+    def _check_tensor(self, i, p: Buffer, a, env, torch):
+        if not isinstance(a, torch.Tensor):
+            raise TypeError(f"{self._where(i)}: expected a torch.Tensor of shape {_shape_str(p)} and dtype "
+                            f"{p.dtype}, got {type(a).__name__}")
+        want = _torch_dtype(p.dtype)
+        if a.dtype != want:
+            raise TypeError(f"{self._where(i)}: expected dtype {want}, got {a.dtype}")
+        if a.device.type != self.device_type:
+            raise ValueError(f"{self._where(i)}: expected a tensor on {self.device_type}, got one on {a.device} "
+                             f"(this kernel was compiled for target {self.device_type!r})")
+        if a.dim() != p.ndim:
+            raise ValueError(f"{self._where(i)}: expected {p.ndim} dims {_shape_str(p)}, got shape {tuple(a.shape)}")
+        for d, (want_d, got) in enumerate(zip(p.shape, a.shape)):
+            c = want_d if isinstance(want_d, int) else const_int(want_d)
+            if c is not None:
+                if c != got:
+                    raise ValueError(f"{self._where(i)}: expected shape {_shape_str(p)}, got {tuple(a.shape)} "
+                                     f"(dim {d} is {got}, expected {c})")
+            elif isinstance(want_d, E.Var):
+                if want_d in env and env[want_d] != got:
+                    raise ValueError(f"{self._where(i)}: dim {d} is {got} but symbolic dim {want_d.name!r} was "
+                                     f"already bound to {env[want_d]} by an earlier argument")
+                env[want_d] = int(got)
+            else:
+                v = const_int(simplify(substitute(want_d, {k: E.as_expr(x) for k, x in env.items()})))
+                if v is not None and v != got:
+                    raise ValueError(f"{self._where(i)}: dim {d} is {got}, expected {want_d} = {v}")
+        if not a.is_contiguous():
+            raise ValueError(f"{self._where(i)}: expected a contiguous (row-major) tensor, got strides "
+                             f"{tuple(a.stride())} for shape {tuple(a.shape)}; call .contiguous() first")
+
+    def _check_scalar(self, i, p: E.Var, a):
+        if hasattr(a, "item") and getattr(a, "numel", lambda: 2)() == 1:
+            a = a.item()
+        if p.dtype.is_float:
+            if not isinstance(a, (int, float)) or isinstance(a, bool):
+                raise TypeError(f"{self._where(i)}: expected a float, got {type(a).__name__}")
+            return float(a)
+        if p.dtype.is_bool:
+            return bool(a)
+        if not isinstance(a, int) or isinstance(a, bool) and not p.dtype.is_bool:
+            raise TypeError(f"{self._where(i)}: expected an int ({p.dtype}), got {type(a).__name__}: {a!r}")
+        return int(a)
+
+
+def _shape_str(p: Buffer) -> str:
+    return "(" + ", ".join(str(d) for d in p.shape) + ("," if p.ndim == 1 else "") + ")"
+
+
+def _torch_dtype(d):
+    import torch
+
+    return getattr(torch, d.name)

@@ -1,0 +1,129 @@
+"""Eager-mode @tilelang.jit: the decorated function body *is* the kernel.
+
+Tensor parameters are declared in the body (`A: T.Tensor((M, N), dtype)`), dims with
+`T.const`, outputs with `T.empty` and returned. Calling the function with tensors
+infers the T.const dims from their shapes, compiles once per specialization and runs.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+
+from ..errors import DSLSyntaxError, DSLTypeError, Span
+from ..frontend import builder as B
+from ..frontend.parser import Parser, _Return, _Source, closure_scope
+from ..ir.buffer import Buffer
+from ..ir.stmt import PrimFunc, seq
+
+
+class EagerState:
+    def __init__(self, const_values: dict, tensor_params: list[str]):
+        self.values = dict(const_values)
+        self.tensor_params = tensor_params
+        self.params: dict[str, Buffer] = {}
+        self.outputs: list[Buffer] = []
+
+    def const(self, name: str):
+        if name not in self.values:
+            raise DSLTypeError(f"T.const {name!r} has no value: pass it to .compile({name}=...) or pass a tensor "
+                               f"whose annotated shape names {name!r} directly")
+        return self.values[name]
+
+    def declare_param(self, name: str, spec, span: Span) -> Buffer:
+        if name not in self.tensor_params:
+            raise DSLSyntaxError(f"`{name}: T.Tensor(...)` annotates a name that is not a parameter of the function")
+        buf = Buffer(name, spec.shape, spec.dtype, "global")
+        self.params[name] = buf
+        return buf
+
+    def declare_output(self, shape, dtype) -> Buffer:
+        b = B.current()
+        buf = Buffer(b.unique(_assign_target() or f"out{len(self.outputs)}"), shape, dtype, "global")
+        self.outputs.append(buf)
+        return buf
+
+
+def _assign_target() -> str | None:
+    b = B.current()
+    if b.span is None:
+        return None
+    import linecache
+
+    line = linecache.getline(b.span.file, b.span.line).strip()
+    lhs = line.split("=", 1)[0].strip() if "=" in line else ""
+    return lhs if lhs.isidentifier() else None
+
+
+def is_eager(fn) -> bool:
+    """Lazy factories define a nested @T.prim_func; anything else is an eager kernel body."""
+    try:
+        node = _Source.of(fn).node
+    except DSLSyntaxError:
+        return False
+    for st in ast.walk(node):
+        if isinstance(st, ast.FunctionDef) and st is not node:
+            for d in st.decorator_list:
+                if "prim_func" in ast.unparse(d):
+                    return False
+    return True
+
+
+def _shape_names(annotation) -> list:
+    """For `T.Tensor((M, N), dt)` / `T.Tensor[[M, N], dt]`: per dim, the plain name or None."""
+    shape = None
+    if isinstance(annotation, ast.Call) and annotation.args:
+        shape = annotation.args[0]
+    elif isinstance(annotation, ast.Subscript) and isinstance(annotation.slice, ast.Tuple) and annotation.slice.elts:
+        shape = annotation.slice.elts[0]
+    if isinstance(shape, (ast.Tuple, ast.List)):
+        return [e.id if isinstance(e, ast.Name) else None for e in shape.elts]
+    if isinstance(shape, ast.Name):
+        return [shape.id]
+    return []
+
+
+def infer_consts(fn, tensors: dict) -> dict:
+    """T.const values read off the shapes of the tensors passed for annotated parameters."""
+    out = {}
+    for st in ast.walk(_Source.of(fn).node):
+        if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and st.target.id in tensors:
+            t = tensors[st.target.id]
+            names = _shape_names(st.annotation)
+            if len(names) == t.dim():
+                for n, size in zip(names, t.shape):
+                    if n is not None and n not in out:
+                        out[n] = int(size)
+    return out
+
+
+def parse_eager(fn, bound: dict, const_values: dict) -> tuple[PrimFunc, list[int]]:
+    """Parse an eager body with Python args `bound`; returns (prim_func, out_idx)."""
+    tensor_params = [n for n, v in bound.items() if v is None or type(v).__module__.startswith("torch")]
+    state = EagerState(const_values, tensor_params)
+    builder = B.Builder(mode="eager")
+    builder.eager = state
+    scope = closure_scope(fn)
+    scope.update(bound)
+    parser = Parser(fn, builder, scope)
+    returned = None
+    with B.activate(builder):
+        try:
+            parser.body(parser.src.node.body)
+        except _Return as r:
+            returned = r.value
+    while len(builder.frames) > 1:
+        inner = builder.pop()
+        builder.emit(inner)
+    body = seq(*builder.frames[0])
+    ins = [state.params[n] for n in inspect.signature(fn).parameters if n in state.params]
+    outs = list(state.outputs)
+    if returned is not None:
+        ret = list(returned) if isinstance(returned, (tuple, list)) else [returned]
+        for r in ret:
+            if not isinstance(r, Buffer) or r not in outs:
+                raise DSLSyntaxError("an eager kernel may only return buffers created with T.empty", parser.span(
+                    parser.src.node))
+        outs = ret + [o for o in outs if o not in ret]
+    func = PrimFunc(fn.__name__, tuple(ins + outs), body, span=parser.span(parser.src.node))
+    n_ret = len(list(returned) if isinstance(returned, (tuple, list)) else ([returned] if returned is not None else []))
+    return func, list(range(len(ins), len(ins) + n_ret)) if n_ret else list(range(len(ins), len(ins) + len(outs)))

@@ -1,0 +1,130 @@
+"""JITKernel: a compiled kernel callable on torch tensors."""
+from __future__ import annotations
+
+import time
+
+from .. import env
+from ..backend.target import Target, resolve
+from ..errors import TileLangError
+from ..ir.buffer import Buffer
+from ..ir.stmt import PrimFunc
+from ..transform.pass_manager import PassContext
+from .args import ArgBinder
+
+
+def _normalize_out_idx(out_idx, n: int) -> list[int]:
+    if out_idx is None:
+        return []
+    if isinstance(out_idx, int):
+        out_idx = [out_idx]
+    out = []
+    for i in out_idx:
+        if not isinstance(i, int) or not -n <= i < n:
+            raise TileLangError(f"out_idx: {i!r} is not a parameter index of a kernel with {n} parameters")
+        j = i % n
+        out.append(j)
+    return out
+
+
+def build(func: PrimFunc, target: Target, pass_configs: dict | None):
+    ctx = PassContext(target=target, pass_configs=dict(pass_configs or {}), dump_dir=env.dump_ir_dir())
+    if target.kind == "cpu":
+        from ..backend.cpu.pipeline import CPUArtifact
+
+        return CPUArtifact(func, ctx)
+    if target.kind == "cuda":
+        from ..backend.cuda.pipeline import CUDAArtifact
+
+        return CUDAArtifact(func, ctx)
+    raise TileLangError(f"no backend for target {target}")
+
+
+class JITKernel:
+    """A kernel compiled for one target. Call it with torch tensors.
+
+    Parameters listed in `out_idx` are allocated per call and returned (one tensor, or a
+    list when there are several).
+    """
+
+    def __init__(self, func: PrimFunc, out_idx=None, target="auto", pass_configs=None, verbose=False,
+                 execution_backend="auto", target_host=None, compile_flags=None):
+        if not isinstance(func, PrimFunc):
+            raise TileLangError(f"expected a @T.prim_func, got {type(func).__name__}; a @tilelang.jit factory "
+                                "must return the prim_func it defines")
+        self.prim_func = func
+        self.target = resolve(target)
+        self.out_idx = _normalize_out_idx(out_idx, len(func.params))
+        for i in self.out_idx:
+            if not isinstance(func.params[i], Buffer):
+                raise TileLangError(f"out_idx: parameter {i} ({func.params[i].name}) is a scalar, not a tensor")
+        t0 = time.perf_counter()
+        self.artifact = build(func, self.target, pass_configs)
+        self.compile_seconds = time.perf_counter() - t0
+        device_type = "cpu" if self.target.kind == "cpu" else "cuda"
+        self.binder = ArgBinder(func.name, func.params, self.out_idx, device_type)
+        if verbose:
+            print(f"[tilelang] compiled {func.name} for {self.target} in {self.compile_seconds:.3f}s")
+
+    @property
+    def params(self):
+        return self.prim_func.params
+
+    def __call__(self, *args, stream=None):
+        values, env_, outs = self.binder.bind(args)
+        self.artifact.launch(self._c_values(values, env_), stream=stream) if self.target.kind == "cuda" \
+            else self.artifact.launch(self._c_values(values, env_))
+        if not outs:
+            return None
+        return outs[0] if len(outs) == 1 else outs
+
+    def _c_values(self, values, env_):
+        out = []
+        index = {id(p): i for i, p in enumerate(self.prim_func.params)}
+        for kind, obj in self.artifact.csource.arg_kinds:
+            if kind == "buffer":
+                out.append(values[index[id(obj)]].data_ptr())
+            elif kind == "scalar":
+                out.append(values[index[id(obj)]])
+            elif kind == "dim":
+                if obj not in env_:
+                    raise ValueError(f"symbolic dim {obj.name!r} is not bound by any argument")
+                out.append(env_[obj])
+            else:
+                out.append(kind_value(kind, obj, values, index))
+        return out
+
+    def get_kernel_source(self, kernel_only: bool = True) -> str:
+        return self.artifact.source
+
+    def get_host_source(self) -> str:
+        return ""
+
+    def get_profiler(self, tensor_supply_type=None):
+        from ..profiler import Profiler
+
+        return Profiler(self, tensor_supply_type)
+
+    # Hopper inspection helpers (CUDA only)
+    def show_sass(self):
+        print(self.export_sass())
+
+    def export_sass(self, path=None) -> str:
+        text = self.artifact.sass() if hasattr(self.artifact, "sass") else ""
+        if not text:
+            raise TileLangError(f"SASS is only available for CUDA kernels (this one targets {self.target})")
+        if path is not None:
+            open(path, "w").write(text)
+        return text
+
+    def export_ptx(self, path=None) -> str:
+        text = getattr(self.artifact, "ptx", "") or ""
+        if not text:
+            raise TileLangError(f"PTX is only available for CUDA kernels (this one targets {self.target})")
+        if path is not None:
+            open(path, "w").write(text)
+        return text
+
+
+def kind_value(kind, obj, values, index):
+    """Extra argument kinds a backend may add (CUDA tensor maps) are filled by the artifact."""
+    raise TileLangError(f"internal: unknown argument kind {kind}")

@@ -1,0 +1,31 @@
+"""Pass-config keys, named as in the public TileLang so existing code keeps working."""
+from __future__ import annotations
+
+from enum import Enum
+
+
+class PassConfigKey(str, Enum):
+    TL_DISABLE_WARP_SPECIALIZED = "tl.disable_warp_specialized"
+    TL_DISABLE_TMA_LOWER = "tl.disable_tma_lower"
+    TL_ENABLE_FAST_MATH = "tl.enable_fast_math"
+    TL_DISABLE_FAST_MATH = "tl.disable_fast_math"
+    TL_CONFIG_INDEX_BITWIDTH = "tl.config_index_bitwidth"
+    TL_DISABLE_SAFE_MEMORY_ACCESS = "tl.disable_safe_memory_legalize"
+    TL_DISABLE_VECTORIZE_256 = "tl.disable_vectorize_256"
+    TL_ENABLE_AGGRESSIVE_SHARED_MEMORY_MERGE = "tl.enable_aggressive_shared_memory_merge"
+    TL_DISABLE_DYNAMIC_TAIL_SPLIT = "tl.disable_dynamic_tail_split"
+    TL_DEBUG_MERGE_SHARED_MEMORY_ALLOCATIONS = "tl.debug_merge_shared_memory_allocations"
+    TIR_DISABLE_VECTORIZE = "tir.disable_vectorize"
+    TL_PTXAS_REGISTER_USAGE_LEVEL = "tl.ptxas_register_usage_level"
+    TL_ENABLE_PTXAS_VERBOSE_OUTPUT = "tl.enable_ptxas_verbose_output"
+
+
+def get(configs: dict, key, default=None):
+    """Look a key up by enum member or by its string value."""
+    if not configs:
+        return default
+    k = key.value if isinstance(key, PassConfigKey) else key
+    for ck, v in configs.items():
+        if (ck.value if isinstance(ck, PassConfigKey) else ck) == k:
+            return v
+    return default
