@@ -64,6 +64,10 @@ class Expr:
     def __ge__(self, o): return binop(">=", self, o)
     def __abs__(self): return call("abs", self)
 
+    def astype(self, dtype) -> "Expr":
+        """Convert to `dtype`, like T.cast(self, dtype): `x.astype("float16")`."""
+        return cast(dtype, self)
+
     def __str__(self) -> str:
         from .printer import expr_str
 

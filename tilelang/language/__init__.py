@@ -15,7 +15,7 @@ from .loops import Parallel, Pipelined, serial, Serial, unroll, Unroll, grid, ve
 from .tile import (copy, fill, clear, gemm, reduce_sum, reduce_max, reduce_min, reduce_abssum,  # noqa: F401
                    reduce_absmax, cumsum, atomic_add, atomic_max, atomic_min, atomic_addx2, use_swizzle,
                    annotate_layout, annotate_padding, annotate_l2_hit_ratio, no_set_max_nreg,
-                   disable_warp_group_reg_alloc)
+                   disable_warp_group_reg_alloc, GemmWarpPolicy)
 from .math import (exp, exp2, log, log2, log10, sqrt, rsqrt, tanh, sigmoid, sin, cos, erf, floor, ceil,  # noqa: F401
                    round, trunc, log1p, expm1, exp10, abs, max, min, pow, if_then_else, Select, cast, Cast,
                    infinity, max_value, min_value, ceildiv, floordiv, floormod, truncdiv, truncmod,

@@ -1,6 +1,8 @@
 """Block-level tile operations: copy, gemm, fill/clear, reductions, cumsum, atomics."""
 from __future__ import annotations
 
+import enum
+
 from ..errors import DSLTypeError, ShapeMismatchError
 from ..frontend import builder as B
 from ..ir.buffer import Buffer, BufferRegion
@@ -35,6 +37,14 @@ def fill(buffer, value):
 def clear(buffer):
     """`T.fill(buffer, 0)`."""
     fill(buffer, 0)
+
+
+class GemmWarpPolicy(enum.IntEnum):
+    """How T.gemm splits a tile over warps on GPUs (a hint; results do not depend on it)."""
+
+    Square = 0
+    FullRow = 1
+    FullCol = 2
 
 
 def gemm(A, B_, C, transpose_A=False, transpose_B=False, policy=None, clear_accum=False, k_pack=1,
