@@ -1,0 +1,139 @@
+// tl/sync.h -- barriers, fences, register reallocation and warpgroup helpers.
+//
+// Warp-specialized Hopper kernels split a block into a producer warpgroup
+// (issues TMA, needs few registers) and consumer warpgroups (wgmma, need many):
+// setmaxnreg moves registers between them, named barriers synchronise a subset
+// of warps without stalling the whole block, and fence.proxy.async orders
+// ordinary shared-memory writes before the async proxy (TMA store, wgmma)
+// reads them.
+#pragma once
+
+#include "common.h"
+
+namespace tl {
+
+// ------------------------------------------------------------- named barriers
+// bar.sync id, count: block until `count` threads (a multiple of 32) have
+// arrived at barrier `id` (0..15; 0 is the one __syncthreads uses).
+TL_DEVICE void named_barrier_sync(int id, int count) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+// Arrive without waiting: the producer side of a producer/consumer handshake.
+TL_DEVICE void named_barrier_arrive(int id, int count) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+template <int Id, int Count>
+TL_DEVICE void barrier_sync() {
+  static_assert(Id >= 0 && Id < 16, "tl::barrier_sync: barrier id must be in [0, 16)");
+  static_assert(Count > 0 && Count % 32 == 0,
+                "tl::barrier_sync: thread count must be a positive multiple of 32");
+  asm volatile("bar.sync %0, %1;\n" ::"n"(Id), "n"(Count) : "memory");
+}
+
+// ------------------------------------------------------------- fences
+// Order this thread's generic-proxy shared-memory writes before later
+// async-proxy accesses (TMA store from smem, wgmma reading smem operands).
+template <int kGuard = 0>
+TL_DEVICE void fence_proxy_async() {
+  static_assert(TL_ARCH_SM90 || detail::always_false_int<kGuard>::value,
+                "fence.proxy.async needs sm_90 or newer");
+#if TL_ARCH_SM90
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+TL_DEVICE void fence_cta() { asm volatile("fence.acq_rel.cta;\n" ::: "memory"); }
+
+// ------------------------------------------------------------- setmaxnreg
+// Raise / lower this warpgroup's per-thread register budget.  All warps of
+// the warpgroup must execute it; counts are multiples of 8 in [24, 256].
+// NOTE: the kernel needs __launch_bounds__(threads, 1): without a known
+// register count at entry ptxas drops setmaxnreg with warning C7508.
+// Prefer barrier_sync<Id, Count>() over named_barrier_sync() in such kernels:
+// a runtime barrier id makes ptxas reserve all 16 hardware barriers.
+template <int N>
+TL_DEVICE void setmaxnreg_inc() {
+  static_assert(N >= 24 && N <= 256 && N % 8 == 0,
+                "tl::setmaxnreg_inc<N>: N must be a multiple of 8 in [24, 256]");
+  static_assert(TL_ARCH_SM90A || detail::always_false_int<N>::value,
+                "setmaxnreg needs --gpu-architecture=sm_90a");
+#if TL_ARCH_SM90A
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+template <int N>
+TL_DEVICE void setmaxnreg_dec() {
+  static_assert(N >= 24 && N <= 256 && N % 8 == 0,
+                "tl::setmaxnreg_dec<N>: N must be a multiple of 8 in [24, 256]");
+  static_assert(TL_ARCH_SM90A || detail::always_false_int<N>::value,
+                "setmaxnreg needs --gpu-architecture=sm_90a");
+#if TL_ARCH_SM90A
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+
+// ------------------------------------------------------------- warp(group) ids
+TL_DEVICE int lane_id() { return static_cast<int>(threadIdx.x) & 31; }
+// Broadcast from lane 0 so the compiler knows the value is warp-uniform
+// (it then keeps it in a uniform register and branches on it cheaply).
+TL_DEVICE int warp_id() { return __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 32, 0); }
+TL_DEVICE int warpgroup_id() {
+  return __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
+}
+TL_DEVICE int warp_id_in_warpgroup() {
+  return __shfl_sync(0xffffffffu, (static_cast<int>(threadIdx.x) / 32) % 4, 0);
+}
+
+// True in exactly one active lane of the warp (elect.sync on sm_90, lane 0
+// of the active mask before).  Used to issue TMA / mbarrier ops once.
+TL_DEVICE bool elect_one_sync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t pred = 0;
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "elect.sync _|p, %1;\n"
+      "selp.u32 %0, 1, 0, p;\n"
+      "}\n"
+      : "=r"(pred)
+      : "r"(0xffffffffu));
+  return pred != 0;
+#else
+  return lane_id() == (__ffs(__activemask()) - 1);
+#endif
+}
+
+// ------------------------------------------------------------- clusters (sm_90)
+template <int kGuard = 0>
+TL_DEVICE void cluster_arrive() {
+  static_assert(TL_ARCH_SM90 || detail::always_false_int<kGuard>::value,
+                "thread-block clusters need sm_90 or newer");
+#if TL_ARCH_SM90
+  asm volatile("barrier.cluster.arrive.aligned;\n" ::: "memory");
+#endif
+}
+template <int kGuard = 0>
+TL_DEVICE void cluster_wait() {
+  static_assert(TL_ARCH_SM90 || detail::always_false_int<kGuard>::value,
+                "thread-block clusters need sm_90 or newer");
+#if TL_ARCH_SM90
+  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+#endif
+}
+template <int kGuard = 0>
+TL_DEVICE void cluster_sync() {
+  cluster_arrive<kGuard>();
+  cluster_wait<kGuard>();
+}
+template <int kGuard = 0>
+TL_DEVICE uint32_t block_rank_in_cluster() {
+  static_assert(TL_ARCH_SM90 || detail::always_false_int<kGuard>::value,
+                "thread-block clusters need sm_90 or newer");
+  uint32_t rank = 0;
+#if TL_ARCH_SM90
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+#endif
+  return rank;
+}
+
+}  // namespace tl
