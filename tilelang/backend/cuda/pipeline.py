@@ -1,0 +1,148 @@
+"""The CUDA target: pass list, CUDA codegen, NVRTC compile (disk-cached), driver launch."""
+from __future__ import annotations
+
+import warnings
+from dataclasses import replace
+
+from ...arith.simplify import const_int, simplify
+from ...codegen.cuda import CudaCodegen
+from ...errors import LoweringError
+from ...ir import expr as E
+from ...ir import stmt as S
+from ...ir.stmt import PrimFunc
+from ...ir.visitor import collect, substitute
+from ...op import tile_ops as O
+from ...transform.cuda.lower_tile_ops import lower_kernel
+from ...transform.cuda.thread_sync import insert_syncs
+from ...transform.pass_manager import PassContext, run_passes, simplify_pass
+
+
+class PerformanceWarning(UserWarning):
+    """A fast path (tensor cores, registers, vector/async copies) was not taken, with the reason."""
+
+
+def _the_kernel(func: PrimFunc) -> S.KernelLaunch:
+    ks = collect(func.body, lambda n: isinstance(n, S.KernelLaunch))
+    if len(ks) != 1:
+        raise LoweringError(f"a CUDA kernel needs exactly one `with T.Kernel(...)`, found {len(ks)}", func.span)
+    return ks[0]
+
+
+def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
+    k = _the_kernel(func)
+    msgs = []
+    new, info = lower_kernel(k, msgs.append)
+    new = replace(new, body=insert_syncs(new.body))
+    for m in msgs:
+        ctx.warnings.append(m)
+    ctx.cuda_info = info
+    body = new if func.body is k else _replace_kernel(func.body, k, new)
+    return replace(func, body=body)
+
+
+def _replace_kernel(body, old, new):
+    if body is old:
+        return new
+    if isinstance(body, S.SeqStmt):
+        return S.SeqStmt(tuple(_replace_kernel(s, old, new) for s in body.stmts))
+    return body
+
+
+PASSES = [
+    ("simplify", simplify_pass),
+    ("lower_cuda", lower_cuda),
+    ("simplify_lowered", simplify_pass),
+]
+
+
+class CUDAArtifact:
+    def __init__(self, func: PrimFunc, ctx: PassContext):
+        k0 = _the_kernel(func)
+        swz = [op for op in collect(k0.body, lambda n: isinstance(n, O.Swizzle)) if op.enable]
+        self.target = ctx.target
+        self.lowered = run_passes(func, PASSES, ctx)
+        for m in ctx.warnings:
+            warnings.warn(f"{func.name}: {m}", PerformanceWarning, stacklevel=4)
+        kernel = _the_kernel(self.lowered)
+        gen = CudaCodegen(self.lowered, ctx.cuda_info, kernel, swz[0].panel_size if swz else None)
+        self.csource = gen.generate()
+        self.source = self.csource.text
+        self.compiled = _compile_cached(self.source, self.target.arch)
+        self.ptx = self.compiled.ptx
+        self._fn = None
+
+    def sass(self) -> str:
+        from .sass import disassemble
+
+        return disassemble(self.compiled.cubin)
+
+    def _function(self):
+        if self._fn is None:
+            from . import driver
+
+            self._fn = driver.load_kernel(self.compiled.cubin, self.csource.entry, self.csource.signature,
+                                          self.csource.smem_bytes)
+        return self._fn
+
+    def grid(self, values) -> tuple:
+        env = {}
+        for (kind, obj), v in zip(self.csource.arg_kinds, values):
+            if kind in ("scalar", "dim"):
+                env[obj] = E.as_expr(v)
+        out = []
+        for g in self.csource.grid:
+            c = g if isinstance(g, int) else const_int(simplify(substitute(E.as_expr(g), env)))
+            if c is None:
+                raise LoweringError(f"grid extent {g} could not be evaluated from the arguments")
+            out.append(c)
+        return tuple(out) + (1,) * (3 - len(out))
+
+    def launch(self, values, stream=None):
+        fn = self._function()
+        grid = self.grid(values) if self._dynamic_grid() else self._static_grid()
+        if min(grid) <= 0:
+            return
+        fn.launch(grid, (self.csource.threads, 1, 1), self.csource.smem_bytes, values, stream)
+
+    def _dynamic_grid(self) -> bool:
+        return any(not isinstance(g, int) for g in self.csource.grid)
+
+    def _static_grid(self) -> tuple:
+        g = tuple(self.csource.grid)
+        return g + (1,) * (3 - len(g))
+
+
+def _compile_cached(source: str, arch: str):
+    """NVRTC compile through the disk cache (cubin + ptx keyed on source, arch, NVRTC version)."""
+    import pickle
+
+    from ...cache import disk
+    from . import nvrtc
+
+    key = disk.key("cuda-v1", source, arch, repr(nvrtc.nvrtc_version()), _header_digest())
+    hit = disk.lookup("cuda", key, ".pkl")
+    if hit is not None:
+        try:
+            return pickle.loads(hit.read_bytes())
+        except Exception:  # noqa: BLE001 - a damaged entry is rebuilt
+            pass
+    compiled = nvrtc.compile_cuda(source, arch)
+    disk.store("cuda", key, ".pkl", pickle.dumps(compiled))
+    return compiled
+
+
+_digest = []
+
+
+def _header_digest() -> str:
+    if not _digest:
+        import hashlib
+        from pathlib import Path
+
+        h = hashlib.sha256()
+        inc = Path(__file__).resolve().parents[2] / "include" / "tl"
+        for p in sorted(inc.glob("*.h")):
+            h.update(p.name.encode())
+            h.update(p.read_bytes())
+        _digest.append(h.hexdigest())
+    return _digest[0]

@@ -1,0 +1,181 @@
+"""CUDA C++ for lowered per-thread IR; device code calls our header (namespace tl).
+
+One `extern "C" __global__` function per kernel; every shared buffer is a slice of
+one dynamic shared-memory array; register fragments are local arrays indexed by
+unrolled slot loops; swizzled tiles are indexed through tl::swizzle_offset.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..arith.simplify import const_int
+from ..ir import expr as E
+from ..ir import stmt as S
+from ..ir.buffer import Buffer
+from ..ir.visitor import collect
+from .c import CCodegen, shape_vars
+from .c_expr import storage_type
+
+
+@dataclass(frozen=True)
+class CudaSource:
+    text: str
+    entry: str
+    arg_kinds: tuple
+    signature: tuple  # driver arg kinds: "ptr", "i32", ...
+    smem_bytes: int
+    threads: int
+    grid: tuple  # per dim: int or Expr over params / dims
+    asserts: tuple = ()
+
+
+_SCALAR_KIND = {"int32": "i32", "int64": "i64", "uint32": "u32", "uint64": "u64", "float32": "f32",
+                "float64": "f64", "bool": "bool", "int8": "i8", "int16": "i16"}
+
+
+class CudaCodegen(CCodegen):
+    def __init__(self, func: S.PrimFunc, info, kernel: S.KernelLaunch, swizzle_panel: int | None):
+        super().__init__(func)
+        self.info = info
+        self.kernel = kernel
+        self.swizzle_panel = swizzle_panel
+        self.offsets: dict = {}
+
+    def index(self, buf: Buffer, indices) -> str:
+        if buf.uid in self.info.swizzled and buf.ndim == 2:
+            w = const_int(buf.shape[1])
+            t = storage_type(buf.dtype)
+            return (f"{buf.name}[tl::swizzle_offset<{w}, sizeof({t})>({self.expr(indices[0])}, "
+                    f"{self.expr(indices[1])})]")
+        return super().index(buf, indices)
+
+    def generate(self) -> CudaSource:
+        f, k = self.func, self.kernel
+        dims = shape_vars(f.params)
+        kinds, args, sig = [], [], []
+        for p in f.params:
+            if isinstance(p, Buffer):
+                kinds.append(("buffer", p))
+                args.append(f"{storage_type(p.dtype)}* __restrict__ {p.name}")
+                sig.append("ptr")
+            else:
+                kinds.append(("scalar", p))
+                args.append(f"{storage_type(p.dtype)} {p.name}")
+                sig.append(_SCALAR_KIND[p.dtype.name])
+        for v in dims:
+            kinds.append(("dim", v))
+            args.append(f"int64_t {v.name}")
+            sig.append("i64")
+        self.expr.nonneg.update(dims)
+        self.expr.nonneg.update(k.block_vars)
+        smem = self.plan_smem()
+        T = self.info.threads
+        self.emit('#include "tl/tl.h"')
+        self.emit('#include "tl/gemm_sm80.h"')
+        self.emit('#include "tl/c_compat.h"')
+        self.emit("")
+        self.emit(f'extern "C" __global__ void __launch_bounds__({T}) {f.name}({", ".join(args)}) {{')
+        self.depth += 1
+        self.emit("extern __shared__ __align__(1024) unsigned char tl_smem[];")
+        self.emit("const int tid = threadIdx.x;")
+        self.expr.nonneg.add(self.info.tid)
+        self.block_indices(k)
+        for tv in k.thread_vars:
+            d = {"tx": 0, "ty": 1, "tz": 2}.get(tv.name, 0)
+            x, y = k.threads[0], k.threads[1]
+            ex = ["tid % " + str(x), f"(tid / {x}) % {y}", f"tid / {x * y}"][d]
+            self.emit(f"const int {tv.name} = {ex};")
+            self.expr.nonneg.add(tv)
+        self.stmt(k.body)
+        self.depth -= 1
+        self.emit("}")
+        return CudaSource("\n".join(self.lines) + "\n", f.name, tuple(kinds), tuple(sig), smem, T, tuple(k.grid),
+                          tuple(self.asserts))
+
+    def block_indices(self, k: S.KernelLaunch):
+        names = [v.name for v in k.block_vars]
+        raw = ["(int)blockIdx.x", "(int)blockIdx.y", "(int)blockIdx.z"]
+        if self.swizzle_panel and len(names) >= 2:
+            p = self.swizzle_panel
+            self.emit("const int tl_gx = gridDim.x, tl_gy = gridDim.y;")
+            self.emit("const int tl_lin = blockIdx.y * tl_gx + blockIdx.x;")
+            self.emit(f"const int tl_panel = tl_lin / ({p} * tl_gx), tl_in = tl_lin % ({p} * tl_gx);")
+            self.emit(f"const int tl_rows = min({p}, tl_gy - tl_panel * {p});")
+            self.emit(f"const int {names[0]} = tl_in / tl_rows;")
+            self.emit(f"const int {names[1]} = tl_panel * {p} + tl_in % tl_rows;")
+            for n, r in zip(names[2:], raw[2:]):
+                self.emit(f"const int {n} = {r};")
+            return
+        for n, r in zip(names, raw):
+            self.emit(f"const int {n} = {r};")
+
+    def plan_smem(self) -> int:
+        off = 0
+        for a in collect(self.kernel.body, lambda n: isinstance(n, S.Allocate)):
+            b = a.buffer
+            if b.scope in ("shared", "shared.dyn") and b.uid not in self.offsets:
+                off = (off + 127) // 128 * 128
+                self.offsets[b.uid] = off
+                off += b.numel() * b.dtype.bytes
+        return off
+
+    def s_KernelLaunch(self, k):
+        raise AssertionError("nested kernel")
+
+    def s_Allocate(self, s: S.Allocate):
+        b = s.buffer
+        t = storage_type(b.dtype)
+        if b.scope in ("shared", "shared.dyn"):
+            self.emit(f"{t}* {b.name} = reinterpret_cast<{t}*>(tl_smem + {self.offsets[b.uid]});")
+        else:
+            self.emit(f"{t} {b.name}[{b.numel()}];")
+        if s.init is not None:
+            for i, v in enumerate(s.init):
+                self.emit(f"{b.name}[{i}] = {self.expr.store_value(b.dtype, self.expr(v))};")
+
+    def s_For(self, s: S.For):
+        if s.kind == "unroll":
+            self.emit("#pragma unroll")
+        v = s.var.name
+        start, ext = self.expr(s.start), self.expr(s.extent)
+        if self.expr.nonnegative(s.start):
+            self.expr.nonneg.add(s.var)
+        end = ext if start == "0" else f"{start} + {ext}"
+        self.emit(f"for (int {v} = {start}; {v} < {end}; ++{v}) {{")
+        self.depth += 1
+        self.stmt(s.body)
+        self.depth -= 1
+        self.emit("}")
+
+    def s_LetStmt(self, s: S.LetStmt):
+        from .c_expr import compute_type
+
+        if self.expr.nonnegative(s.value):
+            self.expr.nonneg.add(s.var)
+        self.emit(f"const {compute_type(s.var.dtype)} {s.var.name} = {self.expr(s.value)};")
+
+    def s_Raw(self, s):
+        self.emit(s.fmt.format(*[self.raw_arg(a) for a in s.args]))
+
+    def raw_arg(self, a):
+        if isinstance(a, E.Call) and a.op == "address_of":
+            ld = a.args[0]
+            if ld.buffer.scope in ("shared", "shared.dyn", "local"):
+                return ld.buffer.name
+            return f"&{self.index(ld.buffer, ld.indices)}"
+        return self.expr(a)
+
+    def s_DeviceAssert(self, s):
+        self.asserts.append(s.msg or str(s.cond))
+        msg = (s.msg or "T.device_assert failed").replace('"', "'")
+        self.emit(f'if (!({self.expr(s.cond)})) {{ printf("{msg} (block %d, thread %d)\\n", '
+                  '(int)blockIdx.x, (int)threadIdx.x); }')
+
+    def s_Print(self, s):
+        obj = s.obj
+        msg = s.msg.replace('"', "'").replace("%", "%%")
+        if isinstance(obj, Buffer):
+            self.emit(f'if (tid == 0) {{ for (int q = 0; q < {obj.numel()}; ++q) printf("{msg} %g\\n", '
+                      f'(double){self._load_flat(obj)}); }}')
+        else:
+            self.emit(f'printf("{msg} %g\\n", (double)({self.expr(obj)}));')

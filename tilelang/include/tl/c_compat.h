@@ -1,0 +1,53 @@
+// tl/c_compat.h -- the scalar helpers the shared C/CUDA expression printer emits
+// (tl_half, tl_bf16_to_f32, tl_floordiv_i32, tl_atomic_add_f32 ...), for device code.
+// bf16 and fp8 values are computed in float and rounded on every store/cast, as on CPU.
+#pragma once
+
+#include "common.h"
+#include "atomic.h"
+
+typedef tl::half_t tl_half;
+typedef tl::bfloat16_t tl_bf16;
+typedef tl::float8_e4m3_t tl_fp8e4m3;
+typedef tl::float8_e5m2_t tl_fp8e5m2;
+
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+#ifndef NAN
+#define NAN __int_as_float(0x7fffffff)
+#endif
+
+TL_DEVICE float tl_bf16_to_f32(tl_bf16 x) { return __bfloat162float(x); }
+TL_DEVICE tl_bf16 tl_f32_to_bf16(float x) { return __float2bfloat16_rn(x); }
+TL_DEVICE float tl_fp8e4m3_to_f32(tl_fp8e4m3 x) { return float(x); }
+TL_DEVICE tl_fp8e4m3 tl_f32_to_fp8e4m3(float x) { return tl_fp8e4m3(x); }
+TL_DEVICE float tl_fp8e5m2_to_f32(tl_fp8e5m2 x) { return float(x); }
+TL_DEVICE tl_fp8e5m2 tl_f32_to_fp8e5m2(float x) { return tl_fp8e5m2(x); }
+
+TL_DEVICE int32_t tl_floordiv_i32(int32_t a, int32_t b) {
+  int32_t q = a / b;
+  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+TL_DEVICE int64_t tl_floordiv_i64(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+TL_DEVICE int32_t tl_floormod_i32(int32_t a, int32_t b) { return a - tl_floordiv_i32(a, b) * b; }
+TL_DEVICE int64_t tl_floormod_i64(int64_t a, int64_t b) { return a - tl_floordiv_i64(a, b) * b; }
+
+TL_DEVICE void tl_atomic_add_f32(float* p, float v) { atomicAdd(p, v); }
+TL_DEVICE void tl_atomic_add_f64(double* p, double v) { atomicAdd(p, v); }
+TL_DEVICE void tl_atomic_add_i32(int32_t* p, int32_t v) { atomicAdd(p, v); }
+TL_DEVICE void tl_atomic_add_u32(uint32_t* p, uint32_t v) { atomicAdd(p, v); }
+TL_DEVICE void tl_atomic_add_i64(int64_t* p, int64_t v) {
+  atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
+}
+TL_DEVICE void tl_atomic_add_f16(tl_half* p, tl_half v) { atomicAdd(p, v); }
+TL_DEVICE void tl_atomic_add_bf16(tl_bf16* p, float v) { atomicAdd(p, __float2bfloat16_rn(v)); }
+TL_DEVICE void tl_atomic_max_f32(float* p, float v) { tl::atomic_max(p, v); }
+TL_DEVICE void tl_atomic_min_f32(float* p, float v) { tl::atomic_min(p, v); }
+TL_DEVICE void tl_atomic_max_i32(int32_t* p, int32_t v) { atomicMax(p, v); }
+TL_DEVICE void tl_atomic_min_i32(int32_t* p, int32_t v) { atomicMin(p, v); }
+TL_DEVICE void tl_atomic_max_u32(uint32_t* p, uint32_t v) { atomicMax(p, v); }
+TL_DEVICE void tl_atomic_min_u32(uint32_t* p, uint32_t v) { atomicMin(p, v); }

@@ -1,0 +1,136 @@
+"""Fragment layouts: how a block-level register tile is spread over the block's threads.
+
+A fragment layout answers, for thread `tid` and register slot `l` (a compile-time
+constant after unrolling), which logical element `(i, j, ...)` that slot holds.
+Lowering a `T.Parallel` loop over a register tile iterates `l` per thread.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir import expr as E
+
+
+@dataclass(frozen=True)
+class FlatFragment:
+    """Row-major elements dealt to threads `vec` at a time, thread-fastest (coalesced).
+
+        element e = (l // vec) * threads * vec + tid * vec + l % vec
+        threads=4, vec=2, 16 elements:  e:  0 1 | 2 3 | 4 5 | 6 7 | 8 9 ...
+                                        t:  0 0 | 1 1 | 2 2 | 3 3 | 0 0 ...
+    """
+
+    shape: tuple
+    threads: int
+    vec: int = 1
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def nlocal(self) -> int:
+        per = self.threads * self.vec
+        return -(-self.numel // per) * self.vec
+
+    @property
+    def exact(self) -> bool:
+        return self.numel % (self.threads * self.vec) == 0
+
+    def flat(self, tid, l: int):
+        return (l // self.vec) * self.threads * self.vec + tid * self.vec + (l % self.vec)
+
+    def coords(self, tid, l: int) -> tuple:
+        e = self.flat(tid, l)
+        out = []
+        for s in reversed(self.shape[1:]):
+            out.append(e % s)
+            e = e // s
+        out.append(e)
+        return tuple(reversed(out))
+
+    def key(self):
+        return ("flat", self.shape, self.threads, self.vec)
+
+
+@dataclass(frozen=True)
+class MmaAccFragment:
+    """The mma.sync m16n8 accumulator layout tiled over a (warps_m x warps_n) warp grid.
+
+    Within one 16x8 atom (g = lane // 4, t = lane % 4):
+        slot 0, 1 -> (row g,     cols 2t, 2t+1)
+        slot 2, 3 -> (row g + 8, cols 2t, 2t+1)
+    Atom (mi, ni) of warp (wm, wn) covers rows wm*WM + mi*16 and cols wn*WN + ni*8;
+    slot l = (mi * NI + ni) * 4 + r.
+    """
+
+    shape: tuple  # (M, N)
+    warps_m: int
+    warps_n: int
+
+    @property
+    def wm_tile(self) -> int:
+        return self.shape[0] // self.warps_m
+
+    @property
+    def wn_tile(self) -> int:
+        return self.shape[1] // self.warps_n
+
+    @property
+    def mi(self) -> int:
+        return self.wm_tile // 16
+
+    @property
+    def ni(self) -> int:
+        return self.wn_tile // 8
+
+    @property
+    def nlocal(self) -> int:
+        return self.mi * self.ni * 4
+
+    @property
+    def threads(self) -> int:
+        return self.warps_m * self.warps_n * 32
+
+    exact = True
+
+    def warp_coords(self, tid):
+        warp = tid // 32
+        return warp % self.warps_m, warp // self.warps_m, tid % 32
+
+    def coords(self, tid, l: int) -> tuple:
+        wm, wn, lane = self.warp_coords(tid)
+        atom, r = l // 4, l % 4
+        mi, ni = atom // self.ni, atom % self.ni
+        row = wm * self.wm_tile + mi * 16 + lane // 4 + 8 * (r // 2)
+        col = wn * self.wn_tile + ni * 8 + (lane % 4) * 2 + (r % 2)
+        return row, col
+
+    def key(self):
+        return ("mma", self.shape, self.warps_m, self.warps_n)
+
+
+def choose_warps(m: int, n: int, warps: int, policy: str = "Square") -> tuple[int, int] | None:
+    """A (warps_m, warps_n) grid whose warp tiles are multiples of 16x8, as square as allowed."""
+    best = None
+    for wm in range(1, warps + 1):
+        if warps % wm:
+            continue
+        wn = warps // wm
+        if m % (wm * 16) or n % (wn * 8):
+            continue
+        if policy == "FullRow" and wn != 1:
+            continue
+        if policy == "FullCol" and wm != 1:
+            continue
+        tm, tn = m // wm, n // wn
+        score = abs(tm - tn)
+        if best is None or score < best[0]:
+            best = (score, wm, wn)
+    return None if best is None else (best[1], best[2])
+
+
+_ = E

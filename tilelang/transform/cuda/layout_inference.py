@@ -1,0 +1,210 @@
+"""Decide, per fragment, whether it lives in registers (and with which layout) or in shared memory.
+
+Expects: simplified tile-level IR inside one T.Kernel.
+Guarantees: a `LayoutPlan` mapping each fragment buffer to a fragment layout (registers)
+or to None (placed in shared memory, readable by every thread).
+
+Strict:  the C of a T.gemm takes the mma.sync accumulator layout when the gemm can use
+         tensor cores. Common: a fragment copied to or used elementwise with a laid-out
+         fragment of the same shape in one T.Parallel takes the same layout. Free: the
+         rest take a flat, coalesced layout. A fragment is demoted to shared memory when
+         some use needs other threads' elements (indexed by other than the loop vars,
+         used as a gemm A/B operand, scanned, sliced, or touched outside T.Parallel).
+
+    C_local = T.alloc_fragment((128, 128), "float32")     C_local: mma(128x128, 2x2 warps)
+    m = T.alloc_fragment((128,), "float32")        ->     m: shared (read as m[i] in a 2-d loop)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...arith.simplify import const_int
+from ...ir import expr as E
+from ...ir import stmt as S
+from ...ir.buffer import Buffer
+from ...ir.visitor import Visitor, collect
+from ...layout.fragment import FlatFragment, MmaAccFragment, choose_warps
+from ...op import tile_ops as O
+from ...op.regions import squeezed
+
+
+@dataclass
+class LayoutPlan:
+    layouts: dict = field(default_factory=dict)  # Buffer.uid -> layout | None (shared)
+    reasons: dict = field(default_factory=dict)  # Buffer.uid -> why demoted
+    mma_gemms: set = field(default_factory=set)  # ids of Gemm ops lowered to mma.sync
+
+    def layout(self, buf: Buffer):
+        return self.layouts.get(buf.uid)
+
+    def in_registers(self, buf: Buffer) -> bool:
+        return buf.scope == "fragment" and self.layouts.get(buf.uid) is not None
+
+
+def whole(region, buf: Buffer) -> bool:
+    if region.buffer is not buf:
+        return False
+    for (start, ext), dim in zip(region.ranges, buf.shape):
+        if const_int(start) != 0 or const_int(ext) != const_int(dim):
+            return False
+    return True
+
+
+def mma_ok(op: O.Gemm, threads: int):
+    """(warps_m, warps_n) when this gemm can run on mma.sync with C in registers, else None."""
+    a, b, c = op.A.buffer, op.B.buffer, op.C.buffer
+    if a.dtype != b.dtype or a.dtype.name not in ("float16", "bfloat16") or c.dtype.name != "float32":
+        return None
+    if a.scope not in ("shared.dyn", "shared", "fragment") or b.scope not in ("shared.dyn", "shared", "fragment"):
+        return None
+    if not (whole(op.A, a) and whole(op.B, b) and whole(op.C, c)) or a.ndim != 2 or b.ndim != 2:
+        return None
+    m, n, k = op.mnk
+    if any(not isinstance(x, int) for x in (m, n, k)) or k % 16 or threads % 32:
+        return None
+    return choose_warps(m, n, threads // 32, op.policy)
+
+
+class _Uses(Visitor):
+    """Collects per-fragment constraints while walking the kernel."""
+
+    def __init__(self, frags: dict, threads: int):
+        self.frags = frags
+        self.threads = threads
+        self.strict: dict = {}
+        self.demote: dict = {}
+        self.links: list = []  # (buf_a, buf_b) must share a layout
+        self.mma_gemms: set = set()
+        self.par_vars: list = []
+
+    def bad(self, buf, why):
+        if buf.uid in self.frags:
+            self.demote.setdefault(buf.uid, why)
+
+    def visit_Gemm(self, op: O.Gemm):
+        for r in (op.A, op.B):
+            self.bad(r.buffer, "used as a T.gemm A/B operand (needs every thread's elements)")
+        c = op.C.buffer
+        if c.uid not in self.frags:
+            return
+        if not whole(op.C, c):
+            self.bad(c, "a slice of it is a T.gemm accumulator")
+            return
+        warps = mma_ok(op, self.threads)
+        if warps is not None:
+            lay = MmaAccFragment(tuple(c.shape), *warps)
+            prev = self.strict.get(c.uid)
+            if prev is not None and prev != lay:
+                self.bad(c, "accumulator of two gemms with different warp layouts")
+            self.strict[c.uid] = lay
+            self.mma_gemms.add(id(op))
+
+    def visit_Copy(self, op: O.Copy):
+        s, d = op.src.buffer, op.dst.buffer
+        for r, b in ((op.src, s), (op.dst, d)):
+            if b.uid in self.frags and not whole(r, b):
+                self.bad(b, "T.copy of a slice of it")
+        if s.uid in self.frags and d.uid in self.frags and tuple(s.shape) == tuple(d.shape):
+            self.links.append((s, d))
+
+    def visit_Fill(self, op: O.Fill):
+        if not whole(op.dst, op.dst.buffer):
+            self.bad(op.dst.buffer, "T.fill of a slice of it")
+
+    def visit_CumSum(self, op: O.CumSum):
+        self.bad(op.src, "T.cumsum scans across threads")
+        self.bad(op.dst, "T.cumsum scans across threads")
+
+    def visit_AtomicTile(self, op: O.AtomicTile):
+        if hasattr(op.src, "buffer") and hasattr(op.src, "ranges") and not whole(op.src, op.src.buffer):
+            self.bad(op.src.buffer, "T.atomic_* of a slice of it")
+
+    def visit_Print(self, op):
+        if isinstance(op.obj, Buffer):
+            self.bad(op.obj, "printed")
+
+    def visit_For(self, s: S.For):
+        if s.kind != "parallel":
+            self.generic(s)
+            return
+        vars_, exts, body = [], [], s
+        while isinstance(body, S.For) and body.kind == "parallel":
+            vars_.append(body.var)
+            exts.append(const_int(body.extent))
+            body = body.body
+        exact = []
+        for ld in collect(body, lambda n: isinstance(n, (E.BufferLoad, S.BufferStore))):
+            buf = ld.buffer
+            if buf.uid not in self.frags:
+                continue
+            if tuple(ld.indices) == tuple(vars_) and tuple(const_int(x) for x in buf.shape) == tuple(exts):
+                exact.append(buf)
+            else:
+                self.bad(buf, f"indexed as {buf.name}[{', '.join(str(i) for i in ld.indices)}] in a T.Parallel "
+                              f"over {tuple(exts)}")
+        for a, b in zip(exact, exact[1:]):
+            self.links.append((a, b))
+        for inner in collect(body, lambda n: isinstance(n, S.For) and n.kind == "parallel"):
+            for ld in collect(inner, lambda n: isinstance(n, (E.BufferLoad, S.BufferStore))):
+                self.bad(ld.buffer, "used in a nested T.Parallel")
+
+    def visit_BufferStore(self, s: S.BufferStore):
+        self.bad(s.buffer, "stored outside a T.Parallel loop")
+        self.generic(s)
+
+    def visit_BufferLoad(self, e: E.BufferLoad):
+        self.bad(e.buffer, "read outside a T.Parallel loop")
+        self.generic(e)
+
+
+def infer_layouts(kernel: S.KernelLaunch) -> LayoutPlan:
+    threads = kernel.threads[0] * kernel.threads[1] * kernel.threads[2]
+    frags = {a.buffer.uid: a.buffer for a in collect(kernel.body, lambda n: isinstance(n, S.Allocate))
+             if a.buffer.scope == "fragment"}
+    uses = _Uses(frags, threads)
+    uses.visit(kernel.body)
+    layouts: dict = {uid: None for uid in frags}
+    for uid, lay in uses.strict.items():
+        layouts[uid] = lay
+    # common: propagate along links until nothing changes
+    changed = True
+    while changed:
+        changed = False
+        for a, b in uses.links:
+            la, lb = layouts.get(a.uid), layouts.get(b.uid)
+            if la is not None and lb is None and b.uid not in uses.strict:
+                layouts[b.uid] = la
+                changed = True
+            elif lb is not None and la is None and a.uid not in uses.strict:
+                layouts[a.uid] = lb
+                changed = True
+    # free
+    for uid, buf in frags.items():
+        if layouts[uid] is None:
+            shape = tuple(const_int(s) for s in buf.shape)
+            n = 1
+            for s in shape:
+                n *= s
+            vec = max(1, 16 // buf.dtype.bytes)
+            while vec > 1 and (n % (threads * vec) or shape[-1] % vec):
+                vec //= 2
+            layouts[uid] = FlatFragment(shape, threads, vec)
+    # links whose layouts still disagree: demote the non-strict side
+    for a, b in uses.links:
+        la, lb = layouts.get(a.uid), layouts.get(b.uid)
+        if la is not None and lb is not None and la != lb:
+            victim = b if a.uid in uses.strict else a
+            uses.demote.setdefault(victim.uid, f"layout conflict with {(a if victim is b else b).name}")
+    plan = LayoutPlan()
+    for uid in frags:
+        if uid in uses.demote:
+            plan.layouts[uid] = None
+            plan.reasons[uid] = uses.demote[uid]
+        else:
+            plan.layouts[uid] = layouts[uid]
+    # a demoted accumulator cannot take the mma path with C in registers
+    plan.mma_gemms = {g for g in uses.mma_gemms}
+    return plan
+
+
+_ = squeezed

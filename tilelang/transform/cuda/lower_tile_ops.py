@@ -1,0 +1,381 @@
+"""Lower tile ops and T.Parallel to per-thread CUDA IR.
+
+Expects: tile-level IR and a `LayoutPlan` (layout_inference.py).
+Guarantees: no TileOp or parallel loop remains; register fragments became per-thread
+arrays indexed by unrolled slot loops; demoted fragments are shared memory;
+`__syncthreads` separates block-level statements that race on shared memory.
+
+    for i, j in T.Parallel(128, 128):          for l in T.unroll(128):        # C: mma layout
+        C[i, j] = T.max(C[i, j], 0)      ->        i = <row(tid, l)>; j = <col(tid, l)>
+                                                   C_reg[l] = max(C_reg[l], 0)
+    T.copy(A[by*128, k*32], A_s)         ->    for l in T.unroll(n): e = l*T + tid; A_s[e//32, e%32] = A[...]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from ... import dtypes as dt
+from ...arith.simplify import const_int, simplify
+from ...ir import expr as E
+from ...ir import stmt as S
+from ...ir.buffer import Buffer, BufferRegion
+from ...ir.visitor import Mutator, collect, substitute
+from ...layout.fragment import FlatFragment, MmaAccFragment
+from ...op import tile_ops as O
+from ...op.regions import squeezed
+from ..lower_tile_ops_cpu import in_bounds, region_indices
+from .layout_inference import LayoutPlan, infer_layouts
+
+
+@dataclass(frozen=True)
+class Raw(S.Stmt):
+    """Inline device code: `fmt.format(*printed args)`; reads/writes name the shared buffers touched."""
+
+    fmt: str
+    args: tuple = ()
+    reads: tuple = ()
+    writes: tuple = ()
+    span: object = field(default=None, compare=False, repr=False)
+
+
+THREAD_LOOP = (("tl.thread_loop", True),)
+
+
+def sync() -> Raw:
+    return Raw("__syncthreads();")
+
+
+@dataclass
+class CudaKernelInfo:
+    threads: int
+    regs: dict  # fragment uid -> register Buffer
+    shared: list  # shared Buffers (incl. demoted fragments and scratch)
+    swizzled: set  # uids of shared buffers with the gemm swizzle
+    warnings: list
+    tid: E.Var = None
+
+
+class _Lower(Mutator):
+    def __init__(self, plan: LayoutPlan, threads: int, tid: E.Var, warn):
+        self.plan = plan
+        self.T = threads
+        self.tid = tid
+        self.warn = warn
+        self.regs: dict = {}  # fragment uid -> local Buffer
+        self.scratch: list = []
+        self.swizzled: set = set()
+
+    # ------------------------------------------------------------ buffers
+    def reg(self, buf: Buffer) -> Buffer | None:
+        if not self.plan.in_registers(buf):
+            return None
+        r = self.regs.get(buf.uid)
+        if r is None:
+            lay = self.plan.layout(buf)
+            r = Buffer(buf.name, (lay.nlocal,), buf.dtype, "local")
+            self.regs[buf.uid] = r
+        return r
+
+    def visit_Allocate(self, s: S.Allocate):
+        b = s.buffer
+        if b.scope == "fragment":
+            r = self.reg(b)
+            if r is not None:
+                return S.Allocate(r, None, span=s.span)
+            b.scope = "shared.dyn"  # demoted: every thread may read any element
+            reason = self.plan.reasons.get(b.uid, "")
+            self.warn(f"fragment {b.name} is kept in shared memory, not registers: {reason}")
+        return s
+
+    # ------------------------------------------------------------ per-thread element loops
+    def slot_loop(self, layout, make_body, names=None):
+        """for l in unroll(nlocal): coords = layout.coords(tid, l); body."""
+        lvar = E.Var("l", dt.int32)
+        coords = layout.coords(self.tid, lvar)
+        cvars = [E.Var(f"{(names or 'ijkm')[d] if names else 'ijkm'[d]}", dt.int32) for d in range(len(coords))]
+        lets = [S.LetStmt(v, simplify(c)) for v, c in zip(cvars, coords)]
+        body = make_body(lvar, cvars)
+        if isinstance(layout, FlatFragment) and not layout.exact:
+            body = S.IfThenElse(E.binop("<", layout.flat(self.tid, lvar), layout.numel), body)
+        return S.For(lvar, E.as_expr(0), E.as_expr(layout.nlocal), "unroll", S.seq(*lets, body), THREAD_LOOP)
+
+    def flat_loop(self, extents, make_body):
+        """Distribute the elements of an n-d domain over the block's threads."""
+        shape = tuple(const_int(e) for e in extents)
+        if any(s is None for s in shape):
+            return self.symbolic_loop(extents, make_body)
+        n = 1
+        for s in shape:
+            n *= s
+        vec = 1
+        lay = FlatFragment(shape if shape else (1,), self.T, vec)
+        return self.slot_loop(lay, lambda l, cv: make_body(cv if shape else []))
+
+    def symbolic_loop(self, extents, make_body):
+        total = E.as_expr(1)
+        for e in extents:
+            total = total * e
+        e = E.Var("e", dt.int32)
+        coords, rest = [], e
+        for x in reversed(extents[1:]):
+            coords.append(rest % x)
+            rest = rest // x
+        coords.append(rest)
+        coords.reverse()
+        cvars = [E.Var("ijkm"[d], dt.int32) for d in range(len(extents))]
+        body = S.seq(*[S.LetStmt(v, c) for v, c in zip(cvars, coords)], make_body(cvars))
+        k = E.Var("k", dt.int32)
+        loop = S.For(k, E.as_expr(0), simplify((total + self.T - 1) // self.T), "serial",
+                     S.seq(S.LetStmt(e, k * self.T + self.tid),
+                           S.IfThenElse(E.binop("<", e, total), body)), THREAD_LOOP)
+        return loop
+
+    # ------------------------------------------------------------ T.Parallel
+    def visit_For(self, s: S.For):
+        if s.kind != "parallel":
+            kind = "serial" if s.kind in ("pipelined", "vectorized") else s.kind
+            return S.For(s.var, s.start, s.extent, kind, self.visit(s.body), s.annotations, span=s.span)
+        vars_, exts, body = [], [], s
+        while isinstance(body, S.For) and body.kind == "parallel":
+            vars_.append(body.var)
+            exts.append(body.extent)
+            body = body.body
+        driver = None
+        for ld in collect(body, lambda n: isinstance(n, (E.BufferLoad, S.BufferStore))):
+            if self.plan.in_registers(ld.buffer) and tuple(ld.indices) == tuple(vars_):
+                driver = self.plan.layout(ld.buffer)
+                break
+        if driver is not None:
+            def make(l, cvars):
+                b = substitute(body, dict(zip(vars_, cvars)))
+                return _RegAccess(self, cvars, l).visit(b)
+            return self.slot_loop(driver, make)
+        return self.flat_loop(exts, lambda cvars: self.visit(substitute(body, dict(zip(vars_, cvars)))))
+
+    # ------------------------------------------------------------ tile ops
+    def elementwise(self, region: BufferRegion, make):
+        """Loop over a region's elements; register regions drive their own layout."""
+        r = self.reg(region.buffer)
+        if r is not None:
+            lay = self.plan.layout(region.buffer)
+            return self.slot_loop(lay, lambda l, cv: make(cv, r[l]))
+        return self.flat_loop(squeezed(region.extents), lambda cv: make(cv, None))
+
+    def visit_Fill(self, op: O.Fill):
+        def make(cv, reg_ref):
+            if reg_ref is not None:
+                return S.BufferStore(reg_ref.buffer, reg_ref.indices, op.value)
+            di = region_indices(op.dst, cv)
+            st = S.BufferStore(op.dst.buffer, di, op.value)
+            ok = in_bounds(op.dst, di)
+            return st if ok is True else S.IfThenElse(ok, st)
+        return self.elementwise(op.dst, make)
+
+    def visit_Copy(self, op: O.Copy):
+        sreg, dreg = self.reg(op.src.buffer), self.reg(op.dst.buffer)
+        drive = op.dst if dreg is not None or sreg is None else op.src
+
+        def make(cv, reg_ref):
+            si, di = region_indices(op.src, cv), region_indices(op.dst, cv)
+            src = sreg[reg_ref.indices] if (sreg is not None and drive is op.src) else (
+                sreg[self._slot_of(op.src.buffer, si)] if sreg is not None else
+                E.BufferLoad(op.src.buffer, si, op.src.buffer.dtype))
+            val = E.cast(op.dst.buffer.dtype, src)
+            ok_s = in_bounds(op.src, si)
+            if ok_s is not True:
+                val = E.select(ok_s, val, E.const(0, op.dst.buffer.dtype))
+            if dreg is not None:
+                ref = reg_ref if drive is op.dst else dreg[self._slot_of(op.dst.buffer, di)]
+                return S.BufferStore(ref.buffer, ref.indices, val)
+            st = S.BufferStore(op.dst.buffer, di, val)
+            ok_d = in_bounds(op.dst, di)
+            return st if ok_d is True else S.IfThenElse(ok_d, st)
+
+        return self.elementwise(drive, make)
+
+    def _slot_of(self, buf, idx):
+        raise NotImplementedError("copy between register fragments of different layouts")
+
+    def visit_Gemm(self, op: O.Gemm):
+        creg = self.reg(op.C.buffer)
+        lay = self.plan.layout(op.C.buffer) if creg is not None else None
+        if id(op) in self.plan.mma_gemms and isinstance(lay, MmaAccFragment):
+            return self.mma_gemm(op, creg, lay)
+        m, n, k = op.mnk
+        self.warn(f"T.gemm {op.A.buffer.name} x {op.B.buffer.name} -> {op.C.buffer.name} runs on CUDA cores "
+                  f"(no tensor-core path for {op.A.buffer.dtype}/{op.C.buffer.dtype}, shape {m}x{n}x{k}, "
+                  f"C {'in registers' if creg is not None else 'in shared memory'})")
+        acc = op.C.buffer.dtype
+        kk = E.Var("kk", dt.int32)
+
+        def make(cv, reg_ref):
+            i, j = cv
+            a = E.BufferLoad(op.A.buffer, region_indices(op.A, (kk, i) if op.transpose_A else (i, kk)), op.A.buffer.dtype)
+            b = E.BufferLoad(op.B.buffer, region_indices(op.B, (j, kk) if op.transpose_B else (kk, j)), op.B.buffer.dtype)
+            s = E.Var("acc", acc)
+            ref = reg_ref if reg_ref is not None else E.BufferLoad(op.C.buffer, region_indices(op.C, cv), acc)
+            init = E.const(0, acc) if op.clear_accum else ref
+            tmp = Buffer("gacc", (1,), acc, "local.var")
+            body = S.seq(
+                S.Allocate(tmp, (init,)),
+                S.For(kk, E.as_expr(0), E.as_expr(k), "serial",
+                      S.BufferStore(tmp, (E.as_expr(0),), tmp[0] + E.cast(acc, a) * E.cast(acc, b))),
+                S.BufferStore(ref.buffer, ref.indices, tmp[0]))
+            _ = s
+            return body
+
+        return self.elementwise(op.C, make)
+
+    def mma_gemm(self, op: O.Gemm, creg: Buffer, lay: MmaAccFragment):
+        a, b = op.A.buffer, op.B.buffer
+        for x in (a, b):
+            if x.scope == "fragment":
+                x.scope = "shared.dyn"
+            self.swizzled.add(x.uid)
+        m, n, k = op.mnk
+        t = {"float16": "tl::half_t", "bfloat16": "tl::bfloat16_t"}[a.dtype.name]
+        pre = []
+        if op.clear_accum:
+            pre.append(self.visit_Fill(O.Fill(op.C, E.const(0, op.C.buffer.dtype))))
+        call = Raw(f"tl::gemm_ss<{m}, {n}, {k}, {lay.warps_m}, {lay.warps_n}, {str(op.transpose_A).lower()}, "
+                   f"{str(op.transpose_B).lower()}, {a.shape[-1]}, {b.shape[-1]}, true, true, {t}>"
+                   "({0}, {1}, {2});",
+                   (_addr(a), _addr(b), _addr(creg)), reads=(a, b))
+        return S.seq(*pre, call)
+
+    def visit_Reduce(self, op: O.Reduce):
+        src, dst = op.src, op.dst
+        out = []
+        if self.reg(src) is not None:
+            scratch = Buffer(f"{src.name}_red", tuple(src.shape), src.dtype, "shared.dyn")
+            self.scratch.append(scratch)
+            out.append(S.Allocate(scratch))
+            lay = self.plan.layout(src)
+            sreg = self.reg(src)
+            out.append(self.slot_loop(lay, lambda l, cv: S.BufferStore(scratch, tuple(cv), sreg[l])))
+            src_buf = scratch
+        else:
+            src_buf = src
+        dt_ = dst.dtype
+        if op.kind == "max":
+            init = E.const(float("-inf"), dt_) if dt_.is_float else E.const(-(1 << (dt_.bits - 1)), dt_)
+        elif op.kind == "min":
+            init = E.const(float("inf"), dt_) if dt_.is_float else E.const((1 << (dt_.bits - 1)) - 1, dt_)
+        else:
+            init = E.const(0, dt_)
+        red = src.shape[op.dim]
+        comb = {"sum": lambda x, y: x + y, "abssum": lambda x, y: x + y,
+                "max": lambda x, y: E.call("max", x, y), "absmax": lambda x, y: E.call("max", x, y),
+                "min": lambda x, y: E.call("min", x, y)}[op.kind]
+
+        def make(cv, reg_ref):
+            keep = [c for c, s in zip(cv, dst.shape)] if len(cv) == dst.ndim else list(cv)
+            ref = reg_ref if reg_ref is not None else E.BufferLoad(dst, tuple(keep), dt_)
+            r = E.Var("r", dt.int32)
+            sidx = [x for x in keep] if len(keep) == src.ndim - 1 else [x for x in keep if True][: src.ndim - 1]
+            sidx.insert(op.dim, r)
+            v = E.cast(dt_, E.BufferLoad(src_buf, tuple(sidx), src_buf.dtype))
+            if op.kind in ("abssum", "absmax"):
+                v = E.call("abs", v)
+            tmp = Buffer("racc", (1,), dt_, "local.var")
+            return S.seq(S.Allocate(tmp, (init if op.clear else ref,)),
+                         S.For(r, E.as_expr(0), E.as_expr(red), "serial",
+                               S.BufferStore(tmp, (E.as_expr(0),), comb(tmp[0], v))),
+                         S.BufferStore(ref.buffer, ref.indices, tmp[0]))
+
+        dreg = self.reg(dst)
+        if dreg is not None:
+            lay = self.plan.layout(dst)
+            out.append(self.slot_loop(lay, lambda l, cv: make(cv, dreg[l])))
+        else:
+            out.append(self.flat_loop(tuple(dst.shape), lambda cv: make(cv, None)))
+        return S.seq(*out)
+
+    def visit_CumSum(self, op: O.CumSum):
+        src, dst = op.src, op.dst
+        keep = [s for d, s in enumerate(src.shape) if d != op.dim]
+        n = const_int(src.shape[op.dim])
+
+        def make(cv):
+            r = E.Var("c", dt.int32)
+            pos = (n - 1 - r) if op.reverse else r
+            prev = (pos + 1) if op.reverse else (pos - 1)
+
+            def idx(p):
+                lst = list(cv)
+                lst.insert(op.dim, p)
+                return tuple(lst)
+
+            v = E.cast(dst.dtype, E.BufferLoad(src, idx(pos), src.dtype))
+            acc = E.select(E.binop("==", r, 0), v, E.BufferLoad(dst, idx(prev), dst.dtype) + v)
+            return S.For(r, E.as_expr(0), E.as_expr(n), "serial", S.BufferStore(dst, idx(pos), acc))
+
+        return self.flat_loop(tuple(keep) if keep else (1,), lambda cv: make(cv if keep else []))
+
+    def visit_AtomicTile(self, op: O.AtomicTile):
+        sreg = self.reg(op.src.buffer) if isinstance(op.src, BufferRegion) else None
+
+        def make(cv, reg_ref):
+            di = region_indices(op.dst, cv)
+            if isinstance(op.src, BufferRegion):
+                v = sreg[reg_ref.indices] if sreg is not None else \
+                    E.BufferLoad(op.src.buffer, region_indices(op.src, cv), op.src.buffer.dtype)
+                v = E.cast(op.dst.buffer.dtype, v)
+            else:
+                v = op.src
+            target = E.BufferLoad(op.dst.buffer, di, op.dst.buffer.dtype)
+            st = S.Evaluate(E.Call("atomic_" + op.kind, (target, v), op.dst.buffer.dtype))
+            ok = in_bounds(op.dst, di)
+            return st if ok is True else S.IfThenElse(ok, st)
+
+        if isinstance(op.src, BufferRegion) and sreg is not None:
+            lay = self.plan.layout(op.src.buffer)
+            return self.slot_loop(lay, lambda l, cv: make(cv, sreg[l]))
+        ext = squeezed(op.dst.extents)
+        if not ext:
+            return S.IfThenElse(E.binop("==", self.tid, 0), make([], None))
+        return self.flat_loop(ext, lambda cv: make(cv, None))
+
+    def visit_Swizzle(self, op):
+        return S.seq()
+
+    def visit_AnnotateLayout(self, op):
+        return S.seq()
+
+
+class _RegAccess(Mutator):
+    """Inside a slot loop: F[i, j] (the loop's coords) -> F_reg[l] for register fragments."""
+
+    def __init__(self, low: _Lower, cvars, l):
+        self.low, self.cvars, self.l = low, tuple(cvars), l
+
+    def visit_BufferLoad(self, e: E.BufferLoad):
+        r = self.low.reg(e.buffer)
+        if r is not None:
+            return E.BufferLoad(r, (self.l,), e.dtype)
+        return self.generic(e)
+
+    def visit_BufferStore(self, s: S.BufferStore):
+        r = self.low.reg(s.buffer)
+        value = self.visit(s.value)
+        if r is not None:
+            return S.BufferStore(r, (self.l,), value, span=s.span)
+        return S.BufferStore(s.buffer, tuple(self.visit(i) for i in s.indices), value, span=s.span)
+
+
+def _addr(buf: Buffer) -> E.Expr:
+    return E.Call("address_of", (E.BufferLoad(buf, tuple(E.as_expr(0) for _ in buf.shape), buf.dtype),), dt.uint64)
+
+
+def lower_kernel(k: S.KernelLaunch, warn) -> tuple[S.KernelLaunch, CudaKernelInfo]:
+    threads = k.threads[0] * k.threads[1] * k.threads[2]
+    plan = infer_layouts(k)
+    tid = E.Var("tid", dt.int32)
+    low = _Lower(plan, threads, tid, warn)
+    body = low.visit(k.body)
+    # thread vars requested by T.get_thread_binding map onto threadIdx
+    new = replace(k, body=body)
+    shared = [a.buffer for a in collect(body, lambda n: isinstance(n, S.Allocate))
+              if a.buffer.scope in ("shared", "shared.dyn")]
+    info = CudaKernelInfo(threads, low.regs, shared, low.swizzled, [], tid)
+    return new, info

@@ -1,0 +1,102 @@
+"""Insert `__syncthreads()` where block-level statements race on shared memory.
+
+Expects: lowered per-thread IR; per-thread element loops carry the annotation
+("tl.thread_loop", True) and count as one unit; other loops and ifs are block-level
+(uniform) containers.
+Guarantees: between a write of a shared buffer and any later read or write of it by
+another statement (and between a read and a later write) there is a barrier; loops
+get one at the end of the body when the next iteration would race with this one.
+
+    T.copy(A, A_s)  ; T.gemm(A_s, ...)        ->  copy ; __syncthreads() ; gemm
+"""
+from __future__ import annotations
+
+from ...ir import expr as E
+from ...ir import stmt as S
+from ...ir.buffer import Buffer
+from ...ir.visitor import collect
+from .lower_tile_ops import Raw, sync
+
+_SHARED = ("shared", "shared.dyn")
+
+
+def accesses(st) -> tuple[set, set]:
+    reads, writes = set(), set()
+    for n in collect(st, lambda x: isinstance(x, (E.BufferLoad, S.BufferStore, Raw, E.Call))):
+        if isinstance(n, Raw):
+            reads |= {b.uid for b in n.reads if b.scope in _SHARED}
+            writes |= {b.uid for b in n.writes if b.scope in _SHARED}
+        elif isinstance(n, E.Call) and n.op.startswith("atomic_"):
+            continue
+        elif isinstance(n, S.BufferStore):
+            if n.buffer.scope in _SHARED:
+                writes.add(n.buffer.uid)
+        elif isinstance(n, E.BufferLoad) and n.buffer.scope in _SHARED:
+            reads.add(n.buffer.uid)
+    return reads, writes
+
+
+def _conflict(pending, acc) -> bool:
+    pr, pw = pending
+    r, w = acc
+    return bool(pw & (r | w)) or bool(pr & w)
+
+
+def _is_container(st) -> bool:
+    if isinstance(st, S.For):
+        return not st.annotation("tl.thread_loop", False)
+    return isinstance(st, (S.IfThenElse, S.SeqStmt, S.While))
+
+
+class _Sync:
+    def seq(self, stmts, pending):
+        out = []
+        for st in stmts:
+            if isinstance(st, S.SeqStmt):
+                inner, pending = self.seq(st.stmts, pending)
+                out.extend(inner)
+            elif _is_container(st) and not isinstance(st, S.SeqStmt):
+                new, pending = self.container(st, pending, out)
+                out.append(new)
+            else:
+                acc = accesses(st)
+                if _conflict(pending, acc):
+                    out.append(sync())
+                    pending = (set(), set())
+                pending = (pending[0] | acc[0], pending[1] | acc[1])
+                out.append(st)
+        return out, pending
+
+    def block(self, st, pending):
+        stmts = st.stmts if isinstance(st, S.SeqStmt) else (st,)
+        out, pending = self.seq(stmts, pending)
+        return S.seq(*out), pending
+
+    def container(self, st, pending, out):
+        if isinstance(st, S.IfThenElse):
+            acc = accesses(S.Evaluate(st.cond))
+            if _conflict(pending, acc):
+                out.append(sync())
+                pending = (set(), set())
+            then, p1 = self.block(st.then_case, pending)
+            other, p2 = (self.block(st.else_case, pending) if st.else_case is not None else (None, pending))
+            return S.IfThenElse(st.cond, then, other, span=st.span), (p1[0] | p2[0], p1[1] | p2[1])
+        body_acc = accesses(st.body)
+        body, end = self.block(st.body, pending)
+        if _conflict(end, body_acc):
+            body = S.seq(body, sync())
+            end = (set(), set())
+        if isinstance(st, S.For):
+            new = S.For(st.var, st.start, st.extent, st.kind, body, st.annotations, span=st.span)
+        else:
+            new = S.While(st.cond, body, span=st.span)
+        # after the loop: what the body left pending, plus what it did if it ran zero times
+        return new, (end[0] | pending[0], end[1] | pending[1])
+
+
+def insert_syncs(body: S.Stmt) -> S.Stmt:
+    out, _ = _Sync().seq(body.stmts if isinstance(body, S.SeqStmt) else (body,), (set(), set()))
+    return S.seq(*out)
+
+
+_ = Buffer
