@@ -4,23 +4,23 @@ Blocks of the grid are spread over OpenMP threads; each thread allocates the
 block-local tiles (shared, fragment, local) once and reuses them for every block
 it runs. The function returns 0, or the 1-based index of a failed T.device_assert.
 
-    int32_t main_kernel(void* A_ptr, void* B_ptr, int64_t m) {
+    int32_t main_kernel(void* tl_arg0, void* tl_arg1, int64_t m) {
       #pragma omp parallel
-      { float* A_s = tl_alloc(...);
+      { float* A = tl_arg0; ... float* A_s = tl_alloc(...);
         #pragma omp for schedule(static)
         for (int64_t tl_b = 0; tl_b < n_blocks; ++tl_b) { const int32_t bx = ...; <body> } }
     }
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..arith.simplify import const_int
 from ..errors import LoweringError
 from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.buffer import Buffer
-from ..ir.visitor import collect
+from ..ir.visitor import collect, substitute
 from ..op import tile_ops as O
 from .c_expr import CExpr, storage_type
 
@@ -45,6 +45,56 @@ def shape_vars(params) -> list[E.Var]:
                         seen.add(v)
                         out.append(v)
     return out
+
+
+# Identifiers generated code or its headers use: a kernel name must not shadow them.
+_RESERVED = frozenset("""
+auto break case char const continue default do double else enum extern float for goto if inline int long
+register restrict return short signed sizeof static struct switch typedef union unsigned void volatile while
+bool true false NULL INFINITY NAN main free malloc printf posix_memalign memcpy memcmp abs fabs fabsf
+exp exp2 exp10 log log2 log10 log1p expm1 sqrt pow tanh sin cos erf floor ceil round trunc nearbyint fmax fmin
+expf exp2f exp10f logf log2f log10f log1pf expm1f sqrtf powf tanhf sinf cosf erff floorf ceilf roundf truncf
+nearbyintf fmaxf fminf q
+""".split())
+
+
+def unique_names(func: S.PrimFunc) -> S.PrimFunc:
+    """Give every loop/let/block variable and tile buffer a distinct C name.
+
+    Why: lowering introduces variables (`i0`, `r`, `gi` ...) and users name buffers freely,
+    so two IR objects may share a name, or a name may be a C keyword or a libm function.
+    Scalar parameters and symbolic dims keep their names (the launcher binds them by
+    object); tile and parameter buffers are renamed in place (their identity is the uid).
+    """
+    used = set(_RESERVED)
+    used.update(p.name for p in func.params if isinstance(p, E.Var))
+    used.update(v.name for v in shape_vars(func.params))
+
+    def fresh(base: str) -> str:
+        base = "".join(c if c.isalnum() or c == "_" else "_" for c in base) or "v"
+        if base[0].isdigit() or base.startswith("tl_"):
+            base = "v_" + base
+        name, n = base, 0
+        while name in used:
+            n += 1
+            name = f"{base}_{n}"
+        used.add(name)
+        return name
+
+    for p in func.params:
+        if isinstance(p, Buffer):
+            p.name = fresh(p.name)
+    mapping: dict = {}
+    for node in collect(func.body, lambda n: isinstance(n, (S.For, S.LetStmt, S.KernelLaunch, S.Allocate))):
+        if isinstance(node, S.Allocate):
+            if node.buffer.name not in used or node.buffer.name.startswith("tl_"):
+                node.buffer.name = fresh(node.buffer.name)
+            continue
+        binds = (node.var,) if not isinstance(node, S.KernelLaunch) else node.block_vars + node.thread_vars
+        for v in binds:
+            if v not in mapping:
+                mapping[v] = E.Var(fresh(v.name), v.dtype)
+    return replace(func, body=substitute(func.body, mapping))
 
 
 class CCodegen:
@@ -79,13 +129,13 @@ class CCodegen:
 
     # ---------------------------------------------------------------- entry
     def generate(self) -> CSource:
-        f = self.func
+        f = self.func = unique_names(self.func)
         dims = shape_vars(f.params)
         kinds, args = [], []
         for p in f.params:
             if isinstance(p, Buffer):
                 kinds.append(("buffer", p))
-                args.append(f"void* restrict {p.name}_ptr")
+                args.append(f"void* restrict tl_arg{len(args)}")
             else:
                 kinds.append(("scalar", p))
                 args.append(f"{storage_type(p.dtype)} {p.name}")
@@ -103,10 +153,10 @@ class CCodegen:
         self.emit(f"int32_t {entry}({', '.join(args) or 'void'}) {{")
         self.depth += 1
         self.emit("int32_t tl_err = 0;")
-        for p in f.params:
+        for i, p in enumerate(f.params):
             if isinstance(p, Buffer):
                 t = storage_type(p.dtype)
-                self.emit(f"{t}* restrict {p.name} = ({t}*){p.name}_ptr;")
+                self.emit(f"{t}* restrict {p.name} = ({t}*)tl_arg{i};")
         self.stmt(f.body)
         self.emit("return tl_err;")
         self.depth -= 1

@@ -99,6 +99,10 @@ class CExpr:
             return f"tl_{'floordiv' if op == '//' else 'floormod'}_{w}({a}, {b})"
         if op == "/" and e.dtype.is_float and e.a.dtype.is_int and e.b.dtype.is_int:
             a = f"(({compute_type(e.dtype)}){a})"
+        if e.a.dtype != e.b.dtype and (e.a.dtype.name == "float16" or e.b.dtype.name == "float16"):
+            # mixed half/float: compute in the wider type (C++ half operators are ambiguous there)
+            wide = "double" if "float64" in (e.a.dtype.name, e.b.dtype.name) else "float"
+            a, b = f"(({wide}){a})", f"(({wide}){b})"
         if op in ("min", "max"):
             cmp = "<" if op == "min" else ">"
             return f"(({a}) {cmp} ({b}) ? ({a}) : ({b}))"

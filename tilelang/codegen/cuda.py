@@ -40,6 +40,7 @@ class CudaCodegen(CCodegen):
         self.kernel = kernel
         self.swizzle_panel = swizzle_panel
         self.offsets: dict = {}
+        self.declared: set = set()
 
     def index(self, buf: Buffer, indices) -> str:
         if buf.uid in self.info.swizzled and buf.ndim == 2:
@@ -86,6 +87,12 @@ class CudaCodegen(CCodegen):
             ex = ["tid % " + str(x), f"(tid / {x}) % {y}", f"tid / {x * y}"][d]
             self.emit(f"const int {tv.name} = {ex};")
             self.expr.nonneg.add(tv)
+        for a in collect(k.body, lambda n: isinstance(n, S.Allocate)):
+            b = a.buffer
+            if b.scope in ("shared", "shared.dyn") and b.uid not in self.declared:
+                self.declared.add(b.uid)
+                t = storage_type(b.dtype)
+                self.emit(f"{t}* {b.name} = reinterpret_cast<{t}*>(tl_smem + {self.offsets[b.uid]});")
         self.stmt(k.body)
         self.depth -= 1
         self.emit("}")
@@ -126,7 +133,7 @@ class CudaCodegen(CCodegen):
         b = s.buffer
         t = storage_type(b.dtype)
         if b.scope in ("shared", "shared.dyn"):
-            self.emit(f"{t}* {b.name} = reinterpret_cast<{t}*>(tl_smem + {self.offsets[b.uid]});")
+            pass  # declared at the top of the kernel
         else:
             self.emit(f"{t} {b.name}[{b.numel()}];")
         if s.init is not None:
@@ -160,7 +167,7 @@ class CudaCodegen(CCodegen):
     def raw_arg(self, a):
         if isinstance(a, E.Call) and a.op == "address_of":
             ld = a.args[0]
-            if ld.buffer.scope in ("shared", "shared.dyn", "local"):
+            if all(const_int(i) == 0 for i in ld.indices):
                 return ld.buffer.name
             return f"&{self.index(ld.buffer, ld.indices)}"
         return self.expr(a)

@@ -51,3 +51,13 @@ TL_DEVICE void tl_atomic_max_i32(int32_t* p, int32_t v) { atomicMax(p, v); }
 TL_DEVICE void tl_atomic_min_i32(int32_t* p, int32_t v) { atomicMin(p, v); }
 TL_DEVICE void tl_atomic_max_u32(uint32_t* p, uint32_t v) { atomicMax(p, v); }
 TL_DEVICE void tl_atomic_min_u32(uint32_t* p, uint32_t v) { atomicMin(p, v); }
+
+// 16-byte copy between global/shared addresses; zero-fills when !pred.
+TL_DEVICE void tl_copy_vec16_impl(void* dst, const void* src, bool pred) {
+  uint4 v = make_uint4(0, 0, 0, 0);
+  if (pred) v = *reinterpret_cast<const uint4*>(src);
+  *reinterpret_cast<uint4*>(dst) = v;
+}
+namespace tl {
+TL_DEVICE void copy_vec16(void* dst, const void* src, bool pred) { tl_copy_vec16_impl(dst, src, pred); }
+}  // namespace tl

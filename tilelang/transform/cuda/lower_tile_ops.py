@@ -62,7 +62,7 @@ class _Lower(Mutator):
         self.tid = tid
         self.warn = warn
         self.regs: dict = {}  # fragment uid -> local Buffer
-        self.scratch: list = []
+        self.scratch_of: dict = {}
         self.swizzled: set = set()
 
     # ------------------------------------------------------------ buffers
@@ -171,7 +171,74 @@ class _Lower(Mutator):
             return st if ok is True else S.IfThenElse(ok, st)
         return self.elementwise(op.dst, make)
 
+    def vector_width(self, op: O.Copy) -> int:
+        """Elements per 16-byte vector when both sides allow it, else 1 (with a warning)."""
+        s, d = op.src.buffer, op.dst.buffer
+        if s.dtype != d.dtype or self.reg(s) is not None or self.reg(d) is not None:
+            return 1
+        vec = 16 // s.dtype.bytes
+        ext = squeezed(op.dst.extents)
+        if not ext or not all(isinstance(e, int) for e in ext) or ext[-1] % vec:
+            return 1
+        why = None
+        for r in (op.src, op.dst):
+            b = r.buffer
+            inner = const_int(b.shape[-1])
+            if const_int(r.extents[-1]) != ext[-1]:
+                why = f"{b.name}: the tile's last dim is not the buffer's last dim"
+            elif inner is None or inner % vec:
+                why = f"{b.name}: row length {b.shape[-1]} is not a multiple of {vec} elements"
+            elif not _aligned(r.starts[-1], vec):
+                why = f"{b.name}: column offset {r.starts[-1]} is not provably a multiple of {vec}"
+            if why:
+                break
+        if why:
+            self.warn(f"T.copy {s.name} -> {d.name} uses scalar accesses instead of 16-byte vectors ({why})")
+            return 1
+        return vec
+
+    def vector_copy(self, op: O.Copy, vec: int):
+        ext = squeezed(op.dst.extents)
+        total = 1
+        for e in ext:
+            total *= e
+        per = self.T * vec
+        v = E.Var("v", dt.int32)
+        e = E.Var("e", dt.int32)
+        cvars = [E.Var("ijkm"[d], dt.int32) for d in range(len(ext))]
+        coords, rest = [], e
+        for x in reversed(ext[1:]):
+            coords.append(rest % x)
+            rest = rest // x
+        coords.append(rest)
+        coords.reverse()
+        si, di = region_indices(op.src, cvars), region_indices(op.dst, cvars)
+        ok_s, ok_d = in_bounds(op.src, si), in_bounds(op.dst, di)
+        src_addr = E.Call("address_of", (E.BufferLoad(op.src.buffer, si, op.src.buffer.dtype),), dt.uint64)
+        dst_addr = E.Call("address_of", (E.BufferLoad(op.dst.buffer, di, op.dst.buffer.dtype),), dt.uint64)
+        g2s = op.src.buffer.scope == "global" and op.dst.buffer.scope in ("shared", "shared.dyn")
+        if g2s:
+            cp = Raw("tl::cp_async_zfill<16>({0}, {1}, {2});", (dst_addr, src_addr, E.as_expr(ok_s)),
+                     writes=(op.dst.buffer,))
+        else:
+            cp = Raw("tl::copy_vec16({0}, {1}, {2});", (dst_addr, src_addr, E.as_expr(ok_s)),
+                     reads=(op.src.buffer,), writes=(op.dst.buffer,))
+        body = cp if ok_d is True else S.IfThenElse(ok_d, cp)
+        inner = S.seq(S.LetStmt(e, (v * self.T + self.tid) * vec),
+                      *[S.LetStmt(c, x) for c, x in zip(cvars, coords)], body)
+        if total % per:
+            inner = S.IfThenElse(E.binop("<", e, total), inner) if False else S.seq(
+                S.LetStmt(e, (v * self.T + self.tid) * vec),
+                S.IfThenElse(E.binop("<", e, total), S.seq(*[S.LetStmt(c, x) for c, x in zip(cvars, coords)], body)))
+        loop = S.For(v, E.as_expr(0), E.as_expr(-(-total // per)), "unroll", inner, THREAD_LOOP)
+        if g2s:
+            return S.seq(loop, Raw("tl::cp_async_commit(); tl::cp_async_wait<0>();"))
+        return loop
+
     def visit_Copy(self, op: O.Copy):
+        vec = self.vector_width(op)
+        if vec > 1:
+            return self.vector_copy(op, vec)
         sreg, dreg = self.reg(op.src.buffer), self.reg(op.dst.buffer)
         drive = op.dst if dreg is not None or sreg is None else op.src
 
@@ -247,9 +314,11 @@ class _Lower(Mutator):
         src, dst = op.src, op.dst
         out = []
         if self.reg(src) is not None:
-            scratch = Buffer(f"{src.name}_red", tuple(src.shape), src.dtype, "shared.dyn")
-            self.scratch.append(scratch)
-            out.append(S.Allocate(scratch))
+            scratch = self.scratch_of.get(src.uid)
+            if scratch is None:
+                scratch = Buffer(f"{src.name}_red", tuple(src.shape), src.dtype, "shared.dyn")
+                self.scratch_of[src.uid] = scratch
+                out.append(S.Allocate(scratch))
             lay = self.plan.layout(src)
             sreg = self.reg(src)
             out.append(self.slot_loop(lay, lambda l, cv: S.BufferStore(scratch, tuple(cv), sreg[l])))
@@ -361,6 +430,13 @@ class _RegAccess(Mutator):
         if r is not None:
             return S.BufferStore(r, (self.l,), value, span=s.span)
         return S.BufferStore(s.buffer, tuple(self.visit(i) for i in s.indices), value, span=s.span)
+
+
+def _aligned(start, vec: int) -> bool:
+    from ...arith.simplify import _linear
+
+    lin = _linear(simplify(E.as_expr(start)))
+    return lin is not None and lin[1] % vec == 0 and all(c % vec == 0 for c in lin[0].values())
 
 
 def _addr(buf: Buffer) -> E.Expr:
