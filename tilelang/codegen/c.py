@@ -85,9 +85,11 @@ def unique_names(func: S.PrimFunc) -> S.PrimFunc:
         if isinstance(p, Buffer):
             p.name = fresh(p.name)
     mapping: dict = {}
+    renamed: set = set()
     for node in collect(func.body, lambda n: isinstance(n, (S.For, S.LetStmt, S.KernelLaunch, S.Allocate))):
         if isinstance(node, S.Allocate):
-            if node.buffer.name not in used or node.buffer.name.startswith("tl_"):
+            if node.buffer.uid not in renamed:
+                renamed.add(node.buffer.uid)
                 node.buffer.name = fresh(node.buffer.name)
             continue
         binds = (node.var,) if not isinstance(node, S.KernelLaunch) else node.block_vars + node.thread_vars
