@@ -124,8 +124,8 @@ def cumsum(src, dst=None, dim=0, reverse=False):
 def _atomic(kind, dst, value, memory_order=None):
     B.in_kernel(f"T.atomic_{kind}")
     b = B.current()
-    if isinstance(dst, BufferLoad) and not is_tile_arg(value):
-        # scalar atomic on one element
+    if isinstance(dst, BufferLoad) and not isinstance(value, (Buffer, BufferRegion)):
+        # scalar atomic on one element (the value may itself be an element, `t[i, j]`)
         r = BufferRegion(dst.buffer, tuple((i, 1) for i in dst.indices))
         b.emit(O.AtomicTile(kind, r, cast(dst.buffer.dtype, as_expr(value, dst.buffer.dtype))))
         return
