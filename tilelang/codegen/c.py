@@ -147,6 +147,8 @@ class CCodegen:
         self.expr.nonneg.update(dims)
         entry = f"{f.name}"
         self.emit('#include "cpu/tl_cpu.h"')
+        self.emit("#include <stdbool.h>")
+        self.emit("#include <stdio.h>")
         self.emit("static inline void* tl_alloc(size_t n) {")
         self.emit("  void* p = NULL;")
         self.emit("  return posix_memalign(&p, 64, n ? n : 64) == 0 ? p : NULL;")
