@@ -54,7 +54,8 @@ def bench(fn, warmup=5, rep=20):
         return s.elapsed_time(e) / rep
 
 
-CONFIGS = [(128, 128, 32, 128, 3), (128, 256, 32, 256, 3), (128, 128, 64, 256, 2)]
+CONFIGS = [(128, 128, 32, 128, 3), (128, 128, 32, 128, 4), (128, 256, 32, 256, 3), (128, 128, 64, 256, 3),
+           (256, 128, 32, 256, 3)]
 
 
 def main():
@@ -75,7 +76,8 @@ def main():
                 warnings.simplefilter("always")
                 k = tilelang.compile(make_gemm(n, n, n, *cfg), out_idx=[-1], target="cuda")
             c = k(a, b)
-            err = ((c.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+            exact = a[:256].double() @ b[:, :256].double()  # an independent float64 check of one corner
+            err = ((c[:256, :256].double() - exact).abs().max() / exact.abs().max()).item()
             t = bench(lambda: k(a, b))
             tf = flops / t / 1e9
             print(f"  n={n} cfg={cfg} {tf:8.1f} TFLOP/s  rel_err={err:.2e}  warnings={len(w)}", flush=True)

@@ -92,7 +92,10 @@ class CudaCodegen(CCodegen):
             if b.scope in ("shared", "shared.dyn") and b.uid not in self.declared:
                 self.declared.add(b.uid)
                 t = storage_type(b.dtype)
-                self.emit(f"{t}* {b.name} = reinterpret_cast<{t}*>(tl_smem + {self.offsets[b.uid]});")
+                if hasattr(b, "view_of"):  # a movable window onto a multi-stage tile
+                    self.emit(f"{t}* {b.name} = {b.view_of.name};")
+                else:
+                    self.emit(f"{t}* {b.name} = reinterpret_cast<{t}*>(tl_smem + {self.offsets[b.uid]});")
         self.stmt(k.body)
         self.depth -= 1
         self.emit("}")
@@ -120,7 +123,7 @@ class CudaCodegen(CCodegen):
         off = 0
         for a in collect(self.kernel.body, lambda n: isinstance(n, S.Allocate)):
             b = a.buffer
-            if b.scope in ("shared", "shared.dyn") and b.uid not in self.offsets:
+            if b.scope in ("shared", "shared.dyn") and b.uid not in self.offsets and not hasattr(b, "view_of"):
                 off = (off + 127) // 128 * 128
                 self.offsets[b.uid] = off
                 off += b.numel() * b.dtype.bytes

@@ -20,6 +20,7 @@ class Copy(TileOp):
     src: BufferRegion
     dst: BufferRegion
     disable_tma: bool = False
+    async_group: bool = False  # set by software pipelining: issue cp.async, leave commit/wait to the pipeline
     span: Span | None = _span()
 
 

@@ -31,7 +31,13 @@ def _the_kernel(func: PrimFunc) -> S.KernelLaunch:
 def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     k = _the_kernel(func)
     msgs = []
-    new, info = lower_kernel(k, msgs.append)
+    from ...transform.cuda.software_pipeline import pipeline_kernel
+
+    k_piped, views = pipeline_kernel(k, msgs.append) if not ctx.config("tl.disable_pipeline") else (k, [])
+    new, info = lower_kernel(k_piped, msgs.append)
+    for _, _, rv, wv in views:  # both views of a staged tile share its swizzle
+        if rv.uid in info.swizzled or wv.uid in info.swizzled:
+            info.swizzled |= {rv.uid, wv.uid}
     new = replace(new, body=insert_syncs(new.body))
     for m in msgs:
         ctx.warnings.append(m)

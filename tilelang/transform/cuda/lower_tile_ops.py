@@ -172,29 +172,12 @@ class _Lower(Mutator):
         return self.elementwise(op.dst, make)
 
     def vector_width(self, op: O.Copy) -> int:
-        """Elements per 16-byte vector when both sides allow it, else 1 (with a warning)."""
-        s, d = op.src.buffer, op.dst.buffer
-        if s.dtype != d.dtype or self.reg(s) is not None or self.reg(d) is not None:
+        if self.reg(op.src.buffer) is not None or self.reg(op.dst.buffer) is not None:
             return 1
-        vec = 16 // s.dtype.bytes
-        ext = squeezed(op.dst.extents)
-        if not ext or not all(isinstance(e, int) for e in ext) or ext[-1] % vec:
-            return 1
-        why = None
-        for r in (op.src, op.dst):
-            b = r.buffer
-            inner = const_int(b.shape[-1])
-            if const_int(r.extents[-1]) != ext[-1]:
-                why = f"{b.name}: the tile's last dim is not the buffer's last dim"
-            elif inner is None or inner % vec:
-                why = f"{b.name}: row length {b.shape[-1]} is not a multiple of {vec} elements"
-            elif not _aligned(r.starts[-1], vec):
-                why = f"{b.name}: column offset {r.starts[-1]} is not provably a multiple of {vec}"
-            if why:
-                break
+        vec, why = copy_vector_width(op)
         if why:
-            self.warn(f"T.copy {s.name} -> {d.name} uses scalar accesses instead of 16-byte vectors ({why})")
-            return 1
+            self.warn(f"T.copy {op.src.buffer.name} -> {op.dst.buffer.name} uses scalar accesses instead of "
+                      f"16-byte vectors ({why})")
         return vec
 
     def vector_copy(self, op: O.Copy, vec: int):
@@ -218,8 +201,9 @@ class _Lower(Mutator):
         dst_addr = E.Call("address_of", (E.BufferLoad(op.dst.buffer, di, op.dst.buffer.dtype),), dt.uint64)
         g2s = op.src.buffer.scope == "global" and op.dst.buffer.scope in ("shared", "shared.dyn")
         if g2s:
+            # in a pipeline the copy completes at the pipeline's wait + barrier, not here
             cp = Raw("tl::cp_async_zfill<16>({0}, {1}, {2});", (dst_addr, src_addr, E.as_expr(ok_s)),
-                     writes=(op.dst.buffer,))
+                     writes=() if op.async_group else (op.dst.buffer,))
         else:
             cp = Raw("tl::copy_vec16({0}, {1}, {2});", (dst_addr, src_addr, E.as_expr(ok_s)),
                      reads=(op.src.buffer,), writes=(op.dst.buffer,))
@@ -231,7 +215,7 @@ class _Lower(Mutator):
                 S.LetStmt(e, (v * self.T + self.tid) * vec),
                 S.IfThenElse(E.binop("<", e, total), S.seq(*[S.LetStmt(c, x) for c, x in zip(cvars, coords)], body)))
         loop = S.For(v, E.as_expr(0), E.as_expr(-(-total // per)), "unroll", inner, THREAD_LOOP)
-        if g2s:
+        if g2s and not op.async_group:
             return S.seq(loop, Raw("tl::cp_async_commit(); tl::cp_async_wait<0>();"))
         return loop
 
@@ -430,6 +414,27 @@ class _RegAccess(Mutator):
         if r is not None:
             return S.BufferStore(r, (self.l,), value, span=s.span)
         return S.BufferStore(s.buffer, tuple(self.visit(i) for i in s.indices), value, span=s.span)
+
+
+def copy_vector_width(op: O.Copy) -> tuple[int, str | None]:
+    """(elements per 16-byte vector, None) when both sides allow vectors, else (1, reason)."""
+    s, d = op.src.buffer, op.dst.buffer
+    if s.dtype != d.dtype:
+        return 1, f"it converts {s.dtype} to {d.dtype}"
+    vec = 16 // s.dtype.bytes
+    ext = squeezed(op.dst.extents)
+    if not ext or not all(isinstance(e, int) for e in ext) or ext[-1] % vec:
+        return 1, f"the tile's last extent is not a multiple of {vec}"
+    for r in (op.src, op.dst):
+        b = r.buffer
+        inner = const_int(b.shape[-1])
+        if const_int(r.extents[-1]) != ext[-1]:
+            return 1, f"{b.name}: the tile's last dim is not the buffer's last dim"
+        if inner is None or inner % vec:
+            return 1, f"{b.name}: row length {b.shape[-1]} is not a multiple of {vec} elements"
+        if not _aligned(r.starts[-1], vec):
+            return 1, f"{b.name}: column offset {r.starts[-1]} is not provably a multiple of {vec}"
+    return vec, None
 
 
 def _aligned(start, vec: int) -> bool:
