@@ -31,6 +31,9 @@ _FLOAT_FN = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "log10"
              "exp10": "exp10"}
 
 
+_WRAPPING = ("+", "-", "*", "/", "//", "%", "<<")
+
+
 class CExpr:
     """Prints expressions; `nonneg` holds variables known to be >= 0 (loop/block indices, dims)."""
 
@@ -87,13 +90,20 @@ class CExpr:
         return False
 
     def e_Binary(self, e):
+        text = self._binary(e)
+        if e.dtype.is_int and e.dtype.bits < 32 and e.op in _WRAPPING:
+            # C computes int8/int16 in int; wrap so the value is the IR's declared dtype
+            return f"(({storage_type(e.dtype)}){text})"
+        return text
+
+    def _binary(self, e):
         a, b = self(e.a), self(e.b)
         op = e.op
         if op in ("//", "%"):
             if e.dtype.is_float:
                 fl = "floorf" if e.dtype.name != "float64" else "floor"
                 return f"{fl}({a} / {b})" if op == "//" else f"({a} - {fl}({a} / {b}) * {b})"
-            if self.nonnegative(e.a) and self.nonnegative(e.b):
+            if e.dtype.kind == "uint" or (self.nonnegative(e.a) and self.nonnegative(e.b)):
                 return f"({a} {'/' if op == '//' else '%'} {b})"
             w = "i64" if e.dtype.bits == 64 else "i32"
             return f"tl_{'floordiv' if op == '//' else 'floormod'}_{w}({a}, {b})"
@@ -114,7 +124,10 @@ class CExpr:
         return text
 
     def e_Unary(self, e):
-        return f"({e.op}{self(e.a)})"
+        text = f"({e.op}{self(e.a)})"
+        if e.dtype.is_int and e.dtype.bits < 32 and e.op in ("-", "~"):
+            return f"(({storage_type(e.dtype)}){text})"
+        return text
 
     def e_Select(self, e):
         return f"({self(e.cond)} ? {self(e.a)} : {self(e.b)})"
