@@ -92,6 +92,9 @@ class ArgBinder:
                 v = const_int(simplify(substitute(want_d, {k: E.as_expr(x) for k, x in env.items()})))
                 if v is not None and v != got:
                     raise ValueError(f"{self._where(i)}: dim {d} is {got}, expected {want_d} = {v}")
+        if self.device_type == "cuda" and a.data_ptr() % 16:
+            raise ValueError(f"{self._where(i)}: the tensor's data pointer is not 16-byte aligned (storage offset "
+                             f"{a.storage_offset()}); CUDA kernels use 16-byte vector accesses; pass .clone()")
         if not a.is_contiguous():
             raise ValueError(f"{self._where(i)}: expected a contiguous (row-major) tensor, got strides "
                              f"{tuple(a.stride())} for shape {tuple(a.shape)}; call .contiguous() first")

@@ -73,6 +73,16 @@ class _Pipeline(Mutator):
             x = p.dst.buffer
             if x.uid in read_map:
                 continue
+            prev = [v for v in self.views if v[0] is x]
+            if prev:  # a tile pipelined by an earlier loop keeps its stages and views
+                _, storage, rv, wv = prev[0]
+                if storage.shape[0] != stages * (x.numel() // const_int(x.shape[-1])):
+                    self.warn(f"T.Pipelined runs unpipelined: {x.name} is pipelined by another loop with a "
+                              "different num_stages")
+                    return s
+                read_map[x.uid], write_map[x.uid] = rv, wv
+                sets.append((storage, rv, wv, x.numel()))
+                continue
             rows = x.numel() // const_int(x.shape[-1])
             storage = Buffer(x.name + "_stages", (stages * rows, x.shape[-1]), x.dtype, "shared.dyn")
             rv = Buffer(x.name, x.shape, x.dtype, "shared.dyn")
