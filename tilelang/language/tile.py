@@ -8,7 +8,7 @@ from ..frontend import builder as B
 from ..ir.buffer import Buffer, BufferRegion
 from ..ir.expr import BufferLoad, Expr, as_expr, cast, const_value
 from ..op import tile_ops as O
-from ..op.regions import is_tile_arg, pair_regions, squeezed, to_region, same_extent
+from ..op.regions import is_tile_arg, matrix_extents, pair_regions, squeezed, to_region, same_extent
 
 
 def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None, loop_layout=None):
@@ -56,7 +56,7 @@ def gemm(A, B_, C, transpose_A=False, transpose_B=False, policy=None, clear_accu
     """
     B.in_kernel("T.gemm")
     ra, rb, rc = (to_region(x, None, "T.gemm") for x in (A, B_, C))
-    a, b, c = squeezed(ra.extents), squeezed(rb.extents), squeezed(rc.extents)
+    a, b, c = matrix_extents(ra), matrix_extents(rb), matrix_extents(rc)
     for nm, e in (("A", a), ("B", b), ("C", c)):
         if len(e) != 2:
             raise ShapeMismatchError(f"T.gemm: {nm} must be a 2-d tile, got extents {tuple(e)}")

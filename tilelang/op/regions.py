@@ -46,6 +46,31 @@ def squeezed(extents) -> list:
     return out
 
 
+def matrix_dims(r: BufferRegion) -> tuple[int, int]:
+    """The two dims of a gemm operand that hold its rows and columns.
+
+    The non-unit dims when there are two (`K[bz, k*64:(k+1)*64, by, :]` -> dims 1, 3);
+    when a matrix dim is itself 1 (an (M, 1) tile), the neighbouring dim is kept.
+    """
+    nonunit = [d for d, e in enumerate(r.extents) if const_int(e) != 1]
+    nd = len(r.extents)
+    if len(nonunit) >= 2 or nd < 2:
+        return tuple(nonunit[:2]) if len(nonunit) >= 2 else (0, 0)
+    if not nonunit:
+        return nd - 2, nd - 1
+    d = nonunit[0]
+    return (d - 1, d) if d == nd - 1 else (d, d + 1)
+
+
+def matrix_extents(r: BufferRegion) -> list:
+    """Extents of a gemm operand's row and column dims (see matrix_dims), or the squeezed
+    extents when the region does not have exactly two matrix dims (an error for the caller)."""
+    sq = squeezed(r.extents)
+    if len(sq) > 2 or len(r.extents) < 2:
+        return sq
+    return [squeezed([r.extents[d]])[0] if const_int(r.extents[d]) != 1 else 1 for d in matrix_dims(r)]
+
+
 def same_extent(a, b) -> bool:
     ca, cb = const_int(a), const_int(b)
     if ca is not None and cb is not None:

@@ -48,9 +48,9 @@ class Gemm(TileOp):
 
     @property
     def mnk(self) -> tuple:
-        from .regions import squeezed
+        from .regions import matrix_extents
 
-        a, b = squeezed(self.A.extents), squeezed(self.B.extents)
+        a, b = matrix_extents(self.A), matrix_extents(self.B)
         m, k = (a[1], a[0]) if self.transpose_A else (a[0], a[1])
         n = b[0] if self.transpose_B else b[1]
         return m, n, k

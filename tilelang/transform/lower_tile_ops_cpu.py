@@ -18,7 +18,10 @@ from ..ir import stmt as S
 from ..ir.buffer import Buffer, BufferRegion
 from ..ir.visitor import Mutator
 from ..op import tile_ops as O
-from ..op.regions import squeezed
+from ..op.regions import matrix_dims, squeezed
+
+
+_GEMM_K_UNROLLS = (8, 4, 2)  # k steps per pass over a C row in the CPU gemm: fewer C loads/stores
 
 
 def _loops(extents, make_body, kind="serial", prefix="i"):
@@ -100,22 +103,40 @@ class LowerTileOpsCPU(Mutator):
         i, j, kk = (E.Var(x, dt.int32) for x in ("gi", "gj", "gk"))
 
         def at(r: BufferRegion, a, b):
-            return E.BufferLoad(r.buffer, region_indices(r, (a, b)), r.buffer.dtype)
+            idx = list(r.starts)
+            for d, v in zip(matrix_dims(r), (a, b)):
+                idx[d] = simplify(idx[d] + v)
+            return E.BufferLoad(r.buffer, tuple(idx), r.buffer.dtype)
 
-        a = at(op.A, kk, i) if op.transpose_A else at(op.A, i, kk)
-        b = at(op.B, j, kk) if op.transpose_B else at(op.B, kk, j)
-        cidx = region_indices(op.C, (i, j))
-        c = E.BufferLoad(op.C.buffer, cidx, acc)
-        upd = S.BufferStore(op.C.buffer, cidx, c + E.cast(acc, a) * E.cast(acc, b))
+        cidx = at(op.C, i, j).indices
+
+        def update(ks):
+            # C + a(k0)*b(k0) + a(k1)*b(k1) ...: the k order (and so the rounding) of a plain
+            # k loop, but C stays in a register across the unrolled ks.
+            val = E.BufferLoad(op.C.buffer, cidx, acc)
+            for kx in ks:
+                a = at(op.A, kx, i) if op.transpose_A else at(op.A, i, kx)
+                b = at(op.B, j, kx) if op.transpose_B else at(op.B, kx, j)
+                val = val + E.cast(acc, a) * E.cast(acc, b)
+            return S.BufferStore(op.C.buffer, cidx, val)
+
         # i-k-j order: the inner loop streams B and C rows (vectorizes); with transpose_B B is
         # read along k, so i-j-k keeps the inner loop contiguous there.
         if op.transpose_B and not op.transpose_A:
-            order = [(i, m), (j, n), (kk, k)]
+            body = S.For(kk, E.as_expr(0), E.as_expr(k), "serial", update([kk]))
+            body = S.For(i, E.as_expr(0), E.as_expr(m), "serial", S.For(j, E.as_expr(0), E.as_expr(n), "serial", body))
         else:
-            order = [(i, m), (kk, k), (j, n)]
-        body = upd
-        for v, e in reversed(order):
-            body = S.For(v, E.as_expr(0), E.as_expr(e), "serial", body)
+            kc = const_int(k)
+            unroll = next((u for u in _GEMM_K_UNROLLS if kc is not None and kc % u == 0 and kc > u), None)
+            if unroll is not None:
+                ko = E.Var("gko", dt.int32)
+                inner = S.For(j, E.as_expr(0), E.as_expr(n), "serial",
+                              update([ko * unroll + u for u in range(unroll)]))
+                body = S.For(ko, E.as_expr(0), E.as_expr(kc // unroll), "serial", inner)
+            else:
+                body = S.For(kk, E.as_expr(0), E.as_expr(k), "serial",
+                             S.For(j, E.as_expr(0), E.as_expr(n), "serial", update([kk])))
+            body = S.For(i, E.as_expr(0), E.as_expr(m), "serial", body)
         if op.clear_accum:
             body = S.seq(O_fill(op.C, acc), body)
         return body
