@@ -363,6 +363,16 @@ def _stepped(loop: S.For, step) -> S.For:
     return S.For(k, E.as_expr(0), E.as_expr(extent), loop.kind, body, loop.annotations, span=loop.span)
 
 
+def _evaluated_annotations(fn) -> dict:
+    """Annotations Python already evaluated at `def` time.
+
+    Why: they may use names the body never mentions (a factory's `dtype` argument), which are
+    then not in the function's closure, so re-evaluating the annotation's AST would fail.
+    """
+    anns = getattr(fn, "__annotations__", None) or {}
+    return {k: v for k, v in anns.items() if not isinstance(v, str)}
+
+
 def parse_prim_func(fn) -> S.PrimFunc:
     """`@T.prim_func`: parameters come from annotations; the body must hold one T.Kernel."""
     from ..language.types import TensorSpec
@@ -372,6 +382,7 @@ def parse_prim_func(fn) -> S.PrimFunc:
     parser = Parser(fn, builder)
     params = []
     args = src.node.args
+    evaluated = _evaluated_annotations(fn)
     if args.vararg or args.kwarg or args.kwonlyargs:
         raise parser.error(DSLSyntaxError, "prim_func parameters must be plain positional names", src.node)
     with B.activate(builder):
@@ -379,7 +390,7 @@ def parse_prim_func(fn) -> S.PrimFunc:
             if a.annotation is None:
                 raise parser.error(DSLTypeError, f"parameter {a.arg!r} needs an annotation such as "
                                    f"`{a.arg}: T.Tensor((M, N), 'float16')` or `{a.arg}: T.int32`", a)
-            ann = parser.eval(a.annotation)
+            ann = evaluated[a.arg] if a.arg in evaluated else parser.eval(a.annotation)
             if isinstance(ann, TensorSpec):
                 p = Buffer(a.arg, ann.shape, ann.dtype, "global", strides=ann.strides)
             elif isinstance(ann, dt.DType) or isinstance(ann, str):
