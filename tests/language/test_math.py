@@ -177,3 +177,26 @@ def test_unsigned_division_of_large_values():
     y = torch.zeros(2, 16, dtype=torch.uint32)
     tilelang.compile(k, target="cpu")(a.to(torch.uint32), b.to(torch.uint32), y)
     assert y.to(torch.int64).tolist() == [(a // b).tolist(), (a % b).tolist()]
+
+
+def test_half_and_bfloat16_round_after_every_op_like_torch():
+    n = 4096
+
+    @T.prim_func
+    def k(A: T.Tensor((n,), "float16"), B: T.Tensor((n,), "float16"), C: T.Tensor((n,), "float16"),
+          Y: T.Tensor((3, n), "float16"), Z: T.Tensor((3, n), "bfloat16")):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(n):
+                Y[0, i] = A[i] * B[i] + C[i]
+                Y[1, i] = (A[i] + B[i]) * C[i] - A[i]
+                Y[2, i] = A[i] / B[i] + C[i] * C[i]
+                Z[0, i] = T.cast(A[i], "bfloat16") * T.cast(B[i], "bfloat16") + T.cast(C[i], "bfloat16")
+                Z[1, i] = T.cast(A[i] * 3, "bfloat16")
+                Z[2, i] = T.cast(A[i], "bfloat16") / T.cast(B[i], "bfloat16")
+
+    a, b, c = (torch.randn(n).half() for _ in range(3))
+    y, z = torch.zeros(3, n).half(), torch.zeros(3, n).bfloat16()
+    tilelang.compile(k, target="cpu")(a, b, c, y, z)
+    ab, bb, cb = a.bfloat16(), b.bfloat16(), c.bfloat16()
+    assert torch.equal(y, torch.stack([a * b + c, (a + b) * c - a, a / b + c * c]))
+    assert torch.equal(z, torch.stack([ab * bb + cb, (a * 3).bfloat16(), ab / bb]))
