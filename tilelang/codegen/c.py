@@ -117,7 +117,8 @@ class CCodegen:
         terms, stride = [], "1"
         for d in range(buf.ndim - 1, -1, -1):
             idx = self.expr(indices[d])
-            terms.append(idx if stride == "1" else f"(int64_t){idx} * {stride}")
+            if idx != "0":
+                terms.append(idx if stride == "1" else f"(int64_t){idx} * {stride}")
             dim = buf.shape[d]
             c = const_int(dim) if not isinstance(dim, int) else dim
             dim_text = str(c) if c is not None else f"(int64_t){self.expr(dim)}"
@@ -127,7 +128,7 @@ class CCodegen:
                 stride = str(int(stride) * int(dim_text))
             else:
                 stride = f"{stride} * {dim_text}"
-        return f"{buf.name}[{' + '.join(reversed(terms))}]"
+        return f"{buf.name}[{' + '.join(reversed(terms)) or '0'}]"
 
     # ---------------------------------------------------------------- entry
     def generate(self) -> CSource:
