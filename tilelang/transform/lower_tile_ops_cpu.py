@@ -109,6 +109,21 @@ class LowerTileOpsCPU(Mutator):
             return E.BufferLoad(r.buffer, tuple(idx), r.buffer.dtype)
 
         cidx = at(op.C, i, j).indices
+        kc, nc = const_int(k), const_int(n)
+        prologue = None
+        if op.transpose_B and kc is not None and nc is not None:
+            # B is read along k; copy it once, transposed and converted, into a (K, N) scratch
+            # tile so the inner loop streams contiguous B rows like the plain case.
+            bt = Buffer("gemm_bt", (kc, nc), acc, "local")
+            prologue = S.seq(S.Allocate(bt), S.For(kk, E.as_expr(0), E.as_expr(k), "serial", S.For(
+                j, E.as_expr(0), E.as_expr(n), "serial",
+                S.BufferStore(bt, (kk, j), E.cast(acc, at(op.B, j, kk))))))
+
+            def b_at(kx):
+                return E.BufferLoad(bt, (kx, j), acc)
+        else:
+            def b_at(kx):
+                return E.cast(acc, at(op.B, j, kx) if op.transpose_B else at(op.B, kx, j))
 
         def update(ks):
             # C + a(k0)*b(k0) + a(k1)*b(k1) ...: the k order (and so the rounding) of a plain
@@ -116,27 +131,20 @@ class LowerTileOpsCPU(Mutator):
             val = E.BufferLoad(op.C.buffer, cidx, acc)
             for kx in ks:
                 a = at(op.A, kx, i) if op.transpose_A else at(op.A, i, kx)
-                b = at(op.B, j, kx) if op.transpose_B else at(op.B, kx, j)
-                val = val + E.cast(acc, a) * E.cast(acc, b)
+                val = val + E.cast(acc, a) * b_at(kx)
             return S.BufferStore(op.C.buffer, cidx, val)
 
-        # i-k-j order: the inner loop streams B and C rows (vectorizes); with transpose_B B is
-        # read along k, so i-j-k keeps the inner loop contiguous there.
-        if op.transpose_B and not op.transpose_A:
-            body = S.For(kk, E.as_expr(0), E.as_expr(k), "serial", update([kk]))
-            body = S.For(i, E.as_expr(0), E.as_expr(m), "serial", S.For(j, E.as_expr(0), E.as_expr(n), "serial", body))
+        # i-k-j order: the inner loop streams B and C rows (vectorizes).
+        unroll = next((u for u in _GEMM_K_UNROLLS if kc is not None and kc % u == 0 and kc > u), None)
+        if unroll is not None:
+            ko = E.Var("gko", dt.int32)
+            inner = S.For(j, E.as_expr(0), E.as_expr(n), "serial",
+                          update([ko * unroll + u for u in range(unroll)]))
+            body = S.For(ko, E.as_expr(0), E.as_expr(kc // unroll), "serial", inner)
         else:
-            kc = const_int(k)
-            unroll = next((u for u in _GEMM_K_UNROLLS if kc is not None and kc % u == 0 and kc > u), None)
-            if unroll is not None:
-                ko = E.Var("gko", dt.int32)
-                inner = S.For(j, E.as_expr(0), E.as_expr(n), "serial",
-                              update([ko * unroll + u for u in range(unroll)]))
-                body = S.For(ko, E.as_expr(0), E.as_expr(kc // unroll), "serial", inner)
-            else:
-                body = S.For(kk, E.as_expr(0), E.as_expr(k), "serial",
-                             S.For(j, E.as_expr(0), E.as_expr(n), "serial", update([kk])))
-            body = S.For(i, E.as_expr(0), E.as_expr(m), "serial", body)
+            body = S.For(kk, E.as_expr(0), E.as_expr(k), "serial",
+                         S.For(j, E.as_expr(0), E.as_expr(n), "serial", update([kk])))
+        body = S.seq(prologue, S.For(i, E.as_expr(0), E.as_expr(m), "serial", body))
         if op.clear_accum:
             body = S.seq(O_fill(op.C, acc), body)
         return body
