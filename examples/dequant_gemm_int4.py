@@ -17,7 +17,7 @@ import tilelang
 import tilelang.language as T
 
 
-@tilelang.jit(out_idx=[-1])
+@tilelang.jit
 def dequant_matmul(M, N, K, block_M=64, block_N=64, block_K=64, in_dtype="float16", storage_dtype="int8",
                    accum_dtype="float"):
     assert K % 2 == 0 and block_K % 2 == 0, "two int4 values per byte along K"
@@ -64,14 +64,14 @@ def pack_int4(w: torch.Tensor) -> torch.Tensor:
 
 
 def main(target="auto", M=100, N=200, K=300, block_M=64, block_N=64, block_K=64):
-    fn = dequant_matmul if target == "auto" else tilelang.jit(dequant_matmul.__wrapped__, out_idx=[-1],
-                                                              target=target)
+    fn = dequant_matmul if target == "auto" else tilelang.jit(dequant_matmul.__wrapped__, target=target)
     kernel = fn(M, N, K, block_M, block_N, block_K)
     device = "cpu" if kernel.target.kind == "cpu" else "cuda"
     a = torch.randn(M, K, device=device).half()
     w = torch.randint(-8, 8, (N, K), device=device)
     scale = (torch.rand(N, device=device) * 0.1 + 0.01).half()
-    c = kernel(a, pack_int4(w), scale)
+    c = torch.full((M, N), float("nan"), device=device).half()  # poisoned: every element must be written
+    kernel(a, pack_int4(w), scale, c)
     ref = (a.double() @ w.double().T) * scale.double()
     err = ((c.double() - ref).abs().max() / ref.abs().max()).item()
     ok = err < 1e-2

@@ -20,7 +20,7 @@ import tilelang
 import tilelang.language as T
 
 
-@tilelang.jit(out_idx=[3])
+@tilelang.jit
 def flashattn(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=64, num_stages=1, threads=128):
     scale = (1.0 / dim) ** 0.5 * 1.44269504  # 1/sqrt(dim) * log2(e)
     shape = [batch, seq_len, heads, dim]
@@ -118,11 +118,12 @@ def ref_program(Q, K, V, is_causal):
 
 
 def main(target="auto", batch=1, heads=2, seq_len=200, dim=64, is_causal=False, block_M=64, block_N=64):
-    fn = flashattn if target == "auto" else tilelang.jit(flashattn.__wrapped__, out_idx=[3], target=target)
+    fn = flashattn if target == "auto" else tilelang.jit(flashattn.__wrapped__, target=target)
     kernel = fn(batch, heads, seq_len, dim, is_causal, block_M, block_N)
     device = "cpu" if kernel.target.kind == "cpu" else "cuda"
     q, k, v = (torch.randn(batch, seq_len, heads, dim, device=device).half() for _ in range(3))
-    out = kernel(q, k, v)
+    out = torch.full_like(q, float("nan"))  # poisoned: every element must be written
+    kernel(q, k, v, out)
     ref = ref_program(q.double(), k.double(), v.double(), is_causal)
     err = ((out.double() - ref).abs().max() / ref.abs().max()).item()
     ok = err < 1e-2

@@ -16,7 +16,7 @@ import tilelang
 import tilelang.language as T
 
 
-@tilelang.jit(out_idx=[-1])
+@tilelang.jit
 def rmsnorm(M, N, block_M=4, block_N=256, eps=1e-6, dtype="bfloat16", accum_dtype="float"):
     num_chunks = T.ceildiv(N, block_N)
 
@@ -49,13 +49,14 @@ def rmsnorm(M, N, block_M=4, block_N=256, eps=1e-6, dtype="bfloat16", accum_dtyp
 
 
 def main(target="auto", M=200, N=1000, block_M=4, block_N=256, dtype="bfloat16"):
-    fn = rmsnorm if target == "auto" else tilelang.jit(rmsnorm.__wrapped__, out_idx=[-1], target=target)
+    fn = rmsnorm if target == "auto" else tilelang.jit(rmsnorm.__wrapped__, target=target)
     kernel = fn(M, N, block_M, block_N, dtype=dtype)
     device = "cpu" if kernel.target.kind == "cpu" else "cuda"
     tdtype = getattr(torch, dtype)
     x = torch.randn(M, N, device=device).to(tdtype)
     w = (torch.rand(N, device=device) + 0.5).to(tdtype)
-    y = kernel(x, w)
+    y = torch.full_like(x, float("nan"))  # poisoned: every element must be written
+    kernel(x, w, y)
     xd = x.double()
     ref = xd * torch.rsqrt(xd.pow(2).mean(dim=1, keepdim=True) + 1e-6) * w.double()
     err = ((y.double() - ref).abs().max() / ref.abs().max()).item()

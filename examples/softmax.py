@@ -18,7 +18,7 @@ import tilelang.language as T
 LOG2E = 1.44269504
 
 
-@tilelang.jit(out_idx=[-1])
+@tilelang.jit
 def softmax(M, N, block_M=8, dtype="float16", accum_dtype="float"):
     block_N = 1 << (N - 1).bit_length()  # the whole row, padded to a power of two
 
@@ -45,11 +45,12 @@ def softmax(M, N, block_M=8, dtype="float16", accum_dtype="float"):
 
 
 def main(target="auto", M=300, N=200, block_M=8, dtype="float16"):
-    fn = softmax if target == "auto" else tilelang.jit(softmax.__wrapped__, out_idx=[-1], target=target)
+    fn = softmax if target == "auto" else tilelang.jit(softmax.__wrapped__, target=target)
     kernel = fn(M, N, block_M, dtype)
     device = "cpu" if kernel.target.kind == "cpu" else "cuda"
     x = (torch.randn(M, N, device=device) * 4).to(getattr(torch, dtype))
-    y = kernel(x)
+    y = torch.full_like(x, float("nan"))  # poisoned: every element must be written
+    kernel(x, y)
     ref = torch.softmax(x.double(), dim=1)
     err = ((y.double() - ref).abs().max() / ref.abs().max()).item()
     ok = err < (1e-5 if dtype == "float32" else 1e-2)
