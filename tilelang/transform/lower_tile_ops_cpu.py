@@ -100,51 +100,20 @@ class LowerTileOpsCPU(Mutator):
     def visit_Gemm(self, op: O.Gemm):
         m, n, k = op.mnk
         acc = op.C.buffer.dtype
-        i, j, kk = (E.Var(x, dt.int32) for x in ("gi", "gj", "gk"))
-
-        def at(r: BufferRegion, a, b):
-            idx = list(r.starts)
-            for d, v in zip(matrix_dims(r), (a, b)):
-                idx[d] = simplify(idx[d] + v)
-            return E.BufferLoad(r.buffer, tuple(idx), r.buffer.dtype)
-
-        cidx = at(op.C, i, j).indices
-        kc, nc = const_int(k), const_int(n)
-        prologue = None
-        if op.transpose_B and kc is not None and nc is not None:
-            # B is read along k; copy it once, transposed and converted, into a (K, N) scratch
-            # tile so the inner loop streams contiguous B rows like the plain case.
-            bt = Buffer("gemm_bt", (kc, nc), acc, "local")
-            prologue = S.seq(S.Allocate(bt), S.For(kk, E.as_expr(0), E.as_expr(k), "serial", S.For(
-                j, E.as_expr(0), E.as_expr(n), "serial",
-                S.BufferStore(bt, (kk, j), E.cast(acc, at(op.B, j, kk))))))
-
-            def b_at(kx):
-                return E.BufferLoad(bt, (kx, j), acc)
-        else:
-            def b_at(kx):
-                return E.cast(acc, at(op.B, j, kx) if op.transpose_B else at(op.B, kx, j))
+        i, j = E.Var("gi", dt.int32), E.Var("gj", dt.int32)
+        cidx = _mat_at(op.C, i, j).indices
+        prologue, b_at = _gemm_b_reader(op, j, k, n, acc)
 
         def update(ks):
             # C + a(k0)*b(k0) + a(k1)*b(k1) ...: the k order (and so the rounding) of a plain
             # k loop, but C stays in a register across the unrolled ks.
             val = E.BufferLoad(op.C.buffer, cidx, acc)
             for kx in ks:
-                a = at(op.A, kx, i) if op.transpose_A else at(op.A, i, kx)
+                a = _mat_at(op.A, kx, i) if op.transpose_A else _mat_at(op.A, i, kx)
                 val = val + E.cast(acc, a) * b_at(kx)
             return S.BufferStore(op.C.buffer, cidx, val)
 
-        # i-k-j order: the inner loop streams B and C rows (vectorizes).
-        unroll = next((u for u in _GEMM_K_UNROLLS if kc is not None and kc % u == 0 and kc > u), None)
-        if unroll is not None:
-            ko = E.Var("gko", dt.int32)
-            inner = S.For(j, E.as_expr(0), E.as_expr(n), "serial",
-                          update([ko * unroll + u for u in range(unroll)]))
-            body = S.For(ko, E.as_expr(0), E.as_expr(kc // unroll), "serial", inner)
-        else:
-            body = S.For(kk, E.as_expr(0), E.as_expr(k), "serial",
-                         S.For(j, E.as_expr(0), E.as_expr(n), "serial", update([kk])))
-        body = S.seq(prologue, S.For(i, E.as_expr(0), E.as_expr(m), "serial", body))
+        body = S.seq(prologue, _serial(i, m, _gemm_kj_loops(j, k, n, update)))
         if op.clear_accum:
             body = S.seq(O_fill(op.C, acc), body)
         return body
@@ -232,6 +201,45 @@ class LowerTileOpsCPU(Mutator):
             raise LoweringError("the CPU backend runs each block on one thread and does not support explicit "
                                 "thread indices (T.get_thread_binding); use tile ops and T.Parallel", k.span)
         return self.generic(k)
+
+
+def _serial(v, extent, body):
+    return S.For(v, E.as_expr(0), E.as_expr(extent), "serial", body)
+
+
+def _mat_at(r: BufferRegion, a, b) -> E.BufferLoad:
+    """Element (a, b) of a gemm operand region (its row and column dims, see matrix_dims)."""
+    idx = list(r.starts)
+    for d, v in zip(matrix_dims(r), (a, b)):
+        idx[d] = simplify(idx[d] + v)
+    return E.BufferLoad(r.buffer, tuple(idx), r.buffer.dtype)
+
+
+def _gemm_b_reader(op: O.Gemm, j, k, n, acc):
+    """(prologue, b_at): b_at(kx) is B[kx, j] as the accumulator dtype.
+
+    With transpose_B, B is read along k; the prologue copies it once, transposed and
+    converted, into a (K, N) scratch tile so the inner j loop streams contiguous rows.
+    """
+    kc, nc = const_int(k), const_int(n)
+    if not (op.transpose_B and kc is not None and nc is not None):
+        return None, lambda kx: E.cast(acc, _mat_at(op.B, j, kx) if op.transpose_B else _mat_at(op.B, kx, j))
+    bt = Buffer("gemm_bt", (kc, nc), acc, "local")
+    kk = E.Var("gk", dt.int32)
+    fill = _serial(kk, k, _serial(j, n, S.BufferStore(bt, (kk, j), E.cast(acc, _mat_at(op.B, j, kk)))))
+    return S.seq(S.Allocate(bt), fill), lambda kx: E.BufferLoad(bt, (kx, j), acc)
+
+
+def _gemm_kj_loops(j, k, n, update):
+    """k then j (i-k-j order: the inner loop streams B and C rows and vectorizes), with k
+    unrolled by 8/4/2 when it divides K so each C element is loaded and stored less often."""
+    kc = const_int(k)
+    unroll = next((u for u in _GEMM_K_UNROLLS if kc is not None and kc % u == 0 and kc > u), None)
+    if unroll is None:
+        kk = E.Var("gk", dt.int32)
+        return _serial(kk, k, _serial(j, n, update([kk])))
+    ko = E.Var("gko", dt.int32)
+    return _serial(ko, kc // unroll, _serial(j, n, update([ko * unroll + u for u in range(unroll)])))
 
 
 def O_fill(region: BufferRegion, dtype):
