@@ -23,6 +23,10 @@ def __getattr__(name):
         import importlib
 
         return importlib.import_module(".autotuner", __name__)
+    if name == "TensorSupplyType":
+        from .profiler.supply import TensorSupplyType
+
+        return TensorSupplyType
     if name in ("PassConfigKey",):
         from .transform.pass_config import PassConfigKey
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 __all__ = [
     "EnvVar", "VARIABLES", "cache_dir", "default_target", "dump_ir_dir", "cache_disabled",
-    "c_compiler", "describe",
+    "c_compiler", "show_internal_frames", "describe",
 ]
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -70,7 +70,13 @@ CC = EnvVar(
     "cc, else gcc",
 )
 
-VARIABLES: tuple[EnvVar, ...] = (CACHE_DIR, DEFAULT_TARGET, DUMP_IR, DISABLE_CACHE, CC)
+SHOW_INTERNAL_FRAMES = EnvVar(
+    "TILELANG_SHOW_INTERNAL_FRAMES",
+    "'1': keep the compiler's own frames in tracebacks of user errors (hidden by default).",
+    "0",
+)
+
+VARIABLES: tuple[EnvVar, ...] = (CACHE_DIR, DEFAULT_TARGET, DUMP_IR, DISABLE_CACHE, CC, SHOW_INTERNAL_FRAMES)
 
 
 def _parse_bool(var: EnvVar, default: bool) -> bool:
@@ -118,6 +124,11 @@ def dump_ir_dir() -> Path | None:
 def cache_disabled() -> bool:
     """True when TILELANG_DISABLE_CACHE asks for every build to start from scratch."""
     return _parse_bool(DISABLE_CACHE, default=False)
+
+
+def show_internal_frames() -> bool:
+    """True when tracebacks of user errors should keep the compiler's frames."""
+    return _parse_bool(SHOW_INTERNAL_FRAMES, default=False)
 
 
 def c_compiler() -> str:

@@ -5,8 +5,13 @@ while compiling user code carry a `Span` and show a caret excerpt of that line.
 """
 from __future__ import annotations
 
+import functools
 import linecache
+import os
+import types
 from dataclasses import dataclass
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 @dataclass(frozen=True)
@@ -87,3 +92,51 @@ class NoDeviceError(TileLangError, RuntimeError):
 
 class LoweringError(TileLangError):
     """The compiler cannot lower a construct for the chosen target."""
+
+
+def hide_internal_frames(exc: BaseException) -> BaseException:
+    """Drop the compiler's own frames from `exc`'s traceback (user frames stay), and return it.
+
+    Why: an error in the user's kernel already names the user's line; twenty parser frames
+    under it only hide that. Used at public entry points for errors raised on purpose
+    (TileLangError, call-time TypeError/ValueError), never for internal bugs. Set
+    TILELANG_SHOW_INTERNAL_FRAMES=1 to keep every frame.
+    """
+    from . import env
+
+    try:
+        if env.show_internal_frames():
+            return exc
+    except TileLangError:  # an unreadable flag must not replace the user's error
+        pass
+    kept = []
+    tb = exc.__traceback__
+    while tb is not None:
+        if not tb.tb_frame.f_code.co_filename.startswith(_PKG_DIR):
+            kept.append(tb)
+        tb = tb.tb_next
+    new = None
+    for t in reversed(kept):
+        new = types.TracebackType(new, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    return exc.with_traceback(new)
+
+
+def user_facing(*also):
+    """Decorate a public entry point: errors raised on purpose leave it without internal frames.
+
+    `also` adds exception types this entry point raises on purpose besides TileLangError
+    (JITKernel.__call__ raises TypeError/ValueError for bad arguments).
+    """
+    kinds = (TileLangError, *also)
+
+    def deco(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except kinds as e:
+                raise hide_internal_frames(e) from e.__cause__
+
+        return wrapper
+
+    return deco

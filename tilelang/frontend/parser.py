@@ -12,7 +12,7 @@ import inspect
 import textwrap
 
 from .. import dtypes as dt
-from ..errors import (DSLNameError, DSLSyntaxError, DSLTypeError, Span, TileLangError)
+from ..errors import (DSLNameError, DSLSyntaxError, DSLTypeError, Span, TileLangError, user_facing)
 from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.buffer import Buffer, BufferRegion
@@ -373,6 +373,7 @@ def _evaluated_annotations(fn) -> dict:
     return {k: v for k, v in anns.items() if not isinstance(v, str)}
 
 
+@user_facing()
 def parse_prim_func(fn) -> S.PrimFunc:
     """`@T.prim_func`: parameters come from annotations; the body must hold one T.Kernel."""
     from ..language.types import TensorSpec

@@ -4,10 +4,12 @@ from __future__ import annotations
 import functools
 import inspect
 
+from ..errors import hide_internal_frames, user_facing
 from ..ir.stmt import PrimFunc
 from .kernel import JITKernel
 
 
+@user_facing()
 def compile(func: PrimFunc, out_idx=None, execution_backend="auto", target="auto", target_host=None,
             verbose=False, pass_configs=None, compile_flags=None) -> JITKernel:
     """Compile a `T.prim_func` for `target` ("auto": cuda when a GPU is usable, else cpu)."""
@@ -60,8 +62,8 @@ class JITImpl:
         return k
 
     # -------------------------------------------------------------- eager mode
-    def _eager_kernel(self, args, kwargs, const_values=None) -> JITKernel:
-        from .eager import infer_consts, parse_eager
+    def _eager_kernel(self, args, kwargs, const_values=None, need_all=False) -> JITKernel:
+        from .eager import check_tensor_args, infer_consts, parse_eager
 
         params = self.signature.parameters
         py_kwargs = {k: v for k, v in kwargs.items() if k in params}
@@ -72,6 +74,10 @@ class JITImpl:
         values = dict(bound.arguments)
         for n in params:
             values.setdefault(n, None)
+        try:
+            check_tensor_args(self.fn, values, need_all=need_all)
+        except TypeError as e:
+            raise hide_internal_frames(e) from None
         tensors = {n: v for n, v in values.items() if type(v).__module__.startswith("torch") and hasattr(v, "shape")}
         consts = {**infer_consts(self.fn, tensors), **consts}
         key = _key(tuple(values.items()), consts)
@@ -85,20 +91,23 @@ class JITImpl:
             self._cache[key] = k
         return k
 
+    @user_facing()
     def compile(self, *args, **kwargs) -> JITKernel:
         """Compile for the given specialization (and, in eager mode, T.const values as keywords)."""
         if self.eager:
             return self._eager_kernel(args, kwargs)
         return self._lazy_kernel(args, kwargs)
 
+    @user_facing()
     def __call__(self, *args, **kwargs):
         if not self.eager:
             return self._lazy_kernel(args, kwargs)
-        k = self._eager_kernel(args, kwargs)
+        k = self._eager_kernel(args, kwargs, need_all=True)
         bound = self.signature.bind_partial(*args, **{a: v for a, v in kwargs.items() if a in self.signature.parameters})
         tensors = [bound.arguments[n] for n in k.eager_inputs]
         return k(*tensors)
 
+    @user_facing()
     def get_tir(self, *args, **kwargs):
         return self.fn(*args, **kwargs) if not self.eager else self._eager_kernel(args, kwargs).prim_func
 

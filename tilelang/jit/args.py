@@ -5,6 +5,8 @@ and what was given; nothing reaches the compiled code unchecked.
 """
 from __future__ import annotations
 
+import numbers
+
 from ..arith.simplify import const_int, simplify
 from ..ir import expr as E
 from ..ir.buffer import Buffer
@@ -29,9 +31,11 @@ class ArgBinder:
 
         if len(args) != len(self.inputs):
             names = ", ".join(self.params[i].name for i in self.inputs)
+            missing = [self.params[i].name for i in self.inputs[len(args):]]
             raise TypeError(f"{self.func_name} expects {len(self.inputs)} arguments ({names}), got {len(args)}"
                             + (" (outputs listed in out_idx are allocated for you; do not pass them)"
-                               if self.out_idx and len(args) == len(self.params) else ""))
+                               if self.out_idx and len(args) == len(self.params) else "")
+                            + (f"; missing {', '.join(missing)}" if missing else ""))
         values: list = [None] * len(self.params)
         env: dict = {}
         device = None
@@ -71,7 +75,7 @@ class ArgBinder:
                             f"{p.dtype}, got {type(a).__name__}")
         want = _torch_dtype(p.dtype)
         if a.dtype != want:
-            raise TypeError(f"{self._where(i)}: expected dtype {want}, got {a.dtype}")
+            raise TypeError(f"{self._where(i)}: expected dtype {p.dtype} ({want}), got {a.dtype}")
         if a.device.type != self.device_type:
             raise ValueError(f"{self._where(i)}: expected a tensor on {self.device_type}, got one on {a.device} "
                              f"(this kernel was compiled for target {self.device_type!r})")
@@ -103,14 +107,25 @@ class ArgBinder:
         if hasattr(a, "item") and getattr(a, "numel", lambda: 2)() == 1:
             a = a.item()
         if p.dtype.is_float:
-            if not isinstance(a, (int, float)) or isinstance(a, bool):
-                raise TypeError(f"{self._where(i)}: expected a float, got {type(a).__name__}")
+            if not isinstance(a, numbers.Real) or isinstance(a, bool):
+                raise TypeError(f"{self._where(i)}: expected a float ({p.dtype}), got {type(a).__name__}: {a!r}")
             return float(a)
         if p.dtype.is_bool:
+            if not isinstance(a, (bool, numbers.Integral)):
+                raise TypeError(f"{self._where(i)}: expected a bool, got {type(a).__name__}: {a!r}")
             return bool(a)
-        if not isinstance(a, int) or isinstance(a, bool) and not p.dtype.is_bool:
+        if not isinstance(a, numbers.Integral) or isinstance(a, bool):
             raise TypeError(f"{self._where(i)}: expected an int ({p.dtype}), got {type(a).__name__}: {a!r}")
+        lo, hi = _int_range(p.dtype)
+        if not lo <= int(a) <= hi:
+            raise ValueError(f"{self._where(i)}: {int(a)} does not fit {p.dtype} (range {lo}..{hi})")
         return int(a)
+
+
+def _int_range(d) -> tuple[int, int]:
+    if d.kind == "uint":
+        return 0, (1 << d.bits) - 1
+    return -(1 << (d.bits - 1)), (1 << (d.bits - 1)) - 1
 
 
 def _shape_str(p: Buffer) -> str:

@@ -82,6 +82,30 @@ def _shape_names(annotation) -> list:
     return []
 
 
+def tensor_params(fn) -> list[str]:
+    """Parameters the body declares as tensors (`A: T.Tensor(...)`), in declaration order."""
+    params = inspect.signature(fn).parameters
+    out = []
+    for st in ast.walk(_Source.of(fn).node):
+        if (isinstance(st, ast.AnnAssign) and st.value is None and isinstance(st.target, ast.Name)
+                and st.target.id in params and st.target.id not in out):
+            out.append(st.target.id)
+    return out
+
+
+def check_tensor_args(fn, values: dict, need_all: bool) -> None:
+    """Call-time check that every declared tensor parameter got a torch.Tensor (TypeError)."""
+    for name in tensor_params(fn):
+        v = values.get(name)
+        if v is None:
+            if need_all:
+                raise TypeError(f"{fn.__name__}() is missing the tensor argument {name!r}")
+            continue
+        if not (type(v).__module__.startswith("torch") and hasattr(v, "shape")):
+            raise TypeError(f"{fn.__name__}(): argument {name!r} must be a torch.Tensor (the body declares "
+                            f"`{name}: T.Tensor(...)`), got {type(v).__name__}: {v!r}")
+
+
 def infer_consts(fn, tensors: dict) -> dict:
     """T.const values read off the shapes of the tensors passed for annotated parameters."""
     out = {}

@@ -5,11 +5,14 @@ import time
 
 from .. import env
 from ..backend.target import Target, resolve
-from ..errors import TileLangError
+from ..errors import TileLangError, hide_internal_frames, user_facing
 from ..ir.buffer import Buffer
 from ..ir.stmt import PrimFunc
 from ..transform.pass_manager import PassContext
 from .args import ArgBinder
+
+
+_MISSING = object()
 
 
 def _normalize_out_idx(out_idx, n: int) -> list[int]:
@@ -46,6 +49,7 @@ class JITKernel:
     list when there are several).
     """
 
+    @user_facing()
     def __init__(self, func: PrimFunc, out_idx=None, target="auto", pass_configs=None, verbose=False,
                  execution_backend="auto", target_host=None, compile_flags=None):
         if not isinstance(func, PrimFunc):
@@ -69,13 +73,36 @@ class JITKernel:
     def params(self):
         return self.prim_func.params
 
-    def __call__(self, *args, stream=None):
-        values, env_, outs = self.binder.bind(args)
+    def __call__(self, *args, stream=None, **kwargs):
+        try:
+            if kwargs:
+                args = self._merge_kwargs(args, kwargs)
+            values, env_, outs = self.binder.bind(args)
+        except (TypeError, ValueError) as e:
+            raise hide_internal_frames(e) from None
         self.artifact.launch(self._c_values(values, env_), stream=stream) if self.target.kind == "cuda" \
             else self.artifact.launch(self._c_values(values, env_))
         if not outs:
             return None
         return outs[0] if len(outs) == 1 else outs
+
+    def _merge_kwargs(self, args: tuple, kwargs: dict) -> tuple:
+        """Inputs may also be passed by parameter name: kernel(A=a, B=b)."""
+        names = [self.prim_func.params[i].name for i in self.binder.inputs]
+        merged = list(args) + [_MISSING] * (len(names) - len(args))
+        for k, v in kwargs.items():
+            if k not in names:
+                raise TypeError(f"{self.prim_func.name}() got an unexpected keyword argument {k!r}; its inputs are "
+                                f"{', '.join(names)}" + (" (outputs in out_idx are allocated for you)"
+                                                         if any(p.name == k for p in self.prim_func.params) else ""))
+            j = names.index(k)
+            if j < len(args):
+                raise TypeError(f"{self.prim_func.name}() got multiple values for argument {k!r}")
+            merged[j] = v
+        missing = [n for n, v in zip(names, merged) if v is _MISSING]
+        if missing:
+            raise TypeError(f"{self.prim_func.name}() is missing argument(s) {', '.join(missing)}")
+        return tuple(merged)
 
     def _c_values(self, values, env_):
         out = []
@@ -99,10 +126,14 @@ class JITKernel:
     def get_host_source(self) -> str:
         return ""
 
-    def get_profiler(self, tensor_supply_type=None):
+    def get_profiler(self, tensor_supply_type=None, dynamic_symbolic_constraints: dict | None = None):
+        """A `Profiler` generating inputs per `tensor_supply_type` (default Auto).
+
+        Symbolic dims need sizes: `dynamic_symbolic_constraints={"m": 1024}`.
+        """
         from ..profiler import Profiler
 
-        return Profiler(self, tensor_supply_type)
+        return Profiler(self, tensor_supply_type, dynamic_symbolic_constraints)
 
     # Hopper inspection helpers (CUDA only)
     def show_sass(self):

@@ -1,0 +1,152 @@
+"""`@tilelang.autotune(configs=...)`: pick the fastest block sizes for a `@tilelang.jit` kernel.
+
+Example::
+
+    @tilelang.autotune(configs=[{"block_M": 64, "block_N": 64}, {"block_M": 128, "block_N": 64}],
+                       warmup=5, rep=20)
+    @tilelang.jit(out_idx=[-1])
+    def matmul(M, N, K, block_M=64, block_N=64):
+        @T.prim_func
+        def main(...): ...
+        return main
+
+    kernel = matmul(1024, 1024, 1024)    # compiles and times every config, returns the fastest
+    kernel = matmul(1024, 1024, 1024, block_M=128, block_N=64)   # given explicitly: no tuning
+    matmul.get_result(1024, 1024, 1024).results   # every config's latency or error
+
+Tuning runs once per distinct argument tuple; the winner is remembered. Parameters the
+caller passes explicitly are never overridden by a config. With eager `@tilelang.jit`
+kernels, calling with tensors tunes on those tensors and returns the result of the best.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Callable
+
+from ..errors import TileLangError
+from ..profiler.supply import TensorSupplyType
+from .tuner import AutoTuner, AutotuneResult, ConfigResult
+
+__all__ = ["autotune", "AutoTuner", "AutotuneResult", "ConfigResult", "AutoTuneImpl"]
+
+
+class AutoTuneImpl:
+    """What `@tilelang.autotune` returns: call it like the jit function it wraps."""
+
+    def __init__(self, jit_impl, configs, warmup, rep, timeout, profile_args: dict):
+        from ..jit import JITImpl, jit
+
+        self.jit_impl = jit_impl if isinstance(jit_impl, JITImpl) else jit(jit_impl)
+        self.configs = configs
+        self.warmup, self.rep, self.timeout = warmup, rep, timeout
+        self.profile_args = profile_args
+        self._results: dict = {}
+        functools.update_wrapper(self, self.jit_impl.fn)
+
+    def _config_list(self, args, kwargs) -> list:
+        from .tuner import _config_list
+
+        configs = self.configs
+        if callable(configs):
+            configs = _call_with_matching(configs, self.jit_impl.signature, args, kwargs)
+        configs = _config_list(configs)
+        params = self.jit_impl.signature.parameters
+        takes_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        for cfg in configs:
+            unknown = [k for k in cfg if k not in params]
+            if unknown and not takes_kwargs:
+                raise TileLangError(f"autotune: config key(s) {unknown} are not parameters of "
+                                    f"{self.jit_impl.fn.__name__}{self.jit_impl.signature}")
+        # NOTE: what the caller passes explicitly wins; configs only fill the other parameters.
+        given = set(self.jit_impl.signature.bind_partial(*args, **_py_kwargs(self.jit_impl, kwargs)).arguments)
+        out = []
+        for cfg in configs:
+            eff = {k: v for k, v in cfg.items() if k not in given}
+            if eff not in out:
+                out.append(eff)
+        return out
+
+    def tune(self, *args, **kwargs) -> AutotuneResult:
+        """Tune for these arguments (cached) and return the full `AutotuneResult`."""
+        from ..jit import _key
+
+        key = _key(args, kwargs)
+        res = self._results.get(key)
+        if res is not None:
+            return res
+        configs = self._config_list(args, kwargs)
+        jit_impl = self.jit_impl
+        if configs == [{}]:  # the caller fixed every tuned parameter: nothing to time
+            res = self._results[key] = AutotuneResult(None, {}, jit_impl.compile(*args, **kwargs))
+            return res
+
+        def compile_one(**cfg):
+            return jit_impl.compile(*args, **kwargs, **cfg)
+
+        tuner = AutoTuner(compile_one, configs).set_profile_args(**self.profile_args)
+        if jit_impl.eager:
+            tuner.inputs_fn = lambda kernel: _eager_tensors(jit_impl, kernel, args, kwargs)
+        res = tuner.run(self.warmup, self.rep, self.timeout)
+        self._results[key] = res
+        return res
+
+    def get_result(self, *args, **kwargs) -> AutotuneResult:
+        return self.tune(*args, **kwargs)
+
+    def compile(self, *args, **kwargs):
+        """The best kernel for these arguments (tuning first if needed)."""
+        return self.tune(*args, **kwargs).kernel
+
+    def __call__(self, *args, **kwargs):
+        kernel = self.compile(*args, **kwargs)
+        if not self.jit_impl.eager:
+            return kernel
+        return kernel(*_eager_tensors(self.jit_impl, kernel, args, kwargs))
+
+
+def _py_kwargs(jit_impl, kwargs: dict) -> dict:
+    return {k: v for k, v in kwargs.items() if k in jit_impl.signature.parameters}
+
+
+def _eager_tensors(jit_impl, kernel, args, kwargs) -> list:
+    bound = jit_impl.signature.bind_partial(*args, **_py_kwargs(jit_impl, kwargs))
+    return [bound.arguments[n] for n in kernel.eager_inputs]
+
+
+def _call_with_matching(fn: Callable, signature, args, kwargs):
+    """Call a configs generator with the jit function's arguments it names (or none)."""
+    try:
+        gen_sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return fn()
+    bound = signature.bind_partial(*args, **kwargs)
+    bound.apply_defaults()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in gen_sig.parameters.values()):
+        return fn(**bound.arguments)
+    return fn(**{k: v for k, v in bound.arguments.items() if k in gen_sig.parameters})
+
+
+def autotune(func=None, *, configs, warmup: float = 25, rep: float = 100, timeout: float = 100,
+             supply_type=TensorSupplyType.Auto, ref_prog: Callable | None = None,
+             supply_prog: Callable | None = None, rtol: float = 1e-2, atol: float = 1e-2,
+             max_mismatched_ratio: float = 0.01, skip_check: bool = False,
+             manual_check_prog: Callable | None = None, cache_input_tensors: bool = False,
+             dynamic_symbolic_constraints: dict | None = None):
+    """Decorate a `@tilelang.jit` function (place it above) to tune over `configs`.
+
+    configs: a list of dicts of parameter values, a dict of lists (their product), or a
+    function of the jit function's arguments returning either. warmup/rep: timing budgets
+    in ms per config. timeout: seconds allowed per config for compile + check. ref_prog:
+    a torch reference; configs whose output differs (atol/rtol/max_mismatched_ratio) are
+    skipped. See the module docstring for an example.
+    """
+    profile_args = dict(supply_type=supply_type, ref_prog=ref_prog, supply_prog=supply_prog, rtol=rtol,
+                        atol=atol, max_mismatched_ratio=max_mismatched_ratio, skip_check=skip_check,
+                        manual_check_prog=manual_check_prog, cache_input_tensors=cache_input_tensors,
+                        dynamic_symbolic_constraints=dynamic_symbolic_constraints)
+
+    def wrap(f):
+        return AutoTuneImpl(f, configs, warmup, rep, timeout, profile_args)
+
+    return wrap if func is None else wrap(func)

@@ -1,0 +1,216 @@
+"""`AutoTuner`: compile a kernel factory once per config, check it, time it, keep the fastest.
+
+    tuner = AutoTuner.from_kernel(kernel=matmul_factory, configs=[{"block_M": 64}, {"block_M": 128}])
+    result = tuner.set_compile_args(out_idx=[-1], target="cpu").run(warmup=5, rep=20)
+    result.kernel, result.config, result.latency        # the winner
+    result.results                                      # every config: latency or why it was skipped
+
+A config that fails to compile, fails the reference check, or runs past `timeout`
+seconds (compile + check) is skipped and reported in `results`; only when every config
+fails does `run` raise.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..errors import TileLangError
+from ..profiler.supply import TensorSupplyType
+
+logger = logging.getLogger("tilelang.autotuner")
+
+
+@dataclass
+class ConfigResult:
+    """One config's outcome: its latency in ms, or the reason it was skipped."""
+
+    config: dict
+    latency: float | None = None
+    error: str | None = None
+    compile_seconds: float = 0.0
+
+
+@dataclass
+class AutotuneResult:
+    """The fastest config, its kernel and latency (ms; None when nothing was tuned), and every
+    config's outcome."""
+
+    latency: float | None
+    config: dict
+    kernel: object
+    ref_latency: float | None = None
+    results: list = field(default_factory=list)
+
+    @property
+    def func(self):
+        return self.kernel.prim_func
+
+    @property
+    def libcode(self) -> str:
+        return self.kernel.get_kernel_source()
+
+
+class _Timeout(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float | None):
+    """Interrupt the block after `seconds` (main thread on POSIX only; elsewhere no limit).
+
+    Why a signal: compiling runs the C compiler / NVRTC, which a thread cannot cancel; a
+    SIGALRM raised in Python makes subprocess.run kill the compiler it waits on.
+    """
+    usable = (seconds and seconds > 0 and hasattr(signal, "setitimer")
+              and threading.current_thread() is threading.main_thread())
+    if not usable:
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise _Timeout()
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+class AutoTuner:
+    """Tune `fn(**config) -> T.prim_func | JITKernel` over `configs` (a list of dicts)."""
+
+    def __init__(self, fn: Callable, configs):
+        self.fn = fn
+        self.configs = _config_list(configs)
+        self.compile_args: dict = {}
+        self.profile_args: dict = dict(supply_type=TensorSupplyType.Auto, ref_prog=None, supply_prog=None,
+                                       rtol=1e-2, atol=1e-2, max_mismatched_ratio=0.01, skip_check=False,
+                                       manual_check_prog=None, cache_input_tensors=False,
+                                       dynamic_symbolic_constraints=None)
+        self.inputs_fn: Callable | None = None  # kernel -> input list (eager mode uses the caller's tensors)
+
+    @classmethod
+    def from_kernel(cls, kernel: Callable, configs) -> "AutoTuner":
+        return cls(kernel, configs)
+
+    def set_compile_args(self, out_idx=None, target="auto", execution_backend="auto", target_host=None,
+                         verbose=False, pass_configs=None, **_ignored) -> "AutoTuner":
+        self.compile_args = dict(out_idx=out_idx, target=target, execution_backend=execution_backend,
+                                 verbose=verbose, pass_configs=pass_configs)
+        return self
+
+    def set_profile_args(self, **kwargs) -> "AutoTuner":
+        unknown = set(kwargs) - set(self.profile_args)
+        if unknown:
+            raise TypeError(f"set_profile_args: unknown arguments {sorted(unknown)}; "
+                            f"expected some of {sorted(self.profile_args)}")
+        self.profile_args.update(kwargs)
+        return self
+
+    # ------------------------------------------------------------ running
+    def run(self, warmup: float = 25, rep: float = 100, timeout: float | None = 100) -> AutotuneResult:
+        if not self.configs:
+            raise TileLangError("autotune: `configs` is empty; give at least one dict of parameter values")
+        results: list[ConfigResult] = []
+        best: tuple | None = None
+        ref_latency = None
+        cached_inputs: dict = {}
+        for cfg in self.configs:
+            r = ConfigResult(dict(cfg))
+            results.append(r)
+            try:
+                t0 = time.perf_counter()
+                with _time_limit(timeout):
+                    kernel = self._compile(cfg)
+                    r.compile_seconds = time.perf_counter() - t0
+                    ins = self._inputs(kernel, cached_inputs)
+                    self._check(kernel, ins)
+                r.latency = kernel.get_profiler(self.profile_args["supply_type"]).do_bench(
+                    kernel, warmup=warmup, rep=rep, input_tensors=ins)
+                if ref_latency is None and self.profile_args["ref_prog"] is not None:
+                    ref = self.profile_args["ref_prog"]
+                    ref_latency = kernel.get_profiler().do_bench(ref, warmup=warmup, rep=rep, input_tensors=ins)
+            except _Timeout:
+                r.error = f"timed out after {timeout} s"
+            except (TileLangError, AssertionError, TypeError, ValueError, RuntimeError) as e:
+                r.error = f"{type(e).__name__}: {e}"
+            if r.error is not None:
+                logger.info("autotune: config %s skipped: %s", cfg, r.error)
+                continue
+            logger.info("autotune: config %s: %.4f ms", cfg, r.latency)
+            if best is None or r.latency < best[0]:
+                best = (r.latency, cfg, kernel)
+        if best is None:
+            lines = "\n".join(f"  {r.config}: {r.error.splitlines()[0]}" for r in results[:8])
+            raise TileLangError(f"autotune: all {len(results)} configs failed:\n{lines}")
+        return AutotuneResult(best[0], dict(best[1]), best[2], ref_latency, results)
+
+    def _compile(self, cfg: dict):
+        from ..ir.stmt import PrimFunc
+        from ..jit import compile as tl_compile
+
+        out = self.fn(**cfg)
+        if isinstance(out, PrimFunc):
+            return tl_compile(out, **self.compile_args)
+        if not hasattr(out, "get_profiler"):
+            raise TileLangError(f"autotune: the kernel function returned {type(out).__name__}; expected a "
+                                "T.prim_func or a compiled kernel")
+        return out
+
+    def _inputs(self, kernel, cache: dict) -> list:
+        if self.inputs_fn is not None:
+            return self.inputs_fn(kernel)
+        pa = self.profile_args
+        params = [p for i, p in enumerate(kernel.prim_func.params) if i not in kernel.out_idx]
+        key = tuple((tuple(str(d) for d in getattr(p, "shape", ())), str(p.dtype)) for p in params)
+        if pa["cache_input_tensors"] and key in cache:
+            return cache[key]
+        if pa["supply_prog"] is not None:
+            ins = list(pa["supply_prog"](params))
+        else:
+            prof = kernel.get_profiler(pa["supply_type"], pa["dynamic_symbolic_constraints"])
+            ins = prof._get_inputs()
+        cache[key] = ins
+        return ins
+
+    def _check(self, kernel, ins: list) -> None:
+        pa = self.profile_args
+        if pa["skip_check"]:
+            return
+        prof = kernel.get_profiler(pa["supply_type"], pa["dynamic_symbolic_constraints"])
+        if pa["manual_check_prog"] is not None:
+            ref = pa["ref_prog"]
+            outs = kernel(*ins)
+            pa["manual_check_prog"](outs, ref(*ins) if ref is not None else None)
+        elif pa["ref_prog"] is not None:
+            prof.assert_allclose(pa["ref_prog"], input_tensors=[_clone(x) for x in ins], atol=pa["atol"],
+                                 rtol=pa["rtol"], max_mismatched_ratio=pa["max_mismatched_ratio"])
+
+
+def _clone(x):
+    return x.clone() if hasattr(x, "clone") else x
+
+
+def _config_list(configs) -> list:
+    if configs is None:
+        return []
+    if isinstance(configs, dict):  # {"block_M": [64, 128], "block_N": [64]} -> the product
+        import itertools
+
+        keys = list(configs)
+        values = [v if isinstance(v, (list, tuple)) else [v] for v in configs.values()]
+        return [dict(zip(keys, combo)) for combo in itertools.product(*values)]
+    out = []
+    for c in configs:
+        if not isinstance(c, dict):
+            raise TileLangError(f"autotune: each config must be a dict of parameter values, got {c!r}")
+        out.append(dict(c))
+    return out
