@@ -43,6 +43,9 @@ class CudaCodegen(CCodegen):
         self.declared: set = set()
 
     def index(self, buf: Buffer, indices) -> str:
+        if buf.uid in self.info.panels and buf.ndim == 2:
+            return (f"{buf.name}[tl::panel_offset<{const_int(buf.shape[0])}>({self.expr(indices[0])}, "
+                    f"{self.expr(indices[1])})]")
         if buf.uid in self.info.swizzled and buf.ndim == 2:
             w = const_int(buf.shape[1])
             t = storage_type(buf.dtype)
@@ -73,6 +76,8 @@ class CudaCodegen(CCodegen):
         T = self.info.threads
         self.emit('#include "tl/tl.h"')
         self.emit('#include "tl/gemm_sm80.h"')
+        if self.info.sm >= 90:
+            self.emit('#include "tl/gemm_sm90.h"')
         self.emit('#include "tl/c_compat.h"')
         self.emit("")
         self.emit(f'extern "C" __global__ void __launch_bounds__({T}) {f.name}({", ".join(args)}) {{')
@@ -124,7 +129,7 @@ class CudaCodegen(CCodegen):
         for a in collect(self.kernel.body, lambda n: isinstance(n, S.Allocate)):
             b = a.buffer
             if b.scope in ("shared", "shared.dyn") and b.uid not in self.offsets and not hasattr(b, "view_of"):
-                off = (off + 127) // 128 * 128
+                off = (off + 1023) // 1024 * 1024  # swizzle patterns repeat every 1024 B
                 self.offsets[b.uid] = off
                 off += b.numel() * b.dtype.bytes
         return off
@@ -165,7 +170,11 @@ class CudaCodegen(CCodegen):
         self.emit(f"const {compute_type(s.var.dtype)} {s.var.name} = {self.expr(s.value)};")
 
     def s_Raw(self, s):
-        self.emit(s.fmt.format(*[self.raw_arg(a) for a in s.args]))
+        text = s.fmt.format(*[self.raw_arg(a) for a in s.args])
+        if self.info.uses_wgmma and "__syncthreads();" in text:
+            # shared memory written by threads is read by wgmma (async proxy): fence before the barrier
+            text = text.replace("__syncthreads();", "tl::fence_proxy_async(); __syncthreads();")
+        self.emit(text)
 
     def raw_arg(self, a):
         if isinstance(a, E.Call) and a.op == "address_of":

@@ -113,6 +113,71 @@ class MmaAccFragment:
         return ("mma", self.shape, self.warps_m, self.warps_n)
 
 
+@dataclass(frozen=True)
+class WgmmaAccFragment:
+    """The Hopper wgmma accumulator layout over a (wg_m x wg_n) grid of warpgroups.
+
+    Warpgroup wg = tid // 128 -> (wgm = wg % wg_m, wgn = wg // wg_m) owns an (M/wg_m) x (N/wg_n)
+    block computed as MI = (M/wg_m)/64 stacked m64 instructions. In warp w (of 4) of the group,
+    lane (g = lane // 4, t = lane % 4), slot (mi * NI + ni) * 4 + r holds
+        row wgm*M_wg + mi*64 + 16w + g + 8*(r // 2),   col wgn*N_wg + ni*8 + 2t + r % 2.
+    """
+
+    shape: tuple
+    wg_m: int
+    wg_n: int
+
+    @property
+    def m_wg(self) -> int:
+        return self.shape[0] // self.wg_m
+
+    @property
+    def n_wg(self) -> int:
+        return self.shape[1] // self.wg_n
+
+    @property
+    def nlocal(self) -> int:
+        return (self.m_wg // 64) * (self.n_wg // 8) * 4
+
+    @property
+    def threads(self) -> int:
+        return self.wg_m * self.wg_n * 128
+
+    exact = True
+
+    def coords(self, tid, l) -> tuple:
+        wg = tid // 128
+        wgm, wgn = wg % self.wg_m, wg // self.wg_m
+        warp, lane = (tid // 32) % 4, tid % 32
+        ni_count = self.n_wg // 8
+        atom, r = l // 4, l % 4
+        mi, ni = atom // ni_count, atom % ni_count
+        row = wgm * self.m_wg + mi * 64 + warp * 16 + lane // 4 + 8 * (r // 2)
+        col = wgn * self.n_wg + ni * 8 + (lane % 4) * 2 + (r % 2)
+        return row, col
+
+    def key(self):
+        return ("wgmma", self.shape, self.wg_m, self.wg_n)
+
+
+WGMMA_N = (8, 16, 32, 64, 96, 128, 192, 256)
+
+
+def choose_warpgroups(m: int, n: int, groups: int) -> tuple[int, int] | None:
+    """(wg_m, wg_n) splitting an m x n tile over warpgroups: m64 rows each, N a wgmma width."""
+    best = None
+    for wg_m in range(1, groups + 1):
+        if groups % wg_m:
+            continue
+        wg_n = groups // wg_m
+        if m % (wg_m * 64) or n % wg_n or (n // wg_n) not in WGMMA_N:
+            continue
+        score = (abs(m // wg_m - n // wg_n), -wg_m)
+        if best is None or score < best[0]:
+            best = (score, wg_m, wg_n)
+    return None if best is None else (best[1], best[2])
+
+
 def choose_warps(m: int, n: int, warps: int, policy: str = "Square") -> tuple[int, int] | None:
     """A (warps_m, warps_n) grid whose warp tiles are multiples of 16x8, as square as allowed."""
     best = None

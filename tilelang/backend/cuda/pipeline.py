@@ -34,10 +34,11 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     from ...transform.cuda.software_pipeline import pipeline_kernel
 
     k_piped, views = pipeline_kernel(k, msgs.append) if not ctx.config("tl.disable_pipeline") else (k, [])
-    new, info = lower_kernel(k_piped, msgs.append)
-    for _, _, rv, wv in views:  # both views of a staged tile share its swizzle
-        if rv.uid in info.swizzled or wv.uid in info.swizzled:
-            info.swizzled |= {rv.uid, wv.uid}
+    new, info = lower_kernel(k_piped, msgs.append, ctx.target.sm)
+    for _, _, rv, wv in views:  # both views of a staged tile share its layout
+        for group in (info.swizzled, info.panels):
+            if rv.uid in group or wv.uid in group:
+                group |= {rv.uid, wv.uid}
     new = replace(new, body=insert_syncs(new.body))
     for m in msgs:
         ctx.warnings.append(m)

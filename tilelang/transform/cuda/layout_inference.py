@@ -23,7 +23,7 @@ from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
 from ...ir.visitor import Visitor, collect
-from ...layout.fragment import FlatFragment, MmaAccFragment, choose_warps
+from ...layout.fragment import FlatFragment, MmaAccFragment, WgmmaAccFragment, choose_warpgroups, choose_warps
 from ...op import tile_ops as O
 from ...op.regions import squeezed
 
@@ -32,7 +32,7 @@ from ...op.regions import squeezed
 class LayoutPlan:
     layouts: dict = field(default_factory=dict)  # Buffer.uid -> layout | None (shared)
     reasons: dict = field(default_factory=dict)  # Buffer.uid -> why demoted
-    mma_gemms: set = field(default_factory=set)  # ids of Gemm ops lowered to mma.sync
+    mma_gemms: set = field(default_factory=set)  # ids of Gemm ops lowered to mma.sync / wgmma
 
     def layout(self, buf: Buffer):
         return self.layouts.get(buf.uid)
@@ -48,6 +48,30 @@ def whole(region, buf: Buffer) -> bool:
         if const_int(start) != 0 or const_int(ext) != const_int(dim):
             return False
     return True
+
+
+def wgmma_ok(op: O.Gemm, threads: int) -> tuple[tuple | None, str | None]:
+    """((wg_m, wg_n), None) when this gemm can run on wgmma (sm_90a), else (None, reason)."""
+    a, b = op.A.buffer, op.B.buffer
+    if mma_ok(op, threads) is None:
+        return None, "it cannot use tensor cores at all"
+    if threads % 128:
+        return None, f"{threads} threads is not a whole number of warpgroups (128)"
+    if op.transpose_A:
+        return None, "A is transposed (M-major A is not implemented for wgmma yet)"
+    if a.scope == "fragment" or b.scope == "fragment":
+        return None, "an operand is a register fragment"
+    m, n, k = op.mnk
+    if const_int(a.shape[-1]) * a.dtype.bytes not in (32, 64, 128):
+        return None, f"A's tile rows are {a.shape[-1]} elements; wgmma needs block_K of 16, 32 or 64 (32-128 bytes)"
+    if op.transpose_B and const_int(b.shape[-1]) * b.dtype.bytes not in (32, 64, 128):
+        return None, f"B's tile rows are {b.shape[-1]} elements; wgmma needs 16, 32 or 64"
+    grid = choose_warpgroups(m, n, threads // 128)
+    if grid is None:
+        return None, f"no split of a {m}x{n} tile over {threads // 128} warpgroups gives m64 rows and a wgmma width"
+    if not op.transpose_B and (n // grid[1]) % 64:
+        return None, "a K x N B needs a multiple of 64 columns per warpgroup"
+    return grid, None
 
 
 def mma_ok(op: O.Gemm, threads: int):
@@ -68,7 +92,7 @@ def mma_ok(op: O.Gemm, threads: int):
 class _Uses(Visitor):
     """Collects per-fragment constraints while walking the kernel."""
 
-    def __init__(self, frags: dict, threads: int):
+    def __init__(self, frags: dict, threads: int, sm: int = 80):
         self.frags = frags
         self.threads = threads
         self.strict: dict = {}
@@ -76,6 +100,9 @@ class _Uses(Visitor):
         self.links: list = []  # (buf_a, buf_b) must share a layout
         self.mma_gemms: set = set()
         self.par_vars: list = []
+        self.sm = sm
+        self.wgmma_gemms: set = set()
+        self.notes: list = []
 
     def bad(self, buf, why):
         if buf.uid in self.frags:
@@ -91,8 +118,16 @@ class _Uses(Visitor):
             self.bad(c, "a slice of it is a T.gemm accumulator")
             return
         warps = mma_ok(op, self.threads)
+        lay = None
+        if warps is not None and self.sm >= 90:
+            grid, why = wgmma_ok(op, self.threads)
+            if grid is not None:
+                lay = WgmmaAccFragment(tuple(c.shape), *grid)
+                self.wgmma_gemms.add(id(op))
+            else:
+                self.notes.append(f"T.gemm {op.A.buffer.name} x {op.B.buffer.name} uses mma.sync, not wgmma: {why}")
         if warps is not None:
-            lay = MmaAccFragment(tuple(c.shape), *warps)
+            lay = lay or MmaAccFragment(tuple(c.shape), *warps)
             prev = self.strict.get(c.uid)
             if prev is not None and prev != lay:
                 self.bad(c, "accumulator of two gemms with different warp layouts")
@@ -157,11 +192,11 @@ class _Uses(Visitor):
         self.generic(e)
 
 
-def infer_layouts(kernel: S.KernelLaunch) -> LayoutPlan:
+def infer_layouts(kernel: S.KernelLaunch, sm: int = 80) -> LayoutPlan:
     threads = kernel.threads[0] * kernel.threads[1] * kernel.threads[2]
     frags = {a.buffer.uid: a.buffer for a in collect(kernel.body, lambda n: isinstance(n, S.Allocate))
              if a.buffer.scope == "fragment"}
-    uses = _Uses(frags, threads)
+    uses = _Uses(frags, threads, sm)
     uses.visit(kernel.body)
     layouts: dict = {uid: None for uid in frags}
     for uid, lay in uses.strict.items():
@@ -204,6 +239,8 @@ def infer_layouts(kernel: S.KernelLaunch) -> LayoutPlan:
             plan.layouts[uid] = layouts[uid]
     # a demoted accumulator cannot take the mma path with C in registers
     plan.mma_gemms = {g for g in uses.mma_gemms}
+    plan.wgmma_gemms = set(uses.wgmma_gemms)
+    plan.notes = list(uses.notes)
     return plan
 
 

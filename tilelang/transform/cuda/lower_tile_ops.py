@@ -20,7 +20,7 @@ from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer, BufferRegion
 from ...ir.visitor import Mutator, collect, substitute
-from ...layout.fragment import FlatFragment, MmaAccFragment
+from ...layout.fragment import FlatFragment, MmaAccFragment, WgmmaAccFragment
 from ...op import tile_ops as O
 from ...op.regions import squeezed
 from ..lower_tile_ops_cpu import in_bounds, region_indices
@@ -53,6 +53,9 @@ class CudaKernelInfo:
     swizzled: set  # uids of shared buffers with the gemm swizzle
     warnings: list
     tid: E.Var = None
+    panels: set = field(default_factory=set)
+    sm: int = 80
+    uses_wgmma: bool = False
 
 
 class _Lower(Mutator):
@@ -64,6 +67,8 @@ class _Lower(Mutator):
         self.regs: dict = {}  # fragment uid -> local Buffer
         self.scratch_of: dict = {}
         self.swizzled: set = set()
+        self.panels: set = set()
+        self.uses_wgmma = False
 
     # ------------------------------------------------------------ buffers
     def reg(self, buf: Buffer) -> Buffer | None:
@@ -250,6 +255,8 @@ class _Lower(Mutator):
     def visit_Gemm(self, op: O.Gemm):
         creg = self.reg(op.C.buffer)
         lay = self.plan.layout(op.C.buffer) if creg is not None else None
+        if id(op) in self.plan.mma_gemms and isinstance(lay, WgmmaAccFragment):
+            return self.wgmma_gemm(op, creg, lay)
         if id(op) in self.plan.mma_gemms and isinstance(lay, MmaAccFragment):
             return self.mma_gemm(op, creg, lay)
         m, n, k = op.mnk
@@ -292,6 +299,21 @@ class _Lower(Mutator):
                    f"{str(op.transpose_B).lower()}, {a.shape[-1]}, {b.shape[-1]}, true, true, {t}>"
                    "({0}, {1}, {2});",
                    (_addr(a), _addr(b), _addr(creg)), reads=(a, b))
+        return S.seq(*pre, call)
+
+    def wgmma_gemm(self, op: O.Gemm, creg: Buffer, lay: WgmmaAccFragment):
+        a, b = op.A.buffer, op.B.buffer
+        self.swizzled.add(a.uid)
+        (self.swizzled if op.transpose_B else self.panels).add(b.uid)
+        m, n, k = op.mnk
+        t = {"float16": "tl::half_t", "bfloat16": "tl::bfloat16_t"}[a.dtype.name]
+        pre = []
+        if op.clear_accum:
+            pre.append(self.visit_Fill(O.Fill(op.C, E.const(0, op.C.buffer.dtype))))
+        call = Raw(f"tl::gemm_ss_sm90<{m}, {n}, {k}, {lay.wg_m}, {lay.wg_n}, {str(op.transpose_B).lower()}, "
+                   f"{a.shape[-1]}, {b.shape[-1]}, {t}>" "({0}, {1}, {2});",
+                   (_addr(a), _addr(b), _addr(creg)), reads=(a, b))
+        self.uses_wgmma = True
         return S.seq(*pre, call)
 
     def visit_Reduce(self, op: O.Reduce):
@@ -448,9 +470,11 @@ def _addr(buf: Buffer) -> E.Expr:
     return E.Call("address_of", (E.BufferLoad(buf, tuple(E.as_expr(0) for _ in buf.shape), buf.dtype),), dt.uint64)
 
 
-def lower_kernel(k: S.KernelLaunch, warn) -> tuple[S.KernelLaunch, CudaKernelInfo]:
+def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80) -> tuple[S.KernelLaunch, CudaKernelInfo]:
     threads = k.threads[0] * k.threads[1] * k.threads[2]
-    plan = infer_layouts(k)
+    plan = infer_layouts(k, sm)
+    for note in plan.notes:
+        warn(note)
     tid = E.Var("tid", dt.int32)
     low = _Lower(plan, threads, tid, warn)
     body = low.visit(k.body)
@@ -458,5 +482,5 @@ def lower_kernel(k: S.KernelLaunch, warn) -> tuple[S.KernelLaunch, CudaKernelInf
     new = replace(k, body=body)
     shared = [a.buffer for a in collect(body, lambda n: isinstance(n, S.Allocate))
               if a.buffer.scope in ("shared", "shared.dyn")]
-    info = CudaKernelInfo(threads, low.regs, shared, low.swizzled, [], tid)
+    info = CudaKernelInfo(threads, low.regs, shared, low.swizzled, [], tid, low.panels, sm, low.uses_wgmma)
     return new, info

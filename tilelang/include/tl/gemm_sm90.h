@@ -1,0 +1,72 @@
+// tl/gemm_sm90.h -- block-level GEMM on Hopper wgmma (sm_90a), operands in shared memory.
+//
+// Shared tiles are the ones our codegen writes (every access goes through the same index
+// functions), so their layouts are exactly what the descriptors below describe:
+//   K-major tile (A as M x K, B as N x K when TB): rows of kRowBytes (32, 64 or 128 B),
+//     16-byte chunks XOR-swizzled as tl::swizzle_offset -- the hardware's 32/64/128B swizzle.
+//     Descriptor: SBO = 8 rows * kRowBytes, LBO unused; one k16 step = +32 B.
+//   MN-major B tile (K x N, N contiguous, !TB): 64-element column panels, each K rows of
+//     128 B with the 128B swizzle (tl::panel_offset). Descriptor: LBO = panel stride
+//     (K * 128 B), SBO = 8 rows * 128 B; one k16 step = +16 rows = +2048 B.
+// C (M x N f32) in registers, warpgroup wg -> (wgm = wg % WG_M, wgn = wg / WG_M), each
+// owning (M/WG_M) x (N/WG_N); slot (mi * N_wg/8 + ni) * 4 + r holds
+//   row wgm*M_wg + mi*64 + warp*16 + lane/4 + 8*(r/2), col wgn*N_wg + ni*8 + 2*(lane%4) + r%2.
+#pragma once
+
+#include "common.h"
+#include "gemm_sm80.h"
+#include "sync.h"
+#include "wgmma.h"
+
+namespace tl {
+
+// Offset of (k, n) in an MN-major panel tile with kRows rows (K) of 64 16-bit elements.
+template <int kRows>
+TL_DEVICE int panel_offset(int k, int n) {
+  return (n / 64) * (kRows * 64) + swizzle_offset<64, 2>(k, n % 64);
+}
+
+template <int kRowBytes>
+struct KMajorSwizzle {
+  static_assert(kRowBytes == 32 || kRowBytes == 64 || kRowBytes == 128,
+                "tl::gemm_ss_sm90: K-major tile rows must be 32, 64 or 128 bytes (block_K of 16, 32 or 64 halves)");
+  static constexpr int kBytes = kRowBytes;
+};
+
+template <int M, int N, int K, int WG_M, int WG_N, bool TB, int LDA, int LDB, class T>
+TL_DEVICE void gemm_ss_sm90(const T* A, const T* B, float* C) {
+  static_assert(sizeof(T) == 2, "tl::gemm_ss_sm90: 16-bit inputs (half_t / bfloat16_t)");
+  constexpr int M_WG = M / WG_M, N_WG = N / WG_N, MI = M_WG / 64;
+  static_assert(M % (WG_M * 64) == 0, "tl::gemm_ss_sm90: each warpgroup needs a multiple of 64 rows");
+  static_assert(K % 16 == 0, "tl::gemm_ss_sm90: K must be a multiple of 16");
+  constexpr int kRegs = MI * N_WG / 2;
+  constexpr int kA = KMajorSwizzle<LDA * 2>::kBytes;
+  const int wg = threadIdx.x / 128;
+  const int wgm = wg % WG_M, wgn = wg / WG_M;
+  warpgroup_fence_operand<kRegs>(C);
+  warpgroup_arrive();
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk) {
+    uint64_t db;
+    if constexpr (TB) {
+      constexpr int kB = KMajorSwizzle<LDB * 2>::kBytes;
+      db = make_wgmma_desc<kB>(B + (wgn * N_WG) * LDB, 16, 8 * kB);
+      db = wgmma_desc_advance(db, kk * 32);
+    } else {
+      static_assert(TB || N_WG % 64 == 0, "tl::gemm_ss_sm90: an N-major B needs 64-column panels");
+      db = make_wgmma_desc<128>(B + (wgn * N_WG / 64) * (K * 64), K * 128, 1024);
+      db = wgmma_desc_advance(db, kk * 2048);
+    }
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) {
+      uint64_t da = make_wgmma_desc<kA>(A + (wgm * M_WG + mi * 64) * LDA, 16, 8 * kA);
+      da = wgmma_desc_advance(da, kk * 32);
+      wgmma_ss<T, T, float, N_WG, false, !TB>(da, db, C + mi * (N_WG / 2), 1);
+    }
+  }
+  warpgroup_commit_batch();
+  warpgroup_wait<0>();
+  warpgroup_fence_operand<kRegs>(C);
+}
+
+}  // namespace tl
