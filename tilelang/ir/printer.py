@@ -41,11 +41,34 @@ def expr_str(e, prec: int = 0) -> str:
     if isinstance(e, Buffer):
         return e.name
     if isinstance(e, BufferRegion):
-        parts = []
-        for start, ext in e.ranges:
-            parts.append(expr_str(start) if _is_one(ext) else f"{expr_str(start)}:{expr_str(start)} + {expr_str(ext)}")
-        return f"{e.buffer.name}[{', '.join(parts)}]"
+        return region_str(e)
     return repr(e)
+
+
+def region_str(r: BufferRegion) -> str:
+    """`A_s` for a whole buffer, else `A[by * 64:by * 64 + 64, k]` (unit extents print as an index)."""
+    from ..arith.simplify import simplify
+
+    shape = tuple(r.buffer.shape)
+    if all(_is_zero(st) and _same(ext, dim) for (st, ext), dim in zip(r.ranges, shape)) \
+            and len(r.ranges) == len(shape):
+        return r.buffer.name
+    parts = []
+    for start, ext in r.ranges:
+        if _is_one(ext):
+            parts.append(expr_str(start))
+        else:
+            stop = simplify(start + ext) if hasattr(start, "dtype") else start + ext
+            parts.append(f"{'' if _is_zero(start) else expr_str(start)}:{expr_str(stop)}")
+    return f"{r.buffer.name}[{', '.join(parts)}]"
+
+
+def _same(a, b) -> bool:
+    va = a.value if isinstance(a, Const) else a
+    vb = b.value if isinstance(b, Const) else b
+    if isinstance(va, int) and isinstance(vb, int):
+        return va == vb
+    return a is b or a == b  # structural equality of expression dataclasses
 
 
 def _is_one(x) -> bool:
@@ -68,14 +91,8 @@ class _Printer:
         fn = getattr(self, "p_" + name, None)
         if fn is not None:
             fn(s, d)
-        else:  # tile ops and anything else: generic call syntax
-            args = []
-            for f in dataclasses.fields(s):
-                if f.name == "span":
-                    continue
-                v = getattr(s, f.name)
-                args.append(f"{f.name}={_arg(v)}")
-            self.emit(d, f"T.{name}({', '.join(args)})")
+        else:  # tile ops and anything else: call syntax, as users write them
+            self.emit(d, _call_str(s))
 
     def p_SeqStmt(self, s, d):
         for x in s.stmts:
@@ -88,12 +105,18 @@ class _Printer:
         self.emit(d, f"{s.buffer.name}[{', '.join(expr_str(i) for i in s.indices)}] = {expr_str(s.value)}")
 
     def p_LetStmt(self, s, d):
-        self.emit(d, f"{s.var.name}: T.{s.var.dtype.name} = {expr_str(s.value)}")
+        # NOTE: `x = value` (not `x: T.int32 = ...`, which the frontend reads as T.alloc_var) so the
+        # printed text parses back to the same IR; the dtype follows from the value.
+        self.emit(d, f"{s.var.name} = {expr_str(s.value)}")
 
     def p_Allocate(self, s, d):
         b = s.buffer
         fn = {"shared": "alloc_shared", "shared.dyn": "alloc_shared", "fragment": "alloc_fragment",
               "local": "alloc_local", "local.var": "alloc_var"}[b.scope]
+        if b.scope == "local.var":
+            init = f", init={expr_str(s.init[0])}" if s.init else ""
+            self.emit(d, f"{b.name} = T.alloc_var({b.dtype.name!r}{init})")
+            return
         init = f", init={s.init}" if s.init is not None else ""
         self.emit(d, f"{b.name} = T.{fn}({_shape(b)}, {b.dtype.name!r}{init})")
 
@@ -125,12 +148,51 @@ class _Printer:
     def p_KernelLaunch(self, s, d):
         grid = ", ".join(expr_str(g) if not isinstance(g, int) else str(g) for g in s.grid)
         names = ", ".join(v.name for v in s.block_vars)
-        self.emit(d, f"with T.Kernel({grid}, threads={s.threads!r}) as ({names}):")
+        names = names if len(s.block_vars) == 1 else f"({names})"
+        threads = list(s.threads)
+        while len(threads) > 1 and threads[-1] == 1:
+            threads.pop()
+        th = str(threads[0]) if len(threads) == 1 else repr(tuple(threads))
+        self.emit(d, f"with T.Kernel({grid}, threads={th}) as {names}:")
         self.stmt(s.body, d + 1)
 
 
 def _is_zero(x) -> bool:
     return x == 0 or (isinstance(x, Const) and x.value == 0)
+
+
+_OP_NAMES = {"Swizzle": "use_swizzle", "CumSum": "cumsum", "AtomicTile": "atomic", "DeviceAssert": "device_assert",
+             "AnnotateLayout": "annotate_layout"}
+
+
+def _call_str(s) -> str:
+    """`T.copy(A[0:64, k], A_s)`: required fields positional, others only when not the default.
+
+    A leading `kind` field ("max", "add") joins the name: Reduce(kind="max") -> T.reduce_max.
+    """
+    name = type(s).__name__
+    fn = _OP_NAMES.get(name) or "".join("_" + c.lower() if c.isupper() and i else c.lower()
+                                         for i, c in enumerate(name))
+    args = []
+    for f in dataclasses.fields(s):
+        if f.name == "span":
+            continue
+        v = getattr(s, f.name)
+        if f.name == "kind" and isinstance(v, str) and not args:
+            fn = f"{fn}_{v}"
+            continue
+        has_default = f.default is not dataclasses.MISSING
+        if has_default and _eq_default(v, f.default):
+            continue
+        args.append(f"{f.name}={_arg(v)}" if has_default else _arg(v))
+    return f"T.{fn}({', '.join(args)})"
+
+
+def _eq_default(v, default) -> bool:
+    try:
+        return bool(v == default) and type(v) is type(default)
+    except Exception:  # noqa: BLE001 - IR nodes may refuse comparison; then print the value
+        return False
 
 
 def _arg(v) -> str:
