@@ -65,7 +65,41 @@ def _linear(e) -> tuple[dict, int] | None:
     return {e: 1}, 0
 
 
+def _merge_divmod(terms: dict) -> dict:
+    """k*c*(x // c) + k*(x % c) == k*x (floor division and modulo, any sign of x)."""
+    for t, k in list(terms.items()):
+        if not (isinstance(t, Binary) and t.op == "%" and k != 0 and t in terms):
+            continue
+        c = const_value(t.b)
+        div = Binary("//", t.a, t.b, t.dtype)
+        if isinstance(c, int) and c > 0 and terms.get(div, 0) == k * c:
+            del terms[t], terms[div]
+            lin = _linear(t.a)
+            for u, ku in lin[0].items():
+                terms[u] = terms.get(u, 0) + k * ku
+            terms[_CONST] = terms.get(_CONST, 0) + k * lin[1]
+    return terms
+
+
+_CONST = Const(1, None)  # placeholder key for a constant produced by _merge_divmod
+
+
+def wrap_int(value: int, dtype) -> int:
+    """`value` as the C type holds it: narrow (8/16-bit) and unsigned integers wrap around.
+
+    NOTE: int32/int64 are kept exact; C leaves signed overflow undefined, and an index that
+    overflows is a bug to surface, not a value to fold.
+    """
+    if dtype.kind == "uint":
+        return value % (1 << dtype.bits)
+    if dtype.kind == "int" and dtype.bits < 32:
+        half = 1 << (dtype.bits - 1)
+        return (value + half) % (1 << dtype.bits) - half
+    return value
+
+
 def _rebuild(terms: dict, c: int, dtype) -> Expr:
+    c += terms.pop(_CONST, 0)
     out = None
     for t, k in terms.items():
         if k == 0:
@@ -97,12 +131,17 @@ class _Simplifier(Mutator):
                 if e.dtype.is_int and isinstance(r, float):
                     r = None
                 if r is not None:
-                    return Const(r if not e.dtype.is_float else float(r), e.dtype) if not e.dtype.is_bool else Const(bool(r), e.dtype)
+                    if e.dtype.is_bool:
+                        return Const(bool(r), e.dtype)
+                    return Const(float(r), e.dtype) if e.dtype.is_float else Const(wrap_int(r, e.dtype), e.dtype)
         op = e.op
-        if op == "+" and cb == 0:
+        # NOTE: only for integers: in IEEE arithmetic -0.0 + 0.0 is +0.0, so `x + 0.0` is not `x`.
+        if op == "+" and cb == 0 and not e.dtype.is_float:
             return a
-        if op == "+" and ca == 0 and a.dtype == e.dtype:
+        if op == "+" and ca == 0 and a.dtype == e.dtype and not e.dtype.is_float:
             return b
+        if op in ("min", "max") and a == b:
+            return a
         if op == "-" and cb == 0:
             return a
         if op == "*" and (cb == 1):
@@ -133,7 +172,7 @@ class _Simplifier(Mutator):
             new = Binary(op, a, b, e.dtype)
             lin = _linear(new)
             if lin is not None and len(lin[0]) <= 8:
-                return _rebuild(lin[0], lin[1], e.dtype)
+                return _rebuild(_merge_divmod(lin[0]), lin[1], e.dtype)
             return new
         if op in ("//", "%") and e.dtype.is_int and isinstance(cb, int) and cb > 0:
             lin = _linear(a)
@@ -166,7 +205,7 @@ class _Simplifier(Mutator):
     def visit_Cast(self, e: Cast):
         v = self.visit(e.value)
         if isinstance(v, Const) and not e.dtype.is_float and not v.dtype.is_float and not e.dtype.is_bool:
-            return Const(int(v.value), e.dtype)
+            return Const(wrap_int(int(v.value), e.dtype), e.dtype)
         if isinstance(v, Const) and e.dtype.name in ("float32", "float64") and not v.dtype.is_bool:
             return Const(float(v.value), e.dtype)
         if v.dtype == e.dtype:
@@ -192,4 +231,4 @@ def prove_lt(a, b) -> bool:
     return d is not None and d > 0
 
 
-__all__ = ["simplify", "const_int", "prove_lt", "Var"]
+__all__ = ["simplify", "const_int", "prove_lt", "wrap_int", "Var"]

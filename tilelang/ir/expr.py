@@ -284,7 +284,9 @@ def cast(dtype, value) -> Expr:
     if value.dtype == dtype:
         return value
     if isinstance(value, Const) and not dtype.is_float and not dtype.is_bool and not value.dtype.is_float:
-        return Const(int(value.value), dtype)
+        from ..arith.simplify import wrap_int
+
+        return Const(wrap_int(int(value.value), dtype), dtype)
     if isinstance(value, Const) and dtype.is_float and not value.dtype.is_bool:
         # NOTE: the literal keeps full precision; codegen rounds it to `dtype` like a cast would.
         return Const(float(value.value), dtype)
