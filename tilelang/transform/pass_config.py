@@ -18,6 +18,7 @@ class PassConfigKey(str, Enum):
     TIR_DISABLE_VECTORIZE = "tir.disable_vectorize"
     TL_PTXAS_REGISTER_USAGE_LEVEL = "tl.ptxas_register_usage_level"
     TL_ENABLE_PTXAS_VERBOSE_OUTPUT = "tl.enable_ptxas_verbose_output"
+    TL_DISABLE_WGMMA = "tl.disable_wgmma"  # ours: keep sm_90a gemms on the mma.sync path
 
 
 def get(configs: dict, key, default=None):

@@ -34,7 +34,12 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     from ...transform.cuda.software_pipeline import pipeline_kernel
 
     k_piped, views = pipeline_kernel(k, msgs.append) if not ctx.config("tl.disable_pipeline") else (k, [])
-    new, info = lower_kernel(k_piped, msgs.append, ctx.target.sm)
+    from ...transform.pass_config import get as config
+
+    sm = ctx.target.sm
+    if config(ctx.pass_configs, "tl.disable_wgmma", False) and sm >= 90:
+        sm = 89  # measure / debug the portable mma.sync path on Hopper
+    new, info = lower_kernel(k_piped, msgs.append, sm)
     for _, _, rv, wv in views:  # both views of a staged tile share its layout
         for group in (info.swizzled, info.panels):
             if rv.uid in group or wv.uid in group:
