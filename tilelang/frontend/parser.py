@@ -102,8 +102,17 @@ class Parser:
         except (_Return,):
             raise
         except NameError as e:
-            raise self.error(DSLNameError, f"{e}; define it before the kernel or pass it in", node) from None
-        except (TypeError, ValueError, AttributeError, IndexError, KeyError, ZeroDivisionError) as e:
+            where = _find(node, lambda n: isinstance(n, ast.Name) and n.id == e.name) or node
+            raise self.error(DSLNameError, f"{e}{_did_you_mean(e.name, self.scope)}; define it before the kernel "
+                             "or pass it in", where) from None
+        except AttributeError as e:
+            obj, name = getattr(e, "obj", None), getattr(e, "name", None)
+            if getattr(obj, "__name__", None) == "tilelang.language" and name:
+                where = _find(node, lambda n: isinstance(n, ast.Attribute) and n.attr == name) or node
+                raise self.error(DSLNameError, f"T.{name} does not exist{_did_you_mean(name, dir(obj), 'T.')}",
+                                 where) from None
+            raise self.error(DSLTypeError, f"{type(e).__name__}: {e}", node) from None
+        except (TypeError, ValueError, IndexError, KeyError, ZeroDivisionError) as e:
             raise self.error(DSLTypeError, f"{type(e).__name__}: {e}", node) from None
 
     def body(self, stmts):
@@ -335,6 +344,19 @@ class Parser:
     def stmt_FunctionDef(self, node):
         raise self.error(DSLSyntaxError, "nested functions are not supported inside a kernel; "
                          "define a @T.macro outside it", node)
+
+
+def _find(node, pred):
+    """The first sub-node of `node` satisfying `pred` (to point the caret at the exact name)."""
+    return next((n for n in ast.walk(node) if pred(n)), None)
+
+
+def _did_you_mean(name: str, candidates, prefix: str = "") -> str:
+    import difflib
+
+    names = [c for c in candidates if isinstance(c, str) and not c.startswith("_")]
+    close = difflib.get_close_matches(name, names, n=1)
+    return f" (did you mean {prefix}{close[0]}?)" if close else ""
 
 
 def _py_binop(op, a, b):

@@ -30,7 +30,8 @@ class Expr:
     def __bool__(self):
         raise DSLTypeError(
             f"a run-time value ({self}) was used where Python needs a bool; "
-            "use `if` on it inside the kernel, or T.if_then_else(cond, a, b)")
+            "use `if` on it inside the kernel, or T.if_then_else(cond, a, b); Python's max()/min() "
+            "need a bool too: use T.max/T.min")
 
     # arithmetic
     def __add__(self, o): return binop("+", self, o)
