@@ -27,7 +27,7 @@ def _key(args, kwargs):
             return tuple(sorted((k, norm(x)) for k, x in v.items()))
         try:
             hash(v)
-            return v
+            return (type(v).__name__, v)  # 1, 1.0 and True are equal keys in a dict, not in a kernel
         except TypeError:
             return repr(v)
     return norm(tuple(args)), norm(dict(kwargs))
@@ -50,7 +50,12 @@ class JITImpl:
 
     # -------------------------------------------------------------- lazy mode
     def _lazy_kernel(self, args, kwargs) -> JITKernel:
-        key = _key(args, kwargs)
+        try:  # f(64, block=32) and f(64, 32) are one specialization
+            bound = self.signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            key = _key((), bound.arguments)
+        except TypeError:  # let the call below raise Python's own message
+            key = _key(args, kwargs)
         k = self._cache.get(key)
         if k is None:
             func = self.fn(*args, **kwargs)
