@@ -34,8 +34,9 @@ _SCALAR_KIND = {"int32": "i32", "int64": "i64", "uint32": "u32", "uint64": "u64"
 
 
 class CudaCodegen(CCodegen):
-    def __init__(self, func: S.PrimFunc, info, kernel: S.KernelLaunch, swizzle_panel: int | None):
+    def __init__(self, func: S.PrimFunc, info, kernel: S.KernelLaunch, swizzle_panel: int | None, ws=None):
         super().__init__(func)
+        self.ws = ws
         self.info = info
         self.kernel = kernel
         self.swizzle_panel = swizzle_panel
@@ -70,17 +71,22 @@ class CudaCodegen(CCodegen):
             kinds.append(("dim", v))
             args.append(f"int64_t {v.name}")
             sig.append("i64")
+        for d in (self.ws.descs if self.ws else []):
+            kinds.append(("tensormap", d))
+            args.append(f"const __grid_constant__ tl::TensorMap {d.name}")
+            sig.append("tensormap")
         self.expr.nonneg.update(dims)
         self.expr.nonneg.update(k.block_vars)
         smem = self.plan_smem()
-        T = self.info.threads
+        T = self.info.threads + (128 if self.ws else 0)
         self.emit('#include "tl/tl.h"')
         self.emit('#include "tl/gemm_sm80.h"')
         if self.info.sm >= 90:
             self.emit('#include "tl/gemm_sm90.h"')
         self.emit('#include "tl/c_compat.h"')
         self.emit("")
-        self.emit(f'extern "C" __global__ void __launch_bounds__({T}) {f.name}({", ".join(args)}) {{')
+        bounds = f"{T}, 1" if self.ws else f"{T}"
+        self.emit(f'extern "C" __global__ void __launch_bounds__({bounds}) {f.name}({", ".join(args)}) {{')
         self.depth += 1
         self.emit("extern __shared__ __align__(1024) unsigned char tl_smem[];")
         self.emit("const int tid = threadIdx.x;")
@@ -171,10 +177,24 @@ class CudaCodegen(CCodegen):
 
     def s_Raw(self, s):
         text = s.fmt.format(*[self.raw_arg(a) for a in s.args])
-        if self.info.uses_wgmma and "__syncthreads();" in text:
+        barrier = "__syncthreads();"
+        if self.ws:  # consumers only: the producer warpgroup never reaches these barriers
+            barrier = f"tl::barrier_sync<1, {self.info.threads}>();"
+        if self.info.uses_wgmma or self.ws:
             # shared memory written by threads is read by wgmma (async proxy): fence before the barrier
-            text = text.replace("__syncthreads();", "tl::fence_proxy_async(); __syncthreads();")
-        self.emit(text)
+            barrier = "tl::fence_proxy_async(); " + barrier
+        self.emit(text.replace("__syncthreads();", barrier))
+
+    def s_WSSplit(self, s):
+        self.emit(f"if (tid >= {s.consumers}) {{")
+        self.depth += 1
+        self.stmt(s.producer)
+        self.depth -= 1
+        self.emit("} else {")
+        self.depth += 1
+        self.stmt(s.consumer)
+        self.depth -= 1
+        self.emit("}")
 
     def raw_arg(self, a):
         if isinstance(a, E.Call) and a.op == "address_of":

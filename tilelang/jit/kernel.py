@@ -117,7 +117,7 @@ class JITKernel:
                     raise ValueError(f"symbolic dim {obj.name!r} is not bound by any argument")
                 out.append(env_[obj])
             else:
-                out.append(kind_value(kind, obj, values, index))
+                out.append(self.artifact.arg_value(kind, obj, values, index))
         return out
 
     def get_kernel_source(self, kernel_only: bool = True) -> str:

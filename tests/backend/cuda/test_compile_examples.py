@@ -27,7 +27,7 @@ def test_example_compiles_for_cuda(name, arch):
 
 
 @pytest.mark.nvrtc
-@pytest.mark.parametrize("arch,ops", [("sm_80", ("HMMA", "LDSM", "LDGSTS")), ("sm_90a", ("HGMMA", "LDGSTS"))])
+@pytest.mark.parametrize("arch,ops", [("sm_80", ("HMMA", "LDSM", "LDGSTS")), ("sm_90a", ("HGMMA", "UTMALDG"))])
 def test_gemm_sass_uses_tensor_cores_and_async_copies(arch, ops):
     import tilelang
     import tilelang.language as T

@@ -33,9 +33,18 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     msgs = []
     from ...transform.cuda.software_pipeline import pipeline_kernel
 
-    k_piped, views = pipeline_kernel(k, msgs.append) if not ctx.config("tl.disable_pipeline") else (k, [])
+    from ...transform.cuda.warp_specialize import warp_specialize
     from ...transform.pass_config import get as config
 
+    ws = None
+    if ctx.target.sm >= 90 and not config(ctx.pass_configs, "tl.disable_warp_specialized", False) \
+            and not config(ctx.pass_configs, "tl.disable_tma_lower", False) \
+            and not config(ctx.pass_configs, "tl.disable_wgmma", False):
+        k_ws, ws = warp_specialize(k, msgs.append)
+    if ws is not None:
+        k_piped, views = k_ws, []
+    else:
+        k_piped, views = pipeline_kernel(k, msgs.append) if not ctx.config("tl.disable_pipeline") else (k, [])
     sm = ctx.target.sm
     if config(ctx.pass_configs, "tl.disable_wgmma", False) and sm >= 90:
         sm = 89  # measure / debug the portable mma.sync path on Hopper
@@ -45,9 +54,13 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
             if rv.uid in group or wv.uid in group:
                 group |= {rv.uid, wv.uid}
     new = replace(new, body=insert_syncs(new.body))
+    if ws is not None:
+        info.swizzled |= ws.swizzled
+        info.panels |= ws.panels
     for m in msgs:
         ctx.warnings.append(m)
     ctx.cuda_info = info
+    ctx.ws_info = ws
     body = new if func.body is k else _replace_kernel(func.body, k, new)
     return replace(func, body=body)
 
@@ -76,12 +89,34 @@ class CUDAArtifact:
         for m in ctx.warnings:
             warnings.warn(f"{func.name}: {m}", PerformanceWarning, stacklevel=4)
         kernel = _the_kernel(self.lowered)
-        gen = CudaCodegen(self.lowered, ctx.cuda_info, kernel, swz[0].panel_size if swz else None)
+        gen = CudaCodegen(self.lowered, ctx.cuda_info, kernel, swz[0].panel_size if swz else None, ctx.ws_info)
         self.csource = gen.generate()
         self.source = self.csource.text
         self.compiled = _compile_cached(self.source, self.target.arch)
         self.ptx = self.compiled.ptx
         self._fn = None
+        self._tmaps: dict = {}
+
+    def arg_value(self, kind, obj, values, index):
+        """Per-call kernel arguments beyond tensors and scalars: TMA tensor maps."""
+        if kind != "tensormap":
+            raise LoweringError(f"internal: unknown kernel argument kind {kind}")
+        t = values[index[id(obj.buffer)]]
+        key = (obj.name, t.data_ptr(), tuple(t.shape))
+        cached = self._tmaps.get(key)
+        if cached is None:
+            from . import driver
+
+            shape = list(t.shape)
+            elem = t.element_size()
+            strides = [int(s) * elem for s in t.stride()]
+            cached = driver.encode_tensor_map(obj.buffer.dtype.name, t.data_ptr(), list(reversed(shape)),
+                                              list(reversed(strides))[1:], list(reversed(obj.box)),
+                                              swizzle=obj.swizzle)
+            if len(self._tmaps) > 64:
+                self._tmaps.clear()
+            self._tmaps[key] = cached
+        return cached
 
     def sass(self) -> str:
         from .sass import disassemble

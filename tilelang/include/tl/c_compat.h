@@ -61,3 +61,9 @@ TL_DEVICE void tl_copy_vec16_impl(void* dst, const void* src, bool pred) {
 namespace tl {
 TL_DEVICE void copy_vec16(void* dst, const void* src, bool pred) { tl_copy_vec16_impl(dst, src, pred); }
 }  // namespace tl
+
+namespace tl {
+// A barrier over every thread of the block (warp-specialized kernels spell consumer-only
+// barriers as named barriers; this one is the real __syncthreads).
+TL_DEVICE void sync_all_threads() { __syncthreads(); }
+}  // namespace tl

@@ -33,7 +33,9 @@ struct KMajorSwizzle {
   static constexpr int kBytes = kRowBytes;
 };
 
-template <int M, int N, int K, int WG_M, int WG_N, bool TB, int LDA, int LDB, class T>
+// kWait: wgmma batches left in flight on return (0: C is final; 1: the caller overlaps this
+// batch with the next one and must not reuse this call's shared tiles until a later wait).
+template <int M, int N, int K, int WG_M, int WG_N, bool TB, int LDA, int LDB, class T, int kWait = 0>
 TL_DEVICE void gemm_ss_sm90(const T* A, const T* B, float* C) {
   static_assert(sizeof(T) == 2, "tl::gemm_ss_sm90: 16-bit inputs (half_t / bfloat16_t)");
   constexpr int M_WG = M / WG_M, N_WG = N / WG_N, MI = M_WG / 64;
@@ -65,7 +67,7 @@ TL_DEVICE void gemm_ss_sm90(const T* A, const T* B, float* C) {
     }
   }
   warpgroup_commit_batch();
-  warpgroup_wait<0>();
+  warpgroup_wait<kWait>();
   warpgroup_fence_operand<kRegs>(C);
 }
 

@@ -311,7 +311,7 @@ class _Lower(Mutator):
         if op.clear_accum:
             pre.append(self.visit_Fill(O.Fill(op.C, E.const(0, op.C.buffer.dtype))))
         call = Raw(f"tl::gemm_ss_sm90<{m}, {n}, {k}, {lay.wg_m}, {lay.wg_n}, {str(op.transpose_B).lower()}, "
-                   f"{a.shape[-1]}, {b.shape[-1]}, {t}>" "({0}, {1}, {2});",
+                   f"{a.shape[-1]}, {b.shape[-1]}, {t}, {int(op.wg_wait)}>" "({0}, {1}, {2});",
                    (_addr(a), _addr(b), _addr(creg)), reads=(a, b))
         self.uses_wgmma = True
         return S.seq(*pre, call)

@@ -11,6 +11,8 @@ get one at the end of the body when the next iteration would race with this one.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
@@ -52,6 +54,11 @@ class _Sync:
     def seq(self, stmts, pending):
         out = []
         for st in stmts:
+            if type(st).__name__ == "WSSplit":  # warp-specialized: consumers sync among themselves
+                cons, _ = self.block(st.consumer, (set(), set()))
+                out.append(replace(st, consumer=cons))
+                pending = (set(), set())
+                continue
             if isinstance(st, S.SeqStmt):
                 inner, pending = self.seq(st.stmts, pending)
                 out.extend(inner)

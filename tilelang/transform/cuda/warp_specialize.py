@@ -165,15 +165,25 @@ def warp_specialize(k: S.KernelLaunch, warn):
     # ---- consumers: wait for the stage, point the tile names at it, compute, release
     from .software_pipeline import _ReplaceBuffers
 
-    rest = _ReplaceBuffers(views).visit(S.seq(*body))
+    # With one gemm on the staged tiles and >= 2 stages, keep its wgmma batch in flight across
+    # iterations (wg_wait=1) and release the previous stage once that batch has retired.
+    overlap = stages >= 2 and len(gemms) == 1 and all(g.wg_wait == 0 for g in gemms)
+    body_ops = [replace(b, wg_wait=1) if overlap and isinstance(b, O.Gemm) and b in gemms else b for b in body]
+    rest = _ReplaceBuffers(views).visit(S.seq(*body_ops))
+    if overlap:
+        release = Raw(f"if ({{0}} > 0) tl::mbarrier_arrive(&tl_empty[({{0}} - 1) % {stages}]);", (it,))
+    else:
+        release = Raw("tl::mbarrier_arrive(&tl_empty[{0}]);", (stage,))
     cons_body = S.seq(
         S.LetStmt(it, ko - loop.start),
         S.LetStmt(stage, it % stages),
         Raw(f"tl::mbarrier_wait(&tl_full[{{1}}], ({{0}} / {stages}) & 1);", (it, stage)),
         *[Raw(f"{views[x].name} = {storages[x].name} + ({{0}}) * {views[x].numel()};", (stage,)) for x in views],
         rest,
-        Raw("tl::mbarrier_arrive(&tl_empty[{0}]);", (stage,)))
+        release)
     consumer_loop = S.For(ko, loop.start, loop.extent, "serial", cons_body, (), span=loop.span)
+    if overlap:
+        consumer_loop = S.seq(consumer_loop, Raw("tl::warpgroup_wait<0>();"))
 
     prefix, suffix = stmts[:li], stmts[li + 1:]
     lets = [s for s in prefix if isinstance(s, S.LetStmt)]
