@@ -1,0 +1,170 @@
+"""@tilelang.autotune above @tilelang.jit, and the AutoTuner class. CPU target, small sizes."""
+import time
+
+import pytest
+import torch
+
+import tilelang
+import tilelang.language as T
+from tilelang.autotuner import AutoTuner
+from tilelang.errors import TileLangError
+
+CONFIGS = [{"bM": 16, "bN": 16}, {"bM": 32, "bN": 32}, {"bM": 64, "bN": 32}]
+built = []
+
+
+def gemm_prim(M, N, K, bM, bN, bK=16, wrong=False):
+    @T.prim_func
+    def mm(A: T.Tensor((M, K), "float32"), B: T.Tensor((K, N), "float32"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=128) as (bx, by):
+            A_s = T.alloc_shared((bM, bK), "float32")
+            B_s = T.alloc_shared((bK, bN), "float32")
+            C_l = T.alloc_fragment((bM, bN), "float32")
+            T.clear(C_l)
+            for ko in T.Pipelined(T.ceildiv(K, bK) - (1 if wrong else 0), num_stages=2):
+                T.copy(A[by * bM, ko * bK], A_s)
+                T.copy(B[ko * bK, bx * bN], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * bM, bx * bN])
+    return mm
+
+
+@tilelang.autotune(configs=CONFIGS, warmup=1, rep=3, ref_prog=lambda A, B: A @ B)
+@tilelang.jit(out_idx=[-1], target="cpu")
+def tuned_mm(M, N, K, bM=32, bN=32):
+    built.append((M, N, K, bM, bN))
+    return gemm_prim(M, N, K, bM, bN)
+
+
+def test_tuning_returns_the_fastest_correct_kernel():
+    built.clear()
+    k = tuned_mm(64, 96, 48)
+    res = tuned_mm.get_result(64, 96, 48)
+    assert [r.config for r in res.results] == CONFIGS
+    assert all(r.error is None and r.latency > 0 for r in res.results)
+    assert res.latency == min(r.latency for r in res.results)
+    assert res.kernel is k and res.config in CONFIGS
+    assert res.ref_latency > 0
+    assert "mm(" in res.libcode
+    a, b = torch.randn(64, 48), torch.randn(48, 96)
+    torch.testing.assert_close(k(a, b), a @ b, atol=1e-4, rtol=1e-4)
+    # tuned once per argument tuple
+    assert tuned_mm(64, 96, 48) is k
+    assert len(built) == 3
+
+
+def test_explicit_parameters_are_not_tuned():
+    built.clear()
+    k = tuned_mm(64, 64, 32, bM=16, bN=16)
+    assert built == [(64, 64, 32, 16, 16)]
+    assert tuned_mm.get_result(64, 64, 32, bM=16, bN=16).latency is None
+    assert [tuple(p.shape) for p in k.params] == [(64, 32), (32, 64), (64, 64)]
+    built.clear()
+    tuned_mm(64, 64, 32, bM=16)  # only bN is tuned: configs collapse to the distinct bN values
+    assert [r.config for r in tuned_mm.get_result(64, 64, 32, bM=16).results] == [{"bN": 16}, {"bN": 32}]
+    assert built == [(64, 64, 32, 16, 32)]  # bN=16 was compiled above already (jit cache)
+
+
+def test_failing_and_wrong_configs_are_skipped():
+    @tilelang.autotune(configs=[{"bM": 16, "wrong": True}, {"bM": 48}, {"bM": 32}], warmup=1, rep=3,
+                       ref_prog=lambda A, B: A @ B)
+    @tilelang.jit(out_idx=[-1], target="cpu")
+    def mm(M, bM=32, wrong=False):
+        if bM == 48:
+            raise ValueError("bM=48 does not divide the problem")
+        return gemm_prim(M, M, M, bM, 32, wrong=wrong)
+
+    res = mm.get_result(64)
+    errors = {r.config["bM"]: r.error for r in res.results}
+    assert "differ in" in errors[16]
+    assert errors[48] == "ValueError: bM=48 does not divide the problem"
+    assert errors[32] is None and res.config == {"bM": 32}
+
+
+def test_all_configs_failing_is_an_error():
+    @tilelang.autotune(configs=[{"bM": 16}, {"bM": 32}], warmup=1, rep=2, ref_prog=lambda A, B: A @ B + 1)
+    @tilelang.jit(out_idx=[-1], target="cpu")
+    def mm(M, bM=32):
+        return gemm_prim(M, M, M, bM, 16)
+
+    with pytest.raises(TileLangError, match="(?s)autotune: all 2 configs failed.*\\{'bM': 16\\}: AssertionError"):
+        mm(32)
+
+
+def test_config_forms_dict_of_lists_and_callable():
+    seen = []
+
+    @tilelang.autotune(configs={"bM": [16, 32], "bN": [16]}, warmup=1, rep=2)
+    @tilelang.jit(out_idx=[-1], target="cpu")
+    def mm(M, bM=32, bN=32):
+        seen.append((bM, bN))
+        return gemm_prim(M, M, M, bM, bN)
+
+    mm(32)
+    assert seen == [(16, 16), (32, 16)]
+
+    def configs_for(M):
+        return [{"bM": b} for b in (16, 32, 64) if b <= M]
+
+    @tilelang.autotune(configs=configs_for, warmup=1, rep=2)
+    @tilelang.jit(out_idx=[-1], target="cpu")
+    def mm2(M, bM=32):
+        seen.append(bM)
+        return gemm_prim(M, M, M, bM, 16)
+
+    seen.clear()
+    mm2(32)
+    assert seen == [16, 32]
+
+
+def test_unknown_config_key():
+    @tilelang.autotune(configs=[{"block_m": 16}], warmup=1, rep=2)
+    @tilelang.jit(out_idx=[-1], target="cpu")
+    def mm(M, bM=32):
+        return gemm_prim(M, M, M, bM, 16)
+
+    with pytest.raises(TileLangError, match="config key\\(s\\) \\['block_m'\\] are not parameters of mm\\(M, bM=32\\)"):
+        mm(32)
+
+
+def test_timeout_skips_a_slow_config():
+    @tilelang.autotune(configs=[{"slow": True}, {"slow": False}], warmup=1, rep=2, timeout=0.3)
+    @tilelang.jit(out_idx=[-1], target="cpu")
+    def mm(M, slow=False):
+        if slow:
+            time.sleep(5)
+        return gemm_prim(M, M, M, 16, 16)
+
+    t0 = time.perf_counter()
+    res = mm.get_result(32)
+    assert time.perf_counter() - t0 < 4
+    assert res.results[0].error == "timed out after 0.3 s"
+    assert res.config == {"slow": False}
+
+
+def test_autotuner_class():
+    tuner = AutoTuner.from_kernel(kernel=lambda bM: gemm_prim(48, 48, 48, bM, 16), configs=[{"bM": 16}, {"bM": 48}])
+    res = tuner.set_compile_args(out_idx=[-1], target="cpu").set_profile_args(
+        ref_prog=lambda A, B: A @ B, supply_type=tilelang.TensorSupplyType.Integer).run(warmup=1, rep=2, timeout=60)
+    assert res.config in ({"bM": 16}, {"bM": 48})
+    assert res.kernel.target.kind == "cpu" and res.kernel.out_idx == [2]
+    with pytest.raises(TypeError, match="set_profile_args: unknown arguments \\['rtl'\\]"):
+        tuner.set_profile_args(rtl=1)
+
+
+def test_eager_kernel_tunes_on_the_callers_tensors():
+    @tilelang.autotune(configs=[{"block": 8}, {"block": 32}], warmup=1, rep=2, ref_prog=lambda X: X * 3)
+    @tilelang.jit(target="cpu")
+    def triple(X, block: int = 16):
+        M, N = T.const("M, N")
+        X: T.Tensor((M, N), "float32")
+        Y = T.empty((M, N), "float32")
+        with T.Kernel(T.ceildiv(M, block), threads=32) as bx:
+            for i, j in T.Parallel(block, N):
+                if bx * block + i < M:
+                    Y[bx * block + i, j] = X[bx * block + i, j] * 3.0
+        return Y
+
+    x = torch.randn(50, 7)
+    torch.testing.assert_close(triple(x), x * 3)
+    assert triple.get_result(x).config in ({"block": 8}, {"block": 32})
