@@ -67,3 +67,10 @@ namespace tl {
 // barriers as named barriers; this one is the real __syncthreads).
 TL_DEVICE void sync_all_threads() { __syncthreads(); }
 }  // namespace tl
+
+// Two adjacent elements in one store (accumulator pairs in the epilogue).
+template <class T>
+TL_DEVICE void tl_store2(T* p, T a, T b) {
+  struct alignas(2 * sizeof(T)) Pair { T x, y; };
+  *reinterpret_cast<Pair*>(p) = Pair{a, b};
+}

@@ -37,21 +37,23 @@ struct KMajorSwizzle {
 // batch with the next one and must not reuse this call's shared tiles until a later wait).
 template <int M, int N, int K, int WG_M, int WG_N, bool TB, int LDA, int LDB, class T, int kWait = 0>
 TL_DEVICE void gemm_ss_sm90(const T* A, const T* B, float* C) {
-  static_assert(sizeof(T) == 2, "tl::gemm_ss_sm90: 16-bit inputs (half_t / bfloat16_t)");
+  static_assert(sizeof(T) == 2 || sizeof(T) == 1, "tl::gemm_ss_sm90: 16-bit or 8-bit (fp8) inputs");
+  static_assert(sizeof(T) == 2 || TB, "tl::gemm_ss_sm90: fp8 operands must both be K-major (transpose_B=True)");
   constexpr int M_WG = M / WG_M, N_WG = N / WG_N, MI = M_WG / 64;
+  constexpr int kStep = 32 / sizeof(T);  // one wgmma consumes 32 bytes of K
   static_assert(M % (WG_M * 64) == 0, "tl::gemm_ss_sm90: each warpgroup needs a multiple of 64 rows");
-  static_assert(K % 16 == 0, "tl::gemm_ss_sm90: K must be a multiple of 16");
+  static_assert(K % kStep == 0, "tl::gemm_ss_sm90: K must be a multiple of 32 bytes");
   constexpr int kRegs = MI * N_WG / 2;
-  constexpr int kA = KMajorSwizzle<LDA * 2>::kBytes;
+  constexpr int kA = KMajorSwizzle<LDA * sizeof(T)>::kBytes;
   const int wg = threadIdx.x / 128;
   const int wgm = wg % WG_M, wgn = wg / WG_M;
   warpgroup_fence_operand<kRegs>(C);
   warpgroup_arrive();
 #pragma unroll
-  for (int kk = 0; kk < K / 16; ++kk) {
+  for (int kk = 0; kk < K / kStep; ++kk) {
     uint64_t db;
     if constexpr (TB) {
-      constexpr int kB = KMajorSwizzle<LDB * 2>::kBytes;
+      constexpr int kB = KMajorSwizzle<LDB * sizeof(T)>::kBytes;
       db = make_wgmma_desc<kB>(B + (wgn * N_WG) * LDB, 16, 8 * kB);
       db = wgmma_desc_advance(db, kk * 32);
     } else {

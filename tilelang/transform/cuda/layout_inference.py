@@ -53,7 +53,13 @@ def whole(region, buf: Buffer) -> bool:
 def wgmma_ok(op: O.Gemm, threads: int) -> tuple[tuple | None, str | None]:
     """((wg_m, wg_n), None) when this gemm can run on wgmma (sm_90a), else (None, reason)."""
     a, b = op.A.buffer, op.B.buffer
-    if mma_ok(op, threads) is None:
+    fp8 = ("float8_e4m3fn", "float8_e5m2")
+    if a.dtype.name in fp8 and b.dtype == a.dtype and op.C.buffer.dtype.name == "float32":
+        if not op.transpose_B or op.transpose_A:
+            return None, "fp8 operands must be K-major: A as (M, K) and B as (N, K) with transpose_B=True"
+        if not (whole(op.A, a) and whole(op.B, b) and whole(op.C, op.C.buffer)):
+            return None, "an operand is a slice of a tile"
+    elif mma_ok(op, threads) is None:
         return None, "it cannot use tensor cores at all"
     if threads % 128:
         return None, f"{threads} threads is not a whole number of warpgroups (128)"
@@ -119,15 +125,18 @@ class _Uses(Visitor):
             return
         warps = mma_ok(op, self.threads)
         lay = None
-        if warps is not None and self.sm >= 90:
+        if self.sm >= 90:
             grid, why = wgmma_ok(op, self.threads)
             if grid is not None:
                 lay = WgmmaAccFragment(tuple(c.shape), *grid)
                 self.wgmma_gemms.add(id(op))
-            else:
+            elif warps is not None:
                 self.notes.append(f"T.gemm {op.A.buffer.name} x {op.B.buffer.name} uses mma.sync, not wgmma: {why}")
-        if warps is not None:
-            lay = lay or MmaAccFragment(tuple(c.shape), *warps)
+            elif op.A.buffer.dtype.name.startswith("float8"):
+                self.notes.append(f"T.gemm {op.A.buffer.name} x {op.B.buffer.name} cannot use wgmma: {why}")
+        if lay is None and warps is not None:
+            lay = MmaAccFragment(tuple(c.shape), *warps)
+        if lay is not None:
             prev = self.strict.get(c.uid)
             if prev is not None and prev != lay:
                 self.bad(c, "accumulator of two gemms with different warp layouts")

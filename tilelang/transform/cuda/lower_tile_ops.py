@@ -229,6 +229,10 @@ class _Lower(Mutator):
         if vec > 1:
             return self.vector_copy(op, vec)
         sreg, dreg = self.reg(op.src.buffer), self.reg(op.dst.buffer)
+        if sreg is not None and dreg is None:
+            paired = self.pair_store(op, sreg)
+            if paired is not None:
+                return paired
         drive = op.dst if dreg is not None or sreg is None else op.src
 
         def make(cv, reg_ref):
@@ -248,6 +252,33 @@ class _Lower(Mutator):
             return st if ok_d is True else S.IfThenElse(ok_d, st)
 
         return self.elementwise(drive, make)
+
+    def pair_store(self, op: O.Copy, sreg: Buffer):
+        """Accumulator -> memory: slots 2k, 2k+1 hold adjacent columns, so store them together."""
+        lay = self.plan.layout(op.src.buffer)
+        dst = op.dst.buffer
+        inner = const_int(dst.shape[-1])
+        if not isinstance(lay, (MmaAccFragment, WgmmaAccFragment)) or inner is None or inner % 2:
+            return None
+        if not _aligned(op.dst.starts[-1], 2) or len(squeezed(op.dst.extents)) != 2 \
+                or const_int(op.dst.extents[-1]) == 1:
+            return None
+        lvar = E.Var("l", dt.int32)
+        base = lvar * 2
+        i, j = (simplify(c) for c in lay.coords(self.tid, base))
+        ci, cj = E.Var("i", dt.int32), E.Var("j", dt.int32)
+        di = region_indices(op.dst, (ci, cj))
+        v0 = E.cast(dst.dtype, E.BufferLoad(sreg, (base,), sreg.dtype))
+        v1 = E.cast(dst.dtype, E.BufferLoad(sreg, (base + 1,), sreg.dtype))
+        addr = E.Call("address_of", (E.BufferLoad(dst, di, dst.dtype),), dt.uint64)
+        conv = {"bfloat16": "tl_f32_to_bf16", "float8_e4m3fn": "tl_f32_to_fp8e4m3",
+                "float8_e5m2": "tl_f32_to_fp8e5m2"}.get(dst.dtype.name, "")  # emulated types compute in float
+        st = Raw(f"tl_store2({{0}}, {conv}({{1}}), {conv}({{2}}));", (addr, v0, v1),
+                 writes=(dst,) if dst.scope != "global" else ())
+        ok = in_bounds(op.dst, di)
+        body = st if ok is True else S.IfThenElse(ok, st)
+        return S.For(lvar, E.as_expr(0), E.as_expr(lay.nlocal // 2), "unroll",
+                     S.seq(S.LetStmt(ci, i), S.LetStmt(cj, j), body), THREAD_LOOP)
 
     def _slot_of(self, buf, idx):
         raise NotImplementedError("copy between register fragments of different layouts")
@@ -306,7 +337,8 @@ class _Lower(Mutator):
         self.swizzled.add(a.uid)
         (self.swizzled if op.transpose_B else self.panels).add(b.uid)
         m, n, k = op.mnk
-        t = {"float16": "tl::half_t", "bfloat16": "tl::bfloat16_t"}[a.dtype.name]
+        t = {"float16": "tl::half_t", "bfloat16": "tl::bfloat16_t", "float8_e4m3fn": "tl::float8_e4m3_t",
+             "float8_e5m2": "tl::float8_e5m2_t"}[a.dtype.name]
         pre = []
         if op.clear_accum:
             pre.append(self.visit_Fill(O.Fill(op.C, E.const(0, op.C.buffer.dtype))))
