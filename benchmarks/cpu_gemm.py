@@ -1,9 +1,13 @@
 """fp32 GEMM 1024^3 through our CPU backend beside torch.matmul, same machine, same run.
 
-    python benchmarks/cpu_gemm.py
+The kernel is written as users write TileLang (T.Kernel, alloc_shared, T.copy, T.gemm);
+`@tilelang.autotune` compiles a few block configs, checks each against torch and times it
+with the profiler's do_bench, which also times torch.matmul on the same inputs.
+
+    python benchmarks/cpu_gemm.py [--n 1024] [--rep 300]
 """
+import argparse
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -12,45 +16,48 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import tilelang  # noqa: E402
 import tilelang.language as T  # noqa: E402
 
+CONFIGS = [
+    {"block_M": 64, "block_N": 64, "block_K": 32},
+    {"block_M": 128, "block_N": 128, "block_K": 32},
+    {"block_M": 64, "block_N": 128, "block_K": 64},
+]
 
-def make(M, N, K, bM, bN, bK):
+
+def matmul(M, N, K, block_M=64, block_N=64, block_K=32):
     @T.prim_func
     def gemm(A: T.Tensor((M, K), "float32"), B: T.Tensor((K, N), "float32"), C: T.Tensor((M, N), "float32")):
-        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=128) as (bx, by):
-            A_s = T.alloc_shared((bM, bK), "float32")
-            B_s = T.alloc_shared((bK, bN), "float32")
-            C_l = T.alloc_fragment((bM, bN), "float32")
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), "float32")
+            B_s = T.alloc_shared((block_K, block_N), "float32")
+            C_l = T.alloc_fragment((block_M, block_N), "float32")
             T.clear(C_l)
-            for ko in T.Pipelined(T.ceildiv(K, bK), num_stages=2):
-                T.copy(A[by * bM, ko * bK], A_s)
-                T.copy(B[ko * bK, bx * bN], B_s)
+            for ko in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+                T.copy(A[by * block_M, ko * block_K], A_s)
+                T.copy(B[ko * block_K, bx * block_N], B_s)
                 T.gemm(A_s, B_s, C_l)
-            T.copy(C_l, C[by * bM, bx * bN])
+            T.copy(C_l, C[by * block_M, bx * block_N])
     return gemm
 
 
-def bench(fn, rep=5):
-    fn()
-    ts = []
-    for _ in range(rep):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return sorted(ts)[len(ts) // 2]
+def main(n=1024, rep=300):
+    tuned = tilelang.autotune(configs=CONFIGS, warmup=50, rep=rep, ref_prog=lambda A, B: A @ B,
+                              atol=1e-3, rtol=1e-3)(tilelang.jit(out_idx=[-1], target="cpu")(matmul))
+    res = tuned.get_result(n, n, n)
+    flops = 2 * n ** 3
+    gf = lambda ms: flops / (ms * 1e-3) / 1e9  # noqa: E731
+    for r in res.results:
+        cfg = "x".join(str(v) for v in r.config.values())
+        print(f"  tilelang {cfg:12s} " + (f"{gf(r.latency):7.1f} GFLOP/s  ({r.latency:.2f} ms, compiled in "
+                                            f"{r.compile_seconds:.2f} s)" if r.error is None else r.error))
+    torch_ms = res.ref_latency
+    print(f"fp32 GEMM {n}^3, {torch.get_num_threads()} threads: tilelang {gf(res.latency):.1f} GFLOP/s "
+          f"(best {res.config}), torch.matmul {gf(torch_ms):.1f} GFLOP/s -> ratio {torch_ms / res.latency:.2f}x")
+    return res
 
 
-n = 1024
-a, b = torch.randn(n, n), torch.randn(n, n)
-flops = 2 * n ** 3
-t_torch = bench(lambda: torch.matmul(a, b))
-best = None
-for cfg in [(64, 64, 32), (64, 128, 64), (128, 128, 32), (32, 256, 64)]:
-    k = tilelang.compile(make(n, n, n, *cfg), out_idx=[-1], target="cpu")
-    c = k(a, b)
-    err = ((c.double() - a.double() @ b.double()).abs().max() / (a.double() @ b.double()).abs().max()).item()
-    t = bench(lambda: k(a, b))
-    print(f"  cfg {cfg}: {flops / t / 1e9:7.1f} GFLOP/s  rel_err {err:.1e}")
-    if err < 1e-5 and (best is None or t < best[1]):
-        best = (cfg, t)
-print(f"fp32 GEMM {n}^3 on {torch.get_num_threads()} threads: ours {flops / best[1] / 1e9:.1f} GFLOP/s "
-      f"{best[0]}, torch.matmul {flops / t_torch / 1e9:.1f} GFLOP/s -> {t_torch / best[1]:.2f}x")
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--n", type=int, default=1024)
+    p.add_argument("--rep", type=float, default=300, help="timing budget per config, ms")
+    args = p.parse_args()
+    main(args.n, args.rep)
