@@ -74,3 +74,42 @@ TL_DEVICE void gemm_ss_sm90(const T* A, const T* B, float* C) {
 }
 
 }  // namespace tl
+
+namespace tl {
+
+// RS form: A (M x K) from registers, in the wgmma accumulator layout of a (WG_M x 1)
+// warpgroup grid (the layout a previous gemm's C -- cast to 16 bits -- already has): for
+// k-step kk, atoms 2kk and 2kk+1 of row block mi are exactly the 4 A registers.
+template <int M, int N, int K, int WG_M, bool TB, int LDB, class T, int kWait = 0>
+TL_DEVICE void gemm_rs_sm90(const T* A, const T* B, float* C) {
+  static_assert(sizeof(T) == 2, "tl::gemm_rs_sm90: 16-bit A and B");
+  constexpr int M_WG = M / WG_M, MI = M_WG / 64, N_WG = N;
+  static_assert(M % (WG_M * 64) == 0 && K % 16 == 0, "tl::gemm_rs_sm90: m64 rows per warpgroup, K % 16 == 0");
+  constexpr int kRegs = MI * N_WG / 2;
+  constexpr int kARegs = MI * K / 4;  // 32-bit registers holding this thread's A halves
+  uint32_t* a32 = reinterpret_cast<uint32_t*>(const_cast<T*>(A));
+  warpgroup_fence_operand<kARegs>(a32);
+  warpgroup_fence_operand<kRegs>(C);
+  warpgroup_arrive();
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk) {
+    uint64_t db;
+    if constexpr (TB) {
+      constexpr int kB = KMajorSwizzle<LDB * 2>::kBytes;
+      db = wgmma_desc_advance(make_wgmma_desc<kB>(B, 16, 8 * kB), kk * 32);
+    } else {
+      static_assert(TB || N_WG % 64 == 0, "tl::gemm_rs_sm90: an N-major B needs 64-column panels");
+      db = wgmma_desc_advance(make_wgmma_desc<128>(B, K * 128, 1024), kk * 2048);
+    }
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) {
+      wgmma_rs<T, T, float, N_WG, !TB>(a32 + (mi * (K / 8) + 2 * kk) * 2, db, C + mi * (N_WG / 2), 1);
+    }
+  }
+  warpgroup_commit_batch();
+  warpgroup_wait<kWait>();
+  warpgroup_fence_operand<kRegs>(C);
+  warpgroup_fence_operand<kARegs>(a32);
+}
+
+}  // namespace tl

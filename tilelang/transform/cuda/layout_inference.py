@@ -80,6 +80,28 @@ def wgmma_ok(op: O.Gemm, threads: int) -> tuple[tuple | None, str | None]:
     return grid, None
 
 
+def wgmma_rs_ok(op: O.Gemm, threads: int) -> tuple[int | None, str | None]:
+    """(wg_m, None) when this gemm can take A from registers (wgmma RS, warpgroups split M only)."""
+    from ...layout.fragment import WGMMA_N
+
+    a, b, c = op.A.buffer, op.B.buffer, op.C.buffer
+    if a.scope != "fragment" or b.scope not in ("shared", "shared.dyn") or op.transpose_A:
+        return None, "A is not a register tile"
+    if a.dtype != b.dtype or a.dtype.name not in ("float16", "bfloat16") or c.dtype.name != "float32":
+        return None, f"RS wgmma here takes f16/bf16 inputs and f32 accumulators ({a.dtype}, {c.dtype})"
+    if not (whole(op.A, a) and whole(op.B, b) and whole(op.C, c)) or threads % 128:
+        return None, "operands must be whole tiles and threads whole warpgroups"
+    m, n, k = op.mnk
+    groups = threads // 128
+    if m % (groups * 64) or n not in WGMMA_N or k % 16:
+        return None, f"a {m}x{n}x{k} tile does not split over {groups} warpgroups as m64 rows x a wgmma width"
+    if op.transpose_B and const_int(b.shape[-1]) * b.dtype.bytes not in (32, 64, 128):
+        return None, "B's tile rows must be 32, 64 or 128 bytes"
+    if not op.transpose_B and n % 64:
+        return None, "a K x N B needs a multiple of 64 columns"
+    return groups, None
+
+
 def mma_ok(op: O.Gemm, threads: int):
     """(warps_m, warps_n) when this gemm can run on mma.sync with C in registers, else None."""
     a, b, c = op.A.buffer, op.B.buffer, op.C.buffer
@@ -108,6 +130,7 @@ class _Uses(Visitor):
         self.par_vars: list = []
         self.sm = sm
         self.wgmma_gemms: set = set()
+        self.rs_gemms: dict = {}  # id(gemm) -> (gemm, layout its register A must have)
         self.notes: list = []
 
     def bad(self, buf, why):
@@ -115,13 +138,31 @@ class _Uses(Visitor):
             self.demote.setdefault(buf.uid, why)
 
     def visit_Gemm(self, op: O.Gemm):
-        for r in (op.A, op.B):
-            self.bad(r.buffer, "used as a T.gemm A/B operand (needs every thread's elements)")
         c = op.C.buffer
+        rs = None
+        if self.sm >= 90 and op.A.buffer.uid in self.frags and c.uid in self.frags:
+            rs, why = wgmma_rs_ok(op, self.threads)
+            if rs is None:
+                self.notes.append(f"T.gemm {op.A.buffer.name} x {op.B.buffer.name}: A goes through shared "
+                                  f"memory ({why})")
+        for r in (op.A, op.B):
+            if not (rs is not None and r is op.A):
+                self.bad(r.buffer, "used as a T.gemm A/B operand (needs every thread's elements)")
         if c.uid not in self.frags:
             return
         if not whole(op.C, c):
             self.bad(c, "a slice of it is a T.gemm accumulator")
+            return
+        if rs is not None:
+            lay = WgmmaAccFragment(tuple(c.shape), rs, 1)
+            a_lay = WgmmaAccFragment(tuple(op.A.buffer.shape), rs, 1)
+            self.rs_gemms[id(op)] = (op, a_lay)
+            prev = self.strict.get(c.uid)
+            if prev is not None and prev != lay:
+                self.bad(c, "accumulator of two gemms with different warp layouts")
+            self.strict[c.uid] = lay
+            self.mma_gemms.add(id(op))
+            self.wgmma_gemms.add(id(op))
             return
         warps = mma_ok(op, self.threads)
         lay = None
@@ -239,6 +280,13 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80) -> LayoutPlan:
         if la is not None and lb is not None and la != lb:
             victim = b if a.uid in uses.strict else a
             uses.demote.setdefault(victim.uid, f"layout conflict with {(a if victim is b else b).name}")
+    # RS gemms: the A tile must end up in the layout the instruction reads; otherwise it goes
+    # through shared memory like any other operand
+    for op, a_lay in uses.rs_gemms.values():
+        a = op.A.buffer
+        if layouts.get(a.uid) != a_lay or a.uid in uses.demote:
+            uses.demote.setdefault(a.uid, "its layout is not the wgmma RS A layout")
+            uses.notes.append(f"T.gemm {a.name} x {op.B.buffer.name}: A goes through shared memory (layout)")
     plan = LayoutPlan()
     for uid in frags:
         if uid in uses.demote:
@@ -249,6 +297,7 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80) -> LayoutPlan:
     # a demoted accumulator cannot take the mma path with C in registers
     plan.mma_gemms = {g for g in uses.mma_gemms}
     plan.wgmma_gemms = set(uses.wgmma_gemms)
+    plan.rs_gemms = {k: v[1] for k, v in uses.rs_gemms.items()}
     plan.notes = list(uses.notes)
     return plan
 

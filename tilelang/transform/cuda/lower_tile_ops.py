@@ -237,7 +237,9 @@ class _Lower(Mutator):
 
         def make(cv, reg_ref):
             si, di = region_indices(op.src, cv), region_indices(op.dst, cv)
-            src = sreg[reg_ref.indices] if (sreg is not None and drive is op.src) else (
+            same = sreg is not None and dreg is not None and \
+                self.plan.layout(op.src.buffer) == self.plan.layout(op.dst.buffer)
+            src = sreg[reg_ref.indices] if (sreg is not None and (drive is op.src or same)) else (
                 sreg[self._slot_of(op.src.buffer, si)] if sreg is not None else
                 E.BufferLoad(op.src.buffer, si, op.src.buffer.dtype))
             val = E.cast(op.dst.buffer.dtype, src)
@@ -287,7 +289,9 @@ class _Lower(Mutator):
         creg = self.reg(op.C.buffer)
         lay = self.plan.layout(op.C.buffer) if creg is not None else None
         if id(op) in self.plan.mma_gemms and isinstance(lay, WgmmaAccFragment):
-            return self.wgmma_gemm(op, creg, lay)
+            out = self.wgmma_gemm(op, creg, lay)
+            if out is not None:
+                return out
         if id(op) in self.plan.mma_gemms and isinstance(lay, MmaAccFragment):
             return self.mma_gemm(op, creg, lay)
         m, n, k = op.mnk
@@ -334,6 +338,15 @@ class _Lower(Mutator):
 
     def wgmma_gemm(self, op: O.Gemm, creg: Buffer, lay: WgmmaAccFragment):
         a, b = op.A.buffer, op.B.buffer
+        areg = self.reg(a)
+        if areg is not None:
+            return self.wgmma_rs_gemm(op, areg, creg, lay)
+        if a.scope == "fragment":  # demoted A: now shared memory
+            a.scope = "shared.dyn"
+        if not (const_int(a.shape[-1]) * a.dtype.bytes in (32, 64, 128)):
+            self.warn(f"T.gemm {a.name} x {b.name} runs on CUDA cores: A in shared memory has rows of "
+                      f"{a.shape[-1]} elements, not a wgmma tile")
+            return None
         self.swizzled.add(a.uid)
         (self.swizzled if op.transpose_B else self.panels).add(b.uid)
         m, n, k = op.mnk
@@ -345,6 +358,20 @@ class _Lower(Mutator):
         call = Raw(f"tl::gemm_ss_sm90<{m}, {n}, {k}, {lay.wg_m}, {lay.wg_n}, {str(op.transpose_B).lower()}, "
                    f"{a.shape[-1]}, {b.shape[-1]}, {t}, {int(op.wg_wait)}>" "({0}, {1}, {2});",
                    (_addr(a), _addr(b), _addr(creg)), reads=(a, b))
+        self.uses_wgmma = True
+        return S.seq(*pre, call)
+
+    def wgmma_rs_gemm(self, op: O.Gemm, areg: Buffer, creg: Buffer, lay: WgmmaAccFragment):
+        b = op.B.buffer
+        (self.swizzled if op.transpose_B else self.panels).add(b.uid)
+        m, n, k = op.mnk
+        t = {"float16": "tl::half_t", "bfloat16": "tl::bfloat16_t"}[b.dtype.name]
+        pre = []
+        if op.clear_accum:
+            pre.append(self.visit_Fill(O.Fill(op.C, E.const(0, op.C.buffer.dtype))))
+        call = Raw(f"tl::gemm_rs_sm90<{m}, {n}, {k}, {lay.wg_m}, {str(op.transpose_B).lower()}, {b.shape[-1]}, "
+                   f"{t}, {int(op.wg_wait)}>" "({0}, {1}, {2});",
+                   (_addr(areg), _addr(b), _addr(creg)), reads=(b,))
         self.uses_wgmma = True
         return S.seq(*pre, call)
 

@@ -27,7 +27,7 @@ from ...ir.buffer import Buffer
 from ...ir.visitor import collect, substitute
 from ...op import tile_ops as O
 from ...op.regions import squeezed
-from .layout_inference import wgmma_ok
+from .layout_inference import wgmma_ok, wgmma_rs_ok
 from .lower_tile_ops import Raw
 
 
@@ -79,6 +79,27 @@ def _tma_plan(op: O.Copy):
     return None, f"the tile's rows are {row} bytes (TMA here: 32, 64, 128 or whole 128-byte panels)"
 
 
+def _hoistable_copies(body: list) -> list:
+    """global -> shared copies of the loop body the producer can issue at the iteration start:
+    their tiles are written nowhere else in the body and their offsets use no value computed in it."""
+    local_vars = {st.var for st in collect(S.seq(*body), lambda n: isinstance(n, S.LetStmt))}
+    local_vars |= {st.var for st in collect(S.seq(*body), lambda n: isinstance(n, S.For))}
+    out = []
+    for st in body:
+        if not (isinstance(st, O.Copy) and st.src.buffer.scope == "global"
+                and st.dst.buffer.scope in ("shared", "shared.dyn")):
+            continue
+        x = st.dst.buffer
+        writers = [n for n in collect(S.seq(*body), lambda n: isinstance(n, (S.BufferStore, O.Copy, O.Fill)))
+                   if n is not st and ((isinstance(n, S.BufferStore) and n.buffer is x)
+                                       or (isinstance(n, O.Copy) and n.dst.buffer is x)
+                                       or (isinstance(n, O.Fill) and n.dst.buffer is x))]
+        used = set(collect(st.src, lambda n: isinstance(n, E.Var)))
+        if not writers and not (used & local_vars):
+            out.append(st)
+    return out
+
+
 def _top_pipelined(body):
     stmts = list(body.stmts) if isinstance(body, S.SeqStmt) else [body]
     loops = [i for i, s in enumerate(stmts) if isinstance(s, S.For) and s.kind == "pipelined"]
@@ -95,10 +116,8 @@ def warp_specialize(k: S.KernelLaunch, warn):
     loop = stmts[li]
     stages = max(1, loop.annotation("num_stages", 0) or 1)
     body = list(loop.body.stmts) if isinstance(loop.body, S.SeqStmt) else [loop.body]
-    producers = []
-    while body and isinstance(body[0], O.Copy) and body[0].src.buffer.scope == "global" \
-            and body[0].dst.buffer.scope in ("shared", "shared.dyn"):
-        producers.append(body.pop(0))
+    producers = _hoistable_copies(body)
+    body = [b for b in body if not any(b is p for p in producers)]
     if not producers:
         return k, None
     tiles = {p.dst.buffer.uid for p in producers}
@@ -106,6 +125,8 @@ def warp_specialize(k: S.KernelLaunch, warn):
              if g.A.buffer.uid in tiles or g.B.buffer.uid in tiles]
     for g in gemms:
         grid, why = wgmma_ok(g, T)
+        if grid is None and g.A.buffer.scope == "fragment":
+            grid, why = wgmma_rs_ok(g, T)
         if grid is None:
             warn(f"no warp specialization (TMA pipeline): T.gemm {g.A.buffer.name} x {g.B.buffer.name} cannot use "
                  f"wgmma ({why})")
