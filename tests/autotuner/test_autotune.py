@@ -44,6 +44,7 @@ def test_tuning_returns_the_fastest_correct_kernel():
     assert all(r.error is None and r.latency > 0 for r in res.results)
     assert res.latency == min(r.latency for r in res.results)
     assert res.kernel is k and res.config in CONFIGS
+    assert (k.config, k.latency, k.ref_latency) == (res.config, res.latency, res.ref_latency)
     assert res.ref_latency > 0
     assert "mm(" in res.libcode
     a, b = torch.randn(64, 48), torch.randn(48, 96)

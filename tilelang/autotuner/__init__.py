@@ -78,7 +78,9 @@ class AutoTuneImpl:
         configs = self._config_list(args, kwargs)
         jit_impl = self.jit_impl
         if configs == [{}]:  # the caller fixed every tuned parameter: nothing to time
-            res = self._results[key] = AutotuneResult(None, {}, jit_impl.compile(*args, **kwargs))
+            kernel = jit_impl.compile(*args, **kwargs)
+            kernel.config, kernel.latency, kernel.ref_latency = {}, None, None
+            res = self._results[key] = AutotuneResult(None, {}, kernel)
             return res
 
         def compile_one(**cfg):

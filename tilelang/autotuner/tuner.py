@@ -124,34 +124,42 @@ class AutoTuner:
         ref_latency = None
         cached_inputs: dict = {}
         for cfg in self.configs:
-            r = ConfigResult(dict(cfg))
+            r, kernel, ins = self._try_config(cfg, warmup, rep, timeout, cached_inputs)
             results.append(r)
-            try:
-                t0 = time.perf_counter()
-                with _time_limit(timeout):
-                    kernel = self._compile(cfg)
-                    r.compile_seconds = time.perf_counter() - t0
-                    ins = self._inputs(kernel, cached_inputs)
-                    self._check(kernel, ins)
-                r.latency = kernel.get_profiler(self.profile_args["supply_type"]).do_bench(
-                    kernel, warmup=warmup, rep=rep, input_tensors=ins)
-                if ref_latency is None and self.profile_args["ref_prog"] is not None:
-                    ref = self.profile_args["ref_prog"]
-                    ref_latency = kernel.get_profiler().do_bench(ref, warmup=warmup, rep=rep, input_tensors=ins)
-            except _Timeout:
-                r.error = f"timed out after {timeout} s"
-            except (TileLangError, AssertionError, TypeError, ValueError, RuntimeError) as e:
-                r.error = f"{type(e).__name__}: {e}"
             if r.error is not None:
                 logger.info("autotune: config %s skipped: %s", cfg, r.error)
                 continue
             logger.info("autotune: config %s: %.4f ms", cfg, r.latency)
+            if ref_latency is None and self.profile_args["ref_prog"] is not None:
+                ref_latency = kernel.get_profiler().do_bench(self.profile_args["ref_prog"], warmup=warmup, rep=rep,
+                                                             input_tensors=ins)
             if best is None or r.latency < best[0]:
                 best = (r.latency, cfg, kernel)
         if best is None:
             lines = "\n".join(f"  {r.config}: {r.error.splitlines()[0]}" for r in results[:8])
             raise TileLangError(f"autotune: all {len(results)} configs failed:\n{lines}")
-        return AutotuneResult(best[0], dict(best[1]), best[2], ref_latency, results)
+        kernel = best[2]
+        # NOTE: public TileLang programs read these off the tuned kernel.
+        kernel.config, kernel.latency, kernel.ref_latency = dict(best[1]), best[0], ref_latency
+        return AutotuneResult(best[0], dict(best[1]), kernel, ref_latency, results)
+
+    def _try_config(self, cfg: dict, warmup, rep, timeout, cached_inputs: dict):
+        """Compile, check and time one config: (ConfigResult, kernel or None, inputs or None)."""
+        r = ConfigResult(dict(cfg))
+        kernel = ins = None
+        try:
+            t0 = time.perf_counter()
+            with _time_limit(timeout):
+                kernel = self._compile(cfg)
+                r.compile_seconds = time.perf_counter() - t0
+                ins = self._inputs(kernel, cached_inputs)
+                self._check(kernel, ins)
+            r.latency = kernel.get_profiler().do_bench(kernel, warmup=warmup, rep=rep, input_tensors=ins)
+        except _Timeout:
+            r.error = f"timed out after {timeout} s"
+        except (TileLangError, AssertionError, TypeError, ValueError, RuntimeError) as e:
+            r.error = f"{type(e).__name__}: {e}"
+        return r, kernel, ins
 
     def _compile(self, cfg: dict):
         from ..ir.stmt import PrimFunc
