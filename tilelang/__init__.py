@@ -9,6 +9,13 @@ from .jit import jit, compile, JITKernel  # noqa: F401
 __version__ = "0.1.0"
 
 
+def set_log_level(level) -> None:
+    """Level of the "tilelang" logger (autotuner progress and the like): "INFO", logging.DEBUG..."""
+    import logging
+
+    logging.getLogger("tilelang").setLevel(level.upper() if isinstance(level, str) else level)
+
+
 def __getattr__(name):
     # Heavier modules load on first use so `import tilelang` stays fast.
     if name == "language":
@@ -35,8 +42,8 @@ def __getattr__(name):
         import importlib
 
         return importlib.import_module("." + name, __name__)
-    if name == "disable_cache":
-        from .cache import disable_cache
+    if name in ("disable_cache", "enable_cache", "is_cache_enabled", "clear_cache"):
+        from . import cache
 
-        return disable_cache
+        return getattr(cache, name)
     raise AttributeError(f"module 'tilelang' has no attribute {name!r}")
