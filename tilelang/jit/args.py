@@ -38,11 +38,12 @@ class ArgBinder:
                             + (f"; missing {', '.join(missing)}" if missing else ""))
         values: list = [None] * len(self.params)
         env: dict = {}
+        deferred: list = []  # dims like `m * 2` met before `m` was bound
         device = None
         for i, a in zip(self.inputs, args):
             p = self.params[i]
             if isinstance(p, Buffer):
-                self._check_tensor(i, p, a, env, torch)
+                self._check_tensor(i, p, a, env, torch, deferred)
                 if device is None:
                     device = a.device
                 elif a.device != device:
@@ -51,7 +52,11 @@ class ArgBinder:
                 values[i] = a
             else:
                 values[i] = self._check_scalar(i, p, a)
+                if p in env and env[p] != values[i]:
+                    raise ValueError(f"{self._where(i)}: is {values[i]} but a tensor's shape already bound "
+                                     f"{p.name!r} to {env[p]}")
                 env[p] = values[i]
+        self._check_deferred(deferred, env)
         outs = []
         for i in self.out_idx:
             p = self.params[i]
@@ -69,7 +74,34 @@ class ArgBinder:
             outs.append(t)
         return values, env, outs
 
-    def _check_tensor(self, i, p: Buffer, a, env, torch):
+    def _check_deferred(self, deferred: list, env: dict) -> None:
+        """Dims that are expressions of symbolic dims, checked once every input is bound.
+
+        A dim like `m * 2` whose `m` no argument binds directly binds `m` by solving it.
+        """
+        for i, d, want_d, got in deferred:
+            v = _eval_dim(want_d, env)
+            if v is None:
+                self._solve(i, d, want_d, got, env)
+                v = _eval_dim(want_d, env)
+            if v != got:
+                shown = f"{want_d} = {v}" if v is not None else str(want_d)
+                raise ValueError(f"{self._where(i)}: dim {d} is {got}, expected {shown}")
+
+    def _solve(self, i, d, want_d, got, env) -> None:
+        from ..arith.simplify import _linear
+
+        lin = _linear(simplify(want_d))
+        free = [t for t in (lin[0] if lin else {}) if t not in env]
+        if lin is None or len(free) != 1 or not isinstance(free[0], E.Var) or len(lin[0]) != 1:
+            raise ValueError(f"{self._where(i)}: cannot infer the symbolic dims of dim {d} ({want_d}) from its "
+                             f"size {got}; let another argument have the plain dim")
+        var, k = free[0], lin[0][free[0]]
+        if (got - lin[1]) % k or (got - lin[1]) // k < 0:
+            raise ValueError(f"{self._where(i)}: dim {d} is {got}, which is not {want_d} for any {var.name}")
+        env[var] = (got - lin[1]) // k
+
+    def _check_tensor(self, i, p: Buffer, a, env, torch, deferred):
         if not isinstance(a, torch.Tensor):
             raise TypeError(f"{self._where(i)}: expected a torch.Tensor of shape {_shape_str(p)} and dtype "
                             f"{p.dtype}, got {type(a).__name__}")
@@ -93,9 +125,7 @@ class ArgBinder:
                                      f"already bound to {env[want_d]} by an earlier argument")
                 env[want_d] = int(got)
             else:
-                v = const_int(simplify(substitute(want_d, {k: E.as_expr(x) for k, x in env.items()})))
-                if v is not None and v != got:
-                    raise ValueError(f"{self._where(i)}: dim {d} is {got}, expected {want_d} = {v}")
+                deferred.append((i, d, want_d, int(got)))
         if self.device_type == "cuda" and a.data_ptr() % 16:
             raise ValueError(f"{self._where(i)}: the tensor's data pointer is not 16-byte aligned (storage offset "
                              f"{a.storage_offset()}); CUDA kernels use 16-byte vector accesses; pass .clone()")
@@ -120,6 +150,10 @@ class ArgBinder:
         if not lo <= int(a) <= hi:
             raise ValueError(f"{self._where(i)}: {int(a)} does not fit {p.dtype} (range {lo}..{hi})")
         return int(a)
+
+
+def _eval_dim(d, env: dict) -> int | None:
+    return const_int(simplify(substitute(E.as_expr(d), {k: E.as_expr(x) for k, x in env.items()})))
 
 
 def _int_range(d) -> tuple[int, int]:
