@@ -247,3 +247,11 @@ def test_internal_frames_can_be_shown(monkeypatch):
                 T.copy(A, 3)
     frames = [f.filename for f in traceback.extract_tb(info.value.__traceback__)]
     assert any(f.endswith("frontend/parser.py") for f in frames)
+
+
+def test_error_from_a_call_names_the_call():
+    with raises_at(DSLTypeError, "T.Kernel: expected a number or an expression, got str: 'x'", HERE, at("kernel")):
+        @T.prim_func
+        def k(A: T.Tensor((128,), "float32")):
+            with T.Kernel(1, threads="x") as bx:  # ERR-kernel
+                pass

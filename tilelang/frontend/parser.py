@@ -98,7 +98,7 @@ class Parser:
         try:
             return eval(code, self.scope)  # noqa: S307  (evaluating the user's own kernel source)
         except TileLangError as e:
-            raise e.with_span(self.span(node)) from None
+            raise _name_the_call(e, node).with_span(self.span(node)) from None
         except (_Return,):
             raise
         except NameError as e:
@@ -344,6 +344,19 @@ class Parser:
     def stmt_FunctionDef(self, node):
         raise self.error(DSLSyntaxError, "nested functions are not supported inside a kernel; "
                          "define a @T.macro outside it", node)
+
+
+def _name_the_call(e: TileLangError, node) -> TileLangError:
+    """Prefix `T.name: ` to an unlocated error from a T.* call whose message does not name it."""
+    f = node.func if isinstance(node, ast.Call) else None
+    if e.span is not None or not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)):
+        return e
+    name = f"{f.value.id}.{f.attr}"
+    if e.message.startswith(name) or e.message.startswith("T." + f.attr):
+        return e
+    err = type(e).__new__(type(e))
+    TileLangError.__init__(err, f"{name}: {e.message}", None)
+    return err
 
 
 def _find(node, pred):
