@@ -32,6 +32,13 @@ def run(name, cmd, timeout=300):
     return rc, text
 
 
+def _load(name):
+    try:
+        return json.loads((OUT / name).read_text())
+    except Exception:  # noqa: BLE001 - a benchmark that did not run leaves no (or a partial) file
+        return None
+
+
 py = sys.executable
 run("nvidia-smi", ["nvidia-smi", "--query-gpu=name,driver_version,clocks.sm", "--format=csv"])
 run("pytest_cuda", [py, "-m", "pytest", "-q", "-x", "-m", "cuda", "tests", "-p", "no:cacheprovider"], 600)
@@ -43,15 +50,31 @@ if "--quick" not in sys.argv:
         for tool in ("memcheck", "racecheck"):
             run(f"sanitizer_{tool}_{ex}", [san, "--tool", tool, "--error-exitcode", "9", py,
                                            str(ROOT / "examples" / f"{ex}.py"), "--target", "cuda"], 300)
-    run("bench_gemm", [py, str(ROOT / "benchmarks" / "gemm.py"), "--json", str(OUT / "gemm.json")], 600)
+    run("bench_gemm", [py, str(ROOT / "benchmarks" / "gemm.py"), "--json", str(OUT / "gemm.json")], 900)
+    run("bench_attention", [py, str(ROOT / "benchmarks" / "attention.py"), "--json", str(OUT / "attention.json")],
+        600)
+    run("bench_launch_overhead", [py, str(ROOT / "benchmarks" / "launch_overhead.py"), "--json",
+                                  str(OUT / "launch_overhead.json")], 300)
 
 (OUT / "results.json").write_text(json.dumps(results, indent=1))
 print("\n==== summary ====")
 for r in results:
     ok = "ok" if r["rc"] == 0 else f"FAIL({r['rc']})"
     print(f"{r['name']:34s} {ok:10s} {r['seconds']:7.1f}s")
-gj = OUT / "gemm.json"
-if gj.exists():
-    for row in json.loads(gj.read_text()):
-        print(f"gemm fp16 {row['size']}^3: ours {row['ours_tflops']} TFLOP/s  cuBLAS {row['cublas_tflops']}  "
-              f"ratio {row['ratio']}  cfg {row['config']}")
+gj = _load("gemm.json") or {}
+for row in gj.get("gemm", []):
+    print(f"gemm {row['dtype']} {row['shape']} [{row['path']}]: ours {row['ours']} TFLOP/s  cuBLAS {row['cuBLAS']}  "
+          f"Triton {row['Triton']}  ours/cuBLAS {row['ours/cuBLAS']}  ours/Triton {row['ours/Triton']}  "
+          f"cfg {row['best_cfg']} {row['isa']}")
+for row in gj.get("canonical", []):
+    print(f"gemm+relu canonical {row['shape']} [{row['path']}]: ours {row['ours']}  cuBLAS+relu {row['cuBLAS+relu']}  "
+          f"ratio {row['ours/cuBLAS']}")
+for row in gj.get("fp8", []):
+    print(f"gemm fp8 {row['shape']}: ours {row['ours']} ({row['isa']})  _scaled_mm {row['scaled_mm']}  "
+          f"fast-accum {row['scaled_mm_fast']}  ratio {row['ours/best_scaled_mm']}")
+for row in (_load("attention.json") or {}).get("attention", []):
+    print(f"attention {row['case']}: ours {row['ours']} TFLOP/s  cuDNN {row['cuDNN']}  flash {row['flash']}  "
+          f"ours/cuDNN {row['ours/cuDNN']}  ours/flash {row['ours/flash']}  cfg {row['best_cfg']}")
+for row in (_load("launch_overhead.json") or {}).get("launch_overhead", []):
+    print(f"launch {row['variant']:34s} {row['us_per_call']} us/call wall  (host {row['host_us']}, "
+          f"device {row['device_us']})  {row['note']}")
