@@ -114,7 +114,7 @@ def test_supply_types(supply):
     elif supply is TensorSupplyType.Integer:
         assert (A == A.round()).all() and A.min() >= -2 and A.max() <= 2
     elif supply is TensorSupplyType.Uniform:
-        assert A.min() >= -1 and A.max() < 1
+        assert A.min() >= -1 and A.max() <= 1 and A.float().std() > 0.3  # fp16 rounds 0.9999 up to 1
     else:
         assert 0.5 < A.float().std() < 1.5
     prof.assert_allclose(ref_mm)

@@ -19,7 +19,7 @@ class TensorSupplyType(Enum):
 
     Auto     normal(0, 1) for floats, small integers for integer dtypes, random bools
     Integer  small whole numbers (-2..2; 0..3 for unsigned), in the tensor's dtype
-    Uniform  uniform on [-1, 1) for floats (integers as for Integer)
+    Uniform  uniform on [-1, 1] for floats (1 only by rounding to the dtype; integers as for Integer)
     Normal   normal(0, 1) for floats (integers as for Integer)
     Randn    same as Normal (kept for source compatibility)
     Zero     all zeros
