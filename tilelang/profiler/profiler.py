@@ -141,13 +141,16 @@ class Profiler:
 
     # ------------------------------------------------------------ timing
     def do_bench(self, func: Callable | None = None, warmup: float = 25, rep: float = 100, n_warmup: int = 0,
-                 n_repeat: int = 0, input_tensors: Sequence | None = None, return_mode: str = "mean",
-                 quantiles=None):
+                 n_repeat: int = 0, input_tensors: Sequence | None = None, backend: str = "event",
+                 quantiles=None, return_mode: str = "mean"):
         """Milliseconds per call of `func(*inputs)` (the kernel when func is None).
 
         `warmup`/`rep` are time budgets in ms; `n_warmup`/`n_repeat` fix call counts instead.
-        Times use CUDA events for CUDA kernels and perf_counter on the CPU.
+        Times use CUDA events for CUDA kernels and perf_counter on the CPU (`backend="cupti"`
+        is accepted for source compatibility and also timed with events).
         """
+        if backend not in ("event", "cupti"):
+            raise ValueError(f"do_bench: backend must be 'event' or 'cupti', got {backend!r}")
         fn = self.kernel if func is None else func
         ins = self._get_inputs() if input_tensors is None else list(input_tensors)
         return _do_bench(lambda: fn(*ins), warmup=warmup, rep=rep, n_warmup=n_warmup, n_repeat=n_repeat,
