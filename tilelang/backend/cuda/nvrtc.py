@@ -139,9 +139,11 @@ def _check(nvrtc, result, what: str):
 
 def _get_blob(nvrtc, prog, size_fn, get_fn) -> bytes:
     size = _check(nvrtc, size_fn(prog), size_fn.__name__)
-    buf = b" " * size
+    # NOTE: NVRTC writes into this buffer, so it must be a fresh object: `b" " * 1` (an empty
+    # log) is CPython's shared one-byte singleton, and writing its NUL corrupted every " ".
+    buf = bytes(size + 16)
     _check(nvrtc, get_fn(prog, buf), get_fn.__name__)
-    return buf
+    return buf[:size]
 
 
 def build_options(arch: str, options=(), *, lineinfo: bool = False,
