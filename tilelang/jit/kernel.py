@@ -74,6 +74,15 @@ class JITKernel:
         return self.prim_func.params
 
     def __call__(self, *args, stream=None, **kwargs):
+        fast = self._fast_call()
+        if fast is not None and not kwargs:
+            got = fast(args)
+            if got is not None:
+                cvals, outs = got
+                self.artifact.launch(cvals, stream=stream)
+                if not outs:
+                    return None
+                return outs[0] if len(outs) == 1 else outs
         try:
             if kwargs:
                 args = self._merge_kwargs(args, kwargs)
@@ -85,6 +94,21 @@ class JITKernel:
         if not outs:
             return None
         return outs[0] if len(outs) == 1 else outs
+
+    def _fast_call(self):
+        """The static-shape CUDA fast path (built on first call), or None where it does not apply."""
+        fast = self.__dict__.get("_fast", False)
+        if fast is False:
+            fast = None
+            if self.target.kind == "cuda":
+                from .fast_call import FastCall
+
+                try:
+                    fast = FastCall(self)
+                except ValueError:
+                    fast = None
+            self._fast = fast
+        return fast
 
     def _merge_kwargs(self, args: tuple, kwargs: dict) -> tuple:
         """Inputs may also be passed by parameter name: kernel(A=a, B=b)."""

@@ -124,6 +124,9 @@ def current_stream() -> int:
     """torch's current CUDA stream as a raw CUstream handle (int)."""
     import torch
 
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:  # ~0.3 us instead of ~2 us through torch.cuda.current_stream()
+        return raw(torch._C._cuda_getDevice())
     return torch.cuda.current_stream().cuda_stream
 
 
