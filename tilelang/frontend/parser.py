@@ -409,13 +409,21 @@ def _evaluated_annotations(fn) -> dict:
 
 
 @user_facing()
-def parse_prim_func(fn) -> S.PrimFunc:
-    """`@T.prim_func`: parameters come from annotations; the body must hold one T.Kernel."""
+def parse_prim_func(fn, outer: dict | None = None) -> S.PrimFunc:
+    """`@T.prim_func`: parameters come from annotations; the body must hold one T.Kernel.
+
+    `outer`: the defining scope's names, used where the function's own closure lacks them
+    (string annotations under `from __future__ import annotations`).
+    """
     from ..language.types import TensorSpec
 
     src = _Source.of(fn)
     builder = B.Builder()
-    parser = Parser(fn, builder)
+    scope = closure_scope(fn)
+    if outer:
+        for k, v in outer.items():
+            scope.setdefault(k, v)
+    parser = Parser(fn, builder, scope)
     params = []
     args = src.node.args
     evaluated = _evaluated_annotations(fn)

@@ -40,6 +40,44 @@ class FastCall:
         self.artifact = kernel.artifact
         self.index = index
         self.single = len(self.outputs) == 1
+        art = kernel.artifact
+        if art._dynamic_grid():
+            raise ValueError("grids that depend on arguments take the general path")
+        self.launch_dims = (art._static_grid(), (art.csource.threads, 1, 1), art.csource.smem_bytes)
+        self.simple = all(step[0] == "t" for step in self.arg_plan)
+        # C argument slot of each input / output tensor when every argument is a tensor pointer
+        slot = {step[1]: k for k, step in enumerate(self.arg_plan) if step[0] == "t"}
+        self.in_slots = [slot.get(i) for i, _, _ in self.inputs]
+        self.out_slots = [slot.get(i) for i, _, _ in self.outputs]
+
+    def launch_simple(self, args, stream):
+        """All-pointer kernels: check, allocate outputs, launch; None when the plan does not match."""
+        if len(args) != len(self.inputs):
+            return None
+        tensor = self.torch.Tensor
+        cvals = [0] * len(self.arg_plan)
+        device = None
+        for (i, dtype, shape), k, a in zip(self.inputs, self.in_slots, args):
+            if a.__class__ is not tensor or a.dtype is not dtype or a.shape != shape or not a.is_cuda \
+                    or not a.is_contiguous():
+                return None
+            p = a.data_ptr()
+            if p % 16:
+                return None
+            d = a.get_device()
+            if device is None:
+                device = d
+            elif d != device:
+                return None
+            cvals[k] = p
+        outs = []
+        for (i, dtype, shape), k in zip(self.outputs, self.out_slots):
+            t = self.torch.empty(shape, dtype=dtype, device=device if device is not None else "cuda")
+            cvals[k] = t.data_ptr()
+            outs.append(t)
+        grid, block, smem = self.launch_dims
+        self.artifact._function().launch(grid, block, smem, cvals, stream)
+        return outs
 
     def __call__(self, args):
         """(C argument values, outputs) or None when anything differs from the static plan."""

@@ -75,7 +75,11 @@ class JITKernel:
 
     def __call__(self, *args, stream=None, **kwargs):
         fast = self._fast_call()
-        if fast is not None and not kwargs:
+        if fast is not None and not kwargs and fast.simple:
+            outs = fast.launch_simple(args, stream)
+            if outs is not None:
+                return None if not outs else (outs[0] if len(outs) == 1 else outs)
+        elif fast is not None and not kwargs:
             got = fast(args)
             if got is not None:
                 cvals, outs = got

@@ -41,9 +41,15 @@ def prim_func(func=None, *, private=False, check_well_formed=False):
                 for i in T.Parallel(128):
                     B[bx * 128 + i] = A[bx * 128 + i] + 1
     """
+    import sys
+
+    # The defining scope, for annotations that are only strings (`from __future__ import
+    # annotations`) and name factory locals the body never mentions.
+    caller = sys._getframe(1)
+    outer = {**caller.f_globals, **caller.f_locals}
     if func is None:
-        return lambda f: _parse_prim_func(f)
-    return _parse_prim_func(func)
+        return lambda f: _parse_prim_func(f, outer)
+    return _parse_prim_func(func, outer)
 
 
 def Layout(shape, forward_fn):
