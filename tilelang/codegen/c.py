@@ -58,6 +58,20 @@ nearbyintf fmaxf fminf q
 """.split())
 
 
+_CXX_RESERVED = frozenset("""
+class namespace template typename new delete this operator private public protected virtual friend
+explicit mutable using try catch throw nullptr constexpr decltype static_assert alignas alignof
+""".split())
+
+
+def entry_name(name: str) -> str:
+    """The exported symbol for a kernel: its own name unless that is a C/C++ keyword or clashes."""
+    safe = "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "kernel"
+    if safe in _RESERVED or safe in _CXX_RESERVED or safe[0].isdigit() or safe.startswith("__"):
+        return "tl_kernel_" + safe
+    return safe
+
+
 def unique_names(func: S.PrimFunc) -> S.PrimFunc:
     """Give every loop/let/block variable and tile buffer a distinct C name.
 
@@ -146,7 +160,7 @@ class CCodegen:
             kinds.append(("dim", v))
             args.append(f"int64_t {v.name}")
         self.expr.nonneg.update(dims)
-        entry = f"{f.name}"
+        entry = entry_name(f.name)
         self.emit('#include "cpu/tl_cpu.h"')
         self.emit("#include <stdbool.h>")
         self.emit("#include <stdio.h>")

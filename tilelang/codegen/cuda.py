@@ -86,7 +86,9 @@ class CudaCodegen(CCodegen):
         self.emit('#include "tl/c_compat.h"')
         self.emit("")
         bounds = f"{T}, 1" if self.ws else f"{T}"
-        self.emit(f'extern "C" __global__ void __launch_bounds__({bounds}) {f.name}({", ".join(args)}) {{')
+        from .c import entry_name
+
+        self.emit(f'extern "C" __global__ void __launch_bounds__({bounds}) {entry_name(f.name)}({", ".join(args)}) {{')
         self.depth += 1
         self.emit("extern __shared__ __align__(1024) unsigned char tl_smem[];")
         self.emit("const int tid = threadIdx.x;")
@@ -110,7 +112,7 @@ class CudaCodegen(CCodegen):
         self.stmt(k.body)
         self.depth -= 1
         self.emit("}")
-        return CudaSource("\n".join(self.lines) + "\n", f.name, tuple(kinds), tuple(sig), smem, T, tuple(k.grid),
+        return CudaSource("\n".join(self.lines) + "\n", entry_name(f.name), tuple(kinds), tuple(sig), smem, T, tuple(k.grid),
                           tuple(self.asserts))
 
     def block_indices(self, k: S.KernelLaunch):
