@@ -166,6 +166,8 @@ class CExpr:
             return self.math(d, _FLOAT_FN[op], args)
         if op.startswith("atomic_"):
             return self.atomic(e)
+        if op.startswith("tl_"):  # a helper of the target's header (e.g. tl_quad_max on CUDA)
+            return f"{op}({', '.join(args)})"
         raise NotImplementedError(f"no C lowering for intrinsic {op!r}")
 
     def math(self, d, name, args, wrap=True):

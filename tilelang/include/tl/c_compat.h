@@ -74,3 +74,17 @@ TL_DEVICE void tl_store2(T* p, T a, T b) {
   struct alignas(2 * sizeof(T)) Pair { T x, y; };
   *reinterpret_cast<Pair*>(p) = Pair{a, b};
 }
+
+// Row reductions over an mma/wgmma accumulator: the 4 lanes of a quad hold one row.
+TL_DEVICE float tl_quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+TL_DEVICE float tl_quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+TL_DEVICE float tl_quad_min(float v) {
+  v = fminf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fminf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}

@@ -23,7 +23,8 @@ from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
 from ...ir.visitor import Visitor, collect
-from ...layout.fragment import FlatFragment, MmaAccFragment, WgmmaAccFragment, choose_warpgroups, choose_warps
+from ...layout.fragment import (FlatFragment, MmaAccFragment, RowFragment, WgmmaAccFragment, choose_warpgroups,
+                                choose_warps, row_fragment_ok)
 from ...op import tile_ops as O
 from ...op.regions import squeezed
 
@@ -131,6 +132,8 @@ class _Uses(Visitor):
         self.sm = sm
         self.wgmma_gemms: set = set()
         self.rs_gemms: dict = {}  # id(gemm) -> (gemm, layout its register A must have)
+        self.row_uses: list = []  # (1-d fragment read as R[i], the loop's exact fragments)
+        self.reduces: list = []
         self.notes: list = []
 
     def bad(self, buf, why):
@@ -217,21 +220,29 @@ class _Uses(Visitor):
             vars_.append(body.var)
             exts.append(const_int(body.extent))
             body = body.body
-        exact = []
+        exact, rows = [], []
         for ld in collect(body, lambda n: isinstance(n, (E.BufferLoad, S.BufferStore))):
             buf = ld.buffer
             if buf.uid not in self.frags:
                 continue
             if tuple(ld.indices) == tuple(vars_) and tuple(const_int(x) for x in buf.shape) == tuple(exts):
                 exact.append(buf)
+            elif isinstance(ld, E.BufferLoad) and len(vars_) == 2 and buf.ndim == 1 and \
+                    tuple(ld.indices) == (vars_[0],) and const_int(buf.shape[0]) == exts[0]:
+                rows.append(buf)  # a per-row value read across a row: fine if it follows the row layout
             else:
                 self.bad(buf, f"indexed as {buf.name}[{', '.join(str(i) for i in ld.indices)}] in a T.Parallel "
                               f"over {tuple(exts)}")
         for a, b in zip(exact, exact[1:]):
             self.links.append((a, b))
+        for r in rows:
+            self.row_uses.append((r, exact))
         for inner in collect(body, lambda n: isinstance(n, S.For) and n.kind == "parallel"):
             for ld in collect(inner, lambda n: isinstance(n, (E.BufferLoad, S.BufferStore))):
                 self.bad(ld.buffer, "used in a nested T.Parallel")
+
+    def visit_Reduce(self, op: O.Reduce):
+        self.reduces.append(op)
 
     def visit_BufferStore(self, s: S.BufferStore):
         self.bad(s.buffer, "stored outside a T.Parallel loop")
@@ -263,6 +274,27 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80) -> LayoutPlan:
             elif lb is not None and la is None and a.uid not in uses.strict:
                 layouts[a.uid] = lb
                 changed = True
+    # per-row values of an accumulator (row max / sum in softmax) take its row layout
+    def acc_rows(lay):
+        return RowFragment(lay) if isinstance(lay, (MmaAccFragment, WgmmaAccFragment)) and row_fragment_ok(lay) \
+            else None
+
+    for op in uses.reduces:
+        if op.src.ndim == 2 and op.dim == 1 and op.dst.ndim == 1 and layouts.get(op.dst.uid) is None \
+                and op.dst.uid in frags and op.src.uid in frags:
+            layouts[op.dst.uid] = acc_rows(layouts.get(op.src.uid))
+    for r, exact in uses.row_uses:
+        if layouts.get(r.uid) is None and exact:
+            layouts[r.uid] = acc_rows(layouts.get(exact[0].uid))
+    changed = True
+    while changed:
+        changed = False
+        for a, b in uses.links:
+            la, lb = layouts.get(a.uid), layouts.get(b.uid)
+            if la is not None and lb is None:
+                layouts[b.uid], changed = la, True
+            elif lb is not None and la is None:
+                layouts[a.uid], changed = lb, True
     # free
     for uid, buf in frags.items():
         if layouts[uid] is None:
@@ -287,6 +319,12 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80) -> LayoutPlan:
         if layouts.get(a.uid) != a_lay or a.uid in uses.demote:
             uses.demote.setdefault(a.uid, "its layout is not the wgmma RS A layout")
             uses.notes.append(f"T.gemm {a.name} x {op.B.buffer.name}: A goes through shared memory (layout)")
+    # R[i] in a loop over an accumulator: R must hold that accumulator's rows
+    for r, exact in uses.row_uses:
+        live = [b for b in exact if b.uid not in uses.demote]
+        want = acc_rows(layouts.get(live[0].uid)) if live else None
+        if want is None or layouts.get(r.uid) != want:
+            uses.demote.setdefault(r.uid, f"read as {r.name}[i] across rows of a tile it is not laid out with")
     plan = LayoutPlan()
     for uid in frags:
         if uid in uses.demote:

@@ -20,7 +20,7 @@ from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer, BufferRegion
 from ...ir.visitor import Mutator, collect, substitute
-from ...layout.fragment import FlatFragment, MmaAccFragment, WgmmaAccFragment
+from ...layout.fragment import FlatFragment, MmaAccFragment, RowFragment, WgmmaAccFragment
 from ...op import tile_ops as O
 from ...op.regions import squeezed
 from ..lower_tile_ops_cpu import in_bounds, region_indices
@@ -153,7 +153,7 @@ class _Lower(Mutator):
         if driver is not None:
             def make(l, cvars):
                 b = substitute(body, dict(zip(vars_, cvars)))
-                return _RegAccess(self, cvars, l).visit(b)
+                return _RegAccess(self, cvars, l, driver).visit(b)
             return self.slot_loop(driver, make)
         return self.flat_loop(exts, lambda cvars: self.visit(substitute(body, dict(zip(vars_, cvars)))))
 
@@ -375,8 +375,36 @@ class _Lower(Mutator):
         self.uses_wgmma = True
         return S.seq(*pre, call)
 
+    def row_reduce(self, op: O.Reduce, sreg: Buffer, dreg: Buffer, lay: RowFragment):
+        """Rows of an accumulator: fold this thread's columns, then its quad with xor-shuffles."""
+        dt_ = op.dst.dtype
+        comb = {"sum": lambda x, y: x + y, "abssum": lambda x, y: x + y,
+                "max": lambda x, y: E.call("max", x, y), "absmax": lambda x, y: E.call("max", x, y),
+                "min": lambda x, y: E.call("min", x, y)}[op.kind]
+        quad = {"sum": "sum", "abssum": "sum", "max": "max", "absmax": "max", "min": "min"}[op.kind]
+        self.nreduce = getattr(self, "nreduce", 0) + 1
+        tmp = Buffer(f"racc{self.nreduce}", (1,), dt_, "local.var")
+        out = [S.Allocate(tmp)]
+        zero = (E.as_expr(0),)
+        for s in range(lay.nlocal):
+            for n, l in enumerate(lay.acc_slots(s)):  # one statement per column: no nested ternaries
+                v = E.cast(dt_, E.BufferLoad(sreg, (E.as_expr(l),), sreg.dtype))
+                if op.kind in ("abssum", "absmax"):
+                    v = E.call("abs", v)
+                out.append(S.BufferStore(tmp, zero, v if n == 0 else comb(tmp[0], v)))
+            total = E.Call(f"tl_quad_{quad}", (tmp[0],), dt_)
+            if not op.clear:
+                total = comb(E.BufferLoad(dreg, (E.as_expr(s),), dt_), total)
+            out.append(S.BufferStore(dreg, (E.as_expr(s),), total))
+        return S.seq(*out)
+
     def visit_Reduce(self, op: O.Reduce):
         src, dst = op.src, op.dst
+        sreg, dreg = self.reg(src), self.reg(dst)
+        if sreg is not None and dreg is not None and op.dim == src.ndim - 1:
+            lay = self.plan.layout(dst)
+            if isinstance(lay, RowFragment) and lay.acc == self.plan.layout(src) and dst.dtype.is_float:
+                return self.row_reduce(op, sreg, dreg, lay)
         out = []
         if self.reg(src) is not None:
             scratch = self.scratch_of.get(src.uid)
@@ -480,12 +508,15 @@ class _Lower(Mutator):
 class _RegAccess(Mutator):
     """Inside a slot loop: F[i, j] (the loop's coords) -> F_reg[l] for register fragments."""
 
-    def __init__(self, low: _Lower, cvars, l):
-        self.low, self.cvars, self.l = low, tuple(cvars), l
+    def __init__(self, low: _Lower, cvars, l, driver=None):
+        self.low, self.cvars, self.l, self.driver = low, tuple(cvars), l, driver
 
     def visit_BufferLoad(self, e: E.BufferLoad):
         r = self.low.reg(e.buffer)
         if r is not None:
+            lay = self.low.plan.layout(e.buffer)
+            if isinstance(lay, RowFragment) and lay.acc == self.driver:  # R[i] in a loop over its accumulator
+                return E.BufferLoad(r, (simplify(lay.slot_of_acc(self.l)),), e.dtype)
             return E.BufferLoad(r, (self.l,), e.dtype)
         return self.generic(e)
 
