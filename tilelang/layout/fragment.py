@@ -162,58 +162,64 @@ class WgmmaAccFragment:
 
 @dataclass(frozen=True)
 class RowFragment:
-    """Per-row values (a 1-d tile of the rows of an mma/wgmma accumulator `acc`), in registers.
+    """Per-row values (a 1-d tile over the rows of an mma/wgmma accumulator), in registers.
 
-    Each thread keeps the rows it owns in `acc`: for row block mi, rows g and g + 8 of its
-    16-row slice, so slot s = 2*mi + h. The 4 lanes of a quad (same g) hold copies; a row
-    reduction combines a thread's own columns, then the quad with two xor-shuffles.
+    Each thread keeps the rows it owns in the accumulator: for row block mi, rows g and
+    g + 8 of its 16-row slice, so slot s = 2*mi + h. The 4 lanes of a quad (same g) hold
+    copies; a row reduction combines a thread's own columns, then the quad with two
+    xor-shuffles. Only the row split matters, so accumulators of any width share it.
     Requires rows not to be split across warps (warps_n == 1 / wg_n == 1).
     """
 
-    acc: object  # MmaAccFragment | WgmmaAccFragment
+    kind: str  # "mma" | "wgmma"
+    rows: int
+    groups: int  # warps_m (mma) or wg_m (wgmma)
 
     exact = True
 
+    @staticmethod
+    def of(acc) -> "RowFragment":
+        if isinstance(acc, MmaAccFragment):
+            return RowFragment("mma", acc.shape[0], acc.warps_m)
+        return RowFragment("wgmma", acc.shape[0], acc.wg_m)
+
     @property
     def shape(self) -> tuple:
-        return (self.acc.shape[0],)
+        return (self.rows,)
 
     @property
     def _mi(self) -> int:
-        return self.acc.mi if isinstance(self.acc, MmaAccFragment) else self.acc.m_wg // 64
-
-    @property
-    def _ni(self) -> int:
-        return self.acc.ni if isinstance(self.acc, MmaAccFragment) else self.acc.n_wg // 8
+        return (self.rows // self.groups) // (16 if self.kind == "mma" else 64)
 
     @property
     def nlocal(self) -> int:
         return 2 * self._mi
 
-    @property
-    def threads(self) -> int:
-        return self.acc.threads
-
     def coords(self, tid, s) -> tuple:
         lane = tid % 32
-        if isinstance(self.acc, MmaAccFragment):
-            wm = (tid // 32) % self.acc.warps_m
-            return (wm * self.acc.wm_tile + (s // 2) * 16 + lane // 4 + 8 * (s % 2),)
-        wg = tid // 128
-        wgm = wg % self.acc.wg_m
-        return (wgm * self.acc.m_wg + (s // 2) * 64 + ((tid // 32) % 4) * 16 + lane // 4 + 8 * (s % 2),)
+        tile = self.rows // self.groups
+        if self.kind == "mma":
+            wm = (tid // 32) % self.groups
+            return (wm * tile + (s // 2) * 16 + lane // 4 + 8 * (s % 2),)
+        wgm = (tid // 128) % self.groups
+        return (wgm * tile + (s // 2) * 64 + ((tid // 32) % 4) * 16 + lane // 4 + 8 * (s % 2),)
 
-    def slot_of_acc(self, l):
+    @staticmethod
+    def _ni(acc) -> int:
+        return acc.ni if isinstance(acc, MmaAccFragment) else acc.n_wg // 8
+
+    def slot_of_acc(self, l, acc):
         """Row slot holding the row of accumulator slot l."""
-        return (l // (4 * self._ni)) * 2 + (l % 4) // 2
+        return (l // (4 * self._ni(acc))) * 2 + (l % 4) // 2
 
-    def acc_slots(self, s: int) -> list:
+    def acc_slots(self, s: int, acc) -> list:
         """Accumulator slots (python ints) in row slot s."""
         mi, h = divmod(s, 2)
-        return [(mi * self._ni + ni) * 4 + h * 2 + c for ni in range(self._ni) for c in range(2)]
+        ni = self._ni(acc)
+        return [(mi * ni + n) * 4 + h * 2 + c for n in range(ni) for c in range(2)]
 
     def key(self):
-        return ("row", self.acc.key())
+        return ("row", self.kind, self.rows, self.groups)
 
 
 def row_fragment_ok(acc) -> bool:

@@ -60,3 +60,28 @@ def test_gemm_sass_uses_tensor_cores_and_async_copies(arch, ops):
     for op in ("LDL", "STL"):
         assert f" {op}" not in text, f"local memory ({op}) in the GEMM's SASS"
     _ = sass
+
+
+@pytest.mark.nvrtc
+def test_flash_attention_row_fragments_compile_register_resident():
+    """With tl.enable_row_fragments the softmax row values stay in registers (no shared fallback)."""
+    import sys
+
+    import tilelang
+
+    sys.path.insert(0, str(ROOT / "examples"))
+    import flash_attention as fa
+
+    func = fa.flashattn.__wrapped__(1, 2, 256, 64, True)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        k = tilelang.compile(func, out_idx=[3], target="cuda -arch=sm_90a",
+                             pass_configs={"tl.enable_row_fragments": True})
+    msgs = [str(x.message) for x in w]
+    assert not [m for m in msgs if "kept in shared memory" in m], msgs
+    src = k.get_kernel_source()
+    assert "tl_quad_max(" in src and "tl_quad_sum(" in src
+    # every shuffle is a statement of its own (all lanes reach it), never inside a select
+    for line in src.splitlines():
+        if "tl_quad_" in line:
+            assert "?" not in line, line

@@ -253,7 +253,7 @@ class _Uses(Visitor):
         self.generic(e)
 
 
-def infer_layouts(kernel: S.KernelLaunch, sm: int = 80) -> LayoutPlan:
+def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = False) -> LayoutPlan:
     threads = kernel.threads[0] * kernel.threads[1] * kernel.threads[2]
     frags = {a.buffer.uid: a.buffer for a in collect(kernel.body, lambda n: isinstance(n, S.Allocate))
              if a.buffer.scope == "fragment"}
@@ -276,7 +276,9 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80) -> LayoutPlan:
                 changed = True
     # per-row values of an accumulator (row max / sum in softmax) take its row layout
     def acc_rows(lay):
-        return RowFragment(lay) if isinstance(lay, (MmaAccFragment, WgmmaAccFragment)) and row_fragment_ok(lay) \
+        if not row_fragments:
+            return None
+        return RowFragment.of(lay) if isinstance(lay, (MmaAccFragment, WgmmaAccFragment)) and row_fragment_ok(lay) \
             else None
 
     for op in uses.reduces:

@@ -387,12 +387,15 @@ class _Lower(Mutator):
         out = [S.Allocate(tmp)]
         zero = (E.as_expr(0),)
         for s in range(lay.nlocal):
-            for n, l in enumerate(lay.acc_slots(s)):  # one statement per column: no nested ternaries
+            for n, l in enumerate(lay.acc_slots(s, self.plan.layout(op.src))):  # one statement per column: no nested ternaries
                 v = E.cast(dt_, E.BufferLoad(sreg, (E.as_expr(l),), sreg.dtype))
                 if op.kind in ("abssum", "absmax"):
                     v = E.call("abs", v)
                 out.append(S.BufferStore(tmp, zero, v if n == 0 else comb(tmp[0], v)))
-            total = E.Call(f"tl_quad_{quad}", (tmp[0],), dt_)
+            # NOTE: the shuffle is a statement of its own, executed by every lane: inside a
+            # select (T.max prints as a ternary) only some lanes would reach it and hang.
+            out.append(S.BufferStore(tmp, zero, E.Call(f"tl_quad_{quad}", (tmp[0],), dt_)))
+            total = tmp[0]
             if not op.clear:
                 total = comb(E.BufferLoad(dreg, (E.as_expr(s),), dt_), total)
             out.append(S.BufferStore(dreg, (E.as_expr(s),), total))
@@ -403,7 +406,9 @@ class _Lower(Mutator):
         sreg, dreg = self.reg(src), self.reg(dst)
         if sreg is not None and dreg is not None and op.dim == src.ndim - 1:
             lay = self.plan.layout(dst)
-            if isinstance(lay, RowFragment) and lay.acc == self.plan.layout(src) and dst.dtype.is_float:
+            src_lay = self.plan.layout(src)
+            if isinstance(lay, RowFragment) and isinstance(src_lay, (MmaAccFragment, WgmmaAccFragment)) \
+                    and RowFragment.of(src_lay) == lay and dst.dtype.is_float:
                 return self.row_reduce(op, sreg, dreg, lay)
         out = []
         if self.reg(src) is not None:
@@ -515,8 +520,9 @@ class _RegAccess(Mutator):
         r = self.low.reg(e.buffer)
         if r is not None:
             lay = self.low.plan.layout(e.buffer)
-            if isinstance(lay, RowFragment) and lay.acc == self.driver:  # R[i] in a loop over its accumulator
-                return E.BufferLoad(r, (simplify(lay.slot_of_acc(self.l)),), e.dtype)
+            if isinstance(lay, RowFragment) and isinstance(self.driver, (MmaAccFragment, WgmmaAccFragment)) \
+                    and RowFragment.of(self.driver) == lay:  # R[i] in a loop over an accumulator
+                return E.BufferLoad(r, (simplify(lay.slot_of_acc(self.l, self.driver)),), e.dtype)
             return E.BufferLoad(r, (self.l,), e.dtype)
         return self.generic(e)
 
@@ -560,9 +566,11 @@ def _addr(buf: Buffer) -> E.Expr:
     return E.Call("address_of", (E.BufferLoad(buf, tuple(E.as_expr(0) for _ in buf.shape), buf.dtype),), dt.uint64)
 
 
-def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80) -> tuple[S.KernelLaunch, CudaKernelInfo]:
+def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = False):
+    """-> (lowered kernel, CudaKernelInfo). row_fragments: keep per-row values of accumulators
+    in registers with shuffle reductions (opt-in until it has run on the GPU tier)."""
     threads = k.threads[0] * k.threads[1] * k.threads[2]
-    plan = infer_layouts(k, sm)
+    plan = infer_layouts(k, sm, row_fragments)
     for note in plan.notes:
         warn(note)
     tid = E.Var("tid", dt.int32)
