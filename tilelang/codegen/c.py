@@ -113,6 +113,43 @@ def unique_names(func: S.PrimFunc) -> S.PrimFunc:
     return replace(func, body=substitute(func.body, mapping))
 
 
+_CUDA_RESERVED = frozenset("""
+tid threadIdx blockIdx blockDim gridDim warpSize min max tl __syncthreads __shfl_xor_sync
+""".split())
+
+
+def unique_var_names(func: S.PrimFunc) -> S.PrimFunc:
+    """CUDA: give every loop/let/block/thread variable a distinct C name (buffers keep theirs).
+
+    Why: lowering introduces `i`, `j`, `l`, `k` ... inside user loops; a C++ inner declaration
+    would shadow a user variable of the same name and the body would silently read the wrong
+    one. Buffer names stay: inline device code (pipeline views, barriers) spells them out.
+    """
+    used = set(_RESERVED) | _CXX_RESERVED | _CUDA_RESERVED
+    used.update(p.name for p in func.params)
+    used.update(v.name for v in shape_vars(func.params))
+    used.update(a.buffer.name for a in collect(func.body, lambda n: isinstance(n, S.Allocate)))
+
+    def fresh(base: str) -> str:
+        base = "".join(c if c.isalnum() or c == "_" else "_" for c in base) or "v"
+        if base[0].isdigit() or base.startswith("tl_") or base.startswith("__"):
+            base = "v_" + base
+        name, n = base, 0
+        while name in used:
+            n += 1
+            name = f"{base}_{n}"
+        used.add(name)
+        return name
+
+    mapping: dict = {}
+    for node in collect(func.body, lambda n: isinstance(n, (S.For, S.LetStmt, S.KernelLaunch))):
+        binds = (node.var,) if not isinstance(node, S.KernelLaunch) else node.block_vars + node.thread_vars
+        for v in binds:
+            if v not in mapping and not v.name.startswith("tl_"):
+                mapping[v] = E.Var(fresh(v.name), v.dtype)
+    return replace(func, body=substitute(func.body, mapping))
+
+
 class CCodegen:
     def __init__(self, func: S.PrimFunc):
         self.func = func

@@ -73,10 +73,17 @@ def _replace_kernel(body, old, new):
     return body
 
 
+def unique_names_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
+    from ...codegen.c import unique_var_names
+
+    return unique_var_names(func)
+
+
 PASSES = [
     ("simplify", simplify_pass),
     ("lower_cuda", lower_cuda),
     ("simplify_lowered", simplify_pass),
+    ("unique_names", unique_names_pass),
 ]
 
 
