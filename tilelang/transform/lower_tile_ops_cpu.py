@@ -153,25 +153,8 @@ class LowerTileOpsCPU(Mutator):
         return _loops(keep, body, prefix="ri") if keep else body([])
 
     def visit_CumSum(self, op: O.CumSum):
-        src, dst = op.src, op.dst
-        keep = [s for d, s in enumerate(src.shape) if d != op.dim]
-        n = const_int(src.shape[op.dim])
-
-        def body(vs):
-            r = E.Var("c", dt.int32)
-            pos = (n - 1 - r) if op.reverse else r
-            prev = (pos + 1) if op.reverse else (pos - 1)
-
-            def idx(p):
-                lst = list(vs)
-                lst.insert(op.dim, p)
-                return tuple(lst)
-
-            v = E.cast(dst.dtype, E.BufferLoad(src, idx(pos), src.dtype))
-            acc = E.select(E.binop("==", r, 0), v, E.BufferLoad(dst, idx(prev), dst.dtype) + v)
-            return S.For(r, E.as_expr(0), E.as_expr(n), "serial", S.BufferStore(dst, idx(pos), acc))
-
-        return _loops(keep, body, prefix="ci")
+        keep = [s for d, s in enumerate(op.src.shape) if d != op.dim]
+        return _loops(keep, lambda vs: cumsum_scan(op, vs), prefix="ci")
 
     def visit_AtomicTile(self, op: O.AtomicTile):
         ext = squeezed(op.dst.extents)
@@ -240,6 +223,24 @@ def _gemm_kj_loops(j, k, n, update):
         return _serial(kk, k, _serial(j, n, update([kk])))
     ko = E.Var("gko", dt.int32)
     return _serial(ko, kc // unroll, _serial(j, n, update([ko * unroll + u for u in range(unroll)])))
+
+
+def cumsum_scan(op: O.CumSum, vs) -> S.Stmt:
+    """The serial scan along op.dim for one position `vs` of the other dims (all targets)."""
+    src, dst = op.src, op.dst
+    n = const_int(src.shape[op.dim])
+    r = E.Var("c", dt.int32)
+    pos = (n - 1 - r) if op.reverse else r
+    prev = (pos + 1) if op.reverse else (pos - 1)
+
+    def idx(p):
+        lst = list(vs)
+        lst.insert(op.dim, p)
+        return tuple(lst)
+
+    v = E.cast(dst.dtype, E.BufferLoad(src, idx(pos), src.dtype))
+    acc = E.select(E.binop("==", r, 0), v, E.BufferLoad(dst, idx(prev), dst.dtype) + v)
+    return S.For(r, E.as_expr(0), E.as_expr(n), "serial", S.BufferStore(dst, idx(pos), acc))
 
 
 def O_fill(region: BufferRegion, dtype):

@@ -23,7 +23,7 @@ from ...ir.visitor import Mutator, collect, substitute
 from ...layout.fragment import FlatFragment, MmaAccFragment, RowFragment, WgmmaAccFragment
 from ...op import tile_ops as O
 from ...op.regions import squeezed
-from ..lower_tile_ops_cpu import in_bounds, region_indices
+from ..lower_tile_ops_cpu import cumsum_scan, in_bounds, region_indices
 from .layout_inference import LayoutPlan, infer_layouts
 
 
@@ -459,25 +459,8 @@ class _Lower(Mutator):
         return S.seq(*out)
 
     def visit_CumSum(self, op: O.CumSum):
-        src, dst = op.src, op.dst
-        keep = [s for d, s in enumerate(src.shape) if d != op.dim]
-        n = const_int(src.shape[op.dim])
-
-        def make(cv):
-            r = E.Var("c", dt.int32)
-            pos = (n - 1 - r) if op.reverse else r
-            prev = (pos + 1) if op.reverse else (pos - 1)
-
-            def idx(p):
-                lst = list(cv)
-                lst.insert(op.dim, p)
-                return tuple(lst)
-
-            v = E.cast(dst.dtype, E.BufferLoad(src, idx(pos), src.dtype))
-            acc = E.select(E.binop("==", r, 0), v, E.BufferLoad(dst, idx(prev), dst.dtype) + v)
-            return S.For(r, E.as_expr(0), E.as_expr(n), "serial", S.BufferStore(dst, idx(pos), acc))
-
-        return self.flat_loop(tuple(keep) if keep else (1,), lambda cv: make(cv if keep else []))
+        keep = [s for d, s in enumerate(op.src.shape) if d != op.dim]
+        return self.flat_loop(tuple(keep) if keep else (1,), lambda cv: cumsum_scan(op, cv if keep else []))
 
     def visit_AtomicTile(self, op: O.AtomicTile):
         sreg = self.reg(op.src.buffer) if isinstance(op.src, BufferRegion) else None
