@@ -13,6 +13,7 @@ from ...ir.stmt import PrimFunc
 from ...ir.visitor import collect, substitute
 from ...op import tile_ops as O
 from ...transform.cuda.lower_tile_ops import lower_kernel
+from ...transform.legalize_safe_memory import legalize_safe_memory
 from ...transform.cuda.thread_sync import insert_syncs
 from ...transform.pass_manager import PassContext, run_passes, simplify_pass
 
@@ -81,6 +82,7 @@ def unique_names_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
 
 PASSES = [
     ("simplify", simplify_pass),
+    ("legalize_safe_memory", legalize_safe_memory),
     ("lower_cuda", lower_cuda),
     ("simplify_lowered", simplify_pass),
     ("unique_names", unique_names_pass),

@@ -1,0 +1,91 @@
+"""Guard global-memory accesses that user code makes inside T.Parallel loops.
+
+Expects: tile-level IR (before tile-op lowering; tile ops guard themselves).
+Guarantees: a store to a global tensor inside a T.Parallel loop happens only when every
+index is inside the tensor, and a load outside it reads 0 -- unless bounds analysis over
+the block indices and loop ranges proves the access in range, in which case nothing changes
+(aligned kernels keep their code). Turned off by pass config tl.disable_safe_memory_legalize.
+
+    for i, j in T.Parallel(32, 128):                  for i, j in T.Parallel(32, 128):
+        C[by*32 + i, j] = A[by*32 + i, j] + 1   ->        if by*32 + i < M:
+                                                              C[by*32 + i, j] = T.if_then_else(by*32 + i < M, A[...], 0) + 1
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..arith.simplify import _linear, const_int, simplify
+from ..ir import expr as E
+from ..ir import stmt as S
+from ..ir.stmt import PrimFunc
+from ..ir.visitor import Mutator
+from .pass_config import get as config
+
+
+class _Legalize(Mutator):
+    def __init__(self):
+        self.ranges: dict = {}  # Var -> (lo, hi) inclusive ints
+        self.parallel = 0
+
+    def visit_KernelLaunch(self, k: S.KernelLaunch):
+        for v, g in zip(k.block_vars, k.grid):
+            n = const_int(g)
+            if n is not None:
+                self.ranges[v] = (0, n - 1)
+        return self.generic(k)
+
+    def visit_For(self, s: S.For):
+        lo, ext = const_int(s.start), const_int(s.extent)
+        if lo is not None and ext is not None:
+            self.ranges[s.var] = (lo, lo + ext - 1)
+        par = s.kind == "parallel"
+        self.parallel += par
+        out = self.generic(s)
+        self.parallel -= par
+        return out
+
+    def bounds(self, e) -> tuple | None:
+        lin = _linear(simplify(E.as_expr(e)))
+        if lin is None:
+            return None
+        lo = hi = lin[1]
+        for t, c in lin[0].items():
+            if not isinstance(t, E.Var) or t not in self.ranges:
+                return None
+            a, b = self.ranges[t]
+            lo += min(c * a, c * b)
+            hi += max(c * a, c * b)
+        return lo, hi
+
+    def cond(self, buf, indices):
+        out = True
+        for idx, dim in zip(indices, buf.shape):
+            b = self.bounds(idx)
+            n = const_int(dim) if not isinstance(dim, int) else dim
+            if b is not None and n is not None and b[0] >= 0 and b[1] < n:
+                continue
+            c = E.binop("<", idx, dim)
+            if b is None or b[0] < 0:
+                c = E.logical_and(E.binop(">=", idx, 0), c)
+            out = E.logical_and(out, c)
+        return out
+
+    def visit_BufferLoad(self, e: E.BufferLoad):
+        e2 = self.generic(e)
+        if not self.parallel or e.buffer.scope != "global":
+            return e2
+        c = self.cond(e.buffer, e2.indices)
+        return e2 if c is True else E.select(c, e2, E.const(0, e.buffer.dtype))
+
+    def visit_BufferStore(self, s: S.BufferStore):
+        s2 = self.generic(s)
+        if not self.parallel or s.buffer.scope != "global":
+            return s2
+        c = self.cond(s.buffer, s2.indices)
+        return s2 if c is True else S.IfThenElse(c, s2, span=s.span)
+
+
+def legalize_safe_memory(func: PrimFunc, ctx=None) -> PrimFunc:
+    if ctx is not None and config(ctx.pass_configs, "tl.disable_safe_memory_legalize", False):
+        return func
+    return replace(func, body=_Legalize().visit(func.body))
