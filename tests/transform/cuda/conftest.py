@@ -1,0 +1,256 @@
+"""Kernels (written as users write them) and helpers shared by the CUDA pass tests.
+
+Everything here runs without a GPU: layout inference and barrier insertion are pure Python,
+the pipelining / warp-specialization / codegen tests compile through NVRTC (skipped when the
+pip wheel is missing). Builds are memoized per (kernel, arguments, arch, pass configs) so the
+codegen test reuses what the pass tests compiled; every build starts from a freshly parsed
+prim_func (lowering must not see buffers a previous build touched).
+"""
+from __future__ import annotations
+
+import re
+import warnings
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import pytest
+
+import tilelang
+import tilelang.language as T
+from tilelang.backend.target import resolve
+from tilelang.transform.pass_manager import PassContext
+
+# ----------------------------------------------------------------------------- kernels
+
+
+def gemm(M=256, N=256, K=256, bM=128, bN=128, bK=32, threads=128, stages=3, dtype="float16"):
+    """The canonical tiled GEMM: pipelined global -> shared copies, T.gemm into a register tile."""
+
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((bM, bK), dtype)
+            B_s = T.alloc_shared((bK, bN), dtype)
+            C_l = T.alloc_fragment((bM, bN), "float32")
+            T.clear(C_l)
+            for ko in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
+                T.copy(A[by * bM, ko * bK], A_s)
+                T.copy(B[ko * bK, bx * bN], B_s)
+                T.gemm(A_s, B_s, C_l)
+            for i, j in T.Parallel(bM, bN):
+                C_l[i, j] = T.max(C_l[i, j], 0)
+            T.copy(C_l, C[by * bM, bx * bN])
+
+    return gemm
+
+
+def batched_gemm(Bt=2, M=256, N=256, K=256, bM=128, bN=128, bK=64, threads=128, stages=2):
+    """A 3-d (batch, M, K) x (batch, K, N) GEMM: TMA boxes of 3-d tensors."""
+
+    @T.prim_func
+    def bgemm(A: T.Tensor((Bt, M, K), "float16"), B: T.Tensor((Bt, K, N), "float16"),
+              C: T.Tensor((Bt, M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), Bt, threads=threads) as (bx, by, bz):
+            A_s = T.alloc_shared((bM, bK), "float16")
+            B_s = T.alloc_shared((bK, bN), "float16")
+            C_l = T.alloc_fragment((bM, bN), "float32")
+            T.clear(C_l)
+            for ko in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
+                T.copy(A[bz, by * bM, ko * bK], A_s)
+                T.copy(B[bz, ko * bK, bx * bN], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[bz, by * bM, bx * bN])
+
+    return bgemm
+
+
+def gemm_nt(M=512, N=64, K=256, bM=512, bN=8, bK=32, threads=128, stages=2):
+    """C = A @ B^T with B stored (N, K); bM=512 is past TMA's 256-row box limit."""
+
+    @T.prim_func
+    def gemm_nt(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((bM, bK), "float16")
+            B_s = T.alloc_shared((bN, bK), "float16")
+            C_l = T.alloc_fragment((bM, bN), "float32")
+            T.clear(C_l)
+            for ko in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
+                T.copy(A[by * bM, ko * bK], A_s)
+                T.copy(B[bx * bN, ko * bK], B_s)
+                T.gemm(A_s, B_s, C_l, transpose_B=True)
+            T.copy(C_l, C[by * bM, bx * bN])
+
+    return gemm_nt
+
+
+def two_gemms(M=128, D=64, N=128):
+    """S = Q @ K (accumulator), P = half(S) elementwise, O = P @ V: P is a gemm A operand."""
+
+    @T.prim_func
+    def two_gemms(Q: T.Tensor((M, D), "float16"), Kt: T.Tensor((D, D), "float16"), V: T.Tensor((D, N), "float16"),
+                  O: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            Q_s = T.alloc_shared((M, D), "float16")
+            K_s = T.alloc_shared((D, D), "float16")
+            V_s = T.alloc_shared((D, N), "float16")
+            S_l = T.alloc_fragment((M, D), "float32")
+            P = T.alloc_fragment((M, D), "float16")
+            O_l = T.alloc_fragment((M, N), "float32")
+            T.copy(Q, Q_s)
+            T.copy(Kt, K_s)
+            T.copy(V, V_s)
+            T.clear(S_l)
+            T.gemm(Q_s, K_s, S_l)
+            for i, j in T.Parallel(M, D):
+                P[i, j] = S_l[i, j] * 0.125
+            T.clear(O_l)
+            T.gemm(P, V_s, O_l)
+            T.copy(O_l, O)
+
+    return two_gemms
+
+
+def row_softmax(M=128, N=64, K=64, threads=128, full_row=False):
+    """S = A @ B, then S - rowmax(S) with the row max read as m[i] inside the 2-d loop."""
+    policy = T.GemmWarpPolicy.FullRow if full_row else T.GemmWarpPolicy.Square
+
+    @T.prim_func
+    def row_softmax(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=threads) as bx:
+            A_s = T.alloc_shared((M, K), "float16")
+            B_s = T.alloc_shared((K, N), "float16")
+            S_l = T.alloc_fragment((M, N), "float32")
+            E_l = T.alloc_fragment((M, N), "float32")
+            m = T.alloc_fragment((M,), "float32")
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.clear(S_l)
+            T.gemm(A_s, B_s, S_l, policy=policy)
+            T.reduce_max(S_l, m, dim=1)
+            for i, j in T.Parallel(M, N):
+                E_l[i, j] = T.exp(S_l[i, j] - m[i])
+            T.copy(E_l, C)
+
+    return row_softmax
+
+
+KERNELS = {f.__name__: f for f in (gemm, batched_gemm, gemm_nt, two_gemms, row_softmax)}
+
+# Every kernel the pass tests compile, with the arch and pass configs they use: the codegen
+# test compiles (or reuses) each of them and inspects the cubin.
+CASES = {
+    "gemm-sm80": ("gemm", {}, "sm_80", {}),
+    "gemm-sm80-4stages": ("gemm", {"stages": 4}, "sm_80", {}),
+    "gemm-sm80-nopipe": ("gemm", {}, "sm_80", {"tl.disable_pipeline": True}),
+    "gemm-sm80-K100": ("gemm", {"K": 100}, "sm_80", {}),
+    "gemm-sm90-ws": ("gemm", {}, "sm_90a", {}),
+    "gemm-sm90-ws-256": ("gemm", {"bN": 256, "bK": 64, "threads": 256}, "sm_90a", {}),
+    "gemm-sm90-no-ws": ("gemm", {}, "sm_90a", {"tl.disable_warp_specialized": True}),
+    "gemm-sm90-no-tma": ("gemm", {}, "sm_90a", {"tl.disable_tma_lower": True}),
+    "gemm-sm90-K100": ("gemm", {"K": 100}, "sm_90a", {}),
+    "bgemm-sm90-ws": ("batched_gemm", {}, "sm_90a", {}),
+    "gemm_nt-sm90-box": ("gemm_nt", {}, "sm_90a", {}),
+    "two_gemms-sm80": ("two_gemms", {}, "sm_80", {}),
+    "two_gemms-sm90": ("two_gemms", {}, "sm_90a", {}),
+    "row_softmax-sm80-rows": ("row_softmax", {"full_row": True}, "sm_80", {"tl.enable_row_fragments": True}),
+    "row_softmax-sm90-rows": ("row_softmax", {}, "sm_90a", {"tl.enable_row_fragments": True}),
+}
+
+# ----------------------------------------------------------------------------- builds
+
+
+@dataclass
+class Built:
+    kernel: object  # JITKernel
+    source: str
+    lowered: object  # PrimFunc after every pass
+    warnings: list  # [(category, message)]
+
+    def messages(self, category=None) -> list:
+        return [m for c, m in self.warnings if category is None or issubclass(c, category)]
+
+    def sass(self) -> str:
+        """SASS listing (cuobjdump), disassembled once per build."""
+        if not hasattr(self, "_sass"):
+            self._sass = self.kernel.artifact.sass()
+        return self._sass
+
+
+_BUILDS: dict = {}
+
+
+def _nvrtc_or_skip():
+    nvrtc = pytest.importorskip("tilelang.backend.cuda.nvrtc")
+    if not nvrtc.nvrtc_available():
+        pytest.skip("NVRTC from the pip wheels is not installed")
+
+
+def build_case(name: str, args: dict, arch: str, configs: dict) -> Built:
+    key = (name, tuple(sorted(args.items())), arch, tuple(sorted(configs.items())))
+    if key not in _BUILDS:
+        _nvrtc_or_skip()
+        func = KERNELS[name](**args)
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            k = tilelang.compile(func, out_idx=[-1], target=f"cuda -arch={arch}", pass_configs=dict(configs))
+        _BUILDS[key] = Built(k, k.artifact.source, k.artifact.lowered, [(w.category, str(w.message)) for w in rec])
+    return _BUILDS[key]
+
+
+def tile_kernel(func, arch="sm_80", configs=None):
+    """The KernelLaunch lower_cuda receives: the func after every pass that runs before it."""
+    from tilelang.backend.cuda.pipeline import PASSES, _the_kernel
+
+    ctx = PassContext(target=resolve(f"cuda -arch={arch}"), pass_configs=dict(configs or {}))
+    for name, fn in PASSES:
+        if name == "lower_cuda":
+            break
+        func = fn(func, ctx)
+    return _the_kernel(func)
+
+
+def call_args(src: str, callee: str) -> list:
+    """Argument lists (top-level comma split) of every call `callee(...)` in CUDA source."""
+    out = []
+    for m in re.finditer(re.escape(callee) + r"(?:<[^>]*>)?\(", src):
+        depth, i, start, args = 1, m.end(), m.end(), []
+        while depth:
+            ch = src[i]
+            if ch in "([":
+                depth += 1
+            elif ch in ")]":
+                depth -= 1
+            elif ch == "," and depth == 1:
+                args.append(src[start:i].strip())
+                start = i + 1
+            i += 1
+        args.append(src[start:i - 1].strip())
+        out.append(args)
+    return out
+
+
+@pytest.fixture(scope="session")
+def kernels():
+    return SimpleNamespace(**KERNELS)
+
+
+@pytest.fixture(scope="session")
+def build():
+    """build(case_name) or build(kernel_name, arch, configs, **kernel_args) -> Built (memoized)."""
+
+    def _build(name, arch=None, configs=None, **args):
+        if arch is None:
+            name, args, arch, configs = CASES[name]
+        return build_case(name, args, arch, configs or {})
+
+    return _build
+
+
+@pytest.fixture(scope="session")
+def helpers():
+    return SimpleNamespace(tile_kernel=tile_kernel, call_args=call_args, Built=Built)
+
+
+@pytest.fixture(params=sorted(CASES))
+def case(request, build):
+    return request.param, build(request.param)

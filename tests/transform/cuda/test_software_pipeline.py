@@ -1,0 +1,233 @@
+"""software_pipeline (sm_80 cp.async): staged tiles, prologue, wait depth, and fallbacks with a warning.
+
+The pipelined tile-level IR is also executed by a small cp.async machine (commit groups,
+wait_group<N>, barriers): at every T.gemm the stage it reads must hold exactly the tile the
+unpipelined loop would have copied in that iteration, its commit group must have completed,
+and no refill may start before the barrier that follows the stage's last reader.
+"""
+import re
+
+import pytest
+
+import tilelang
+import tilelang.language as T
+from tilelang.arith.simplify import const_int
+from tilelang.backend.cuda.pipeline import PerformanceWarning
+from tilelang.ir import expr as E
+from tilelang.ir import stmt as S
+from tilelang.ir.visitor import collect
+from tilelang.op import tile_ops as O
+from tilelang.transform.cuda.lower_tile_ops import Raw
+from tilelang.transform.cuda.software_pipeline import pipeline_kernel
+
+_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "//": lambda a, b: a // b,
+        "%": lambda a, b: a % b, "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
+        ">=": lambda a, b: a >= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b,
+        "&&": lambda a, b: a and b, "||": lambda a, b: a or b}
+VIEW = re.compile(r"^(\w+) = (\w+) \+ \(\{0\}\) \* (\d+);$")
+
+
+def gemm_from(start, stages, K=256, bK=32):
+    """A GEMM over the K blocks start..n-1 (the shape of a causal or split loop)."""
+
+    @T.prim_func
+    def gemm_from(A: T.Tensor((128, K), "float16"), B: T.Tensor((K, 128), "float16"), C: T.Tensor((128, 128), "float16")):
+        with T.Kernel(1, 1, threads=128) as (bx, by):
+            A_s = T.alloc_shared((128, bK), "float16")
+            B_s = T.alloc_shared((bK, 128), "float16")
+            C_l = T.alloc_fragment((128, 128), "float32")
+            T.clear(C_l)
+            for ko in T.Pipelined(start, K // bK, num_stages=stages):
+                T.copy(A[by * 128, ko * bK], A_s)
+                T.copy(B[ko * bK, bx * 128], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * 128, bx * 128])
+
+    return gemm_from
+
+
+# ----------------------------------------------------------------------------- the cp.async machine
+
+
+class CpAsyncMachine:
+    def __init__(self, kernel, expected):
+        self.env = {v: E.as_expr(1) for v in kernel.block_vars}
+        self.expected = expected  # tile name -> src region of the unpipelined copy
+        self.views, self.holds, self.last_read = {}, {}, {}
+        self.committed, self.done, self.last_barrier, self.t = 0, 0, -1, 0
+        self.reads = []  # (iteration, tile) checked
+
+    def value(self, e):
+        e = E.as_expr(e)
+        if isinstance(e, E.Const):
+            return int(e.value)
+        if isinstance(e, E.Var):
+            return self.value(self.env[e])
+        if isinstance(e, E.Binary):
+            a, b = self.value(e.a), self.value(e.b)
+            return _OPS[e.op](a, b)  # // and % are floor division / modulo, as in Python
+        raise AssertionError(f"cannot evaluate {e}")
+
+    def run(self, st):
+        self.t += 1
+        if isinstance(st, S.SeqStmt):
+            for s in st.stmts:
+                self.run(s)
+        elif isinstance(st, S.IfThenElse):
+            branch = st.then_case if self.value(st.cond) else st.else_case
+            if branch is not None:
+                self.run(branch)
+        elif isinstance(st, S.For) and st.kind == "serial":
+            start, n = self.value(st.start), self.value(st.extent)
+            for v in range(start, start + n):
+                self.env[st.var] = E.as_expr(v)
+                self.run(st.body)
+        elif isinstance(st, Raw):
+            self.raw(st)
+        elif isinstance(st, O.Copy) and st.async_group:
+            key = self.views[st.dst.buffer.name]
+            assert key not in self.last_read or self.last_read[key] < self.last_barrier, \
+                f"stage {key} refilled before the barrier after its last reader"
+            self.holds[key] = (st.src.buffer.name, self.region(st.src), self.committed)
+        elif isinstance(st, O.Gemm):
+            for r in (st.A, st.B):
+                self.read(r.buffer.name)
+
+    def raw(self, st):
+        m = VIEW.match(st.fmt)
+        if m:
+            self.views[m.group(1)] = (m.group(2), self.value(st.args[0]))
+        if "cp_async_commit" in st.fmt:
+            self.committed += 1
+        w = re.search(r"cp_async_wait<(\d+)>", st.fmt)
+        if w:
+            self.done = max(self.done, self.committed - int(w.group(1)))  # groups [0, done) complete
+        if "__syncthreads()" in st.fmt:
+            self.last_barrier = self.t
+
+    def region(self, r):
+        return tuple(self.value(s) for s in r.starts)
+
+    def read(self, name):
+        key = self.views[name]
+        src, starts, group = self.holds.get(key, (None, None, None))
+        want = (self.expected[name].buffer.name, self.region(self.expected[name]))
+        assert (src, starts) == want, f"{name} reads stage {key[1]} holding {src}{starts}, expected {want[0]}{want[1]}"
+        assert group < self.done, f"{name}: stage {key[1]} read before its cp.async group completed"
+        self.last_read[key] = self.t
+        self.reads.append(name)
+
+
+def run_pipeline(func, helpers):
+    k = helpers.tile_kernel(func, "sm_80")
+    msgs = []
+    piped, _ = pipeline_kernel(k, msgs.append)
+    loop = next(s for s in collect(k.body, lambda n: isinstance(n, S.For)) if s.kind == "pipelined")
+    expected = {c.dst.buffer.name: c.src for c in collect(loop.body, lambda n: isinstance(n, O.Copy))}
+    m = CpAsyncMachine(k, expected)
+    m.run(piped.body)
+    return m, piped, msgs, const_int(loop.extent)
+
+
+@pytest.mark.parametrize("stages", [2, 3, 4])
+def test_every_iteration_reads_its_own_completed_tile(stages, kernels, helpers):
+    m, _, msgs, n = run_pipeline(kernels.gemm(stages=stages), helpers)
+    assert not msgs
+    assert m.reads == ["A_s", "B_s"] * n
+
+
+@pytest.mark.parametrize("start", [1, 2])
+@pytest.mark.xfail(strict=True, reason="software_pipeline: the prologue and the refill pick stage "
+                                       "(k % num_stages) but iteration ko reads stage ((ko - start) % num_stages): "
+                                       "a T.Pipelined(start, stop) with start % num_stages != 0 reads the wrong tiles")
+def test_pipelined_loop_with_a_start_offset_reads_its_own_tiles(start, helpers):
+    m, _, _, n = run_pipeline(gemm_from(start, 3), helpers)
+    assert m.reads == ["A_s", "B_s"] * n
+
+
+def test_pipeline_machine_catches_a_wrong_wait_depth(kernels, helpers):
+    """The checker is not vacuous: wait_group<num_stages - 1> lets the gemm read a tile still in flight."""
+    k = helpers.tile_kernel(kernels.gemm(stages=3), "sm_80")
+    piped, _ = pipeline_kernel(k, [].append)
+    loop = next(s for s in collect(k.body, lambda n: isinstance(n, S.For)) if s.kind == "pipelined")
+    expected = {c.dst.buffer.name: c.src for c in collect(loop.body, lambda n: isinstance(n, O.Copy))}
+
+    class Loose(CpAsyncMachine):
+        def raw(self, st):
+            super().raw(Raw(st.fmt.replace("cp_async_wait<1>", "cp_async_wait<2>"), st.args))
+
+    with pytest.raises(AssertionError, match="before its cp.async group completed"):
+        Loose(k, expected).run(piped.body)
+
+
+# ----------------------------------------------------------------------------- the emitted kernel
+
+
+@pytest.mark.parametrize("case,stages", [("gemm-sm80", 3), ("gemm-sm80-4stages", 4)])
+def test_source_has_prologue_wait_and_staged_tiles(case, stages, build):
+    b = build(case)
+    src = b.source
+    assert not b.messages(PerformanceWarning), b.warnings
+    head, _, body = src.partition("for (int ko = 0; ko < 8; ++ko) {")
+    assert body, src
+    # prologue: stages 0 .. S-2 issued, one commit group each
+    assert head.count("tl::cp_async_commit();") == stages - 1
+    for name in ("A_s_w", "B_s_w"):
+        issued = [int(x) for x in re.findall(rf"{name} = \w+_stages \+ \((\d+)\) \* 4096;", head)]
+        assert issued == list(range(stages - 1))
+    # each iteration first waits until only S-2 groups are in flight, then a barrier
+    first = body.strip().splitlines()[0].strip()
+    assert first == f"tl::cp_async_wait<{stages - 2}>(); __syncthreads();"
+    assert body.count("tl::cp_async_wait<") == 2  # the loop's and the drain after it
+    assert "tl::cp_async_wait<0>(); __syncthreads();" in body
+    # staged tiles: S copies of A_s (128 x 32) and of B_s (32 x 128), both float16
+    allocs = {a.buffer.name: a.buffer for a in collect(b.lowered.body, lambda n: isinstance(n, S.Allocate))}
+    assert tuple(const_int(x) for x in allocs["A_s_stages"].shape) == (stages * 128, 32)
+    assert tuple(const_int(x) for x in allocs["B_s_stages"].shape) == (stages * 32, 128)
+    assert b.kernel.artifact.csource.smem_bytes == stages * (128 * 32 + 32 * 128) * 2
+
+
+def test_copy_that_cannot_use_cp_async_runs_unpipelined_with_a_warning(kernels):
+    with pytest.warns(PerformanceWarning) as rec:
+        k = tilelang.compile(kernels.gemm(K=100), out_idx=[-1], target="cuda -arch=sm_80")
+    msgs = [str(w.message) for w in rec]
+    assert any("T.Pipelined(num_stages=3) runs unpipelined: T.copy A -> A_s cannot use 16-byte cp.async "
+               "(A: row length 100 is not a multiple of 8 elements)" in m for m in msgs), msgs
+    src = k.artifact.source
+    assert "_stages" not in src and "cp_async_wait<1>" not in src
+    assert k.artifact.csource.smem_bytes == (128 * 32 + 32 * 128) * 2
+
+
+def test_disable_pipeline_keeps_one_buffer_per_tile(build):
+    b = build("gemm-sm80-nopipe")
+    src = b.source
+    assert not b.warnings
+    assert "_stages" not in src and "cp_async_wait<1>" not in src
+    assert b.kernel.artifact.csource.smem_bytes == (128 * 32 + 32 * 128) * 2
+    loop = src.split("for (int ko = 0; ko < 8; ++ko) {")[1]
+    # synchronous copies: both tiles land, a barrier, the gemm, a barrier before the next refill
+    assert loop.count("tl::cp_async_wait<0>();") == 2
+    assert loop.index("__syncthreads();") < loop.index("tl::gemm_ss<")
+    assert loop.split("tl::gemm_ss<")[1].split("}")[0].count("__syncthreads();") == 1
+
+
+def test_loop_not_starting_with_copies_warns_and_runs_unpipelined(helpers):
+    @T.prim_func
+    def scale(A: T.Tensor((64, 256), "float32"), B: T.Tensor((64, 32), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            acc = T.alloc_fragment((64, 32), "float32")
+            A_s = T.alloc_shared((64, 32), "float32")
+            T.clear(acc)
+            for ko in T.Pipelined(8, num_stages=2):
+                for i, j in T.Parallel(64, 32):
+                    acc[i, j] = acc[i, j] * 0.5
+                T.copy(A[0, ko * 32], A_s)
+                for i, j in T.Parallel(64, 32):
+                    acc[i, j] = acc[i, j] + A_s[i, j]
+            T.copy(acc, B)
+
+    k = helpers.tile_kernel(scale, "sm_80")
+    msgs = []
+    piped, views = pipeline_kernel(k, msgs.append)
+    assert piped is k and not views
+    assert len(msgs) == 1 and "does not start with global -> shared T.copy" in msgs[0]

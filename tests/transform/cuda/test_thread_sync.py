@@ -1,0 +1,400 @@
+"""thread_sync: a __syncthreads() exactly where block-level statements race on shared memory.
+
+Small hand-built programs pin the placement; lowered kernels are checked by an independent
+race finder that walks every path (loops run 0, 1 and 2 times, each branch of an if): no
+path may have a write and a later access (or a read and a later write) of one shared buffer
+without a barrier between them, and every inserted barrier must be needed on some path.
+"""
+import dataclasses
+
+import pytest
+
+import tilelang.language as T
+from tilelang import dtypes as dt
+from tilelang.ir import expr as E
+from tilelang.ir import stmt as S
+from tilelang.ir.buffer import Buffer
+from tilelang.ir.visitor import collect
+from tilelang.transform.cuda.lower_tile_ops import Raw, lower_kernel
+from tilelang.transform.cuda.thread_sync import insert_syncs
+
+SHARED = ("shared", "shared.dyn")
+tid = E.Var("tid", dt.int32)
+
+# ----------------------------------------------------------------------------- hand-built IR
+
+
+def shared(name):
+    return Buffer(name, (128,), "float32", "shared.dyn")
+
+
+def local(name):
+    return Buffer(name, (4,), "float32", "local")
+
+
+def write(buf, value=1.0):
+    return S.BufferStore(buf, (tid,), E.as_expr(value, dt.float32))
+
+
+def other(buf):
+    """buf[tid + 1]: another thread's element, the read a barrier must order."""
+    return E.BufferLoad(buf, ((tid + 1) % 128,), buf.dtype)
+
+
+def read(buf, into=None):
+    into = into if into is not None else local("r")
+    return S.BufferStore(into, (E.as_expr(0),), other(buf))
+
+
+def loop(*body, n=4):
+    return S.For(E.Var("ko", dt.int32), E.as_expr(0), E.as_expr(n), "serial", S.seq(*body))
+
+
+def is_barrier(st) -> bool:
+    return isinstance(st, Raw) and "__syncthreads()" in st.fmt
+
+
+def shape(st, names):
+    """Nested, readable form of a statement: names[id] for leaves, '|' for a barrier."""
+    if isinstance(st, S.SeqStmt):
+        return [shape(s, names) for s in st.stmts]
+    if is_barrier(st):
+        return "|"
+    if isinstance(st, S.For) and not st.annotation("tl.thread_loop", False):
+        return {"for": _flat(shape(st.body, names))}
+    if isinstance(st, S.While):
+        return {"while": _flat(shape(st.body, names))}
+    if isinstance(st, S.IfThenElse):
+        out = {"then": _flat(shape(st.then_case, names))}
+        if st.else_case is not None:
+            out["else"] = _flat(shape(st.else_case, names))
+        return {"if": out}
+    return names.get(id(st), type(st).__name__)
+
+
+def _flat(x):
+    return x if isinstance(x, list) else [x]
+
+
+def synced(*stmts, **names):
+    """insert_syncs over stmts; leaves are printed by the keyword names they were given."""
+    ids = {}
+    for name, st in names.items():
+        ids[id(st)] = name
+    return _flat(shape(insert_syncs(S.seq(*stmts)), ids))
+
+
+A, B = shared("A_s"), shared("B_s")
+
+
+@pytest.mark.parametrize("first,second,barrier", [
+    ("write A", "read A", True),    # RAW
+    ("write A", "write A", True),   # WAW: the later value must win in every thread's view
+    ("read A", "write A", True),    # WAR: readers finish before the overwrite
+    ("read A", "read A", False),
+    ("write A", "read B", False),   # disjoint shared buffers
+    ("write A", "write B", False),
+    ("read A", "write B", False),
+])
+def test_barrier_exactly_between_conflicting_shared_accesses(first, second, barrier):
+    def make(what):
+        op, name = what.split()
+        buf = A if name == "A" else B
+        return write(buf) if op == "write" else read(buf)
+
+    s1, s2 = make(first), make(second)
+    assert synced(s1, s2, s1=s1, s2=s2) == (["s1", "|", "s2"] if barrier else ["s1", "s2"])
+
+
+def test_no_barrier_between_register_only_statements():
+    r1, r2 = local("x"), local("y")
+    a = S.BufferStore(r1, (E.as_expr(0),), E.as_expr(2.0, dt.float32))
+    b = S.BufferStore(r2, (E.as_expr(0),), E.BufferLoad(r1, (E.as_expr(0),), dt.float32) * 2.0)
+    c = S.BufferStore(r1, (E.as_expr(1),), E.BufferLoad(r2, (E.as_expr(0),), dt.float32))
+    assert synced(a, b, c, a=a, b=b, c=c) == ["a", "b", "c"]
+
+
+def test_barrier_goes_right_before_the_conflicting_read_not_before_register_work():
+    w, r = write(A), read(A)
+    x = S.BufferStore(local("x"), (E.as_expr(0),), E.as_expr(1.0, dt.float32))
+    y = read(B)
+    assert synced(w, x, y, r, w=w, x=x, y=y, r=r) == ["w", "x", "y", "|", "r"]
+
+
+def test_one_barrier_serves_every_pending_conflict():
+    wa, wb, ra, rb = write(A), write(B), read(A), read(B)
+    assert synced(wa, wb, ra, rb, wa=wa, wb=wb, ra=ra, rb=rb) == ["wa", "wb", "|", "ra", "rb"]
+
+
+def test_loop_end_barrier_when_the_next_iteration_races():
+    r, w = read(A), write(A)
+    # iteration ko+1 reads A while a slow thread may still write it in iteration ko
+    assert synced(loop(r, w), r=r, w=w) == [{"for": ["r", "|", "w", "|"]}]
+
+
+def test_no_barrier_in_a_loop_that_only_reads_or_touches_disjoint_buffers():
+    ra, rb = read(A), read(B)
+    assert synced(loop(ra, rb), ra=ra, rb=rb) == [{"for": ["ra", "rb"]}]
+
+
+def test_loop_that_may_run_zero_times_keeps_the_earlier_write_pending():
+    w, wb, rb, r = write(A), write(B), read(B), read(A)
+    got = synced(w, loop(wb, rb), r, w=w, wb=wb, rb=rb, r=r)
+    assert got == ["w", {"for": ["wb", "|", "rb", "|"]}, "|", "r"]
+
+
+def test_write_inside_an_if_orders_the_read_after_it():
+    w, r = write(A), read(A)
+    branch = S.IfThenElse(E.binop("<", tid, 32), w)
+    assert synced(branch, r, w=w, r=r) == [{"if": {"then": ["w"]}}, "|", "r"]
+
+
+def test_if_condition_reading_shared_memory_waits_for_the_write():
+    w, x = write(A), S.BufferStore(local("x"), (E.as_expr(0),), E.as_expr(1.0, dt.float32))
+    branch = S.IfThenElse(E.binop(">", other(A), E.as_expr(0.0, dt.float32)), x)
+    assert synced(w, branch, w=w, x=x) == ["w", "|", {"if": {"then": ["x"]}}]
+
+
+def test_raw_statements_declare_their_shared_accesses():
+    w = Raw("tl::copy_vec16({0}, {1}, true);", (), reads=(), writes=(A,))
+    r = Raw("tl::gemm_ss<...>({0}, {1}, {2});", (), reads=(A, B))
+    g = Raw("tl::cp_async_zfill<16>({0}, {1}, true);", ())  # async: completion is the pipeline's business
+    assert synced(w, r, g, w=w, r=r, g=g) == ["w", "|", "r", "g"]
+
+
+@pytest.mark.xfail(strict=True, reason="thread_sync counts an atomic on a shared buffer as a read: a later "
+                                       "read of the buffer gets no barrier and sees other threads' atomics "
+                                       "half done")
+def test_atomic_on_shared_memory_is_a_write():
+    at = S.Evaluate(E.Call("atomic_add", (E.BufferLoad(A, ((tid + 1) % 128,), dt.float32), E.as_expr(1.0, dt.float32)),
+                           dt.float32))
+    r = read(A)
+    assert synced(at, r, at=at, r=r) == ["at", "|", "r"]
+
+
+@pytest.mark.xfail(strict=True, reason="thread_sync never looks at a While condition: a condition reading "
+                                       "a shared buffer written just before the loop runs without a barrier")
+def test_while_condition_reading_shared_memory_waits_for_the_write():
+    w, x = write(A), S.BufferStore(local("x"), (E.as_expr(0),), E.as_expr(1.0, dt.float32))
+    cond = E.binop("<", other(A), E.as_expr(4.0, dt.float32))
+    assert synced(w, S.While(cond, x), w=w, x=x) == ["w", "|", {"while": ["x"]}]
+
+
+@pytest.mark.xfail(strict=True, reason="performance: a tile written before a read-only loop gets its barrier "
+                                       "at the top of the loop body, so it runs every iteration instead of once")
+def test_barrier_for_a_write_before_a_read_only_loop_runs_once():
+    w, r = write(A), read(A)
+    assert synced(w, loop(r), w=w, r=r) == ["w", "|", {"for": ["r"]}]
+
+
+# ----------------------------------------------------------------------------- race finder
+
+
+def _accesses(st):
+    """(reads, writes) of shared buffers by one block-level statement, from its IR alone."""
+    reads, writes = set(), set()
+    addressed = {id(c.args[0]) for c in collect(st, lambda n: isinstance(n, E.Call) and n.op == "address_of")}
+    for n in collect(st, lambda x: isinstance(x, (E.BufferLoad, S.BufferStore, Raw, E.Call))):
+        if isinstance(n, Raw):
+            reads |= {b.uid for b in n.reads if b.scope in SHARED}
+            writes |= {b.uid for b in n.writes if b.scope in SHARED}
+        elif isinstance(n, E.Call) and n.op.startswith("atomic_") and isinstance(n.args[0], E.BufferLoad):
+            if n.args[0].buffer.scope in SHARED:
+                writes.add(n.args[0].buffer.uid)  # read-modify-write
+        elif isinstance(n, S.BufferStore) and n.buffer.scope in SHARED:
+            writes.add(n.buffer.uid)
+        elif isinstance(n, E.BufferLoad) and n.buffer.scope in SHARED and id(n) not in addressed:
+            reads.add(n.buffer.uid)
+    return frozenset(reads), frozenset(writes)
+
+
+BAR = "bar"
+
+
+def paths(st, cap=20000) -> set:
+    """Every sequence of accesses / barriers the block can execute (loops 0-2 trips)."""
+    def cat(xs, ys):
+        out = {a + b for a in xs for b in ys}
+        assert len(out) <= cap, "too many paths for the race finder"
+        return out
+
+    if isinstance(st, S.SeqStmt):
+        out = {()}
+        for s in st.stmts:
+            out = cat(out, paths(s, cap))
+        return out
+    if is_barrier(st):
+        return {(BAR,)}
+    if isinstance(st, S.For) and not st.annotation("tl.thread_loop", False):
+        body = paths(st.body, cap)
+        head = {((_accesses(S.Evaluate(st.extent))),)}
+        return cat(head, {()} | body | cat(body, body))
+    if isinstance(st, S.While):
+        c = {(_accesses(S.Evaluate(st.cond)),)}
+        once = cat(cat(c, paths(st.body, cap)), c)
+        return c | once | cat(once, cat(paths(st.body, cap), c))
+    if isinstance(st, S.IfThenElse):
+        c = {(_accesses(S.Evaluate(st.cond)),)}
+        other_ = paths(st.else_case, cap) if st.else_case is not None else {()}
+        return cat(c, paths(st.then_case, cap) | other_)
+    if type(st).__name__ == "WSSplit":
+        return paths(st.consumer, cap)
+    return {(_accesses(st),)}
+
+
+def races(st) -> list:
+    """One line per racing path: which buffer, and the two accesses with no barrier between."""
+    names = {b.uid: b.name for b in collect(st, lambda n: isinstance(n, Buffer))}
+    names.update({n.buffer.uid: n.buffer.name for n in collect(st, lambda n: isinstance(n, (E.BufferLoad, S.BufferStore)))})
+    found = set()
+    for p in paths(st):
+        r_, w_ = set(), set()
+        for ev in p:
+            if ev == BAR:
+                r_, w_ = set(), set()
+                continue
+            reads, writes = ev
+            for kind, us in (("write then read", w_ & reads), ("write then write", w_ & writes),
+                             ("read then write", r_ & writes)):
+                found |= {f"{names.get(u, u)}: {kind}" for u in us}
+            r_ |= reads
+            w_ |= writes
+    return sorted(found)
+
+
+def without(st, target):
+    """st with the statement `target` (by identity) removed."""
+    if isinstance(st, S.SeqStmt):
+        return S.SeqStmt(tuple(without(s, target) for s in st.stmts if s is not target))
+    if isinstance(st, S.For):
+        return dataclasses.replace(st, body=without(st.body, target))
+    if isinstance(st, S.While):
+        return dataclasses.replace(st, body=without(st.body, target))
+    if isinstance(st, S.IfThenElse):
+        return dataclasses.replace(st, then_case=without(st.then_case, target),
+                                   else_case=None if st.else_case is None else without(st.else_case, target))
+    return st
+
+
+def lowered(func, arch="sm_80", helpers=None):
+    """(body before thread_sync, after): lower_cuda's steps on an unpipelined kernel."""
+    k = helpers.tile_kernel(func, arch)
+    new, _ = lower_kernel(k, [].append, 90 if arch.startswith("sm_9") else 80)
+    return new.body, insert_syncs(new.body)
+
+
+def assert_barriers_exact(before, after):
+    left = races(after)
+    assert not left, f"races left after thread_sync: {left}"
+    old = {id(b) for b in collect(before, is_barrier)}
+    added = [b for b in collect(after, is_barrier) if id(b) not in old]
+    for b in added:
+        assert races(without(after, b)), "a barrier no path needs"
+    return added
+
+
+@T.prim_func
+def _tiles(A: T.Tensor((64, 64), "float32"), B: T.Tensor((64, 64), "float32")):
+    with T.Kernel(1, threads=128) as bx:
+        S1 = T.alloc_shared((64, 64), "float32")
+        S2 = T.alloc_shared((64, 64), "float32")
+        R = T.alloc_fragment((64, 64), "float32")
+        Q = T.alloc_fragment((64, 64), "float32")
+        T.copy(A, S1)
+        T.copy(A, S2)
+        for i, j in T.Parallel(64, 64):
+            R[i, j] = S1[j, i]              # needs both copies done: one barrier
+        for i, j in T.Parallel(64, 64):
+            Q[i, j] = R[i, j] * 2.0         # registers only: no barrier
+        for i, j in T.Parallel(64, 64):
+            S1[i, j] = Q[i, j]              # overwrites what others read: barrier
+        for ko in T.serial(4):
+            for i, j in T.Parallel(64, 64):
+                R[i, j] = S2[j, i] + R[i, j]
+            for i, j in T.Parallel(64, 64):
+                S2[i, j] = R[i, j]          # WAR in the body, RAW into the next iteration
+        T.copy(S1, B)
+
+
+def test_lowered_kernel_has_a_barrier_exactly_where_tiles_race(helpers):
+    before, after = lowered(_tiles, helpers=helpers)
+    added = assert_barriers_exact(before, after)
+    assert len(added) == 5, f"{len(added)} barriers:\n{after}"
+    top = after.stmts if isinstance(after, S.SeqStmt) else (after,)
+    loops = [s for s in top if isinstance(s, S.For) and not s.annotation("tl.thread_loop", False)]
+    assert len(loops) == 1 and is_barrier(loops[0].body.stmts[-1])  # loop-end barrier
+    # the register-only loop (Q = R * 2) runs before the barrier that guards the overwrite of S1
+    q = [i for i, st in enumerate(top) if any(n.buffer.name == "Q" for n in collect(
+        st, lambda n: isinstance(n, S.BufferStore))) and isinstance(st, S.For)]
+    assert len(q) == 1 and not is_barrier(top[q[0] - 1]) and is_barrier(top[q[0] + 1])
+
+
+@pytest.mark.parametrize("name,arch,kw", [
+    ("gemm", "sm_80", {}),                         # the K loop unpipelined: copy, copy, gemm
+    ("row_softmax", "sm_80", {}),                  # m demoted to shared memory, reduce scratch
+    ("two_gemms", "sm_80", {}),                    # P demoted: elementwise write, then gemm operand
+    ("two_gemms", "sm_90a", {}),
+])
+def test_lowered_user_kernels_are_race_free_with_needed_barriers_only(name, arch, kw, kernels, helpers):
+    before, after = lowered(getattr(kernels, name)(**kw), arch, helpers=helpers)
+    assert assert_barriers_exact(before, after)
+
+
+@T.prim_func
+def _shared_histogram(A: T.Tensor((64, 64), "float32"), B: T.Tensor((64,), "float32")):
+    with T.Kernel(1, threads=128) as bx:
+        H = T.alloc_shared((64,), "float32")
+        T.clear(H)
+        for i, j in T.Parallel(64, 64):
+            T.atomic_add(H[j], A[i, j])
+        T.copy(H, B)
+
+
+@pytest.mark.xfail(strict=True, reason="atomics on shared memory count as reads: no barrier between the "
+                                       "T.atomic_add loop and the T.copy that reads the totals")
+def test_shared_atomics_are_ordered_before_later_reads(helpers):
+    _, after = lowered(_shared_histogram, helpers=helpers)
+    assert races(after) == []
+
+
+@T.prim_func
+def _while_flag(A: T.Tensor((128,), "int32"), B: T.Tensor((128,), "int32")):
+    with T.Kernel(1, threads=128) as bx:
+        F = T.alloc_shared((128,), "int32")
+        T.copy(A, F)
+        while F[0] < 4:
+            for i in T.Parallel(128):
+                F[i] = F[i] + 1
+        T.copy(F, B)
+
+
+@pytest.mark.xfail(strict=True, reason="the first evaluation of a While condition that reads shared memory "
+                                       "is not ordered after the preceding T.copy into it")
+def test_while_condition_on_a_shared_flag_is_race_free(helpers):
+    _, after = lowered(_while_flag, helpers=helpers)
+    assert races(after) == []
+
+
+def test_race_finder_sees_the_races_thread_sync_removes(helpers):
+    """The checker is not vacuous: the lowered kernel without its barriers races."""
+    before, _ = lowered(_tiles, helpers=helpers)
+    found = races(before)
+    assert {"S1: write then read", "S1: read then write", "S2: write then read", "S2: read then write"} <= set(found)
+
+
+@T.prim_func
+def _shared_trip_count(A: T.Tensor((128,), "int32"), B: T.Tensor((128,), "int32")):
+    with T.Kernel(1, threads=128) as bx:
+        F = T.alloc_shared((128,), "int32")
+        T.copy(A, F)
+        for ko in T.serial(F[0]):
+            for i in T.Parallel(128):
+                F[i] = F[i] + 1
+        T.copy(F, B)
+
+
+@pytest.mark.xfail(strict=True, reason="thread_sync never looks at a loop extent: T.serial(F[0]) reads the "
+                                       "shared F before the barrier that orders the T.copy into it")
+def test_loop_extent_read_from_shared_memory_is_race_free(helpers):
+    _, after = lowered(_shared_trip_count, helpers=helpers)
+    assert races(after) == []
