@@ -283,6 +283,11 @@ class CCodegen:
         if self.expr.nonnegative(s.start):
             self.expr.nonneg.add(s.var)
         end = ext if start == "0" else f"{start} + {ext}"
+        if collect(s.extent, lambda n: isinstance(n, E.BufferLoad)) or \
+                collect(s.start, lambda n: isinstance(n, E.BufferLoad)):
+            # bounds that read memory are evaluated once, as the loop's semantics say
+            self.emit(f"const int64_t {v}_end = {end};")
+            end = f"{v}_end"
         if s.kind == "unroll" and const_int(s.extent) is not None:
             self.emit("#pragma GCC unroll 16")
         self.emit(f"for (int32_t {v} = {start}; {v} < {end}; ++{v}) {{")

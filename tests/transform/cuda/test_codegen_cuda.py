@@ -70,9 +70,6 @@ def _column_sums(A: T.Tensor((64, 64), "float32"), B: T.Tensor((64,), "float32")
             T.atomic_add(B[j], A[i, j])
 
 
-@pytest.mark.xfail(strict=True, reason="lower_tile_ops: T.atomic_add(B[j], ...) inside T.Parallel is lowered "
-                                       "with an `if (tid == 0)` guard, so only thread 0's (i, j) elements are "
-                                       "added (the CPU backend adds all 4096)")
 def test_atomic_add_in_a_parallel_loop_runs_on_every_thread():
     pytest.importorskip("tilelang.backend.cuda.nvrtc")
     src = tilelang.compile(_column_sums, target="cuda -arch=sm_80").artifact.source
@@ -92,9 +89,6 @@ def _shared_trip_count(A: T.Tensor((128,), "int32"), B: T.Tensor((128,), "int32"
         T.copy(F, B)
 
 
-@pytest.mark.xfail(strict=True, reason="codegen prints `for (ko = 0; ko < F[0]; ++ko)`: the extent is re-read "
-                                       "every trip, so a body that writes F changes the trip count (the DSL, "
-                                       "like Python's range, evaluates it once)")
 def test_loop_extent_is_evaluated_once():
     pytest.importorskip("tilelang.backend.cuda.nvrtc")
     src = tilelang.compile(_shared_trip_count, out_idx=[-1], target="cuda -arch=sm_80").artifact.source

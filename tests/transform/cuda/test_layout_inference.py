@@ -209,9 +209,6 @@ def test_gemm_a_operand_in_the_wgmma_layout_stays_in_registers_on_sm90(kernels, 
     assert_covers_tile_once(p, threads)
 
 
-@pytest.mark.xfail(strict=True, reason="lower_tile_ops demotes a fragment by setting Buffer.scope in place: "
-                                       "after one CUDA build of a prim_func, its fragment P is 'shared.dyn' for "
-                                       "every later build, so sm_90 no longer keeps it in registers")
 def test_building_for_one_arch_does_not_change_the_prim_func_for_another(kernels, helpers):
     func = kernels.two_gemms()
     run_passes(func, PASSES, PassContext(target=resolve("cuda -arch=sm_80")))  # demotes P for sm_80

@@ -137,9 +137,6 @@ def test_every_iteration_reads_its_own_completed_tile(stages, kernels, helpers):
 
 
 @pytest.mark.parametrize("start", [1, 2])
-@pytest.mark.xfail(strict=True, reason="software_pipeline: the prologue and the refill pick stage "
-                                       "(k % num_stages) but iteration ko reads stage ((ko - start) % num_stages): "
-                                       "a T.Pipelined(start, stop) with start % num_stages != 0 reads the wrong tiles")
 def test_pipelined_loop_with_a_start_offset_reads_its_own_tiles(start, helpers):
     m, _, _, n = run_pipeline(gemm_from(start, 3), helpers)
     assert m.reads == ["A_s", "B_s"] * n

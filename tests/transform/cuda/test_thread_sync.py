@@ -162,9 +162,6 @@ def test_raw_statements_declare_their_shared_accesses():
     assert synced(w, r, g, w=w, r=r, g=g) == ["w", "|", "r", "g"]
 
 
-@pytest.mark.xfail(strict=True, reason="thread_sync counts an atomic on a shared buffer as a read: a later "
-                                       "read of the buffer gets no barrier and sees other threads' atomics "
-                                       "half done")
 def test_atomic_on_shared_memory_is_a_write():
     at = S.Evaluate(E.Call("atomic_add", (E.BufferLoad(A, ((tid + 1) % 128,), dt.float32), E.as_expr(1.0, dt.float32)),
                            dt.float32))
@@ -172,8 +169,6 @@ def test_atomic_on_shared_memory_is_a_write():
     assert synced(at, r, at=at, r=r) == ["at", "|", "r"]
 
 
-@pytest.mark.xfail(strict=True, reason="thread_sync never looks at a While condition: a condition reading "
-                                       "a shared buffer written just before the loop runs without a barrier")
 def test_while_condition_reading_shared_memory_waits_for_the_write():
     w, x = write(A), S.BufferStore(local("x"), (E.as_expr(0),), E.as_expr(1.0, dt.float32))
     cond = E.binop("<", other(A), E.as_expr(4.0, dt.float32))
@@ -350,8 +345,6 @@ def _shared_histogram(A: T.Tensor((64, 64), "float32"), B: T.Tensor((64,), "floa
         T.copy(H, B)
 
 
-@pytest.mark.xfail(strict=True, reason="atomics on shared memory count as reads: no barrier between the "
-                                       "T.atomic_add loop and the T.copy that reads the totals")
 def test_shared_atomics_are_ordered_before_later_reads(helpers):
     _, after = lowered(_shared_histogram, helpers=helpers)
     assert races(after) == []

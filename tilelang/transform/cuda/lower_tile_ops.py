@@ -54,6 +54,7 @@ class CudaKernelInfo:
     warnings: list
     tid: E.Var = None
     panels: set = field(default_factory=set)
+    scope_changes: list = field(default_factory=list)
     sm: int = 80
     uses_wgmma: bool = False
 
@@ -69,6 +70,8 @@ class _Lower(Mutator):
         self.swizzled: set = set()
         self.panels: set = set()
         self.uses_wgmma = False
+        self.per_thread = 0
+        self.scope_changes: list = []  # (buffer, original scope): restored after codegen
 
     # ------------------------------------------------------------ buffers
     def reg(self, buf: Buffer) -> Buffer | None:
@@ -87,6 +90,7 @@ class _Lower(Mutator):
             r = self.reg(b)
             if r is not None:
                 return S.Allocate(r, None, span=s.span)
+            self.scope_changes.append((b, b.scope))
             b.scope = "shared.dyn"  # demoted: every thread may read any element
             reason = self.plan.reasons.get(b.uid, "")
             self.warn(f"fragment {b.name} is kept in shared memory, not registers: {reason}")
@@ -150,12 +154,16 @@ class _Lower(Mutator):
             if self.plan.in_registers(ld.buffer) and tuple(ld.indices) == tuple(vars_):
                 driver = self.plan.layout(ld.buffer)
                 break
-        if driver is not None:
-            def make(l, cvars):
-                b = substitute(body, dict(zip(vars_, cvars)))
-                return _RegAccess(self, cvars, l, driver).visit(b)
-            return self.slot_loop(driver, make)
-        return self.flat_loop(exts, lambda cvars: self.visit(substitute(body, dict(zip(vars_, cvars)))))
+        self.per_thread += 1  # inside: each element belongs to one thread (atomics run per element)
+        try:
+            if driver is not None:
+                def make(l, cvars):
+                    b = self.visit(substitute(body, dict(zip(vars_, cvars))))
+                    return _RegAccess(self, cvars, l, driver).visit(b)
+                return self.slot_loop(driver, make)
+            return self.flat_loop(exts, lambda cvars: self.visit(substitute(body, dict(zip(vars_, cvars)))))
+        finally:
+            self.per_thread -= 1
 
     # ------------------------------------------------------------ tile ops
     def elementwise(self, region: BufferRegion, make):
@@ -323,6 +331,7 @@ class _Lower(Mutator):
         a, b = op.A.buffer, op.B.buffer
         for x in (a, b):
             if x.scope == "fragment":
+                self.scope_changes.append((x, x.scope))
                 x.scope = "shared.dyn"
             self.swizzled.add(x.uid)
         m, n, k = op.mnk
@@ -342,6 +351,7 @@ class _Lower(Mutator):
         if areg is not None:
             return self.wgmma_rs_gemm(op, areg, creg, lay)
         if a.scope == "fragment":  # demoted A: now shared memory
+            self.scope_changes.append((a, a.scope))
             a.scope = "shared.dyn"
         if not (const_int(a.shape[-1]) * a.dtype.bytes in (32, 64, 128)):
             self.warn(f"T.gemm {a.name} x {b.name} runs on CUDA cores: A in shared memory has rows of "
@@ -483,6 +493,8 @@ class _Lower(Mutator):
             return self.slot_loop(lay, lambda l, cv: make(cv, sreg[l]))
         ext = squeezed(op.dst.extents)
         if not ext:
+            if self.per_thread:  # one element per iteration of a T.Parallel body: every thread's own
+                return make([], None)
             return S.IfThenElse(E.binop("==", self.tid, 0), make([], None))
         return self.flat_loop(ext, lambda cv: make(cv, None))
 
@@ -545,6 +557,24 @@ def _aligned(start, vec: int) -> bool:
     return lin is not None and lin[1] % vec == 0 and all(c % vec == 0 for c in lin[0].values())
 
 
+def _detach_scope_changes(body, low: "_Lower"):
+    """Lowering moved some fragments to shared memory by setting Buffer.scope; give the lowered
+    IR its own shared-scope copies (same uid) and put the user's buffers back as they were, so
+    one prim_func can be built again, for another target."""
+    from .software_pipeline import _ReplaceBuffers
+
+    copies = {}
+    for buf, _ in low.scope_changes:
+        if buf.uid not in copies:
+            c = Buffer(buf.name, buf.shape, buf.dtype, buf.scope, strides=buf.strides)
+            c.uid = buf.uid
+            copies[buf.uid] = c
+    for buf, old in reversed(low.scope_changes):
+        buf.scope = old
+    low.scope_changes = []
+    return _ReplaceBuffers(copies).visit(body) if copies else body
+
+
 def _addr(buf: Buffer) -> E.Expr:
     return E.Call("address_of", (E.BufferLoad(buf, tuple(E.as_expr(0) for _ in buf.shape), buf.dtype),), dt.uint64)
 
@@ -559,9 +589,11 @@ def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = Fa
     tid = E.Var("tid", dt.int32)
     low = _Lower(plan, threads, tid, warn)
     body = low.visit(k.body)
+    body = _detach_scope_changes(body, low)
     # thread vars requested by T.get_thread_binding map onto threadIdx
     new = replace(k, body=body)
     shared = [a.buffer for a in collect(body, lambda n: isinstance(n, S.Allocate))
               if a.buffer.scope in ("shared", "shared.dyn")]
-    info = CudaKernelInfo(threads, low.regs, shared, low.swizzled, [], tid, low.panels, sm, low.uses_wgmma)
+    info = CudaKernelInfo(threads, low.regs, shared, low.swizzled, [], tid=tid, panels=low.panels, sm=sm,
+                          uses_wgmma=low.uses_wgmma, scope_changes=low.scope_changes)
     return new, info

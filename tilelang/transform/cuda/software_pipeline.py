@@ -98,7 +98,8 @@ class _Pipeline(Mutator):
         def issue(k_expr, guard):
             ps = [_ReplaceBuffers(write_map).visit(substitute(replace(p, async_group=True), {ko: k_expr}))
                   for p in producers]
-            views = [Raw(f"{wv.name} = {st.name} + ({{0}}) * {numel};", (E.as_expr(k_expr) % stages,))
+            # stage of iteration k is (k - start) % stages, the same rule the readers use
+            views = [Raw(f"{wv.name} = {st.name} + ({{0}}) * {numel};", (E.binop("%", k_expr - s.start, stages),))
                      for st, _, wv, numel in sets]
             body_ = S.seq(*views, *ps)
             if guard is not True:

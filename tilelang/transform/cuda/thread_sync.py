@@ -29,7 +29,9 @@ def accesses(st) -> tuple[set, set]:
             reads |= {b.uid for b in n.reads if b.scope in _SHARED}
             writes |= {b.uid for b in n.writes if b.scope in _SHARED}
         elif isinstance(n, E.Call) and n.op.startswith("atomic_"):
-            continue
+            target = n.args[0]  # read-modify-write: the load inside is collected as the read
+            if isinstance(target, E.BufferLoad) and target.buffer.scope in _SHARED:
+                writes.add(target.buffer.uid)
         elif isinstance(n, S.BufferStore):
             if n.buffer.scope in _SHARED:
                 writes.add(n.buffer.uid)
@@ -88,7 +90,15 @@ class _Sync:
             then, p1 = self.block(st.then_case, pending)
             other, p2 = (self.block(st.else_case, pending) if st.else_case is not None else (None, pending))
             return S.IfThenElse(st.cond, then, other, span=st.span), (p1[0] | p2[0], p1[1] | p2[1])
+        # the loop's bounds (For: once, before it) or condition (While: before every pass) read too
+        head = accesses(S.Evaluate(st.cond)) if isinstance(st, S.While) else \
+            accesses(S.SeqStmt((S.Evaluate(E.as_expr(st.start)), S.Evaluate(E.as_expr(st.extent)))))
+        if _conflict(pending, head):
+            out.append(sync())
+            pending = (set(), set())
         body_acc = accesses(st.body)
+        if isinstance(st, S.While):
+            body_acc = (body_acc[0] | head[0], body_acc[1] | head[1])
         body, end = self.block(st.body, pending)
         if _conflict(end, body_acc):
             body = S.seq(body, sync())
