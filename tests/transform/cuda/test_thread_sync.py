@@ -361,8 +361,6 @@ def _while_flag(A: T.Tensor((128,), "int32"), B: T.Tensor((128,), "int32")):
         T.copy(F, B)
 
 
-@pytest.mark.xfail(strict=True, reason="the first evaluation of a While condition that reads shared memory "
-                                       "is not ordered after the preceding T.copy into it")
 def test_while_condition_on_a_shared_flag_is_race_free(helpers):
     _, after = lowered(_while_flag, helpers=helpers)
     assert races(after) == []
@@ -386,8 +384,6 @@ def _shared_trip_count(A: T.Tensor((128,), "int32"), B: T.Tensor((128,), "int32"
         T.copy(F, B)
 
 
-@pytest.mark.xfail(strict=True, reason="thread_sync never looks at a loop extent: T.serial(F[0]) reads the "
-                                       "shared F before the barrier that orders the T.copy into it")
 def test_loop_extent_read_from_shared_memory_is_race_free(helpers):
     _, after = lowered(_shared_trip_count, helpers=helpers)
     assert races(after) == []

@@ -96,6 +96,7 @@ class _Sync:
         if _conflict(pending, head):
             out.append(sync())
             pending = (set(), set())
+        pending = (pending[0] | head[0], pending[1] | head[1])  # the body must not overwrite them early
         body_acc = accesses(st.body)
         if isinstance(st, S.While):
             body_acc = (body_acc[0] | head[0], body_acc[1] | head[1])
