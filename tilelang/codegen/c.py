@@ -151,6 +151,9 @@ def unique_var_names(func: S.PrimFunc) -> S.PrimFunc:
 
 
 class CCodegen:
+    UNROLL_PRAGMA = "#pragma GCC unroll 16"
+    LOOP_TYPE = "int32_t"
+
     def __init__(self, func: S.PrimFunc):
         self.func = func
         self.lines: list[str] = []
@@ -289,8 +292,8 @@ class CCodegen:
             self.emit(f"const int64_t {v}_end = {end};")
             end = f"{v}_end"
         if s.kind == "unroll" and const_int(s.extent) is not None:
-            self.emit("#pragma GCC unroll 16")
-        self.emit(f"for (int32_t {v} = {start}; {v} < {end}; ++{v}) {{")
+            self.emit(self.UNROLL_PRAGMA)
+        self.emit(f"for ({self.LOOP_TYPE} {v} = {start}; {v} < {end}; ++{v}) {{")
         self.depth += 1
         self.stmt(s.body)
         self.depth -= 1

@@ -34,6 +34,9 @@ _SCALAR_KIND = {"int32": "i32", "int64": "i64", "uint32": "u32", "uint64": "u64"
 
 
 class CudaCodegen(CCodegen):
+    UNROLL_PRAGMA = "#pragma unroll"
+    LOOP_TYPE = "int"
+
     def __init__(self, func: S.PrimFunc, info, kernel: S.KernelLaunch, swizzle_panel: int | None, ws=None):
         super().__init__(func)
         self.ws = ws
@@ -155,25 +158,6 @@ class CudaCodegen(CCodegen):
         if s.init is not None:
             for i, v in enumerate(s.init):
                 self.emit(f"{b.name}[{i}] = {self.expr.store_value(b.dtype, self.expr(v))};")
-
-    def s_For(self, s: S.For):
-        if s.kind == "unroll":
-            self.emit("#pragma unroll")
-        v = s.var.name
-        start, ext = self.expr(s.start), self.expr(s.extent)
-        if self.expr.nonnegative(s.start):
-            self.expr.nonneg.add(s.var)
-        end = ext if start == "0" else f"{start} + {ext}"
-        if collect(s.extent, lambda n: isinstance(n, E.BufferLoad)) or \
-                collect(s.start, lambda n: isinstance(n, E.BufferLoad)):
-            # bounds that read memory are evaluated once, as the loop's semantics say
-            self.emit(f"const int64_t {v}_end = {end};")
-            end = f"{v}_end"
-        self.emit(f"for (int {v} = {start}; {v} < {end}; ++{v}) {{")
-        self.depth += 1
-        self.stmt(s.body)
-        self.depth -= 1
-        self.emit("}")
 
     def s_LetStmt(self, s: S.LetStmt):
         from .c_expr import compute_type
