@@ -125,12 +125,7 @@ class _Lower(Mutator):
         for e in extents:
             total = total * e
         e = E.Var("e", dt.int32)
-        coords, rest = [], e
-        for x in reversed(extents[1:]):
-            coords.append(rest % x)
-            rest = rest // x
-        coords.append(rest)
-        coords.reverse()
+        coords = unflatten(e, extents)
         cvars = [E.Var("ijkm"[d], dt.int32) for d in range(len(extents))]
         body = S.seq(*[S.LetStmt(v, c) for v, c in zip(cvars, coords)], make_body(cvars))
         k = E.Var("k", dt.int32)
@@ -202,12 +197,7 @@ class _Lower(Mutator):
         v = E.Var("v", dt.int32)
         e = E.Var("e", dt.int32)
         cvars = [E.Var("ijkm"[d], dt.int32) for d in range(len(ext))]
-        coords, rest = [], e
-        for x in reversed(ext[1:]):
-            coords.append(rest % x)
-            rest = rest // x
-        coords.append(rest)
-        coords.reverse()
+        coords = unflatten(e, ext)
         si, di = region_indices(op.src, cvars), region_indices(op.dst, cvars)
         ok_s, ok_d = in_bounds(op.src, si), in_bounds(op.dst, di)
         src_addr = E.Call("address_of", (E.BufferLoad(op.src.buffer, si, op.src.buffer.dtype),), dt.uint64)
@@ -527,6 +517,16 @@ class _RegAccess(Mutator):
         if r is not None:
             return S.BufferStore(r, (self.l,), value, span=s.span)
         return S.BufferStore(s.buffer, tuple(self.visit(i) for i in s.indices), value, span=s.span)
+
+
+def unflatten(e, extents) -> list:
+    """Row-major coordinates of flat index e over `extents`."""
+    coords, rest = [], e
+    for x in reversed(list(extents)[1:]):
+        coords.append(rest % x)
+        rest = rest // x
+    coords.append(rest)
+    return coords[::-1]
 
 
 def copy_vector_width(op: O.Copy) -> tuple[int, str | None]:
