@@ -2,7 +2,7 @@
 
     python benchmarks/gemm.py [--dtypes fp16 bf16] [--shapes 4096x4096x4096 8192x8192x16384]
                               [--sizes 4096 8192] [--path auto|mma|both] [--no-triton]
-                              [--no-canonical] [--no-fp8] [--json out.json]
+                              [--no-canonical] [--no-fp8] [--configs 128,256,64,256,3 ...] [--json out.json]
     python benchmarks/gemm.py --compile-only --target "cuda -arch=sm_90a"   # no GPU needed
 
 Shapes are MxNxK (default 4096^3, 8192^3, 8192x8192x16384); `--sizes n` adds n^3. Per
@@ -102,6 +102,9 @@ def make_gemm_fp8(M, N, K, block_M, block_N, block_K, threads, stages):
 
 # (block_M, block_N, block_K, threads, stages)
 CONFIGS = [(128, 256, 64, 256, 3), (128, 128, 64, 128, 3), (128, 128, 32, 128, 4), (256, 128, 64, 256, 3)]
+# The mma.sync path keeps C in registers of fewer warps per tile: 64x64 warp tiles, more stages.
+MMA_CONFIGS = [(128, 256, 32, 256, 4), (128, 256, 64, 256, 3), (128, 128, 32, 128, 4), (128, 128, 64, 128, 3),
+               (256, 128, 32, 256, 4)]
 CANONICAL_CONFIG = (128, 256, 64, 256)  # 3 stages are written in the program
 FP8_CONFIGS = [(128, 256, 128, 256, 3), (128, 128, 128, 128, 4)]
 DEFAULT_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 16384)]
@@ -276,8 +279,11 @@ def gemm_case(M, N, K, dt, args, records):
             skipped("Triton", e)
     elif args.triton:
         skipped("Triton", f"triton does not import ({error_text(_TRITON_ERR, 120)})")
-    best = run_ours(label, lambda cfg: make_gemm(M, N, K, *cfg, dtype=tl_dtype), CONFIGS, args.target,
-                    args.paths, out, (a, b), corners, flops, records)
+    best = {}
+    for path in args.paths:
+        cfgs = args.configs or (MMA_CONFIGS if path == "mma" else CONFIGS)
+        best.update(run_ours(label, lambda cfg: make_gemm(M, N, K, *cfg, dtype=tl_dtype), cfgs, args.target,
+                             [path], out, (a, b), corners, flops, records))
     rows = []
     for path in args.paths:
         tf, cfg, isa = best.get(path, (None, None, None))
@@ -390,12 +396,20 @@ def parse_shape(s: str):
     return tuple(parts)
 
 
+def parse_cfg(s: str):
+    parts = tuple(int(x) for x in s.split(","))
+    if len(parts) != 5:
+        raise argparse.ArgumentTypeError(f"config {s!r}: expected block_M,block_N,block_K,threads,stages")
+    return parts
+
+
 def compile_only(args):
     """Compile every kernel the benchmark would run (no GPU needed for an explicit arch)."""
     jobs = []
     for M, N, K in args.shapes:
         for dt in args.dtypes:
-            jobs += [(f"{dt} {M}x{N}x{K} {cfg}", make_gemm(M, N, K, *cfg, dtype=DTYPES[dt][0])) for cfg in CONFIGS]
+            cfgs = args.configs or sorted(set(CONFIGS) | (set(MMA_CONFIGS) if "mma" in args.paths else set()))
+            jobs += [(f"{dt} {M}x{N}x{K} {cfg}", make_gemm(M, N, K, *cfg, dtype=DTYPES[dt][0])) for cfg in cfgs]
         if args.canonical:
             jobs.append((f"canonical {M}x{N}x{K}", matmul_relu(M, N, K, *CANONICAL_CONFIG)))
     if args.fp8:
@@ -429,6 +443,8 @@ def main():
     ap.add_argument("--target", default="cuda")
     ap.add_argument("--compile-only", action="store_true", help="compile every kernel and stop (no GPU needed "
                                                                     "with --target 'cuda -arch=sm_90a')")
+    ap.add_argument("--configs", type=parse_cfg, nargs="*", default=None,
+                    help="block_M,block_N,block_K,threads,stages (replaces the default configs)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     args.shapes = list(args.shapes or []) + [(n, n, n) for n in (args.sizes or [])] or DEFAULT_SHAPES
