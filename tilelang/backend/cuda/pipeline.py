@@ -49,7 +49,7 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     sm = ctx.target.sm
     if config(ctx.pass_configs, "tl.disable_wgmma", False) and sm >= 90:
         sm = 89  # measure / debug the portable mma.sync path on Hopper
-    new, info = lower_kernel(k_piped, msgs.append, sm, bool(config(ctx.pass_configs, "tl.enable_row_fragments", False)))
+    new, info = lower_kernel(k_piped, msgs.append, sm, bool(config(ctx.pass_configs, "tl.enable_row_fragments", True)))
     for _, _, rv, wv in views:  # both views of a staged tile share its layout
         for group in (info.swizzled, info.panels):
             if rv.uid in group or wv.uid in group:
