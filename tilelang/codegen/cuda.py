@@ -136,14 +136,12 @@ class CudaCodegen(CCodegen):
             self.emit(f"const int {n} = {r};")
 
     def plan_smem(self) -> int:
-        off = 0
-        for a in collect(self.kernel.body, lambda n: isinstance(n, S.Allocate)):
-            b = a.buffer
-            if b.scope in ("shared", "shared.dyn") and b.uid not in self.offsets and not hasattr(b, "view_of"):
-                off = (off + 1023) // 1024 * 1024  # swizzle patterns repeat every 1024 B
-                self.offsets[b.uid] = off
-                off += b.numel() * b.dtype.bytes
-        return off
+        """Offsets from the plan_smem pass ("tl.smem_plan"), else one slice per buffer."""
+        from ..transform.cuda.plan_smem import ATTR, sequential_plan, shared_allocs
+
+        plan = self.func.attr(ATTR) or sequential_plan(shared_allocs(self.kernel.body))
+        self.offsets.update(plan.offsets())
+        return plan.total
 
     def s_KernelLaunch(self, k):
         raise AssertionError("nested kernel")

@@ -20,6 +20,7 @@ class PassConfigKey(str, Enum):
     TL_ENABLE_PTXAS_VERBOSE_OUTPUT = "tl.enable_ptxas_verbose_output"
     TL_DISABLE_WGMMA = "tl.disable_wgmma"  # ours: keep sm_90a gemms on the mma.sync path
     TL_ENABLE_ROW_FRAGMENTS = "tl.enable_row_fragments"  # ours: per-row accumulator values in registers
+    TL_DISABLE_SMEM_REUSE = "tl.disable_smem_reuse"  # ours: every shared buffer keeps its own bytes
 
 
 def get(configs: dict, key, default=None):

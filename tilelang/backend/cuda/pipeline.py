@@ -14,6 +14,7 @@ from ...ir.visitor import collect, substitute
 from ...op import tile_ops as O
 from ...transform.cuda.lower_tile_ops import lower_kernel
 from ...transform.legalize_safe_memory import legalize_safe_memory
+from ...transform.cuda.plan_smem import plan_smem_pass
 from ...transform.cuda.thread_sync import insert_syncs
 from ...transform.pass_manager import PassContext, run_passes, simplify_pass
 
@@ -86,6 +87,7 @@ PASSES = [
     ("lower_cuda", lower_cuda),
     ("simplify_lowered", simplify_pass),
     ("unique_names", unique_names_pass),
+    ("plan_smem", plan_smem_pass),  # after barrier insertion: adds the barriers byte reuse needs
 ]
 
 
