@@ -37,10 +37,10 @@ def test_producer_consumer_structure(case, threads, stages, ndim, tiles, build, 
     assert re.search(r"tl::setmaxnreg_inc<(\d+)>\(\);", consumer)
     assert int(re.search(r"setmaxnreg_inc<(\d+)>", consumer).group(1)) * threads + 40 * 128 <= 65536
     assert "tma_load" not in consumer and "gemm_ss_sm90<" in consumer and "gemm_ss_sm90<" not in producer
-    # barriers: full[s] waits for the producer's one arrival (+ bytes), empty[s] for every consumer
+    # barriers: full[s] waits for the producer's one arrival (+ bytes), empty[s] for every consumer warp
     inits = re.findall(r"tl::mbarrier_init\(&tl_(full|empty)\[(\d+)\], (\d+)\);", src)
     assert sorted(inits) == sorted([("full", str(s), "1") for s in range(stages)]
-                                   + [("empty", str(s), str(threads)) for s in range(stages)])
+                                   + [("empty", str(s), str(threads // 32)) for s in range(stages)])
     # TMA: one call per box, coordinates innermost first, one per global dimension
     loads = tma_loads(producer, helpers)
     assert [a[0] for a in loads] == [f"&{name}" for name, boxes, _ in tiles for _ in range(boxes)]
@@ -69,7 +69,8 @@ class Protocol:
     """The full/empty waits and releases as printed, evaluated with Python ints (all operands >= 0)."""
 
     def __init__(self, src):
-        c = lambda e: eval("lambda tl_it: " + e.replace("/", "//"))  # C int expressions, all operands >= 0
+        # C int expressions, all operands >= 0; the releasing lane (tid % 32 == 0) is modelled as tid 0
+        c = lambda e: eval("lambda tl_it, tid=0: " + e.replace("/", "//").replace("&&", "and"))
         m = re.search(r"if \(tl_it >= (\d+)\) tl::mbarrier_wait\(&tl_empty\[tl_stage\], (.+)\);", src)
         self.stages, self.empty_parity = int(m.group(1)), c(m.group(2))
         self.full_parity = c(re.search(r"tl::mbarrier_wait\(&tl_full\[tl_stage\], (.+)\);", src).group(1))

@@ -191,10 +191,12 @@ def warp_specialize(k: S.KernelLaunch, warn):
     overlap = stages >= 2 and len(gemms) == 1 and all(g.wg_wait == 0 for g in gemms)
     body_ops = [replace(b, wg_wait=1) if overlap and isinstance(b, O.Gemm) and b in gemms else b for b in body]
     rest = _ReplaceBuffers(views).visit(S.seq(*body_ops))
+    # one arrival per consumer warp (lane 0, after the warp's wgmma wait / its reads of the stage)
     if overlap:
-        release = Raw(f"if ({{0}} > 0) tl::mbarrier_arrive(&tl_empty[({{0}} - 1) % {stages}]);", (it,))
+        release = Raw(f"if ({{0}} > 0 && tid % 32 == 0) tl::mbarrier_arrive(&tl_empty[({{0}} - 1) % {stages}]);",
+                      (it,))
     else:
-        release = Raw("tl::mbarrier_arrive(&tl_empty[{0}]);", (stage,))
+        release = Raw("__syncwarp(); if (tid % 32 == 0) tl::mbarrier_arrive(&tl_empty[{0}]);", (stage,))
     cons_body = S.seq(
         S.LetStmt(it, ko - loop.start),
         S.LetStmt(stage, it % stages),
@@ -219,7 +221,7 @@ def warp_specialize(k: S.KernelLaunch, warn):
             continue
         cons_prefix.append(s)
     init = Raw("if (tid == 0) {{ "
-               + " ".join(f"tl::mbarrier_init(&tl_full[{i}], 1); tl::mbarrier_init(&tl_empty[{i}], {T});"
+               + " ".join(f"tl::mbarrier_init(&tl_full[{i}], 1); tl::mbarrier_init(&tl_empty[{i}], {T // 32});"
                           for i in range(stages))
                + " tl::fence_barrier_init(); }} tl::sync_all_threads();")
     regs_c = 240 if T == 128 else (232 if T == 256 else 160)
