@@ -13,6 +13,7 @@ from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.buffer import Buffer
 from ..ir.visitor import collect
+from ..op import tile_ops as O
 from .c import CCodegen, shape_vars
 from .c_expr import storage_type
 
@@ -28,6 +29,8 @@ class CudaSource:
     grid: tuple  # per dim: int or Expr over params / dims
     asserts: tuple = ()
 
+
+ASSERT_FLAG = "tl_assert_flag"  # device int: 0, or the 1-based index of the first failed T.device_assert
 
 _SCALAR_KIND = {"int32": "i32", "int64": "i64", "uint32": "u32", "uint64": "u64", "float32": "f32",
                 "float64": "f64", "bool": "bool", "int8": "i8", "int16": "i16"}
@@ -78,6 +81,10 @@ class CudaCodegen(CCodegen):
             kinds.append(("tensormap", d))
             args.append(f"const __grid_constant__ tl::TensorMap {d.name}")
             sig.append("tensormap")
+        if collect(k.body, lambda n: isinstance(n, O.DeviceAssert)):  # kernels without asserts pay nothing
+            kinds.append(("assert_flag", None))
+            args.append(f"int* __restrict__ {ASSERT_FLAG}")
+            sig.append("ptr")
         self.expr.nonneg.update(dims)
         self.expr.nonneg.update(k.block_vars)
         smem = self.plan_smem()
@@ -194,10 +201,19 @@ class CudaCodegen(CCodegen):
         return self.expr(a)
 
     def s_DeviceAssert(self, s):
+        """The first failing thread records the assert's 1-based index in the flag and prints where.
+
+        No __trap()/assert(): they leave the context with a sticky error. The thread returns
+        (an exited thread releases __syncthreads), except in warp-specialized kernels, where a
+        counted named barrier or an mbarrier wait would hang on it: there it only records.
+        """
         self.asserts.append(s.msg or str(s.cond))
-        msg = (s.msg or "T.device_assert failed").replace('"', "'")
-        self.emit(f'if (!({self.expr(s.cond)})) {{ printf("{msg} (block %d, thread %d)\\n", '
-                  '(int)blockIdx.x, (int)threadIdx.x); }')
+        msg = (s.msg or "T.device_assert failed").replace('"', "'").replace("%", "%%")
+        first = f"atomicCAS({ASSERT_FLAG}, 0, {len(self.asserts)}) == 0"
+        report = (f'printf("T.device_assert failed: {msg} (block %d, thread %d)\\n", (int)blockIdx.x, '
+                  '(int)threadIdx.x);')
+        stop = "" if self.ws else " return;"
+        self.emit(f"if (!({self.expr(s.cond)})) {{ if ({first}) {{ {report} }}{stop} }}")
 
     def s_Print(self, s):
         obj = s.obj

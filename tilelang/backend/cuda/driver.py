@@ -358,6 +358,46 @@ def load_kernel(cubin: bytes, name: str, signature, dynamic_smem: int = 0,
     return CudaModule(cubin, device).get_function(name, signature, dynamic_smem)
 
 
+# ------------------------------------------------------------------ T.device_assert flag
+class AssertFlag:
+    """One device int a kernel's failing T.device_assert writes its 1-based index into.
+
+    Allocated once per kernel and device; zero between launches. `read_and_reset` waits
+    for `stream`, copies the int back and, when it is set, clears it for the next launch.
+    """
+
+    def __init__(self, device: int | None = None):
+        driver = _driver()
+        self.device = _torch_current_device() if device is None else device
+        _ensure_context(self.device)
+        self.ptr = int(check(driver.cuMemAlloc(4), "cuMemAlloc(assert flag)"))
+        check(driver.cuMemsetD32(driver.CUdeviceptr(self.ptr), 0, 1), "cuMemsetD32(assert flag)")
+        check(driver.cuCtxSynchronize(), "cuCtxSynchronize(assert flag)")  # zero before any stream uses it
+        self._host = ctypes.c_int32(0)
+
+    def read_and_reset(self, stream: int | None = None) -> int:
+        driver = _driver()
+        if stream is None:
+            stream = current_stream()
+        stream, ptr = driver.CUstream(stream), driver.CUdeviceptr(self.ptr)
+        check(driver.cuStreamSynchronize(stream), "cuStreamSynchronize (after a kernel with T.device_assert)")
+        check(driver.cuMemcpyDtoH(ctypes.addressof(self._host), ptr, 4), "cuMemcpyDtoH(assert flag)")
+        code = int(self._host.value)
+        if code:
+            check(driver.cuMemsetD32Async(ptr, 0, 1, stream), "cuMemsetD32Async(assert flag)")
+            check(driver.cuStreamSynchronize(stream), "cuStreamSynchronize(assert flag reset)")
+        return code
+
+    def __del__(self):
+        ptr = getattr(self, "ptr", None)
+        if ptr and _initialized:
+            try:
+                from cuda.bindings import driver
+                driver.cuMemFree(driver.CUdeviceptr(ptr))
+            except Exception:
+                pass
+
+
 # ------------------------------------------------------------------ TMA tensor maps
 # Element type -> CUtensorMapDataType suffix.  TMA only moves bytes, so 8-bit
 # types (int8, fp8) all travel as UINT8.

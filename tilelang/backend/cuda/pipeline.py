@@ -33,7 +33,7 @@ def _the_kernel(func: PrimFunc) -> S.KernelLaunch:
 def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     k = _the_kernel(func)
     msgs = []
-    from ...transform.cuda.software_pipeline import pipeline_kernel
+    from ...transform.cuda.software_pipeline import fuse_mma_mainloops, pipeline_kernel
 
     from ...transform.cuda.warp_specialize import warp_specialize
     from ...transform.pass_config import get as config
@@ -56,6 +56,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
             if rv.uid in group or wv.uid in group:
                 group |= {rv.uid, wv.uid}
     new = replace(new, body=insert_syncs(new.body))
+    if ws is None and not info.uses_wgmma:
+        new = replace(new, body=fuse_mma_mainloops(new.body))
     if ws is not None:
         info.swizzled |= ws.swizzled
         info.panels |= ws.panels
@@ -107,9 +109,12 @@ class CUDAArtifact:
         self.ptx = self.compiled.ptx
         self._fn = None
         self._tmaps: dict = {}
+        self._flags: dict = {}  # device -> driver.AssertFlag, for kernels with T.device_assert
 
     def arg_value(self, kind, obj, values, index):
-        """Per-call kernel arguments beyond tensors and scalars: TMA tensor maps."""
+        """Per-call kernel arguments beyond tensors and scalars: TMA tensor maps, the assert flag."""
+        if kind == "assert_flag":
+            return self.assert_flag().ptr
         if kind != "tensormap":
             raise LoweringError(f"internal: unknown kernel argument kind {kind}")
         t = values[index[id(obj.buffer)]]
@@ -161,6 +166,24 @@ class CUDAArtifact:
         if min(grid) <= 0:
             return
         fn.launch(grid, (self.csource.threads, 1, 1), self.csource.smem_bytes, values, stream)
+        if self.csource.asserts:
+            self.check_asserts(stream)
+
+    def assert_flag(self):
+        """The device int this kernel's T.device_asserts write to (one per device, made on first use)."""
+        from . import driver
+
+        dev = driver._torch_current_device()
+        flag = self._flags.get(dev)
+        if flag is None:
+            flag = self._flags[dev] = driver.AssertFlag(dev)
+        return flag
+
+    def check_asserts(self, stream=None):
+        """After a launch: wait for it, read and reset the flag, raise like the CPU backend."""
+        code = self.assert_flag().read_and_reset(stream)
+        if code:
+            raise_device_assert(code, self.csource.asserts, self.csource.entry)
 
     def _dynamic_grid(self) -> bool:
         return any(not isinstance(g, int) for g in self.csource.grid)
@@ -168,6 +191,12 @@ class CUDAArtifact:
     def _static_grid(self) -> tuple:
         g = tuple(self.csource.grid)
         return g + (1,) * (3 - len(g))
+
+
+def raise_device_assert(code: int, asserts: tuple, entry: str):
+    """The CPU backend's error for a failed T.device_assert (1-based `code` into `asserts`)."""
+    msg = asserts[code - 1] if 0 < code <= len(asserts) else f"code {code}"
+    raise RuntimeError(f"T.device_assert failed in kernel {entry}: {msg}")
 
 
 def _compile_cached(source: str, arch: str):
