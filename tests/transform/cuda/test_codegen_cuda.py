@@ -49,7 +49,7 @@ def test_sass_uses_the_instructions_the_source_asks_for(case):
     src = b.source
     ops = sass.opcodes(_sass_or_skip(b))
     want = {
-        "HMMA": "tl::gemm_ss<" in src,
+        "HMMA": "tl::gemm_ss<" in src or "tl::gemm_ss_pipe<" in src,
         "HGMMA": "gemm_ss_sm90<" in src or "gemm_rs_sm90<" in src,
         "UTMALDG": "tl::tma_load(" in src,
         "LDGSTS": "tl::cp_async_zfill<" in src,

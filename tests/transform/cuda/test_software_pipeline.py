@@ -172,10 +172,14 @@ def test_source_has_prologue_wait_and_staged_tiles(case, stages, build):
     for name in ("A_s_w", "B_s_w"):
         issued = [int(x) for x in re.findall(rf"{name} = \w+_stages \+ \((\d+)\) \* 4096;", head)]
         assert issued == list(range(stages - 1))
-    # each iteration first waits until only S-2 groups are in flight, then a barrier
-    first = body.strip().splitlines()[0].strip()
-    assert first == f"tl::cp_async_wait<{stages - 2}>(); __syncthreads();"
-    assert body.count("tl::cp_async_wait<") == 2  # the loop's and the drain after it
+    # the mma.sync mainloop: stage 0 made visible and its first fragments loaded before the loop;
+    # inside, the wait (S-2 groups left in flight) and barrier happen within gemm_ss_pipe
+    assert head.rstrip().endswith(f"tl::gemm_ss_preload<128, 128, 32, 2, 2, false, false, 32, 128, true, true, "
+                                  f"tl::half_t>(A_s, B_s, tl_mma_state);")
+    assert f"tl::cp_async_wait<{stages - 2}>(); __syncthreads();" in head
+    assert "__syncthreads" not in body.split("tl::gemm_ss_pipe<")[0]
+    assert f"tl::half_t, {stages - 2}>(A_s, B_s, C_l, A_s_stages + (((ko + 1) % {stages})) * 4096" in body
+    assert body.count("tl::cp_async_wait<") == 1  # the drain after the loop
     assert "tl::cp_async_wait<0>(); __syncthreads();" in body
     # staged tiles: S copies of A_s (128 x 32) and of B_s (32 x 128), both float16
     allocs = {a.buffer.name: a.buffer for a in collect(b.lowered.body, lambda n: isinstance(n, S.Allocate))}
@@ -228,3 +232,103 @@ def test_loop_not_starting_with_copies_warns_and_runs_unpipelined(helpers):
     piped, views = pipeline_kernel(k, msgs.append)
     assert piped is k and not views
     assert len(msgs) == 1 and "does not start with global -> shared T.copy" in msgs[0]
+
+
+# ----------------------------------------------------------------------------- the fused mma mainloop
+PIPE = re.compile(r"^tl::gemm_ss_pipe<.*, (\d+)>\(\{0\}, \{1\}, \{2\}, (\w+) \+ \(\{3\}\) \* \d+, "
+                  r"(\w+) \+ \(\{4\}\) \* \d+, \w+\);$")
+
+
+class FusedLoopMachine(CpAsyncMachine):
+    """Runs the lowered sm_80 kernel's staging statements: a stage written by `X_w = X_stages + (s) * n`
+    receives tile X's next k-tile; gemm_ss_preload / gemm_ss_pipe read stages, the latter waiting and
+    synchronizing between its current-stage and next-stage reads."""
+
+    def __init__(self, kernel, n_tiles):
+        super().__init__(kernel, {})
+        self.n_tiles = n_tiles
+        self.issued = {}  # tile storage -> k-tiles issued so far
+        self.iteration = 0
+
+    def run(self, st):
+        if isinstance(st, S.LetStmt):
+            self.env[st.var] = st.value
+            return
+        if isinstance(st, S.For) and st.annotation("tl.thread_loop", False):
+            return  # the per-thread copy loops: the view assignment before them is the event
+        if isinstance(st, S.For) and st.kind == "serial":
+            start, n = self.value(st.start), self.value(st.extent)
+            for v in range(start, start + n):
+                self.env[st.var] = E.as_expr(v)
+                self.iteration = v - start
+                self.run(st.body)
+            return
+        super().run(st)
+
+    def raw(self, st):
+        m = VIEW.match(st.fmt)
+        if m and m.group(1).endswith("_w"):
+            key = (m.group(2), self.value(st.args[0]))
+            assert key not in self.last_read or self.last_read[key] < self.last_barrier, \
+                f"stage {key} refilled before the barrier after its last reader"
+            t = self.issued.get(m.group(2), 0)
+            self.issued[m.group(2)] = t + 1
+            self.holds[key] = (t, self.committed)
+            return
+        if m:
+            self.views[m.group(1)] = (m.group(2), self.value(st.args[0]))
+            return
+        if st.fmt.startswith("tl::gemm_ss_preload<"):
+            for a in st.args[:2]:
+                self.read_stage(self.views[a.args[0].buffer.name], 0)
+            return
+        p = PIPE.match(st.fmt)
+        if p:
+            for a in st.args[:2]:
+                self.read_stage(self.views[a.args[0].buffer.name], self.iteration)
+            self.done = max(self.done, self.committed - int(p.group(1)))
+            self.t += 1
+            self.last_barrier = self.t
+            self.t += 1
+            if self.iteration + 1 < self.n_tiles:
+                for storage, e in ((p.group(2), st.args[3]), (p.group(3), st.args[4])):
+                    self.read_stage((storage, self.value(e)), self.iteration + 1)
+            return
+        super().raw(st)
+
+    def read_stage(self, key, want):
+        tile, group = self.holds.get(key, (None, None))
+        assert tile == want, f"stage {key} holds k-tile {tile}, iteration reads k-tile {want}"
+        assert group < self.done, f"stage {key} read before its cp.async group completed"
+        self.last_read[key] = self.t
+        self.reads.append((key[0], want))
+
+
+@pytest.mark.parametrize("stages", [2, 3, 4])
+def test_fused_mma_mainloop_reads_completed_tiles_and_refills_after_the_barrier(stages, kernels):
+    k = tilelang.compile(kernels.gemm(stages=stages), out_idx=[-1], target="cuda -arch=sm_80")
+    assert "tl::gemm_ss_pipe<" in k.artifact.source
+    kern = next(iter(collect(k.artifact.lowered.body, lambda n: isinstance(n, S.KernelLaunch))))
+    m = FusedLoopMachine(kern, 8)
+    m.run(kern.body)
+    assert m.reads == [(x, 0) for x in ("A_s_stages", "B_s_stages")] + [
+        (x, t) for i in range(8) for t in ([i, i + 1] if i + 1 < 8 else [i]) for x in ("A_s_stages", "B_s_stages")]
+
+
+def test_fused_loop_machine_catches_a_missing_wait(kernels):
+    """The checker is not vacuous: waiting for one group fewer reads the next stage while it lands."""
+    k = tilelang.compile(kernels.gemm(stages=3), out_idx=[-1], target="cuda -arch=sm_80")
+    kern = next(iter(collect(k.artifact.lowered.body, lambda n: isinstance(n, S.KernelLaunch))))
+
+    class Loose(FusedLoopMachine):
+        def raw(self, st):
+            super().raw(Raw(st.fmt.replace("tl::half_t, 1>(", "tl::half_t, 2>("), st.args))
+
+    with pytest.raises(AssertionError, match="before its cp.async group completed"):
+        Loose(kern, 8).run(kern.body)
+
+
+def test_mma_mainloop_that_would_spill_keeps_the_plain_loop(build):
+    """128 x 128 x 64 on 4 warps: the double-buffered fragments do not fit beside the accumulator."""
+    b = build("gemm", "sm_80", {}, bK=64)
+    assert "tl::gemm_ss_pipe<" not in b.source and "tl::gemm_ss<" in b.source

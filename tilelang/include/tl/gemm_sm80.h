@@ -10,6 +10,7 @@
 #pragma once
 
 #include "common.h"
+#include "cp_async.h"
 #include "ldmatrix.h"
 #include "mma.h"
 
@@ -44,29 +45,29 @@ TL_DEVICE const T* tile_ptr(const T* base, int row, int col) {
   }
 }
 
-template <int M, int N, int K, int WARPS_M, int WARPS_N, bool TA, bool TB, int LDA, int LDB, bool SWA,
-          bool SWB, class T>
-TL_DEVICE void gemm_ss(const T* A, const T* B, float* C) {
+// One warp's share of a block GEMM step: fragments of a 16-wide K slice and the mmas on them.
+template <int M, int N, int WARPS_M, int WARPS_N, bool TA, bool TB, int LDA, int LDB, bool SWA, bool SWB, class T>
+struct MmaWarpTile {
   static_assert(sizeof(T) == 2, "tl::gemm_ss: mma.sync path takes 16-bit inputs (half_t / bfloat16_t)");
-  constexpr int WM = M / WARPS_M, WN = N / WARPS_N;
-  constexpr int MI = WM / 16, NI = WN / 8;
+  static constexpr int WM = M / WARPS_M, WN = N / WARPS_N;
+  static constexpr int MI = WM / 16, NI = WN / 8;
+  static constexpr int kWords = MI * 4 + NI * 2;  // 32-bit fragment registers per K slice
   static_assert(M % (WARPS_M * 16) == 0 && N % (WARPS_N * 8) == 0, "tl::gemm_ss: warp tile must be 16x8 multiples");
-  static_assert(K % 16 == 0, "tl::gemm_ss: K must be a multiple of 16");
-  const int lane = threadIdx.x % 32;
-  const int warp = threadIdx.x / 32;
-  const int wm = warp % WARPS_M, wn = warp / WARPS_M;
-#pragma unroll
-  for (int kk = 0; kk < K; kk += 16) {
-    uint32_t a[MI][4];
-    uint32_t b[NI][2];
+
+  // f[0 .. 4*MI) <- A rows of this warp, f[4*MI ..) <- B columns, K slice [kk, kk + 16).
+  TL_DEVICE static void load(uint32_t* f, const T* A, const T* B, int kk) {
+    const int lane = threadIdx.x % 32;
+    const int warp = threadIdx.x / 32;
+    const int wm = warp % WARPS_M, wn = warp / WARPS_M;
+    uint32_t* fb = f + MI * 4;
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) {
       const int m0 = wm * WM + mi * 16;
       if constexpr (!TA) {
-        ldmatrix_x4(a[mi], tile_ptr<LDA, SWA>(A, m0 + lane % 16, kk + (lane / 16) * 8));
+        ldmatrix_x4(f + mi * 4, tile_ptr<LDA, SWA>(A, m0 + lane % 16, kk + (lane / 16) * 8));
       } else {
         const int q = lane / 8;
-        ldmatrix_x4_trans(a[mi], tile_ptr<LDA, SWA>(A, kk + (q / 2) * 8 + lane % 8, m0 + (q % 2) * 8));
+        ldmatrix_x4_trans(f + mi * 4, tile_ptr<LDA, SWA>(A, kk + (q / 2) * 8 + lane % 8, m0 + (q % 2) * 8));
       }
     }
 #pragma unroll
@@ -74,32 +75,85 @@ TL_DEVICE void gemm_ss(const T* A, const T* B, float* C) {
       const int n0 = wn * WN + ni * 8;
       const int q = lane / 8;
       if (ni + 1 < NI) {
-        uint32_t r[4];
         if constexpr (!TB) {
-          ldmatrix_x4_trans(r, tile_ptr<LDB, SWB>(B, kk + (q % 2) * 8 + lane % 8, n0 + (q / 2) * 8));
+          ldmatrix_x4_trans(fb + ni * 2, tile_ptr<LDB, SWB>(B, kk + (q % 2) * 8 + lane % 8, n0 + (q / 2) * 8));
         } else {
-          ldmatrix_x4(r, tile_ptr<LDB, SWB>(B, n0 + (q / 2) * 8 + lane % 8, kk + (q % 2) * 8));
+          ldmatrix_x4(fb + ni * 2, tile_ptr<LDB, SWB>(B, n0 + (q / 2) * 8 + lane % 8, kk + (q % 2) * 8));
         }
-        b[ni][0] = r[0];
-        b[ni][1] = r[1];
-        b[ni + 1][0] = r[2];
-        b[ni + 1][1] = r[3];
       } else {
         if constexpr (!TB) {
-          ldmatrix_x2_trans(b[ni], tile_ptr<LDB, SWB>(B, kk + lane % 16, n0));
+          ldmatrix_x2_trans(fb + ni * 2, tile_ptr<LDB, SWB>(B, kk + lane % 16, n0));
         } else {
-          ldmatrix_x2(b[ni], tile_ptr<LDB, SWB>(B, n0 + lane % 8, kk + ((lane / 8) % 2) * 8));
+          ldmatrix_x2(fb + ni * 2, tile_ptr<LDB, SWB>(B, n0 + lane % 8, kk + ((lane / 8) % 2) * 8));
         }
       }
     }
+  }
+
+  TL_DEVICE static void mma(const uint32_t* f, float* C) {
+    const uint32_t* fb = f + MI * 4;
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll
       for (int ni = 0; ni < NI; ++ni) {
         float* c = C + (mi * NI + ni) * 4;
-        mma_sync<T, T, float, 16, 8, 16>(c, a[mi], b[ni], c);
+        mma_sync<T, T, float, 16, 8, 16>(c, f + mi * 4, fb + ni * 2, c);
       }
     }
+  }
+};
+
+template <int M, int N, int K, int WARPS_M, int WARPS_N, bool TA, bool TB, int LDA, int LDB, bool SWA,
+          bool SWB, class T>
+TL_DEVICE void gemm_ss(const T* A, const T* B, float* C) {
+  using W = MmaWarpTile<M, N, WARPS_M, WARPS_N, TA, TB, LDA, LDB, SWA, SWB, T>;
+  static_assert(K % 16 == 0, "tl::gemm_ss: K must be a multiple of 16");
+#pragma unroll
+  for (int kk = 0; kk < K; kk += 16) {
+    uint32_t f[W::kWords];
+    W::load(f, A, B, kk);
+    W::mma(f, C);
+  }
+}
+
+// The mainloop form of gemm_ss inside a cp.async pipeline (codegen emits it for a pipelined
+// loop whose body is the stage copies and this one gemm). Fragments are double-buffered in
+// registers: each K slice's ldmatrix overlaps the previous slice's mmas, and the last slice
+// waits for the next stage (cp.async.wait_group<kWait> + barrier) and loads its first slice,
+// so the barrier and ldmatrix latency of a stage change hide behind mma work. The loop then
+// needs no barrier at its top: every read of the stage a refill overwrites precedes the
+// barrier in this call.
+template <int M, int N, int K, int WARPS_M, int WARPS_N, bool TA, bool TB, int LDA, int LDB, bool SWA,
+          bool SWB, class T>
+struct GemmPipeState {
+  uint32_t f[2][MmaWarpTile<M, N, WARPS_M, WARPS_N, TA, TB, LDA, LDB, SWA, SWB, T>::kWords];
+};
+
+// Before the loop, once the first stage is visible: its first K slice into slot 0.
+template <int M, int N, int K, int WARPS_M, int WARPS_N, bool TA, bool TB, int LDA, int LDB, bool SWA,
+          bool SWB, class T>
+TL_DEVICE void gemm_ss_preload(const T* A, const T* B,
+                               GemmPipeState<M, N, K, WARPS_M, WARPS_N, TA, TB, LDA, LDB, SWA, SWB, T>& st) {
+  MmaWarpTile<M, N, WARPS_M, WARPS_N, TA, TB, LDA, LDB, SWA, SWB, T>::load(st.f[0], A, B, 0);
+}
+
+template <int M, int N, int K, int WARPS_M, int WARPS_N, bool TA, bool TB, int LDA, int LDB, bool SWA,
+          bool SWB, class T, int kWait>
+TL_DEVICE void gemm_ss_pipe(const T* A, const T* B, float* C, const T* A_next, const T* B_next,
+                            GemmPipeState<M, N, K, WARPS_M, WARPS_N, TA, TB, LDA, LDB, SWA, SWB, T>& st) {
+  using W = MmaWarpTile<M, N, WARPS_M, WARPS_N, TA, TB, LDA, LDB, SWA, SWB, T>;
+  constexpr int KS = K / 16;
+  static_assert(K % 32 == 0, "tl::gemm_ss_pipe: an even number of 16-wide K slices (slot 0 starts each stage)");
+#pragma unroll
+  for (int ks = 0; ks < KS; ++ks) {
+    if (ks + 1 < KS) {
+      W::load(st.f[(ks + 1) % 2], A, B, (ks + 1) * 16);
+    } else {
+      cp_async_wait<kWait>();
+      __syncthreads();
+      W::load(st.f[0], A_next, B_next, 0);
+    }
+    W::mma(st.f[ks % 2], C);
   }
 }
 

@@ -15,13 +15,14 @@ stage it reads complete and visible, and orders the refill after the previous re
 """
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from ...arith.simplify import const_int
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
-from ...ir.visitor import Mutator, substitute
+from ...ir.visitor import Mutator, collect, substitute
 from ...op import tile_ops as O
 from .lower_tile_ops import Raw, copy_vector_width
 
@@ -141,3 +142,97 @@ def pipeline_kernel(k: S.KernelLaunch, warn) -> tuple[S.KernelLaunch, list]:
         else:
             out.append(st)
     return replace(k, body=S.seq(*out)), p.views
+
+
+# ----------------------------------------------------------------------------- mma.sync mainloop
+_VIEW_RE = re.compile(r"^(\w+) = (\w+) \+ \(\{0\}\) \* (\d+);$")
+_GEMM_RE = re.compile(r"^tl::gemm_ss<(\d+), (\d+), (\d+), ([^>]*)>\(\{0\}, \{1\}, \{2\}\);$")
+_WAIT_RE = re.compile(r"^tl::cp_async_wait<(\d+)>\(\); __syncthreads\(\);$")
+
+
+def fuse_mma_mainloops(body: S.Stmt) -> S.Stmt:
+    """Lowered IR: a cp.async-pipelined loop whose compute is one mma.sync gemm_ss on the staged
+    tiles becomes the register-double-buffered mainloop (tl::gemm_ss_pipe): the stage wait and
+    barrier move from the loop top into the gemm's last K slice, after which it loads the next
+    stage's first fragments. Loops of any other shape are left as they are."""
+    counter = [0]
+
+    def rewrite(stmts: list) -> list:
+        out = []
+        for st in stmts:
+            fused = _fuse(st, out, counter) if isinstance(st, S.For) else None
+            if fused is None:
+                out.append(_recurse(st, rewrite))
+            else:
+                out.extend(fused)
+        return out
+
+    return _recurse(body, rewrite)
+
+
+def _recurse(st, rewrite):
+    if isinstance(st, S.SeqStmt):
+        return S.seq(*rewrite(list(st.stmts)))
+    if isinstance(st, S.KernelLaunch):
+        return replace(st, body=_recurse(st.body, rewrite))
+    if isinstance(st, S.Allocate) and getattr(st, "body", None) is not None:
+        return replace(st, body=_recurse(st.body, rewrite))
+    return st
+
+
+def _fuse(loop: S.For, before: list, counter: list):
+    """[state decl, stage-0 wait + views + preload, fused loop] or None."""
+    stmts = list(loop.body.stmts) if isinstance(loop.body, S.SeqStmt) else [loop.body]
+    if len(stmts) < 3 or not all(isinstance(x, Raw) for x in (stmts[0], stmts[-1])):
+        return None
+    wait = _WAIT_RE.match(stmts[0].fmt)
+    gemm = _GEMM_RE.match(stmts[-1].fmt)
+    if wait is None or gemm is None or int(gemm.group(3)) % 32:
+        return None
+    views = {}  # read view name -> (storage name, numel, stage expr)
+    i = 1
+    while i < len(stmts) - 1 and isinstance(stmts[i], Raw) and _VIEW_RE.match(stmts[i].fmt):
+        m = _VIEW_RE.match(stmts[i].fmt)
+        views[m.group(1)] = (m.group(2), int(m.group(3)), stmts[i].args[0])
+        i += 1
+    a_addr, b_addr, c_addr = stmts[-1].args
+    names = []
+    for addr in (a_addr, b_addr):
+        ld = addr.args[0] if isinstance(addr, E.Call) and addr.op == "address_of" else None
+        if ld is None or ld.buffer.name not in views or any(const_int(x) != 0 for x in ld.indices):
+            return None
+        names.append(ld.buffer.name)
+    middle = S.seq(*stmts[i:-1])
+    read_bufs = {ld.buffer.name for ld in (a_addr.args[0], b_addr.args[0])}
+    touched = {n.buffer.name for n in collect(middle, lambda n: isinstance(n, (E.BufferLoad, S.BufferStore)))}
+    if touched & read_bufs or any("__syncthreads" in r.fmt or "gemm" in r.fmt
+                                  for r in collect(middle, lambda n: isinstance(n, Raw))):
+        return None
+    (sa, na, ea), (sb, nb, eb) = views[names[0]], views[names[1]]
+    m, n, k = (int(gemm.group(g)) for g in (1, 2, 3))
+    warps_m, warps_n = (int(x) for x in gemm.group(4).split(", ")[:2])
+    threads = warps_m * warps_n * 32
+    # Register budget: the double-buffered fragments stay live across the loop beside the
+    # accumulator and the 64-bit source addresses of this thread's cp.async copies; past
+    # about 255 registers ptxas spills and the fused loop loses to the plain one.
+    words = (m // warps_m // 16) * 4 + (n // warps_n // 8) * 2
+    copies = (na + nb) * 2 // 16 // threads
+    if m * n // threads + 2 * words + 2 * copies + 40 > 255:
+        return None
+    ko = loop.var
+    first = {ko: loop.start}
+    nxt = {ko: ko + 1}
+    targs = f"{gemm.group(1)}, {gemm.group(2)}, {gemm.group(3)}, {gemm.group(4)}"
+    state = f"tl_mma_state{'' if counter[0] == 0 else counter[0]}"
+    counter[0] += 1
+    prologue = [
+        Raw(f"tl::GemmPipeState<{targs}> {state};"),
+        Raw(stmts[0].fmt),
+        *[Raw(r.fmt, tuple(substitute(a, first) for a in r.args)) for r in stmts[1:i]],
+        Raw(f"tl::gemm_ss_preload<{targs}>({{0}}, {{1}}, {state});", (a_addr, b_addr)),
+    ]
+    call = Raw(f"tl::gemm_ss_pipe<{targs}, {wait.group(1)}>({{0}}, {{1}}, {{2}}, {sa} + ({{3}}) * {na}, "
+               f"{sb} + ({{4}}) * {nb}, {state});",
+               (a_addr, b_addr, c_addr, substitute(ea, nxt), substitute(eb, nxt)), reads=stmts[-1].reads)
+    new_loop = replace(loop, body=S.seq(*stmts[1:-1], call))
+    return prologue + [new_loop]
