@@ -66,6 +66,12 @@ def test_disjoint_lifetimes_share_bytes_and_get_a_barrier():
     assert isinstance(body[4], Raw) and "__syncthreads" in body[4].fmt and body[5].buffer is b
 
 
+def test_no_new_barrier_for_less_than_one_aligned_unit():
+    a, s_ = shared("a"), shared("s", 32)  # 4 KB, then 128 B: sharing would save 128 B only
+    p = plan(kernel(write(a), read(a), write(s_), read(s_)))
+    assert offsets(p) == {"a": 0, "s": 4096} and p.barriers == () and p.total == 4096 + 128
+
+
 def test_an_existing_barrier_between_the_spans_is_reused():
     a, b = shared("a"), shared("b")
     p = plan(kernel(write(a), read(a), sync(), write(b), read(b)))

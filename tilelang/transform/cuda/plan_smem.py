@@ -7,7 +7,8 @@ Guarantees: every shared buffer (except pipeline/TMA stage views, which point in
 storage) gets a 1024-byte-aligned offset (swizzle patterns repeat every 1024 B); two buffers
 overlap in bytes only if their spans are disjoint and a top-level `__syncthreads()` lies
 between the last access of the earlier one and the first access of the later one (this pass
-inserts it when none does: thread_sync only sees buffers, not bytes). The plan (offsets,
+inserts it when none does: thread_sync only sees buffers, not bytes; a plan that needs new
+barriers is kept only when it saves at least 1024 B over reusing behind existing ones). The plan (offsets,
 total bytes) is attached to the PrimFunc as attribute "tl.smem_plan"; codegen reads it.
 Conservative (pinned for the whole kernel, never shared): warp-specialized kernels (all
 buffers), pipeline stage storage and its views, buffers a Raw names in its text, buffers read
@@ -98,9 +99,14 @@ def plan(kernel: S.KernelLaunch, allow_reuse: bool = True) -> SmemPlan:
         return sequential_plan(buffers, n, "warp-specialized kernel")
     spans = _spans(stmts, buffers)
     pins = _pinned(kernel.body, buffers, spans)
+    have = [i for i, st in enumerate(stmts) if isinstance(st, Raw) and "__syncthreads();" in st.fmt]
     slots = _pack(buffers, spans, pins, n)
-    needs = _barrier_needs(slots, stmts)
-    total = max((s.offset + s.nbytes for s in slots), default=0)
+    needs = _barrier_needs(slots, have)
+    if needs:  # a new barrier must buy at least one 1024-byte unit over reuse behind existing ones
+        free = _pack(buffers, spans, pins, n, have)
+        if _total(free) < _total(slots) + ALIGN:
+            slots, needs = free, set()
+    total = _total(slots)
     ordered = tuple(sorted(slots, key=lambda s: [b.uid for b in buffers].index(s.uid)))
     return SmemPlan(ordered, total, tuple(sorted(needs)))
 
@@ -162,15 +168,26 @@ def _pinned(body, buffers, spans) -> dict:
     return pins
 
 
-def _pack(buffers, spans, pins, n) -> list[SmemSlot]:
-    """Greedy first fit, largest first: the lowest aligned offset free over the buffer's span."""
+def _pack(buffers, spans, pins, n, barriers=None) -> list[SmemSlot]:
+    """Greedy first fit, largest first: the lowest aligned offset free over the buffer's span.
+
+    With `barriers` (top-level indices), bytes are shared only across one of them.
+    """
     order = sorted(buffers, key=lambda b: -_nbytes(b))
     placed: list[SmemSlot] = []
+
+    def apart(s, lo, hi):
+        if s.last < lo:
+            return barriers is None or any(s.last < k < lo for k in barriers)
+        if hi < s.first:
+            return barriers is None or any(hi < k < s.first for k in barriers)
+        return False
+
     for b in order:
         why = pins.get(b.uid, "")
         lo, hi = (0, n - 1) if why else spans[b.uid]
         size = _nbytes(b)
-        busy = sorted((s.offset, s.offset + s.nbytes) for s in placed if s.first <= hi and lo <= s.last)
+        busy = sorted((s.offset, s.offset + s.nbytes) for s in placed if not apart(s, lo, hi))
         off = 0
         for a, e in busy:
             if off + size <= a:
@@ -180,9 +197,8 @@ def _pack(buffers, spans, pins, n) -> list[SmemSlot]:
     return placed
 
 
-def _barrier_needs(slots, stmts) -> set:
+def _barrier_needs(slots, have) -> set:
     """Top-level indices needing a new barrier before them so reused bytes are never raced on."""
-    have = [i for i, st in enumerate(stmts) if isinstance(st, Raw) and "__syncthreads();" in st.fmt]
     gaps = set()  # (last of the earlier buffer, first of the later one)
     for a in slots:
         for b in slots:
@@ -193,6 +209,10 @@ def _barrier_needs(slots, stmts) -> set:
         if not any(lo < k < hi for k in have) and not any(lo < k <= hi for k in needs):
             needs.add(hi)
     return needs
+
+
+def _total(slots) -> int:
+    return max((s.offset + s.nbytes for s in slots), default=0)
 
 
 def _align(x: int) -> int:
