@@ -217,4 +217,58 @@ TL_DEVICE uint32_t pack_bfloat162(bfloat16_t lo, bfloat16_t hi) {
          (static_cast<uint32_t>(__bfloat16_as_ushort(hi)) << 16);
 }
 
+// ---------------------------------------------------------------- vectors
+// tl::load_vec<N>(regs, src, pred) / tl::store_vec<N>(dst, regs): N consecutive elements
+// of global or shared memory moved as 4-, 8- or 16-byte words (several 16-byte words when
+// N elements are wider).  `regs` is a per-thread array with no alignment promise, so the
+// words go through memcpy, which the compiler turns into register moves; the memory side
+// must be aligned to min(16, N * sizeof(T)) bytes.  !pred loads zeros (a masked lane group).
+namespace detail {
+template <int Bytes>
+struct VecWord {
+  static_assert(Bytes == 4 || Bytes == 8 || Bytes == 16,
+                "tl::load_vec/store_vec: a vector is 4, 8 or a multiple of 16 bytes");
+  using type = uint4;
+};
+template <>
+struct VecWord<4> {
+  using type = uint32_t;
+};
+template <>
+struct VecWord<8> {
+  using type = uint2;
+};
+}  // namespace detail
+
+template <int N, class T>
+TL_DEVICE void load_vec(T* regs, const T* src, bool pred = true) {
+  constexpr int kBytes = N * static_cast<int>(sizeof(T));
+  static_assert(kBytes == 4 || kBytes == 8 || kBytes % 16 == 0,
+                "tl::load_vec<N>: N * sizeof(T) must be 4, 8 or a multiple of 16 bytes");
+  constexpr int kWord = kBytes < 16 ? kBytes : 16;
+  using W = typename detail::VecWord<kWord>::type;
+#pragma unroll
+  for (int w = 0; w < kBytes / kWord; ++w) {
+    W v;
+    memset(&v, 0, sizeof(W));
+    if (pred) v = reinterpret_cast<const W*>(src)[w];
+    memcpy(reinterpret_cast<char*>(regs) + w * kWord, &v, kWord);
+  }
+}
+
+template <int N, class T>
+TL_DEVICE void store_vec(T* dst, const T* regs) {
+  constexpr int kBytes = N * static_cast<int>(sizeof(T));
+  static_assert(kBytes == 4 || kBytes == 8 || kBytes % 16 == 0,
+                "tl::store_vec<N>: N * sizeof(T) must be 4, 8 or a multiple of 16 bytes");
+  constexpr int kWord = kBytes < 16 ? kBytes : 16;
+  using W = typename detail::VecWord<kWord>::type;
+#pragma unroll
+  for (int w = 0; w < kBytes / kWord; ++w) {
+    W v;
+    memcpy(&v, reinterpret_cast<const char*>(regs) + w * kWord, kWord);
+    reinterpret_cast<W*>(dst)[w] = v;
+  }
+}
+
 }  // namespace tl

@@ -60,6 +60,17 @@ TL_DEVICE void ldmatrix(uint32_t* r, const void* smem) {
   }
 }
 
+// tl::ldmatrix_to<Num>(slots, smem): ldmatrix into 2 * Num consecutive 16-bit register slots
+// of a fragment (an array of half/bfloat16 with no 4-byte alignment promise, hence the copy,
+// which the compiler turns into register moves).  Matrix i fills slots 2i, 2i+1.
+template <int Num, bool Trans = false, class T>
+TL_DEVICE void ldmatrix_to(T* slots, const T* smem) {
+  static_assert(sizeof(T) == 2, "tl::ldmatrix_to: ldmatrix moves 16-bit elements (half_t / bfloat16_t)");
+  uint32_t r[Num];
+  ldmatrix<Num, Trans>(r, smem);
+  memcpy(slots, r, sizeof(r));
+}
+
 // ------------------------------------------------------------- stmatrix
 // Templates only so that the sm_90 check fires when called, not when included.
 #if TL_ARCH_SM90

@@ -253,6 +253,18 @@ class _Uses(Visitor):
         self.generic(e)
 
 
+def _propagate(links, layouts):
+    changed = True
+    while changed:
+        changed = False
+        for a, b in links:
+            la, lb = layouts.get(a.uid), layouts.get(b.uid)
+            if la is not None and lb is None:
+                layouts[b.uid], changed = la, True
+            elif lb is not None and la is None:
+                layouts[a.uid], changed = lb, True
+
+
 def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = False) -> LayoutPlan:
     threads = kernel.threads[0] * kernel.threads[1] * kernel.threads[2]
     frags = {a.buffer.uid: a.buffer for a in collect(kernel.body, lambda n: isinstance(n, S.Allocate))
@@ -288,15 +300,13 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
     for r, exact in uses.row_uses:
         if layouts.get(r.uid) is None and exact:
             layouts[r.uid] = acc_rows(layouts.get(exact[0].uid))
-    changed = True
-    while changed:
-        changed = False
-        for a, b in uses.links:
-            la, lb = layouts.get(a.uid), layouts.get(b.uid)
-            if la is not None and lb is None:
-                layouts[b.uid], changed = la, True
-            elif lb is not None and la is None:
-                layouts[a.uid], changed = lb, True
+    _propagate(uses.links, layouts)
+    # an RS gemm's A tile that nothing else laid out takes the layout the instruction reads
+    # (a T.copy from shared then fills it with ldmatrix)
+    for op, a_lay in uses.rs_gemms.values():
+        if layouts.get(op.A.buffer.uid) is None:
+            layouts[op.A.buffer.uid] = a_lay
+    _propagate(uses.links, layouts)
     # free
     for uid, buf in frags.items():
         if layouts[uid] is None:

@@ -25,6 +25,8 @@ from ...op import tile_ops as O
 from ...op.regions import squeezed
 from ..lower_tile_ops_cpu import cumsum_scan, in_bounds, region_indices
 from .layout_inference import LayoutPlan, infer_layouts
+from .ldmatrix import ldmatrix_candidate, ldmatrix_fill, ldmatrix_unfit
+from .vectorize import plan_vectors, vector_loop, vector_widths
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,9 @@ class _Lower(Mutator):
         self.uses_wgmma = False
         self.per_thread = 0
         self.scope_changes: list = []  # (buffer, original scope): restored after codegen
+        self.vectorized = 0  # element loops given vector accesses
+        self.annotated: dict = {}  # uid -> shared Buffer swizzled by T.annotate_layout
+        self.where = None  # span of the T.Parallel being lowered (for warnings)
 
     # ------------------------------------------------------------ buffers
     def reg(self, buf: Buffer) -> Buffer | None:
@@ -97,28 +102,61 @@ class _Lower(Mutator):
         return s
 
     # ------------------------------------------------------------ per-thread element loops
-    def slot_loop(self, layout, make_body, names=None):
-        """for l in unroll(nlocal): coords = layout.coords(tid, l); body."""
+    def slot_loop(self, layout, make_body, names=None, vector=None, scalar_layout=None):
+        """for l in unroll(nlocal): coords = layout.coords(tid, l); body.
+
+        vector: None (scalar), "quiet" or "warn": try vector accesses when the layout gives
+        each thread consecutive elements; "warn" reports why a candidate stays scalar.
+        scalar_layout: the layout to use instead when the vectors are not taken."""
         lvar = E.Var("l", dt.int32)
-        coords = layout.coords(self.tid, lvar)
-        cvars = [E.Var(f"{(names or 'ijkm')[d] if names else 'ijkm'[d]}", dt.int32) for d in range(len(coords))]
-        lets = [S.LetStmt(v, simplify(c)) for v, c in zip(cvars, coords)]
+        cvars = [E.Var(f"{(names or 'ijkm')[d] if names else 'ijkm'[d]}", dt.int32) for d in range(len(layout.shape))]
         body = make_body(lvar, cvars)
+        if vector and isinstance(layout, FlatFragment) and layout.vec > 1:
+            out = self.try_vector(layout, lvar, cvars, body, vector)
+            if out is not None:
+                return out
+            layout = scalar_layout or layout
+        coords = layout.coords(self.tid, lvar)
+        lets = [S.LetStmt(v, simplify(c)) for v, c in zip(cvars, coords)]
         if isinstance(layout, FlatFragment) and not layout.exact:
             body = S.IfThenElse(E.binop("<", layout.flat(self.tid, lvar), layout.numel), body)
         return S.For(lvar, E.as_expr(0), E.as_expr(layout.nlocal), "unroll", S.seq(*lets, body), THREAD_LOOP)
 
-    def flat_loop(self, extents, make_body):
-        """Distribute the elements of an n-d domain over the block's threads."""
+    def try_vector(self, layout, lvar, cvars, body, mode):
+        plan = plan_vectors(body, cvars[-1], (lvar,), layout.vec)
+        if plan.ok:
+            self.vectorized += 1
+            return vector_loop(plan, layout, self.tid, lvar, cvars, Raw, THREAD_LOOP)
+        if plan.why and mode == "warn":
+            where = f" (line {self.where.line})" if getattr(self.where, "line", None) else ""
+            self.warn(f"T.Parallel{where} uses scalar accesses instead of {layout.vec}-element vectors: {plan.why}")
+        return None
+
+    def flat_loop(self, extents, make_body, vector=None):
+        """Distribute the elements of an n-d domain over the block's threads (`vector`: see slot_loop)."""
         shape = tuple(const_int(e) for e in extents)
         if any(s is None for s in shape):
             return self.symbolic_loop(extents, make_body)
+        vec = 1
+        if vector and shape:
+            probe = [E.Var("ijkm"[d], dt.int32) for d in range(len(shape))]
+            vec = self.flat_vector_width(shape, make_body(probe), probe[-1])
+        lay = FlatFragment(shape if shape else (1,), self.T, vec)
+        return self.slot_loop(lay, lambda l, cv: make_body(cv if shape else []), vector=vector if vec > 1 else None,
+                              scalar_layout=FlatFragment(lay.shape, self.T, 1))
+
+    def flat_vector_width(self, shape, body, j) -> int:
+        """Widest vec (at most 16 bytes per access, at least 4) dividing the row, one vector per thread."""
+        sizes = vector_widths(body, j)
+        if not sizes:
+            return 1
         n = 1
         for s in shape:
             n *= s
-        vec = 1
-        lay = FlatFragment(shape if shape else (1,), self.T, vec)
-        return self.slot_loop(lay, lambda l, cv: make_body(cv if shape else []))
+        vec = 16 // max(sizes)
+        while vec > 1 and (shape[-1] % vec or n < self.T * vec):
+            vec //= 2
+        return vec if vec > 1 and vec * min(sizes) >= 4 else 1
 
     def symbolic_loop(self, extents, make_body):
         total = E.as_expr(1)
@@ -150,13 +188,15 @@ class _Lower(Mutator):
                 driver = self.plan.layout(ld.buffer)
                 break
         self.per_thread += 1  # inside: each element belongs to one thread (atomics run per element)
+        self.where = s.span
         try:
             if driver is not None:
                 def make(l, cvars):
                     b = self.visit(substitute(body, dict(zip(vars_, cvars))))
                     return _RegAccess(self, cvars, l, driver).visit(b)
-                return self.slot_loop(driver, make)
-            return self.flat_loop(exts, lambda cvars: self.visit(substitute(body, dict(zip(vars_, cvars)))))
+                return self.slot_loop(driver, make, vector="warn")
+            return self.flat_loop(exts, lambda cvars: self.visit(substitute(body, dict(zip(vars_, cvars)))),
+                                  vector="warn")
         finally:
             self.per_thread -= 1
 
@@ -166,8 +206,8 @@ class _Lower(Mutator):
         r = self.reg(region.buffer)
         if r is not None:
             lay = self.plan.layout(region.buffer)
-            return self.slot_loop(lay, lambda l, cv: make(cv, r[l]))
-        return self.flat_loop(squeezed(region.extents), lambda cv: make(cv, None))
+            return self.slot_loop(lay, lambda l, cv: make(cv, r[l]), vector="quiet")
+        return self.flat_loop(squeezed(region.extents), lambda cv: make(cv, None), vector="quiet")
 
     def visit_Fill(self, op: O.Fill):
         def make(cv, reg_ref):
@@ -179,14 +219,10 @@ class _Lower(Mutator):
             return st if ok is True else S.IfThenElse(ok, st)
         return self.elementwise(op.dst, make)
 
-    def vector_width(self, op: O.Copy) -> int:
+    def vector_width(self, op: O.Copy) -> tuple[int, str | None]:
         if self.reg(op.src.buffer) is not None or self.reg(op.dst.buffer) is not None:
-            return 1
-        vec, why = copy_vector_width(op)
-        if why:
-            self.warn(f"T.copy {op.src.buffer.name} -> {op.dst.buffer.name} uses scalar accesses instead of "
-                      f"16-byte vectors ({why})")
-        return vec
+            return 1, None
+        return copy_vector_width(op)
 
     def vector_copy(self, op: O.Copy, vec: int):
         ext = squeezed(op.dst.extents)
@@ -223,9 +259,20 @@ class _Lower(Mutator):
         return loop
 
     def visit_Copy(self, op: O.Copy):
-        vec = self.vector_width(op)
+        vec, why = self.vector_width(op)
         if vec > 1:
             return self.vector_copy(op, vec)
+        ld = self.ldmatrix_copy(op)
+        if ld is not None:
+            return ld
+        before = self.vectorized
+        out = self.element_copy(op)
+        if why and self.vectorized == before:
+            self.warn(f"T.copy {op.src.buffer.name} -> {op.dst.buffer.name} uses scalar accesses instead of "
+                      f"16-byte vectors ({why})")
+        return out
+
+    def element_copy(self, op: O.Copy):
         sreg, dreg = self.reg(op.src.buffer), self.reg(op.dst.buffer)
         if sreg is not None and dreg is None:
             paired = self.pair_store(op, sreg)
@@ -252,6 +299,18 @@ class _Lower(Mutator):
             return st if ok_d is True else S.IfThenElse(ok_d, st)
 
         return self.elementwise(drive, make)
+
+    def ldmatrix_copy(self, op: O.Copy):
+        dreg = self.reg(op.dst.buffer)
+        lay = self.plan.layout(op.dst.buffer) if dreg is not None else None
+        if not ldmatrix_candidate(op, lay, self.reg(op.src.buffer) is not None):
+            return None
+        why = ldmatrix_unfit(op, lay, self.T)
+        if why:
+            self.warn(f"T.copy {op.src.buffer.name} -> {op.dst.buffer.name} loads element by element, "
+                      f"not with ldmatrix: {why}")
+            return None
+        return ldmatrix_fill(op, dreg, lay, self.tid, Raw, THREAD_LOOP)
 
     def pair_store(self, op: O.Copy, sreg: Buffer):
         """Accumulator -> memory: slots 2k, 2k+1 hold adjacent columns, so store them together."""
@@ -492,6 +551,31 @@ class _Lower(Mutator):
         return S.seq()
 
     def visit_AnnotateLayout(self, op):
+        """T.annotate_layout: a shared tile annotated with make_swizzled_layout is swizzled
+        (indexed through tl::swizzle_offset); row-major needs nothing; any other layout is not
+        implemented here and is reported (the tile stays row-major, results are unchanged)."""
+        from ...layout.layout import Layout
+        from ...layout.swizzle import make_swizzled_layout
+
+        for buf, lay in op.layouts:
+            what = f"T.annotate_layout of {buf.name}"
+            if buf.scope not in ("shared", "shared.dyn"):
+                self.warn(f"{what} is ignored: layouts are honoured for shared tiles only ({buf.name} is "
+                          f"{buf.scope}; register fragments are laid out by layout inference)")
+                continue
+            shape = buf.static_shape
+            if not isinstance(lay, Layout) or shape is None or len(shape) != 2 or tuple(lay.shape) != shape:
+                self.warn(f"{what} is ignored: only a 2-d layout of the tile's shape {tuple(buf.shape)} "
+                          f"(make_swizzled_layout) is implemented, got {lay}")
+                continue
+            if lay == Layout(shape, lambda i, j: (i, j)):
+                continue
+            if lay == make_swizzled_layout(buf):
+                self.swizzled.add(buf.uid)
+                self.annotated[buf.uid] = buf
+                continue
+            self.warn(f"{what} is ignored: only row-major and make_swizzled_layout are implemented for "
+                      f"shared tiles on CUDA; {buf.name} stays row-major")
         return S.seq()
 
 
@@ -589,6 +673,10 @@ def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = Fa
     tid = E.Var("tid", dt.int32)
     low = _Lower(plan, threads, tid, warn)
     body = low.visit(k.body)
+    for uid, buf in low.annotated.items():
+        if uid in low.panels:  # a wgmma B tile in 64-column panels: the codegen indexes panels
+            warn(f"T.annotate_layout swizzle of {buf.name} is overridden: it is a wgmma B tile, kept in "
+                 "64-column panels")
     body = _detach_scope_changes(body, low)
     # thread vars requested by T.get_thread_binding map onto threadIdx
     new = replace(k, body=body)

@@ -1,0 +1,286 @@
+"""Vector accesses (4 to 16 bytes) for the per-thread element loops of the CUDA lowering.
+
+Expects: the per-element body of an element loop (a T.Parallel, or an elementwise tile op)
+whose layout gives each thread `vec` consecutive elements of a row (a FlatFragment with
+vec > 1), already lowered: register fragments are per-slot locals indexed by the slot var,
+and the body is written over coordinate vars whose last one, j, runs along the row.
+Guarantees: `plan_vectors` returns a `VecPlan`: the global/shared accesses that move as
+vectors plus the per-lane body rewritten onto their register copies, or why there is none
+(`why` names the buffer, for a warning; None when the loop is plainly not a candidate:
+a reduction, an atomic, nothing in memory). `vector_loop` emits it: per group of `vec`
+lanes, load each vector once, run the body per lane, store each vector once. A condition
+guarding a vector access must have one value on all lanes of a group (a bound on a row
+whose length is a multiple of vec), so it is evaluated once, at the group's first lane.
+
+    for l in unroll(32):                        for g in unroll(8):
+      i = ..; j = ..                              i = ..; j0 = ..
+      C_reg[l] = A_s[i, j] + B_reg[l]    ->       float A_s_v0[4]; tl::load_vec<4>(A_s_v0, &A_s[i, j0], 1)
+                                                  for u in unroll(4):
+                                                    l = g*4 + u; j = j0 + u
+                                                    C_reg[l] = A_s_v0[u] + B_reg[l]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ... import dtypes as dt
+from ...arith.simplify import _linear, const_int, simplify
+from ...ir import expr as E
+from ...ir import stmt as S
+from ...ir.buffer import Buffer
+from ...ir.visitor import collect, substitute
+
+MEMORY = ("global", "shared", "shared.dyn")
+
+
+@dataclass
+class VecAccess:
+    buffer: Buffer
+    indices: tuple  # at lane j, as the body wrote them
+    store: bool
+    guard: tuple  # conditions (at lane j) under which the body touches it
+    regs: Buffer  # the per-lane register copy
+
+
+@dataclass
+class VecPlan:
+    vec: int
+    accesses: list = field(default_factory=list)
+    body: object = None  # the per-lane body on the register copies; None: stays scalar
+    why: str | None = None
+    lane: E.Var | None = None  # the lane var u that indexes the register copies
+
+    @property
+    def ok(self) -> bool:
+        return self.body is not None
+
+
+class NotVector(Exception):
+    """The body stays scalar; `why` is set when that drops a fast path the user could have."""
+
+    def __init__(self, why: str | None = None):
+        super().__init__(why)
+        self.why = why
+
+
+def _vars(e) -> set:
+    return set(collect(e, lambda n: isinstance(n, E.Var)))
+
+
+def _aligned_rest(terms: dict, const: int, skip, vec: int) -> bool:
+    return const % vec == 0 and all(c % vec == 0 for t, c in terms.items() if t is not skip and t != skip)
+
+
+class _Planner:
+    """Walks the body once: records vector accesses and rewrites them onto register copies."""
+
+    def __init__(self, j: E.Var, lane_vars, vec: int):
+        self.j, self.vec = j, vec
+        self.lane = {j, *lane_vars}
+        self.u = E.Var("u", dt.int32)
+        self.loads: dict = {}  # (uid, indices, guard) -> VecAccess
+        self.stores: dict = {}  # (uid, indices) -> VecAccess
+        self.accesses: list = []
+
+    # ---------------------------------------------------------------- statements
+    def stmt(self, s, guard: tuple):
+        if isinstance(s, S.SeqStmt):
+            return S.SeqStmt(tuple(self.stmt(x, guard) for x in s.stmts), span=s.span)
+        if isinstance(s, S.IfThenElse):
+            cond = self.expr(s.cond, guard)
+            then = self.stmt(s.then_case, guard + (s.cond,))
+            other = None if s.else_case is None else self.stmt(s.else_case, guard + (E.logical_not(s.cond),))
+            return S.IfThenElse(cond, then, other, span=s.span)
+        if isinstance(s, S.BufferStore):
+            idx = tuple(self.expr(i, guard) for i in s.indices)
+            val = self.expr(s.value, guard)
+            acc = self.access(s.buffer, tuple(s.indices), True, guard)
+            if acc is None:
+                return S.BufferStore(s.buffer, idx, val, span=s.span)
+            return S.BufferStore(acc.regs, (self.u,), val, span=s.span)
+        raise NotVector()  # loops, lets, atomics, allocations: not an elementwise body
+
+    # ---------------------------------------------------------------- expressions
+    def expr(self, e, guard: tuple):
+        if isinstance(e, E.BufferLoad):
+            idx = tuple(self.expr(i, guard) for i in e.indices)
+            acc = self.access(e.buffer, tuple(e.indices), False, guard)
+            return E.BufferLoad(e.buffer, idx, e.dtype) if acc is None else E.BufferLoad(acc.regs, (self.u,), e.dtype)
+        if isinstance(e, E.Select):
+            return E.Select(self.expr(e.cond, guard), self.expr(e.a, guard + (e.cond,)),
+                            self.expr(e.b, guard + (E.logical_not(e.cond),)), e.dtype)
+        if isinstance(e, E.Binary):
+            a = self.expr(e.a, guard)
+            right = {"&&": (e.a,), "||": (E.logical_not(e.a),)}.get(e.op, ())  # short-circuit
+            return E.Binary(e.op, a, self.expr(e.b, guard + right), e.dtype)
+        if isinstance(e, E.Unary):
+            return E.Unary(e.op, self.expr(e.a, guard), e.dtype)
+        if isinstance(e, E.Cast):
+            return E.Cast(e.dtype, self.expr(e.value, guard))
+        if isinstance(e, E.Call):
+            if e.op == "address_of":
+                raise NotVector()
+            return E.Call(e.op, tuple(self.expr(a, guard) if isinstance(a, E.Expr) else a for a in e.args), e.dtype)
+        if isinstance(e, (E.Var, E.Const)) or not isinstance(e, E.Expr):
+            return e
+        if collect(e, lambda n: isinstance(n, E.BufferLoad)):
+            raise NotVector()
+        return e
+
+    # ---------------------------------------------------------------- accesses
+    def access(self, buf: Buffer, indices: tuple, store: bool, guard: tuple) -> VecAccess | None:
+        if buf.scope not in MEMORY:
+            return None  # registers: per lane anyway
+        if not any(self.lane & _vars(i) for i in indices):
+            if store:
+                raise NotVector()  # every lane writes one element: not elementwise
+            return None  # one value for the whole row: a scalar load per lane
+        name = f"{buf.name}[{', '.join(str(i) for i in indices)}]"
+        why = self.contiguous(buf, indices)
+        if why is None:
+            nbytes = self.vec * buf.dtype.bytes
+            if not (nbytes in (4, 8, 16) or (nbytes % 16 == 0 and buf.scope == "global")):
+                # NOTE: shared vectors stay within one 16-byte chunk, which swizzles keep contiguous
+                why = f"{self.vec} elements of {buf.dtype} are {nbytes} bytes, not a 4/8/16-byte vector"
+        if why is not None:
+            raise NotVector(f"{name} {why}")
+        for c in guard:
+            if not self.uniform(c):
+                raise NotVector(f"{name} is {'written' if store else 'read'} under the condition `{c}`, which can "
+                                f"differ between the {self.vec} elements of one vector")
+        if store:
+            return self.add_store(buf, indices, guard, name)
+        if any(k[0] == buf.uid for k in self.stores):
+            raise NotVector(f"{name} is read after {buf.name} is written in the same iteration")
+        key = (buf.uid, indices, guard)
+        if key not in self.loads:
+            self.loads[key] = self.new(buf, indices, False, guard)
+        return self.loads[key]
+
+    def add_store(self, buf, indices, guard, name):
+        if (buf.uid, indices) in self.stores:
+            raise NotVector(f"{name} is written twice in one iteration")
+        if any(k[0] == buf.uid and k[1] != indices for k in self.loads):
+            raise NotVector(f"{buf.name} is read and written at different elements in one iteration")
+        acc = self.new(buf, indices, True, guard)
+        self.stores[(buf.uid, indices)] = acc
+        return acc
+
+    def new(self, buf, indices, store, guard) -> VecAccess:
+        regs = Buffer(f"{buf.name}_v{len(self.accesses)}", (self.vec,), buf.dtype, "local")
+        acc = VecAccess(buf, indices, store, guard, regs)
+        self.accesses.append(acc)
+        return acc
+
+    def contiguous(self, buf: Buffer, indices: tuple) -> str | None:
+        """None when lanes j0..j0+vec-1 touch consecutive, vec-aligned elements, else why not."""
+        if buf.strides is not None:
+            return "has explicit strides"
+        *outer, last = indices
+        if any(self.lane & _vars(x) for x in outer):
+            return "changes row within a vector (only the last index may follow the loop's last variable)"
+        if collect(last, lambda n: isinstance(n, E.BufferLoad)):
+            return "is indexed through a load"
+        terms, const = _linear(simplify(E.as_expr(last)))
+        if terms.get(self.j, 0) != 1 or any(self.lane & _vars(t) for t in terms if t is not self.j and t != self.j):
+            return f"is not contiguous in {self.j.name} (last index {last})"
+        if not _aligned_rest(terms, const, self.j, self.vec):
+            return f"has a column offset that is not provably a multiple of {self.vec} (last index {last})"
+        if buf.ndim > 1:
+            row = const_int(buf.shape[-1])
+            if row is None or row % self.vec:
+                return f"has rows of {buf.shape[-1]} elements, not a multiple of {self.vec}"
+        return None
+
+    def uniform(self, c) -> bool:
+        """Does condition c have one value on every lane j = j0 + u (j0 a multiple of vec)?"""
+        fv = _vars(c)
+        if not fv & self.lane:
+            return True
+        if fv & (self.lane - {self.j}):
+            return False  # depends on a per-lane register value
+        if isinstance(c, E.Unary) and c.op == "!":
+            return self.uniform(c.a)
+        if not isinstance(c, E.Binary):
+            return False
+        if c.op in ("&&", "||"):
+            return self.uniform(c.a) and self.uniform(c.b)
+        diff = {"<": lambda a, b: a - b, "<=": lambda a, b: a - b - 1,  # every form as d < 0
+                ">": lambda a, b: b - a, ">=": lambda a, b: a - b}.get(c.op)
+        if diff is None or not (c.a.dtype.is_int and c.b.dtype.is_int):
+            return False
+        terms, const = _linear(simplify(diff(c.a, c.b)))
+        coef = terms.get(self.j, 0)
+        if coef == -1:  # d < 0  <=>  !(-d - 1 < 0)
+            terms, const = {t: -k for t, k in terms.items()}, -const - 1
+        elif coef != 1:
+            return False
+        others = [t for t in terms if t is not self.j and t != self.j]
+        return not any(self.lane & _vars(t) for t in others) and _aligned_rest(terms, const, self.j, self.vec)
+
+
+def plan_vectors(body, j: E.Var, lane_vars, vec: int) -> VecPlan:
+    """Plan `vec`-lane vectors for a per-element body; `lane_vars` also vary per lane (slot var)."""
+    p = _Planner(j, lane_vars, vec)
+    try:
+        new = p.stmt(body, ())
+    except NotVector as e:
+        return VecPlan(vec, why=e.why)
+    if not p.accesses:
+        return VecPlan(vec)
+    return VecPlan(vec, p.accesses, new, lane=p.u)
+
+
+def vector_widths(body, j: E.Var) -> list:
+    """Element sizes (bytes) of the global/shared accesses that follow j: what picks a width."""
+    out = []
+    for n in collect(body, lambda n: isinstance(n, (E.BufferLoad, S.BufferStore))):
+        if n.buffer.scope in MEMORY and any(j in _vars(i) for i in n.indices):
+            out.append(n.buffer.dtype.bytes)
+    return out
+
+
+def _addr(buf: Buffer, indices) -> E.Expr:
+    return E.Call("address_of", (E.BufferLoad(buf, tuple(indices), buf.dtype),), dt.uint64)
+
+
+def _all(conds) -> E.Expr:
+    out = None
+    for c in dict.fromkeys(conds):
+        out = c if out is None else E.logical_and(out, c)
+    return E.as_expr(True) if out is None else out
+
+
+def vector_loop(plan: VecPlan, layout, tid, lvar: E.Var, cvars: list, raw, annotations=()) -> S.For:
+    """Emit the planned group loop over a FlatFragment `layout` (vec == plan.vec)."""
+    from .lower_tile_ops import unflatten
+
+    vec, j = plan.vec, cvars[-1]
+    g, u = E.Var("g", dt.int32), plan.lane
+    j0 = E.Var(f"{j.name}0", dt.int32)
+    e0 = (g * layout.threads + tid) * vec
+    coords = unflatten(e0, layout.shape)
+    lets = [S.LetStmt(v, simplify(c)) for v, c in zip(cvars[:-1], coords[:-1])]
+    lets.append(S.LetStmt(j0, simplify(coords[-1])))
+    at0 = {j: j0}
+    pre, post = [], []
+    for a in plan.accesses:
+        pre.append(S.Allocate(a.regs))
+        mem = _addr(a.buffer, tuple(substitute(i, at0) for i in a.indices))
+        regs = _addr(a.regs, (E.as_expr(0),))
+        shared = (a.buffer,) if a.buffer.scope != "global" else ()
+        pred = simplify(substitute(_all(a.guard), at0))
+        if a.store:
+            st = raw(f"tl::store_vec<{vec}>({{0}}, {{1}});", (mem, regs), writes=shared)
+            post.append(st if const_int(pred) == 1 or pred == E.as_expr(True) else S.IfThenElse(pred, st))
+        else:
+            pre.append(raw(f"tl::load_vec<{vec}>({{0}}, {{1}}, {{2}});", (regs, mem, pred), reads=shared))
+    lane = [S.LetStmt(j, j0 + u)]
+    if lvar in _vars(plan.body):
+        lane.insert(0, S.LetStmt(lvar, g * vec + u))
+    inner = S.For(u, E.as_expr(0), E.as_expr(vec), "unroll", S.seq(*lane, plan.body))
+    group = S.seq(*lets, *pre, inner, *post)
+    if not layout.exact:
+        group = S.IfThenElse(E.binop("<", e0, layout.numel), group)
+    return S.For(g, E.as_expr(0), E.as_expr(layout.nlocal // vec), "unroll", group, annotations)
+
