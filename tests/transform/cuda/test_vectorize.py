@@ -274,6 +274,30 @@ def test_examples_take_vector_accesses():
     assert "tl::load_vec<8>(w_shared_v" in src and "tl::store_vec<8>(&Y[" in src
 
 
+def test_vector_groups_cover_the_tile_once_at_aligned_columns(helpers):
+    """Evaluate the emitted group coordinates for every thread: the vectors of each loop tile
+    the (32, 128) domain exactly once, each starting at a multiple of its width."""
+    from tilelang.ir import stmt as S
+    from tilelang.ir.visitor import collect
+    from tilelang.layout.layout import compile_exprs
+    from tilelang.transform.cuda.lower_tile_ops import Raw, lower_kernel
+
+    new, info = lower_kernel(helpers.tile_kernel(tile_add(300, 500), "sm_80"), [].append, 80, True)
+    loops = [f for f in collect(new.body, lambda n: isinstance(n, S.For) and n.var.name == "g")]
+    assert len(loops) == 3  # B -> B_l, the T.Parallel, C_l -> C
+    for loop in loops:
+        assert collect(loop.body, lambda n: isinstance(n, Raw) and "_vec<4>" in n.fmt)
+        lets = [s for s in loop.body.stmts if isinstance(s, S.LetStmt)]
+        fn = compile_exprs((info.tid, loop.var), tuple(s.value for s in lets))
+        seen = []
+        for tid in range(info.threads):
+            for g in range(int(loop.extent.value)):
+                i, j0 = fn(tid, g)
+                assert j0 % 4 == 0
+                seen += [(i, j0 + u) for u in range(4)]
+        assert len(seen) == 32 * 128 and set(seen) == {(i, j) for i in range(32) for j in range(128)}
+
+
 # ----------------------------------------------------------------------------- ldmatrix
 
 
