@@ -21,6 +21,19 @@ class Target:
         return int(digits) if digits else 0
 
 
+def num_sms(default: int = 132) -> int:
+    """Multiprocessors of CUDA device 0, or `default` (an H100/H200 SXM) when none is present:
+    persistent kernels size their grid with it; any value is correct, the device's is fastest."""
+    try:
+        from .cuda import driver
+
+        if driver.device_available():
+            return int(driver.device_attribute("MULTIPROCESSOR_COUNT", 0))
+    except Exception:  # noqa: BLE001 - no usable CUDA: the default
+        pass
+    return default
+
+
 def _cuda_arch() -> str | None:
     try:
         from .cuda import driver

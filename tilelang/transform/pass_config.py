@@ -19,7 +19,8 @@ class PassConfigKey(str, Enum):
     TL_PTXAS_REGISTER_USAGE_LEVEL = "tl.ptxas_register_usage_level"
     TL_ENABLE_PTXAS_VERBOSE_OUTPUT = "tl.enable_ptxas_verbose_output"
     TL_DISABLE_WGMMA = "tl.disable_wgmma"  # ours: keep sm_90a gemms on the mma.sync path
-    TL_ENABLE_ROW_FRAGMENTS = "tl.enable_row_fragments"  # ours: per-row accumulator values in registers
+    TL_ENABLE_ROW_FRAGMENTS = "tl.enable_row_fragments"  # ours: per-row accumulator values in registers (default on)
+    TL_DISABLE_PERSISTENT = "tl.disable_persistent"  # ours: warp-specialized kernels keep one block per tile
     TL_DISABLE_SMEM_REUSE = "tl.disable_smem_reuse"  # ours: every shared buffer keeps its own bytes
 
 

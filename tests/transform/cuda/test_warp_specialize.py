@@ -10,6 +10,7 @@ import re
 import pytest
 
 import tilelang
+import tilelang.language as T
 from tilelang.backend.cuda.pipeline import PerformanceWarning
 
 
@@ -158,3 +159,87 @@ def test_pass_configs_turn_warp_specialization_off(case, build):
     assert "__launch_bounds__(128)" in src
     assert "tl::cp_async_wait<1>();" in src and "A_s_stages" in src  # cp.async pipeline instead
     assert "tl::gemm_ss_sm90<128, 128, 32, 1, 1, false," in src      # still on wgmma
+
+
+# ----------------------------------------------------------------------------- persistent tile loop
+
+
+def _eval(e, env):
+    from tilelang.ir import expr as E
+
+    e = E.as_expr(e)
+    if isinstance(e, E.Const):
+        return int(e.value)
+    if isinstance(e, E.Var):
+        return _eval(env[e], env) if not isinstance(env[e], int) else env[e]
+    if isinstance(e, E.Binary):
+        a, b = _eval(e.a, env), _eval(e.b, env)
+        return {"+": a + b, "-": a - b, "*": a * b, "//": a // b if b else None, "%": a % b if b else None,
+                "min": min(a, b), "max": max(a, b)}[e.op]
+    raise AssertionError(f"cannot evaluate {e!r}")
+
+
+def _swizzled_gemm(M, N, panel):
+    @T.prim_func
+    def sgemm(A: T.Tensor((M, 64), "float16"), B: T.Tensor((64, N), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, 128), T.ceildiv(M, 128), threads=256) as (bx, by):
+            A_s = T.alloc_shared((128, 64), "float16")
+            B_s = T.alloc_shared((64, 128), "float16")
+            C_l = T.alloc_fragment((128, 128), "float32")
+            if panel:
+                T.use_swizzle(panel_size=panel, enable=True)
+            T.clear(C_l)
+            for ko in T.Pipelined(1, num_stages=2):
+                T.copy(A[by * 128, ko * 64], A_s)
+                T.copy(B[ko * 64, bx * 128], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * 128, bx * 128])
+
+    return sgemm
+
+
+@pytest.mark.parametrize("M,N,panel,sms", [(1408, 640, 4, 7), (1408, 640, None, 7), (256, 256, 10, 132),
+                                           (1280, 1280, 10, 3)])
+def test_persistent_blocks_cover_every_tile_once(M, N, panel, sms, helpers):
+    """Every (bx, by) of the original grid is computed by exactly one block, in both branches."""
+    from tilelang.ir import stmt as S
+    from tilelang.ir.visitor import collect
+    from tilelang.transform.cuda.warp_specialize import WSSplit, warp_specialize
+
+    k = helpers.tile_kernel(_swizzled_gemm(M, N, panel), "sm_90a")
+    gx, gy = -(-N // 128), -(-M // 128)
+    new, info = warp_specialize(k, [].append, sms)
+    assert info is not None
+    blocks = _eval(new.grid[0], {})
+    assert blocks == min(gx * gy, sms) and all(_eval(g, {}) == 1 for g in new.grid[1:])
+    split = next(iter(collect(new.body, lambda n: isinstance(n, WSSplit))))
+    for branch in (split.producer, split.consumer):
+        lets = collect(branch, lambda n: isinstance(n, S.LetStmt))
+        cta = next(s for s in lets if s.var.name == "tl_cta")
+        loop = next(s for s in collect(branch, lambda n: isinstance(n, S.For)) if s.var.name == "tl_tile_iter")
+        inner = [s for s in loop.body.stmts if isinstance(s, S.LetStmt)]
+        seen = []
+        for b in range(blocks):
+            env = {k.block_vars[0]: b, cta.var: b}
+            for it in range(_eval(loop.extent, env)):
+                env[loop.var] = it
+                for s in inner:
+                    env[s.var] = _eval(s.value, env)
+                seen.append((env[k.block_vars[0]], env[k.block_vars[1]]))
+        assert sorted(seen) == [(x, y) for x in range(gx) for y in range(gy)]
+
+
+def test_persistent_counters_run_on_across_tiles(build):
+    """Stage and phase counters continue from tile to tile: each branch adds the k-loop's extent."""
+    src = build("gemm-sm90-ws").source
+    producer, _, consumer = src.partition("} else {")
+    assert "tl_it = (tl_pbase[0] + ko);" in producer and "tl_pbase[0] = (tl_pbase[0] + 8);" in producer
+    assert "tl_it = (tl_cbase[0] + ko);" in consumer and "tl_cbase[0] = (tl_cbase[0] + 8);" in consumer
+    # the epilogue follows the counter update, inside the tile loop
+    assert consumer.index("tl_cbase[0] = (tl_cbase[0] + 8);") < consumer.index("tl_store2(")
+
+
+def test_disable_persistent_keeps_one_block_per_tile(build):
+    b = build("gemm", "sm_90a", {"tl.disable_persistent": True})
+    assert "tl_tile_iter" not in b.source and "tl_pbase" not in b.source
+    assert [int(str(g)) for g in b.kernel.artifact.csource.grid] == [2, 2]

@@ -42,7 +42,10 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     if ctx.target.sm >= 90 and not config(ctx.pass_configs, "tl.disable_warp_specialized", False) \
             and not config(ctx.pass_configs, "tl.disable_tma_lower", False) \
             and not config(ctx.pass_configs, "tl.disable_wgmma", False):
-        k_ws, ws = warp_specialize(k, msgs.append)
+        from ..target import num_sms
+
+        sms = None if config(ctx.pass_configs, "tl.disable_persistent", False) else num_sms()
+        k_ws, ws = warp_specialize(k, msgs.append, sms)
     if ws is not None:
         k_piped, views = k_ws, []
     else:

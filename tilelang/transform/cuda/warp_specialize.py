@@ -106,8 +106,11 @@ def _top_pipelined(body):
     return stmts, loops
 
 
-def warp_specialize(k: S.KernelLaunch, warn):
-    """Returns (new kernel, WSInfo) or (k, None) when the kernel keeps the cp.async pipeline."""
+def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None):
+    """Returns (new kernel, WSInfo) or (k, None) when the kernel keeps the cp.async pipeline.
+
+    num_sms: make the kernel persistent -- min(tiles, num_sms) blocks, each looping over the
+    tiles (see `_persistent`); None keeps one block per tile."""
     T = k.threads[0] * k.threads[1] * k.threads[2]
     stmts, loops = _top_pipelined(k.body)
     if len(loops) != 1 or T % 128:
@@ -160,6 +163,13 @@ def warp_specialize(k: S.KernelLaunch, warn):
     ko = loop.var
     stage = E.Var("tl_stage", dt.int32)
     it = E.Var("tl_it", dt.int32)
+    # persistent: stage/phase counters run on across a block's tiles from a per-branch base
+    persistent = num_sms is not None and len(k.block_vars) <= 3
+    pbase = Buffer("tl_pbase", (1,), dt.int32, "local.var")
+    cbase = Buffer("tl_cbase", (1,), dt.int32, "local.var")
+
+    def it_value(base):
+        return (E.BufferLoad(base, (E.as_expr(0),), dt.int32) + (ko - loop.start)) if persistent else ko - loop.start
 
     # ---- producer: one thread issues every load of a stage
     loads = []
@@ -175,7 +185,7 @@ def warp_specialize(k: S.KernelLaunch, warn):
                              + "".join(f", {{{i + 1}}}" for i in range(len(c))) + ");",
                              (stage,) + tuple(c)))
     prod_body = S.seq(
-        S.LetStmt(it, ko - loop.start),
+        S.LetStmt(it, it_value(pbase)),
         S.LetStmt(stage, it % stages),
         Raw(f"if ({{0}} >= {stages}) tl::mbarrier_wait(&tl_empty[{{1}}], (({{0}} / {stages}) - 1) & 1);",
             (it, stage)),
@@ -198,7 +208,7 @@ def warp_specialize(k: S.KernelLaunch, warn):
     else:
         release = Raw("__syncwarp(); if (tid % 32 == 0) tl::mbarrier_arrive(&tl_empty[{0}]);", (stage,))
     cons_body = S.seq(
-        S.LetStmt(it, ko - loop.start),
+        S.LetStmt(it, it_value(cbase)),
         S.LetStmt(stage, it % stages),
         Raw(f"tl::mbarrier_wait(&tl_full[{{1}}], ({{0}} / {stages}) & 1);", (it, stage)),
         *[Raw(f"{views[x].name} = {storages[x].name} + ({{0}}) * {views[x].numel()};", (stage,)) for x in views],
@@ -226,14 +236,72 @@ def warp_specialize(k: S.KernelLaunch, warn):
                + " tl::fence_barrier_init(); }} tl::sync_all_threads();")
     regs_c = 240 if T == 128 else (232 if T == 256 else 160)
     tid = E.Var("tid", dt.int32)
+    if persistent:
+        grid, tile_loop = _persistent(k, num_sms)
+
+        def advance(base):
+            ld = E.BufferLoad(base, (E.as_expr(0),), dt.int32)
+            return S.BufferStore(base, (E.as_expr(0),), ld + loop.extent)
+
+        producer = S.seq(S.Allocate(pbase, (E.as_expr(0),)),
+                         tile_loop(S.seq(*lets, producer, advance(pbase))))
+        consumer_tiles = S.seq(S.Allocate(cbase, (E.as_expr(0),)),
+                               tile_loop(S.seq(*lets, *cons_prefix, consumer_loop, advance(cbase), *suffix)))
+        lets, k = [], replace(k, grid=grid)
     producer_branch = S.seq(Raw("tl::setmaxnreg_dec<40>();"),
                             S.IfThenElse(E.binop("==", tid, T), producer))
-    consumer_branch = S.seq(Raw(f"tl::setmaxnreg_inc<{regs_c}>();"), *cons_prefix, consumer_loop, *suffix)
-    split = Raw("if (tid >= {0}) {{".format(T))
+    if persistent:
+        consumer_branch = S.seq(Raw(f"tl::setmaxnreg_inc<{regs_c}>();"), consumer_tiles)
+    else:
+        consumer_branch = S.seq(Raw(f"tl::setmaxnreg_inc<{regs_c}>();"), *cons_prefix, consumer_loop, *suffix)
     new_body = S.seq(S.Allocate(full), S.Allocate(empty), *allocs, *lets, init,
                      WSSplit(T, producer_branch, consumer_branch))
-    _ = split
     return replace(k, body=new_body), info
+
+
+def _persistent(k: S.KernelLaunch, num_sms: int):
+    """(new grid, wrap) for a persistent kernel: min(tiles, num_sms) blocks on a 1-d grid, and
+    `wrap(body)` runs body once per tile of the block -- tiles cta, cta + blocks, ... -- with the
+    block variables rebound to the tile (through the T.use_swizzle panels when the kernel asks).
+    On the 1-d grid the codegen's block variables are (blockIdx.x, 0, 0), so bx is the block."""
+    ext = [E.as_expr(g) for g in k.grid]
+    tiles = ext[0]
+    for g in ext[1:]:
+        tiles = tiles * g
+    blocks = simplify(E.binop("min", tiles, num_sms))
+    grid = (blocks,) + tuple(E.as_expr(1) for _ in ext[1:])
+    swz = [op for op in collect(k.body, lambda n: isinstance(n, O.Swizzle)) if op.enable]
+    panel = swz[0].panel_size if swz else None
+    cta = E.Var("tl_cta", dt.int32)
+    j = E.Var("tl_tile_iter", dt.int32)
+    t = E.Var("tl_tile", dt.int32)
+    bvars = list(k.block_vars)
+
+    def coords():
+        if len(bvars) == 1:
+            return [t]
+        gx, gy = ext[0], ext[1]
+        rest, out_z = t, []
+        if len(bvars) == 3:
+            out_z = [t // (gx * gy)]
+            rest = t % (gx * gy)
+        if panel:
+            p = panel
+            pan = rest // (gx * p)
+            inn = rest % (gx * p)
+            rows = E.binop("min", E.as_expr(p), gy - pan * p)
+            return [inn // rows, pan * p + inn % rows] + out_z
+        return [rest % gx, rest // gx] + out_z
+
+    values = [simplify(c) for c in coords()]
+
+    def wrap(body):
+        count = simplify((tiles - cta + blocks - 1) // blocks)
+        inner = S.seq(S.LetStmt(t, cta + j * blocks),
+                      *[S.LetStmt(v, x) for v, x in zip(bvars, values)], body)
+        return S.seq(S.LetStmt(cta, bvars[0]), S.For(j, E.as_expr(0), count, "serial", inner, ()))
+
+    return grid, wrap
 
 
 @dataclass(frozen=True)
