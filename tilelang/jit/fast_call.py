@@ -1,14 +1,22 @@
 """The per-call fast path of a CUDA kernel whose parameters all have static shapes.
 
 It checks exactly what the full binder checks (type, dtype, shape, device, contiguity,
-alignment) with identity and tuple comparisons only, and returns None on any mismatch so
+alignment) with identity and tuple comparisons only, and returns MISS on any mismatch so
 the full binder produces the precise error. Host overhead matters: a kernel call should
 cost about as much as a torch op.
+
+All-pointer kernels (`simple`) launch through a driver.PreparedLaunch built on the first
+call: the checked tensors' data pointers go straight into its argument slots (C argument
+order) and the launch is one untyped ctypes call on the device's current raw stream.
+Kernels with other arguments (the T.device_assert flag, TMA tensor maps) build their
+argument list per call and launch through the artifact, which also checks the flag.
 """
 from __future__ import annotations
 
 from ..arith.simplify import const_int
 from ..ir.buffer import Buffer
+
+MISS = object()  # the fast path does not apply; take the full binder
 
 
 class FastCall:
@@ -39,47 +47,93 @@ class FastCall:
         self.nparams = len(params)
         self.artifact = kernel.artifact
         self.index = index
-        self.single = len(self.outputs) == 1
         art = kernel.artifact
         if art._dynamic_grid():
             raise ValueError("grids that depend on arguments take the general path")
         self.launch_dims = (art._static_grid(), (art.csource.threads, 1, 1), art.csource.smem_bytes)
-        self.simple = all(step[0] == "t" for step in self.arg_plan)
+        self.simple = all(step[0] == "t" for step in self.arg_plan) \
+            and all(k == "ptr" for k in art.csource.signature)
         # C argument slot of each input / output tensor when every argument is a tensor pointer
         slot = {step[1]: k for k, step in enumerate(self.arg_plan) if step[0] == "t"}
-        self.in_slots = [slot.get(i) for i, _, _ in self.inputs]
-        self.out_slots = [slot.get(i) for i, _, _ in self.outputs]
+        self.in_specs = tuple((dtype, shape, slot.get(i)) for i, dtype, shape in self.inputs)
+        self.out_specs = tuple((dtype, shape, slot.get(i)) for i, dtype, shape in self.outputs)
+        self.nouts = len(self.outputs)
+        self.prepared = None  # driver.PreparedLaunch, made on the first simple call (loads the module)
+        self.call = self.launch_simple if self.simple else self.launch_general
 
-    def launch_simple(self, args, stream):
-        """All-pointer kernels: check, allocate outputs, launch; None when the plan does not match."""
-        if len(args) != len(self.inputs):
-            return None
-        tensor = self.torch.Tensor
-        cvals = [0] * len(self.arg_plan)
-        device = None
-        for (i, dtype, shape), k, a in zip(self.inputs, self.in_slots, args):
-            if a.__class__ is not tensor or a.dtype is not dtype or a.shape != shape or not a.is_cuda \
-                    or not a.is_contiguous():
-                return None
-            p = a.data_ptr()
-            if p % 16:
-                return None
-            d = a.get_device()
-            if device is None:
-                device = d
-            elif d != device:
-                return None
-            cvals[k] = p
-        outs = []
-        for (i, dtype, shape), k in zip(self.outputs, self.out_slots):
-            t = self.torch.empty(shape, dtype=dtype, device=device if device is not None else "cuda")
-            cvals[k] = t.data_ptr()
-            outs.append(t)
+    def prepare(self):
+        """Load the kernel and fix its launch: grid, block, smem, device, stream lookup."""
+        from ..backend.cuda import driver
+
+        fn = self.artifact._function()
         grid, block, smem = self.launch_dims
-        self.artifact._function().launch(grid, block, smem, cvals, stream)
-        return outs
+        self.device = fn.module.device
+        self.check_device = self.out_device = self.torch.device("cuda", self.device)
+        raw = getattr(self.torch._C, "_cuda_getCurrentRawStream", None)
+        self.raw_stream = raw if raw is not None else \
+            (lambda dev: self.torch.cuda.current_stream(dev).cuda_stream)
+        self.empty_grid = min(grid) <= 0
+        self.prepared = driver.PreparedLaunch(fn, grid, block, smem)
+        self.call = self.compile_simple()
+        return self.prepared
 
-    def __call__(self, args):
+    def launch_simple(self, args, stream=None):
+        """All-pointer kernels: check, allocate outputs, launch. Returns the kernel's result
+        (None, the output, or the list of outputs), or MISS when the plan does not match."""
+        if self.prepared is None:
+            self.prepare()
+        return self.call(args, stream)
+
+    def simple_source(self) -> str:
+        """Python source of this kernel's launcher, unrolled over its tensors.
+
+        Unrolled because a generic loop over (tensor, spec) pairs costs ~0.1 us per tensor
+        more; the checks are ArgBinder._check_tensor's, plus "on the module's device".
+        """
+        n = len(self.in_specs)
+        lines = ["def launch(args, stream=None):", f"    if len(args) != {n}:", "        return MISS"]
+        if n:
+            lines.append(f"    {', '.join(f'a{i}' for i in range(n))}, = args")
+        for i in range(n):
+            lines += [f"    if a{i}.__class__ is not Tensor or a{i}.dtype is not in_dtype{i} or a{i}.shape != in_shape{i}"
+                      f" or a{i}.device != check_device or not a{i}.is_contiguous():", "        return MISS",
+                      f"    p{i} = a{i}.data_ptr()"]
+        if n:
+            lines += [f"    if ({' | '.join(f'p{i}' for i in range(n))}) & 15:", "        return MISS"]
+        lines += [f"    o{j} = empty(out_shape{j}, dtype=out_dtype{j}, device=out_device)"
+                  for j in range(len(self.out_specs))]
+        lines += [f"    vals[{k}] = p{i}" for i, (_, _, k) in enumerate(self.in_specs)]
+        lines += [f"    vals[{k}] = o{j}.data_ptr()" for j, (_, _, k) in enumerate(self.out_specs)]
+        if not self.empty_grid:
+            lines.append("    launch_on(raw_stream(device_index) if stream is None else stream)")
+        outs = [f"o{j}" for j in range(len(self.out_specs))]
+        lines.append("    return " + ("None" if not outs else outs[0] if len(outs) == 1 else f"[{', '.join(outs)}]"))
+        return "\n".join(lines) + "\n"
+
+    def compile_simple(self):
+        """The launcher of `simple_source`, bound to this kernel's specs, device and slots."""
+        ns = {"MISS": MISS, "Tensor": self.torch.Tensor, "empty": self.torch.empty,
+              "check_device": self.check_device, "out_device": self.out_device, "device_index": self.device,
+              "raw_stream": self.raw_stream, "vals": self.prepared.values, "launch_on": self.prepared.launch}
+        for i, (dtype, shape, _) in enumerate(self.in_specs):
+            ns[f"in_dtype{i}"], ns[f"in_shape{i}"] = dtype, shape
+        for j, (dtype, shape, _) in enumerate(self.out_specs):
+            ns[f"out_dtype{j}"], ns[f"out_shape{j}"] = dtype, shape
+        exec(compile(self.simple_source(), f"<tilelang launcher of {self.artifact.csource.entry}>", "exec"), ns)
+        return ns["launch"]
+
+    def launch_general(self, args, stream=None):
+        """Kernels with flag / tensor-map arguments: per-call argument list, artifact launch."""
+        got = self.bind(args)
+        if got is None:
+            return MISS
+        cvals, outs = got
+        self.artifact.launch(cvals, stream=stream)
+        if not outs:
+            return None
+        return outs[0] if len(outs) == 1 else outs
+
+    def bind(self, args):
         """(C argument values, outputs) or None when anything differs from the static plan."""
         if len(args) != len(self.inputs):
             return None

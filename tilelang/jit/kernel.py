@@ -10,6 +10,7 @@ from ..ir.buffer import Buffer
 from ..ir.stmt import PrimFunc
 from ..transform.pass_manager import PassContext
 from .args import ArgBinder
+from .fast_call import MISS as _FAST_MISS
 
 
 _MISSING = object()
@@ -73,20 +74,16 @@ class JITKernel:
     def params(self):
         return self.prim_func.params
 
+    _fast = False  # the FastCall (None where it does not apply), made on the first call
+
     def __call__(self, *args, stream=None, **kwargs):
-        fast = self._fast_call()
-        if fast is not None and not kwargs and fast.simple:
-            outs = fast.launch_simple(args, stream)
-            if outs is not None:
-                return None if not outs else (outs[0] if len(outs) == 1 else outs)
-        elif fast is not None and not kwargs:
-            got = fast(args)
-            if got is not None:
-                cvals, outs = got
-                self.artifact.launch(cvals, stream=stream)
-                if not outs:
-                    return None
-                return outs[0] if len(outs) == 1 else outs
+        fast = self._fast
+        if fast is False:
+            fast = self._fast_call()
+        if fast is not None and not kwargs:
+            got = fast.call(args, stream)
+            if got is not _FAST_MISS:
+                return got
         try:
             if kwargs:
                 args = self._merge_kwargs(args, kwargs)
@@ -101,7 +98,7 @@ class JITKernel:
 
     def _fast_call(self):
         """The static-shape CUDA fast path (built on first call), or None where it does not apply."""
-        fast = self.__dict__.get("_fast", False)
+        fast = self._fast
         if fast is False:
             fast = None
             if self.target.kind == "cuda":

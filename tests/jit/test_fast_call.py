@@ -1,0 +1,209 @@
+"""The CUDA call fast path (jit/fast_call.py + driver.PreparedLaunch) without a GPU.
+
+NVRTC compiles real kernels; the driver's cuLaunchKernel is replaced by a recorder that
+reads the kernelParams array the way the driver would (void** -> 8-byte slots), CPU
+tensors report device cuda:0 to both the fast path and the binder, and outputs are
+allocated on the CPU. What needs a GPU: the real launch and its timing
+(benchmarks/launch_overhead.py, tests marked `cuda`).
+"""
+import ctypes
+import types
+import warnings
+
+import pytest
+import torch
+
+import tilelang
+import tilelang.language as T
+from tilelang.backend.cuda import driver
+from tilelang.jit.fast_call import MISS, FastCall
+
+pytestmark = pytest.mark.nvrtc
+CUDA0 = torch.device("cuda", 0)
+
+
+def mixed():
+    """Out (a parameter between the inputs) = X (2x128 float32, flattened) + Y (256 float16)."""
+    @T.prim_func
+    def mixed(X: T.Tensor((2, 128), "float32"), Out: T.Tensor((256,), "float32"),
+              Y: T.Tensor((256,), "float16")):
+        with T.Kernel(2, threads=128) as bx:
+            for i in T.Parallel(128):
+                Out[bx * 128 + i] = X[bx, i] + T.cast(Y[bx * 128 + i], "float32")
+    return mixed
+
+
+def split():
+    """One input, two outputs."""
+    @T.prim_func
+    def split(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32"), C: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128) as bx:  # noqa: F841
+            for i in T.Parallel(128):
+                B[i] = A[i] * 2.0
+                C[i] = A[i] + 1.0
+    return split
+
+
+class Recorder:
+    """Stands in for the untyped cuLaunchKernel: records what the driver would read."""
+
+    def __init__(self, rcs=()):
+        self.calls, self.rcs = [], list(rcs)
+
+    def __call__(self, handle, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        n = len(self.signature)
+        slots = (ctypes.c_void_p * n).from_address(params.value)
+        values = [ctypes.c_uint64.from_address(slots[i]).value for i in range(n)]
+        self.calls.append(dict(handle=handle.value, dims=(gx, gy, gz, bx, by, bz, smem),
+                               stream=stream.value or 0, params=params.value, values=values, extra=extra))
+        return self.rcs.pop(0) if self.rcs else 0
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    """(compile(func, out_idx) -> kernel whose fast path launches into a Recorder, recorder)."""
+    nvrtc = pytest.importorskip("tilelang.backend.cuda.nvrtc")
+    if not nvrtc.nvrtc_available():
+        pytest.skip("NVRTC from the pip wheels is not installed")
+    rec = Recorder()
+    monkeypatch.setattr(driver, "_launch_holding_gil", lambda: rec)
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda dev: 0x5000 + dev, raising=False)
+    monkeypatch.setattr(torch.Tensor, "device", property(lambda self: CUDA0))
+
+    def compile_(func, out_idx=None):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            k = tilelang.compile(func, out_idx=out_idx, target="cuda -arch=sm_80")
+        art = k.artifact
+        rec.signature = art.csource.signature
+        art._fn = types.SimpleNamespace(name=art.csource.entry, module=types.SimpleNamespace(device=0),
+                                        _raw_handle=0xF00D, _smem_limit=48 * 1024,
+                                        packer=types.SimpleNamespace(signature=art.csource.signature))
+        fast = k._fast_call()
+        fast.prepare()
+        fast.out_device = torch.device("cpu")  # no CUDA allocator here
+        fast.call = fast.compile_simple()
+        return k
+
+    return compile_, rec
+
+
+def c_order(k, by_param):
+    """The data pointers the kernel must receive, in C argument order."""
+    index = {id(p): i for i, p in enumerate(k.prim_func.params)}
+    return [by_param[index[id(obj)]].data_ptr() for kind, obj in k.artifact.csource.arg_kinds]
+
+
+def test_slots_hold_the_data_pointers_in_c_argument_order(fake_cuda):
+    compile_, rec = fake_cuda
+    k = compile_(mixed(), out_idx=[1])
+    assert k._fast.simple
+    for _ in range(2):  # fresh tensors each call: the slots are rewritten, the storage is reused
+        x, y = torch.randn(2, 128), torch.randn(256).half()
+        out = k(x, y)
+        assert out.shape == (256,) and out.dtype == torch.float32 and out.is_cpu
+        want = c_order(k, {0: x, 1: out, 2: y})
+        assert rec.calls[-1]["values"] == want and len(set(want)) == 3
+    first, second = rec.calls
+    assert first["params"] == second["params"] == k._fast.prepared.params_address
+    assert first["handle"] == 0xF00D and first["dims"] == (2, 1, 1, 128, 1, 1, 0)
+    assert first["stream"] == 0x5000 and first["extra"] is None  # torch's current stream of device 0
+    k(x, y, stream=0x77)
+    assert rec.calls[-1]["stream"] == 0x77
+    k(x, y)
+    assert rec.calls[-1]["stream"] == 0x5000
+
+
+def test_every_output_gets_its_slot_and_is_returned(fake_cuda):
+    compile_, rec = fake_cuda
+    k = compile_(split(), out_idx=[1, 2])
+    a = torch.randn(128)
+    b, c = k(a)
+    assert rec.calls[-1]["values"] == c_order(k, {0: a, 1: b, 2: c})
+    k_none = compile_(split())
+    bb, cc = torch.empty(128), torch.empty(128)
+    assert k_none(a, bb, cc) is None
+    assert rec.calls[-1]["values"] == [a.data_ptr(), bb.data_ptr(), cc.data_ptr()]
+
+
+def misaligned():
+    return torch.randn(257).half()[1:]  # 2 bytes past a 16-byte boundary
+
+
+@pytest.mark.parametrize("args,error,match", [
+    (lambda: (torch.randn(2, 128).double(), torch.randn(256).half()), TypeError, r"expected dtype float32"),
+    (lambda: (torch.randn(2, 128), torch.randn(256)), TypeError, r"'Y'.*expected dtype float16"),
+    (lambda: (torch.randn(128, 2), torch.randn(256).half()), ValueError, r"expected shape \(2, 128\)"),
+    (lambda: (torch.randn(128, 2).t(), torch.randn(256).half()), ValueError, r"contiguous"),
+    (lambda: (torch.randn(2, 128), misaligned()), ValueError, r"16-byte aligned"),
+    (lambda: (torch.randn(2, 128),), TypeError, r"expects 2 arguments.*missing Y"),
+    (lambda: ([0.0] * 256, torch.randn(256).half()), TypeError, r"expected a torch.Tensor"),
+])
+def test_mismatches_fall_back_to_the_binders_precise_errors(fake_cuda, args, error, match):
+    compile_, rec = fake_cuda
+    k = compile_(mixed(), out_idx=[1])
+    args = args()
+    assert k._fast.call(args, None) is MISS
+    with pytest.raises(error, match=match):
+        k(*args)
+    assert rec.calls == []  # nothing was launched
+
+
+def test_a_tensor_on_another_device_takes_the_general_path(fake_cuda):
+    compile_, rec = fake_cuda
+    k = compile_(mixed(), out_idx=[1])
+    fast = k._fast
+    x, y = torch.randn(2, 128), torch.randn(256).half()
+    assert fast.call((x, y), None) is not MISS
+    fast.check_device = torch.device("cuda", 1)  # as if the module were loaded on device 1
+    fast.call = fast.compile_simple()
+    assert fast.call((x, y), None) is MISS
+    assert len(rec.calls) == 1
+
+
+def test_invalid_context_is_made_current_and_the_launch_retried(fake_cuda, monkeypatch):
+    compile_, rec = fake_cuda
+    k = compile_(split())
+    made = []
+    monkeypatch.setattr(driver, "_ensure_context", made.append)
+    rec.rcs = [201, 0]  # CUDA_ERROR_INVALID_CONTEXT, then success
+    a, b, c = torch.randn(128), torch.empty(128), torch.empty(128)
+    k(a, b, c)
+    assert made == [0] and [x["values"] for x in rec.calls] == [[a.data_ptr(), b.data_ptr(), c.data_ptr()]] * 2
+
+
+def test_prepared_launch_takes_pointer_signatures_only():
+    fn = types.SimpleNamespace(packer=types.SimpleNamespace(signature=("ptr", "i32")), _smem_limit=0)
+    with pytest.raises(driver.TileLangError, match="pointer arguments only"):
+        driver.PreparedLaunch(fn, (1, 1, 1), (128, 1, 1), 0)
+
+
+class FakeFlag:
+    def __init__(self, code):
+        self.code, self.ptr = code, 0xF1A6
+
+    def read_and_reset(self, stream=None):
+        code, self.code = self.code, 0
+        return code
+
+
+def test_kernels_with_an_assert_flag_keep_the_checked_general_path(fake_cuda):
+    from tests.backend.cuda.test_device_assert import checked_double
+
+    compile_, rec = fake_cuda
+    k = compile_(split())  # installs the fakes; the asserting kernel is compiled below
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        k = tilelang.compile(checked_double(), target="cuda -arch=sm_80")
+    fast = k._fast_call()
+    assert isinstance(fast, FastCall) and not fast.simple and fast.call == fast.launch_general
+    launches = []
+    art = k.artifact
+    art._fn = types.SimpleNamespace(launch=lambda grid, block, smem, args, stream=None: launches.append(list(args)))
+    art._flags[driver._torch_current_device()] = FakeFlag(2)
+    a, b = torch.rand(256), torch.empty(256)
+    with pytest.raises(RuntimeError, match="T.device_assert failed in kernel checked_double: A must be below 100"):
+        k(a, b)
+    assert launches == [[a.data_ptr(), b.data_ptr(), 0xF1A6]]
+    k(a, b)  # the flag was reset
+    assert len(launches) == 2 and rec.calls == []
