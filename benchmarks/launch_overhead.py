@@ -13,6 +13,9 @@ calls give the device time per back-to-back launch (device_us: the GPU-side floo
 
 Variants:
   kernel(a, b, c)                  the user path: argument checks + packing + launch
+  kernel(a, b, c, stream=s)        the same with the stream given (no current-stream lookup)
+  kernel(a, b) out_idx=[2]         the user path allocating its output (torch.empty)
+  PreparedLaunch.launch(stream)    the fast path's launch alone: pointers already in place
   artifact.launch(values, stream)  prebuilt launch values: packing + launch only
   CudaFunction.launch(...)         the driver-level launch with prebuilt grid/args
   x.add_(1)                        a tiny torch op (dispatcher + launch), for scale
@@ -85,10 +88,20 @@ def time_held(fn, batch: int, repeats: int, sleep_cycles: int):
     return statistics.median(hosts), statistics.median(devs), ok
 
 
-def variants(k, a, b, c, x):
+def variants(k, a, b, c, x, k_out=None):
     """(name, fn or an exception saying why it is unavailable)."""
     out = [("kernel(a, b, c)", lambda: k(a, b, c))]
     stream = torch.cuda.current_stream().cuda_stream
+    out.append(("kernel(a, b, c, stream=s)", lambda: k(a, b, c, stream=stream)))
+    if k_out is not None:
+        out.append(("kernel(a, b) out_idx=[2]", lambda: k_out(a, b)))
+    try:
+        prepared = k._fast.prepared  # the fast path's driver.PreparedLaunch (made by the first call)
+        if prepared is None:
+            raise RuntimeError("kernel(a, b, c) did not take the prepared fast path")
+        out.append(("PreparedLaunch.launch(stream)", lambda: prepared.launch(stream)))
+    except Exception as e:  # noqa: BLE001
+        out.append(("PreparedLaunch.launch(stream)", e))
     try:
         values, env_, _ = k.binder.bind((a, b, c))
         cvals = k._c_values(values, env_)
@@ -143,7 +156,8 @@ def main():
         print("FAIL tiny_add gives wrong results; timing anyway", flush=True)
     x = torch.zeros(N_ELEMS, device="cuda")
     rows = []
-    for name, fn in variants(k, a, b, c, x):
+    k_out = tilelang.compile(make_add(), out_idx=[2], target=args.target)
+    for name, fn in variants(k, a, b, c, x, k_out):
         if isinstance(fn, Exception):
             skipped(name, fn)
             rows.append({"variant": name, "us_per_call": None, "host_us": None, "device_us": None,
