@@ -51,6 +51,10 @@ if "--quick" not in sys.argv:
             run(f"sanitizer_{tool}_{ex}", [san, "--tool", tool, "--error-exitcode", "9", py,
                                            str(ROOT / "examples" / f"{ex}.py"), "--target", "cuda"], 300)
     run("bench_gemm", [py, str(ROOT / "benchmarks" / "gemm.py"), "--json", str(OUT / "gemm.json")], 900)
+    run("bench_gemm_mma", [py, str(ROOT / "benchmarks" / "gemm.py"), "--path", "mma", "--dtypes", "fp16", "--shapes",
+                           "4096", "8192", "--no-canonical", "--no-fp8", "--no-triton", "--json",
+                           str(OUT / "gemm_mma.json")], 600)
+    run("bench_mma_sync_peak", [py, str(ROOT / "benchmarks" / "mma_sync_peak.py")], 120)
     run("bench_attention", [py, str(ROOT / "benchmarks" / "attention.py"), "--json", str(OUT / "attention.json")],
         600)
     run("bench_launch_overhead", [py, str(ROOT / "benchmarks" / "launch_overhead.py"), "--json",
@@ -66,6 +70,9 @@ for row in gj.get("gemm", []):
     print(f"gemm {row['dtype']} {row['shape']} [{row['path']}]: ours {row['ours']} TFLOP/s  cuBLAS {row['cuBLAS']}  "
           f"Triton {row['Triton']}  ours/cuBLAS {row['ours/cuBLAS']}  ours/Triton {row['ours/Triton']}  "
           f"cfg {row['best_cfg']} {row['isa']}")
+for row in (_load("gemm_mma.json") or {}).get("gemm", []):
+    print(f"gemm {row['dtype']} {row['shape']} [{row['path']}]: ours {row['ours']} TFLOP/s  cuBLAS {row['cuBLAS']}  "
+          f"ours/cuBLAS {row['ours/cuBLAS']}  cfg {row['best_cfg']} {row['isa']}")
 for row in gj.get("canonical", []):
     print(f"gemm+relu canonical {row['shape']} [{row['path']}]: ours {row['ours']}  cuBLAS+relu {row['cuBLAS+relu']}  "
           f"ratio {row['ours/cuBLAS']}")
