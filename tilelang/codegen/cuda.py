@@ -96,6 +96,8 @@ class CudaCodegen(CCodegen):
         self.emit('#include "tl/c_compat.h"')
         self.emit("")
         bounds = f"{T}, 1" if self.ws else f"{T}"
+        if self.ws and self.ws.cluster > 1:  # fixed at compile time: a plain cuLaunchKernel launches it
+            bounds += f") __cluster_dims__({self.ws.cluster}, 1, 1"
         from .c import entry_name
 
         self.emit(f'extern "C" __global__ void __launch_bounds__({bounds}) {entry_name(f.name)}({", ".join(args)}) {{')

@@ -20,9 +20,9 @@ def tma_loads(src, helpers):
 
 @pytest.mark.parametrize("case,threads,stages,ndim,tiles", [
     # A_s 128x32 (64-byte rows: one box), B_s 32x128 (256-byte rows: two 64-column panels)
-    ("gemm-sm90-ws", 128, 3, 2, [("tmap_0", 1, 128 * 32), ("tmap_1", 2, 32 * 128)]),
-    ("gemm-sm90-ws-256", 256, 3, 2, [("tmap_0", 1, 128 * 64), ("tmap_1", 4, 64 * 256)]),
-    ("bgemm-sm90-ws", 128, 2, 3, [("tmap_0", 1, 128 * 64), ("tmap_1", 2, 64 * 128)]),
+    ("gemm-sm90-ws-1cta", 128, 3, 2, [("tmap_0", 1, 128 * 32), ("tmap_1", 2, 32 * 128)]),
+    ("gemm-sm90-ws-256-1cta", 256, 3, 2, [("tmap_0", 1, 128 * 64), ("tmap_1", 4, 64 * 256)]),
+    ("bgemm-sm90-ws-1cta", 128, 2, 3, [("tmap_0", 1, 128 * 64), ("tmap_1", 2, 64 * 128)]),
 ])
 def test_producer_consumer_structure(case, threads, stages, ndim, tiles, build, helpers):
     b = build(case)
@@ -67,63 +67,146 @@ def test_producer_consumer_structure(case, threads, stages, ndim, tiles, build, 
 
 
 class Protocol:
-    """The full/empty waits and releases as printed, evaluated with Python ints (all operands >= 0)."""
+    """The full/empty waits and releases as printed, evaluated with Python ints (all operands >= 0).
+
+    `blocks` is the cluster size: each block's producer writes its share of every stage into
+    every block, and a consumer releases a stage to every block (lane r arrives on block r)."""
 
     def __init__(self, src):
-        # C int expressions, all operands >= 0; the releasing lane (tid % 32 == 0) is modelled as tid 0
-        c = lambda e: eval("lambda tl_it, tid=0: " + e.replace("/", "//").replace("&&", "and"))
+        def c(e, names="tl_it"):  # C int expression -> Python function of `names`
+            e = e.replace("tl_cbase[0]", "tl_cbase").replace("/", "//").replace("&&", "and")
+            return eval(f"lambda {names}: " + e)
+
         m = re.search(r"if \(tl_it >= (\d+)\) tl::mbarrier_wait\(&tl_empty\[tl_stage\], (.+)\);", src)
         self.stages, self.empty_parity = int(m.group(1)), c(m.group(2))
         self.full_parity = c(re.search(r"tl::mbarrier_wait\(&tl_full\[tl_stage\], (.+)\);", src).group(1))
-        rel = re.search(r"(?:if \((.+)\) )?tl::mbarrier_arrive\(&tl_empty\[(.+?)\]\);", src)
-        self.release_if = c(rel.group(1) or "True")
-        self.release_stage = c(rel.group(2).replace("tl_stage", f"(tl_it % {self.stages})"))
-        self.overlapped = "tl::warpgroup_wait<0>();" in src  # the last stage is never released
-
-
-def simulate(p: Protocol, n: int, eager_producer: bool):
-    S = p.stages
-    full, empty = [0] * S, [0] * S  # completed phases per barrier
-    holds, released = [None] * S, set()
-    it_p = it_c = 0
-    while it_c < n:
-        # wait(parity) passes once the phase of that parity has completed: current parity != parity
-        can_p = it_p < n and (it_p < S or (empty[it_p % S] & 1) != p.empty_parity(it_p))
-        can_c = (full[it_c % S] & 1) != p.full_parity(it_c)
-        if not (can_p or can_c):
-            raise AssertionError(f"deadlock: producer at {it_p}, consumer at {it_c}")
-        if can_p and (eager_producer or not can_c):
-            s = it_p % S
-            assert holds[s] is None or holds[s] in released, f"stage {s} refilled while iteration {holds[s]} reads it"
-            holds[s], full[s] = it_p, full[s] + 1
-            it_p += 1
+        self.blocks = 2 if "__cluster_dims__(2, 1, 1)" in src else 1
+        inits = re.findall(r"tl::mbarrier_init\(&tl_empty\[0\], (\d+)\);", src)
+        self.empty_count = int(inits[0]) // (int(re.search(r"if \(tid >= (\d+)\)", src).group(1)) // 32)
+        arrive = r"if \(tid % 32 (?:== 0|< 2)\) tl::mbarrier_arrive(?:_cluster)?\(&tl_empty\[(.+?)\](?:, tid % 32)?\);"
+        self.k_steps = int(re.search(r"for \(int ko = 0; ko < (\d+); \+\+ko\)", src).group(1))
+        rel = re.search(r"if \((.+?)\) \{ " + arrive + " }", src)
+        if rel:  # overlapped wgmma: iteration it releases it - 1, the tile's last one after the loop
+            self.release_if = c(rel.group(1), "ko")
+            self.release_stage = c(rel.group(2), "tl_it")
+            tail = re.search(r"if \((\d+) > 0\) \{ " + arrive + " }", src)
+            self.tail_stage = c(tail.group(2), "tl_cbase")
         else:
-            s = it_c % S
-            assert holds[s] == it_c, f"iteration {it_c} reads stage {s} holding iteration {holds[s]}"
-            if p.release_if(it_c):
-                r = p.release_stage(it_c)
-                released.add(holds[r])
-                empty[r] += 1
-            it_c += 1
+            rel = re.search(r"__syncwarp\(\); " + arrive, src)
+            self.release_if = lambda ko: True
+            self.release_stage = c(rel.group(1).replace("tl_stage", f"(tl_it % {self.stages})"))
+            self.tail_stage = None
 
 
-@pytest.mark.parametrize("case", ["gemm-sm90-ws", "bgemm-sm90-ws", "gemm-sm90-ws-256"])
-@pytest.mark.parametrize("eager_producer", [True, False])
-def test_full_empty_protocol_runs_every_iteration_on_its_tile(case, eager_producer, build):
+def simulate(p: Protocol, tiles: int, order):
+    """Run `tiles` tiles of p.k_steps iterations on every block of a cluster; `order(actors)` picks
+    which ready actor ("producer"/"consumer", block) moves next. Fails on a deadlock, on a stage
+    overwritten before every block released it, and on a read of a stage not holding its iteration."""
+    S, B, n = p.stages, p.blocks, tiles * p.k_steps
+    full = [[0] * S for _ in range(B)]    # completed phases
+    empty = [[0] * S for _ in range(B)]
+    arrivals = [[0] * S for _ in range(B)]  # empty arrivals in the running phase
+    holds = [[[None] * B for _ in range(S)] for _ in range(B)]  # block, stage, writer -> iteration
+    released = [set() for _ in range(B)]
+    it_p, it_c = [0] * B, [0] * B
+
+    def release(stage):
+        for b in range(B):
+            arrivals[b][stage] += 1
+            if arrivals[b][stage] == p.empty_count:
+                arrivals[b][stage], empty[b][stage] = 0, empty[b][stage] + 1
+
+    while min(it_c) < n:
+        ready = []
+        for b in range(B):
+            i = it_p[b]
+            if i < n and (i < S or (empty[b][i % S] & 1) != p.empty_parity(i)):
+                ready.append(("producer", b))
+            i = it_c[b]
+            if i < n and (full[b][i % S] & 1) != p.full_parity(i):
+                ready.append(("consumer", b))
+        if not ready:
+            raise AssertionError(f"deadlock: producers at {it_p}, consumers at {it_c}")
+        role, b = order(ready)
+        if role == "producer":
+            i, s = it_p[b], it_p[b] % S
+            for d in range(B):  # this block's share lands in every block of the cluster
+                old = holds[d][s][b]
+                assert old is None or old in released[d], f"stage {s} refilled while iteration {old} reads it"
+                holds[d][s][b] = i
+                if all(h == i for h in holds[d][s]):  # every share landed: the phase completes
+                    full[d][s] += 1
+            it_p[b] += 1
+        else:
+            i, s = it_c[b], it_c[b] % S
+            assert holds[b][s] == [i] * B, f"iteration {i} reads stage {s} holding iterations {holds[b][s]}"
+            ko, base = i % p.k_steps, i - i % p.k_steps
+            if p.release_if(ko):
+                r = p.release_stage(i)
+                released[b].add(i - 1 if p.tail_stage else i)
+                release(r)
+            if p.tail_stage and ko == p.k_steps - 1:
+                release(p.tail_stage(base))
+                released[b].add(i)
+            it_c[b] += 1
+
+
+def _orders():
+    import random
+
+    rng = random.Random(7)
+    yield lambda ready: ready[0]                          # producers first, block 0 first
+    yield lambda ready: ready[-1]                         # consumers first, last block first
+    for _ in range(4):
+        yield lambda ready: rng.choice(ready)
+
+
+@pytest.mark.parametrize("case", ["gemm-sm90-ws", "bgemm-sm90-ws", "gemm-sm90-ws-256", "gemm-sm90-ws-1cta",
+                                  "bgemm-sm90-ws-1cta"])
+def test_full_empty_protocol_runs_every_iteration_on_its_tile(case, build):
     p = Protocol(build(case).source)
-    for n in (1, 2, p.stages, 2 * p.stages + 1, 4 * p.stages):
-        simulate(p, n, eager_producer)
+    assert p.blocks == (1 if case.endswith("1cta") else 2)
+    for order in _orders():
+        for tiles in (1, 2, 3):
+            simulate(p, tiles, order)
 
 
 def test_protocol_model_catches_an_off_by_one_phase(build):
+    for case in ("gemm-sm90-ws", "gemm-sm90-ws-1cta"):
+        p = Protocol(build(case).source)
+        p.empty_parity = lambda it: (it // p.stages) & 1  # takes the still-running phase for released
+        with pytest.raises(AssertionError, match="refilled while"):
+            simulate(p, 2, lambda ready: ready[0])
+        p = Protocol(build(case).source)
+        p.full_parity = lambda it: ((it // p.stages) + 1) & 1  # reads before the load lands
+        with pytest.raises(AssertionError, match="reads stage"):
+            simulate(p, 2, lambda ready: ready[-1])
     p = Protocol(build("gemm-sm90-ws").source)
-    p.empty_parity = lambda it: (it // p.stages) & 1  # takes the still-running phase for released
+    p.empty_count = 1  # a producer that waits for its own block's release only
     with pytest.raises(AssertionError, match="refilled while"):
-        simulate(p, 8, True)
-    p = Protocol(build("gemm-sm90-ws").source)
-    p.full_parity = lambda it: ((it // p.stages) + 1) & 1  # reads before the load lands
-    with pytest.raises(AssertionError, match="reads stage"):
-        simulate(p, 8, False)
+        simulate(p, 2, lambda ready: ready[0] if ready[0] != ("consumer", 0) else ready[-1])
+
+
+def test_cluster_pairs_share_the_tile_they_multicast(build, helpers):
+    """A 2-block cluster: __cluster_dims__, half of the shared tile's boxes per block, multicast to
+    both; empty barriers count both blocks' warps; cluster syncs after init and before exit."""
+    src = build("gemm-sm90-ws-256").source  # 128x256 tiles: B (32 KB) is shared along by
+    assert "__launch_bounds__(384, 1) __cluster_dims__(2, 1, 1)" in src
+    producer, _, consumer = src.partition("} else {")
+    a = helpers.call_args(producer, "tl::tma_load")
+    m = helpers.call_args(producer, "tl::tma_load_multicast")
+    assert [x[0] for x in a] == ["&tmap_0"] and [x[0] for x in m] == ["&tmap_1"] * 2
+    assert all(x[3] == "(uint16_t)3" for x in m)
+    assert m[0][2].endswith("+ (tl_rank * 4096)") and m[1][2].endswith("+ ((tl_rank * 4096) + 8192)")
+    assert "tl_rank = (bx % 2);" in producer and "by = ((tl_tile * 2) + tl_rank);" in producer
+    assert re.search(r"mbarrier_arrive_expect_tx\(&tl_full\[tl_stage\], 49152\)", producer)  # all 48 KB land here
+    assert src.count("tl::mbarrier_init(&tl_empty[0], 16);") == 1
+    assert src.count("tl::cluster_sync();") == 2 and src.rstrip().endswith("tl::cluster_sync();\n}")
+    # 128x32 A tiles shared along bx: one 64-row half box each
+    src = build("gemm-sm90-ws").source
+    m = helpers.call_args(src, "tl::tma_load_multicast")
+    assert [x[0] for x in m] == ["&tmap_0"] and m[0][-1] == "((by * 128) + (tl_rank * 64))"
+    assert build("gemm-sm90-ws").kernel.artifact.csource  # compiled by NVRTC
 
 
 # ----------------------------------------------------------------------------- fallbacks
@@ -179,54 +262,66 @@ def _eval(e, env):
     raise AssertionError(f"cannot evaluate {e!r}")
 
 
-def _swizzled_gemm(M, N, panel):
+def _swizzled_gemm(M, N, panel, bN=128):
     @T.prim_func
     def sgemm(A: T.Tensor((M, 64), "float16"), B: T.Tensor((64, N), "float16"), C: T.Tensor((M, N), "float16")):
-        with T.Kernel(T.ceildiv(N, 128), T.ceildiv(M, 128), threads=256) as (bx, by):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, 128), threads=256) as (bx, by):
             A_s = T.alloc_shared((128, 64), "float16")
-            B_s = T.alloc_shared((64, 128), "float16")
-            C_l = T.alloc_fragment((128, 128), "float32")
+            B_s = T.alloc_shared((64, bN), "float16")
+            C_l = T.alloc_fragment((128, bN), "float32")
             if panel:
                 T.use_swizzle(panel_size=panel, enable=True)
             T.clear(C_l)
             for ko in T.Pipelined(1, num_stages=2):
                 T.copy(A[by * 128, ko * 64], A_s)
-                T.copy(B[ko * 64, bx * 128], B_s)
+                T.copy(B[ko * 64, bx * bN], B_s)
                 T.gemm(A_s, B_s, C_l)
-            T.copy(C_l, C[by * 128, bx * 128])
+            T.copy(C_l, C[by * 128, bx * bN])
 
     return sgemm
 
 
-@pytest.mark.parametrize("M,N,panel,sms", [(1408, 640, 4, 7), (1408, 640, None, 7), (256, 256, 10, 132),
-                                           (1280, 1280, 10, 3)])
-def test_persistent_blocks_cover_every_tile_once(M, N, panel, sms, helpers):
-    """Every (bx, by) of the original grid is computed by exactly one block, in both branches."""
+@pytest.mark.parametrize("M,N,bN,panel,sms,axis", [
+    (1408, 640, 128, 4, 7, None), (1408, 640, 128, None, 7, None),    # odd grid: one block per cluster
+    (256, 256, 128, 10, 132, 0), (1280, 1280, 128, 10, 3, 0),         # A (by only) shared along bx
+    (1408, 1024, 128, 4, 7, 0), (1024, 1280, 256, 10, 10, 1),          # B (32 KB) shared along by
+    (1024, 1280, 256, 3, 132, 1), (1024, 1280, 256, None, 6, 1)])
+def test_persistent_blocks_cover_every_tile_once(M, N, bN, panel, sms, axis, helpers):
+    """Every (bx, by) of the original grid is computed by exactly one block, in both branches; the
+    two blocks of a cluster always hold neighbouring tiles that share the multicast operand."""
     from tilelang.ir import stmt as S
     from tilelang.ir.visitor import collect
     from tilelang.transform.cuda.warp_specialize import WSSplit, warp_specialize
 
-    k = helpers.tile_kernel(_swizzled_gemm(M, N, panel), "sm_90a")
-    gx, gy = -(-N // 128), -(-M // 128)
+    k = helpers.tile_kernel(_swizzled_gemm(M, N, panel, bN), "sm_90a")
+    gx, gy = -(-N // bN), -(-M // 128)
     new, info = warp_specialize(k, [].append, sms)
-    assert info is not None
+    assert info is not None and info.cluster == (1 if axis is None else 2)
     blocks = _eval(new.grid[0], {})
-    assert blocks == min(gx * gy, sms) and all(_eval(g, {}) == 1 for g in new.grid[1:])
+    c = info.cluster
+    assert blocks == c * min(gx * gy // c, sms // c) and all(_eval(g, {}) == 1 for g in new.grid[1:])
     split = next(iter(collect(new.body, lambda n: isinstance(n, WSSplit))))
     for branch in (split.producer, split.consumer):
-        lets = collect(branch, lambda n: isinstance(n, S.LetStmt))
-        cta = next(s for s in lets if s.var.name == "tl_cta")
         loop = next(s for s in collect(branch, lambda n: isinstance(n, S.For)) if s.var.name == "tl_tile_iter")
+        head = [s for s in collect(branch, lambda n: isinstance(n, S.LetStmt)) if s.var.name in ("tl_cta", "tl_rank")]
         inner = [s for s in loop.body.stmts if isinstance(s, S.LetStmt)]
-        seen = []
+        seen, by_cluster = [], {}
         for b in range(blocks):
-            env = {k.block_vars[0]: b, cta.var: b}
+            env = {k.block_vars[0]: b}
+            for s in head:
+                env[s.var] = _eval(s.value, env)
             for it in range(_eval(loop.extent, env)):
                 env[loop.var] = it
                 for s in inner:
                     env[s.var] = _eval(s.value, env)
-                seen.append((env[k.block_vars[0]], env[k.block_vars[1]]))
+                tile = (env[k.block_vars[0]], env[k.block_vars[1]])
+                seen.append(tile)
+                by_cluster.setdefault((b // c, it), []).append(tile)
         assert sorted(seen) == [(x, y) for x in range(gx) for y in range(gy)]
+        if axis is not None:
+            for pair in by_cluster.values():
+                assert len(pair) == 2 and pair[0][1 - axis] == pair[1][1 - axis], pair
+                assert pair[0][axis] % 2 == 0 and pair[1][axis] == pair[0][axis] + 1, pair
 
 
 def test_persistent_counters_run_on_across_tiles(build):

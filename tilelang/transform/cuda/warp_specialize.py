@@ -47,6 +47,7 @@ class WSInfo:
     descs: list = field(default_factory=list)
     swizzled: set = field(default_factory=set)  # uids of tiles in the hardware swizzle
     panels: set = field(default_factory=set)  # uids of tiles in 64-column panels
+    cluster: int = 1  # blocks per cluster (2: neighbouring tiles share multicast loads)
 
 
 def _tma_plan(op: O.Copy):
@@ -106,11 +107,13 @@ def _top_pipelined(body):
     return stmts, loops
 
 
-def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None):
+def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, clusters: bool = True):
     """Returns (new kernel, WSInfo) or (k, None) when the kernel keeps the cp.async pipeline.
 
     num_sms: make the kernel persistent -- min(tiles, num_sms) blocks, each looping over the
-    tiles (see `_persistent`); None keeps one block per tile."""
+    tiles (see `_persistent`); None keeps one block per tile.
+    clusters: let a persistent kernel run as 2-block clusters whose blocks take neighbouring
+    tiles and multicast the tile they share (see `_cluster_plan`)."""
     T = k.threads[0] * k.threads[1] * k.threads[2]
     stmts, loops = _top_pipelined(k.body)
     if len(loops) != 1 or T % 128:
@@ -168,22 +171,45 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None):
     pbase = Buffer("tl_pbase", (1,), dt.int32, "local.var")
     cbase = Buffer("tl_cbase", (1,), dt.int32, "local.var")
 
+    prefix_lets = [s for s in stmts[:li] if isinstance(s, S.LetStmt)]
+    cl = _cluster_plan(k, loop, prefix_lets, pairs) if persistent and clusters and num_sms >= 2 else None
+    rank = E.Var("tl_rank", dt.int32)  # the block's rank in its cluster
+    if cl is not None:
+        info.cluster = 2
+        for i in cl[1]:
+            p, (box, swz, panels), desc = pairs[i]
+            if panels % 2:  # each block loads half the rows of every panel
+                half = TmaDesc(desc.name, desc.buffer, box[:-2] + (box[-2] // 2, box[-1]), desc.swizzle)
+                info.descs[info.descs.index(desc)] = half
+                pairs[i] = (p, (box, swz, panels), half)
+
     def it_value(base):
         return (E.BufferLoad(base, (E.as_expr(0),), dt.int32) + (ko - loop.start)) if persistent else ko - loop.start
 
     # ---- producer: one thread issues every load of a stage
     loads = []
-    for p, (box, swz, panels), desc in pairs:
+    for i, (p, (box, swz, panels), desc) in enumerate(pairs):
         x = p.dst.buffer
         st = storages[x.uid]
+        rows = const_int(x.shape[0])
         coords = [simplify(c) for c in reversed(p.src.starts)]  # innermost first
-        for q in range(panels):
+        width = 64 if panels > 1 else const_int(x.shape[1])
+        if cl is None or i not in cl[1]:
+            boxes = [(E.as_expr(q), E.as_expr(0)) for q in range(panels)]  # (panel, first row)
+        elif panels % 2 == 0:  # block r of the pair loads panels r, r + 2, ...
+            boxes = [(2 * q + rank, E.as_expr(0)) for q in range(panels // 2)]
+        else:
+            boxes = [(E.as_expr(q), rank * (rows // 2)) for q in range(panels)]
+        call = "tl::tma_load" if cl is None or i not in cl[1] else "tl::tma_load_multicast"
+        mask = "" if call == "tl::tma_load" else ", (uint16_t)3"
+        for q, r in boxes:
             c = list(coords)
             c[0] = simplify(c[0] + q * 64)
-            offset = f"({{0}}) * {x.numel()} + {q * const_int(x.shape[0]) * 64}"
-            loads.append(Raw(f"tl::tma_load(&{desc.name}, &tl_full[{{0}}], {st.name} + {offset}"
-                             + "".join(f", {{{i + 1}}}" for i in range(len(c))) + ");",
-                             (stage,) + tuple(c)))
+            c[1] = simplify(c[1] + r)
+            offset = simplify(q * (rows * 64) + r * width)
+            loads.append(Raw(f"{call}(&{desc.name}, &tl_full[{{0}}], {st.name} + ({{0}}) * {x.numel()} + {{1}}"
+                             + mask + "".join(f", {{{j + 2}}}" for j in range(len(c))) + ");",
+                             (stage, offset) + tuple(c)))
     prod_body = S.seq(
         S.LetStmt(it, it_value(pbase)),
         S.LetStmt(stage, it % stages),
@@ -201,12 +227,17 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None):
     overlap = stages >= 2 and len(gemms) == 1 and all(g.wg_wait == 0 for g in gemms)
     body_ops = [replace(b, wg_wait=1) if overlap and isinstance(b, O.Gemm) and b in gemms else b for b in body]
     rest = _ReplaceBuffers(views).visit(S.seq(*body_ops))
-    # one arrival per consumer warp (lane 0, after the warp's wgmma wait / its reads of the stage)
-    if overlap:
-        release = Raw(f"if ({{0}} > 0 && tid % 32 == 0) tl::mbarrier_arrive(&tl_empty[({{0}} - 1) % {stages}]);",
-                      (it,))
+    # one arrival per consumer warp (lane 0, after the warp's wgmma wait / its reads of the stage);
+    # in a cluster, lane r arrives on the barrier of the pair's block r: both blocks write each stage
+    def arrive(slot):  # format text arriving on tl_empty[slot]
+        if cl is None:
+            return f"if (tid % 32 == 0) tl::mbarrier_arrive(&tl_empty[{slot}]);"
+        return f"if (tid % 32 < 2) tl::mbarrier_arrive_cluster(&tl_empty[{slot}], tid % 32);"
+
+    if overlap:  # the stage of iteration it - 1 in the loop; the last one after the final wgmma wait
+        release = Raw(f"if ({{0}} > {{1}}) {{{{ {arrive(f'({{2}} - 1) % {stages}')} }}}}", (ko, loop.start, it))
     else:
-        release = Raw("__syncwarp(); if (tid % 32 == 0) tl::mbarrier_arrive(&tl_empty[{0}]);", (stage,))
+        release = Raw("__syncwarp(); " + arrive("{0}"), (stage,))
     cons_body = S.seq(
         S.LetStmt(it, it_value(cbase)),
         S.LetStmt(stage, it % stages),
@@ -216,7 +247,12 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None):
         release)
     consumer_loop = S.For(ko, loop.start, loop.extent, "serial", cons_body, (), span=loop.span)
     if overlap:
-        consumer_loop = S.seq(consumer_loop, Raw("tl::warpgroup_wait<0>();"))
+        last = loop.extent - 1
+        if persistent:
+            last = E.BufferLoad(cbase, (E.as_expr(0),), dt.int32) + last
+        consumer_loop = S.seq(consumer_loop, Raw("tl::warpgroup_wait<0>();"),
+                              Raw(f"if ({{0}} > 0) {{{{ {arrive(f'({{1}}) % {stages}')} }}}}",
+                                  (loop.extent, simplify(last))))
 
     prefix, suffix = stmts[:li], stmts[li + 1:]
     lets = [s for s in prefix if isinstance(s, S.LetStmt)]
@@ -230,14 +266,16 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None):
             allocs += [S.Allocate(storages[x.uid]), S.Allocate(views[x.uid])]
             continue
         cons_prefix.append(s)
+    # empty[s] counts every consumer warp of every block that reads the stage
+    sync = "tl::cluster_sync();" if cl is not None else "tl::sync_all_threads();"
     init = Raw("if (tid == 0) {{ "
-               + " ".join(f"tl::mbarrier_init(&tl_full[{i}], 1); tl::mbarrier_init(&tl_empty[{i}], {T // 32});"
-                          for i in range(stages))
-               + " tl::fence_barrier_init(); }} tl::sync_all_threads();")
+               + " ".join(f"tl::mbarrier_init(&tl_full[{i}], 1); "
+                          f"tl::mbarrier_init(&tl_empty[{i}], {info.cluster * T // 32});" for i in range(stages))
+               + " tl::fence_barrier_init(); }} " + sync)
     regs_c = 240 if T == 128 else (232 if T == 256 else 160)
     tid = E.Var("tid", dt.int32)
     if persistent:
-        grid, tile_loop = _persistent(k, num_sms)
+        grid, tile_loop = _persistent(k, num_sms, cl[0] if cl else None, rank)
 
         def advance(base):
             ld = E.BufferLoad(base, (E.as_expr(0),), dt.int32)
@@ -254,24 +292,64 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None):
         consumer_branch = S.seq(Raw(f"tl::setmaxnreg_inc<{regs_c}>();"), consumer_tiles)
     else:
         consumer_branch = S.seq(Raw(f"tl::setmaxnreg_inc<{regs_c}>();"), *cons_prefix, consumer_loop, *suffix)
+    # a block of a cluster leaves only once its partner has stopped writing into its shared memory
+    fini = [Raw("tl::cluster_sync();")] if cl is not None else []
     new_body = S.seq(S.Allocate(full), S.Allocate(empty), *allocs, *lets, init,
-                     WSSplit(T, producer_branch, consumer_branch))
+                     WSSplit(T, producer_branch, consumer_branch), *fini)
     return replace(k, body=new_body), info
 
 
-def _persistent(k: S.KernelLaunch, num_sms: int):
+def _cluster_plan(k: S.KernelLaunch, loop: S.For, prefix_lets: list, pairs: list):
+    """(axis, shared) for 2-block clusters, or None: blocks 2c and 2c + 1 take neighbouring tiles
+    along grid axis `axis`, and each copy pairs[i] for i in `shared` -- one whose tile does not
+    depend on that axis -- is loaded half by each block and multicast to both. The axis sharing
+    the most bytes wins; it needs an even, static extent and a k-loop both blocks run alike."""
+    bvars = list(k.block_vars)
+    if len(bvars) < 2:
+        return None
+    let_vars = {s.var for s in prefix_lets}
+    loop_vars = {v for e in (loop.start, loop.extent) for v in collect(E.as_expr(e), lambda n: isinstance(n, E.Var))}
+    best = None
+    for axis in (0, 1):
+        n = const_int(k.grid[axis])
+        v = bvars[axis]
+        if n is None or n % 2 or v in loop_vars or loop_vars & let_vars:
+            continue
+        shared, nbytes = [], 0
+        for i, (p, (box, _, panels), _) in enumerate(pairs):
+            used = set(collect(p.src, lambda n: isinstance(n, E.Var)))
+            if v in used or used & let_vars or p.src.buffer.ndim > 3:
+                continue
+            if panels % 2 and box[-2] % 16:  # halves of rows must keep whole 8-row swizzle atoms
+                continue
+            shared.append(i)
+            nbytes += p.dst.buffer.numel() * p.dst.buffer.dtype.bytes
+        if shared and (best is None or nbytes > best[2]):
+            best = (axis, shared, nbytes)
+    return best[:2] if best else None
+
+
+def _persistent(k: S.KernelLaunch, num_sms: int, axis: int | None = None, rank: E.Var | None = None):
     """(new grid, wrap) for a persistent kernel: min(tiles, num_sms) blocks on a 1-d grid, and
     `wrap(body)` runs body once per tile of the block -- tiles cta, cta + blocks, ... -- with the
     block variables rebound to the tile (through the T.use_swizzle panels when the kernel asks).
-    On the 1-d grid the codegen's block variables are (blockIdx.x, 0, 0), so bx is the block."""
+    On the 1-d grid the codegen's block variables are (blockIdx.x, 0, 0), so bx is the block.
+
+    axis: the blocks run as 2-block clusters. The tile grid is walked in pairs of tiles
+    neighbouring along `axis`; block 2c + r (r bound to `rank`) takes tile r of its pair."""
     ext = [E.as_expr(g) for g in k.grid]
+    size = 1 if axis is None else 2
+    if axis is not None:
+        ext[axis] = E.as_expr(const_int(ext[axis]) // 2)
     tiles = ext[0]
     for g in ext[1:]:
         tiles = tiles * g
-    blocks = simplify(E.binop("min", tiles, num_sms))
-    grid = (blocks,) + tuple(E.as_expr(1) for _ in ext[1:])
+    blocks = simplify(E.binop("min", tiles, num_sms // size))  # clusters
+    grid = (simplify(blocks * size),) + tuple(E.as_expr(1) for _ in ext[1:])
     swz = [op for op in collect(k.body, lambda n: isinstance(n, O.Swizzle)) if op.enable]
     panel = swz[0].panel_size if swz else None
+    if panel and axis == 1:
+        panel = max(1, panel // 2)  # rows of pairs
     cta = E.Var("tl_cta", dt.int32)
     j = E.Var("tl_tile_iter", dt.int32)
     t = E.Var("tl_tile", dt.int32)
@@ -293,13 +371,19 @@ def _persistent(k: S.KernelLaunch, num_sms: int):
             return [inn // rows, pan * p + inn % rows] + out_z
         return [rest % gx, rest // gx] + out_z
 
-    values = [simplify(c) for c in coords()]
+    values = coords()
+    if axis is not None:
+        values[axis] = values[axis] * 2 + rank
+    values = [simplify(c) for c in values]
 
     def wrap(body):
         count = simplify((tiles - cta + blocks - 1) // blocks)
         inner = S.seq(S.LetStmt(t, cta + j * blocks),
                       *[S.LetStmt(v, x) for v, x in zip(bvars, values)], body)
-        return S.seq(S.LetStmt(cta, bvars[0]), S.For(j, E.as_expr(0), count, "serial", inner, ()))
+        head = [S.LetStmt(cta, bvars[0])]
+        if axis is not None:
+            head = [S.LetStmt(cta, bvars[0] // 2), S.LetStmt(rank, bvars[0] % 2)]
+        return S.seq(*head, S.For(j, E.as_expr(0), count, "serial", inner, ()))
 
     return grid, wrap
 
