@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..arith.simplify import _linear, const_int, simplify
+from ..arith.ranges import Ranges, TrackRanges
+from ..arith.simplify import const_int
 from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.stmt import PrimFunc
@@ -22,45 +23,27 @@ from ..ir.visitor import Mutator
 from .pass_config import get as config
 
 
-class _Legalize(Mutator):
+class _Legalize(TrackRanges, Mutator):
     def __init__(self):
-        self.ranges: dict = {}  # Var -> (lo, hi) inclusive ints
+        self.ranges = Ranges()
         self.parallel = 0
 
     def visit_KernelLaunch(self, k: S.KernelLaunch):
-        for v, g in zip(k.block_vars, k.grid):
-            n = const_int(g)
-            if n is not None:
-                self.ranges[v] = (0, n - 1)
+        self.ranges.kernel(k)
         return self.generic(k)
 
     def visit_For(self, s: S.For):
-        lo, ext = const_int(s.start), const_int(s.extent)
-        if lo is not None and ext is not None:
-            self.ranges[s.var] = (lo, lo + ext - 1)
         par = s.kind == "parallel"
         self.parallel += par
-        out = self.generic(s)
+        with self.ranges.loop(s):
+            out = self.generic(s)
         self.parallel -= par
         return out
-
-    def bounds(self, e) -> tuple | None:
-        lin = _linear(simplify(E.as_expr(e)))
-        if lin is None:
-            return None
-        lo = hi = lin[1]
-        for t, c in lin[0].items():
-            if not isinstance(t, E.Var) or t not in self.ranges:
-                return None
-            a, b = self.ranges[t]
-            lo += min(c * a, c * b)
-            hi += max(c * a, c * b)
-        return lo, hi
 
     def cond(self, buf, indices):
         out = True
         for idx, dim in zip(indices, buf.shape):
-            b = self.bounds(idx)
+            b = self.ranges.bounds(idx)
             n = const_int(dim) if not isinstance(dim, int) else dim
             if b is not None and n is not None and b[0] >= 0 and b[1] < n:
                 continue

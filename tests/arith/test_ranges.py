@@ -1,0 +1,80 @@
+"""Ranges: interval bounds of index expressions over block and loop variables."""
+from tilelang import dtypes as dt
+from tilelang.arith.ranges import Ranges
+from tilelang.ir import expr as E
+from tilelang.ir import stmt as S
+
+
+def v(name):
+    return E.Var(name, dt.int32)
+
+
+def kernel(grid):
+    bvars = tuple(v(f"b{d}") for d in range(len(grid)))
+    return S.KernelLaunch(bvars, tuple(E.as_expr(g) for g in grid), (128, 1, 1), (), S.seq())
+
+
+def test_block_vars_range_over_the_grid():
+    k = kernel((16, 32))
+    bx, by = k.block_vars
+    r = Ranges()
+    r.kernel(k)
+    assert r.bounds(by * 128 + 127) == (127, 4095)
+    assert r.below(by * 128 + 127, 4096) and not r.below(by * 128 + 127, 4095)
+    assert r.bounds(bx * 256 - by) == (-31, 3840)
+
+
+def test_unknown_terms_give_no_bound():
+    m, x = v("m"), v("x")
+    k = S.KernelLaunch((x,), ((m + 127) // 128,), (128, 1, 1), (), S.seq())  # symbolic grid
+    r = Ranges()
+    r.kernel(k)
+    assert r.bounds(x * 128) is None
+    assert not r.below(x * 128 + 127, m)
+    assert not r.nonneg(x)
+
+
+def test_loops_are_scoped_and_ifs_tighten():
+    ko, i = v("ko"), v("i")
+    r = Ranges()
+    loop = S.For(ko, E.as_expr(0), E.as_expr(128), "serial", S.seq())
+    with r.loop(loop):
+        assert r.bounds(ko * 32 + 96 + 31) == (127, 4191)  # the k tile 3 stages ahead can pass K
+        with r.where(E.binop("<", ko + 3, 128)):  # the pipeline's guard on that load
+            assert r.bounds(ko * 32 + 96 + 31) == (127, 4095)
+        with r.where(E.logical_and(E.binop(">=", 2 * ko, 9), E.binop("<=", ko, 7))):
+            assert r.of[ko] == (5, 7)
+        assert r.of[ko] == (0, 127)
+    assert ko not in r.of
+    with r.loop(S.For(i, E.as_expr(0), v("n"), "serial", S.seq())):  # symbolic extent: unknown
+        assert r.bounds(i) is None
+
+
+def test_division_modulo_min_max():
+    t = v("t")
+    r = Ranges()
+    r.of[t] = (0, 511)
+    assert r.bounds(t % 16) == (0, 15)
+    assert r.bounds(t // 16) == (0, 31)
+    assert r.bounds(E.binop("min", t, 100)) == (0, 100)
+    r.of[t] = (-5, 5)
+    assert r.bounds(t % 16) is None  # C's remainder takes the sign of t
+
+
+def test_a_let_replaces_the_grid_range():
+    # persistent kernels rebind bx/by per tile: the new value decides, never the (1-d) grid
+    k = kernel((132, 1))
+    bx, by = k.block_vars
+    cta, j = v("cta"), v("j")
+    r = Ranges()
+    r.kernel(k)
+    assert r.bounds(by) == (0, 0)
+    r.let(cta, bx)
+    assert r.bounds(cta) == (0, 131)
+    r.let(by, (cta + j * 132) // 16)  # j: a tile loop with a symbolic trip count
+    assert r.bounds(by * 128) is None
+    r.let(bx, (cta + j * 132) % 16)
+    assert r.bounds(bx) is None  # cta + j*132 may be negative as far as the analysis knows
+    r.of[j] = (0, 3)
+    r.let(bx, (cta + j * 132) % 16)
+    assert r.bounds(bx) == (0, 15)

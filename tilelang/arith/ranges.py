@@ -1,0 +1,180 @@
+"""Integer ranges of block and loop variables, and bounds of index expressions over them.
+
+Passes that walk the IR record what they pass through -- the T.Kernel grid, loops with
+constant start and extent, `LetStmt`s, the conditions of `if`s -- and ask for the interval
+of an index. It is a plain interval analysis over `_linear` sums (plus `%`, `//`, `min`,
+`max` by constants), so it proves `by*128 + i < 4096` for `by` in [0, 31] and `i` in
+[0, 127], and answers None (unknown) for anything it cannot bound: callers keep their
+guards then.
+
+    r = Ranges()
+    r.kernel(k)                      # bx in [0, ceildiv(N, 256) - 1], ...
+    with r.loop(s):                  # ko in [start, start + extent - 1]
+        r.bounds(by * 128 + 127)     # -> (127, 4095)
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from ..ir import expr as E
+from .simplify import _linear, const_int, simplify
+
+
+class Ranges:
+    def __init__(self):
+        self.of: dict = {}  # Var -> (lo, hi), inclusive ints
+
+    # ------------------------------------------------------------ recording
+    def kernel(self, k) -> None:
+        """Block variables of a KernelLaunch range over its (constant) grid."""
+        for v, g in zip(k.block_vars, k.grid):
+            n = const_int(E.as_expr(g))
+            self._set(v, (0, n - 1) if n is not None and n > 0 else None)
+
+    def let(self, var, value) -> None:
+        """`var = value` (a LetStmt, flat): var takes value's bounds, or none when unknown.
+
+        NOTE: a later LetStmt may rebind a block variable (persistent kernels recompute bx, by
+        per tile); the grid range is then replaced by what the new value proves, never kept."""
+        self._set(var, self.bounds(value))
+
+    @contextmanager
+    def loop(self, s):
+        """Within a For loop's body: its variable ranges over [start, start + extent - 1]."""
+        lo, ext = const_int(E.as_expr(s.start)), const_int(E.as_expr(s.extent))
+        with self.scoped({s.var: (lo, lo + ext - 1) if lo is not None and ext is not None and ext > 0 else None}):
+            yield
+
+    def coords(self, cvars, shape):
+        """Scope in which element coordinates of a loop over `shape` range over [0, extent - 1]."""
+        ns = [const_int(E.as_expr(n)) for n in shape]
+        return self.scoped({c: (0, n - 1) if n is not None and n > 0 else None for c, n in zip(cvars, ns)})
+
+    @contextmanager
+    def where(self, cond):
+        """Within the then-branch of `if cond`: ranges tightened by the comparisons it ANDs."""
+        with self.scoped(self._refined(cond)):
+            yield
+
+    @contextmanager
+    def scoped(self, new: dict):
+        old = {v: self.of.get(v) for v in new}
+        for v, r in new.items():
+            self._set(v, r)
+        try:
+            yield
+        finally:
+            for v, r in old.items():
+                self._set(v, r)
+
+    def _set(self, v, r):
+        if r is None:
+            self.of.pop(v, None)
+        else:
+            self.of[v] = r
+
+    # ------------------------------------------------------------ queries
+    def bounds(self, e) -> tuple | None:
+        """(lo, hi) of integer expression e, or None when some term is unbounded."""
+        e = simplify(E.as_expr(e))
+        lin = _linear(e)
+        if lin is None:
+            return None
+        lo = hi = lin[1]
+        for t, c in lin[0].items():
+            b = self._term(t)
+            if b is None:
+                return None
+            lo += min(c * b[0], c * b[1])
+            hi += max(c * b[0], c * b[1])
+        return lo, hi
+
+    def below(self, e, n) -> bool:
+        """Provably e < n (n an int or an expression; e - n is bounded instead when n is symbolic)."""
+        nc = const_int(E.as_expr(n))
+        b = self.bounds(e) if nc is not None else self.bounds(E.as_expr(e) - n)
+        return b is not None and b[1] < (nc if nc is not None else 0)
+
+    def nonneg(self, e) -> bool:
+        b = self.bounds(e)
+        return b is not None and b[0] >= 0
+
+    def _term(self, t) -> tuple | None:
+        if isinstance(t, E.Var):
+            return self.of.get(t)
+        if not isinstance(t, E.Binary) or not t.dtype.is_int:
+            return None
+        if t.op in ("min", "max"):
+            a, b = self.bounds(t.a), self.bounds(t.b)
+            if a is None or b is None:
+                return None
+            f = min if t.op == "min" else max
+            return f(a[0], b[0]), f(a[1], b[1])
+        c = const_int(t.b)
+        a = self.bounds(t.a)
+        if c is None or c <= 0 or a is None:
+            return None
+        if t.op == "//" or (t.op == "/" and a[0] >= 0):  # C division truncates: floor only for x >= 0
+            return a[0] // c, a[1] // c
+        if t.op == "%" and a[0] >= 0:  # C remainder takes the sign of x
+            return (a[0], a[1]) if a[1] < c else (0, c - 1)
+        return None
+
+    def _refined(self, cond) -> dict:
+        """Var -> tightened range for each `x < y`-style comparison ANDed into cond."""
+        out: dict = {}
+        for c in _conjuncts(cond):
+            if not isinstance(c, E.Binary) or c.op not in ("<", "<=", ">", ">="):
+                continue
+            # normalize to d <= 0
+            d = {"<": c.a - c.b + 1, "<=": c.a - c.b, ">": c.b - c.a + 1, ">=": c.b - c.a}[c.op]
+            lin = _linear(simplify(d))
+            if lin is None:
+                continue
+            for v, k in lin[0].items():
+                if not isinstance(v, E.Var) or v not in self.of or k == 0:
+                    continue
+                rest = self.bounds(simplify(d - v * k))
+                if rest is None:
+                    continue
+                lo, hi = out.get(v, self.of[v])
+                if k > 0:  # k*v <= -rest_lo
+                    hi = min(hi, (-rest[0]) // k)
+                else:  # -|k|*v <= -rest_lo  ->  v >= ceil(rest_lo / |k|)
+                    lo = max(lo, -((-rest[0]) // -k))
+                out[v] = (lo, hi)
+        return out
+
+
+def _conjuncts(cond):
+    if isinstance(cond, E.Binary) and cond.op == "&&":
+        return _conjuncts(cond.a) + _conjuncts(cond.b)
+    return [cond]
+
+
+class TrackRanges:
+    """Mixin for IR Mutators: keeps `self.ranges` current through LetStmts and the branches of
+    ifs. The subclass creates `self.ranges`, records grids with `self.ranges.kernel(k)`, and
+    visits loop bodies inside `with self.ranges.loop(s):` (loops are lowered differently per pass)."""
+
+    def visit_SeqStmt(self, s):
+        # NOTE: a LetStmt scopes over the rest of its sequence only: its range must not leak out
+        # (a persistent kernel's rebound bx is not the bx of the code after its tile loop).
+        saved = dict(self.ranges.of)
+        try:
+            return self.generic(s)
+        finally:
+            self.ranges.of = saved
+
+    def visit_LetStmt(self, s):
+        self.ranges.let(s.var, s.value)
+        return self.generic(s)
+
+    def visit_IfThenElse(self, s):
+        cond = self.visit(s.cond)
+        with self.ranges.where(s.cond):
+            then = self.visit(s.then_case)
+        other = self.visit(s.else_case) if s.else_case is not None else None
+        if cond is s.cond and then is s.then_case and other is s.else_case:
+            return s
+        return type(s)(cond, then, other, span=s.span)
