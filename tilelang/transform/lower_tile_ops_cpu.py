@@ -11,6 +11,7 @@ is serial; out-of-range global reads of copies give 0 and writes are skipped.
 from __future__ import annotations
 
 from .. import dtypes as dt
+from ..arith.ranges import Ranges, TrackRanges
 from ..arith.simplify import const_int, simplify
 from ..errors import LoweringError
 from ..ir import expr as E
@@ -45,29 +46,33 @@ def region_indices(r: BufferRegion, vs) -> tuple:
     return tuple(out)
 
 
-def in_bounds(r: BufferRegion, idx) -> E.Expr | bool:
-    """Condition that `idx` lies inside a global buffer (True when provable)."""
+def in_bounds(r: BufferRegion, idx, ranges: Ranges | None = None) -> E.Expr | bool:
+    """Condition that `idx` (an element of region r) lies inside a global buffer, True when
+    provable. Per dimension, `idx < dim` is dropped when the region's end provably fits
+    (`ranges` bounds the block and loop variables in its start) or the index itself does;
+    `idx >= 0` is added only where the start provably can be negative (a halo)."""
     if r.buffer.scope != "global":
         return True
-    conds = []
-    for (start, ext), i, dim in zip(r.ranges, idx, r.buffer.shape):
-        hi = simplify(E.as_expr(start) + ext)
-        diff = const_int(simplify(E.as_expr(dim) - hi))
-        s0 = const_int(start)
-        if diff is not None and diff >= 0 and (s0 is None or s0 >= 0):
-            continue
-        if const_int(i) is not None and const_int(dim) is not None and 0 <= const_int(i) < const_int(dim):
-            continue
-        conds.append(E.binop("<", i, dim))
+    ranges = ranges or Ranges()
     out = True
-    for c in conds:
-        out = E.logical_and(out, c)
+    for (start, ext), i, dim in zip(r.ranges, idx, r.buffer.shape):
+        last = simplify(E.as_expr(start) + ext - 1)
+        fits = const_int(simplify(E.as_expr(dim) - last))
+        lo = ranges.bounds(start)
+        if lo is not None and lo[0] < 0 and not ranges.nonneg(i):
+            out = E.logical_and(out, E.binop(">=", i, 0))
+        if not (fits is not None and fits > 0 or ranges.below(last, dim) or ranges.below(i, dim)):
+            out = E.logical_and(out, E.binop("<", i, dim))
     return out
 
 
-class LowerTileOpsCPU(Mutator):
+class LowerTileOpsCPU(TrackRanges, Mutator):
+    def __init__(self):
+        self.ranges = Ranges()  # block and loop variables: proves bounds guards redundant
+
     def visit_For(self, s: S.For):
-        body = self.visit(s.body)
+        with self.ranges.loop(s):
+            body = self.visit(s.body)
         kind = "serial" if s.kind in ("parallel", "pipelined", "vectorized") else s.kind
         return S.For(s.var, s.start, s.extent, kind, body, (), span=s.span)
 
@@ -77,11 +82,11 @@ class LowerTileOpsCPU(Mutator):
         def body(vs):
             si, di = region_indices(op.src, vs), region_indices(op.dst, vs)
             val = E.cast(op.dst.buffer.dtype, E.BufferLoad(op.src.buffer, si, op.src.buffer.dtype))
-            ok_src = in_bounds(op.src, si)
+            ok_src = in_bounds(op.src, si, self.ranges)
             if ok_src is not True:
                 val = E.select(ok_src, val, E.const(0, op.dst.buffer.dtype))
             st = S.BufferStore(op.dst.buffer, di, val, span=op.span)
-            ok_dst = in_bounds(op.dst, di)
+            ok_dst = in_bounds(op.dst, di, self.ranges)
             return st if ok_dst is True else S.IfThenElse(ok_dst, st, span=op.span)
 
         return _loops(ext, body)
@@ -92,7 +97,7 @@ class LowerTileOpsCPU(Mutator):
         def body(vs):
             di = region_indices(op.dst, vs)
             st = S.BufferStore(op.dst.buffer, di, op.value, span=op.span)
-            ok = in_bounds(op.dst, di)
+            ok = in_bounds(op.dst, di, self.ranges)
             return st if ok is True else S.IfThenElse(ok, st)
 
         return _loops(ext, body)
@@ -168,7 +173,7 @@ class LowerTileOpsCPU(Mutator):
                 v = op.src
             target = E.BufferLoad(op.dst.buffer, di, op.dst.buffer.dtype)
             st = S.Evaluate(E.Call("atomic_" + op.kind, (target, v), op.dst.buffer.dtype), span=op.span)
-            ok = in_bounds(op.dst, di)
+            ok = in_bounds(op.dst, di, self.ranges)
             return st if ok is True else S.IfThenElse(ok, st)
 
         return _loops(ext, body, prefix="ai") if ext else body([])
@@ -183,6 +188,7 @@ class LowerTileOpsCPU(Mutator):
         if k.thread_vars:
             raise LoweringError("the CPU backend runs each block on one thread and does not support explicit "
                                 "thread indices (T.get_thread_binding); use tile ops and T.Parallel", k.span)
+        self.ranges.kernel(k)
         return self.generic(k)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ... import dtypes as dt
+from ...arith.ranges import Ranges, TrackRanges
 from ...arith.simplify import const_int, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
@@ -61,7 +62,7 @@ class CudaKernelInfo:
     uses_wgmma: bool = False
 
 
-class _Lower(Mutator):
+class _Lower(TrackRanges, Mutator):
     def __init__(self, plan: LayoutPlan, threads: int, tid: E.Var, warn):
         self.plan = plan
         self.T = threads
@@ -77,6 +78,7 @@ class _Lower(Mutator):
         self.vectorized = 0  # element loops given vector accesses
         self.annotated: dict = {}  # uid -> shared Buffer swizzled by T.annotate_layout
         self.where = None  # span of the T.Parallel being lowered (for warnings)
+        self.ranges = Ranges()  # block, loop and element variables: proves bounds guards redundant
 
     # ------------------------------------------------------------ buffers
     def reg(self, buf: Buffer) -> Buffer | None:
@@ -110,7 +112,8 @@ class _Lower(Mutator):
         scalar_layout: the layout to use instead when the vectors are not taken."""
         lvar = E.Var("l", dt.int32)
         cvars = [E.Var(f"{(names or 'ijkm')[d] if names else 'ijkm'[d]}", dt.int32) for d in range(len(layout.shape))]
-        body = make_body(lvar, cvars)
+        with self.ranges.coords(cvars, layout.shape):  # NOTE: inexact layouts guard flat < numel
+            body = make_body(lvar, cvars)
         if vector and isinstance(layout, FlatFragment) and layout.vec > 1:
             out = self.try_vector(layout, lvar, cvars, body, vector)
             if out is not None:
@@ -176,7 +179,8 @@ class _Lower(Mutator):
     def visit_For(self, s: S.For):
         if s.kind != "parallel":
             kind = "serial" if s.kind in ("pipelined", "vectorized") else s.kind
-            return S.For(s.var, s.start, s.extent, kind, self.visit(s.body), s.annotations, span=s.span)
+            with self.ranges.loop(s):
+                return S.For(s.var, s.start, s.extent, kind, self.visit(s.body), s.annotations, span=s.span)
         vars_, exts, body = [], [], s
         while isinstance(body, S.For) and body.kind == "parallel":
             vars_.append(body.var)
@@ -215,7 +219,7 @@ class _Lower(Mutator):
                 return S.BufferStore(reg_ref.buffer, reg_ref.indices, op.value)
             di = region_indices(op.dst, cv)
             st = S.BufferStore(op.dst.buffer, di, op.value)
-            ok = in_bounds(op.dst, di)
+            ok = in_bounds(op.dst, di, self.ranges)
             return st if ok is True else S.IfThenElse(ok, st)
         return self.elementwise(op.dst, make)
 
@@ -235,7 +239,8 @@ class _Lower(Mutator):
         cvars = [E.Var("ijkm"[d], dt.int32) for d in range(len(ext))]
         coords = unflatten(e, ext)
         si, di = region_indices(op.src, cvars), region_indices(op.dst, cvars)
-        ok_s, ok_d = in_bounds(op.src, si), in_bounds(op.dst, di)
+        with self.ranges.coords(cvars, ext):
+            ok_s, ok_d = in_bounds(op.src, si, self.ranges), in_bounds(op.dst, di, self.ranges)
         src_addr = E.Call("address_of", (E.BufferLoad(op.src.buffer, si, op.src.buffer.dtype),), dt.uint64)
         dst_addr = E.Call("address_of", (E.BufferLoad(op.dst.buffer, di, op.dst.buffer.dtype),), dt.uint64)
         g2s = op.src.buffer.scope == "global" and op.dst.buffer.scope in ("shared", "shared.dyn")
@@ -288,14 +293,14 @@ class _Lower(Mutator):
                 sreg[self._slot_of(op.src.buffer, si)] if sreg is not None else
                 E.BufferLoad(op.src.buffer, si, op.src.buffer.dtype))
             val = E.cast(op.dst.buffer.dtype, src)
-            ok_s = in_bounds(op.src, si)
+            ok_s = in_bounds(op.src, si, self.ranges)
             if ok_s is not True:
                 val = E.select(ok_s, val, E.const(0, op.dst.buffer.dtype))
             if dreg is not None:
                 ref = reg_ref if drive is op.dst else dreg[self._slot_of(op.dst.buffer, di)]
                 return S.BufferStore(ref.buffer, ref.indices, val)
             st = S.BufferStore(op.dst.buffer, di, val)
-            ok_d = in_bounds(op.dst, di)
+            ok_d = in_bounds(op.dst, di, self.ranges)
             return st if ok_d is True else S.IfThenElse(ok_d, st)
 
         return self.elementwise(drive, make)
@@ -334,7 +339,7 @@ class _Lower(Mutator):
                 "float8_e5m2": "tl_f32_to_fp8e5m2"}.get(dst.dtype.name, "")  # emulated types compute in float
         st = Raw(f"tl_store2({{0}}, {conv}({{1}}), {conv}({{2}}));", (addr, v0, v1),
                  writes=(dst,) if dst.scope != "global" else ())
-        ok = in_bounds(op.dst, di)
+        ok = in_bounds(op.dst, di, self.ranges)
         body = st if ok is True else S.IfThenElse(ok, st)
         return S.For(lvar, E.as_expr(0), E.as_expr(lay.nlocal // 2), "unroll",
                      S.seq(S.LetStmt(ci, i), S.LetStmt(cj, j), body), THREAD_LOOP)
@@ -534,7 +539,7 @@ class _Lower(Mutator):
                 v = op.src
             target = E.BufferLoad(op.dst.buffer, di, op.dst.buffer.dtype)
             st = S.Evaluate(E.Call("atomic_" + op.kind, (target, v), op.dst.buffer.dtype))
-            ok = in_bounds(op.dst, di)
+            ok = in_bounds(op.dst, di, self.ranges)
             return st if ok is True else S.IfThenElse(ok, st)
 
         if isinstance(op.src, BufferRegion) and sreg is not None:
@@ -672,6 +677,7 @@ def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = Fa
         warn(note)
     tid = E.Var("tid", dt.int32)
     low = _Lower(plan, threads, tid, warn)
+    low.ranges.kernel(k)
     body = low.visit(k.body)
     for uid, buf in low.annotated.items():
         if uid in low.panels:  # a wgmma B tile in 64-column panels: the codegen indexes panels
