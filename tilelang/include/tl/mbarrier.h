@@ -78,6 +78,9 @@ TL_DEVICE void mbarrier_expect_tx(uint64_t* bar, uint32_t tx_bytes) {
 
 // Arrive on the barrier at the same smem offset in CTA `cta_id` of the
 // cluster (consumers releasing a multicast stage to every producer CTA).
+// Release at CTA scope (the default): a .release.cluster arrive costs a
+// MEMBAR.GPU per call, and what it orders here -- wgmma reads of the stage --
+// has already retired through warpgroup_wait before the arrive.
 template <int kGuard = 0>
 TL_DEVICE void mbarrier_arrive_cluster(uint64_t* bar, uint32_t cta_id) {
   static_assert(TL_ARCH_SM90 || detail::always_false_int<kGuard>::value,
@@ -87,7 +90,7 @@ TL_DEVICE void mbarrier_arrive_cluster(uint64_t* bar, uint32_t cta_id) {
       "{\n"
       ".reg .b32 remote;\n"
       "mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n"
       "}\n" ::"r"(smem_addr(bar)),
       "r"(cta_id)
       : "memory");
