@@ -189,8 +189,11 @@ class _Uses(Visitor):
 
     def visit_Copy(self, op: O.Copy):
         s, d = op.src.buffer, op.dst.buffer
+        # a box of an accumulator to memory: each thread stores the slots of its own that fall in it
+        acc_box = d.uid not in self.frags and s.ndim == 2 and \
+            isinstance(self.strict.get(s.uid), (MmaAccFragment, WgmmaAccFragment))
         for r, b in ((op.src, s), (op.dst, d)):
-            if b.uid in self.frags and not whole(r, b):
+            if b.uid in self.frags and not whole(r, b) and not (b is s and acc_box):
                 self.bad(b, "T.copy of a slice of it")
         if s.uid in self.frags and d.uid in self.frags and tuple(s.shape) == tuple(d.shape):
             self.links.append((s, d))

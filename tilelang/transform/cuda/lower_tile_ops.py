@@ -283,6 +283,9 @@ class _Lower(TrackRanges, Mutator):
             paired = self.pair_store(op, sreg)
             if paired is not None:
                 return paired
+            if any(const_int(s_) != 0 for s_ in op.src.starts) or \
+                    [const_int(e) for e in op.src.extents] != [const_int(x) for x in op.src.buffer.shape]:
+                raise AssertionError(f"T.copy of a box of accumulator {op.src.buffer.name}: no paired store")
         drive = op.dst if dreg is not None or sreg is None else op.src
 
         def make(cv, reg_ref):
@@ -304,6 +307,26 @@ class _Lower(TrackRanges, Mutator):
             return st if ok_d is True else S.IfThenElse(ok_d, st)
 
         return self.elementwise(drive, make)
+
+    def _box_slots(self, lvar, coords, box, n):
+        """[lo, hi) when, for every thread, slot pair l lies inside `box` exactly for lo <= l < hi."""
+        inside = []
+        with self.ranges.scoped({self.tid: (0, self.T - 1)}):
+            for l in range(n):
+                state = True
+                for c, (start, ext) in zip(coords, box):
+                    b = self.ranges.bounds(substitute(c, {lvar: E.as_expr(l)}))
+                    if b is None:
+                        return None
+                    if b[1] < start or b[0] >= start + ext:
+                        state = False
+                    elif not (b[0] >= start and b[1] < start + ext):
+                        return None
+                inside.append(state)
+        slots = [l for l, x in enumerate(inside) if x]
+        if not slots or slots != list(range(slots[0], slots[-1] + 1)):
+            return None
+        return slots[0], slots[-1] + 1
 
     def ldmatrix_copy(self, op: O.Copy):
         dreg = self.reg(op.dst.buffer)
@@ -331,7 +354,11 @@ class _Lower(TrackRanges, Mutator):
         base = lvar * 2
         i, j = (simplify(c) for c in lay.coords(self.tid, base))
         ci, cj = E.Var("i", dt.int32), E.Var("j", dt.int32)
-        di = region_indices(op.dst, (ci, cj))
+        (r0, R), (c0, W) = ((const_int(s_), const_int(e)) for s_, e in op.src.ranges)
+        box = (r0, c0) != (0, 0) or (R, W) != tuple(const_int(x) for x in op.src.buffer.shape)
+        if box and (None in (r0, R, c0, W) or c0 % 2 or W % 2):
+            return None
+        di = region_indices(op.dst, (ci - r0, cj - c0) if box else (ci, cj))
         v0 = E.cast(dst.dtype, E.BufferLoad(sreg, (base,), sreg.dtype))
         v1 = E.cast(dst.dtype, E.BufferLoad(sreg, (base + 1,), sreg.dtype))
         addr = E.Call("address_of", (E.BufferLoad(dst, di, dst.dtype),), dt.uint64)
@@ -340,8 +367,17 @@ class _Lower(TrackRanges, Mutator):
         st = Raw(f"tl_store2({{0}}, {conv}({{1}}), {conv}({{2}}));", (addr, v0, v1),
                  writes=(dst,) if dst.scope != "global" else ())
         ok = in_bounds(op.dst, di, self.ranges)
+        lo, hi = 0, lay.nlocal // 2
+        if box:  # only the slots of this thread inside the box: a static slot range when provable
+            span = self._box_slots(lvar, (i, j), ((r0, R), (c0, W)), hi)
+            if span is not None:
+                lo, hi = span
+            else:
+                inside = E.logical_and(E.logical_and(E.binop(">=", ci, r0), E.binop("<", ci, r0 + R)),
+                                       E.logical_and(E.binop(">=", cj, c0), E.binop("<", cj, c0 + W)))
+                ok = inside if ok is True else E.logical_and(inside, ok)
         body = st if ok is True else S.IfThenElse(ok, st)
-        return S.For(lvar, E.as_expr(0), E.as_expr(lay.nlocal // 2), "unroll",
+        return S.For(lvar, E.as_expr(lo), E.as_expr(hi - lo), "unroll",
                      S.seq(S.LetStmt(ci, i), S.LetStmt(cj, j), body), THREAD_LOOP)
 
     def _slot_of(self, buf, idx):

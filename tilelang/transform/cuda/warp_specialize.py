@@ -23,7 +23,7 @@ from ... import dtypes as dt
 from ...arith.simplify import const_int, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
-from ...ir.buffer import Buffer
+from ...ir.buffer import Buffer, BufferRegion
 from ...ir.visitor import collect, substitute
 from ...op import tile_ops as O
 from ...op.regions import squeezed
@@ -255,6 +255,16 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
                                   (loop.extent, simplify(last))))
 
     prefix, suffix = stmts[:li], stmts[li + 1:]
+    staged = sum(st.numel() * st.dtype.bytes for st in storages.values())
+    others = sum(a.buffer.numel() * a.buffer.dtype.bytes for a in collect(k.body, lambda n: isinstance(n, S.Allocate))
+                 if a.buffer.scope in ("shared", "shared.dyn") and a.buffer.uid not in storages)
+    epi = _tma_store_epilogue(k, suffix, gemms, SMEM_MAX - 2048 - staged - others, len(info.descs), warn)
+    store_wait = []
+    if epi is not None:
+        suffix, c_s, desc = epi
+        info.descs.append(desc)
+        info.panels.add(c_s.uid)
+        store_wait = [Raw("if (tid == 0) tl::tma_store_wait_all();")]  # global writes done before exit
     lets = [s for s in prefix if isinstance(s, S.LetStmt)]
     allocs = []
     cons_prefix = []
@@ -266,6 +276,8 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
             allocs += [S.Allocate(storages[x.uid]), S.Allocate(views[x.uid])]
             continue
         cons_prefix.append(s)
+    if epi is not None:
+        allocs.append(S.Allocate(epi[1]))
     # empty[s] counts every consumer warp of every block that reads the stage
     sync = "tl::cluster_sync();" if cl is not None else "tl::sync_all_threads();"
     init = Raw("if (tid == 0) {{ "
@@ -284,19 +296,77 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
         producer = S.seq(S.Allocate(pbase, (E.as_expr(0),)),
                          tile_loop(S.seq(*lets, producer, advance(pbase))))
         consumer_tiles = S.seq(S.Allocate(cbase, (E.as_expr(0),)),
-                               tile_loop(S.seq(*lets, *cons_prefix, consumer_loop, advance(cbase), *suffix)))
+                               tile_loop(S.seq(*lets, *cons_prefix, consumer_loop, advance(cbase), *suffix)),
+                               *store_wait)
         lets, k = [], replace(k, grid=grid)
     producer_branch = S.seq(Raw("tl::setmaxnreg_dec<40>();"),
                             S.IfThenElse(E.binop("==", tid, T), producer))
     if persistent:
         consumer_branch = S.seq(Raw(f"tl::setmaxnreg_inc<{regs_c}>();"), consumer_tiles)
     else:
-        consumer_branch = S.seq(Raw(f"tl::setmaxnreg_inc<{regs_c}>();"), *cons_prefix, consumer_loop, *suffix)
+        consumer_branch = S.seq(Raw(f"tl::setmaxnreg_inc<{regs_c}>();"), *cons_prefix, consumer_loop, *suffix,
+                                *store_wait)
     # a block of a cluster leaves only once its partner has stopped writing into its shared memory
     fini = [Raw("tl::cluster_sync();")] if cl is not None else []
     new_body = S.seq(S.Allocate(full), S.Allocate(empty), *allocs, *lets, init,
                      WSSplit(T, producer_branch, consumer_branch), *fini)
     return replace(k, body=new_body), info
+
+
+SMEM_MAX = 232448  # bytes of dynamic shared memory one block may use on sm_90
+
+
+def _tma_store_epilogue(k: S.KernelLaunch, suffix: list, gemms: list, free: int, ndesc: int, warn):
+    """(new suffix, staging tile, tensor map) or None: the epilogue's T.copy of a gemm accumulator
+    to a 2-d fp16/bf16 global tile becomes, per chunk of the tile's rows, a store of the chunk into
+    a shared staging tile (64-column 128B-swizzled panels) and TMA stores issued by thread 0 --
+    asynchronous, so the next tile's mainloop overlaps the global writes, and TMA drops the
+    out-of-range part of ragged tiles. Chunks are as tall as the shared memory left allows.
+
+        T.copy(C_l, C[by*128, bx*256])   ->   per chunk h: wait until the last TMA store has read C_s;
+                                                 T.copy(C_l[h*64:(h+1)*64, :], C_s); tma_store(C_s -> C)"""
+    accs = {g.C.buffer.uid for g in gemms}
+    hits = [i for i, st in enumerate(suffix) if isinstance(st, O.Copy) and st.src.buffer.uid in accs
+            and st.dst.buffer.scope == "global"]
+    if len(hits) != 1:
+        return None
+    i = hits[0]
+    op = suffix[i]
+    f, c = op.src.buffer, op.dst.buffer
+    R, W = (const_int(x) for x in f.shape) if f.ndim == 2 else (None, None)
+    full = f.ndim == 2 and all(const_int(s_) == 0 for s_ in op.src.starts) and \
+        [const_int(e) for e in op.src.extents] == [R, W]
+    if not full or c.ndim != 2 or c.dtype.bytes != 2 or [const_int(e) for e in op.dst.extents] != [R, W]:
+        return None
+    inner = const_int(c.shape[1])
+    if inner is None or (inner * 2) % 16 or R > 256 or W % 64:
+        return None
+    # C must be written only here: TMA stores land asynchronously
+    touched = [n for n in collect(k.body, lambda n: isinstance(n, (E.BufferLoad, S.BufferStore, O.Copy)))
+               if n is not op and (getattr(n, "buffer", None) is c
+                                   or (isinstance(n, O.Copy) and c in (n.src.buffer, n.dst.buffer)))]
+    if touched:
+        return None
+    rows = R  # chunks of whole rows: every thread stores in every chunk
+    while rows % 16 == 0 and rows * W * 2 > free:
+        rows //= 2
+    if rows * W * 2 > free:
+        warn(f"epilogue T.copy {f.name} -> {c.name} stores from registers, not through TMA: a "
+             f"{rows}x{W} staging tile needs {rows * W * 2} B of shared memory and {max(free, 0)} B are left")
+        return None
+    c_s = Buffer(f"{c.name}_tma", (rows, W), c.dtype, "shared.dyn")
+    desc = TmaDesc(f"tmap_{ndesc}", c, (rows, 64), 128)
+    row0, col0 = (simplify(x) for x in op.dst.starts)
+    out = []
+    for h in range(R // rows):
+        src = BufferRegion(f, ((E.as_expr(h * rows), rows), (E.as_expr(0), W)))
+        dst = BufferRegion(c_s, ((E.as_expr(0), rows), (E.as_expr(0), W)))
+        stores = " ".join(f"tl::tma_store(&{desc.name}, {c_s.name} + {q * rows * 64}, {{0}} + {q * 64}, {{1}} + {h * rows});"
+                          for q in range(W // 64))
+        out += [Raw("if (tid == 0) tl::tma_store_wait<0>();", reads=(c_s,)),  # the last stores have read C_s
+                replace(op, src=src, dst=dst),
+                Raw(f"if (tid == 0) {{{{ {stores} tl::tma_store_commit(); }}}}", (col0, row0), reads=(c_s,))]
+    return suffix[:i] + out + suffix[i + 1:], c_s, desc
 
 
 def _cluster_plan(k: S.KernelLaunch, loop: S.For, prefix_lets: list, pairs: list):
