@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...arith.simplify import const_int
+from ...arith.simplify import _linear, const_int, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
@@ -190,7 +190,7 @@ class _Uses(Visitor):
     def visit_Copy(self, op: O.Copy):
         s, d = op.src.buffer, op.dst.buffer
         # a box of an accumulator to memory: each thread stores the slots of its own that fall in it
-        acc_box = d.uid not in self.frags and s.ndim == 2 and \
+        acc_box = d.uid not in self.frags and accumulator_box_ok(op.src) and \
             isinstance(self.strict.get(s.uid), (MmaAccFragment, WgmmaAccFragment))
         for r, b in ((op.src, s), (op.dst, d)):
             if b.uid in self.frags and not whole(r, b) and not (b is s and acc_box):
@@ -356,3 +356,17 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
 
 
 _ = squeezed
+
+
+def is_whole(r) -> bool:
+    """The region covers its whole buffer."""
+    return all(const_int(s_) == 0 for s_ in r.starts) and \
+        [const_int(e) for e in r.extents] == [const_int(x) for x in r.buffer.shape]
+
+
+def accumulator_box_ok(r) -> bool:
+    """A box of a 2-d accumulator that the paired store can copy out: whole column pairs."""
+    if r.buffer.ndim != 2 or const_int(r.extents[-1]) is None or const_int(r.extents[-1]) % 2:
+        return False
+    lin = _linear(simplify(E.as_expr(r.starts[-1])))
+    return lin is not None and lin[1] % 2 == 0 and all(c % 2 == 0 for c in lin[0].values())

@@ -25,7 +25,7 @@ from ...layout.fragment import FlatFragment, MmaAccFragment, RowFragment, WgmmaA
 from ...op import tile_ops as O
 from ...op.regions import squeezed
 from ..lower_tile_ops_cpu import cumsum_scan, in_bounds, region_indices
-from .layout_inference import LayoutPlan, infer_layouts
+from .layout_inference import LayoutPlan, accumulator_box_ok, infer_layouts, is_whole
 from .ldmatrix import ldmatrix_candidate, ldmatrix_fill, ldmatrix_unfit
 from .vectorize import plan_vectors, vector_loop, vector_widths
 
@@ -283,8 +283,7 @@ class _Lower(TrackRanges, Mutator):
             paired = self.pair_store(op, sreg)
             if paired is not None:
                 return paired
-            if any(const_int(s_) != 0 for s_ in op.src.starts) or \
-                    [const_int(e) for e in op.src.extents] != [const_int(x) for x in op.src.buffer.shape]:
+            if not is_whole(op.src):  # layout inference admits a box only where pair_store takes it
                 raise AssertionError(f"T.copy of a box of accumulator {op.src.buffer.name}: no paired store")
         drive = op.dst if dreg is not None or sreg is None else op.src
 
@@ -354,10 +353,10 @@ class _Lower(TrackRanges, Mutator):
         base = lvar * 2
         i, j = (simplify(c) for c in lay.coords(self.tid, base))
         ci, cj = E.Var("i", dt.int32), E.Var("j", dt.int32)
-        (r0, R), (c0, W) = ((const_int(s_), const_int(e)) for s_, e in op.src.ranges)
-        box = (r0, c0) != (0, 0) or (R, W) != tuple(const_int(x) for x in op.src.buffer.shape)
-        if box and (None in (r0, R, c0, W) or c0 % 2 or W % 2):
+        box = not is_whole(op.src)
+        if box and not accumulator_box_ok(op.src):
             return None
+        (r0, R), (c0, W) = ((simplify(E.as_expr(s_)), simplify(E.as_expr(e))) for s_, e in op.src.ranges)
         di = region_indices(op.dst, (ci - r0, cj - c0) if box else (ci, cj))
         v0 = E.cast(dst.dtype, E.BufferLoad(sreg, (base,), sreg.dtype))
         v1 = E.cast(dst.dtype, E.BufferLoad(sreg, (base + 1,), sreg.dtype))
@@ -369,7 +368,8 @@ class _Lower(TrackRanges, Mutator):
         ok = in_bounds(op.dst, di, self.ranges)
         lo, hi = 0, lay.nlocal // 2
         if box:  # only the slots of this thread inside the box: a static slot range when provable
-            span = self._box_slots(lvar, (i, j), ((r0, R), (c0, W)), hi)
+            consts = [const_int(x) for x in (r0, R, c0, W)]
+            span = None if None in consts else self._box_slots(lvar, (i, j), tuple(zip(consts[::2], consts[1::2])), hi)
             if span is not None:
                 lo, hi = span
             else:

@@ -348,7 +348,7 @@ def _tma_store_epilogue(k: S.KernelLaunch, suffix: list, gemms: list, free: int,
     if touched:
         return None
     rows = R  # chunks of whole rows: every thread stores in every chunk
-    while rows % 16 == 0 and rows * W * 2 > free:
+    while rows % 128 == 0 and rows * W * 2 > free:  # down to 64-row chunks
         rows //= 2
     if rows * W * 2 > free:
         warn(f"epilogue T.copy {f.name} -> {c.name} stores from registers, not through TMA: a "
