@@ -20,9 +20,9 @@ def tma_loads(src, helpers):
 
 @pytest.mark.parametrize("case,threads,stages,ndim,tiles", [
     # A_s 128x32 (64-byte rows: one box), B_s 32x128 (256-byte rows: two 64-column panels)
-    ("gemm-sm90-ws-1cta", 128, 3, 2, [("tmap_0", 1, 128 * 32), ("tmap_1", 2, 32 * 128)]),
-    ("gemm-sm90-ws-256-1cta", 256, 3, 2, [("tmap_0", 1, 128 * 64), ("tmap_1", 4, 64 * 256)]),
-    ("bgemm-sm90-ws-1cta", 128, 2, 3, [("tmap_0", 1, 128 * 64), ("tmap_1", 2, 64 * 128)]),
+    ("gemm-sm90-ws", 128, 3, 2, [("tmap_0", 1, 128 * 32), ("tmap_1", 2, 32 * 128)]),
+    ("gemm-sm90-ws-256", 256, 3, 2, [("tmap_0", 1, 128 * 64), ("tmap_1", 4, 64 * 256)]),
+    ("bgemm-sm90-ws", 128, 2, 3, [("tmap_0", 1, 128 * 64), ("tmap_1", 2, 64 * 128)]),
 ])
 def test_producer_consumer_structure(case, threads, stages, ndim, tiles, build, helpers):
     b = build(case)
@@ -164,18 +164,18 @@ def _orders():
         yield lambda ready: rng.choice(ready)
 
 
-@pytest.mark.parametrize("case", ["gemm-sm90-ws", "bgemm-sm90-ws", "gemm-sm90-ws-256", "gemm-sm90-ws-1cta",
-                                  "bgemm-sm90-ws-1cta"])
+@pytest.mark.parametrize("case", ["gemm-sm90-ws-cl", "bgemm-sm90-ws-cl", "gemm-sm90-ws-256-cl", "gemm-sm90-ws",
+                                  "bgemm-sm90-ws"])
 def test_full_empty_protocol_runs_every_iteration_on_its_tile(case, build):
     p = Protocol(build(case).source)
-    assert p.blocks == (1 if case.endswith("1cta") else 2)
+    assert p.blocks == (2 if case.endswith("-cl") else 1)
     for order in _orders():
         for tiles in (1, 2, 3):
             simulate(p, tiles, order)
 
 
 def test_protocol_model_catches_an_off_by_one_phase(build):
-    for case in ("gemm-sm90-ws", "gemm-sm90-ws-1cta"):
+    for case in ("gemm-sm90-ws-cl", "gemm-sm90-ws"):
         p = Protocol(build(case).source)
         p.empty_parity = lambda it: (it // p.stages) & 1  # takes the still-running phase for released
         with pytest.raises(AssertionError, match="refilled while"):
@@ -184,7 +184,7 @@ def test_protocol_model_catches_an_off_by_one_phase(build):
         p.full_parity = lambda it: ((it // p.stages) + 1) & 1  # reads before the load lands
         with pytest.raises(AssertionError, match="reads stage"):
             simulate(p, 2, lambda ready: ready[-1])
-    p = Protocol(build("gemm-sm90-ws").source)
+    p = Protocol(build("gemm-sm90-ws-cl").source)
     p.empty_count = 1  # a producer that waits for its own block's release only
     with pytest.raises(AssertionError, match="refilled while"):
         simulate(p, 2, lambda ready: ready[0] if ready[0] != ("consumer", 0) else ready[-1])
@@ -193,7 +193,7 @@ def test_protocol_model_catches_an_off_by_one_phase(build):
 def test_cluster_pairs_share_the_tile_they_multicast(build, helpers):
     """A 2-block cluster: __cluster_dims__, half of the shared tile's boxes per block, multicast to
     both; empty barriers count both blocks' warps; cluster syncs after init and before exit."""
-    src = build("gemm-sm90-ws-256").source  # 128x256 tiles: B (32 KB) is shared along by
+    src = build("gemm-sm90-ws-256-cl").source  # 128x256 tiles: B (32 KB) is shared along by
     assert "__launch_bounds__(384, 1) __cluster_dims__(2, 1, 1)" in src
     producer, _, consumer = src.partition("} else {")
     a = helpers.call_args(producer, "tl::tma_load")
@@ -206,10 +206,11 @@ def test_cluster_pairs_share_the_tile_they_multicast(build, helpers):
     assert src.count("tl::mbarrier_init(&tl_empty[0], 16);") == 1
     assert src.count("tl::cluster_sync();") == 2 and src.rstrip().endswith("tl::cluster_sync();\n}")
     # 128x32 A tiles shared along bx: one 64-row half box each
-    src = build("gemm-sm90-ws").source
+    src = build("gemm-sm90-ws-cl").source
     m = helpers.call_args(src, "tl::tma_load_multicast")
     assert [x[0] for x in m] == ["&tmap_0"] and m[0][-1] == "((by * 128) + (tl_rank * 64))"
-    assert build("gemm-sm90-ws").kernel.artifact.csource  # compiled by NVRTC
+    assert build("gemm-sm90-ws-cl").kernel.artifact.csource  # compiled by NVRTC
+    assert "__cluster_dims__" not in build("gemm-sm90-ws").source  # clusters are opt-in
 
 
 # ----------------------------------------------------------------------------- fallbacks
@@ -298,7 +299,7 @@ def test_persistent_blocks_cover_every_tile_once(M, N, bN, panel, sms, axis, hel
 
     k = helpers.tile_kernel(_swizzled_gemm(M, N, panel, bN), "sm_90a")
     gx, gy = -(-N // bN), -(-M // 128)
-    new, info = warp_specialize(k, [].append, sms)
+    new, info = warp_specialize(k, [].append, sms, clusters=True)
     assert info is not None and info.cluster == (1 if axis is None else 2)
     blocks = _eval(new.grid[0], {})
     c = info.cluster

@@ -45,7 +45,7 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
         from ..target import num_sms
 
         sms = None if config(ctx.pass_configs, "tl.disable_persistent", False) else num_sms()
-        k_ws, ws = warp_specialize(k, msgs.append, sms, not config(ctx.pass_configs, "tl.disable_cluster", False))
+        k_ws, ws = warp_specialize(k, msgs.append, sms, bool(config(ctx.pass_configs, "tl.enable_cluster", False)))
     if ws is not None:
         k_piped, views = k_ws, []
     else:

@@ -107,13 +107,14 @@ def _top_pipelined(body):
     return stmts, loops
 
 
-def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, clusters: bool = True):
+def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, clusters: bool = False):
     """Returns (new kernel, WSInfo) or (k, None) when the kernel keeps the cp.async pipeline.
 
     num_sms: make the kernel persistent -- min(tiles, num_sms) blocks, each looping over the
     tiles (see `_persistent`); None keeps one block per tile.
     clusters: let a persistent kernel run as 2-block clusters whose blocks take neighbouring
-    tiles and multicast the tile they share (see `_cluster_plan`)."""
+    tiles and multicast the tile they share (see `_cluster_plan`). Off by default: on the H200
+    the 128x256x64 GEMMs ran 0-2 % slower clustered (L2 bandwidth is not what limits them)."""
     T = k.threads[0] * k.threads[1] * k.threads[2]
     stmts, loops = _top_pipelined(k.body)
     if len(loops) != 1 or T % 128:
