@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..arith.simplify import const_int
+from .. import dtypes as dt
+from ..arith.simplify import const_int, simplify
 from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.buffer import Buffer
@@ -130,14 +131,16 @@ class CudaCodegen(CCodegen):
     def block_indices(self, k: S.KernelLaunch):
         names = [v.name for v in k.block_vars]
         raw = ["(int)blockIdx.x", "(int)blockIdx.y", "(int)blockIdx.z"]
-        if self.swizzle_panel and len(names) >= 2:
-            p = self.swizzle_panel
+        persistent = self.ws is not None and self.ws.persistent  # its tile loop orders the tiles
+        if self.swizzle_panel and len(names) >= 2 and not persistent:
+            from ..transform.cuda.raster import panel_raster
+
+            gx, gy, lin = (E.Var(n, dt.int32) for n in ("tl_gx", "tl_gy", "tl_lin"))
+            self.expr.nonneg.update((gx, gy, lin))
             self.emit("const int tl_gx = gridDim.x, tl_gy = gridDim.y;")
             self.emit("const int tl_lin = blockIdx.y * tl_gx + blockIdx.x;")
-            self.emit(f"const int tl_panel = tl_lin / ({p} * tl_gx), tl_in = tl_lin % ({p} * tl_gx);")
-            self.emit(f"const int tl_rows = min({p}, tl_gy - tl_panel * {p});")
-            self.emit(f"const int {names[0]} = tl_in / tl_rows;")
-            self.emit(f"const int {names[1]} = tl_panel * {p} + tl_in % tl_rows;")
+            for n, e in zip(names, panel_raster(lin, gx, gy, self.swizzle_panel)):
+                self.emit(f"const int {n} = {self.expr(simplify(e))};")
             for n, r in zip(names[2:], raw[2:]):
                 self.emit(f"const int {n} = {r};")
             return

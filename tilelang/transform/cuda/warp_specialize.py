@@ -29,6 +29,7 @@ from ...op import tile_ops as O
 from ...op.regions import squeezed
 from .layout_inference import wgmma_ok, wgmma_rs_ok
 from .lower_tile_ops import Raw
+from .raster import panel_raster
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class WSInfo:
     swizzled: set = field(default_factory=set)  # uids of tiles in the hardware swizzle
     panels: set = field(default_factory=set)  # uids of tiles in 64-column panels
     cluster: int = 1  # blocks per cluster (2: neighbouring tiles share multicast loads)
+    persistent: bool = False  # a 1-d grid of blocks looping over tiles (they order tiles themselves)
 
 
 def _tma_plan(op: O.Copy):
@@ -148,7 +150,7 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     if len({p.dst.buffer.uid for p in producers}) != len(producers):
         return k, None
 
-    info = WSInfo(T)
+    info = WSInfo(T, persistent=num_sms is not None and len(k.block_vars) <= 3)
     full = Buffer("tl_full", (stages,), dt.uint64, "shared.dyn")
     empty = Buffer("tl_empty", (stages,), dt.uint64, "shared.dyn")
     views, storages, tx_bytes = {}, {}, 0
@@ -435,11 +437,7 @@ def _persistent(k: S.KernelLaunch, num_sms: int, axis: int | None = None, rank: 
             out_z = [t // (gx * gy)]
             rest = t % (gx * gy)
         if panel:
-            p = panel
-            pan = rest // (gx * p)
-            inn = rest % (gx * p)
-            rows = E.binop("min", E.as_expr(p), gy - pan * p)
-            return [inn // rows, pan * p + inn % rows] + out_z
+            return list(panel_raster(rest, gx, gy, panel)) + out_z
         return [rest % gx, rest // gx] + out_z
 
     values = coords()
