@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from ... import dtypes as dt
 from ...arith.ranges import Ranges, TrackRanges
-from ...arith.simplify import const_int, simplify
+from ...arith.simplify import _linear, const_int, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer, BufferRegion
@@ -79,6 +79,8 @@ class _Lower(TrackRanges, Mutator):
         self.annotated: dict = {}  # uid -> shared Buffer swizzled by T.annotate_layout
         self.where = None  # span of the T.Parallel being lowered (for warnings)
         self.ranges = Ranges()  # block, loop and element variables: proves bounds guards redundant
+        self.loops: list = []  # enclosing serial loops, innermost last: _Hoist frames
+        self.nhoisted = 0
 
     # ------------------------------------------------------------ buffers
     def reg(self, buf: Buffer) -> Buffer | None:
@@ -179,8 +181,14 @@ class _Lower(TrackRanges, Mutator):
     def visit_For(self, s: S.For):
         if s.kind != "parallel":
             kind = "serial" if s.kind in ("pipelined", "vectorized") else s.kind
-            with self.ranges.loop(s):
-                return S.For(s.var, s.start, s.extent, kind, self.visit(s.body), s.annotations, span=s.span)
+            frame = _Hoist(s, _bound_in(s))
+            self.loops.append(frame)
+            try:
+                with self.ranges.loop(s):
+                    loop = S.For(s.var, s.start, s.extent, kind, self.visit(s.body), s.annotations, span=s.span)
+            finally:
+                self.loops.pop()
+            return S.seq(*frame.decls.values(), loop)
         vars_, exts, body = [], [], s
         while isinstance(body, S.For) and body.kind == "parallel":
             vars_.append(body.var)
@@ -244,8 +252,12 @@ class _Lower(TrackRanges, Mutator):
         src_addr = E.Call("address_of", (E.BufferLoad(op.src.buffer, si, op.src.buffer.dtype),), dt.uint64)
         dst_addr = E.Call("address_of", (E.BufferLoad(op.dst.buffer, di, op.dst.buffer.dtype),), dt.uint64)
         g2s = op.src.buffer.scope == "global" and op.dst.buffer.scope in ("shared", "shared.dyn")
-        if g2s:
-            # in a pipeline the copy completes at the pipeline's wait + barrier, not here
+        hoisted = self.hoisted_source(op, v, vec, ext) if g2s else None
+        # in a pipeline the copy completes at the pipeline's wait + barrier, not here
+        if hoisted is not None:
+            cp = Raw(f"tl::cp_async_zfill<16>({{0}}, {hoisted[0]} + ({{1}}), {{2}});",
+                     (dst_addr, hoisted[1], E.as_expr(ok_s)), writes=() if op.async_group else (op.dst.buffer,))
+        elif g2s:
             cp = Raw("tl::cp_async_zfill<16>({0}, {1}, {2});", (dst_addr, src_addr, E.as_expr(ok_s)),
                      writes=() if op.async_group else (op.dst.buffer,))
         else:
@@ -262,6 +274,60 @@ class _Lower(TrackRanges, Mutator):
         if g2s and not op.async_group:
             return S.seq(loop, Raw("tl::cp_async_commit(); tl::cp_async_wait<0>();"))
         return loop
+
+    def hoisted_source(self, op: O.Copy, v: E.Var, vec: int, ext) -> tuple[str, E.Expr] | None:
+        """(pointer name, element offset) for a cp.async source inside a serial loop ko: the
+        per-thread address at ko = v = 0 is declared once before the loop (tl_gsrcN) and each copy
+        adds ko * ck + v * cv, so the loop bumps one pointer instead of rebuilding a 64-bit address
+        per vector. None unless every source index is linear in ko and v with the rest invariant."""
+        if not self.loops:
+            return None
+        frame = self.loops[-1]
+        coords = self.unrolled_coords(v, vec, ext)
+        if coords is None:
+            return None
+        ko, start = frame.loop.var, E.as_expr(frame.loop.start)
+        base, ck, cv = [], [], []
+        for idx in region_indices(op.src, coords):
+            lin = _linear(simplify(E.as_expr(idx)))
+            if lin is None or any(c and t != ko and t != v and any(x == ko or x == v for x in _vars(t))
+                                  for t, c in lin[0].items()):
+                return None
+            ck.append(lin[0].get(ko, 0))
+            cv.append(lin[0].get(v, 0))
+            base.append(simplify(substitute(E.as_expr(idx), {ko: start, v: E.as_expr(0)})))
+        # NOTE: a load (a T.alloc_var, an index table) may change inside the loop: never hoisted
+        if not any(ck) or any(x in frame.inside or x == v or isinstance(x, (E.BufferLoad, E.Call))
+                              for b in base for x in _leaves(b)):
+            return None
+        stride, kc, vc = E.as_expr(1, dt.int64), E.as_expr(0, dt.int64), E.as_expr(0, dt.int64)
+        for d in range(op.src.buffer.ndim - 1, -1, -1):
+            kc, vc = kc + stride * ck[d], vc + stride * cv[d]
+            stride = stride * E.cast(dt.int64, op.src.buffer.shape[d])
+        key = (op.src.buffer.uid, tuple(base))
+        decl = frame.decls.get(key)
+        if decl is None:
+            name = f"tl_gsrc{self.nhoisted}"
+            self.nhoisted += 1
+            addr = E.Call("address_of", (E.BufferLoad(op.src.buffer, tuple(base), op.src.buffer.dtype),), dt.uint64)
+            decl = frame.decls[key] = Raw(f"const auto* {name} = {{0}};", (addr,))
+        name = decl.fmt.split()[2]
+        return name, simplify(E.cast(dt.int64, ko - start) * kc + E.cast(dt.int64, v) * vc)
+
+    def unrolled_coords(self, v: E.Var, vec: int, ext) -> list | None:
+        """Coordinates of element (v * T + tid) * vec of a tile of extents `ext` as `v * rows +
+        f(tid)` in the first dim and `g(tid)` in the rest, when one unroll step moves whole rows:
+        the addresses of the unrolled copies then differ by constants (immediate offsets)."""
+        inner = 1
+        for x in ext[1:]:
+            inner *= x
+        per = self.T * vec
+        if per % inner:
+            return None
+        e0 = self.tid * vec
+        if len(ext) == 1:
+            return [v * per + e0]
+        return [v * (per // inner) + e0 // inner] + unflatten(e0 % inner, ext[1:])
 
     def visit_Copy(self, op: O.Copy):
         vec, why = self.vector_width(op)
@@ -642,6 +708,28 @@ class _RegAccess(Mutator):
         if r is not None:
             return S.BufferStore(r, (self.l,), value, span=s.span)
         return S.BufferStore(s.buffer, tuple(self.visit(i) for i in s.indices), value, span=s.span)
+
+
+@dataclass
+class _Hoist:
+    """An enclosing loop (tile-level), the variables bound inside it, and the per-thread
+    declarations to emit before it (keyed by what they compute)."""
+
+    loop: S.For
+    inside: set
+    decls: dict = field(default_factory=dict)
+
+
+def _vars(e) -> list:
+    return collect(e, lambda n: isinstance(n, E.Var))
+
+
+def _leaves(e) -> list:
+    return collect(e, lambda n: isinstance(n, (E.Var, E.BufferLoad, E.Call)))
+
+
+def _bound_in(loop: S.For) -> set:
+    return {loop.var} | {n.var for n in collect(loop.body, lambda n: isinstance(n, (S.LetStmt, S.For)))}
 
 
 def unflatten(e, extents) -> list:
