@@ -36,14 +36,26 @@ TL_DEVICE int swizzle_offset(int row, int col) {
   }
 }
 
-template <int kRow, bool kSwizzle, class T>
-TL_DEVICE const T* tile_ptr(const T* base, int row, int col) {
-  if constexpr (kSwizzle) {
-    return base + swizzle_offset<kRow, sizeof(T)>(row, col);
+namespace detail {
+// ldmatrix from a 32-bit shared-window byte address: the mainloop keeps per-lane offsets in
+// bytes beside a per-stage base, so each address is one add (or an immediate) on the base.
+template <int Num, bool Trans>
+TL_DEVICE void ldsm(uint32_t* r, uint32_t addr) {
+  static_assert(Num == 2 || Num == 4, "tl::detail::ldsm: the gemm loads x2 or x4 matrices");
+  if constexpr (Num == 2 && !Trans) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
+  } else if constexpr (Num == 2) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+                 : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
+  } else if constexpr (!Trans) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
   } else {
-    return base + row * kRow + col;
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
   }
 }
+}  // namespace detail
 
 // One warp's share of a block GEMM step: fragments of a 16-wide K slice and the mmas on them.
 template <int M, int N, int WARPS_M, int WARPS_N, bool TA, bool TB, int LDA, int LDB, bool SWA, bool SWB, class T>
@@ -54,8 +66,17 @@ struct MmaWarpTile {
   static constexpr int kWords = MI * 4 + NI * 2;  // 32-bit fragment registers per K slice
   static_assert(M % (WARPS_M * 16) == 0 && N % (WARPS_N * 8) == 0, "tl::gemm_ss: warp tile must be 16x8 multiples");
 
+  // Byte offset of (row, col) in a tile; depends on the lane only, so it is computed once.
+  template <int kRow, bool kSwizzle>
+  TL_DEVICE static uint32_t off(int row, int col) {
+    return static_cast<uint32_t>(kSwizzle ? swizzle_offset<kRow, sizeof(T)>(row, col) : row * kRow + col) * sizeof(T);
+  }
+
   // f[0 .. 4*MI) <- A rows of this warp, f[4*MI ..) <- B columns, K slice [kk, kk + 16).
-  TL_DEVICE static void load(uint32_t* f, const T* A, const T* B, int kk) {
+  // A and B are the tiles' shared-window byte addresses (smem_addr).
+  // NOTE: swizzle_offset(r + 8k, c) == swizzle_offset(r, c) + 8k * kRow (every swizzle repeats
+  // every 8 rows), so a K slice that moves rows (kk a multiple of 16) is an immediate offset.
+  TL_DEVICE static void load(uint32_t* f, uint32_t A, uint32_t B, int kk) {
     const int lane = threadIdx.x % 32;
     const int warp = threadIdx.x / 32;
     const int wm = warp % WARPS_M, wn = warp / WARPS_M;
@@ -64,10 +85,11 @@ struct MmaWarpTile {
     for (int mi = 0; mi < MI; ++mi) {
       const int m0 = wm * WM + mi * 16;
       if constexpr (!TA) {
-        ldmatrix_x4(f + mi * 4, tile_ptr<LDA, SWA>(A, m0 + lane % 16, kk + (lane / 16) * 8));
+        detail::ldsm<4, false>(f + mi * 4, A + off<LDA, SWA>(wm * WM + lane % 16, kk + (lane / 16) * 8) +
+                                               mi * 16 * LDA * sizeof(T));
       } else {
         const int q = lane / 8;
-        ldmatrix_x4_trans(f + mi * 4, tile_ptr<LDA, SWA>(A, kk + (q / 2) * 8 + lane % 8, m0 + (q % 2) * 8));
+        detail::ldsm<4, true>(f + mi * 4, A + off<LDA, SWA>((q / 2) * 8 + lane % 8, m0 + (q % 2) * 8) + kk * LDA * sizeof(T));
       }
     }
 #pragma unroll
@@ -76,15 +98,15 @@ struct MmaWarpTile {
       const int q = lane / 8;
       if (ni + 1 < NI) {
         if constexpr (!TB) {
-          ldmatrix_x4_trans(fb + ni * 2, tile_ptr<LDB, SWB>(B, kk + (q % 2) * 8 + lane % 8, n0 + (q / 2) * 8));
+          detail::ldsm<4, true>(fb + ni * 2, B + off<LDB, SWB>((q % 2) * 8 + lane % 8, n0 + (q / 2) * 8) + kk * LDB * sizeof(T));
         } else {
-          ldmatrix_x4(fb + ni * 2, tile_ptr<LDB, SWB>(B, n0 + (q / 2) * 8 + lane % 8, kk + (q % 2) * 8));
+          detail::ldsm<4, false>(fb + ni * 2, B + off<LDB, SWB>(n0 + (q / 2) * 8 + lane % 8, kk + (q % 2) * 8));
         }
       } else {
         if constexpr (!TB) {
-          ldmatrix_x2_trans(fb + ni * 2, tile_ptr<LDB, SWB>(B, kk + lane % 16, n0));
+          detail::ldsm<2, true>(fb + ni * 2, B + off<LDB, SWB>(lane % 16, n0) + kk * LDB * sizeof(T));
         } else {
-          ldmatrix_x2(fb + ni * 2, tile_ptr<LDB, SWB>(B, n0 + lane % 8, kk + ((lane / 8) % 2) * 8));
+          detail::ldsm<2, false>(fb + ni * 2, B + off<LDB, SWB>(n0 + lane % 8, kk + ((lane / 8) % 2) * 8));
         }
       }
     }
@@ -111,7 +133,7 @@ TL_DEVICE void gemm_ss(const T* A, const T* B, float* C) {
 #pragma unroll
   for (int kk = 0; kk < K; kk += 16) {
     uint32_t f[W::kWords];
-    W::load(f, A, B, kk);
+    W::load(f, smem_addr(A), smem_addr(B), kk);
     W::mma(f, C);
   }
 }
@@ -134,7 +156,7 @@ template <int M, int N, int K, int WARPS_M, int WARPS_N, bool TA, bool TB, int L
           bool SWB, class T>
 TL_DEVICE void gemm_ss_preload(const T* A, const T* B,
                                GemmPipeState<M, N, K, WARPS_M, WARPS_N, TA, TB, LDA, LDB, SWA, SWB, T>& st) {
-  MmaWarpTile<M, N, WARPS_M, WARPS_N, TA, TB, LDA, LDB, SWA, SWB, T>::load(st.f[0], A, B, 0);
+  MmaWarpTile<M, N, WARPS_M, WARPS_N, TA, TB, LDA, LDB, SWA, SWB, T>::load(st.f[0], smem_addr(A), smem_addr(B), 0);
 }
 
 template <int M, int N, int K, int WARPS_M, int WARPS_N, bool TA, bool TB, int LDA, int LDB, bool SWA,
@@ -144,14 +166,15 @@ TL_DEVICE void gemm_ss_pipe(const T* A, const T* B, float* C, const T* A_next, c
   using W = MmaWarpTile<M, N, WARPS_M, WARPS_N, TA, TB, LDA, LDB, SWA, SWB, T>;
   constexpr int KS = K / 16;
   static_assert(K % 32 == 0, "tl::gemm_ss_pipe: an even number of 16-wide K slices (slot 0 starts each stage)");
+  const uint32_t a = smem_addr(A), b = smem_addr(B);
 #pragma unroll
   for (int ks = 0; ks < KS; ++ks) {
     if (ks + 1 < KS) {
-      W::load(st.f[(ks + 1) % 2], A, B, (ks + 1) * 16);
+      W::load(st.f[(ks + 1) % 2], a, b, (ks + 1) * 16);
     } else {
       cp_async_wait<kWait>();
       __syncthreads();
-      W::load(st.f[0], A_next, B_next, 0);
+      W::load(st.f[0], smem_addr(A_next), smem_addr(B_next), 0);
     }
     W::mma(st.f[ks % 2], C);
   }
