@@ -169,16 +169,20 @@ def test_source_has_prologue_wait_and_staged_tiles(case, stages, build):
     assert body, src
     # prologue: stages 0 .. S-2 issued, one commit group each
     assert head.count("tl::cp_async_commit();") == stages - 1
-    for name in ("A_s_w", "B_s_w"):
+    for name in ("A_s_w", "B_s_w"):  # then the view points at the stage the loop's first refill fills
         issued = [int(x) for x in re.findall(rf"{name} = \w+_stages \+ \((\d+)\) \* 4096;", head)]
-        assert issued == list(range(stages - 1))
+        assert issued == list(range(stages - 1)) + [stages - 1]
     # the mma.sync mainloop: stage 0 made visible and its first fragments loaded before the loop;
     # inside, the wait (S-2 groups left in flight) and barrier happen within gemm_ss_pipe
     assert head.rstrip().endswith(f"tl::gemm_ss_preload<128, 128, 32, 2, 2, false, false, 32, 128, true, true, "
                                   f"tl::half_t>(A_s, B_s, tl_mma_state);")
     assert f"tl::cp_async_wait<{stages - 2}>(); __syncthreads();" in head
     assert "__syncthreads" not in body.split("tl::gemm_ss_pipe<")[0]
-    assert f"tl::half_t, {stages - 2}>(A_s, B_s, C_l, A_s_stages + (((ko + 1) % {stages})) * 4096" in body
+    # rotating views: the next stage is computed once; the stage just read is the next refill's
+    assert f"auto* tl_A_s_next = A_s_stages + (((ko + 1) % {stages})) * 4096;" in body
+    assert f"tl::half_t, {stages - 2}>(A_s, B_s, C_l, tl_A_s_next, tl_B_s_next, tl_mma_state);" in body
+    assert "A_s_w = A_s; A_s = tl_A_s_next; B_s_w = B_s; B_s = tl_B_s_next;" in body
+    assert "A_s_w = A_s_stages" not in body and "A_s = A_s_stages" not in body
     assert body.count("tl::cp_async_wait<") == 1  # the drain after the loop
     assert "tl::cp_async_wait<0>(); __syncthreads();" in body
     # staged tiles: S copies of A_s (128 x 32) and of B_s (32 x 128), both float16
@@ -235,14 +239,17 @@ def test_loop_not_starting_with_copies_warns_and_runs_unpipelined(helpers):
 
 
 # ----------------------------------------------------------------------------- the fused mma mainloop
-PIPE = re.compile(r"^tl::gemm_ss_pipe<.*, (\d+)>\(\{0\}, \{1\}, \{2\}, (\w+) \+ \(\{3\}\) \* \d+, "
-                  r"(\w+) \+ \(\{4\}\) \* \d+, \w+\);$")
+PIPE = re.compile(r"^tl::gemm_ss_pipe<.*, (\d+)>\(\{0\}, \{1\}, \{2\}, (\w+), (\w+), \w+\);$")
+NEXT = re.compile(r"^auto\* (\w+) = (\w+) \+ \(\{0\}\) \* (\d+);$")
+ROTATE = re.compile(r"^(?:\w+ = \w+; ?)+$")
 
 
 class FusedLoopMachine(CpAsyncMachine):
-    """Runs the lowered sm_80 kernel's staging statements: a stage written by `X_w = X_stages + (s) * n`
-    receives tile X's next k-tile; gemm_ss_preload / gemm_ss_pipe read stages, the latter waiting and
-    synchronizing between its current-stage and next-stage reads."""
+    """Runs the lowered sm_80 kernel's staging statements: views are pointers into a tile's stages
+    (`X = X_stages + (s) * n`, `auto* next = ...`, rotations `X_w = X; X = next;`); the per-thread
+    cp.async loop writing through X_w refills the stage X_w points at with tile X's next k-tile;
+    gemm_ss_preload / gemm_ss_pipe read stages, the latter waiting and synchronizing between its
+    current-stage and next-stage reads."""
 
     def __init__(self, kernel, n_tiles):
         super().__init__(kernel, {})
@@ -255,7 +262,10 @@ class FusedLoopMachine(CpAsyncMachine):
             self.env[st.var] = st.value
             return
         if isinstance(st, S.For) and st.annotation("tl.thread_loop", False):
-            return  # the per-thread copy loops: the view assignment before them is the event
+            cps = collect(st, lambda n: isinstance(n, Raw) and n.fmt.startswith("tl::cp_async_zfill<"))
+            if cps:
+                self.refill({c.args[0].args[0].buffer.name for c in cps})
+            return
         if isinstance(st, S.For) and st.kind == "serial":
             start, n = self.value(st.start), self.value(st.extent)
             for v in range(start, start + n):
@@ -265,18 +275,23 @@ class FusedLoopMachine(CpAsyncMachine):
             return
         super().run(st)
 
+    def refill(self, names):
+        (name,) = names
+        key = self.views[name]
+        assert key not in self.last_read or self.last_read[key] < self.last_barrier, \
+            f"stage {key} refilled before the barrier after its last reader"
+        t = self.issued.get(key[0], 0)
+        self.issued[key[0]] = t + 1
+        self.holds[key] = (t, self.committed)
+
     def raw(self, st):
-        m = VIEW.match(st.fmt)
-        if m and m.group(1).endswith("_w"):
-            key = (m.group(2), self.value(st.args[0]))
-            assert key not in self.last_read or self.last_read[key] < self.last_barrier, \
-                f"stage {key} refilled before the barrier after its last reader"
-            t = self.issued.get(m.group(2), 0)
-            self.issued[m.group(2)] = t + 1
-            self.holds[key] = (t, self.committed)
-            return
+        m = VIEW.match(st.fmt) or NEXT.match(st.fmt)
         if m:
             self.views[m.group(1)] = (m.group(2), self.value(st.args[0]))
+            return
+        if ROTATE.match(st.fmt):
+            for a, b in re.findall(r"(\w+) = (\w+);", st.fmt):
+                self.views[a] = self.views[b]
             return
         if st.fmt.startswith("tl::gemm_ss_preload<"):
             for a in st.args[:2]:
@@ -291,8 +306,8 @@ class FusedLoopMachine(CpAsyncMachine):
             self.last_barrier = self.t
             self.t += 1
             if self.iteration + 1 < self.n_tiles:
-                for storage, e in ((p.group(2), st.args[3]), (p.group(3), st.args[4])):
-                    self.read_stage((storage, self.value(e)), self.iteration + 1)
+                for name in (p.group(2), p.group(3)):
+                    self.read_stage(self.views[name], self.iteration + 1)
             return
         super().raw(st)
 
@@ -326,6 +341,31 @@ def test_fused_loop_machine_catches_a_missing_wait(kernels):
 
     with pytest.raises(AssertionError, match="before its cp.async group completed"):
         Loose(kern, 8).run(kern.body)
+
+
+def test_fused_loop_machine_catches_a_refill_of_the_wrong_stage(kernels):
+    """The checker is not vacuous: a write view that does not rotate refills one stage forever."""
+    k = tilelang.compile(kernels.gemm(stages=3), out_idx=[-1], target="cuda -arch=sm_80")
+    kern = next(iter(collect(k.artifact.lowered.body, lambda n: isinstance(n, S.KernelLaunch))))
+
+    class Stuck(FusedLoopMachine):
+        def raw(self, st):
+            super().raw(Raw(st.fmt.replace("A_s_w = A_s; ", ""), st.args))
+
+    with pytest.raises(AssertionError, match="holds k-tile"):
+        Stuck(kern, 8).run(kern.body)
+
+
+@pytest.mark.parametrize("start", [1, 2])
+def test_fused_mainloop_with_a_start_offset_rotates_its_views(start):
+    k = tilelang.compile(gemm_from(start, 3), out_idx=[-1], target="cuda -arch=sm_80")
+    assert "tl_A_s_next" in k.artifact.source
+    kern = next(iter(collect(k.artifact.lowered.body, lambda n: isinstance(n, S.KernelLaunch))))
+    m = FusedLoopMachine(kern, 8 - start)
+    m.run(kern.body)
+    n = 8 - start
+    assert m.reads == [(x, 0) for x in ("A_s_stages", "B_s_stages")] + [
+        (x, t) for i in range(n) for t in ([i, i + 1] if i + 1 < n else [i]) for x in ("A_s_stages", "B_s_stages")]
 
 
 def test_mma_mainloop_that_would_spill_keeps_the_plain_loop(build):

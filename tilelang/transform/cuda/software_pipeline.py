@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from ...arith.simplify import const_int
+from ...arith.simplify import const_int, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
@@ -154,7 +154,8 @@ def fuse_mma_mainloops(body: S.Stmt) -> S.Stmt:
     """Lowered IR: a cp.async-pipelined loop whose compute is one mma.sync gemm_ss on the staged
     tiles becomes the register-double-buffered mainloop (tl::gemm_ss_pipe): the stage wait and
     barrier move from the loop top into the gemm's last K slice, after which it loads the next
-    stage's first fragments. Loops of any other shape are left as they are."""
+    stage's first fragments. The stage views rotate (`X_w = X; X = tl_X_next;` at the bottom):
+    the loop computes only the next stage's address. Loops of any other shape are left as they are."""
     counter = [0]
 
     def rewrite(stmts: list) -> list:
@@ -225,14 +226,56 @@ def _fuse(loop: S.For, before: list, counter: list):
     targs = f"{gemm.group(1)}, {gemm.group(2)}, {gemm.group(3)}, {gemm.group(4)}"
     state = f"tl_mma_state{'' if counter[0] == 0 else counter[0]}"
     counter[0] += 1
+    writes = _write_views(middle, views, ko, loop.start)
     prologue = [
         Raw(f"tl::GemmPipeState<{targs}> {state};"),
         Raw(stmts[0].fmt),
         *[Raw(r.fmt, tuple(substitute(a, first) for a in r.args)) for r in stmts[1:i]],
         Raw(f"tl::gemm_ss_preload<{targs}>({{0}}, {{1}}, {state});", (a_addr, b_addr)),
     ]
-    call = Raw(f"tl::gemm_ss_pipe<{targs}, {wait.group(1)}>({{0}}, {{1}}, {{2}}, {sa} + ({{3}}) * {na}, "
-               f"{sb} + ({{4}}) * {nb}, {state});",
-               (a_addr, b_addr, c_addr, substitute(ea, nxt), substitute(eb, nxt)), reads=stmts[-1].reads)
-    new_loop = replace(loop, body=S.seq(*stmts[1:-1], call))
-    return prologue + [new_loop]
+    if writes is None:
+        call = Raw(f"tl::gemm_ss_pipe<{targs}, {wait.group(1)}>({{0}}, {{1}}, {{2}}, {sa} + ({{3}}) * {na}, "
+                   f"{sb} + ({{4}}) * {nb}, {state});",
+                   (a_addr, b_addr, c_addr, substitute(ea, nxt), substitute(eb, nxt)), reads=stmts[-1].reads)
+        return prologue + [replace(loop, body=S.seq(*stmts[1:-1], call))]
+    # Rotating views: iteration ko + 1 reads the stage ko called next and refills the one ko read
+    # ((ko + S - 1) % S == ((ko - 1) % S)), so the loop computes one stage index, not three.
+    nx = {r: f"tl_{r}_next" for r in views}
+    call = Raw(f"tl::gemm_ss_pipe<{targs}, {wait.group(1)}>({{0}}, {{1}}, {{2}}, {nx[names[0]]}, {nx[names[1]]}, "
+               f"{state});", (a_addr, b_addr, c_addr), reads=stmts[-1].reads)
+    body = [Raw(f"auto* {nx[r]} = {st} + ({{0}}) * {n};", (substitute(e, nxt),)) for r, (st, n, e) in views.items()]
+    body += [_DropRaws(set(writes.values())).visit(middle), call]
+    body += [Raw(" ".join(f"{writes[st].fmt.split()[0]} = {r}; {r} = {nx[r]};" for r, (st, _, _) in views.items()))]
+    prologue[-1:-1] = [Raw(w.fmt, tuple(substitute(a, first) for a in w.args)) for w in writes.values()]
+    return prologue + [replace(loop, body=S.seq(*body))]
+
+
+def _write_views(middle, views, ko, start):
+    """{storage: the refill's `X_w = X_stages + (stage) * n` Raw} when each staged tile read by
+    the loop has exactly one, refilling at ko + 1 the stage read at ko, else None."""
+    out = {}
+    reads = {st: e for st, _, e in views.values()}
+    for r in collect(middle, lambda n: isinstance(n, Raw) and _VIEW_RE.match(n.fmt) is not None):
+        st = _VIEW_RE.match(r.fmt).group(2)
+        if st in out or st not in reads or not _rotates(r.args[0], reads[st], ko, start):
+            return None
+        out[st] = r
+    return out if len(out) == len(views) else None
+
+
+def _rotates(write, read, ko, start) -> bool:
+    """write(ko + 1) == read(ko) over 16 iterations from a constant start (stages are at most 16)."""
+    c = const_int(start)
+    at = lambda e, k: const_int(simplify(substitute(e, {ko: E.as_expr(k)})))  # noqa: E731
+    return c is not None and all(at(write, k + 1) is not None and at(write, k + 1) == at(read, k)
+                                 for k in range(c, c + 16))
+
+
+class _DropRaws(Mutator):
+    def __init__(self, raws):
+        self.raws = raws
+
+    def visit(self, node):
+        if isinstance(node, Raw):
+            return S.seq() if any(node is r for r in self.raws) else node
+        return super().visit(node)
