@@ -7,9 +7,10 @@
 
 Shapes are MxNxK (default 4096^3, 8192^3, 8192x8192x16384); `--sizes n` adds n^3. Per
 shape and dtype: `make_gemm` (the kernel as a user writes it) over CONFIGS, best config
-reported; cuBLAS; a Triton matmul autotuned over 4 configs. The reported figures time our best
-config and the baselines again in 3 interleaved rounds (median each): the H200's clock drifts
-with temperature by several % within a run. Every result is checked
+reported; cuBLAS; a Triton matmul autotuned over 4 configs. The reported figures time our two
+best configs (of one timing each) and the baselines again in 3 interleaved rounds and take the
+median of each: the H200's clock drifts with temperature by several % within a run, and one
+timing per config picks a config by noise. Every result is checked
 against float64 on two 256x256 corners (first and last) with the output poisoned first.
 `--path mma` compiles with pass_configs={"tl.disable_wgmma": True} (Ampere mma.sync path);
 `--path both` measures both. `--canonical` (on by default): the ARCHITECTURE.md GEMM+ReLU
@@ -235,7 +236,7 @@ def measure(name, fn, out, corners, flops, timed_fn=None):
 
 # ----------------------------------------------------------------------------- cases
 def run_ours(label, make, cfgs, target, paths, out, inputs, corners, flops, records):
-    """Best (tflops, cfg, isa) per path over cfgs."""
+    """Per path, the (tflops, cfg, isa, kernel) of the best TOP configs of one timing each, best first."""
     best = {}
     for path in paths:
         for cfg in cfgs:
@@ -255,12 +256,29 @@ def run_ours(label, make, cfgs, target, paths, out, inputs, corners, flops, reco
                 print(f"  {name}: FAILED {error_text(e)}", flush=True)
                 tf = None
             records.append(rec)
-            if tf and (path not in best or tf > best[path][0]):
-                best[path] = (tf, cfg, rec.get("isa"), k)
-    return best
+            if tf:
+                best.setdefault(path, []).append((tf, cfg, rec.get("isa"), k))
+    return {p: sorted(c, key=lambda x: -x[0])[:TOP] for p, c in best.items()}
+
+
+TOP = 2  # configs of ours that go on to the interleaved rounds
 
 
 ROUNDS = 3
+
+
+def call(kernel, *args):
+    return lambda: kernel(*args)
+
+
+def pick(final: dict, path: str, cands: list):
+    """(tflops, cfg, isa) of the candidate of `path` with the best median in the rounds."""
+    scored = [(final.get(f"{path} {c[1]}"), c) for c in cands]
+    scored = [(t, c) for t, c in scored if t]
+    if not scored:
+        return None, None, None
+    t, c = max(scored, key=lambda x: x[0])
+    return t, c[1], c[2]
 
 
 def showdown(fns: dict, flops: float) -> dict:
@@ -307,15 +325,14 @@ def gemm_case(M, N, K, dt, args, records):
     if tri:
         fns["Triton"] = lambda: triton_matmul(a, b, out)
     for path in args.paths:
-        if path in best:
-            fns[path] = (lambda k: lambda: k(a, b, out))(best[path][3])
+        for c in best.get(path, []):
+            fns[f"{path} {c[1]}"] = call(c[3], a, b, out)
     final = showdown(fns, flops)
     print(f"  median of {ROUNDS} interleaved rounds: " + ", ".join(f"{n} {v:.1f}" for n, v in final.items()), flush=True)
     cub, tri = final.get("cuBLAS"), final.get("Triton")
     rows = []
     for path in args.paths:
-        tf, cfg, isa, _ = best.get(path, (None, None, None, None))
-        tf = final.get(path, tf)
+        tf, cfg, isa = pick(final, path, best.get(path, []))
         rows.append({"dtype": dt, "shape": f"{M}x{N}x{K}", "path": path, "ours": rnd(tf), "cuBLAS": rnd(cub),
                      "Triton": rnd(tri), "ours/cuBLAS": ratio(tf, cub), "ours/Triton": ratio(tf, tri),
                      "best_cfg": cfg, "isa": isa})
@@ -342,14 +359,14 @@ def canonical_case(M, N, K, args, records):
                     out, (a, b), corners, flops, records)
     fns = {"cuBLAS+relu": lambda: torch.relu(torch.matmul(a, b))} if cub else {}
     for path in args.paths:
-        if path in best:
-            fns[path] = (lambda k: lambda: k(a, b, out))(best[path][3])
+        for c in best.get(path, []):
+            fns[f"{path} {c[1]}"] = call(c[3], a, b, out)
     final = showdown(fns, flops)
     print(f"  median of {ROUNDS} interleaved rounds: " + ", ".join(f"{n} {v:.1f}" for n, v in final.items()), flush=True)
     cub = final.get("cuBLAS+relu")
     rows = []
     for path in args.paths:
-        tf = final.get(path)
+        tf = pick(final, path, best.get(path, []))[0]
         rows.append({"shape": f"{M}x{N}x{K}", "path": path, "ours": rnd(tf), "cuBLAS+relu": rnd(cub),
                      "ours/cuBLAS": ratio(tf, cub)})
         print(f"canonical GEMM+ReLU {M}x{N}x{K} [{path}]: ours {rnd(tf)} TFLOP/s, cuBLAS+relu {rnd(cub)} "
@@ -415,14 +432,13 @@ def fp8_case(n, args, records):
     fp8_recs = [r for r in records if r["case"] == label]
     if fp8_recs and all("error" in r for r in fp8_recs):
         print(f"  ours: not supported yet ({fp8_recs[0]['error']})", flush=True)
-    tf, cfg, isa, k = best.get("auto", (None, None, None, None))
     fns = {f"scaled_mm fast={fast}": fn for fast, fn in base_fns.items()}
-    if k is not None:
-        fns["ours"] = lambda: k(a, b_nk, out)
+    for c in best.get("auto", []):
+        fns[f"auto {c[1]}"] = call(c[3], a, b_nk, out)
     final = showdown(fns, flops)
     print(f"  median of {ROUNDS} interleaved rounds: " + ", ".join(f"{n} {v:.1f}" for n, v in final.items()), flush=True)
     cub = {fast: final.get(f"scaled_mm fast={fast}") for fast in (False, True)}
-    tf = final.get("ours", tf)
+    tf, cfg, isa = pick(final, "auto", best.get("auto", []))
     base = max((v for v in cub.values() if v), default=None)
     row = {"shape": f"{M}x{N}x{K}", "ours": rnd(tf), "scaled_mm": rnd(cub.get(False)),
            "scaled_mm_fast": rnd(cub.get(True)), "ours/best_scaled_mm": ratio(tf, base), "best_cfg": cfg, "isa": isa}
