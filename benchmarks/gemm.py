@@ -106,7 +106,7 @@ def make_gemm_fp8(M, N, K, block_M, block_N, block_K, threads, stages):
 # (block_M, block_N, block_K, threads, stages)
 CONFIGS = [(128, 256, 64, 256, 3), (128, 256, 64, 256, 4), (128, 128, 64, 128, 3), (256, 128, 64, 256, 3)]
 # The mma.sync path keeps C in registers of fewer warps per tile: 64x64 warp tiles, more stages.
-MMA_CONFIGS = [(128, 256, 32, 256, 4), (128, 256, 64, 256, 3), (128, 128, 32, 128, 4), (128, 128, 64, 128, 3),
+MMA_CONFIGS = [(128, 256, 32, 256, 4), (128, 256, 32, 256, 5), (128, 256, 64, 256, 3), (128, 128, 32, 128, 4),
                (256, 128, 32, 256, 4)]
 CANONICAL_CONFIG = (128, 256, 64, 256)  # 3 stages are written in the program
 FP8_CONFIGS = [(128, 256, 128, 256, 3), (128, 128, 128, 128, 4)]
