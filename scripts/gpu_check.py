@@ -50,6 +50,11 @@ if "--quick" not in sys.argv:
         for tool in ("memcheck", "racecheck"):
             run(f"sanitizer_{tool}_{ex}", [san, "--tool", tool, "--error-exitcode", "9", py,
                                            str(ROOT / "examples" / f"{ex}.py"), "--target", "cuda"], 300)
+    # aligned sizes: the sm_90a warp-specialized path (TMA loads, mbarriers, TMA-store epilogue)
+    for tool in ("memcheck", "racecheck"):
+        run(f"sanitizer_{tool}_quickstart_tma", [san, "--tool", tool, "--error-exitcode", "9", py,
+                                                 str(ROOT / "examples" / "quickstart.py"), "--target", "cuda",
+                                                 "--m", "1024", "--n", "768", "--k", "512"], 300)
     run("bench_gemm", [py, str(ROOT / "benchmarks" / "gemm.py"), "--json", str(OUT / "gemm.json")], 900)
     run("bench_gemm_mma", [py, str(ROOT / "benchmarks" / "gemm.py"), "--path", "mma", "--dtypes", "fp16", "--shapes",
                            "4096", "8192", "--no-canonical", "--no-fp8", "--no-triton", "--json",
