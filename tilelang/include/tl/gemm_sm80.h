@@ -36,26 +36,6 @@ TL_DEVICE int swizzle_offset(int row, int col) {
   }
 }
 
-namespace detail {
-// ldmatrix from a 32-bit shared-window byte address: the mainloop keeps per-lane offsets in
-// bytes beside a per-stage base, so each address is one add (or an immediate) on the base.
-template <int Num, bool Trans>
-TL_DEVICE void ldsm(uint32_t* r, uint32_t addr) {
-  static_assert(Num == 2 || Num == 4, "tl::detail::ldsm: the gemm loads x2 or x4 matrices");
-  if constexpr (Num == 2 && !Trans) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
-  } else if constexpr (Num == 2) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
-                 : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
-  } else if constexpr (!Trans) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-  } else {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-  }
-}
-}  // namespace detail
 
 // One warp's share of a block GEMM step: fragments of a 16-wide K slice and the mmas on them.
 template <int M, int N, int WARPS_M, int WARPS_N, bool TA, bool TB, int LDA, int LDB, bool SWA, bool SWB, class T>
@@ -85,11 +65,11 @@ struct MmaWarpTile {
     for (int mi = 0; mi < MI; ++mi) {
       const int m0 = wm * WM + mi * 16;
       if constexpr (!TA) {
-        detail::ldsm<4, false>(f + mi * 4, A + off<LDA, SWA>(wm * WM + lane % 16, kk + (lane / 16) * 8) +
+        ldmatrix<4, false>(f + mi * 4, A + off<LDA, SWA>(wm * WM + lane % 16, kk + (lane / 16) * 8) +
                                                mi * 16 * LDA * sizeof(T));
       } else {
         const int q = lane / 8;
-        detail::ldsm<4, true>(f + mi * 4, A + off<LDA, SWA>((q / 2) * 8 + lane % 8, m0 + (q % 2) * 8) + kk * LDA * sizeof(T));
+        ldmatrix<4, true>(f + mi * 4, A + off<LDA, SWA>((q / 2) * 8 + lane % 8, m0 + (q % 2) * 8) + kk * LDA * sizeof(T));
       }
     }
 #pragma unroll
@@ -98,15 +78,15 @@ struct MmaWarpTile {
       const int q = lane / 8;
       if (ni + 1 < NI) {
         if constexpr (!TB) {
-          detail::ldsm<4, true>(fb + ni * 2, B + off<LDB, SWB>((q % 2) * 8 + lane % 8, n0 + (q / 2) * 8) + kk * LDB * sizeof(T));
+          ldmatrix<4, true>(fb + ni * 2, B + off<LDB, SWB>((q % 2) * 8 + lane % 8, n0 + (q / 2) * 8) + kk * LDB * sizeof(T));
         } else {
-          detail::ldsm<4, false>(fb + ni * 2, B + off<LDB, SWB>(n0 + (q / 2) * 8 + lane % 8, kk + (q % 2) * 8));
+          ldmatrix<4, false>(fb + ni * 2, B + off<LDB, SWB>(n0 + (q / 2) * 8 + lane % 8, kk + (q % 2) * 8));
         }
       } else {
         if constexpr (!TB) {
-          detail::ldsm<2, true>(fb + ni * 2, B + off<LDB, SWB>(lane % 16, n0) + kk * LDB * sizeof(T));
+          ldmatrix<2, true>(fb + ni * 2, B + off<LDB, SWB>(lane % 16, n0) + kk * LDB * sizeof(T));
         } else {
-          detail::ldsm<2, false>(fb + ni * 2, B + off<LDB, SWB>(n0 + lane % 8, kk + ((lane / 8) % 2) * 8));
+          ldmatrix<2, false>(fb + ni * 2, B + off<LDB, SWB>(n0 + lane % 8, kk + ((lane / 8) % 2) * 8));
         }
       }
     }

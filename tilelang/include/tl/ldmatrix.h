@@ -16,40 +16,42 @@
 
 namespace tl {
 
-TL_DEVICE void ldmatrix_x1(uint32_t* r, const void* smem) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n"
-               : "=r"(r[0])
-               : "r"(smem_addr(smem)));
+// Each takes a 32-bit shared-window byte address (a mainloop keeps per-lane byte offsets
+// beside a per-stage base, so an address is one add or an immediate) or a shared pointer.
+TL_DEVICE void ldmatrix_x1(uint32_t* r, uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n" : "=r"(r[0]) : "r"(addr));
 }
-TL_DEVICE void ldmatrix_x2(uint32_t* r, const void* smem) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
-               : "=r"(r[0]), "=r"(r[1])
-               : "r"(smem_addr(smem)));
+TL_DEVICE void ldmatrix_x2(uint32_t* r, uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
 }
-TL_DEVICE void ldmatrix_x4(uint32_t* r, const void* smem) {
+TL_DEVICE void ldmatrix_x4(uint32_t* r, uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(smem)));
+               : "r"(addr));
 }
-TL_DEVICE void ldmatrix_x1_trans(uint32_t* r, const void* smem) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\n"
-               : "=r"(r[0])
-               : "r"(smem_addr(smem)));
+TL_DEVICE void ldmatrix_x1_trans(uint32_t* r, uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\n" : "=r"(r[0]) : "r"(addr));
 }
-TL_DEVICE void ldmatrix_x2_trans(uint32_t* r, const void* smem) {
+TL_DEVICE void ldmatrix_x2_trans(uint32_t* r, uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
                : "=r"(r[0]), "=r"(r[1])
-               : "r"(smem_addr(smem)));
+               : "r"(addr));
 }
-TL_DEVICE void ldmatrix_x4_trans(uint32_t* r, const void* smem) {
+TL_DEVICE void ldmatrix_x4_trans(uint32_t* r, uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(smem)));
+               : "r"(addr));
 }
+TL_DEVICE void ldmatrix_x1(uint32_t* r, const void* smem) { ldmatrix_x1(r, smem_addr(smem)); }
+TL_DEVICE void ldmatrix_x2(uint32_t* r, const void* smem) { ldmatrix_x2(r, smem_addr(smem)); }
+TL_DEVICE void ldmatrix_x4(uint32_t* r, const void* smem) { ldmatrix_x4(r, smem_addr(smem)); }
+TL_DEVICE void ldmatrix_x1_trans(uint32_t* r, const void* smem) { ldmatrix_x1_trans(r, smem_addr(smem)); }
+TL_DEVICE void ldmatrix_x2_trans(uint32_t* r, const void* smem) { ldmatrix_x2_trans(r, smem_addr(smem)); }
+TL_DEVICE void ldmatrix_x4_trans(uint32_t* r, const void* smem) { ldmatrix_x4_trans(r, smem_addr(smem)); }
 
-// tl::ldmatrix<Num, Trans>(regs, smem): template spelling for the codegen.
-template <int Num, bool Trans = false>
-TL_DEVICE void ldmatrix(uint32_t* r, const void* smem) {
+// tl::ldmatrix<Num, Trans>(regs, smem or byte address): template spelling for the codegen.
+template <int Num, bool Trans = false, class Addr>
+TL_DEVICE void ldmatrix(uint32_t* r, Addr smem) {
   static_assert(Num == 1 || Num == 2 || Num == 4, "tl::ldmatrix: Num must be 1, 2 or 4");
   if constexpr (Num == 1) {
     if constexpr (Trans) ldmatrix_x1_trans(r, smem); else ldmatrix_x1(r, smem);
