@@ -2,7 +2,7 @@
 
 Passes that walk the IR record what they pass through -- the T.Kernel grid, loops with
 constant start and extent, `LetStmt`s, the conditions of `if`s -- and ask for the interval
-of an index. It is a plain interval analysis over `_linear` sums (plus `%`, `//`, `min`,
+of an index. It is a plain interval analysis over `linear_form` sums (plus `%`, `//`, `min`,
 `max` by constants), so it proves `by*128 + i < 4096` for `by` in [0, 31] and `i` in
 [0, 127], and answers None (unknown) for anything it cannot bound: callers keep their
 guards then.
@@ -17,7 +17,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from ..ir import expr as E
-from .simplify import _linear, const_int, simplify
+from .simplify import linear_form, const_int, simplify
 
 
 class Ranges:
@@ -77,7 +77,7 @@ class Ranges:
     def bounds(self, e) -> tuple | None:
         """(lo, hi) of integer expression e, or None when some term is unbounded."""
         e = simplify(E.as_expr(e))
-        lin = _linear(e)
+        lin = linear_form(e)
         if lin is None:
             return None
         lo = hi = lin[1]
@@ -128,7 +128,7 @@ class Ranges:
                 continue
             # normalize to d <= 0
             d = {"<": c.a - c.b + 1, "<=": c.a - c.b, ">": c.b - c.a + 1, ">=": c.b - c.a}[c.op]
-            lin = _linear(simplify(d))
+            lin = linear_form(simplify(d))
             if lin is None:
                 continue
             for v, k in lin[0].items():

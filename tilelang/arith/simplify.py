@@ -37,14 +37,14 @@ def _fold(op, a, b, dtype):
         return None
 
 
-def _linear(e) -> tuple[dict, int] | None:
+def linear_form(e) -> tuple[dict, int] | None:
     """Integer expression as ({term: coeff}, const) when it is a sum of scaled terms."""
     v = const_value(e)
     if isinstance(v, int) and not isinstance(v, bool):
         return {}, v
     if isinstance(e, Binary) and e.dtype.is_int:
         if e.op in ("+", "-"):
-            la, lb = _linear(e.a), _linear(e.b)
+            la, lb = linear_form(e.a), linear_form(e.b)
             if la is None or lb is None:
                 return None
             sign = 1 if e.op == "+" else -1
@@ -55,11 +55,11 @@ def _linear(e) -> tuple[dict, int] | None:
         if e.op == "*":
             ca, cb = const_value(e.a), const_value(e.b)
             if isinstance(cb, int):
-                la = _linear(e.a)
+                la = linear_form(e.a)
                 if la is not None:
                     return {t: c * cb for t, c in la[0].items()}, la[1] * cb
             if isinstance(ca, int):
-                lb = _linear(e.b)
+                lb = linear_form(e.b)
                 if lb is not None:
                     return {t: c * ca for t, c in lb[0].items()}, lb[1] * ca
     return {e: 1}, 0
@@ -74,7 +74,7 @@ def _merge_divmod(terms: dict) -> dict:
         div = Binary("//", t.a, t.b, t.dtype)
         if isinstance(c, int) and c > 0 and terms.get(div, 0) == k * c:
             del terms[t], terms[div]
-            lin = _linear(t.a)
+            lin = linear_form(t.a)
             for u, ku in lin[0].items():
                 terms[u] = terms.get(u, 0) + k * ku
             terms[_CONST] = terms.get(_CONST, 0) + k * lin[1]
@@ -170,12 +170,12 @@ class _Simplifier(Mutator):
                 return Const(True, e.dtype)
         if op in ("+", "-", "*") and e.dtype.is_int:
             new = Binary(op, a, b, e.dtype)
-            lin = _linear(new)
+            lin = linear_form(new)
             if lin is not None and len(lin[0]) <= 8:
                 return _rebuild(_merge_divmod(lin[0]), lin[1], e.dtype)
             return new
         if op in ("//", "%") and e.dtype.is_int and isinstance(cb, int) and cb > 0:
-            lin = _linear(a)
+            lin = linear_form(a)
             if lin is not None and all(k % cb == 0 for k in lin[0].values()) and lin[0]:
                 # (k*cb*x + c) // cb == k*x + c // cb, (..) % cb == c % cb  (x >= 0 not needed)
                 if op == "//":

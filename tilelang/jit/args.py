@@ -89,9 +89,9 @@ class ArgBinder:
                 raise ValueError(f"{self._where(i)}: dim {d} is {got}, expected {shown}")
 
     def _solve(self, i, d, want_d, got, env) -> None:
-        from ..arith.simplify import _linear
+        from ..arith.simplify import linear_form
 
-        lin = _linear(simplify(want_d))
+        lin = linear_form(simplify(want_d))
         free = [t for t in (lin[0] if lin else {}) if t not in env]
         if lin is None or len(free) != 1 or not isinstance(free[0], E.Var) or len(lin[0]) != 1:
             raise ValueError(f"{self._where(i)}: cannot infer the symbolic dims of dim {d} ({want_d}) from its "

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...arith.simplify import _linear, const_int, simplify
+from ...arith.simplify import linear_form, const_int, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
@@ -368,5 +368,5 @@ def accumulator_box_ok(r) -> bool:
     """A box of a 2-d accumulator that the paired store can copy out: whole column pairs."""
     if r.buffer.ndim != 2 or const_int(r.extents[-1]) is None or const_int(r.extents[-1]) % 2:
         return False
-    lin = _linear(simplify(E.as_expr(r.starts[-1])))
+    lin = linear_form(simplify(E.as_expr(r.starts[-1])))
     return lin is not None and lin[1] % 2 == 0 and all(c % 2 == 0 for c in lin[0].values())

@@ -18,7 +18,7 @@ x4 is rows 8(m % 2).. of atom 2p + m // 2 and the four registers are slots 8p ..
 from __future__ import annotations
 
 from ... import dtypes as dt
-from ...arith.simplify import _linear, const_int, simplify
+from ...arith.simplify import linear_form, const_int, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.visitor import substitute
@@ -48,7 +48,7 @@ def ldmatrix_unfit(op, lay, threads: int) -> str | None:
     row = const_int(s.shape[-1])
     if row is None or row % 8:
         return f"{s.name}'s rows are {s.shape[-1]} elements, not a multiple of 8 (16 bytes)"
-    lin = _linear(simplify(E.as_expr(op.src.starts[-1])))
+    lin = linear_form(simplify(E.as_expr(op.src.starts[-1])))
     if lin is None or lin[1] % 8 or any(c % 8 for c in lin[0].values()):
         return f"column offset {op.src.starts[-1]} is not provably a multiple of 8"
     return None

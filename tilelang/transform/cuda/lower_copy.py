@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ... import dtypes as dt
-from ...arith.simplify import _linear, const_int, simplify
+from ...arith.simplify import linear_form, const_int, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
@@ -98,7 +98,7 @@ class CopyLowering:
         ko, start = frame.loop.var, E.as_expr(frame.loop.start)
         base, ck, cv = [], [], []
         for idx in region_indices(op.src, coords):
-            lin = _linear(simplify(E.as_expr(idx)))
+            lin = linear_form(simplify(E.as_expr(idx)))
             if lin is None or any(c and t != ko and t != v and any(x == ko or x == v for x in _vars(t))
                                   for t, c in lin[0].items()):
                 return None
@@ -315,7 +315,7 @@ def copy_vector_width(op: O.Copy) -> tuple[int, str | None]:
 
 
 def _aligned(start, vec: int) -> bool:
-    from ...arith.simplify import _linear
+    from ...arith.simplify import linear_form
 
-    lin = _linear(simplify(E.as_expr(start)))
+    lin = linear_form(simplify(E.as_expr(start)))
     return lin is not None and lin[1] % vec == 0 and all(c % vec == 0 for c in lin[0].values())

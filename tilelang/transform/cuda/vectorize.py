@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ... import dtypes as dt
-from ...arith.simplify import _linear, const_int, simplify
+from ...arith.simplify import linear_form, const_int, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
@@ -181,7 +181,7 @@ class _Planner:
             return "changes row within a vector (only the last index may follow the loop's last variable)"
         if collect(last, lambda n: isinstance(n, E.BufferLoad)):
             return "is indexed through a load"
-        terms, const = _linear(simplify(E.as_expr(last)))
+        terms, const = linear_form(simplify(E.as_expr(last)))
         if terms.get(self.j, 0) != 1 or any(self.lane & _vars(t) for t in terms if t is not self.j and t != self.j):
             return f"is not contiguous in {self.j.name} (last index {last})"
         if not _aligned_rest(terms, const, self.j, self.vec):
@@ -209,7 +209,7 @@ class _Planner:
                 ">": lambda a, b: b - a, ">=": lambda a, b: a - b}.get(c.op)
         if diff is None or not (c.a.dtype.is_int and c.b.dtype.is_int):
             return False
-        terms, const = _linear(simplify(diff(c.a, c.b)))
+        terms, const = linear_form(simplify(diff(c.a, c.b)))
         coef = terms.get(self.j, 0)
         if coef == -1:  # d < 0  <=>  !(-d - 1 < 0)
             terms, const = {t: -k for t, k in terms.items()}, -const - 1
