@@ -44,6 +44,9 @@ run("nvidia-smi", ["nvidia-smi", "--query-gpu=name,driver_version,clocks.sm", "-
 run("pytest_cuda", [py, "-m", "pytest", "-q", "-x", "-m", "cuda", "tests", "-p", "no:cacheprovider"], 600)
 for ex in sorted((ROOT / "examples").glob("*.py")):
     run(f"example_{ex.stem}", [py, str(ex), "--target", "cuda"], 300)
+# head dim 128: Q and K tiles with 256-byte K-major rows (64-column panels on wgmma)
+run("example_flash_attention_d128", [py, str(ROOT / "examples" / "flash_attention.py"), "--target", "cuda",
+                                     "--dim", "128", "--seq", "300"], 300)
 if "--quick" not in sys.argv:
     san = "/usr/local/cuda/bin/compute-sanitizer"
     for ex in ("quickstart", "softmax"):

@@ -41,6 +41,7 @@ CASES = [  # M, N, K, block_M, block_N, block_K, threads, stages
     (512, 512, 512, 128, 128, 64, 128, 3),
     (300, 264, 448, 128, 256, 64, 256, 3),   # ragged M and N tiles (TMA zero-fills, stores guarded)
     (256, 384, 200, 128, 128, 32, 128, 4),   # ragged K tile
+    (256, 256, 320, 128, 128, 128, 128, 2),  # 256-byte K-major A rows: 64-column panels on wgmma
 ]
 
 
@@ -94,3 +95,39 @@ def test_fp8_gemm_matches_float64(case):
     ref = a.double() @ b.double().T
     err = ((c.double() - ref).abs().max() / ref.abs().max()).item()
     assert err < 1e-2, f"fp8 {case}: relative error {err}"
+
+
+def make_nt(M, N, K, bM, bN, bK, threads, stages):
+    """C = A @ B^T, B given as (N, K): both operands K-major."""
+    @T.prim_func
+    def gemm_nt(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((bM, bK), "float16")
+            B_s = T.alloc_shared((bN, bK), "float16")
+            C_l = T.alloc_fragment((bM, bN), "float32")
+            T.clear(C_l)
+            for ko in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
+                T.copy(A[by * bM, ko * bK], A_s)
+                T.copy(B[bx * bN, ko * bK], B_s)
+                T.gemm(A_s, B_s, C_l, transpose_B=True)
+            T.copy(C_l, C[by * bM, bx * bN])
+    return gemm_nt
+
+
+@cuda
+@needs_gpu
+@pytest.mark.parametrize("path", ["tma_ws", "cp_async_wgmma"])
+@pytest.mark.parametrize("case", [(256, 256, 512, 128, 128, 128, 128, 2), (200, 136, 320, 64, 64, 256, 128, 2)])
+def test_kmajor_panel_operands_match_float64(path, case):
+    """K-major A and B tiles with 256- and 512-byte rows (64-column panels, wgmma descriptors per panel)."""
+    M, N, K, *cfg = case
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        k = tilelang.compile(make_nt(M, N, K, *cfg), out_idx=[-1], target="cuda", pass_configs=PATHS[path])
+    assert "gemm_ss_sm90<" in k.get_kernel_source()
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(N, K, device="cuda", dtype=torch.float16)
+    c = k(a, b)
+    ref = a.double() @ b.double().T
+    err = ((c.double() - ref).abs().max() / ref.abs().max()).item()
+    assert err < 1e-2, f"{path} {case}: relative error {err}"

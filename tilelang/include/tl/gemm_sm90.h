@@ -4,7 +4,8 @@
 // functions), so their layouts are exactly what the descriptors below describe:
 //   K-major tile (A as M x K, B as N x K when TB): rows of kRowBytes (32, 64 or 128 B),
 //     16-byte chunks XOR-swizzled as tl::swizzle_offset -- the hardware's 32/64/128B swizzle.
-//     Descriptor: SBO = 8 rows * kRowBytes, LBO unused; one k16 step = +32 B.
+//     Descriptor: SBO = 8 rows * kRowBytes, LBO unused; one k16 step = +32 B. Longer 16-bit
+//     rows (k * 128 B) are kept as 64-column panels (tl::panel_offset), see kmajor_desc.
 //   MN-major B tile (K x N, N contiguous, !TB): 64-element column panels, each K rows of
 //     128 B with the 128B swizzle (tl::panel_offset). Descriptor: LBO = panel stride
 //     (K * 128 B), SBO = 8 rows * 128 B; one k16 step = +16 rows = +2048 B.
@@ -26,12 +27,23 @@ TL_DEVICE int panel_offset(int k, int n) {
   return (n / 64) * (kRows * 64) + swizzle_offset<64, 2>(k, n % 64);
 }
 
-template <int kRowBytes>
-struct KMajorSwizzle {
-  static_assert(kRowBytes == 32 || kRowBytes == 64 || kRowBytes == 128,
-                "tl::gemm_ss_sm90: K-major tile rows must be 32, 64 or 128 bytes (block_K of 16, 32 or 64 halves)");
-  static constexpr int kBytes = kRowBytes;
-};
+// Descriptor of the kk-th 32-byte K slice of rows r0.. of a K-major tile with kRows rows:
+// rows of kRowBytes = 32, 64 or 128 B in one swizzle span each, or (16-bit, kRowBytes a multiple
+// of 128) 64-element column panels of kRows rows of 128 B -- tl::panel_offset<kRows>(row, k) --
+// where slice kk lies in panel kk / 4 at byte kk % 4 * 32 of each row.
+template <int kRowBytes, int kRows, class T>
+TL_DEVICE uint64_t kmajor_desc(const T* tile, int r0, int kk) {
+  static_assert(kRowBytes == 32 || kRowBytes == 64 || kRowBytes == 128 || (sizeof(T) == 2 && kRowBytes % 128 == 0),
+                "tl::gemm_*_sm90: K-major tile rows must be 32, 64 or 128 bytes, or 16-bit rows of k * 128 bytes");
+  if constexpr (kRowBytes <= 128) {
+    return wgmma_desc_advance(make_wgmma_desc<kRowBytes>(tile + r0 * (kRowBytes / sizeof(T)), 16, 8 * kRowBytes),
+                              kk * 32);
+  } else {
+    constexpr int kPanel = 128 / sizeof(T);  // elements of a panel row
+    return wgmma_desc_advance(make_wgmma_desc<128>(tile + (kk / 4) * (kRows * kPanel) + r0 * kPanel, 16, 1024),
+                              (kk % 4) * 32);
+  }
+}
 
 // kWait: wgmma batches left in flight on return (0: C is final; 1: the caller overlaps this
 // batch with the next one and must not reuse this call's shared tiles until a later wait).
@@ -44,7 +56,6 @@ TL_DEVICE void gemm_ss_sm90(const T* A, const T* B, float* C) {
   static_assert(M % (WG_M * 64) == 0, "tl::gemm_ss_sm90: each warpgroup needs a multiple of 64 rows");
   static_assert(K % kStep == 0, "tl::gemm_ss_sm90: K must be a multiple of 32 bytes");
   constexpr int kRegs = MI * N_WG / 2;
-  constexpr int kA = KMajorSwizzle<LDA * sizeof(T)>::kBytes;
   const int wg = threadIdx.x / 128;
   const int wgm = wg % WG_M, wgn = wg / WG_M;
   warpgroup_fence_operand<kRegs>(C);
@@ -53,9 +64,7 @@ TL_DEVICE void gemm_ss_sm90(const T* A, const T* B, float* C) {
   for (int kk = 0; kk < K / kStep; ++kk) {
     uint64_t db;
     if constexpr (TB) {
-      constexpr int kB = KMajorSwizzle<LDB * sizeof(T)>::kBytes;
-      db = make_wgmma_desc<kB>(B + (wgn * N_WG) * LDB, 16, 8 * kB);
-      db = wgmma_desc_advance(db, kk * 32);
+      db = kmajor_desc<LDB * sizeof(T), N>(B, wgn * N_WG, kk);
     } else {
       static_assert(TB || N_WG % 64 == 0, "tl::gemm_ss_sm90: an N-major B needs 64-column panels");
       db = make_wgmma_desc<128>(B + (wgn * N_WG / 64) * (K * 64), K * 128, 1024);
@@ -63,8 +72,7 @@ TL_DEVICE void gemm_ss_sm90(const T* A, const T* B, float* C) {
     }
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) {
-      uint64_t da = make_wgmma_desc<kA>(A + (wgm * M_WG + mi * 64) * LDA, 16, 8 * kA);
-      da = wgmma_desc_advance(da, kk * 32);
+      const uint64_t da = kmajor_desc<LDA * sizeof(T), M>(A, wgm * M_WG + mi * 64, kk);
       wgmma_ss<T, T, float, N_WG, false, !TB>(da, db, C + mi * (N_WG / 2), 1);
     }
   }
@@ -95,8 +103,7 @@ TL_DEVICE void gemm_rs_sm90(const T* A, const T* B, float* C) {
   for (int kk = 0; kk < K / 16; ++kk) {
     uint64_t db;
     if constexpr (TB) {
-      constexpr int kB = KMajorSwizzle<LDB * 2>::kBytes;
-      db = wgmma_desc_advance(make_wgmma_desc<kB>(B, 16, 8 * kB), kk * 32);
+      db = kmajor_desc<LDB * 2, N>(B, 0, kk);
     } else {
       static_assert(TB || N_WG % 64 == 0, "tl::gemm_rs_sm90: an N-major B needs 64-column panels");
       db = wgmma_desc_advance(make_wgmma_desc<128>(B, K * 128, 1024), kk * 2048);

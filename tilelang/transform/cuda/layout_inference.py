@@ -69,16 +69,29 @@ def wgmma_ok(op: O.Gemm, threads: int) -> tuple[tuple | None, str | None]:
     if a.scope == "fragment" or b.scope == "fragment":
         return None, "an operand is a register fragment"
     m, n, k = op.mnk
-    if const_int(a.shape[-1]) * a.dtype.bytes not in (32, 64, 128):
-        return None, f"A's tile rows are {a.shape[-1]} elements; wgmma needs block_K of 16, 32 or 64 (32-128 bytes)"
-    if op.transpose_B and const_int(b.shape[-1]) * b.dtype.bytes not in (32, 64, 128):
-        return None, f"B's tile rows are {b.shape[-1]} elements; wgmma needs 16, 32 or 64"
+    if not kmajor_rows_ok(a):
+        return None, (f"A's tile rows are {a.shape[-1]} elements; wgmma needs rows of 32, 64 or 128 bytes, "
+                      "or 16-bit rows of a multiple of 128 bytes")
+    if op.transpose_B and not kmajor_rows_ok(b):
+        return None, f"B's tile rows are {b.shape[-1]} elements; wgmma needs 32, 64, 128 or (16-bit) k * 128 bytes"
     grid = choose_warpgroups(m, n, threads // 128)
     if grid is None:
         return None, f"no split of a {m}x{n} tile over {threads // 128} warpgroups gives m64 rows and a wgmma width"
     if not op.transpose_B and (n // grid[1]) % 64:
         return None, "a K x N B needs a multiple of 64 columns per warpgroup"
     return grid, None
+
+
+def kmajor_rows_ok(tile: Buffer) -> bool:
+    """A K-major wgmma operand tile: rows of one swizzle span (32, 64 or 128 bytes), or 16-bit rows
+    of several 128-byte spans, kept as 64-column panels (each k16 slice lies in one panel)."""
+    row = const_int(tile.shape[-1]) * tile.dtype.bytes
+    return row in (32, 64, 128) or (tile.dtype.bytes == 2 and row % 128 == 0)
+
+
+def kmajor_panels(tile: Buffer) -> bool:
+    """The K-major tile is kept as 64-column panels (its rows span several 128-byte swizzles)."""
+    return const_int(tile.shape[-1]) * tile.dtype.bytes > 128
 
 
 def wgmma_rs_ok(op: O.Gemm, threads: int) -> tuple[int | None, str | None]:
@@ -96,8 +109,8 @@ def wgmma_rs_ok(op: O.Gemm, threads: int) -> tuple[int | None, str | None]:
     groups = threads // 128
     if m % (groups * 64) or n not in WGMMA_N or k % 16:
         return None, f"a {m}x{n}x{k} tile does not split over {groups} warpgroups as m64 rows x a wgmma width"
-    if op.transpose_B and const_int(b.shape[-1]) * b.dtype.bytes not in (32, 64, 128):
-        return None, "B's tile rows must be 32, 64 or 128 bytes"
+    if op.transpose_B and not kmajor_rows_ok(b):
+        return None, "B's tile rows must be 32, 64 or 128 bytes, or 16-bit rows of a multiple of 128 bytes"
     if not op.transpose_B and n % 64:
         return None, "a K x N B needs a multiple of 64 columns"
     return groups, None

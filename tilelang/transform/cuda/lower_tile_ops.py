@@ -25,7 +25,7 @@ from ...layout.fragment import FlatFragment, MmaAccFragment, RowFragment, WgmmaA
 from ...op import tile_ops as O
 from ...op.regions import squeezed
 from ..lower_tile_ops_cpu import cumsum_scan, in_bounds, region_indices
-from .layout_inference import LayoutPlan, infer_layouts
+from .layout_inference import LayoutPlan, infer_layouts, kmajor_panels, kmajor_rows_ok
 from .lower_copy import CopyLowering, _bound_in, _Hoist, copy_vector_width, unflatten  # noqa: F401 (re-exports)
 from .vectorize import plan_vectors, vector_loop, vector_widths
 
@@ -291,12 +291,12 @@ class _Lower(CopyLowering, TrackRanges, Mutator):
         if a.scope == "fragment":  # demoted A: now shared memory
             self.scope_changes.append((a, a.scope))
             a.scope = "shared.dyn"
-        if not (const_int(a.shape[-1]) * a.dtype.bytes in (32, 64, 128)):
+        if not kmajor_rows_ok(a):
             self.warn(f"T.gemm {a.name} x {b.name} runs on CUDA cores: A in shared memory has rows of "
                       f"{a.shape[-1]} elements, not a wgmma tile")
             return None
-        self.swizzled.add(a.uid)
-        (self.swizzled if op.transpose_B else self.panels).add(b.uid)
+        (self.panels if kmajor_panels(a) else self.swizzled).add(a.uid)
+        (self.swizzled if op.transpose_B and not kmajor_panels(b) else self.panels).add(b.uid)
         m, n, k = op.mnk
         t = {"float16": "tl::half_t", "bfloat16": "tl::bfloat16_t", "float8_e4m3fn": "tl::float8_e4m3_t",
              "float8_e5m2": "tl::float8_e5m2_t"}[a.dtype.name]
@@ -311,7 +311,7 @@ class _Lower(CopyLowering, TrackRanges, Mutator):
 
     def wgmma_rs_gemm(self, op: O.Gemm, areg: Buffer, creg: Buffer, lay: WgmmaAccFragment):
         b = op.B.buffer
-        (self.swizzled if op.transpose_B else self.panels).add(b.uid)
+        (self.swizzled if op.transpose_B and not kmajor_panels(b) else self.panels).add(b.uid)
         m, n, k = op.mnk
         t = {"float16": "tl::half_t", "bfloat16": "tl::bfloat16_t"}[b.dtype.name]
         pre = []

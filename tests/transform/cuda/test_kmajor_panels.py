@@ -1,0 +1,74 @@
+"""K-major wgmma operands whose 16-bit rows span several 128-byte swizzles (block_K = 128, or
+FlashAttention's Q and K at head dim 128) are kept as 64-column panels: every access goes
+through tl::panel_offset, TMA loads one 64-column box per panel, and the wgmma descriptor of
+each k16 slice points into the panel that holds it. Compile-only; results are checked on the
+GPU tier (tests/backend/cuda/test_gemm_paths.py, the FlashAttention example)."""
+import re
+import sys
+import warnings
+from pathlib import Path
+
+import tilelang
+import tilelang.language as T
+from tilelang.backend.cuda.pipeline import PerformanceWarning
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _gemm_nt(M=256, N=256, K=512, bM=128, bN=128, bK=128, threads=128, stages=2):
+    @T.prim_func
+    def gemm_nt(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((bM, bK), "float16")
+            B_s = T.alloc_shared((bN, bK), "float16")
+            C_l = T.alloc_fragment((bM, bN), "float32")
+            T.clear(C_l)
+            for ko in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
+                T.copy(A[by * bM, ko * bK], A_s)
+                T.copy(B[bx * bN, ko * bK], B_s)
+                T.gemm(A_s, B_s, C_l, transpose_B=True)
+            T.copy(C_l, C[by * bM, bx * bN])
+    return gemm_nt
+
+
+def _compile(func, **configs):
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        k = tilelang.compile(func, target="cuda -arch=sm_90a", pass_configs=configs)
+    return k, [str(w.message) for w in rec if issubclass(w.category, PerformanceWarning)]
+
+
+def test_block_k_128_runs_on_wgmma_with_panel_tiles():
+    k, msgs = _compile(_gemm_nt())
+    src = k.get_kernel_source()
+    assert not msgs, msgs
+    assert "tl::gemm_ss_sm90<128, 128, 128, 1, 1, true, 128, 128, tl::half_t" in src
+    loads = re.findall(r"tl::tma_load\(&(tmap_\d), &tl_full\[tl_stage\], (\w+)_stages \+ \(tl_stage\) \* 16384 \+ (\d+)", src)
+    assert loads == [("tmap_0", "A_s", "0"), ("tmap_0", "A_s", "8192"), ("tmap_1", "B_s", "0"), ("tmap_1", "B_s", "8192")]
+    sass = k.export_sass()
+    assert "HGMMA" in sass and " LDL" not in sass and " STL" not in sass
+
+
+def test_cp_async_path_writes_panels():
+    k, msgs = _compile(_gemm_nt(), **{"tl.disable_warp_specialized": True})
+    src = k.get_kernel_source()
+    assert not [m for m in msgs if "wgmma" in m], msgs
+    assert re.search(r"&\w*A_s\w*\[tl::panel_offset<128>\(", src) and re.search(r"&\w*B_s\w*\[tl::panel_offset<128>\(", src)
+    assert "tl::gemm_ss_sm90<128, 128, 128, 1, 1, true, 128, 128," in src
+
+
+def test_flash_attention_head_dim_128_runs_both_gemms_on_wgmma():
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        import flash_attention as fa
+    finally:
+        sys.path.pop(0)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        k = tilelang.jit(fa.flashattn.__wrapped__, target="cuda -arch=sm_90a")(2, 4, 1024, 128, False, 64, 64, 2, 128)
+    msgs = [str(w.message) for w in rec if issubclass(w.category, PerformanceWarning)]
+    assert not [m for m in msgs if "mma.sync" in m or "wgmma" in m], msgs
+    src = k.get_kernel_source()
+    assert "tl::gemm_ss_sm90<64, 64, 128, 1, 1, true, 128, 128, tl::half_t" in src  # Q K^T, both K-major panels
+    assert "tl::gemm_rs_sm90<64, 128, 64, 1, false, 128, tl::half_t" in src        # P V
+    assert "Q_shared[tl::panel_offset<64>(" in src
