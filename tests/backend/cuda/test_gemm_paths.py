@@ -64,13 +64,13 @@ def test_gemm_relu_matches_float64(path, case, dtype):
     assert err < 1e-2, f"{path} {case} {dtype}: relative error {err}"
 
 
-def make_fp8(M, N, K, bM, bN, bK, threads, stages):
+def make_nt(M, N, K, bM, bN, bK, threads, stages, dtype="float16", out_dtype="float16"):
+    """C = A @ B^T with B given as (N, K): both operands K-major."""
     @T.prim_func
-    def gemm_fp8(A: T.Tensor((M, K), "float8_e4m3fn"), B: T.Tensor((N, K), "float8_e4m3fn"),
-                 C: T.Tensor((M, N), "bfloat16")):
+    def gemm_nt(A: T.Tensor((M, K), dtype), B: T.Tensor((N, K), dtype), C: T.Tensor((M, N), out_dtype)):
         with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
-            A_s = T.alloc_shared((bM, bK), "float8_e4m3fn")
-            B_s = T.alloc_shared((bN, bK), "float8_e4m3fn")
+            A_s = T.alloc_shared((bM, bK), dtype)
+            B_s = T.alloc_shared((bN, bK), dtype)
             C_l = T.alloc_fragment((bM, bN), "float32")
             T.clear(C_l)
             for ko in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
@@ -78,7 +78,7 @@ def make_fp8(M, N, K, bM, bN, bK, threads, stages):
                 T.copy(B[bx * bN, ko * bK], B_s)
                 T.gemm(A_s, B_s, C_l, transpose_B=True)
             T.copy(C_l, C[by * bM, bx * bN])
-    return gemm_fp8
+    return gemm_nt
 
 
 @cuda
@@ -88,30 +88,13 @@ def test_fp8_gemm_matches_float64(case):
     M, N, K, *cfg = case
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        k = tilelang.compile(make_fp8(M, N, K, *cfg), out_idx=[-1], target="cuda")
+        k = tilelang.compile(make_nt(M, N, K, *cfg, "float8_e4m3fn", "bfloat16"), out_idx=[-1], target="cuda")
     a = torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn)
     b = torch.randn(N, K, device="cuda").to(torch.float8_e4m3fn)
     c = k(a, b)
     ref = a.double() @ b.double().T
     err = ((c.double() - ref).abs().max() / ref.abs().max()).item()
     assert err < 1e-2, f"fp8 {case}: relative error {err}"
-
-
-def make_nt(M, N, K, bM, bN, bK, threads, stages):
-    """C = A @ B^T, B given as (N, K): both operands K-major."""
-    @T.prim_func
-    def gemm_nt(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), "float16")):
-        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
-            A_s = T.alloc_shared((bM, bK), "float16")
-            B_s = T.alloc_shared((bN, bK), "float16")
-            C_l = T.alloc_fragment((bM, bN), "float32")
-            T.clear(C_l)
-            for ko in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
-                T.copy(A[by * bM, ko * bK], A_s)
-                T.copy(B[bx * bN, ko * bK], B_s)
-                T.gemm(A_s, B_s, C_l, transpose_B=True)
-            T.copy(C_l, C[by * bM, bx * bN])
-    return gemm_nt
 
 
 @cuda

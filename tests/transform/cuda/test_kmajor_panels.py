@@ -9,26 +9,16 @@ import warnings
 from pathlib import Path
 
 import tilelang
-import tilelang.language as T
 from tilelang.backend.cuda.pipeline import PerformanceWarning
+
+from .conftest import gemm_nt
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def _gemm_nt(M=256, N=256, K=512, bM=128, bN=128, bK=128, threads=128, stages=2):
-    @T.prim_func
-    def gemm_nt(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), "float16")):
-        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
-            A_s = T.alloc_shared((bM, bK), "float16")
-            B_s = T.alloc_shared((bN, bK), "float16")
-            C_l = T.alloc_fragment((bM, bN), "float32")
-            T.clear(C_l)
-            for ko in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
-                T.copy(A[by * bM, ko * bK], A_s)
-                T.copy(B[bx * bN, ko * bK], B_s)
-                T.gemm(A_s, B_s, C_l, transpose_B=True)
-            T.copy(C_l, C[by * bM, bx * bN])
-    return gemm_nt
+def _gemm_nt():
+    """C = A @ B^T with A (256, 512) and B given as (256, 512): both tiles 128 x 128 K-major."""
+    return gemm_nt(M=256, N=256, K=512, bM=128, bN=128, bK=128, threads=128, stages=2)
 
 
 def _compile(func, **configs):
