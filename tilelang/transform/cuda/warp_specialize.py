@@ -117,18 +117,65 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     clusters: let a persistent kernel run as 2-block clusters whose blocks take neighbouring
     tiles and multicast the tile they share (see `_cluster_plan`). Off by default: on the H200
     the 128x256x64 GEMMs ran 0-2 % slower clustered (L2 bandwidth is not what limits them)."""
+    plan = _plan(k, warn, num_sms, clusters)
+    if plan is None:
+        return k, None
+    return _rewrite(plan, _producer_loop(plan), _consumer_loop(plan), warn), plan.info
+
+
+@dataclass
+class _Plan:
+    """What warp specialization decided for one kernel; `_rewrite` applies it."""
+
+    k: S.KernelLaunch
+    T: int  # consumer threads (the user's block)
+    stmts: list  # the kernel's top-level statements; stmts[li] is the pipelined loop
+    li: int
+    stages: int
+    body: list  # the loop body without the copies the producer takes over
+    gemms: list  # gemms reading staged tiles
+    pairs: list  # (copy, (box, swizzle, panels), TmaDesc) per producer copy
+    info: WSInfo
+    num_sms: int | None
+    persistent: bool  # stage/phase counters run on across a block's tiles from a per-branch base
+    storages: dict = field(default_factory=dict)  # tile uid -> multi-stage storage
+    views: dict = field(default_factory=dict)  # tile uid -> the window onto the current stage
+    tx_bytes: int = 0  # bytes landing in one stage
+    cluster: tuple | None = None  # (grid axis, indices of multicast pairs), see _cluster_plan
+    stage: E.Var = field(default_factory=lambda: E.Var("tl_stage", dt.int32))
+    it: E.Var = field(default_factory=lambda: E.Var("tl_it", dt.int32))
+    rank: E.Var = field(default_factory=lambda: E.Var("tl_rank", dt.int32))  # the block's rank in its cluster
+    pbase: Buffer = field(default_factory=lambda: Buffer("tl_pbase", (1,), dt.int32, "local.var"))
+    cbase: Buffer = field(default_factory=lambda: Buffer("tl_cbase", (1,), dt.int32, "local.var"))
+
+    @property
+    def loop(self) -> S.For:
+        return self.stmts[self.li]
+
+    def it_value(self, base: Buffer):
+        ko = self.loop.var - self.loop.start
+        return E.BufferLoad(base, (E.as_expr(0),), dt.int32) + ko if self.persistent else ko
+
+    def arrive(self, slot: str) -> str:
+        """Format text releasing tl_empty[slot]: one arrival per consumer warp (lane 0, after the
+        warp's wgmma wait / its reads of the stage); in a cluster lane r arrives on the barrier
+        of the pair's block r, as both blocks write each stage."""
+        if self.cluster is None:
+            return f"if (tid % 32 == 0) tl::mbarrier_arrive(&tl_empty[{slot}]);"
+        return f"if (tid % 32 < 2) tl::mbarrier_arrive_cluster(&tl_empty[{slot}], tid % 32);"
+
+
+def _plan(k: S.KernelLaunch, warn, num_sms, clusters) -> _Plan | None:
+    """The plan, or None (with a warning where wgmma or TMA is what is missing)."""
     T = k.threads[0] * k.threads[1] * k.threads[2]
     stmts, loops = _top_pipelined(k.body)
     if len(loops) != 1 or T % 128:
-        return k, None
-    li = loops[0]
-    loop = stmts[li]
-    stages = max(1, loop.annotation("num_stages", 0) or 1)
+        return None
+    loop = stmts[loops[0]]
     body = list(loop.body.stmts) if isinstance(loop.body, S.SeqStmt) else [loop.body]
     producers = _hoistable_copies(body)
-    body = [b for b in body if not any(b is p for p in producers)]
-    if not producers:
-        return k, None
+    if not producers or len({p.dst.buffer.uid for p in producers}) != len(producers):
+        return None
     tiles = {p.dst.buffer.uid for p in producers}
     gemms = [g for g in collect(S.seq(*body), lambda n: isinstance(n, O.Gemm))
              if g.A.buffer.uid in tiles or g.B.buffer.uid in tiles]
@@ -139,70 +186,64 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
         if grid is None:
             warn(f"no warp specialization (TMA pipeline): T.gemm {g.A.buffer.name} x {g.B.buffer.name} cannot use "
                  f"wgmma ({why})")
-            return k, None
-    plans = []
+            return None
+    tma = []
     for p in producers:
-        plan, why = _tma_plan(p)
-        if plan is None:
+        box, why = _tma_plan(p)
+        if box is None:
             warn(f"no warp specialization (TMA pipeline): T.copy {p.src.buffer.name} -> {p.dst.buffer.name}: {why}")
-            return k, None
-        plans.append(plan)
-    if len({p.dst.buffer.uid for p in producers}) != len(producers):
-        return k, None
-
-    info = WSInfo(T, persistent=num_sms is not None and len(k.block_vars) <= 3)
-    full = Buffer("tl_full", (stages,), dt.uint64, "shared.dyn")
-    empty = Buffer("tl_empty", (stages,), dt.uint64, "shared.dyn")
-    views, storages, tx_bytes = {}, {}, 0
-    for p, (box, swz, panels) in zip(producers, plans):
-        x = p.dst.buffer
-        st = Buffer(x.name + "_stages", (stages * const_int(x.shape[0]), x.shape[1]), x.dtype, "shared.dyn")
-        rv = Buffer(x.name, x.shape, x.dtype, "shared.dyn")
-        rv.view_of = st
-        storages[x.uid], views[x.uid] = st, rv
-        (info.panels if panels > 1 else info.swizzled).add(rv.uid)
-        tx_bytes += x.numel() * x.dtype.bytes
-        desc = TmaDesc(f"tmap_{len(info.descs)}", p.src.buffer, box, swz)
-        info.descs.append(desc)
-        p.__dict__  # frozen dataclass: keep the pairing in a side list
-    pairs = list(zip(producers, plans, info.descs))
-    ko = loop.var
-    stage = E.Var("tl_stage", dt.int32)
-    it = E.Var("tl_it", dt.int32)
-    # persistent: stage/phase counters run on across a block's tiles from a per-branch base
+            return None
+        tma.append(box)
     persistent = num_sms is not None and len(k.block_vars) <= 3
-    pbase = Buffer("tl_pbase", (1,), dt.int32, "local.var")
-    cbase = Buffer("tl_cbase", (1,), dt.int32, "local.var")
-
-    prefix_lets = [s for s in stmts[:li] if isinstance(s, S.LetStmt)]
-    cl = _cluster_plan(k, loop, prefix_lets, pairs) if persistent and clusters and num_sms >= 2 else None
-    rank = E.Var("tl_rank", dt.int32)  # the block's rank in its cluster
-    if cl is not None:
-        info.cluster = 2
-        for i in cl[1]:
-            p, (box, swz, panels), desc = pairs[i]
+    plan = _Plan(k, T, stmts, loops[0], max(1, loop.annotation("num_stages", 0) or 1),
+                 [b for b in body if not any(b is p for p in producers)], gemms, [], WSInfo(T, persistent=persistent),
+                 num_sms, persistent)
+    _stage_tiles(plan, producers, tma)
+    prefix_lets = [s for s in stmts[:loops[0]] if isinstance(s, S.LetStmt)]
+    if persistent and clusters and num_sms >= 2:
+        plan.cluster = _cluster_plan(k, loop, prefix_lets, plan.pairs)
+    if plan.cluster is not None:
+        plan.info.cluster = 2
+        for i in plan.cluster[1]:
+            p, (box, swz, panels), desc = plan.pairs[i]
             if panels % 2:  # each block loads half the rows of every panel
                 half = TmaDesc(desc.name, desc.buffer, box[:-2] + (box[-2] // 2, box[-1]), desc.swizzle)
-                info.descs[info.descs.index(desc)] = half
-                pairs[i] = (p, (box, swz, panels), half)
+                plan.info.descs[plan.info.descs.index(desc)] = half
+                plan.pairs[i] = (p, (box, swz, panels), half)
+    return plan
 
-    def it_value(base):
-        return (E.BufferLoad(base, (E.as_expr(0),), dt.int32) + (ko - loop.start)) if persistent else ko - loop.start
 
-    # ---- producer: one thread issues every load of a stage
-    loads = []
-    for i, (p, (box, swz, panels), desc) in enumerate(pairs):
+def _stage_tiles(plan: _Plan, producers: list, tma: list) -> None:
+    """Multi-stage storage, a movable view and a tensor map for each tile the producer loads."""
+    info = plan.info
+    for p, (box, swz, panels) in zip(producers, tma):
         x = p.dst.buffer
-        st = storages[x.uid]
+        st = Buffer(x.name + "_stages", (plan.stages * const_int(x.shape[0]), x.shape[1]), x.dtype, "shared.dyn")
+        rv = Buffer(x.name, x.shape, x.dtype, "shared.dyn")
+        rv.view_of = st
+        plan.storages[x.uid], plan.views[x.uid] = st, rv
+        (info.panels if panels > 1 else info.swizzled).add(rv.uid)
+        plan.tx_bytes += x.numel() * x.dtype.bytes
+        info.descs.append(TmaDesc(f"tmap_{len(info.descs)}", p.src.buffer, box, swz))
+        plan.pairs.append((p, (box, swz, panels), info.descs[-1]))
+
+
+def _producer_loop(plan: _Plan) -> S.For:
+    """One thread: per iteration, wait until the stage is free, arm full[stage], issue the loads."""
+    loop, stages, stage, it, cl = plan.loop, plan.stages, plan.stage, plan.it, plan.cluster
+    loads = []
+    for i, (p, (box, swz, panels), desc) in enumerate(plan.pairs):
+        x = p.dst.buffer
+        st = plan.storages[x.uid]
         rows = const_int(x.shape[0])
         coords = [simplify(c) for c in reversed(p.src.starts)]  # innermost first
         width = 64 if panels > 1 else const_int(x.shape[1])
         if cl is None or i not in cl[1]:
             boxes = [(E.as_expr(q), E.as_expr(0)) for q in range(panels)]  # (panel, first row)
         elif panels % 2 == 0:  # block r of the pair loads panels r, r + 2, ...
-            boxes = [(2 * q + rank, E.as_expr(0)) for q in range(panels // 2)]
+            boxes = [(2 * q + plan.rank, E.as_expr(0)) for q in range(panels // 2)]
         else:
-            boxes = [(E.as_expr(q), rank * (rows // 2)) for q in range(panels)]
+            boxes = [(E.as_expr(q), plan.rank * (rows // 2)) for q in range(panels)]
         call = "tl::tma_load" if cl is None or i not in cl[1] else "tl::tma_load_multicast"
         mask = "" if call == "tl::tma_load" else ", (uint16_t)3"
         for q, r in boxes:
@@ -214,54 +255,59 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
                              + mask + "".join(f", {{{j + 2}}}" for j in range(len(c))) + ");",
                              (stage, offset) + tuple(c)))
     prod_body = S.seq(
-        S.LetStmt(it, it_value(pbase)),
+        S.LetStmt(it, plan.it_value(plan.pbase)),
         S.LetStmt(stage, it % stages),
         Raw(f"if ({{0}} >= {stages}) tl::mbarrier_wait(&tl_empty[{{1}}], (({{0}} / {stages}) - 1) & 1);",
             (it, stage)),
-        Raw(f"tl::mbarrier_arrive_expect_tx(&tl_full[{{0}}], {tx_bytes});", (stage,)),
+        Raw(f"tl::mbarrier_arrive_expect_tx(&tl_full[{{0}}], {plan.tx_bytes});", (stage,)),
         *[substitute(ld, {}) for ld in loads])
-    producer = S.For(ko, loop.start, loop.extent, "serial", prod_body, (), span=loop.span)
+    return S.For(loop.var, loop.start, loop.extent, "serial", prod_body, (), span=loop.span)
 
-    # ---- consumers: wait for the stage, point the tile names at it, compute, release
+
+def _consumer_loop(plan: _Plan) -> S.Stmt:
+    """The user's threads: per iteration, wait for full[stage], point the tile names at it,
+    compute, release empty. With one gemm on the staged tiles and >= 2 stages its wgmma batch
+    stays in flight across iterations (wg_wait=1): iteration it releases the stage of it - 1,
+    and the tile's last stage is released after the final wgmma wait."""
+    loop, stages, stage, it, ko = plan.loop, plan.stages, plan.stage, plan.it, plan.loop.var
     from .software_pipeline import _ReplaceBuffers
 
-    # With one gemm on the staged tiles and >= 2 stages, keep its wgmma batch in flight across
-    # iterations (wg_wait=1) and release the previous stage once that batch has retired.
-    overlap = stages >= 2 and len(gemms) == 1 and all(g.wg_wait == 0 for g in gemms)
-    body_ops = [replace(b, wg_wait=1) if overlap and isinstance(b, O.Gemm) and b in gemms else b for b in body]
-    rest = _ReplaceBuffers(views).visit(S.seq(*body_ops))
-    # one arrival per consumer warp (lane 0, after the warp's wgmma wait / its reads of the stage);
-    # in a cluster, lane r arrives on the barrier of the pair's block r: both blocks write each stage
-    def arrive(slot):  # format text arriving on tl_empty[slot]
-        if cl is None:
-            return f"if (tid % 32 == 0) tl::mbarrier_arrive(&tl_empty[{slot}]);"
-        return f"if (tid % 32 < 2) tl::mbarrier_arrive_cluster(&tl_empty[{slot}], tid % 32);"
-
-    if overlap:  # the stage of iteration it - 1 in the loop; the last one after the final wgmma wait
-        release = Raw(f"if ({{0}} > {{1}}) {{{{ {arrive(f'({{2}} - 1) % {stages}')} }}}}", (ko, loop.start, it))
+    overlap = stages >= 2 and len(plan.gemms) == 1 and all(g.wg_wait == 0 for g in plan.gemms)
+    body_ops = [replace(b, wg_wait=1) if overlap and isinstance(b, O.Gemm) and b in plan.gemms else b
+                for b in plan.body]
+    rest = _ReplaceBuffers(plan.views).visit(S.seq(*body_ops))
+    if overlap:
+        release = Raw(f"if ({{0}} > {{1}}) {{{{ {plan.arrive(f'({{2}} - 1) % {stages}')} }}}}", (ko, loop.start, it))
     else:
-        release = Raw("__syncwarp(); " + arrive("{0}"), (stage,))
+        release = Raw("__syncwarp(); " + plan.arrive("{0}"), (stage,))
+    views, storages = plan.views, plan.storages
     cons_body = S.seq(
-        S.LetStmt(it, it_value(cbase)),
+        S.LetStmt(it, plan.it_value(plan.cbase)),
         S.LetStmt(stage, it % stages),
         Raw(f"tl::mbarrier_wait(&tl_full[{{1}}], ({{0}} / {stages}) & 1);", (it, stage)),
         *[Raw(f"{views[x].name} = {storages[x].name} + ({{0}}) * {views[x].numel()};", (stage,)) for x in views],
         rest,
         release)
     consumer_loop = S.For(ko, loop.start, loop.extent, "serial", cons_body, (), span=loop.span)
-    if overlap:
-        last = loop.extent - 1
-        if persistent:
-            last = E.BufferLoad(cbase, (E.as_expr(0),), dt.int32) + last
-        consumer_loop = S.seq(consumer_loop, Raw("tl::warpgroup_wait<0>();"),
-                              Raw(f"if ({{0}} > 0) {{{{ {arrive(f'({{1}}) % {stages}')} }}}}",
-                                  (loop.extent, simplify(last))))
+    if not overlap:
+        return consumer_loop
+    last = loop.extent - 1
+    if plan.persistent:
+        last = E.BufferLoad(plan.cbase, (E.as_expr(0),), dt.int32) + last
+    return S.seq(consumer_loop, Raw("tl::warpgroup_wait<0>();"),
+                 Raw(f"if ({{0}} > 0) {{{{ {plan.arrive(f'({{1}}) % {stages}')} }}}}", (loop.extent, simplify(last))))
 
-    prefix, suffix = stmts[:li], stmts[li + 1:]
+
+def _rewrite(plan: _Plan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.KernelLaunch:
+    """The kernel: barriers and stage storage, then `if (tid >= T) producer else consumers`,
+    the statements before the loop going to the consumers (LetStmts to both), those after it
+    (the epilogue, through TMA stores where `_tma_store_epilogue` applies) to the consumers."""
+    k, T, info, loop, storages, views = plan.k, plan.T, plan.info, plan.loop, plan.storages, plan.views
+    prefix, suffix = plan.stmts[:plan.li], plan.stmts[plan.li + 1:]
     staged = sum(st.numel() * st.dtype.bytes for st in storages.values())
     others = sum(a.buffer.numel() * a.buffer.dtype.bytes for a in collect(k.body, lambda n: isinstance(n, S.Allocate))
                  if a.buffer.scope in ("shared", "shared.dyn") and a.buffer.uid not in storages)
-    epi = _tma_store_epilogue(k, suffix, gemms, SMEM_MAX - 2048 - staged - others, len(info.descs), warn)
+    epi = _tma_store_epilogue(k, suffix, plan.gemms, SMEM_MAX - 2048 - staged - others, len(info.descs), warn)
     store_wait = []
     if epi is not None:
         suffix, c_s, desc = epi
@@ -269,51 +315,48 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
         info.panels.add(c_s.uid)
         store_wait = [Raw("if (tid == 0) tl::tma_store_wait_all();")]  # global writes done before exit
     lets = [s for s in prefix if isinstance(s, S.LetStmt)]
-    allocs = []
-    cons_prefix = []
+    allocs, cons_prefix = [], []
     for s in prefix:
         if isinstance(s, S.LetStmt):
             continue
         if isinstance(s, S.Allocate) and s.buffer.uid in storages:
-            x = s.buffer
-            allocs += [S.Allocate(storages[x.uid]), S.Allocate(views[x.uid])]
+            allocs += [S.Allocate(storages[s.buffer.uid]), S.Allocate(views[s.buffer.uid])]
             continue
         cons_prefix.append(s)
     if epi is not None:
         allocs.append(S.Allocate(epi[1]))
     # empty[s] counts every consumer warp of every block that reads the stage
-    sync = "tl::cluster_sync();" if cl is not None else "tl::sync_all_threads();"
+    sync = "tl::cluster_sync();" if plan.cluster is not None else "tl::sync_all_threads();"
     init = Raw("if (tid == 0) {{ "
                + " ".join(f"tl::mbarrier_init(&tl_full[{i}], 1); "
-                          f"tl::mbarrier_init(&tl_empty[{i}], {info.cluster * T // 32});" for i in range(stages))
+                          f"tl::mbarrier_init(&tl_empty[{i}], {info.cluster * T // 32});" for i in range(plan.stages))
                + " tl::fence_barrier_init(); }} " + sync)
     regs_c = 240 if T == 128 else (232 if T == 256 else 160)
-    tid = E.Var("tid", dt.int32)
-    if persistent:
-        grid, tile_loop = _persistent(k, num_sms, cl[0] if cl else None, rank)
+    setmaxnreg = Raw(f"tl::setmaxnreg_inc<{regs_c}>();")
+    if plan.persistent:
+        grid, tile_loop = _persistent(k, plan.num_sms, plan.cluster[0] if plan.cluster else None, plan.rank)
 
         def advance(base):
             ld = E.BufferLoad(base, (E.as_expr(0),), dt.int32)
             return S.BufferStore(base, (E.as_expr(0),), ld + loop.extent)
 
-        producer = S.seq(S.Allocate(pbase, (E.as_expr(0),)),
-                         tile_loop(S.seq(*lets, producer, advance(pbase))))
-        consumer_tiles = S.seq(S.Allocate(cbase, (E.as_expr(0),)),
-                               tile_loop(S.seq(*lets, *cons_prefix, consumer_loop, advance(cbase), *suffix)),
-                               *store_wait)
-        lets, k = [], replace(k, grid=grid)
-    producer_branch = S.seq(Raw("tl::setmaxnreg_dec<40>();"),
-                            S.IfThenElse(E.binop("==", tid, T), producer))
-    if persistent:
-        consumer_branch = S.seq(Raw(f"tl::setmaxnreg_inc<{regs_c}>();"), consumer_tiles)
-    else:
-        consumer_branch = S.seq(Raw(f"tl::setmaxnreg_inc<{regs_c}>();"), *cons_prefix, consumer_loop, *suffix,
+        producer = S.seq(S.Allocate(plan.pbase, (E.as_expr(0),)),
+                         tile_loop(S.seq(*lets, producer, advance(plan.pbase))))
+        consumer_branch = S.seq(setmaxnreg, S.Allocate(plan.cbase, (E.as_expr(0),)),
+                                tile_loop(S.seq(*lets, *cons_prefix, consumer_loop, advance(plan.cbase), *suffix)),
                                 *store_wait)
+        lets, k = [], replace(k, grid=grid)
+    else:
+        consumer_branch = S.seq(setmaxnreg, *cons_prefix, consumer_loop, *suffix, *store_wait)
+    producer_branch = S.seq(Raw("tl::setmaxnreg_dec<40>();"),
+                            S.IfThenElse(E.binop("==", E.Var("tid", dt.int32), T), producer))
     # a block of a cluster leaves only once its partner has stopped writing into its shared memory
-    fini = [Raw("tl::cluster_sync();")] if cl is not None else []
+    fini = [Raw("tl::cluster_sync();")] if plan.cluster is not None else []
+    full = Buffer("tl_full", (plan.stages,), dt.uint64, "shared.dyn")
+    empty = Buffer("tl_empty", (plan.stages,), dt.uint64, "shared.dyn")
     new_body = S.seq(S.Allocate(full), S.Allocate(empty), *allocs, *lets, init,
                      WSSplit(T, producer_branch, consumer_branch), *fini)
-    return replace(k, body=new_body), info
+    return replace(k, body=new_body)
 
 
 SMEM_MAX = 232448  # bytes of dynamic shared memory one block may use on sm_90
