@@ -17,7 +17,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from ..ir import expr as E
-from .simplify import linear_form, const_int, simplify
+from .simplify import const_int, linear_form, simplify
 
 
 class Ranges:

@@ -65,6 +65,12 @@ def linear_form(e) -> tuple[dict, int] | None:
     return {e: 1}, 0
 
 
+
+def aligned(e, n: int) -> bool:
+    """`e` is provably a multiple of n: every coefficient and the constant of its linear form are."""
+    lin = linear_form(simplify(as_expr(e)))
+    return lin is not None and lin[1] % n == 0 and all(c % n == 0 for c in lin[0].values())
+
 def _merge_divmod(terms: dict) -> dict:
     """k*c*(x // c) + k*(x % c) == k*x (floor division and modulo, any sign of x)."""
     for t, k in list(terms.items()):

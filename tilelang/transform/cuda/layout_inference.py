@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...arith.simplify import linear_form, const_int, simplify
+from ...arith.simplify import aligned, const_int
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
@@ -371,15 +371,7 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
 _ = squeezed
 
 
-def is_whole(r) -> bool:
-    """The region covers its whole buffer."""
-    return all(const_int(s_) == 0 for s_ in r.starts) and \
-        [const_int(e) for e in r.extents] == [const_int(x) for x in r.buffer.shape]
-
-
 def accumulator_box_ok(r) -> bool:
     """A box of a 2-d accumulator that the paired store can copy out: whole column pairs."""
-    if r.buffer.ndim != 2 or const_int(r.extents[-1]) is None or const_int(r.extents[-1]) % 2:
-        return False
-    lin = linear_form(simplify(E.as_expr(r.starts[-1])))
-    return lin is not None and lin[1] % 2 == 0 and all(c % 2 == 0 for c in lin[0].values())
+    w = const_int(r.extents[-1]) if r.buffer.ndim == 2 else None
+    return w is not None and w % 2 == 0 and aligned(r.starts[-1], 2)

@@ -18,7 +18,7 @@ x4 is rows 8(m % 2).. of atom 2p + m // 2 and the four registers are slots 8p ..
 from __future__ import annotations
 
 from ... import dtypes as dt
-from ...arith.simplify import linear_form, const_int, simplify
+from ...arith.simplify import const_int, linear_form, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.visitor import substitute

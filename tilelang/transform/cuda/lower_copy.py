@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ... import dtypes as dt
-from ...arith.simplify import linear_form, const_int, simplify
+from ...arith.simplify import aligned, const_int, linear_form, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
@@ -24,7 +24,7 @@ from ...layout.fragment import MmaAccFragment, WgmmaAccFragment
 from ...op import tile_ops as O
 from ...op.regions import squeezed
 from ..lower_tile_ops_cpu import in_bounds, region_indices
-from .layout_inference import accumulator_box_ok, is_whole
+from .layout_inference import accumulator_box_ok, whole
 from .ldmatrix import ldmatrix_candidate, ldmatrix_fill, ldmatrix_unfit
 
 
@@ -158,7 +158,7 @@ class CopyLowering:
             paired = self.pair_store(op, sreg)
             if paired is not None:
                 return paired
-            if not is_whole(op.src):  # layout inference admits a box only where pair_store takes it
+            if not whole(op.src, op.src.buffer):  # layout inference admits a box only where pair_store takes it
                 raise AssertionError(f"T.copy of a box of accumulator {op.src.buffer.name}: no paired store")
         drive = op.dst if dreg is not None or sreg is None else op.src
 
@@ -223,14 +223,14 @@ class CopyLowering:
         inner = const_int(dst.shape[-1])
         if not isinstance(lay, (MmaAccFragment, WgmmaAccFragment)) or inner is None or inner % 2:
             return None
-        if not _aligned(op.dst.starts[-1], 2) or len(squeezed(op.dst.extents)) != 2 \
+        if not aligned(op.dst.starts[-1], 2) or len(squeezed(op.dst.extents)) != 2 \
                 or const_int(op.dst.extents[-1]) == 1:
             return None
         lvar = E.Var("l", dt.int32)
         base = lvar * 2
         i, j = (simplify(c) for c in lay.coords(self.tid, base))
         ci, cj = E.Var("i", dt.int32), E.Var("j", dt.int32)
-        box = not is_whole(op.src)
+        box = not whole(op.src, op.src.buffer)
         if box and not accumulator_box_ok(op.src):
             return None
         (r0, R), (c0, W) = ((simplify(E.as_expr(s_)), simplify(E.as_expr(e))) for s_, e in op.src.ranges)
@@ -309,13 +309,8 @@ def copy_vector_width(op: O.Copy) -> tuple[int, str | None]:
             return 1, f"{b.name}: the tile's last dim is not the buffer's last dim"
         if inner is None or inner % vec:
             return 1, f"{b.name}: row length {b.shape[-1]} is not a multiple of {vec} elements"
-        if not _aligned(r.starts[-1], vec):
+        if not aligned(r.starts[-1], vec):
             return 1, f"{b.name}: column offset {r.starts[-1]} is not provably a multiple of {vec}"
     return vec, None
 
 
-def _aligned(start, vec: int) -> bool:
-    from ...arith.simplify import linear_form
-
-    lin = linear_form(simplify(E.as_expr(start)))
-    return lin is not None and lin[1] % vec == 0 and all(c % vec == 0 for c in lin[0].values())

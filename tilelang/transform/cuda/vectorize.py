@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ... import dtypes as dt
-from ...arith.simplify import linear_form, const_int, simplify
+from ...arith.simplify import const_int, linear_form, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
