@@ -9,23 +9,8 @@ from tilelang.backend.cpu.pipeline import PASSES
 from tilelang.ir import expr as E
 from tilelang.ir import stmt as S
 from tilelang.ir.visitor import collect
+from tilelang.testing.kernels import gemm
 from tilelang.transform.pass_manager import PassContext, run_passes
-
-
-def gemm(M, N, K, bM, bN, bK, threads=128, stages=3):
-    @T.prim_func
-    def gemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
-        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
-            A_s = T.alloc_shared((bM, bK), "float16")
-            B_s = T.alloc_shared((bK, bN), "float16")
-            C_l = T.alloc_fragment((bM, bN), "float32")
-            T.clear(C_l)
-            for ko in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
-                T.copy(A[by * bM, ko * bK], A_s)
-                T.copy(B[ko * bK, bx * bN], B_s)
-                T.gemm(A_s, B_s, C_l)
-            T.copy(C_l, C[by * bM, bx * bN])
-    return gemm
 
 
 def guards(func):

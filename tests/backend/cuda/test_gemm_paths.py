@@ -6,29 +6,14 @@ import pytest
 import torch
 
 import tilelang
-import tilelang.language as T
+from tilelang.testing import kernels as tk
 
 cuda = pytest.mark.cuda
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
 
 
 def make(M, N, K, bM, bN, bK, threads, stages, dtype):
-    @T.prim_func
-    def gemm(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
-        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
-            A_s = T.alloc_shared((bM, bK), dtype)
-            B_s = T.alloc_shared((bK, bN), dtype)
-            C_l = T.alloc_fragment((bM, bN), "float32")
-            T.use_swizzle(panel_size=4)
-            T.clear(C_l)
-            for ko in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
-                T.copy(A[by * bM, ko * bK], A_s)
-                T.copy(B[ko * bK, bx * bN], B_s)
-                T.gemm(A_s, B_s, C_l)
-            for i, j in T.Parallel(bM, bN):
-                C_l[i, j] = T.max(C_l[i, j], 0)
-            T.copy(C_l, C[by * bM, bx * bN])
-    return gemm
+    return tk.gemm(M, N, K, bM, bN, bK, threads, stages, dtype, out_dtype=dtype, relu=True, swizzle=4)
 
 
 PATHS = {
@@ -66,19 +51,7 @@ def test_gemm_relu_matches_float64(path, case, dtype):
 
 def make_nt(M, N, K, bM, bN, bK, threads, stages, dtype="float16", out_dtype="float16"):
     """C = A @ B^T with B given as (N, K): both operands K-major."""
-    @T.prim_func
-    def gemm_nt(A: T.Tensor((M, K), dtype), B: T.Tensor((N, K), dtype), C: T.Tensor((M, N), out_dtype)):
-        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
-            A_s = T.alloc_shared((bM, bK), dtype)
-            B_s = T.alloc_shared((bN, bK), dtype)
-            C_l = T.alloc_fragment((bM, bN), "float32")
-            T.clear(C_l)
-            for ko in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
-                T.copy(A[by * bM, ko * bK], A_s)
-                T.copy(B[bx * bN, ko * bK], B_s)
-                T.gemm(A_s, B_s, C_l, transpose_B=True)
-            T.copy(C_l, C[by * bM, bx * bN])
-    return gemm_nt
+    return tk.gemm(M, N, K, bM, bN, bK, threads, stages, dtype, out_dtype, transpose_B=True)
 
 
 @cuda

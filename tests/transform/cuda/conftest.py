@@ -17,6 +17,7 @@ import pytest
 
 import tilelang
 import tilelang.language as T
+from tilelang.testing import kernels as tk
 from tilelang.backend.target import resolve
 from tilelang.transform.pass_manager import PassContext
 
@@ -24,24 +25,8 @@ from tilelang.transform.pass_manager import PassContext
 
 
 def gemm(M=256, N=256, K=256, bM=128, bN=128, bK=32, threads=128, stages=3, dtype="float16"):
-    """The canonical tiled GEMM: pipelined global -> shared copies, T.gemm into a register tile."""
-
-    @T.prim_func
-    def gemm(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
-        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
-            A_s = T.alloc_shared((bM, bK), dtype)
-            B_s = T.alloc_shared((bK, bN), dtype)
-            C_l = T.alloc_fragment((bM, bN), "float32")
-            T.clear(C_l)
-            for ko in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
-                T.copy(A[by * bM, ko * bK], A_s)
-                T.copy(B[ko * bK, bx * bN], B_s)
-                T.gemm(A_s, B_s, C_l)
-            for i, j in T.Parallel(bM, bN):
-                C_l[i, j] = T.max(C_l[i, j], 0)
-            T.copy(C_l, C[by * bM, bx * bN])
-
-    return gemm
+    """The canonical tiled GEMM: pipelined global -> shared copies, T.gemm into a register tile, ReLU."""
+    return tk.gemm(M, N, K, bM, bN, bK, threads, stages, dtype, out_dtype=dtype, relu=True)
 
 
 def batched_gemm(Bt=2, M=256, N=256, K=256, bM=128, bN=128, bK=64, threads=128, stages=2):
@@ -66,21 +51,7 @@ def batched_gemm(Bt=2, M=256, N=256, K=256, bM=128, bN=128, bK=64, threads=128, 
 
 def gemm_nt(M=512, N=64, K=256, bM=512, bN=8, bK=32, threads=128, stages=2):
     """C = A @ B^T with B stored (N, K); bM=512 is past TMA's 256-row box limit."""
-
-    @T.prim_func
-    def gemm_nt(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), "float32")):
-        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
-            A_s = T.alloc_shared((bM, bK), "float16")
-            B_s = T.alloc_shared((bN, bK), "float16")
-            C_l = T.alloc_fragment((bM, bN), "float32")
-            T.clear(C_l)
-            for ko in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
-                T.copy(A[by * bM, ko * bK], A_s)
-                T.copy(B[bx * bN, ko * bK], B_s)
-                T.gemm(A_s, B_s, C_l, transpose_B=True)
-            T.copy(C_l, C[by * bM, bx * bN])
-
-    return gemm_nt
+    return tk.gemm(M, N, K, bM, bN, bK, threads, stages, transpose_B=True)
 
 
 def two_gemms(M=128, D=64, N=128):

@@ -1,0 +1,53 @@
+"""Kernels the tests compile again and again, written as users write them.
+
+    from tilelang.testing.kernels import gemm
+    f = gemm(1024, 1024, 512, 128, 128, 32)                            # C = A @ B, fp16 in, fp32 out
+    f = gemm(512, 256, 512, 128, 128, 64, out_dtype="float16", relu=True, swizzle=4)
+    f = gemm(512, 64, 256, 128, 64, 32, transpose_B=True)              # B given as (N, K)
+
+The canonical tiled GEMM: T.Pipelined global -> shared copies (tiles A_s, B_s), T.gemm into a
+register tile C_l, an optional ReLU over it, and one T.copy of C_l to C.
+"""
+from __future__ import annotations
+
+from .. import language as T
+
+
+def gemm(M, N, K, bM, bN, bK, threads=128, stages=3, dtype="float16", out_dtype="float32", *,
+         transpose_B=False, relu=False, swizzle=None):
+    """The prim_func `gemm` (or `gemm_nt` with transpose_B: B is (N, K)); M, N, K may be symbolic."""
+    b_shape, b_tile = ((N, K), (bN, bK)) if transpose_B else ((K, N), (bK, bN))
+
+    @T.macro
+    def body(A, B, C):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((bM, bK), dtype)
+            B_s = T.alloc_shared(b_tile, dtype)
+            C_l = T.alloc_fragment((bM, bN), "float32")
+            if swizzle:
+                T.use_swizzle(panel_size=swizzle)
+            T.clear(C_l)
+            for ko in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
+                T.copy(A[by * bM, ko * bK], A_s)
+                if transpose_B:
+                    T.copy(B[bx * bN, ko * bK], B_s)
+                else:
+                    T.copy(B[ko * bK, bx * bN], B_s)
+                T.gemm(A_s, B_s, C_l, transpose_B=transpose_B)
+            if relu:
+                for i, j in T.Parallel(bM, bN):
+                    C_l[i, j] = T.max(C_l[i, j], 0)
+            T.copy(C_l, C[by * bM, bx * bN])
+
+    if transpose_B:
+        @T.prim_func
+        def gemm_nt(A: T.Tensor((M, K), dtype), B: T.Tensor(b_shape, dtype), C: T.Tensor((M, N), out_dtype)):
+            body(A, B, C)
+
+        return gemm_nt
+
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), dtype), B: T.Tensor(b_shape, dtype), C: T.Tensor((M, N), out_dtype)):
+        body(A, B, C)
+
+    return gemm
