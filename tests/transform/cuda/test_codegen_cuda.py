@@ -93,3 +93,14 @@ def test_loop_extent_is_evaluated_once():
     src = tilelang.compile(_shared_trip_count, out_idx=[-1], target="cuda -arch=sm_80").artifact.source
     cond = re.search(r"for \(int ko = 0; ko < ([^;]+);", src)
     assert cond and "F[" not in cond.group(1), cond and cond.group(0)
+
+
+def test_spills_come_with_a_warning(case):
+    """A kernel ptxas had to spill says so (PerformanceWarning with the bytes); the others stay quiet."""
+    name, b = case
+    info = b.kernel.artifact.compiled.ptxas_info()
+    notes = [m for _, m in b.warnings if "spills" in m and "local memory" in m]
+    spilled = max(info.get("spill_stores", 0), info.get("spill_loads", 0))
+    assert "registers" in info, f"{name}: no ptxas report in the compile log"
+    assert bool(notes) == bool(spilled), (name, info, notes)
+    assert bool(spilled) == (name in SPILLS), (name, info)

@@ -109,6 +109,9 @@ class CUDAArtifact:
         self.csource = gen.generate()
         self.source = self.csource.text
         self.compiled = _compile_cached(self.source, self.target.arch)
+        spill = _spill_note(self.compiled.ptxas_info())
+        if spill:
+            warnings.warn(f"{func.name}: {spill}", PerformanceWarning, stacklevel=4)
         self.ptx = self.compiled.ptx
         self._fn = None
         self._tmaps: dict = {}
@@ -209,16 +212,25 @@ def _compile_cached(source: str, arch: str):
     from ...cache import disk
     from . import nvrtc
 
-    key = disk.key("cuda-v1", source, arch, repr(nvrtc.nvrtc_version()), _header_digest())
+    key = disk.key("cuda-v2", source, arch, repr(nvrtc.nvrtc_version()), _header_digest())
     hit = disk.lookup("cuda", key, ".pkl")
     if hit is not None:
         try:
             return pickle.loads(hit.read_bytes())
         except Exception:  # noqa: BLE001 - a damaged entry is rebuilt
             pass
-    compiled = nvrtc.compile_cuda(source, arch)
+    compiled = nvrtc.compile_cuda(source, arch, ptxas_verbose=True)  # its report names spills
     disk.store("cuda", key, ".pkl", pickle.dumps(compiled))
     return compiled
+
+
+def _spill_note(info: dict) -> str | None:
+    """A warning when ptxas put values in local memory (every access is then a trip through L1)."""
+    spilled = max(info.get("spill_stores", 0), info.get("spill_loads", 0))
+    if not spilled:
+        return None
+    return (f"ptxas spills {spilled} bytes per thread to local memory ({info.get('registers', '?')} registers "
+            "used); fewer pipeline stages, a smaller tile per thread or more threads lower the register pressure")
 
 
 _digest = []
