@@ -82,6 +82,10 @@ class CudaCodegen(CCodegen):
             kinds.append(("tensormap", d))
             args.append(f"const __grid_constant__ tl::TensorMap {d.name}")
             sig.append("tensormap")
+        for b in (self.ws.workspace if self.ws else ()):
+            kinds.append(("workspace", b))
+            args.append(f"{storage_type(b.dtype)}* __restrict__ {b.name}")
+            sig.append("ptr")
         if collect(k.body, lambda n: isinstance(n, O.DeviceAssert)):  # kernels without asserts pay nothing
             kinds.append(("assert_flag", None))
             args.append(f"int* __restrict__ {ASSERT_FLAG}")

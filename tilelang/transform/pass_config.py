@@ -22,6 +22,7 @@ class PassConfigKey(str, Enum):
     TL_ENABLE_ROW_FRAGMENTS = "tl.enable_row_fragments"  # ours: per-row accumulator values in registers (default on)
     TL_DISABLE_PERSISTENT = "tl.disable_persistent"  # ours: warp-specialized kernels keep one block per tile
     TL_ENABLE_CLUSTER = "tl.enable_cluster"  # ours: persistent kernels run as 2-block clusters with TMA multicast
+    TL_DISABLE_STREAM_K = "tl.disable_stream_k"  # ours: persistent GEMMs keep whole tiles in the last wave
     TL_DISABLE_SMEM_REUSE = "tl.disable_smem_reuse"  # ours: every shared buffer keeps its own bytes
 
 

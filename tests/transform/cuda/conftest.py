@@ -119,6 +119,7 @@ CASES = {
     "gemm-sm90-ws-256-cl": ("gemm", {"bN": 256, "bK": 64, "threads": 256}, "sm_90a", {"tl.enable_cluster": True}),
     "bgemm-sm90-ws-cl": ("batched_gemm", {}, "sm_90a", {"tl.enable_cluster": True}),
     "gemm-sm90-ws-256": ("gemm", {"bN": 256, "bK": 64, "threads": 256}, "sm_90a", {}),
+    "gemm-sm90-sk": ("gemm", {"M": 1536, "N": 1536, "K": 512}, "sm_90a", {}),  # 144 tiles: 12 on stream-K
     "gemm-sm90-no-ws": ("gemm", {}, "sm_90a", {"tl.disable_warp_specialized": True}),
     "gemm-sm90-no-tma": ("gemm", {}, "sm_90a", {"tl.disable_tma_lower": True}),
     "gemm-sm90-K100": ("gemm", {"K": 100}, "sm_90a", {}),

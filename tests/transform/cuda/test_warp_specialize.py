@@ -87,25 +87,31 @@ class Protocol:
         inits = re.findall(r"tl::mbarrier_init\(&tl_empty\[0\], (\d+)\);", src)
         self.empty_count = int(inits[0]) // (int(re.search(r"if \(tid >= (\d+)\)", src).group(1)) // 32)
         arrive = r"if \(tid % 32 (?:== 0|< 2)\) tl::mbarrier_arrive(?:_cluster)?\(&tl_empty\[(.+?)\](?:, tid % 32)?\);"
-        self.k_steps = int(re.search(r"for \(int ko = 0; ko < (\d+); \+\+ko\)", src).group(1))
+        loop = re.search(r"for \(int ko = (\w+); ko < (.+?); \+\+ko\)", src)
+        # whole tiles: ko in [0, k_steps); stream-K units: ko in [tl_k0, tl_k1), the counters
+        # running on by tl_k1 - tl_k0 per unit
+        self.k_steps = int(loop.group(2)) if loop.group(1) == "0" else None
         rel = re.search(r"if \((.+?)\) \{ " + arrive + " }", src)
-        if rel:  # overlapped wgmma: iteration it releases it - 1, the tile's last one after the loop
-            self.release_if = c(rel.group(1), "ko")
+        if rel:  # overlapped wgmma: iteration it releases it - 1, the unit's last one after the loop
+            self.release_if = c(rel.group(1), "ko, tl_k0=0")
             self.release_stage = c(rel.group(2), "tl_it")
-            tail = re.search(r"if \((\d+) > 0\) \{ " + arrive + " }", src)
-            self.tail_stage = c(tail.group(2), "tl_cbase")
+            tail = re.search(r"if \((\d+|\(tl_k1 - tl_k0\)) > 0\) \{ " + arrive + " }", src)
+            self.tail_stage = c(tail.group(2), "tl_cbase, tl_k0=0, tl_k1=0")
         else:
             rel = re.search(r"__syncwarp\(\); " + arrive, src)
-            self.release_if = lambda ko: True
+            self.release_if = lambda ko, tl_k0=0: True
             self.release_stage = c(rel.group(1).replace("tl_stage", f"(tl_it % {self.stages})"))
             self.tail_stage = None
 
 
-def simulate(p: Protocol, tiles: int, order):
-    """Run `tiles` tiles of p.k_steps iterations on every block of a cluster; `order(actors)` picks
-    which ready actor ("producer"/"consumer", block) moves next. Fails on a deadlock, on a stage
-    overwritten before every block released it, and on a read of a stage not holding its iteration."""
-    S, B, n = p.stages, p.blocks, tiles * p.k_steps
+def simulate(p: Protocol, tiles, order):
+    """Run `tiles` tiles of p.k_steps iterations (or, for stream-K, a list of units' (k0, k1)) on
+    every block of a cluster; `order(actors)` picks which ready actor ("producer"/"consumer",
+    block) moves next. Fails on a deadlock, on a stage overwritten before every block released
+    it, and on a read of a stage not holding its iteration."""
+    units = [(0, p.k_steps)] * tiles if isinstance(tiles, int) else tiles
+    starts = [sum(k1 - k0 for k0, k1 in units[:u]) for u in range(len(units))]
+    S, B, n = p.stages, p.blocks, sum(k1 - k0 for k0, k1 in units)
     full = [[0] * S for _ in range(B)]    # completed phases
     empty = [[0] * S for _ in range(B)]
     arrivals = [[0] * S for _ in range(B)]  # empty arrivals in the running phase
@@ -143,13 +149,15 @@ def simulate(p: Protocol, tiles: int, order):
         else:
             i, s = it_c[b], it_c[b] % S
             assert holds[b][s] == [i] * B, f"iteration {i} reads stage {s} holding iterations {holds[b][s]}"
-            ko, base = i % p.k_steps, i - i % p.k_steps
-            if p.release_if(ko):
+            u = max(x for x in range(len(units)) if starts[x] <= i)
+            (k0, k1), base = units[u], starts[u]
+            ko = k0 + i - base
+            if p.release_if(ko, k0):
                 r = p.release_stage(i)
                 released[b].add(i - 1 if p.tail_stage else i)
                 release(r)
-            if p.tail_stage and ko == p.k_steps - 1:
-                release(p.tail_stage(base))
+            if p.tail_stage and ko == k1 - 1:
+                release(p.tail_stage(base, k0, k1))
                 released[b].add(i)
             it_c[b] += 1
 
@@ -165,12 +173,15 @@ def _orders():
 
 
 @pytest.mark.parametrize("case", ["gemm-sm90-ws-cl", "bgemm-sm90-ws-cl", "gemm-sm90-ws-256-cl", "gemm-sm90-ws",
-                                  "bgemm-sm90-ws"])
+                                  "bgemm-sm90-ws", "gemm-sm90-sk"])
 def test_full_empty_protocol_runs_every_iteration_on_its_tile(case, build):
     p = Protocol(build(case).source)
     assert p.blocks == (2 if case.endswith("-cl") else 1)
+    assert (p.k_steps is None) == case.endswith("-sk")
+    runs = [[(0, 3), (0, 3), (1, 3), (0, 2)], [(2, 3), (0, 1)], [(0, 7), (5, 7)]] if p.k_steps is None \
+        else (1, 2, 3)
     for order in _orders():
-        for tiles in (1, 2, 3):
+        for tiles in runs:
             simulate(p, tiles, order)
 
 
@@ -262,13 +273,18 @@ def _eval(e, env):
     if isinstance(e, E.Binary):
         a, b = _eval(e.a, env), _eval(e.b, env)
         return {"+": a + b, "-": a - b, "*": a * b, "//": a // b if b else None, "%": a % b if b else None,
-                "min": min(a, b), "max": max(a, b)}[e.op]
+                "min": min(a, b), "max": max(a, b), "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b,
+                "==": a == b, "!=": a != b, "&&": a and b, "||": a or b}[e.op]
+    if isinstance(e, E.Select):
+        return _eval(e.a, env) if _eval(e.cond, env) else _eval(e.b, env)
+    if isinstance(e, E.Cast):
+        return _eval(e.value, env)
     raise AssertionError(f"cannot evaluate {e!r}")
 
 
-def _swizzled_gemm(M, N, panel, bN=128):
+def _swizzled_gemm(M, N, panel, bN=128, K=64):
     @T.prim_func
-    def sgemm(A: T.Tensor((M, 64), "float16"), B: T.Tensor((64, N), "float16"), C: T.Tensor((M, N), "float16")):
+    def sgemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
         with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, 128), threads=256) as (bx, by):
             A_s = T.alloc_shared((128, 64), "float16")
             B_s = T.alloc_shared((64, bN), "float16")
@@ -276,7 +292,7 @@ def _swizzled_gemm(M, N, panel, bN=128):
             if panel:
                 T.use_swizzle(panel_size=panel, enable=True)
             T.clear(C_l)
-            for ko in T.Pipelined(1, num_stages=2):
+            for ko in T.Pipelined(T.ceildiv(K, 64), num_stages=2):
                 T.copy(A[by * 128, ko * 64], A_s)
                 T.copy(B[ko * 64, bx * bN], B_s)
                 T.gemm(A_s, B_s, C_l)
@@ -299,7 +315,7 @@ def test_persistent_blocks_cover_every_tile_once(M, N, bN, panel, sms, axis, hel
 
     k = helpers.tile_kernel(_swizzled_gemm(M, N, panel, bN), "sm_90a")
     gx, gy = -(-N // bN), -(-M // 128)
-    new, info = warp_specialize(k, [].append, sms, clusters=True)
+    new, info = warp_specialize(k, [].append, sms, clusters=True, stream_k=False)
     assert info is not None and info.cluster == (1 if axis is None else 2)
     blocks = _eval(new.grid[0], {})
     c = info.cluster
@@ -326,6 +342,79 @@ def test_persistent_blocks_cover_every_tile_once(M, N, bN, panel, sms, axis, hel
             for pair in by_cluster.values():
                 assert len(pair) == 2 and pair[0][1 - axis] == pair[1][1 - axis], pair
                 assert pair[0][axis] % 2 == 0 and pair[1][axis] == pair[0][axis] + 1, pair
+
+
+@pytest.mark.parametrize("M,N,K,panel,sms", [
+    (3072, 3072, 4096, 10, 132),   # 576 tiles of 64 k-steps on 132 blocks: 48 left for stream-K
+    (1408, 640, 640, 4, 12),       # 55 tiles: 7 left, 10 k-steps each
+    (4096, 4096, 4096, 10, 132),   # 1024 tiles: a last wave of 100 of 132 keeps whole tiles
+    (1024, 1280, 8192, None, 7),   # 80 tiles: 3 left -> 7 ranges of 54 k-steps, tiles split in 3
+    (256, 256, 2048, None, 132),   # 4 tiles, fewer than blocks: all stream-K (split-K), 32 k-steps
+    (512, 512, 256, None, 132),    # 16 tiles of 4 k-steps: a range per tile (never below 8 k-steps)
+    (1280, 1280, 64, 10, 100),     # 100 tiles on 100 blocks: whole waves, no stream-K
+    (512, 512, 128, None, 132)])   # 16 tiles of 2 k-steps: ranges of whole tiles, no stream-K
+def test_stream_k_units_cover_every_k_step_once(M, N, K, panel, sms, helpers):
+    """Every k-step of every tile is run by exactly one unit, in both branches alike; the unit
+    with a split tile's last k-step finishes it, as the last unit of its block, after the blocks
+    first .. cta - 1 that hold the rest -- each of which wrote it as its first stream-K unit, its
+    only partial. Every block's stream-K part starts at k = 0 (the blocks share k-slices in L2)."""
+    from tilelang.ir import stmt as S
+    from tilelang.ir.visitor import collect
+    from tilelang.transform.cuda.warp_specialize import WSSplit, warp_specialize
+
+    k = helpers.tile_kernel(_swizzled_gemm(M, N, panel, 128, K), "sm_90a")
+    gx, gy, ki = -(-N // 128), -(-M // 128), -(-K // 64)
+    new, info = warp_specialize(k, [].append, sms)
+    from tilelang.transform.cuda.stream_k import ranges
+
+    if ranges(gx * gy, ki, sms) == (gx * gy) % sms:
+        assert info.workspace == () and info.persistent  # whole tiles per block, known at compile time
+        assert not collect(new.body, lambda n: isinstance(n, S.For) and n.var.name == "tl_unit")
+        return
+    assert info is not None and [b.name for b in info.workspace] == ["tl_sk_ws", "tl_sk_flags"]
+    assert [_eval(g, {}) for g in new.grid] == [sms, 1]
+    split = next(iter(collect(new.body, lambda n: isinstance(n, WSSplit))))
+    runs = []
+    for branch in (split.producer, split.consumer):
+        loop = next(s for s in collect(branch, lambda n: isinstance(n, S.For)) if s.var.name == "tl_unit")
+        head = [s for s in collect(branch, lambda n: isinstance(n, S.LetStmt))
+                if s.var.name == "tl_cta" or s.var.name.startswith("tl_sk_") and s.var.name != "tl_sk_first"
+                and s.var.name != "tl_sk_lt"]
+        inner = [s for s in loop.body.stmts if isinstance(s, S.LetStmt)]
+        units = []
+        for b in range(sms):
+            env = {k.block_vars[0]: b}
+            for s in head:
+                env[s.var] = _eval(s.value, env)
+            for it in range(_eval(loop.extent, env)):
+                env[loop.var] = it
+                for s in inner:
+                    env[s.var] = _eval(s.value, env)
+                names = {v.name: x for v, x in env.items() if isinstance(x, int)}
+                units.append((b, it, (names["bx"], names["by"]), names["tl_k0"], names["tl_k1"], names["tl_sk_first"]))
+        runs.append(units)
+    assert runs[0] == runs[1]
+    units = runs[0]
+    steps = sorted((t, x) for _, _, t, k0, k1, _ in units for x in range(k0, k1))
+    assert steps == [((x, y), s) for x in range(gx) for y in range(gy) for s in range(ki)]
+    whole = (gx * gy) // sms
+    partials = [u for u in units if u[4] < ki]
+    assert len({u[0] for u in partials}) == len(partials)  # one partial (one ws slot) per block
+    for b, it, tile, k0, k1, first in units:
+        if it == whole:  # a block's stream-K part starts at k = 0, or inside [0, KI - its length]
+            span = sum(u[4] - u[3] for u in units if u[0] == b and u[1] >= whole)
+            assert k0 <= ki - span
+        if k1 < ki:
+            assert it == whole  # the block's first stream-K unit: written before any wait
+            continue
+        if k0 > 0:  # a split tile's end: the blocks before this one hold the rest, each as a partial
+            assert it == max(i for bb, i, *_ in units if bb == b)  # the block's last unit
+            rest = [u for u in partials if u[2] == tile]
+            assert sorted(u[0] for u in rest) == list(range(first, b)) and first < b
+        else:
+            assert first == b
+    if M * N // (128 * 128) % sms == 0:
+        assert not partials
 
 
 def test_persistent_counters_run_on_across_tiles(build):

@@ -45,7 +45,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
         from ..target import num_sms
 
         sms = None if config(ctx.pass_configs, "tl.disable_persistent", False) else num_sms()
-        k_ws, ws = warp_specialize(k, msgs.append, sms, bool(config(ctx.pass_configs, "tl.enable_cluster", False)))
+        k_ws, ws = warp_specialize(k, msgs.append, sms, bool(config(ctx.pass_configs, "tl.enable_cluster", False)),
+                                   not config(ctx.pass_configs, "tl.disable_stream_k", False))
     if ws is not None:
         k_piped, views = k_ws, []
     else:
@@ -116,11 +117,15 @@ class CUDAArtifact:
         self._fn = None
         self._tmaps: dict = {}
         self._flags: dict = {}  # device -> driver.AssertFlag, for kernels with T.device_assert
+        self._workspaces: dict = {}  # (device, stream, name) -> torch tensor, for stream-K kernels
+        self._ws_slots = [(i, obj) for i, (kind, obj) in enumerate(self.csource.arg_kinds) if kind == "workspace"]
 
     def arg_value(self, kind, obj, values, index):
         """Per-call kernel arguments beyond tensors and scalars: TMA tensor maps, the assert flag."""
         if kind == "assert_flag":
             return self.assert_flag().ptr
+        if kind == "workspace":
+            return 0  # filled by launch(), which knows the stream
         if kind != "tensormap":
             raise LoweringError(f"internal: unknown kernel argument kind {kind}")
         t = values[index[id(obj.buffer)]]
@@ -171,9 +176,33 @@ class CUDAArtifact:
         grid = self.grid(values) if self._dynamic_grid() else self._static_grid()
         if min(grid) <= 0:
             return
+        if self._ws_slots:
+            if stream is None:
+                from .driver import current_stream
+
+                stream = current_stream()
+            values = list(values)
+            for i, buf in self._ws_slots:
+                values[i] = self.workspace(buf, stream).data_ptr()
         fn.launch(grid, (self.csource.threads, 1, 1), self.csource.smem_bytes, values, stream)
         if self.csource.asserts:
             self.check_asserts(stream)
+
+    def workspace(self, buf, stream: int):
+        """The zeroed global buffer `buf` (a stream-K partial-sum or flag array) for the current
+        device and `stream`: launches in flight on two streams at once must not share one."""
+        import torch
+
+        from . import driver
+
+        dev = driver._torch_current_device()
+        key = (dev, stream, buf.name)
+        t = self._workspaces.get(key)
+        if t is None:
+            shape = [const_int(d) for d in buf.shape]
+            t = self._workspaces[key] = torch.zeros(shape, dtype=getattr(torch, buf.dtype.name),
+                                                    device=torch.device("cuda", dev))
+        return t
 
     def assert_flag(self):
         """The device int this kernel's T.device_asserts write to (one per device, made on first use)."""

@@ -44,6 +44,27 @@ TL_DEVICE void fence_proxy_async() {
 
 TL_DEVICE void fence_cta() { asm volatile("fence.acq_rel.cta;\n" ::: "memory"); }
 
+// ------------------------------------------------------------- flags between blocks
+// A block publishes data in global memory to another block of the same grid:
+// the writer's threads store, then flag_publish (every thread fences, the
+// block's consumers meet, one thread raises the flag with release semantics);
+// the reader's first warp spins in flag_wait_warp (acquire), then its threads
+// meet and read. Both blocks must be resident at once (persistent grids are).
+TL_DEVICE void flag_release(int* flag, int value) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(flag), "r"(value) : "memory");
+}
+// Called by all 32 lanes of one warp, which stay converged for the barrier that
+// follows (bar.sync is .aligned: a lane still spinning there would be UB).
+TL_DEVICE void flag_wait_warp(const int* flag) {
+  int v = 0;
+  do {
+    if ((threadIdx.x & 31) == 0) {
+      asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(flag) : "memory");
+    }
+    v = __shfl_sync(0xffffffffu, v, 0);
+  } while (v == 0);
+}
+
 // ------------------------------------------------------------- setmaxnreg
 // Raise / lower this warpgroup's per-thread register budget.  All warps of
 // the warpgroup must execute it; counts are multiples of 8 in [24, 256].

@@ -20,6 +20,7 @@ from ...arith.simplify import const_int, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer, BufferRegion
+from ...errors import LoweringError
 from ...ir.visitor import Mutator, collect, substitute
 from ...layout.fragment import FlatFragment, MmaAccFragment, RowFragment, WgmmaAccFragment
 from ...op import tile_ops as O
@@ -38,6 +39,20 @@ class Raw(S.Stmt):
     args: tuple = ()
     reads: tuple = ()
     writes: tuple = ()
+    span: object = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class AccStash(S.Stmt):
+    """A float32 register accumulator stored to (add=False) or added from (add=True) slot `slot`
+    of the global float buffer `ws`, in a per-thread layout that keeps every warp access one
+    coalesced 128-byte line: thread t's register l is ws[slot, l * T + t] (n registers per
+    thread, T threads). Lowered once the accumulator's layout is known."""
+
+    acc: Buffer
+    ws: Buffer
+    slot: E.Expr
+    add: bool
     span: object = field(default=None, compare=False, repr=False)
 
 
@@ -435,6 +450,19 @@ class _Lower(CopyLowering, TrackRanges, Mutator):
                 return make([], None)
             return S.IfThenElse(E.binop("==", self.tid, 0), make([], None))
         return self.flat_loop(ext, lambda cv: make(cv, None))
+
+    def visit_AccStash(self, s: AccStash):
+        r = self.reg(s.acc)
+        n = const_int(r.shape[0]) if r is not None else None
+        if r is None or s.acc.dtype != dt.float32:
+            raise LoweringError(f"internal: {s.acc.name} is not a float32 register accumulator")
+        T = self.T
+        if n * T != const_int(s.ws.shape[-1]):
+            raise LoweringError(f"internal: {s.acc.name} holds {n} x {T} registers, a workspace slot {s.ws.shape[-1]}")
+        # 4-byte accesses: float2/float4 ones made ptxas spill beside a 128-register wgmma accumulator
+        ptr = f"{{{{ {'const ' if s.add else ''}float* tl_w = {{1}} + (size_t)({{0}}) * {n * T} + tid;\n#pragma unroll\n"
+        body = "{2}[l] += __ldcg(tl_w + l * %d); }}" % T if s.add else "tl_w[l * %d] = {2}[l]; }}" % T
+        return Raw(ptr + f"for (int l = 0; l < {n}; ++l) " + body, (s.slot, _addr(s.ws), _addr(r)))
 
     def visit_Swizzle(self, op):
         return S.seq()

@@ -30,6 +30,7 @@ from ...op.regions import squeezed
 from .layout_inference import wgmma_ok, wgmma_rs_ok
 from .lower_tile_ops import Raw
 from .raster import panel_raster
+from .stream_k import StreamK, stream_k_finish, stream_k_plan, stream_k_units
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class WSInfo:
     panels: set = field(default_factory=set)  # uids of tiles in 64-column panels
     cluster: int = 1  # blocks per cluster (2: neighbouring tiles share multicast loads)
     persistent: bool = False  # a 1-d grid of blocks looping over tiles (they order tiles themselves)
+    workspace: tuple = ()  # hidden global buffers the launcher allocates (stream-K partials and flags)
 
 
 def _tma_plan(op: O.Copy):
@@ -109,15 +111,18 @@ def _top_pipelined(body):
     return stmts, loops
 
 
-def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, clusters: bool = False):
+def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, clusters: bool = False,
+                    stream_k: bool = True):
     """Returns (new kernel, WSInfo) or (k, None) when the kernel keeps the cp.async pipeline.
 
     num_sms: make the kernel persistent -- min(tiles, num_sms) blocks, each looping over the
     tiles (see `_persistent`); None keeps one block per tile.
     clusters: let a persistent kernel run as 2-block clusters whose blocks take neighbouring
     tiles and multicast the tile they share (see `_cluster_plan`). Off by default: on the H200
-    the 128x256x64 GEMMs ran 0-2 % slower clustered (L2 bandwidth is not what limits them)."""
-    plan = _plan(k, warn, num_sms, clusters)
+    the 128x256x64 GEMMs ran 0-2 % slower clustered (L2 bandwidth is not what limits them).
+    stream_k: a persistent GEMM without clusters shares its last partial wave's k-iterations
+    among all blocks (see stream_k.py) where its loop allows."""
+    plan = _plan(k, warn, num_sms, clusters, stream_k)
     if plan is None:
         return k, None
     return _rewrite(plan, _producer_loop(plan), _consumer_loop(plan), warn), plan.info
@@ -142,6 +147,8 @@ class _Plan:
     views: dict = field(default_factory=dict)  # tile uid -> the window onto the current stage
     tx_bytes: int = 0  # bytes landing in one stage
     cluster: tuple | None = None  # (grid axis, indices of multicast pairs), see _cluster_plan
+    sk: StreamK | None = None  # stream-K on the last wave; the loop then runs a unit's [k0, k1)
+    ki: E.Expr | None = None  # the user's k-iterations per tile (with sk, the loop's extent is k1 - k0)
     stage: E.Var = field(default_factory=lambda: E.Var("tl_stage", dt.int32))
     it: E.Var = field(default_factory=lambda: E.Var("tl_it", dt.int32))
     rank: E.Var = field(default_factory=lambda: E.Var("tl_rank", dt.int32))  # the block's rank in its cluster
@@ -165,7 +172,7 @@ class _Plan:
         return f"if (tid % 32 < 2) tl::mbarrier_arrive_cluster(&tl_empty[{slot}], tid % 32);"
 
 
-def _plan(k: S.KernelLaunch, warn, num_sms, clusters) -> _Plan | None:
+def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False) -> _Plan | None:
     """The plan, or None (with a warning where wgmma or TMA is what is missing)."""
     T = k.threads[0] * k.threads[1] * k.threads[2]
     stmts, loops = _top_pipelined(k.body)
@@ -202,6 +209,12 @@ def _plan(k: S.KernelLaunch, warn, num_sms, clusters) -> _Plan | None:
     prefix_lets = [s for s in stmts[:loops[0]] if isinstance(s, S.LetStmt)]
     if persistent and clusters and num_sms >= 2:
         plan.cluster = _cluster_plan(k, loop, prefix_lets, plan.pairs)
+    if persistent and plan.cluster is None and stream_k:
+        plan.sk = stream_k_plan(loop, plan.body, gemms, stmts[:loops[0]], k.block_vars, num_sms, _tile_space(k)[0])
+    if plan.sk is not None:
+        plan.ki = loop.extent
+        plan.stmts[loops[0]] = replace(loop, start=simplify(loop.start + plan.sk.k0), extent=plan.sk.k1 - plan.sk.k0)
+        plan.info.workspace = plan.sk.buffers
     if plan.cluster is not None:
         plan.info.cluster = 2
         for i in plan.cluster[1]:
@@ -334,7 +347,14 @@ def _rewrite(plan: _Plan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.Ke
     regs_c = 240 if T == 128 else (232 if T == 256 else 160)
     setmaxnreg = Raw(f"tl::setmaxnreg_inc<{regs_c}>();")
     if plan.persistent:
-        grid, tile_loop = _persistent(k, plan.num_sms, plan.cluster[0] if plan.cluster else None, plan.rank)
+        if plan.sk is not None:
+            tiles, coords = _tile_space(k)
+            grid, tile_loop = stream_k_units(plan.sk, tiles, plan.num_sms, plan.ki, list(k.block_vars), coords)
+            grid = grid + tuple(E.as_expr(1) for _ in k.grid[1:])
+            suffix = [stream_k_finish(plan.sk, plan.ki, suffix)]
+            store_wait = [plan.sk.publish()] + store_wait
+        else:
+            grid, tile_loop = _persistent(k, plan.num_sms, plan.cluster[0] if plan.cluster else None, plan.rank)
 
         def advance(base):
             ld = E.BufferLoad(base, (E.as_expr(0),), dt.int32)
@@ -342,7 +362,8 @@ def _rewrite(plan: _Plan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.Ke
 
         producer = S.seq(S.Allocate(plan.pbase, (E.as_expr(0),)),
                          tile_loop(S.seq(*lets, producer, advance(plan.pbase))))
-        consumer_branch = S.seq(setmaxnreg, S.Allocate(plan.cbase, (E.as_expr(0),)),
+        sk_vars = [S.Allocate(plan.sk.pending, (E.as_expr(0),))] if plan.sk is not None else []
+        consumer_branch = S.seq(setmaxnreg, S.Allocate(plan.cbase, (E.as_expr(0),)), *sk_vars,
                                 tile_loop(S.seq(*lets, *cons_prefix, consumer_loop, advance(plan.cbase), *suffix)),
                                 *store_wait)
         lets, k = [], replace(k, grid=grid)
@@ -445,53 +466,59 @@ def _cluster_plan(k: S.KernelLaunch, loop: S.For, prefix_lets: list, pairs: list
     return best[:2] if best else None
 
 
-def _persistent(k: S.KernelLaunch, num_sms: int, axis: int | None = None, rank: E.Var | None = None):
-    """(new grid, wrap) for a persistent kernel: min(tiles, num_sms) blocks on a 1-d grid, and
-    `wrap(body)` runs body once per tile of the block -- tiles cta, cta + blocks, ... -- with the
-    block variables rebound to the tile (through the T.use_swizzle panels when the kernel asks).
-    On the 1-d grid the codegen's block variables are (blockIdx.x, 0, 0), so bx is the block.
+def _tile_space(k: S.KernelLaunch, axis: int | None = None, rank: E.Var | None = None):
+    """(tiles, coords): the number of tiles of the kernel's grid and coords(t), the block
+    variables' values for tile t -- through the T.use_swizzle panels when the kernel asks.
 
     axis: the blocks run as 2-block clusters. The tile grid is walked in pairs of tiles
-    neighbouring along `axis`; block 2c + r (r bound to `rank`) takes tile r of its pair."""
+    neighbouring along `axis` (t counts pairs); tile r of a pair goes to the block of rank r."""
     ext = [E.as_expr(g) for g in k.grid]
-    size = 1 if axis is None else 2
     if axis is not None:
         ext[axis] = E.as_expr(const_int(ext[axis]) // 2)
     tiles = ext[0]
     for g in ext[1:]:
         tiles = tiles * g
-    blocks = simplify(E.binop("min", tiles, num_sms // size))  # clusters
-    grid = (simplify(blocks * size),) + tuple(E.as_expr(1) for _ in ext[1:])
     swz = [op for op in collect(k.body, lambda n: isinstance(n, O.Swizzle)) if op.enable]
     panel = swz[0].panel_size if swz else None
     if panel and axis == 1:
         panel = max(1, panel // 2)  # rows of pairs
+    nvars = len(k.block_vars)
+
+    def coords(t):
+        if nvars == 1:
+            values = [t]
+        else:
+            gx, gy = ext[0], ext[1]
+            rest, out_z = t, []
+            if nvars == 3:
+                out_z = [t // (gx * gy)]
+                rest = t % (gx * gy)
+            values = (list(panel_raster(rest, gx, gy, panel)) if panel else [rest % gx, rest // gx]) + out_z
+        if axis is not None:
+            values[axis] = values[axis] * 2 + rank
+        return [simplify(c) for c in values]
+
+    return simplify(tiles), coords
+
+
+def _persistent(k: S.KernelLaunch, num_sms: int, axis: int | None = None, rank: E.Var | None = None):
+    """(new grid, wrap) for a persistent kernel: min(tiles, num_sms) blocks on a 1-d grid, and
+    `wrap(body)` runs body once per tile of the block -- tiles cta, cta + blocks, ... -- with the
+    block variables rebound to the tile (see `_tile_space`). On the 1-d grid the codegen's block
+    variables are (blockIdx.x, 0, 0), so bx is the block. axis: 2-block clusters (`_tile_space`)."""
+    size = 1 if axis is None else 2
+    tiles, coords = _tile_space(k, axis, rank)
+    blocks = simplify(E.binop("min", tiles, num_sms // size))  # clusters
+    grid = (simplify(blocks * size),) + tuple(E.as_expr(1) for _ in k.grid[1:])
     cta = E.Var("tl_cta", dt.int32)
     j = E.Var("tl_tile_iter", dt.int32)
     t = E.Var("tl_tile", dt.int32)
     bvars = list(k.block_vars)
 
-    def coords():
-        if len(bvars) == 1:
-            return [t]
-        gx, gy = ext[0], ext[1]
-        rest, out_z = t, []
-        if len(bvars) == 3:
-            out_z = [t // (gx * gy)]
-            rest = t % (gx * gy)
-        if panel:
-            return list(panel_raster(rest, gx, gy, panel)) + out_z
-        return [rest % gx, rest // gx] + out_z
-
-    values = coords()
-    if axis is not None:
-        values[axis] = values[axis] * 2 + rank
-    values = [simplify(c) for c in values]
-
     def wrap(body):
         count = simplify((tiles - cta + blocks - 1) // blocks)
         inner = S.seq(S.LetStmt(t, cta + j * blocks),
-                      *[S.LetStmt(v, x) for v, x in zip(bvars, values)], body)
+                      *[S.LetStmt(v, x) for v, x in zip(bvars, coords(t))], body)
         head = [S.LetStmt(cta, bvars[0])]
         if axis is not None:
             head = [S.LetStmt(cta, bvars[0] // 2), S.LetStmt(rank, bvars[0] % 2)]
