@@ -87,3 +87,50 @@ def test_kmajor_panel_operands_match_float64(path, case):
     ref = a.double() @ b.double().T
     err = ((c.double() - ref).abs().max() / ref.abs().max()).item()
     assert err < 1e-2, f"{path} {case}: relative error {err}"
+
+
+SK_CASES = [  # M, N, K, block_M, block_N, block_K, threads, stages: shapes whose last wave runs stream-K
+    (1024, 1280, 8192, 128, 256, 64, 256, 4),   # 40 tiles on 132 blocks: every tile split along k
+    (1000, 1000, 3000, 128, 128, 64, 128, 3),   # ragged M, N and K; 64 tiles in 132 ranges
+    (3072, 3072, 1024, 128, 256, 64, 256, 4),   # 288 tiles: 2 whole waves, 24 tiles in 132 ranges
+]
+
+
+@cuda
+@needs_gpu
+@pytest.mark.parametrize("case", SK_CASES)
+def test_stream_k_gemm_matches_float64_call_after_call(case):
+    """Partials of the last wave are added once each: three calls on fresh inputs (a flag left
+    raised by one launch would add a stale partial into the next)."""
+    M, N, K, *cfg = case
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        k = tilelang.compile(make(M, N, K, *cfg, "float16"), out_idx=[-1], target="cuda")
+    assert "tl_sk_ws" in k.get_kernel_source()
+    for _ in range(3):
+        a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+        b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+        c = k(a, b)
+        ref = torch.relu(a.double() @ b.double())
+        err = ((c.double() - ref).abs().max() / ref.abs().max()).item()
+        assert err < 1e-2, f"{case}: relative error {err}"
+
+
+@cuda
+@needs_gpu
+def test_stream_k_with_a_symbolic_m_decides_per_call():
+    """With M symbolic the tile count is known per call: the kernel splits the last wave where
+    it is short (M = 1024: 40 tiles; M = 300: 15) and keeps whole tiles where the waves come out
+    whole (M = 16896: 660 tiles, five waves of 132)."""
+    m = tilelang.language.dynamic("m")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        k = tilelang.compile(make(m, 1280, 2048, 128, 256, 64, 256, 4, "float16"), out_idx=[-1], target="cuda")
+    assert "tl_sk_ranges" in k.get_kernel_source()
+    for M in (1024, 16896, 300):
+        a = torch.randn(M, 2048, device="cuda", dtype=torch.float16)
+        b = torch.randn(2048, 1280, device="cuda", dtype=torch.float16)
+        c = k(a, b)
+        ref = torch.relu(a.double() @ b.double())
+        err = ((c.double() - ref).abs().max() / ref.abs().max()).item()
+        assert err < 1e-2, f"M={M}: relative error {err}"
