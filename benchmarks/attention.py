@@ -32,7 +32,8 @@ from flash_attention import flashattn  # noqa: E402  (the example's @tilelang.ji
 
 # (block_M, block_N, num_stages, threads); configs whose shared memory exceeds the device
 # limit fail at load with a clear message and are skipped.
-CONFIGS = [(64, 64, 1, 128), (64, 64, 2, 128), (128, 64, 1, 256), (128, 64, 2, 256), (128, 128, 1, 256)]
+CONFIGS = [(64, 64, 2, 128), (128, 64, 2, 256), (128, 64, 3, 256), (128, 128, 1, 256), (128, 128, 2, 256),
+           (128, 128, 3, 256)]
 DEFAULT_CASES = ["8,16,4096,128", "8,16,2048,64"]
 TOL = 2e-2
 
