@@ -175,8 +175,6 @@ def test_while_condition_reading_shared_memory_waits_for_the_write():
     assert synced(w, S.While(cond, x), w=w, x=x) == ["w", "|", {"while": ["x"]}]
 
 
-@pytest.mark.xfail(strict=True, reason="performance: a tile written before a read-only loop gets its barrier "
-                                       "at the top of the loop body, so it runs every iteration instead of once")
 def test_barrier_for_a_write_before_a_read_only_loop_runs_once():
     w, r = write(A), read(A)
     assert synced(w, loop(r), w=w, r=r) == ["w", "|", {"for": ["r"]}]

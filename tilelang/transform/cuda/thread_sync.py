@@ -5,7 +5,8 @@ Expects: lowered per-thread IR; per-thread element loops carry the annotation
 (uniform) containers.
 Guarantees: between a write of a shared buffer and any later read or write of it by
 another statement (and between a read and a later write) there is a barrier; loops
-get one at the end of the body when the next iteration would race with this one.
+get one at the end of the body when the next iteration would race with this one, and one
+before the loop (not inside it) when the body races with what came before it.
 
     T.copy(A, A_s)  ; T.gemm(A_s, ...)        ->  copy ; __syncthreads() ; gemm
 """
@@ -93,13 +94,14 @@ class _Sync:
         # the loop's bounds (For: once, before it) or condition (While: before every pass) read too
         head = accesses(S.Evaluate(st.cond)) if isinstance(st, S.While) else \
             accesses(S.SeqStmt((S.Evaluate(E.as_expr(st.start)), S.Evaluate(E.as_expr(st.extent)))))
-        if _conflict(pending, head):
-            out.append(sync())
-            pending = (set(), set())
-        pending = (pending[0] | head[0], pending[1] | head[1])  # the body must not overwrite them early
         body_acc = accesses(st.body)
         if isinstance(st, S.While):
             body_acc = (body_acc[0] | head[0], body_acc[1] | head[1])
+        # racing with what came before the loop: one barrier before it, not one per pass
+        if _conflict(pending, head) or _conflict(pending, body_acc):
+            out.append(sync())
+            pending = (set(), set())
+        pending = (pending[0] | head[0], pending[1] | head[1])  # the body must not overwrite them early
         body, end = self.block(st.body, pending)
         if _conflict(end, body_acc):
             body = S.seq(body, sync())
