@@ -20,12 +20,14 @@ Start-of-tile first: every block's stream-K part starts near k = 0 and then jump
 KI - range length, so the blocks read nearly the same k-slices of neighbouring tiles at once,
 as whole tiles do (L2 serves them once). Only the block holding a tile's last iterations
 finishes it, as its last unit, while the blocks holding the rest ran theirs as their first:
-no block waits on a block that waits. A partial's flag is raised after the block's next
-k-loop (its stores drain meanwhile; the release is then cheap) and before any wait. A block
-writes at most one partial per launch, so ws has one slot per block and each flag is raised
-once and reset by its reader (left zero for the next launch, also under CUDA graph replay). ws
-(132 x BM x BN floats: 17 MB for 128x256 tiles) and flags are hidden kernel arguments the
-launcher allocates per device and stream (zeroed once).
+no block waits on a block that waits, and a block waits only on lower-numbered blocks (which
+the hardware starts no later), so a grid larger than the SMs free at the moment still finishes.
+A partial's flag is raised after the block's next k-loop (its stores drain meanwhile; the
+release is then cheap) and before any wait. A block writes at most one partial per launch, so
+ws has one slot per block and each flag is raised once and reset by its reader (left zero for
+the next launch, also under CUDA graph replay). ws (132 x BM x BN floats: 17 MB for 128x256
+tiles) and flags are hidden kernel arguments the launcher allocates per device and stream
+(zeroed once).
 
 On the H200, 128x256x64 tiles (traced with globaltimer): at 8192^3 the stream-K part ends 67 us
 after its start where a whole tile takes 95 us; a partial costs about 1 us to store and 3.3 us
