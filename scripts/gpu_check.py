@@ -63,6 +63,9 @@ if "--quick" not in sys.argv:
                            "4096", "8192", "--no-canonical", "--no-fp8", "--no-triton", "--json",
                            str(OUT / "gemm_mma.json")], 600)
     run("bench_mma_sync_peak", [py, str(ROOT / "benchmarks" / "mma_sync_peak.py")], 120)
+    for shape in ("4096,4096,4096", "8192,8192,8192"):  # per-wave k-loop / epilogue times (tl.debug_timeline)
+        run(f"timeline_gemm_{shape.split(',')[0]}", [py, str(ROOT / "benchmarks" / "gemm_timeline.py"), "--shape", shape],
+            120)
     run("bench_attention", [py, str(ROOT / "benchmarks" / "attention.py"), "--json", str(OUT / "attention.json")],
         600)
     run("bench_launch_overhead", [py, str(ROOT / "benchmarks" / "launch_overhead.py"), "--json",

@@ -161,6 +161,15 @@ class JITKernel:
         return Profiler(self, tensor_supply_type, dynamic_symbolic_constraints)
 
     # Hopper inspection helpers (CUDA only)
+    def timeline(self, stream=None):
+        """The last launch's timestamps of a kernel compiled with
+        pass_configs={"tl.debug_timeline": True}: int64 [blocks, units, 4] (unit start, k-loop
+        end, unit end in globaltimer ns; the tile's linear index). `tilelang.tools.timeline`
+        summarizes it per wave."""
+        if not hasattr(self.artifact, "timeline"):
+            raise ValueError(f"{self.target.kind} kernels record no timeline (CUDA only)")
+        return self.artifact.timeline(stream)
+
     def show_sass(self):
         print(self.export_sass())
 

@@ -1,2 +1,4 @@
-"""Developer tools: `plot_layout` (draw a Layout / Fragment), `gen_wgmma` (header generator)."""
+"""Developer tools: `plot_layout` (draw a Layout / Fragment), `gen_wgmma` (header generator),
+`timeline` (per-tile timestamps of a kernel compiled with tl.debug_timeline)."""
+from . import timeline  # noqa: F401
 from .plot_layout import plot_layout  # noqa: F401

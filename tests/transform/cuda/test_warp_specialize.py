@@ -431,3 +431,42 @@ def test_disable_persistent_keeps_one_block_per_tile(build):
     b = build("gemm", "sm_90a", {"tl.disable_persistent": True})
     assert "tl_tile_iter" not in b.source and "tl_pbase" not in b.source
     assert [int(str(g)) for g in b.kernel.artifact.csource.grid] == [2, 2]
+
+
+# ----------------------------------------------------------------------------- tl.debug_timeline
+
+
+@pytest.mark.parametrize("shape", [(2048, 2048, 512), (1536, 1536, 512)])  # whole tiles; stream-K units
+def test_timeline_records_each_unit_of_each_block(shape, kernels):
+    """Consumer thread 0 stamps a unit's start, the end of its k-loop (after the last wgmma wait)
+    and its end, plus the tile index, into the hidden int64 [blocks, 64, 4] argument."""
+    M, N, K = shape
+    k = tilelang.compile(kernels.gemm(M, N, K, 128, 128, 32, 128, 3), out_idx=[-1], target="cuda -arch=sm_90a",
+                         pass_configs={"tl.debug_timeline": True})
+    cs = k.artifact.csource
+    bufs = [obj for kind, obj in cs.arg_kinds if kind == "workspace"]
+    assert bufs[-1].name == "tl_timeline" and [int(d) for d in bufs[-1].shape] == [132, 64, 4]
+    consumer = k.artifact.source.partition("} else {")[2]
+    stamps = re.findall(r"tl_timeline\[.*?\* 4 \+ (\d)\] = (.+?);", consumer)
+    assert [s for s, _ in stamps] == ["0", "3", "1", "2"]
+    assert stamps[1][1] == "((by * 12) + bx)" if M == 1536 else stamps[1][1] == "((by * 16) + bx)"
+    body = consumer[consumer.index("* 4 + 0]"):]
+    assert body.index("warpgroup_wait<0>") < body.index("* 4 + 1]") < body.index("* 4 + 2]")
+    producer = k.artifact.source.partition("} else {")[0].partition("if (tid >= ")[2]
+    assert producer and "tl_timeline" not in producer  # the producer records nothing
+    plain = tilelang.compile(kernels.gemm(M, N, K, 128, 128, 32, 128, 3), out_idx=[-1], target="cuda -arch=sm_90a")
+    assert "tl_timeline" not in plain.artifact.source
+
+
+def test_timeline_summary_per_wave():
+    from tilelang.tools.timeline import rows, summarize
+
+    us = 1000
+    tl = [[[10 * us, 50 * us, 52 * us, 0], [52 * us, 100 * us, 101 * us, 3], [0, 0, 0, 0]],
+          [[11 * us, 55 * us, 56 * us, 1], [0, 0, 0, 0], [0, 0, 0, 0]]]
+    r = rows(tl)
+    assert [x["blocks"] for x in r] == [2, 1]
+    assert r[0]["start_us"] == 0.5 and r[0]["loop_min_us"] == 40 and r[0]["loop_max_us"] == 44
+    assert r[0]["end_max_us"] == 46 and r[1]["epilogue_us"] == 1 and r[1]["end_max_us"] == 91
+    assert summarize(tl).splitlines()[0].startswith("unit") and len(summarize(tl).splitlines()) == 3
+    assert summarize([[[0, 0, 0, 0]]]) == "no units recorded"

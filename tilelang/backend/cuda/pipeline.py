@@ -13,9 +13,10 @@ from ...ir.stmt import PrimFunc
 from ...ir.visitor import collect, substitute
 from ...op import tile_ops as O
 from ...transform.cuda.lower_tile_ops import lower_kernel
-from ...transform.legalize_safe_memory import legalize_safe_memory
 from ...transform.cuda.plan_smem import plan_smem_pass
 from ...transform.cuda.thread_sync import insert_syncs
+from ...transform.cuda.warp_specialize import TIMELINE
+from ...transform.legalize_safe_memory import legalize_safe_memory
 from ...transform.pass_manager import PassContext, run_passes, simplify_pass
 
 
@@ -34,7 +35,6 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     k = _the_kernel(func)
     msgs = []
     from ...transform.cuda.software_pipeline import fuse_mma_mainloops, pipeline_kernel
-
     from ...transform.cuda.warp_specialize import warp_specialize
     from ...transform.pass_config import get as config
 
@@ -46,7 +46,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
 
         sms = None if config(ctx.pass_configs, "tl.disable_persistent", False) else num_sms()
         k_ws, ws = warp_specialize(k, msgs.append, sms, bool(config(ctx.pass_configs, "tl.enable_cluster", False)),
-                                   not config(ctx.pass_configs, "tl.disable_stream_k", False))
+                                   not config(ctx.pass_configs, "tl.disable_stream_k", False),
+                                   bool(config(ctx.pass_configs, "tl.debug_timeline", False)))
     if ws is not None:
         k_piped, views = k_ws, []
     else:
@@ -183,7 +184,10 @@ class CUDAArtifact:
                 stream = current_stream()
             values = list(values)
             for i, buf in self._ws_slots:
-                values[i] = self.workspace(buf, stream).data_ptr()
+                t = self.workspace(buf, stream)
+                values[i] = t.data_ptr()
+                if buf.name == TIMELINE:  # this launch's records only
+                    _zero_on(t, stream)
         fn.launch(grid, (self.csource.threads, 1, 1), self.csource.smem_bytes, values, stream)
         if self.csource.asserts:
             self.check_asserts(stream)
@@ -203,6 +207,25 @@ class CUDAArtifact:
             t = self._workspaces[key] = torch.zeros(shape, dtype=getattr(torch, buf.dtype.name),
                                                     device=torch.device("cuda", dev))
         return t
+
+    def timeline(self, stream: int | None = None):
+        """The per-block, per-unit timestamps of the last launch on `stream` (default: torch's
+        current one), for a kernel built with tl.debug_timeline: a CPU int64 tensor
+        [blocks, units, 4] (see warp_specialize.TIMELINE), or None before any launch."""
+        from . import driver
+
+        if stream is None:
+            stream = driver.current_stream()
+        t = self._workspaces.get((driver._torch_current_device(), stream, TIMELINE))
+        if t is None:
+            if not any(buf.name == TIMELINE for _, buf in self._ws_slots):
+                raise ValueError("this kernel records no timeline: compile it with "
+                                 "pass_configs={'tl.debug_timeline': True} (persistent warp-specialized kernels)")
+            return None
+        import torch
+
+        torch.cuda.synchronize(t.device)
+        return t.cpu()
 
     def assert_flag(self):
         """The device int this kernel's T.device_asserts write to (one per device, made on first use)."""
@@ -251,6 +274,13 @@ def _compile_cached(source: str, arch: str):
     compiled = nvrtc.compile_cuda(source, arch, ptxas_verbose=True)  # its report names spills
     disk.store("cuda", key, ".pkl", pickle.dumps(compiled))
     return compiled
+
+
+def _zero_on(t, stream: int) -> None:
+    import torch
+
+    with torch.cuda.stream(torch.cuda.ExternalStream(stream, device=t.device)):
+        t.zero_()
 
 
 def _spill_note(info: dict) -> str | None:

@@ -44,6 +44,14 @@ TL_DEVICE void fence_proxy_async() {
 
 TL_DEVICE void fence_cta() { asm volatile("fence.acq_rel.cta;\n" ::: "memory"); }
 
+// ------------------------------------------------------------- timeline (tl.debug_timeline)
+// Global nanosecond timer, comparable across the SMs of one GPU.
+TL_DEVICE uint64_t globaltimer() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
+  return t;
+}
+
 // ------------------------------------------------------------- flags between blocks
 // A block publishes data in global memory to another block of the same grid:
 // the writer's threads store, then flag_publish (every thread fences, the

@@ -17,12 +17,17 @@ from dataclasses import dataclass, field, replace
 from ... import dtypes as dt
 from ...arith.ranges import Ranges, TrackRanges
 from ...arith.simplify import const_int, simplify
+from ...errors import LoweringError
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer, BufferRegion
-from ...errors import LoweringError
 from ...ir.visitor import Mutator, collect, substitute
-from ...layout.fragment import FlatFragment, MmaAccFragment, RowFragment, WgmmaAccFragment
+from ...layout.fragment import (
+    FlatFragment,
+    MmaAccFragment,
+    RowFragment,
+    WgmmaAccFragment,
+)
 from ...op import tile_ops as O
 from ...op.regions import squeezed
 from ..lower_tile_ops_cpu import cumsum_scan, in_bounds, region_indices
@@ -461,7 +466,7 @@ class _Lower(CopyLowering, TrackRanges, Mutator):
             raise LoweringError(f"internal: {s.acc.name} holds {n} x {T} registers, a workspace slot {s.ws.shape[-1]}")
         # 4-byte accesses: float2/float4 ones made ptxas spill beside a 128-register wgmma accumulator
         ptr = f"{{{{ {'const ' if s.add else ''}float* tl_w = {{1}} + (size_t)({{0}}) * {n * T} + tid;\n#pragma unroll\n"
-        body = "{2}[l] += __ldcg(tl_w + l * %d); }}" % T if s.add else "tl_w[l * %d] = {2}[l]; }}" % T
+        body = f"{{2}}[l] += __ldcg(tl_w + l * {T}); }}}}" if s.add else f"tl_w[l * {T}] = {{2}}[l]; }}}}"
         return Raw(ptr + f"for (int l = 0; l < {n}; ++l) " + body, (s.slot, _addr(s.ws), _addr(r)))
 
     def visit_Swizzle(self, op):
@@ -520,7 +525,7 @@ class _RegAccess(Mutator):
         return S.BufferStore(s.buffer, tuple(self.visit(i) for i in s.indices), value, span=s.span)
 
 
-def _detach_scope_changes(body, low: "_Lower"):
+def _detach_scope_changes(body, low: _Lower):
     """Lowering moved some fragments to shared memory by setting Buffer.scope; give the lowered
     IR its own shared-scope copies (same uid) and put the user's buffers back as they were, so
     one prim_func can be built again, for another target."""

@@ -112,7 +112,7 @@ def _top_pipelined(body):
 
 
 def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, clusters: bool = False,
-                    stream_k: bool = True):
+                    stream_k: bool = True, timeline: bool = False):
     """Returns (new kernel, WSInfo) or (k, None) when the kernel keeps the cp.async pipeline.
 
     num_sms: make the kernel persistent -- min(tiles, num_sms) blocks, each looping over the
@@ -121,10 +121,15 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     tiles and multicast the tile they share (see `_cluster_plan`). Off by default: on the H200
     the 128x256x64 GEMMs ran 0-2 % slower clustered (L2 bandwidth is not what limits them).
     stream_k: a persistent GEMM without clusters shares its last partial wave's k-iterations
-    among all blocks (see stream_k.py) where its loop allows."""
+    among all blocks (see stream_k.py) where its loop allows.
+    timeline: a persistent kernel records, per block and tile (or stream-K unit), when its
+    consumers start it, end its k-loop and end its epilogue (see TIMELINE)."""
     plan = _plan(k, warn, num_sms, clusters, stream_k)
     if plan is None:
         return k, None
+    if timeline and plan.persistent:
+        plan.timeline = Buffer(TIMELINE, (num_sms, TIMELINE_UNITS, 4), dt.int64, "global")
+        plan.info.workspace = plan.info.workspace + (plan.timeline,)
     return _rewrite(plan, _producer_loop(plan), _consumer_loop(plan), warn), plan.info
 
 
@@ -148,6 +153,7 @@ class _Plan:
     tx_bytes: int = 0  # bytes landing in one stage
     cluster: tuple | None = None  # (grid axis, indices of multicast pairs), see _cluster_plan
     sk: StreamK | None = None  # stream-K on the last wave; the loop then runs a unit's [k0, k1)
+    timeline: Buffer | None = None  # tl.debug_timeline: consumer timestamps per block and unit
     ki: E.Expr | None = None  # the user's k-iterations per tile (with sk, the loop's extent is k1 - k0)
     stage: E.Var = field(default_factory=lambda: E.Var("tl_stage", dt.int32))
     it: E.Var = field(default_factory=lambda: E.Var("tl_it", dt.int32))
@@ -363,9 +369,13 @@ def _rewrite(plan: _Plan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.Ke
         producer = S.seq(S.Allocate(plan.pbase, (E.as_expr(0),)),
                          tile_loop(S.seq(*lets, producer, advance(plan.pbase))))
         sk_vars = [S.Allocate(plan.sk.pending, (E.as_expr(0),))] if plan.sk is not None else []
+        unit = S.seq(*lets, *cons_prefix, consumer_loop, advance(plan.cbase), *suffix)
+        if plan.timeline is not None:
+            n = Buffer("tl_timeline_n", (1,), dt.int32, "local.var")
+            sk_vars.append(S.Allocate(n, (E.as_expr(0),)))
+            unit = _timed(unit, plan, n)
         consumer_branch = S.seq(setmaxnreg, S.Allocate(plan.cbase, (E.as_expr(0),)), *sk_vars,
-                                tile_loop(S.seq(*lets, *cons_prefix, consumer_loop, advance(plan.cbase), *suffix)),
-                                *store_wait)
+                                tile_loop(unit), *store_wait)
         lets, k = [], replace(k, grid=grid)
     else:
         consumer_branch = S.seq(setmaxnreg, *cons_prefix, consumer_loop, *suffix, *store_wait)
@@ -381,6 +391,35 @@ def _rewrite(plan: _Plan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.Ke
 
 
 SMEM_MAX = 232448  # bytes of dynamic shared memory one block may use on sm_90
+# tl.debug_timeline: int64 [block, unit, 4] = globaltimer ns at the unit's start, at the end of
+# its k-loop (accumulator complete) and at its end (epilogue done), and the tile's linear index
+# in the unit's block variables (bx + gx * (by + gy * bz)); units past TIMELINE_UNITS are not kept.
+TIMELINE = "tl_timeline"
+TIMELINE_UNITS = 64
+
+
+def _timed(unit: S.Stmt, plan: _Plan, n: Buffer) -> S.Stmt:
+    """unit with consumer thread 0's timestamps around it and after its k-loop."""
+    k = plan.k
+    cnt = E.BufferLoad(n, (E.as_expr(0),), dt.int32)
+    tile = E.as_expr(0)
+    for v, g in reversed(list(zip(k.block_vars, k.grid))):
+        tile = tile * E.as_expr(g) + v
+    slot = f"tl_timeline[((int64_t)blockIdx.x * {TIMELINE_UNITS} + {{0}}) * 4 + {{1}}]"
+
+    def rec(i, value="tl::globaltimer()"):
+        return Raw(f"if (tid == 0 && {{0}} < {TIMELINE_UNITS}) {slot.replace('{1}', str(i))} = {value};", (cnt,))
+
+    stmts = list(unit.stmts) if isinstance(unit, S.SeqStmt) else [unit]
+    at = next(i for i, st in enumerate(stmts) if isinstance(st, S.For) and st.var is plan.loop.var)
+    while at + 1 < len(stmts) and isinstance(stmts[at + 1], Raw) and \
+            ("warpgroup_wait" in stmts[at + 1].fmt or "tl_empty" in stmts[at + 1].fmt):
+        at += 1  # the final wgmma wait and stage release belong to the k-loop
+    lets = [st for st in stmts[:at] if isinstance(st, S.LetStmt) and not isinstance(st.value, E.BufferLoad)]
+    head = [st for st in stmts[:at + 1] if all(st is not x for x in lets)]
+    tile_rec = Raw(f"if (tid == 0 && {{0}} < {TIMELINE_UNITS}) {slot.replace('{1}', '3')} = {{1}};", (cnt, tile))
+    return S.seq(*lets, rec(0), tile_rec, *head, rec(1), *stmts[at + 1:], rec(2),
+                 S.BufferStore(n, (E.as_expr(0),), cnt + 1))
 
 
 def _tma_store_epilogue(k: S.KernelLaunch, suffix: list, gemms: list, free: int, ndesc: int, warn):
