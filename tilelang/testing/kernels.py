@@ -4,6 +4,8 @@
     f = gemm(1024, 1024, 512, 128, 128, 32)                            # C = A @ B, fp16 in, fp32 out
     f = gemm(512, 256, 512, 128, 128, 64, out_dtype="float16", relu=True, swizzle=4)
     f = gemm(512, 64, 256, 128, 64, 32, transpose_B=True)              # B given as (N, K)
+    f = gemm(512, 512, 512, 128, 128, 64, dtype="int8", out_dtype="int32", acc_dtype="int32",
+             transpose_B=True)                                         # int8 in, exact int32 out
 
 The canonical tiled GEMM: T.Pipelined global -> shared copies (tiles A_s, B_s), T.gemm into a
 register tile C_l, an optional ReLU over it, and one T.copy of C_l to C.
@@ -14,7 +16,7 @@ from .. import language as T
 
 
 def gemm(M, N, K, bM, bN, bK, threads=128, stages=3, dtype="float16", out_dtype="float32", *,
-         transpose_B=False, relu=False, swizzle=None):
+         transpose_B=False, relu=False, swizzle=None, acc_dtype="float32"):
     """The prim_func `gemm` (or `gemm_nt` with transpose_B: B is (N, K)); M, N, K may be symbolic."""
     b_shape, b_tile = ((N, K), (bN, bK)) if transpose_B else ((K, N), (bK, bN))
 
@@ -23,7 +25,7 @@ def gemm(M, N, K, bM, bN, bK, threads=128, stages=3, dtype="float16", out_dtype=
         with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
             A_s = T.alloc_shared((bM, bK), dtype)
             B_s = T.alloc_shared(b_tile, dtype)
-            C_l = T.alloc_fragment((bM, bN), "float32")
+            C_l = T.alloc_fragment((bM, bN), acc_dtype)
             if swizzle:
                 T.use_swizzle(panel_size=swizzle)
             T.clear(C_l)

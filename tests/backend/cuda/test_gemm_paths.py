@@ -134,3 +134,23 @@ def test_stream_k_with_a_symbolic_m_decides_per_call():
         ref = torch.relu(a.double() @ b.double())
         err = ((c.double() - ref).abs().max() / ref.abs().max()).item()
         assert err < 1e-2, f"M={M}: relative error {err}"
+
+
+@cuda
+@needs_gpu
+@pytest.mark.parametrize("case", [(512, 512, 512, 128, 128, 64, 128, 3), (300, 264, 448, 128, 256, 64, 256, 4),
+                                  (1024, 1280, 4096, 128, 256, 64, 256, 4)])  # 40 tiles: stream-K, int32 partials
+def test_int8_gemm_is_exact(case):
+    """int8 x int8 -> int32 on the k32 wgmma (both operands K-major): every entry exact."""
+    M, N, K, *cfg = case
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        k = tilelang.compile(tk.gemm(M, N, K, *cfg, "int8", out_dtype="int32", acc_dtype="int32", transpose_B=True),
+                             out_idx=[-1], target="cuda")
+    assert "int8_t, 1, int32_t>" in k.get_kernel_source()
+    for _ in range(2):
+        a = torch.randint(-128, 128, (M, K), device="cuda", dtype=torch.int8)
+        b = torch.randint(-128, 128, (N, K), device="cuda", dtype=torch.int8)
+        c = k(a, b)
+        ref = (a.cpu().long() @ b.cpu().long().T).int()
+        assert torch.equal(c.cpu(), ref), f"{case}: {(c.cpu() != ref).sum().item()} entries differ"

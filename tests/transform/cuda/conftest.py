@@ -105,7 +105,13 @@ def row_softmax(M=128, N=64, K=64, threads=128, full_row=False):
     return row_softmax
 
 
-KERNELS = {f.__name__: f for f in (gemm, batched_gemm, gemm_nt, two_gemms, row_softmax)}
+def gemm_int8(M=512, N=384, K=256, bM=128, bN=128, bK=64, threads=128, stages=3):
+    """int8 x int8 -> int32, both operands K-major (B as (N, K)): the k32 wgmma form."""
+    return tk.gemm(M, N, K, bM, bN, bK, threads, stages, "int8", out_dtype="int32", acc_dtype="int32",
+                   transpose_B=True)
+
+
+KERNELS = {f.__name__: f for f in (gemm, batched_gemm, gemm_nt, gemm_int8, two_gemms, row_softmax)}
 
 # Every kernel the pass tests compile, with the arch and pass configs they use: the codegen
 # test compiles (or reuses) each of them and inspects the cubin.
@@ -120,6 +126,7 @@ CASES = {
     "bgemm-sm90-ws-cl": ("batched_gemm", {}, "sm_90a", {"tl.enable_cluster": True}),
     "gemm-sm90-ws-256": ("gemm", {"bN": 256, "bK": 64, "threads": 256}, "sm_90a", {}),
     "gemm-sm90-sk": ("gemm", {"M": 1536, "N": 1536, "K": 512}, "sm_90a", {}),  # 144 tiles: 12 on stream-K
+    "gemm_int8-sm90": ("gemm_int8", {}, "sm_90a", {}),
     "gemm-sm90-no-ws": ("gemm", {}, "sm_90a", {"tl.disable_warp_specialized": True}),
     "gemm-sm90-no-tma": ("gemm", {}, "sm_90a", {"tl.disable_tma_lower": True}),
     "gemm-sm90-K100": ("gemm", {"K": 100}, "sm_90a", {}),

@@ -47,9 +47,11 @@ def test_sass_uses_the_instructions_the_source_asks_for(case):
     name, b = case
     src = b.source
     ops = sass.opcodes(_sass_or_skip(b))
+    int8 = "int8_t, 1, int32_t>" in src or "int8_t, 0, int32_t>" in src
     want = {
         "HMMA": "tl::gemm_ss<" in src or "tl::gemm_ss_pipe<" in src,
-        "HGMMA": "gemm_ss_sm90<" in src or "gemm_rs_sm90<" in src,
+        "HGMMA": ("gemm_ss_sm90<" in src or "gemm_rs_sm90<" in src) and not int8,
+        "IGMMA": int8,  # the k32 integer form
         "UTMALDG": "tl::tma_load(" in src,
         "LDGSTS": "tl::cp_async_zfill<" in src,
     }

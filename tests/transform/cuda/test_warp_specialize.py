@@ -470,3 +470,28 @@ def test_timeline_summary_per_wave():
     assert r[0]["end_max_us"] == 46 and r[1]["epilogue_us"] == 1 and r[1]["end_max_us"] == 91
     assert summarize(tl).splitlines()[0].startswith("unit") and len(summarize(tl).splitlines()) == 3
     assert summarize([[[0, 0, 0, 0]]]) == "no units recorded"
+
+
+# ----------------------------------------------------------------------------- int8 on wgmma
+
+
+def test_int8_gemm_takes_the_k32_wgmma_with_int32_accumulators(build):
+    """int8 x int8 -> int32 with K-major operands: TMA + warp specialization, gemm_ss_sm90 on
+    int8_t into int32_t registers (IGMMA in the SASS test), no fallback warning."""
+    b = build("gemm_int8-sm90")
+    assert not b.warnings, b.warnings
+    src = b.source
+    assert "tl::tma_load(" in src and "setmaxnreg" in src
+    assert "tl::gemm_ss_sm90<128, 128, 64, 1, 1, true, 64, 64, int8_t, 1, int32_t>" in src
+    assert re.search(r"int32_t C_l\[\d+\];", src)
+
+
+def test_int8_gemm_with_an_n_major_b_says_why_it_leaves_wgmma():
+    from tilelang.testing import kernels as tk
+
+    f = tk.gemm(128, 128, 128, 64, 64, 32, 128, 1, "int8", out_dtype="int32", acc_dtype="int32")
+    with pytest.warns(PerformanceWarning) as rec:
+        tilelang.compile(f, out_idx=[-1], target="cuda -arch=sm_90a")
+    msgs = [str(w.message) for w in rec]
+    assert any("int8 operands must be K-major: A as (M, K) and B as (N, K) with transpose_B=True" in m
+               for m in msgs), msgs

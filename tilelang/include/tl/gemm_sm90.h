@@ -47,10 +47,15 @@ TL_DEVICE uint64_t kmajor_desc(const T* tile, int r0, int kk) {
 
 // kWait: wgmma batches left in flight on return (0: C is final; 1: the caller overlaps this
 // batch with the next one and must not reuse this call's shared tiles until a later wait).
-template <int M, int N, int K, int WG_M, int WG_N, bool TB, int LDA, int LDB, class T, int kWait = 0>
-TL_DEVICE void gemm_ss_sm90(const T* A, const T* B, float* C) {
-  static_assert(sizeof(T) == 2 || sizeof(T) == 1, "tl::gemm_ss_sm90: 16-bit or 8-bit (fp8) inputs");
-  static_assert(sizeof(T) == 2 || TB, "tl::gemm_ss_sm90: fp8 operands must both be K-major (transpose_B=True)");
+// TC: the accumulator, float (fp16 / bf16 / fp8 inputs) or int32_t (int8 inputs); both have
+// the same register layout.
+template <int M, int N, int K, int WG_M, int WG_N, bool TB, int LDA, int LDB, class T, int kWait = 0,
+          class TC = float>
+TL_DEVICE void gemm_ss_sm90(const T* A, const T* B, TC* C) {
+  static_assert(sizeof(T) == 2 || sizeof(T) == 1, "tl::gemm_ss_sm90: 16-bit or 8-bit (fp8, int8) inputs");
+  static_assert(sizeof(T) == 2 || TB, "tl::gemm_ss_sm90: 8-bit operands must both be K-major (transpose_B=True)");
+  static_assert(detail::is_same<TC, int32_t>::value == detail::is_same<T, int8_t>::value,
+                "tl::gemm_ss_sm90: int8 inputs accumulate in int32_t, the others in float");
   constexpr int M_WG = M / WG_M, N_WG = N / WG_N, MI = M_WG / 64;
   constexpr int kStep = 32 / sizeof(T);  // one wgmma consumes 32 bytes of K
   static_assert(M % (WG_M * 64) == 0, "tl::gemm_ss_sm90: each warpgroup needs a multiple of 64 rows");
@@ -73,7 +78,7 @@ TL_DEVICE void gemm_ss_sm90(const T* A, const T* B, float* C) {
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) {
       const uint64_t da = kmajor_desc<LDA * sizeof(T), M>(A, wgm * M_WG + mi * 64, kk);
-      wgmma_ss<T, T, float, N_WG, false, !TB>(da, db, C + mi * (N_WG / 2), 1);
+      wgmma_ss<T, T, TC, N_WG, false, !TB>(da, db, C + mi * (N_WG / 2), 1);
     }
   }
   warpgroup_commit_batch();

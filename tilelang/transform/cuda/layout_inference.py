@@ -54,10 +54,10 @@ def whole(region, buf: Buffer) -> bool:
 def wgmma_ok(op: O.Gemm, threads: int) -> tuple[tuple | None, str | None]:
     """((wg_m, wg_n), None) when this gemm can run on wgmma (sm_90a), else (None, reason)."""
     a, b = op.A.buffer, op.B.buffer
-    fp8 = ("float8_e4m3fn", "float8_e5m2")
-    if a.dtype.name in fp8 and b.dtype == a.dtype and op.C.buffer.dtype.name == "float32":
+    if eight_bit_wgmma(op):
+        kind = "int8" if a.dtype.name == "int8" else "fp8"
         if not op.transpose_B or op.transpose_A:
-            return None, "fp8 operands must be K-major: A as (M, K) and B as (N, K) with transpose_B=True"
+            return None, f"{kind} operands must be K-major: A as (M, K) and B as (N, K) with transpose_B=True"
         if not (whole(op.A, a) and whole(op.B, b) and whole(op.C, op.C.buffer)):
             return None, "an operand is a slice of a tile"
     elif mma_ok(op, threads) is None:
@@ -80,6 +80,12 @@ def wgmma_ok(op: O.Gemm, threads: int) -> tuple[tuple | None, str | None]:
     if not op.transpose_B and (n // grid[1]) % 64:
         return None, "a K x N B needs a multiple of 64 columns per warpgroup"
     return grid, None
+
+
+def eight_bit_wgmma(op: O.Gemm) -> bool:
+    """The k32 wgmma forms: fp8 (e4m3 / e5m2) into float32, int8 into int32."""
+    a, b, c = op.A.buffer.dtype.name, op.B.buffer.dtype.name, op.C.buffer.dtype.name
+    return a == b and ((a in ("float8_e4m3fn", "float8_e5m2") and c == "float32") or (a == "int8" and c == "int32"))
 
 
 def kmajor_rows_ok(tile: Buffer) -> bool:
@@ -189,7 +195,7 @@ class _Uses(Visitor):
                 self.wgmma_gemms.add(id(op))
             elif warps is not None:
                 self.notes.append(f"T.gemm {op.A.buffer.name} x {op.B.buffer.name} uses mma.sync, not wgmma: {why}")
-            elif op.A.buffer.dtype.name.startswith("float8"):
+            elif eight_bit_wgmma(op):
                 self.notes.append(f"T.gemm {op.A.buffer.name} x {op.B.buffer.name} cannot use wgmma: {why}")
         if lay is None and warps is not None:
             lay = MmaAccFragment(tuple(c.shape), *warps)

@@ -49,8 +49,8 @@ class Raw(S.Stmt):
 
 @dataclass(frozen=True)
 class AccStash(S.Stmt):
-    """A float32 register accumulator stored to (add=False) or added from (add=True) slot `slot`
-    of the global float buffer `ws`, in a per-thread layout that keeps every warp access one
+    """A float32 / int32 register accumulator stored to (add=False) or added from (add=True) slot
+    `slot` of the global buffer `ws` (same dtype), in a per-thread layout that keeps every warp access one
     coalesced 128-byte line: thread t's register l is ws[slot, l * T + t] (n registers per
     thread, T threads). Lowered once the accumulator's layout is known."""
 
@@ -319,12 +319,13 @@ class _Lower(CopyLowering, TrackRanges, Mutator):
         (self.swizzled if op.transpose_B and not kmajor_panels(b) else self.panels).add(b.uid)
         m, n, k = op.mnk
         t = {"float16": "tl::half_t", "bfloat16": "tl::bfloat16_t", "float8_e4m3fn": "tl::float8_e4m3_t",
-             "float8_e5m2": "tl::float8_e5m2_t"}[a.dtype.name]
+             "float8_e5m2": "tl::float8_e5m2_t", "int8": "int8_t"}[a.dtype.name]
+        acc = ", int32_t" if creg.dtype.name == "int32" else ""  # the default accumulator is float
         pre = []
         if op.clear_accum:
             pre.append(self.visit_Fill(O.Fill(op.C, E.const(0, op.C.buffer.dtype))))
         call = Raw(f"tl::gemm_ss_sm90<{m}, {n}, {k}, {lay.wg_m}, {lay.wg_n}, {str(op.transpose_B).lower()}, "
-                   f"{a.shape[-1]}, {b.shape[-1]}, {t}, {int(op.wg_wait)}>" "({0}, {1}, {2});",
+                   f"{a.shape[-1]}, {b.shape[-1]}, {t}, {int(op.wg_wait)}{acc}>" "({0}, {1}, {2});",
                    (_addr(a), _addr(b), _addr(creg)), reads=(a, b))
         self.uses_wgmma = True
         return S.seq(*pre, call)
@@ -459,13 +460,14 @@ class _Lower(CopyLowering, TrackRanges, Mutator):
     def visit_AccStash(self, s: AccStash):
         r = self.reg(s.acc)
         n = const_int(r.shape[0]) if r is not None else None
-        if r is None or s.acc.dtype != dt.float32:
-            raise LoweringError(f"internal: {s.acc.name} is not a float32 register accumulator")
+        ctype = {"float32": "float", "int32": "int"}.get(s.acc.dtype.name)
+        if r is None or ctype is None:
+            raise LoweringError(f"internal: {s.acc.name} is not a float32 / int32 register accumulator")
         T = self.T
         if n * T != const_int(s.ws.shape[-1]):
             raise LoweringError(f"internal: {s.acc.name} holds {n} x {T} registers, a workspace slot {s.ws.shape[-1]}")
         # 4-byte accesses: float2/float4 ones made ptxas spill beside a 128-register wgmma accumulator
-        ptr = f"{{{{ {'const ' if s.add else ''}float* tl_w = {{1}} + (size_t)({{0}}) * {n * T} + tid;\n#pragma unroll\n"
+        ptr = f"{{{{ {'const ' if s.add else ''}{ctype}* tl_w = {{1}} + (size_t)({{0}}) * {n * T} + tid;\n#pragma unroll\n"
         body = f"{{2}}[l] += __ldcg(tl_w + l * {T}); }}}}" if s.add else f"tl_w[l * {T}] = {{2}}[l]; }}}}"
         return Raw(ptr + f"for (int l = 0; l < {n}; ++l) " + body, (s.slot, _addr(s.ws), _addr(r)))
 

@@ -60,7 +60,7 @@ class StreamK:
     """The accumulator cut along k and the hidden buffers; the unit variables `wrap` binds."""
 
     acc: Buffer
-    ws: Buffer  # (blocks, BM * BN) floats: block b's partial sum, in AccStash's per-thread order
+    ws: Buffer  # (blocks, BM * BN) of the accumulator's dtype: block b's partial sum, in AccStash's order
     flags: Buffer  # (blocks,) int32: 1 while ws[b] waits to be added
     k0: E.Var = field(default_factory=lambda: E.Var("tl_k0", dt.int32))  # the unit's k-iterations, [k0, k1)
     k1: E.Var = field(default_factory=lambda: E.Var("tl_k1", dt.int32))
@@ -107,7 +107,8 @@ def stream_k_plan(loop: S.For, body: list, gemms: list, prefix: list, block_vars
     g = gemms[0]
     acc = g.C.buffer
     shape = [const_int(s) for s in acc.shape]
-    if g.clear_accum or acc.scope != "fragment" or acc.dtype != dt.float32 or len(shape) != 2 or None in shape:
+    if g.clear_accum or acc.scope != "fragment" or acc.dtype.name not in ("float32", "int32") or len(shape) != 2 \
+            or None in shape:
         return None
     cleared = [s for s in prefix if isinstance(s, O.Fill) and s.dst.buffer is acc]
     if len(cleared) != 1 or E.const_value(cleared[0].value) != 0 or \
