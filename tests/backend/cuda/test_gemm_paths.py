@@ -154,3 +154,22 @@ def test_int8_gemm_is_exact(case):
         c = k(a, b)
         ref = (a.cpu().long() @ b.cpu().long().T).int()
         assert torch.equal(c.cpu(), ref), f"{case}: {(c.cpu() != ref).sum().item()} entries differ"
+
+
+@cuda
+@needs_gpu
+@pytest.mark.parametrize("case", [(512, 512, 256, 128, 128, 64, 128, 3), (300, 264, 192, 128, 256, 64, 256, 4)])
+def test_fp16_accumulator_gemm_matches_float64(case):
+    """fp16 x fp16 accumulated in fp16 (.f16 wgmma) against float64, to fp16-accumulation accuracy."""
+    M, N, K, *cfg = case
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        k = tilelang.compile(tk.gemm(M, N, K, *cfg, "float16", out_dtype="float16", acc_dtype="float16"),
+                             out_idx=[-1], target="cuda")
+    assert "tl::half_t, 1, tl::half_t>" in k.get_kernel_source()
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+    c = k(a, b)
+    ref = a.double() @ b.double()
+    err = ((c.double() - ref).abs().max() / ref.abs().max()).item()
+    assert err < 2e-2, f"{case}: relative error {err}"

@@ -111,7 +111,12 @@ def gemm_int8(M=512, N=384, K=256, bM=128, bN=128, bK=64, threads=128, stages=3)
                    transpose_B=True)
 
 
-KERNELS = {f.__name__: f for f in (gemm, batched_gemm, gemm_nt, gemm_int8, two_gemms, row_softmax)}
+def gemm_f16acc(M=512, N=512, K=256, bM=128, bN=128, bK=64, threads=128, stages=3):
+    """fp16 x fp16 accumulated in fp16 (the .f16 wgmma accumulator), fp16 out."""
+    return tk.gemm(M, N, K, bM, bN, bK, threads, stages, "float16", out_dtype="float16", acc_dtype="float16")
+
+
+KERNELS = {f.__name__: f for f in (gemm, batched_gemm, gemm_nt, gemm_int8, gemm_f16acc, two_gemms, row_softmax)}
 
 # Every kernel the pass tests compile, with the arch and pass configs they use: the codegen
 # test compiles (or reuses) each of them and inspects the cubin.
@@ -127,6 +132,7 @@ CASES = {
     "gemm-sm90-ws-256": ("gemm", {"bN": 256, "bK": 64, "threads": 256}, "sm_90a", {}),
     "gemm-sm90-sk": ("gemm", {"M": 1536, "N": 1536, "K": 512}, "sm_90a", {}),  # 144 tiles: 12 on stream-K
     "gemm_int8-sm90": ("gemm_int8", {}, "sm_90a", {}),
+    "gemm_f16acc-sm90": ("gemm_f16acc", {}, "sm_90a", {}),
     "gemm-sm90-no-ws": ("gemm", {}, "sm_90a", {"tl.disable_warp_specialized": True}),
     "gemm-sm90-no-tma": ("gemm", {}, "sm_90a", {"tl.disable_tma_lower": True}),
     "gemm-sm90-K100": ("gemm", {"K": 100}, "sm_90a", {}),

@@ -495,3 +495,18 @@ def test_int8_gemm_with_an_n_major_b_says_why_it_leaves_wgmma():
     msgs = [str(w.message) for w in rec]
     assert any("int8 operands must be K-major: A as (M, K) and B as (N, K) with transpose_B=True" in m
                for m in msgs), msgs
+
+
+def test_fp16_accumulators_take_the_f16_wgmma(build):
+    """fp16 x fp16 into a float16 accumulator: the .f16 wgmma form (HGMMA ... .F16), two halves
+    per accumulator register, and the TMA-store epilogue without a conversion."""
+    b = build("gemm_f16acc-sm90")
+    assert not b.warnings, b.warnings
+    src = b.source
+    assert "tl::gemm_ss_sm90<128, 128, 64, 1, 1, false, 64, 128, tl::half_t, 1, tl::half_t>" in src
+    assert re.search(r"tl_half C_l\[128\];", src) and "tl::tma_store(" in src
+    from tilelang.backend.cuda import sass
+
+    if sass.sass_available():
+        hgmma = re.findall(r"HGMMA\.\S+", b.sass())
+        assert hgmma and all(h.endswith(".F16") for h in hgmma), hgmma

@@ -47,15 +47,27 @@ TL_DEVICE uint64_t kmajor_desc(const T* tile, int r0, int kk) {
 
 // kWait: wgmma batches left in flight on return (0: C is final; 1: the caller overlaps this
 // batch with the next one and must not reuse this call's shared tiles until a later wait).
-// TC: the accumulator, float (fp16 / bf16 / fp8 inputs) or int32_t (int8 inputs); both have
-// the same register layout.
+// TC: the accumulator, float (fp16 / bf16 / fp8 inputs), half_t (fp16 inputs) or int32_t
+// (int8 inputs). Element l of a thread is in the same place for all three: register l, or for
+// half_t the half l % 2 of 32-bit register l / 2.
+template <int kElems, class TC>
+TL_DEVICE void fence_accumulator(TC* C) {
+  if constexpr (sizeof(TC) == 2) {
+    warpgroup_fence_operand<kElems / 2>(reinterpret_cast<uint32_t*>(C));
+  } else {
+    warpgroup_fence_operand<kElems>(C);
+  }
+}
+
 template <int M, int N, int K, int WG_M, int WG_N, bool TB, int LDA, int LDB, class T, int kWait = 0,
           class TC = float>
 TL_DEVICE void gemm_ss_sm90(const T* A, const T* B, TC* C) {
   static_assert(sizeof(T) == 2 || sizeof(T) == 1, "tl::gemm_ss_sm90: 16-bit or 8-bit (fp8, int8) inputs");
   static_assert(sizeof(T) == 2 || TB, "tl::gemm_ss_sm90: 8-bit operands must both be K-major (transpose_B=True)");
   static_assert(detail::is_same<TC, int32_t>::value == detail::is_same<T, int8_t>::value,
-                "tl::gemm_ss_sm90: int8 inputs accumulate in int32_t, the others in float");
+                "tl::gemm_ss_sm90: int8 inputs accumulate in int32_t, the others in float (or half_t)");
+  static_assert(!detail::is_same<TC, half_t>::value || detail::is_same<T, half_t>::value,
+                "tl::gemm_ss_sm90: half_t accumulators need half_t inputs");
   constexpr int M_WG = M / WG_M, N_WG = N / WG_N, MI = M_WG / 64;
   constexpr int kStep = 32 / sizeof(T);  // one wgmma consumes 32 bytes of K
   static_assert(M % (WG_M * 64) == 0, "tl::gemm_ss_sm90: each warpgroup needs a multiple of 64 rows");
@@ -63,7 +75,7 @@ TL_DEVICE void gemm_ss_sm90(const T* A, const T* B, TC* C) {
   constexpr int kRegs = MI * N_WG / 2;
   const int wg = threadIdx.x / 128;
   const int wgm = wg % WG_M, wgn = wg / WG_M;
-  warpgroup_fence_operand<kRegs>(C);
+  fence_accumulator<kRegs>(C);
   warpgroup_arrive();
 #pragma unroll
   for (int kk = 0; kk < K / kStep; ++kk) {
@@ -83,7 +95,7 @@ TL_DEVICE void gemm_ss_sm90(const T* A, const T* B, TC* C) {
   }
   warpgroup_commit_batch();
   warpgroup_wait<kWait>();
-  warpgroup_fence_operand<kRegs>(C);
+  fence_accumulator<kRegs>(C);
 }
 
 }  // namespace tl

@@ -60,7 +60,7 @@ def wgmma_ok(op: O.Gemm, threads: int) -> tuple[tuple | None, str | None]:
             return None, f"{kind} operands must be K-major: A as (M, K) and B as (N, K) with transpose_B=True"
         if not (whole(op.A, a) and whole(op.B, b) and whole(op.C, op.C.buffer)):
             return None, "an operand is a slice of a tile"
-    elif mma_ok(op, threads) is None:
+    elif mma_ok(op, threads, half_acc=True) is None:
         return None, "it cannot use tensor cores at all"
     if threads % 128:
         return None, f"{threads} threads is not a whole number of warpgroups (128)"
@@ -122,10 +122,13 @@ def wgmma_rs_ok(op: O.Gemm, threads: int) -> tuple[int | None, str | None]:
     return groups, None
 
 
-def mma_ok(op: O.Gemm, threads: int):
-    """(warps_m, warps_n) when this gemm can run on mma.sync with C in registers, else None."""
+def mma_ok(op: O.Gemm, threads: int, half_acc: bool = False):
+    """(warps_m, warps_n) when this gemm can run on mma.sync with C in registers, else None.
+    half_acc: also accept fp16 x fp16 into a float16 C (the wgmma path has that form)."""
     a, b, c = op.A.buffer, op.B.buffer, op.C.buffer
-    if a.dtype != b.dtype or a.dtype.name not in ("float16", "bfloat16") or c.dtype.name != "float32":
+    if a.dtype != b.dtype or a.dtype.name not in ("float16", "bfloat16"):
+        return None
+    if c.dtype.name != "float32" and not (half_acc and a.dtype.name == "float16" and c.dtype.name == "float16"):
         return None
     if a.scope not in ("shared.dyn", "shared", "fragment") or b.scope not in ("shared.dyn", "shared", "fragment"):
         return None

@@ -320,7 +320,7 @@ class _Lower(CopyLowering, TrackRanges, Mutator):
         m, n, k = op.mnk
         t = {"float16": "tl::half_t", "bfloat16": "tl::bfloat16_t", "float8_e4m3fn": "tl::float8_e4m3_t",
              "float8_e5m2": "tl::float8_e5m2_t", "int8": "int8_t"}[a.dtype.name]
-        acc = ", int32_t" if creg.dtype.name == "int32" else ""  # the default accumulator is float
+        acc = {"int32": ", int32_t", "float16": ", tl::half_t"}.get(creg.dtype.name, "")  # default: float
         pre = []
         if op.clear_accum:
             pre.append(self.visit_Fill(O.Fill(op.C, E.const(0, op.C.buffer.dtype))))
