@@ -282,6 +282,26 @@ def _eval(e, env):
     raise AssertionError(f"cannot evaluate {e!r}")
 
 
+def _units(k, branch, loop_name, keep_head, blocks):
+    """Evaluate a persistent branch's tile loop per block: yields (block, iteration, env) per
+    unit, env binding every LetStmt of the loop's head (those `keep_head(name)` selects) and body."""
+    from tilelang.ir import stmt as S
+    from tilelang.ir.visitor import collect
+
+    loop = next(s for s in collect(branch, lambda n: isinstance(n, S.For)) if s.var.name == loop_name)
+    head = [s for s in collect(branch, lambda n: isinstance(n, S.LetStmt)) if keep_head(s.var.name)]
+    inner = [s for s in loop.body.stmts if isinstance(s, S.LetStmt)]
+    for b in range(blocks):
+        env = {k.block_vars[0]: b}
+        for s in head:
+            env[s.var] = _eval(s.value, env)
+        for it in range(_eval(loop.extent, env)):
+            env[loop.var] = it
+            for s in inner:
+                env[s.var] = _eval(s.value, env)
+            yield b, it, env
+
+
 def _swizzled_gemm(M, N, panel, bN=128, K=64):
     @T.prim_func
     def sgemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
@@ -309,7 +329,6 @@ def _swizzled_gemm(M, N, panel, bN=128, K=64):
 def test_persistent_blocks_cover_every_tile_once(M, N, bN, panel, sms, axis, helpers):
     """Every (bx, by) of the original grid is computed by exactly one block, in both branches; the
     two blocks of a cluster always hold neighbouring tiles that share the multicast operand."""
-    from tilelang.ir import stmt as S
     from tilelang.ir.visitor import collect
     from tilelang.transform.cuda.warp_specialize import WSSplit, warp_specialize
 
@@ -322,21 +341,11 @@ def test_persistent_blocks_cover_every_tile_once(M, N, bN, panel, sms, axis, hel
     assert blocks == c * min(gx * gy // c, sms // c) and all(_eval(g, {}) == 1 for g in new.grid[1:])
     split = next(iter(collect(new.body, lambda n: isinstance(n, WSSplit))))
     for branch in (split.producer, split.consumer):
-        loop = next(s for s in collect(branch, lambda n: isinstance(n, S.For)) if s.var.name == "tl_tile_iter")
-        head = [s for s in collect(branch, lambda n: isinstance(n, S.LetStmt)) if s.var.name in ("tl_cta", "tl_rank")]
-        inner = [s for s in loop.body.stmts if isinstance(s, S.LetStmt)]
         seen, by_cluster = [], {}
-        for b in range(blocks):
-            env = {k.block_vars[0]: b}
-            for s in head:
-                env[s.var] = _eval(s.value, env)
-            for it in range(_eval(loop.extent, env)):
-                env[loop.var] = it
-                for s in inner:
-                    env[s.var] = _eval(s.value, env)
-                tile = (env[k.block_vars[0]], env[k.block_vars[1]])
-                seen.append(tile)
-                by_cluster.setdefault((b // c, it), []).append(tile)
+        for b, it, env in _units(k, branch, "tl_tile_iter", lambda n: n in ("tl_cta", "tl_rank"), blocks):
+            tile = (env[k.block_vars[0]], env[k.block_vars[1]])
+            seen.append(tile)
+            by_cluster.setdefault((b // c, it), []).append(tile)
         assert sorted(seen) == [(x, y) for x in range(gx) for y in range(gy)]
         if axis is not None:
             for pair in by_cluster.values():
@@ -376,22 +385,11 @@ def test_stream_k_units_cover_every_k_step_once(M, N, K, panel, sms, helpers):
     split = next(iter(collect(new.body, lambda n: isinstance(n, WSSplit))))
     runs = []
     for branch in (split.producer, split.consumer):
-        loop = next(s for s in collect(branch, lambda n: isinstance(n, S.For)) if s.var.name == "tl_unit")
-        head = [s for s in collect(branch, lambda n: isinstance(n, S.LetStmt))
-                if s.var.name == "tl_cta" or s.var.name.startswith("tl_sk_") and s.var.name != "tl_sk_first"
-                and s.var.name != "tl_sk_lt"]
-        inner = [s for s in loop.body.stmts if isinstance(s, S.LetStmt)]
         units = []
-        for b in range(sms):
-            env = {k.block_vars[0]: b}
-            for s in head:
-                env[s.var] = _eval(s.value, env)
-            for it in range(_eval(loop.extent, env)):
-                env[loop.var] = it
-                for s in inner:
-                    env[s.var] = _eval(s.value, env)
-                names = {v.name: x for v, x in env.items() if isinstance(x, int)}
-                units.append((b, it, (names["bx"], names["by"]), names["tl_k0"], names["tl_k1"], names["tl_sk_first"]))
+        head = lambda n: n == "tl_cta" or n.startswith("tl_sk_") and n not in ("tl_sk_first", "tl_sk_lt")
+        for b, it, env in _units(k, branch, "tl_unit", head, sms):
+            names = {v.name: x for v, x in env.items() if isinstance(x, int)}
+            units.append((b, it, (names["bx"], names["by"]), names["tl_k0"], names["tl_k1"], names["tl_sk_first"]))
         runs.append(units)
     assert runs[0] == runs[1]
     units = runs[0]
