@@ -415,10 +415,8 @@ def _timed(unit: S.Stmt, plan: _Plan, n: Buffer) -> S.Stmt:
     while at + 1 < len(stmts) and isinstance(stmts[at + 1], Raw) and \
             ("warpgroup_wait" in stmts[at + 1].fmt or "tl_empty" in stmts[at + 1].fmt):
         at += 1  # the final wgmma wait and stage release belong to the k-loop
-    lets = [st for st in stmts[:at] if isinstance(st, S.LetStmt) and not isinstance(st.value, E.BufferLoad)]
-    head = [st for st in stmts[:at + 1] if all(st is not x for x in lets)]
     tile_rec = Raw(f"if (tid == 0 && {{0}} < {TIMELINE_UNITS}) {slot.replace('{1}', '3')} = {{1}};", (cnt, tile))
-    return S.seq(*lets, rec(0), tile_rec, *head, rec(1), *stmts[at + 1:], rec(2),
+    return S.seq(rec(0), tile_rec, *stmts[:at + 1], rec(1), *stmts[at + 1:], rec(2),
                  S.BufferStore(n, (E.as_expr(0),), cnt + 1))
 
 
