@@ -118,7 +118,7 @@ class CUDAArtifact:
         self._fn = None
         self._tmaps: dict = {}
         self._flags: dict = {}  # device -> driver.AssertFlag, for kernels with T.device_assert
-        self._workspaces: dict = {}  # (device, stream, name) -> torch tensor, for stream-K kernels
+        self._workspaces: dict = {}  # (device, stream, name) -> torch tensor: the hidden global buffers
         self._ws_slots = [(i, obj) for i, (kind, obj) in enumerate(self.csource.arg_kinds) if kind == "workspace"]
 
     def arg_value(self, kind, obj, values, index):
@@ -193,8 +193,8 @@ class CUDAArtifact:
             self.check_asserts(stream)
 
     def workspace(self, buf, stream: int):
-        """The zeroed global buffer `buf` (a stream-K partial-sum or flag array) for the current
-        device and `stream`: launches in flight on two streams at once must not share one."""
+        """The zeroed global buffer `buf` (stream-K partials or flags, the debug timeline) for the
+        current device and `stream`: launches in flight on two streams at once must not share one."""
         import torch
 
         from . import driver
