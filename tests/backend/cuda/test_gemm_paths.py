@@ -118,6 +118,28 @@ def test_stream_k_gemm_matches_float64_call_after_call(case):
 
 @cuda
 @needs_gpu
+@pytest.mark.parametrize("conf", [{}, {"tl.disable_stream_k": True},
+                                  {"tl.disable_stream_k": True, "tl.disable_k_serpentine": True}],
+                         ids=["serpentine-stream-k", "serpentine", "forward"])
+def test_persistent_gemm_over_several_waves_matches_float64(conf):
+    """204 tiles of 128x128 on 132 blocks, K = 1000 (a ragged last k-slice): blocks walk k
+    backwards on their second tile, or (stream-K) on their second unit."""
+    M, N, K = 1500, 2100, 1000
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        k = tilelang.compile(make(M, N, K, 128, 128, 64, 128, 3, "float16"), out_idx=[-1], target="cuda",
+                             pass_configs=conf)
+    assert ("tl_pdir" in k.get_kernel_source()) == ("tl.disable_k_serpentine" not in conf)
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+    c = k(a, b)
+    ref = torch.relu(a.double() @ b.double())
+    err = ((c.double() - ref).abs().max() / ref.abs().max()).item()
+    assert err < 1e-2, f"{conf}: relative error {err}"
+
+
+@cuda
+@needs_gpu
 def test_stream_k_with_a_symbolic_m_decides_per_call():
     """With M symbolic the tile count is known per call: the kernel splits the last wave where
     it is short (M = 1024: 40 tiles; M = 300: 15) and keeps whole tiles where the waves come out

@@ -6,6 +6,7 @@ by a small mbarrier model under an eager-producer and an eager-consumer schedule
 deadlock, each iteration reads the tile loaded for it, no stage refilled before release.
 """
 import re
+import warnings
 
 import pytest
 
@@ -429,6 +430,47 @@ def test_disable_persistent_keeps_one_block_per_tile(build):
     b = build("gemm", "sm_90a", {"tl.disable_persistent": True})
     assert "tl_tile_iter" not in b.source and "tl_pbase" not in b.source
     assert [int(str(g)) for g in b.kernel.artifact.csource.grid] == [2, 2]
+
+
+def test_persistent_gemm_walks_k_backwards_on_every_other_tile(kernels):
+    """The producer of a persistent plain k-reduction loads iteration ko's k-slice from
+    n - 1 - ko on the block's odd tiles (tl_pdir flips after each tile); the consumers never see
+    k, so they are unchanged. tl.disable_k_serpentine keeps k forward."""
+    f = kernels.gemm(2048, 2048, 512, 128, 128, 64, 128, 3)  # 8 k-steps per tile
+    src = tilelang.compile(f, out_idx=[-1], target="cuda -arch=sm_90a").artifact.source
+    producer, _, consumer = src.partition("} else {")
+    assert "tl_pdir[0] = ((tl_pdir[0] * -1) + 1);" in producer
+    loads = re.findall(r"tl::tma_load\(.*\);", producer)
+    assert loads and all("(((tl_pdir[0] != 0) ? ((ko * -1) + 7) : ko) * 64)" in ld for ld in loads)
+    assert "tl_pdir" not in consumer
+    off = tilelang.compile(f, out_idx=[-1], target="cuda -arch=sm_90a",
+                           pass_configs={"tl.disable_k_serpentine": True}).artifact.source
+    assert "tl_pdir" not in off and "(ko * 64)" in off
+
+
+def test_a_loop_that_is_not_a_plain_reduction_keeps_k_forward():
+    """A loop body that does more than accumulate one gemm (here it rescales the accumulator,
+    so the order of the k-steps changes the result) keeps the producer's k order."""
+    @T.prim_func
+    def decay(A: T.Tensor((1024, 512), "float16"), B: T.Tensor((512, 1024), "float16"),
+              C: T.Tensor((1024, 1024), "float16")):
+        with T.Kernel(8, 8, threads=128) as (bx, by):
+            A_s = T.alloc_shared((128, 64), "float16")
+            B_s = T.alloc_shared((64, 128), "float16")
+            C_l = T.alloc_fragment((128, 128), "float32")
+            T.clear(C_l)
+            for ko in T.Pipelined(8, num_stages=2):
+                T.copy(A[by * 128, ko * 64], A_s)
+                T.copy(B[ko * 64, bx * 128], B_s)
+                T.gemm(A_s, B_s, C_l)
+                for i, j in T.Parallel(128, 128):
+                    C_l[i, j] = C_l[i, j] * 0.5
+            T.copy(C_l, C[by * 128, bx * 128])
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        src = tilelang.compile(decay, target="cuda -arch=sm_90a").artifact.source
+    assert "tl_tile_iter" in src and "tl_pdir" not in src
 
 
 # ----------------------------------------------------------------------------- tl.debug_timeline

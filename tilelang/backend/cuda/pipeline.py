@@ -47,7 +47,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
         sms = None if config(ctx.pass_configs, "tl.disable_persistent", False) else num_sms()
         k_ws, ws = warp_specialize(k, msgs.append, sms, bool(config(ctx.pass_configs, "tl.enable_cluster", False)),
                                    not config(ctx.pass_configs, "tl.disable_stream_k", False),
-                                   bool(config(ctx.pass_configs, "tl.debug_timeline", False)))
+                                   bool(config(ctx.pass_configs, "tl.debug_timeline", False)),
+                                   not config(ctx.pass_configs, "tl.disable_k_serpentine", False))
     if ws is not None:
         k_piped, views = k_ws, []
     else:

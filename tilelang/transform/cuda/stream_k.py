@@ -96,14 +96,12 @@ def ranges(tiles: int, ki: int, num_sms: int) -> int:
     return max(rem, min(num_sms, rem * ki // MIN_ITERS))
 
 
-def stream_k_plan(loop: S.For, body: list, gemms: list, prefix: list, block_vars, num_sms: int, tiles):
-    """A StreamK for the kernel, or None when its loop is not a plain k-reduction into a cleared
-    accumulator (then the persistent kernel keeps whole tiles), or when the shapes are static and
-    the waves come out whole: no tiles left, or ranges of exactly one tile each."""
+def plain_reduction(loop: S.For, body: list, gemms: list, prefix: list, block_vars) -> Buffer | None:
+    """The accumulator when the pipelined loop is a plain k-reduction -- its body one T.gemm (the
+    copies the producer takes over aside) into a fragment cleared before the loop (T.clear), with
+    a k-extent every tile shares -- else None. Such a loop gives the same sums for any order and
+    any split of its k-iterations: stream-K cuts them, `warp_specialize` reverses them."""
     if len(gemms) != 1 or len(body) != 1 or body[0] is not gemms[0]:
-        return None
-    n, ki = const_int(tiles), const_int(loop.extent)
-    if n is not None and ki is not None and ranges(n, ki, num_sms) == n % num_sms:
         return None
     g = gemms[0]
     acc = g.C.buffer
@@ -120,6 +118,20 @@ def stream_k_plan(loop: S.For, body: list, gemms: list, prefix: list, block_vars
     free = {v for e in (loop.start, loop.extent) for v in collect(E.as_expr(e), lambda n: isinstance(n, E.Var))}
     if free & (lets | set(block_vars)):  # every tile must have the same k-iterations
         return None
+    return acc
+
+
+def stream_k_plan(loop: S.For, body: list, gemms: list, prefix: list, block_vars, num_sms: int, tiles):
+    """A StreamK for the kernel, or None when its loop is not a plain k-reduction into a cleared
+    accumulator (then the persistent kernel keeps whole tiles), or when the shapes are static and
+    the waves come out whole: no tiles left, or ranges of exactly one tile each."""
+    acc = plain_reduction(loop, body, gemms, prefix, block_vars)
+    if acc is None:
+        return None
+    n, ki = const_int(tiles), const_int(loop.extent)
+    if n is not None and ki is not None and ranges(n, ki, num_sms) == n % num_sms:
+        return None
+    shape = [const_int(s) for s in acc.shape]
     ws = Buffer("tl_sk_ws", (num_sms, shape[0] * shape[1]), acc.dtype, "global")  # see AccStash
     flags = Buffer("tl_sk_flags", (num_sms,), dt.int32, "global")
     return StreamK(acc, ws, flags)

@@ -14,6 +14,12 @@ is the layout every codegen'd access and the wgmma descriptors use.
         T.copy(A[by*128, ko*64], A_s)       ->       for ko: wait empty[s]; expect_tx full[s]; tma A, B
         T.copy(B[ko*64, bx*256], B_s)              consumers (tid < T):
         T.gemm(A_s, B_s, C)                          for ko: wait full[s]; A_s = stage s; gemm; arrive empty[s]
+
+A persistent kernel whose loop is a plain k-reduction (`stream_k.plain_reduction`) walks k
+backwards on every other tile of a block (the producer's k-coordinates only; the consumers
+never see k). Consecutive waves then start on the k-slices the last wave read most recently,
+which L2 still holds: at 4096^3 with 128x256x64 tiles this cut the DRAM traffic per GEMM from
+about 214 MB (ncu) and measured ~2 % faster at the H200's power limit.
 """
 from __future__ import annotations
 
@@ -30,7 +36,7 @@ from ...op.regions import squeezed
 from .layout_inference import wgmma_ok, wgmma_rs_ok
 from .lower_tile_ops import Raw
 from .raster import panel_raster
-from .stream_k import StreamK, stream_k_finish, stream_k_plan, stream_k_units
+from .stream_k import StreamK, plain_reduction, stream_k_finish, stream_k_plan, stream_k_units
 
 
 @dataclass(frozen=True)
@@ -112,7 +118,7 @@ def _top_pipelined(body):
 
 
 def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, clusters: bool = False,
-                    stream_k: bool = True, timeline: bool = False):
+                    stream_k: bool = True, timeline: bool = False, serpentine: bool = True):
     """Returns (new kernel, WSInfo) or (k, None) when the kernel keeps the cp.async pipeline.
 
     num_sms: make the kernel persistent -- min(tiles, num_sms) blocks, each looping over the
@@ -123,8 +129,10 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     stream_k: a persistent GEMM without clusters shares its last partial wave's k-iterations
     among all blocks (see stream_k.py) where its loop allows.
     timeline: a persistent kernel records, per block and tile (or stream-K unit), when its
-    consumers start it, end its k-loop and end its epilogue (see TIMELINE)."""
-    plan = _plan(k, warn, num_sms, clusters, stream_k)
+    consumers start it, end its k-loop and end its epilogue (see TIMELINE).
+    serpentine: a persistent plain k-reduction loads every other tile's k-slices last first
+    (see the module docstring)."""
+    plan = _plan(k, warn, num_sms, clusters, stream_k, serpentine)
     if plan is None:
         return k, None
     if timeline and plan.persistent:
@@ -155,11 +163,13 @@ class _Plan:
     sk: StreamK | None = None  # stream-K on the last wave; the loop then runs a unit's [k0, k1)
     timeline: Buffer | None = None  # tl.debug_timeline: consumer timestamps per block and unit
     ki: E.Expr | None = None  # the user's k-iterations per tile (with sk, the loop's extent is k1 - k0)
+    serpentine: bool = False  # the producer walks k backwards on every other tile (tl_pdir = 1)
     stage: E.Var = field(default_factory=lambda: E.Var("tl_stage", dt.int32))
     it: E.Var = field(default_factory=lambda: E.Var("tl_it", dt.int32))
     rank: E.Var = field(default_factory=lambda: E.Var("tl_rank", dt.int32))  # the block's rank in its cluster
     pbase: Buffer = field(default_factory=lambda: Buffer("tl_pbase", (1,), dt.int32, "local.var"))
     cbase: Buffer = field(default_factory=lambda: Buffer("tl_cbase", (1,), dt.int32, "local.var"))
+    pdir: Buffer = field(default_factory=lambda: Buffer("tl_pdir", (1,), dt.int32, "local.var"))
 
     @property
     def loop(self) -> S.For:
@@ -178,7 +188,7 @@ class _Plan:
         return f"if (tid % 32 < 2) tl::mbarrier_arrive_cluster(&tl_empty[{slot}], tid % 32);"
 
 
-def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False) -> _Plan | None:
+def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine=False) -> _Plan | None:
     """The plan, or None (with a warning where wgmma or TMA is what is missing)."""
     T = k.threads[0] * k.threads[1] * k.threads[2]
     stmts, loops = _top_pipelined(k.body)
@@ -217,6 +227,8 @@ def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False) -> _Plan |
         plan.cluster = _cluster_plan(k, loop, prefix_lets, plan.pairs)
     if persistent and plan.cluster is None and stream_k:
         plan.sk = stream_k_plan(loop, plan.body, gemms, stmts[:loops[0]], k.block_vars, num_sms, _tile_space(k)[0])
+    plan.serpentine = persistent and serpentine and \
+        plain_reduction(loop, plan.body, gemms, stmts[:loops[0]], k.block_vars) is not None
     if plan.sk is not None:
         plan.ki = loop.extent
         plan.stmts[loops[0]] = replace(loop, start=simplify(loop.start + plan.sk.k0), extent=plan.sk.k1 - plan.sk.k0)
@@ -250,12 +262,16 @@ def _stage_tiles(plan: _Plan, producers: list, tma: list) -> None:
 def _producer_loop(plan: _Plan) -> S.For:
     """One thread: per iteration, wait until the stage is free, arm full[stage], issue the loads."""
     loop, stages, stage, it, cl = plan.loop, plan.stages, plan.stage, plan.it, plan.cluster
+    kmap = {}
+    if plan.serpentine:  # iteration ko loads the k-slice of start + extent - 1 - (ko - start) on odd tiles
+        back = E.compare("!=", E.BufferLoad(plan.pdir, (E.as_expr(0),), dt.int32), 0)
+        kmap = {loop.var: E.select(back, simplify(2 * loop.start + loop.extent - 1 - loop.var), loop.var)}
     loads = []
     for i, (p, (box, swz, panels), desc) in enumerate(plan.pairs):
         x = p.dst.buffer
         st = plan.storages[x.uid]
         rows = const_int(x.shape[0])
-        coords = [simplify(c) for c in reversed(p.src.starts)]  # innermost first
+        coords = [simplify(substitute(c, kmap)) for c in reversed(p.src.starts)]  # innermost first
         width = 64 if panels > 1 else const_int(x.shape[1])
         if cl is None or i not in cl[1]:
             boxes = [(E.as_expr(q), E.as_expr(0)) for q in range(panels)]  # (panel, first row)
@@ -366,8 +382,13 @@ def _rewrite(plan: _Plan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.Ke
             ld = E.BufferLoad(base, (E.as_expr(0),), dt.int32)
             return S.BufferStore(base, (E.as_expr(0),), ld + loop.extent)
 
-        producer = S.seq(S.Allocate(plan.pbase, (E.as_expr(0),)),
-                         tile_loop(S.seq(*lets, producer, advance(plan.pbase))))
+        per_tile = [advance(plan.pbase)]
+        head = [S.Allocate(plan.pbase, (E.as_expr(0),))]
+        if plan.serpentine:
+            back = E.BufferLoad(plan.pdir, (E.as_expr(0),), dt.int32)
+            per_tile.append(S.BufferStore(plan.pdir, (E.as_expr(0),), 1 - back))
+            head.append(S.Allocate(plan.pdir, (E.as_expr(0),)))
+        producer = S.seq(*head, tile_loop(S.seq(*lets, producer, *per_tile)))
         sk_vars = [S.Allocate(plan.sk.pending, (E.as_expr(0),))] if plan.sk is not None else []
         unit = S.seq(*lets, *cons_prefix, consumer_loop, advance(plan.cbase), *suffix)
         if plan.timeline is not None:
