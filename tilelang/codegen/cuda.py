@@ -50,7 +50,16 @@ class CudaCodegen(CCodegen):
         self.offsets: dict = {}
         self.declared: set = set()
 
+    def packed(self, buf: Buffer) -> bool:
+        """A 16-bit register array stored as pairs in uint32_t words (tl::half_at / tl::set_half):
+        two values per register, where a plain array of halves takes one register per value."""
+        return getattr(buf, "packed16", False) and buf.dtype.bytes == 2
+
     def index(self, buf: Buffer, indices) -> str:
+        if self.packed(buf):  # read only: stores go through s_BufferStore
+            assert len(indices) == 1, f"packed fragment {buf.name} indexed in {len(indices)} dims"
+            i = self.expr(indices[0])
+            return f"tl::half_at<{storage_type(buf.dtype)}>({buf.name}[({i}) >> 1], ({i}) & 1)"
         if buf.uid in self.info.panels and buf.ndim == 2:
             return (f"{buf.name}[tl::panel_offset<{const_int(buf.shape[0])}>({self.expr(indices[0])}, "
                     f"{self.expr(indices[1])})]")
@@ -167,11 +176,21 @@ class CudaCodegen(CCodegen):
         t = storage_type(b.dtype)
         if b.scope in ("shared", "shared.dyn"):
             pass  # declared at the top of the kernel
+        elif self.packed(b):
+            self.emit(f"uint32_t {b.name}[{(b.numel() + 1) // 2}];")
         else:
             self.emit(f"{t} {b.name}[{b.numel()}];")
         if s.init is not None:
             for i, v in enumerate(s.init):
                 self.emit(f"{b.name}[{i}] = {self.expr.store_value(b.dtype, self.expr(v))};")
+
+    def s_BufferStore(self, s: S.BufferStore):
+        if not self.packed(s.buffer):
+            return super().s_BufferStore(s)
+        assert len(s.indices) == 1, f"packed fragment {s.buffer.name} indexed in {len(s.indices)} dims"
+        i = self.expr(s.indices[0])
+        val = self.expr.store_value(s.buffer.dtype, self.expr(s.value))
+        self.emit(f"tl::set_half<{storage_type(s.buffer.dtype)}>({s.buffer.name}[({i}) >> 1], ({i}) & 1, {val});")
 
     def s_LetStmt(self, s: S.LetStmt):
         from .c_expr import compute_type

@@ -23,9 +23,12 @@ def _consumer(src):
     return src.partition("} else {")[2]
 
 
+BETWEEN = {"tl.disable_deferred_epilogue": True}  # the epilogue between k-loops (see the deferred test below)
+
+
 def test_whole_accumulator_in_one_chunk_when_it_fits():
     # 128x256x64 tiles, 3 stages: 144 KB of stages leave room for the 64 KB staging tile
-    src = build_case("gemm", {"bN": 256, "bK": 64, "threads": 256}, "sm_90a", {}).source
+    src = build_case("gemm", {"bN": 256, "bK": 64, "threads": 256}, "sm_90a", BETWEEN).source
     cons = _consumer(src)
     assert "tl_half* C_tma = " in src
     stores = call_args(cons, "tl::tma_store")
@@ -42,7 +45,7 @@ def test_whole_accumulator_in_one_chunk_when_it_fits():
 def test_rows_in_chunks_beside_four_stages():
     # 4 stages of 48 KB leave 32 KB: two chunks of 64 rows, each its own slot range, no guards
     src = build_case("gemm", {"bN": 256, "bK": 64, "threads": 256, "stages": 4, "M": 512, "N": 512},
-                     "sm_90a", {}).source
+                     "sm_90a", BETWEEN).source
     cons = _consumer(src)
     assert re.search(r"tl_half\* C_tma = reinterpret_cast<tl_half\*>\(tl_smem \+ (\d+)\);", src)
     off = int(re.search(r"C_tma = reinterpret_cast<tl_half\*>\(tl_smem \+ (\d+)\);", src).group(1))
@@ -58,6 +61,30 @@ def test_rows_in_chunks_beside_four_stages():
             r"\s*#pragma unroll\s*for .*?tl::fence_proxy_async\(\); tl::barrier_sync<1, 256>\(\);\s*" \
             r"if \(tid == 0\) \{ (?:tl::tma_store\(.*?\); ){4}tl::tma_store_commit\(\); \}"
     assert len(re.findall(chunk, cons, re.S)) == 2, cons
+
+
+@pytest.mark.parametrize("stages", [3, 4])
+def test_deferred_epilogue_stores_chunks_during_the_next_k_loop(stages):
+    """A persistent plain GEMM converts its accumulator into a packed fp16 copy (two values per
+    register) at the end of a tile and stores it in 64-row chunks at k-iterations 0 and 2 of
+    the next tile's k-loop (each after the wait for the previous chunk's TMA read and a barrier),
+    with the tile corner it noted; what is left is stored after the block's last tile. The
+    k-loop gets no barrier of its own at its end."""
+    src = build_case("gemm", {"bN": 256, "bK": 64, "threads": 256, "stages": stages, "M": 2048, "N": 2048,
+                              "K": 512}, "sm_90a", {}).source
+    cons = _consumer(src)
+    assert re.search(r"uint32_t C_l_out\[64\];", cons)
+    kloop = cons[cons.index("for (int ko = 0;"):cons.index("tl::warpgroup_wait<0>();")]
+    assert "if (((tl_out_next[0] == 0) && (ko == 0)))" in kloop and "if (((tl_out_next[0] == 1) && (ko == 2)))" in kloop
+    assert kloop.count("tl::tma_store_commit();") == 2 and "tl_out_row[0] + 64" in kloop
+    assert kloop.count("barrier_sync") == 4  # two per chunk, inside the chunks' ifs
+    tail = cons[cons.index("tl::warpgroup_wait<0>();"):]
+    assert re.search(r"tl::set_half<tl_half>\(C_l_out\[\(\w+\) >> 1\], \(\w+\) & 1, \(\(tl_half\)\(C_l\[\w+\]\)\)\);",
+                     tail)
+    assert "tl_out_row[0] = (by * 128);" in tail and "tl_out_col[0] = (bx * 256);" in tail
+    last = cons[cons.rindex("tl_out_next[0] = 0;"):]
+    assert last.count("tl::tma_store_commit();") == 2 and last.index("tl_out_next[0] == 1") < \
+        last.index("tl::tma_store_wait_all();")
 
 
 def test_ragged_tiles_keep_tma_stores_and_fp32_outputs_keep_register_stores():

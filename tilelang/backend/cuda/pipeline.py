@@ -48,7 +48,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
         k_ws, ws = warp_specialize(k, msgs.append, sms, bool(config(ctx.pass_configs, "tl.enable_cluster", False)),
                                    not config(ctx.pass_configs, "tl.disable_stream_k", False),
                                    bool(config(ctx.pass_configs, "tl.debug_timeline", False)),
-                                   not config(ctx.pass_configs, "tl.disable_k_serpentine", False))
+                                   not config(ctx.pass_configs, "tl.disable_k_serpentine", False),
+                                   not config(ctx.pass_configs, "tl.disable_deferred_epilogue", False))
     if ws is not None:
         k_piped, views = k_ws, []
     else:
@@ -104,15 +105,20 @@ class CUDAArtifact:
         k0 = _the_kernel(func)
         swz = [op for op in collect(k0.body, lambda n: isinstance(n, O.Swizzle)) if op.enable]
         self.target = ctx.target
-        self.lowered = run_passes(func, PASSES, ctx)
+        panel = swz[0].panel_size if swz else None
+        self.lowered, self.csource, self.compiled = _lower_and_compile(func, ctx, panel)
+        spill = _spill_note(self.compiled.ptxas_info())
+        if spill and ctx.ws_info is not None and ctx.ws_info.deferred_epilogue:
+            # the deferred epilogue keeps the output tile in registers through the next k-loop:
+            # where that spills, the epilogue stays between the k-loops
+            retry = replace(ctx, pass_configs={**ctx.pass_configs, "tl.disable_deferred_epilogue": True},
+                            warnings=[])
+            lowered, csource, compiled = _lower_and_compile(func, retry, panel)
+            if _spill_note(compiled.ptxas_info()) is None:
+                ctx, self.lowered, self.csource, self.compiled, spill = retry, lowered, csource, compiled, None
         for m in ctx.warnings:
             warnings.warn(f"{func.name}: {m}", PerformanceWarning, stacklevel=4)
-        kernel = _the_kernel(self.lowered)
-        gen = CudaCodegen(self.lowered, ctx.cuda_info, kernel, swz[0].panel_size if swz else None, ctx.ws_info)
-        self.csource = gen.generate()
         self.source = self.csource.text
-        self.compiled = _compile_cached(self.source, self.target.arch)
-        spill = _spill_note(self.compiled.ptxas_info())
         if spill:
             warnings.warn(f"{func.name}: {spill}", PerformanceWarning, stacklevel=4)
         self.ptx = self.compiled.ptx
@@ -282,6 +288,13 @@ def _zero_on(t, stream: int) -> None:
 
     with torch.cuda.stream(torch.cuda.ExternalStream(stream, device=t.device)):
         t.zero_()
+
+
+def _lower_and_compile(func: PrimFunc, ctx: PassContext, panel):
+    """(lowered function, CudaSource, compiled module) for one set of pass configs."""
+    lowered = run_passes(func, PASSES, ctx)
+    csource = CudaCodegen(lowered, ctx.cuda_info, _the_kernel(lowered), panel, ctx.ws_info).generate()
+    return lowered, csource, _compile_cached(csource.text, ctx.target.arch)
 
 
 def _spill_note(info: dict) -> str | None:

@@ -207,6 +207,19 @@ TL_DEVICE float fast_rcpf(float x) {
   return y;
 }
 
+// A 16-bit register array kept as pairs in 32-bit words (the codegen's packed fragments):
+// element i is half (i & 1) of word i >> 1, so two values take one register.
+template <class T>
+TL_DEVICE T half_at(uint32_t w, int hi) {
+  const uint16_t b = static_cast<uint16_t>(hi ? (w >> 16) : (w & 0xffffu));
+  return *reinterpret_cast<const T*>(&b);
+}
+template <class T>
+TL_DEVICE void set_half(uint32_t& w, int hi, T v) {
+  const uint32_t b = *reinterpret_cast<const uint16_t*>(&v);
+  w = hi ? ((w & 0xffffu) | (b << 16)) : ((w & 0xffff0000u) | b);
+}
+
 // Pack two 16-bit floats into the 32-bit register the tensor-core ops read.
 TL_DEVICE uint32_t pack_half2(half_t lo, half_t hi) {
   return static_cast<uint32_t>(__half_as_ushort(lo)) |

@@ -157,6 +157,7 @@ class _Uses(Visitor):
         self.row_uses: list = []  # (1-d fragment read as R[i], the loop's exact fragments)
         self.reduces: list = []
         self.notes: list = []
+        self.boxes: list = []  # fragments a box is copied out of before their layout is known
 
     def bad(self, buf, why):
         if buf.uid in self.frags:
@@ -216,7 +217,10 @@ class _Uses(Visitor):
             isinstance(self.strict.get(s.uid), (MmaAccFragment, WgmmaAccFragment))
         for r, b in ((op.src, s), (op.dst, d)):
             if b.uid in self.frags and not whole(r, b) and not (b is s and acc_box):
-                self.bad(b, "T.copy of a slice of it")
+                if b is s and d.uid not in self.frags and accumulator_box_ok(op.src) and s.uid not in self.strict:
+                    self.boxes.append(s)  # fine if it ends up with an accumulator's layout (a copy of one)
+                else:
+                    self.bad(b, "T.copy of a slice of it")
         if s.uid in self.frags and d.uid in self.frags and tuple(s.shape) == tuple(d.shape):
             self.links.append((s, d))
 
@@ -349,6 +353,9 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
         if la is not None and lb is not None and la != lb:
             victim = b if a.uid in uses.strict else a
             uses.demote.setdefault(victim.uid, f"layout conflict with {(a if victim is b else b).name}")
+    for b in uses.boxes:
+        if not isinstance(layouts.get(b.uid), (MmaAccFragment, WgmmaAccFragment)):
+            uses.demote.setdefault(b.uid, "T.copy of a slice of it")
     # RS gemms: the A tile must end up in the layout the instruction reads; otherwise it goes
     # through shared memory like any other operand
     for op, a_lay in uses.rs_gemms.values():

@@ -110,6 +110,8 @@ class _Lower(CopyLowering, TrackRanges, Mutator):
         if r is None:
             lay = self.plan.layout(buf)
             r = Buffer(buf.name, (lay.nlocal,), buf.dtype, "local")
+            if getattr(buf, "packed16", False):
+                r.packed16 = True  # 16-bit values stored two per 32-bit word (see CudaCodegen.packed)
             self.regs[buf.uid] = r
         return r
 

@@ -5,8 +5,9 @@ Expects: lowered per-thread IR; per-thread element loops carry the annotation
 (uniform) containers.
 Guarantees: between a write of a shared buffer and any later read or write of it by
 another statement (and between a read and a later write) there is a barrier; loops
-get one at the end of the body when the next iteration would race with this one, and one
-before the loop (not inside it) when the body races with what came before it.
+get one at the end of the body when the next iteration, up to its first barrier on every
+path, would race with this one, and one before the loop (not inside it) when the body races
+with what came before it.
 
     T.copy(A, A_s)  ; T.gemm(A_s, ...)        ->  copy ; __syncthreads() ; gemm
 """
@@ -45,6 +46,35 @@ def _conflict(pending, acc) -> bool:
     pr, pw = pending
     r, w = acc
     return bool(pw & (r | w)) or bool(pr & w)
+
+
+def _is_barrier(st) -> bool:
+    return isinstance(st, Raw) and "__syncthreads();" in st.fmt
+
+
+def _exposed(st) -> tuple[set, set, bool]:
+    """(reads, writes, barred): the shared accesses `st` can make before it has certainly passed
+    a barrier, and whether every path through it passes one. Loops count whole and as unbarred
+    (they may run zero times)."""
+    if _is_barrier(st):
+        r, w = accesses(st)
+        return r, w, True
+    if isinstance(st, S.SeqStmt):
+        reads, writes = set(), set()
+        for x in st.stmts:
+            r, w, barred = _exposed(x)
+            reads |= r
+            writes |= w
+            if barred:
+                return reads, writes, True
+        return reads, writes, False
+    if isinstance(st, S.IfThenElse):
+        r0, w0 = accesses(S.Evaluate(st.cond))
+        r1, w1, b1 = _exposed(st.then_case)
+        r2, w2, b2 = _exposed(st.else_case) if st.else_case is not None else (set(), set(), False)
+        return r0 | r1 | r2, w0 | w1 | w2, b1 and b2
+    r, w = accesses(st)
+    return r, w, False
 
 
 def _is_container(st) -> bool:
@@ -103,7 +133,10 @@ class _Sync:
             pending = (set(), set())
         pending = (pending[0] | head[0], pending[1] | head[1])  # the body must not overwrite them early
         body, end = self.block(st.body, pending)
-        if _conflict(end, body_acc):
+        nr, nw, _ = _exposed(body)  # the next pass, up to its first barrier (a While's condition first)
+        if isinstance(st, S.While):
+            nr, nw = nr | head[0], nw | head[1]
+        if _conflict(end, (nr, nw)):
             body = S.seq(body, sync())
             end = (set(), set())
         if isinstance(st, S.For):

@@ -58,6 +58,7 @@ class WSInfo:
     cluster: int = 1  # blocks per cluster (2: neighbouring tiles share multicast loads)
     persistent: bool = False  # a 1-d grid of blocks looping over tiles (they order tiles themselves)
     workspace: tuple = ()  # hidden global buffers the launcher allocates (stream-K partials and flags)
+    deferred_epilogue: bool = False  # the output tile is stored during the next tile's k-loop
 
 
 def _tma_plan(op: O.Copy):
@@ -118,7 +119,8 @@ def _top_pipelined(body):
 
 
 def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, clusters: bool = False,
-                    stream_k: bool = True, timeline: bool = False, serpentine: bool = True):
+                    stream_k: bool = True, timeline: bool = False, serpentine: bool = True,
+                    defer_epilogue: bool = True):
     """Returns (new kernel, WSInfo) or (k, None) when the kernel keeps the cp.async pipeline.
 
     num_sms: make the kernel persistent -- min(tiles, num_sms) blocks, each looping over the
@@ -131,10 +133,13 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     timeline: a persistent kernel records, per block and tile (or stream-K unit), when its
     consumers start it, end its k-loop and end its epilogue (see TIMELINE).
     serpentine: a persistent plain k-reduction loads every other tile's k-slices last first
-    (see the module docstring)."""
+    (see the module docstring).
+    defer_epilogue: a persistent plain k-reduction stores its output tile during the next
+    tile's k-loop (see `_defer_epilogue`)."""
     plan = _plan(k, warn, num_sms, clusters, stream_k, serpentine)
     if plan is None:
         return k, None
+    plan.defer_epilogue = plan.defer_epilogue and defer_epilogue
     if timeline and plan.persistent:
         plan.timeline = Buffer(TIMELINE, (num_sms, TIMELINE_UNITS, 4), dt.int64, "global")
         plan.info.workspace = plan.info.workspace + (plan.timeline,)
@@ -164,6 +169,7 @@ class _Plan:
     timeline: Buffer | None = None  # tl.debug_timeline: consumer timestamps per block and unit
     ki: E.Expr | None = None  # the user's k-iterations per tile (with sk, the loop's extent is k1 - k0)
     serpentine: bool = False  # the producer walks k backwards on every other tile (tl_pdir = 1)
+    defer_epilogue: bool = False  # the TMA-store epilogue runs during the next tile's k-loop
     stage: E.Var = field(default_factory=lambda: E.Var("tl_stage", dt.int32))
     it: E.Var = field(default_factory=lambda: E.Var("tl_it", dt.int32))
     rank: E.Var = field(default_factory=lambda: E.Var("tl_rank", dt.int32))  # the block's rank in its cluster
@@ -227,8 +233,9 @@ def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine
         plan.cluster = _cluster_plan(k, loop, prefix_lets, plan.pairs)
     if persistent and plan.cluster is None and stream_k:
         plan.sk = stream_k_plan(loop, plan.body, gemms, stmts[:loops[0]], k.block_vars, num_sms, _tile_space(k)[0])
-    plan.serpentine = persistent and serpentine and \
-        plain_reduction(loop, plan.body, gemms, stmts[:loops[0]], k.block_vars) is not None
+    plain = persistent and plain_reduction(loop, plan.body, gemms, stmts[:loops[0]], k.block_vars) is not None
+    plan.serpentine = plain and serpentine
+    plan.defer_epilogue = plain
     if plan.sk is not None:
         plan.ki = loop.extent
         plan.stmts[loops[0]] = replace(loop, start=simplify(loop.start + plan.sk.k0), extent=plan.sk.k1 - plan.sk.k0)
@@ -342,13 +349,20 @@ def _rewrite(plan: _Plan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.Ke
     staged = sum(st.numel() * st.dtype.bytes for st in storages.values())
     others = sum(a.buffer.numel() * a.buffer.dtype.bytes for a in collect(k.body, lambda n: isinstance(n, S.Allocate))
                  if a.buffer.scope in ("shared", "shared.dyn") and a.buffer.uid not in storages)
-    epi = _tma_store_epilogue(k, suffix, plan.gemms, SMEM_MAX - 2048 - staged - others, len(info.descs), warn)
-    store_wait = []
+    defer = plan.persistent and plan.defer_epilogue and _defer_fits(plan)
+    epi = _tma_store_epilogue(k, suffix, plan.gemms, SMEM_MAX - 2048 - staged - others, len(info.descs), warn,
+                              64 if defer else 256)
+    store_wait, deferred = [], None
     if epi is not None:
-        suffix, c_s, desc = epi
+        suffix, c_s, desc, where = epi
         info.descs.append(desc)
         info.panels.add(c_s.uid)
         store_wait = [Raw("if (tid == 0) tl::tma_store_wait_all();")]  # global writes done before exit
+        if defer:
+            suffix, consumer_loop, hold_allocs, flush = _defer_epilogue(plan, where, consumer_loop)
+            info.deferred_epilogue = True
+            deferred = (hold_allocs, flush)
+            store_wait = [flush] + store_wait
     lets = [s for s in prefix if isinstance(s, S.LetStmt)]
     allocs, cons_prefix = [], []
     for s in prefix:
@@ -395,6 +409,8 @@ def _rewrite(plan: _Plan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.Ke
             n = Buffer("tl_timeline_n", (1,), dt.int32, "local.var")
             sk_vars.append(S.Allocate(n, (E.as_expr(0),)))
             unit = _timed(unit, plan, n)
+        if deferred is not None:
+            sk_vars += deferred[0]
         consumer_branch = S.seq(setmaxnreg, S.Allocate(plan.cbase, (E.as_expr(0),)), *sk_vars,
                                 tile_loop(unit), *store_wait)
         lets, k = [], replace(k, grid=grid)
@@ -441,7 +457,8 @@ def _timed(unit: S.Stmt, plan: _Plan, n: Buffer) -> S.Stmt:
                  S.BufferStore(n, (E.as_expr(0),), cnt + 1))
 
 
-def _tma_store_epilogue(k: S.KernelLaunch, suffix: list, gemms: list, free: int, ndesc: int, warn):
+def _tma_store_epilogue(k: S.KernelLaunch, suffix: list, gemms: list, free: int, ndesc: int, warn,
+                        max_rows: int = 256):
     """(new suffix, staging tile, tensor map) or None: the epilogue's T.copy of a gemm accumulator
     to a 2-d fp16/bf16 global tile becomes, per chunk of the tile's rows, a store of the chunk into
     a shared staging tile (64-column 128B-swizzled panels) and TMA stores issued by thread 0 --
@@ -473,7 +490,7 @@ def _tma_store_epilogue(k: S.KernelLaunch, suffix: list, gemms: list, free: int,
     if touched:
         return None
     rows = R  # chunks of whole rows: every thread stores in every chunk
-    while rows % 128 == 0 and rows * W * 2 > free:  # down to 64-row chunks
+    while rows % 128 == 0 and (rows * W * 2 > free or rows > max_rows):  # down to 64-row chunks
         rows //= 2
     if rows * W * 2 > free:
         warn(f"epilogue T.copy {f.name} -> {c.name} stores from registers, not through TMA: a "
@@ -482,16 +499,89 @@ def _tma_store_epilogue(k: S.KernelLaunch, suffix: list, gemms: list, free: int,
     c_s = Buffer(f"{c.name}_tma", (rows, W), c.dtype, "shared.dyn")
     desc = TmaDesc(f"tmap_{ndesc}", c, (rows, 64), 128)
     row0, col0 = (simplify(x) for x in op.dst.starts)
-    out = []
-    for h in range(R // rows):
-        src = BufferRegion(f, ((E.as_expr(h * rows), rows), (E.as_expr(0), W)))
+
+    def chunk(h, frag=f, col0=col0, row0=row0):
+        """Rows [h * rows, (h + 1) * rows) of `frag` to C at (row0, col0), through C_s."""
+        src = BufferRegion(frag, ((E.as_expr(h * rows), rows), (E.as_expr(0), W)))
         dst = BufferRegion(c_s, ((E.as_expr(0), rows), (E.as_expr(0), W)))
         stores = " ".join(f"tl::tma_store(&{desc.name}, {c_s.name} + {q * rows * 64}, {{0}} + {q * 64}, {{1}} + {h * rows});"
                           for q in range(W // 64))
-        out += [Raw("if (tid == 0) tl::tma_store_wait<0>();", reads=(c_s,)),  # the last stores have read C_s
+        return [Raw("if (tid == 0) tl::tma_store_wait<0>();", reads=(c_s,)),  # the last stores have read C_s
                 replace(op, src=src, dst=dst),
                 Raw(f"if (tid == 0) {{{{ {stores} tl::tma_store_commit(); }}}}", (col0, row0), reads=(c_s,))]
-    return suffix[:i] + out + suffix[i + 1:], c_s, desc
+
+    out = [st for h in range(R // rows) for st in chunk(h)]
+    return suffix[:i] + out + suffix[i + 1:], c_s, desc, Epilogue(suffix, i, op, R // rows, chunk)
+
+
+@dataclass
+class Epilogue:
+    """Where `_tma_store_epilogue` put the TMA-store chunks: suffix[at] was the T.copy `op` of the
+    accumulator; chunk(h, frag, col0, row0) gives chunk h's statements (of `count`)."""
+
+    suffix: list
+    at: int
+    op: O.Copy
+    count: int
+    chunk: object
+
+
+DEFER_STRIDE = 2  # deferred chunk h is stored in k-iteration 2h of the next tile: the TMA has read chunk h - 1
+
+
+def _defer_fits(plan: _Plan) -> bool:
+    """Where the register copy of the output tile fits beside the next accumulator without
+    spills, as measured with ptxas: two consumer warpgroups on a 128-row tile (128 accumulator
+    registers per thread for a 128x256 tile, plus 64 for the packed copy), and no stream-K
+    (its partial-sum code needs registers too). Elsewhere (one warpgroup, 256-row tiles, stream-K)
+    ptxas spilled. CUDAArtifact still recompiles without the deferral if ptxas spills."""
+    return plan.T == 256 and const_int(plan.gemms[0].C.buffer.shape[0]) == 128 and plan.sk is None
+
+
+def _defer_epilogue(plan: _Plan, epi: Epilogue, consumer_loop: S.Stmt):
+    """The epilogue's TMA-store chunks moved into the next tile's k-loop (a persistent plain
+    k-reduction): the tile's end converts the accumulator into a register copy (the output
+    dtype) and notes the tile's corner; iteration start + 2h of the next tile's k-loop, with its
+    wgmma batch in flight, stores chunk h of the copy through the staging tile. So no wait for a
+    TMA store's read of the staging tile, and no staging store, stands between two k-loops.
+    Returns (suffix, consumer loop, allocations, flush): flush stores what is still pending
+    (after the block's last tile, and before a tile's copy is overwritten when a short k-loop
+    left chunks of the previous one)."""
+    f, c = epi.op.src.buffer, epi.op.dst.buffer
+    hold = Buffer(f"{f.name}_out", f.shape, c.dtype, "fragment")
+    nxt = Buffer("tl_out_next", (1,), dt.int32, "local.var")  # the next chunk to store; count: none pending
+    corner = [Buffer(f"tl_out_{x}", (1,), dt.int32, "local.var") for x in ("row", "col")]
+    zero = (E.as_expr(0),)
+    pending = E.BufferLoad(nxt, zero, dt.int32)
+    row0, col0 = (E.BufferLoad(b, zero, dt.int32) for b in corner)
+
+    def store(h):
+        return S.seq(*epi.chunk(h, hold, col0, row0), S.BufferStore(nxt, zero, E.as_expr(h + 1)))
+
+    def flush():
+        return S.seq(*[S.IfThenElse(E.compare("==", pending, h), store(h)) for h in range(epi.count)])
+
+    loop = plan.loop
+    due = []
+    for h in range(epi.count):
+        at = simplify(loop.start + E.binop("min", E.as_expr(DEFER_STRIDE * h), loop.extent - 1))
+        due.append(S.IfThenElse(E.logical_and(E.compare("==", pending, h), E.compare("==", loop.var, at)), store(h)))
+    whole = BufferRegion(f, tuple((E.as_expr(0), x) for x in f.shape))
+    keep = [flush(), replace(epi.op, src=whole, dst=BufferRegion(hold, whole.ranges)),
+            *[S.BufferStore(b, zero, simplify(x)) for b, x in zip(corner, epi.op.dst.starts)],
+            S.BufferStore(nxt, zero, E.as_expr(0))]
+    suffix = epi.suffix[:epi.at] + keep + epi.suffix[epi.at + 1:]
+
+    def add_due(st):
+        if isinstance(st, S.For) and st.var is loop.var:
+            return replace(st, body=S.seq(st.body, *due))
+        if isinstance(st, S.SeqStmt):
+            return S.SeqStmt(tuple(add_due(x) for x in st.stmts))
+        return st
+
+    hold.packed16 = True  # two values per register (codegen): 64 registers for a 128x256 tile
+    allocs = [S.Allocate(hold), S.Allocate(nxt, (E.as_expr(epi.count),))] + [S.Allocate(b, zero) for b in corner]
+    return suffix, add_due(consumer_loop), allocs, flush()
 
 
 def _cluster_plan(k: S.KernelLaunch, loop: S.For, prefix_lets: list, pairs: list):
