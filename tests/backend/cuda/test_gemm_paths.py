@@ -123,8 +123,9 @@ def test_stream_k_gemm_matches_float64_call_after_call(case):
                          ids=["serpentine-stream-k", "serpentine", "forward"])
 def test_persistent_gemm_over_several_waves_matches_float64(conf):
     """204 tiles of 128x128 on 132 blocks, K = 1000 (a ragged last k-slice): blocks walk k
-    backwards on their second tile, or (stream-K) on their second unit."""
-    M, N, K = 1500, 2100, 1000
+    backwards on their second tile, or (stream-K) on their second unit. (Rows of 16-byte
+    multiples: TMA and warp specialization.)"""
+    M, N, K = 1500, 2120, 1000
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         k = tilelang.compile(make(M, N, K, 128, 128, 64, 128, 3, "float16"), out_idx=[-1], target="cuda",
