@@ -102,6 +102,9 @@ class Ranges:
     def _term(self, t) -> tuple | None:
         if isinstance(t, E.Var):
             return self.of.get(t)
+        if isinstance(t, E.Select) and t.dtype.is_int:  # either branch
+            a, b = self.bounds(t.a), self.bounds(t.b)
+            return None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
         if not isinstance(t, E.Binary) or not t.dtype.is_int:
             return None
         if t.op in ("min", "max"):

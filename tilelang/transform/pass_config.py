@@ -25,6 +25,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_STREAM_K = "tl.disable_stream_k"  # ours: persistent GEMMs keep whole tiles in the last wave
     TL_DISABLE_K_SERPENTINE = "tl.disable_k_serpentine"  # ours: persistent GEMMs walk k forward on every tile
     TL_DISABLE_DEFERRED_EPILOGUE = "tl.disable_deferred_epilogue"  # ours: persistent GEMMs store C between k-loops
+    TL_DISABLE_STAGED_EPILOGUE = "tl.disable_staged_epilogue"  # ours: cp.async kernels store C from registers
     TL_DEBUG_TIMELINE = "tl.debug_timeline"  # ours: persistent kernels record per-tile timestamps (kernel.timeline())
     TL_DISABLE_SMEM_REUSE = "tl.disable_smem_reuse"  # ours: every shared buffer keeps its own bytes
 

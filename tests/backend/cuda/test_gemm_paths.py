@@ -163,6 +163,29 @@ def test_deferred_epilogue_gemm_matches_float64(K):
 
 @cuda
 @needs_gpu
+@pytest.mark.parametrize("conf", [{}, {"tl.disable_k_serpentine": True, "tl.disable_staged_epilogue": True}],
+                         ids=["reversed-waves-staged", "forward-registers"])
+def test_mma_gemm_over_several_waves_matches_float64(conf):
+    """The cp.async mma.sync GEMM (one 128x256 block per SM: 120 KB of stages) on 17 x 9 = 153
+    blocks, K = 1000 (ragged): blocks of the second wave load their k-slices last first, and
+    the output goes through the swizzled staging tile (ragged rows and columns guarded)."""
+    M, N, K = 2100, 2200, 1000
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        k = tilelang.compile(make(M, N, K, 128, 256, 32, 256, 5, "float16"), out_idx=[-1], target="cuda",
+                             pass_configs={"tl.disable_wgmma": True, **conf})
+    src = k.get_kernel_source()
+    assert ("tl_krev" in src) == ("C_stage" in src) == (not conf)
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+    c = k(a, b)
+    ref = torch.relu(a.double() @ b.double())
+    err = ((c.double() - ref).abs().max() / ref.abs().max()).item()
+    assert err < 1e-2, f"{conf}: relative error {err}"
+
+
+@cuda
+@needs_gpu
 def test_stream_k_with_a_symbolic_m_decides_per_call():
     """With M symbolic the tile count is known per call: the kernel splits the last wave where
     it is short (M = 1024: 40 tiles; M = 300: 15) and keeps whole tiles where the waves come out

@@ -144,6 +144,28 @@ def test_pipelined_copies_bump_one_hoisted_pointer_per_tile(shape, target, confi
     check_copies(k, *shape[:3], *shape[3:7], blocks=[(0, 0), (1, 1)])
 
 
+def test_odd_waves_walk_k_backwards_through_a_second_stride(nvrtc):
+    """One 128x256 block per SM (its accumulators take > 128 registers per thread) on 512 blocks:
+    tl_krev is 1 in the blocks of odd waves of the launch order (through the use_swizzle panels),
+    which load k-slice n - 1 - k at iteration k: each hoisted source pointer and its k-stride are
+    picked once per block. The prologue's slices and guards follow; one wave, or
+    tl.disable_k_serpentine, keeps k forward."""
+    k = tilelang.compile(gemm(4096, 4096, 4096, 128, 256, 32, 256, 4), target="cuda -arch=sm_80")
+    src = k.artifact.source
+    head, loop = source_loop(src)
+    assert "const int32_t tl_krev = ((((by * 16) + bx) / 132) % 2);" in head  # no use_swizzle: row-major order
+    for n, buf, step in ((0, "A", "32LL"), (1, "B", "131072LL")):
+        assert re.search(rf"const auto\* tl_gsrc{n} = \(\(tl_krev == 1\)\) \? &{buf}\[.*\] : &{buf}\[.*\]; "
+                         rf"const int64_t tl_gstep{n} = \(\(tl_krev == 1\)\) \? -{step} : {step};", head)
+        assert f"tl_gsrc{n} + (((((int64_t)(ko)) * tl_gstep{n})" in loop
+    assert "(((tl_krev == 1) ? 127 : 0) * 32) + j_" in head  # the prologue's first slice
+    assert re.findall(r"tl::cp_async_zfill<16>\([^;]*, 1\);", loop)  # in bounds either way: no guards
+    off = tilelang.compile(gemm(4096, 4096, 4096, 128, 256, 32, 256, 4), target="cuda -arch=sm_80",
+                           pass_configs={"tl.disable_k_serpentine": True}).artifact.source
+    one = tilelang.compile(gemm(1024, 1024, 1024, 128, 256, 32, 256, 4), target="cuda -arch=sm_80").artifact.source
+    assert "tl_krev" not in off and "tl_krev" not in one and "tl_gstep" not in one
+
+
 def test_ragged_shapes_keep_their_guards_and_addresses(nvrtc):
     M = N = K = 1000
     k = tilelang.compile(gemm(M, N, K, 128, 128, 32, 128, 4), target="cuda -arch=sm_80")
@@ -227,12 +249,15 @@ def hot_loop(sass):
     return best
 
 
-# measured: 64 / 66 (sm_80), 68 / 67 (sm_90a); before the hoisted pointers, byte-offset ldmatrix and
-# rotating stage views: 101 / 93 (sm_80), 103 / 93 (sm_90a)
+# measured: 76 / 66 (sm_80), 80 / 67 (sm_90a). 128x256: 64 / 68 before the staged epilogue (its live
+# ranges make ptxas rebuild the B source pointer in the loop: +6) and the k serpentine of odd waves
+# (+6, mostly uniform-datapath USEL / UIMAD / UMOV picking the k stride); both measured faster on
+# the H200 (docs/STATUS.md). Before the hoisted pointers, byte-offset ldmatrix and rotating stage
+# views: 101 / 93 (sm_80), 103 / 93 (sm_90a)
 @pytest.mark.parametrize("cfg,target,configs,most", [
-    ((128, 256, 32, 256, 4), "cuda -arch=sm_80", {}, 67),
+    ((128, 256, 32, 256, 4), "cuda -arch=sm_80", {}, 77),
     ((128, 128, 32, 128, 4), "cuda -arch=sm_80", {}, 69),
-    ((128, 256, 32, 256, 4), "cuda -arch=sm_90a", {"tl.disable_wgmma": True}, 71),
+    ((128, 256, 32, 256, 4), "cuda -arch=sm_90a", {"tl.disable_wgmma": True}, 81),
     ((128, 128, 32, 128, 4), "cuda -arch=sm_90a", {"tl.disable_wgmma": True}, 70)])
 def test_mma_mainloop_issues_few_non_hmma_instructions(cfg, target, configs, most, nvrtc):
     """4096^3 mma.sync GEMM, the hot loop per 64 HMMA: cp.async bumps one pointer per tile, and
@@ -248,3 +273,14 @@ def test_mma_mainloop_issues_few_non_hmma_instructions(cfg, target, configs, mos
     res = next(iter(sass_mod.resource_usage(k.artifact.compiled.cubin).values()))
     assert res.local == 0 and "LDL" not in sass and "STL" not in sass
     assert res.registers <= 255
+
+
+@pytest.mark.parametrize("gx,gy,panel", [(16, 32, 10), (7, 5, 3), (9, 17, 4), (1, 6, 8)])
+def test_panel_rank_inverts_panel_raster(gx, gy, panel):
+    from tilelang.arith.simplify import const_int, simplify
+    from tilelang.ir import expr as E
+    from tilelang.transform.cuda.raster import panel_rank, panel_raster
+
+    for lin in range(gx * gy):
+        bx, by = (const_int(simplify(x)) for x in panel_raster(E.as_expr(lin), gx, gy, panel))
+        assert const_int(simplify(panel_rank(E.as_expr(bx), E.as_expr(by), gx, gy, panel))) == lin

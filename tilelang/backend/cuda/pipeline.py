@@ -34,7 +34,11 @@ def _the_kernel(func: PrimFunc) -> S.KernelLaunch:
 def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     k = _the_kernel(func)
     msgs = []
-    from ...transform.cuda.software_pipeline import fuse_mma_mainloops, pipeline_kernel
+    from ...transform.cuda.software_pipeline import (
+        fuse_mma_mainloops,
+        pipeline_kernel,
+        stage_epilogue,
+    )
     from ...transform.cuda.warp_specialize import warp_specialize
     from ...transform.pass_config import get as config
 
@@ -53,7 +57,12 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     if ws is not None:
         k_piped, views = k_ws, []
     else:
-        k_piped, views = pipeline_kernel(k, msgs.append) if not ctx.config("tl.disable_pipeline") else (k, [])
+        from ..target import num_sms
+
+        serp = None if config(ctx.pass_configs, "tl.disable_k_serpentine", False) else num_sms()
+        k_piped, views = pipeline_kernel(k, msgs.append, serp) if not ctx.config("tl.disable_pipeline") else (k, [])
+        if views and not config(ctx.pass_configs, "tl.disable_staged_epilogue", False):
+            k_piped = stage_epilogue(k_piped, views)
     sm = ctx.target.sm
     if config(ctx.pass_configs, "tl.disable_wgmma", False) and sm >= 90:
         sm = 89  # measure / debug the portable mma.sync path on Hopper

@@ -19,7 +19,7 @@ from ...arith.simplify import aligned, const_int, linear_form, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
-from ...ir.visitor import collect, substitute
+from ...ir.visitor import Mutator, collect, substitute
 from ...layout.fragment import MmaAccFragment, WgmmaAccFragment
 from ...op import tile_ops as O
 from ...op.regions import squeezed
@@ -87,7 +87,9 @@ class CopyLowering:
         """(pointer name, element offset) for a cp.async source inside a serial loop ko: the
         per-thread address at ko = v = 0 is declared once before the loop (tl_gsrcN) and each copy
         adds ko * ck + v * cv, so the loop bumps one pointer instead of rebuilding a 64-bit address
-        per vector. None unless every source index is linear in ko and v with the rest invariant."""
+        per vector. None unless every source index is linear in ko and v with the rest invariant.
+        An index with one loop-invariant select (the pipeline's k serpentine: `rev ? n - 1 - k : k`)
+        gets a pointer and a k-stride per branch, chosen once before the loop."""
         Raw = _raw()[0]
         if not self.loops:
             return None
@@ -96,8 +98,48 @@ class CopyLowering:
         if coords is None:
             return None
         ko, start = frame.loop.var, E.as_expr(frame.loop.start)
+        indices = [simplify(E.as_expr(idx)) for idx in region_indices(op.src, coords)]
+        conds = {n.cond for idx in indices for n in collect(idx, lambda n: isinstance(n, E.Select))}
+        if not conds:
+            form = self._affine(op, indices, frame, v)
+            if form is None:
+                return None
+            base, kc, vc = form
+            addr = E.Call("address_of", (E.BufferLoad(op.src.buffer, tuple(base), op.src.buffer.dtype),), dt.uint64)
+            key = (op.src.buffer.uid, tuple(base))
+            decl = frame.decls.get(key)
+            if decl is None:
+                decl = frame.decls[key] = Raw(f"const auto* tl_gsrc{self.nhoisted} = {{0}};", (addr,))
+                self.nhoisted += 1
+            return decl.fmt.split()[2], simplify(E.cast(dt.int64, ko - start) * kc + E.cast(dt.int64, v) * vc)
+        cond = next(iter(conds))
+        if len(conds) != 1 or any(x == ko or x == v or x in frame.inside or isinstance(x, (E.BufferLoad, E.Call))
+                                  for x in _leaves(cond)):
+            return None
+        forms = [self._affine(op, [simplify(_pick(i, cond, side)) for i in indices], frame, v) for side in (1, 0)]
+        if None in forms or forms[0][2] != forms[1][2]:
+            return None
+        (base_r, kc_r, vc), (base_f, kc_f, _) = forms
+        addrs = [E.Call("address_of", (E.BufferLoad(op.src.buffer, tuple(b), op.src.buffer.dtype),), dt.uint64)
+                 for b in (base_r, base_f)]
+        key = (op.src.buffer.uid, tuple(base_f), tuple(base_r), cond)
+        decl = frame.decls.get(key)
+        if decl is None:
+            n = self.nhoisted
+            self.nhoisted += 1
+            decl = frame.decls[key] = Raw(f"const auto* tl_gsrc{n} = ({{0}}) ? {{1}} : {{2}}; "
+                                          f"const int64_t tl_gstep{n} = ({{0}}) ? {{3}} : {{4}};",
+                                          (cond, addrs[0], addrs[1], kc_r, kc_f))
+        name = decl.fmt.split()[2]
+        step = E.Var(name.replace("gsrc", "gstep"), dt.int64)
+        return name, simplify(E.cast(dt.int64, ko - start) * step + E.cast(dt.int64, v) * vc)
+
+    def _affine(self, op: O.Copy, indices: list, frame, v: E.Var):
+        """(indices at ko = start and v = 0, element stride per ko, per v) of a source tile whose
+        indices are linear in the loop variable ko and the unroll variable v; None otherwise."""
+        ko, start = frame.loop.var, E.as_expr(frame.loop.start)
         base, ck, cv = [], [], []
-        for idx in region_indices(op.src, coords):
+        for idx in indices:
             lin = linear_form(simplify(E.as_expr(idx)))
             if lin is None or any(c and t != ko and t != v and any(x == ko or x == v for x in _vars(t))
                                   for t, c in lin[0].items()):
@@ -113,15 +155,7 @@ class CopyLowering:
         for d in range(op.src.buffer.ndim - 1, -1, -1):
             kc, vc = kc + stride * ck[d], vc + stride * cv[d]
             stride = stride * E.cast(dt.int64, op.src.buffer.shape[d])
-        key = (op.src.buffer.uid, tuple(base))
-        decl = frame.decls.get(key)
-        if decl is None:
-            name = f"tl_gsrc{self.nhoisted}"
-            self.nhoisted += 1
-            addr = E.Call("address_of", (E.BufferLoad(op.src.buffer, tuple(base), op.src.buffer.dtype),), dt.uint64)
-            decl = frame.decls[key] = Raw(f"const auto* {name} = {{0}};", (addr,))
-        name = decl.fmt.split()[2]
-        return name, simplify(E.cast(dt.int64, ko - start) * kc + E.cast(dt.int64, v) * vc)
+        return base, simplify(kc), simplify(vc)
 
     def unrolled_coords(self, v: E.Var, vec: int, ext) -> list | None:
         """Coordinates of element (v * T + tid) * vec of a tile of extents `ext` as `v * rows +
@@ -269,6 +303,17 @@ class _Hoist:
     loop: S.For
     inside: set
     decls: dict = field(default_factory=dict)
+
+
+def _pick(e, cond, side: int):
+    """e with every select on `cond` replaced by its true (side 1) or false (side 0) branch."""
+    class _P(Mutator):
+        def visit_Select(self, n):
+            if n.cond == cond:
+                return self.visit(n.a if side else n.b)
+            return self.generic(n)
+
+    return _P().visit(E.as_expr(e))
 
 
 def _vars(e) -> list:

@@ -19,3 +19,9 @@ def panel_raster(lin, gx, gy, panel: int):
     inn = lin % (gx * panel)
     rows = E.binop("min", E.as_expr(panel), gy - pan * panel)
     return inn // rows, pan * panel + inn % rows
+
+
+def panel_rank(bx, by, gx, gy, panel: int):
+    """The launch-order index of the block `panel_raster` puts at (bx, by): its inverse."""
+    pan = by // panel
+    return pan * (gx * panel) + bx * E.binop("min", E.as_expr(panel), gy - pan * panel) + by % panel

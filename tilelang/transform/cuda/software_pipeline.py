@@ -12,12 +12,17 @@ stage it reads complete and visible, and orders the refill after the previous re
                                                      A_r = A_st + (ko % 3) * |A_s|; A_w = A_st + ((ko + 2) % 3) * |A_s|
                                                      if ko + 2 < n: T.copy(A[.., (ko+2)*32], A_w)   (async)
                                                      commit; T.gemm(A_r, B_r, C)
+
+Also here: the k serpentine of one-block-per-SM kernels (`_wave_reverse`: blocks of odd waves
+load their k-slices last first) and the staged epilogue (`stage_epilogue`: the final copy of
+the accumulator goes out through a swizzled window onto a stage's storage, in 16-byte vectors).
 """
 from __future__ import annotations
 
 import re
 from dataclasses import replace
 
+from ... import dtypes as dt
 from ...arith.simplify import const_int, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
@@ -25,6 +30,8 @@ from ...ir.buffer import Buffer
 from ...ir.visitor import Mutator, collect, substitute
 from ...op import tile_ops as O
 from .lower_tile_ops import Raw, copy_vector_width
+
+_DRAIN = "tl::cp_async_wait<0>(); __syncthreads();"  # after a pipelined loop: every stage landed and read
 
 
 class _ReplaceBuffers(Mutator):
@@ -42,8 +49,9 @@ class _ReplaceBuffers(Mutator):
 
 
 class _Pipeline(Mutator):
-    def __init__(self, warn):
+    def __init__(self, warn, reverse=None):
         self.warn = warn
+        self.reverse = reverse  # (loop var, condition): that loop's loads walk k backwards where it holds
         self.views: list = []  # (storage, read_view, write_view)
         self.allocs: dict = {}  # original uid -> storage Buffer
 
@@ -97,7 +105,10 @@ class _Pipeline(Mutator):
         ko = s.var
 
         def issue(k_expr, guard):
-            ps = [_ReplaceBuffers(write_map).visit(substitute(replace(p, async_group=True), {ko: k_expr}))
+            k_load = k_expr
+            if self.reverse is not None and self.reverse[0] is ko:
+                k_load = E.select(self.reverse[1], simplify(2 * s.start + n - 1 - k_expr), k_expr)
+            ps = [_ReplaceBuffers(write_map).visit(substitute(replace(p, async_group=True), {ko: k_load}))
                   for p in producers]
             # stage of iteration k is (k - start) % stages, the same rule the readers use
             views = [Raw(f"{wv.name} = {st.name} + ({{0}}) * {numel};", (E.binop("%", k_expr - s.start, stages),))
@@ -117,17 +128,21 @@ class _Pipeline(Mutator):
             issue(ahead, E.binop("<", ahead - s.start, n)),
             rest)
         loop = S.For(ko, s.start, s.extent, "serial", loop_body, (), span=s.span)
-        return S.seq(*prologue, loop, Raw("tl::cp_async_wait<0>(); __syncthreads();"))
+        return S.seq(*prologue, loop, Raw(_DRAIN))
 
     def visit_Allocate(self, a: S.Allocate):
         return a
 
 
-def pipeline_kernel(k: S.KernelLaunch, warn) -> tuple[S.KernelLaunch, list]:
-    p = _Pipeline(warn)
+def pipeline_kernel(k: S.KernelLaunch, warn, num_sms: int | None = None) -> tuple[S.KernelLaunch, list]:
+    """num_sms: walk k backwards in the blocks of every other wave (see `_wave_reverse`)."""
+    rev = _wave_reverse(k, num_sms) if num_sms else None
+    p = _Pipeline(warn, rev[:2] if rev else None)
     body = p.visit(k.body)
     if not p.views:
         return k, []
+    if rev is not None:
+        body = S.seq(rev[2], body)
     # storage replaces the original allocation of each pipelined tile
     out = []
     for st in (body.stmts if isinstance(body, S.SeqStmt) else (body,)):
@@ -279,3 +294,102 @@ class _DropRaws(Mutator):
         if isinstance(node, Raw):
             return S.seq() if any(node is r for r in self.raws) else node
         return super().visit(node)
+
+
+def _wave_reverse(k: S.KernelLaunch, num_sms: int):
+    """(loop var, condition, its LetStmt) making a one-block-per-SM kernel's plain k-reduction load its
+    k-slices last first in the blocks of odd waves (blocks num_sms .. 2 * num_sms - 1 of the
+    launch order, ...), as the persistent warp-specialized kernels do on odd tiles: a wave then
+    starts on the k-slices the last wave read most recently, which L2 still holds. Launch
+    order is blockIdx.y * gridDim.x + blockIdx.x, recovered from the block variables through
+    the T.use_swizzle panels. None where it does not apply: more than two block variables, a
+    loop that is not a plain reduction, a grid of one wave, or a kernel that may fit two
+    blocks per SM (shared memory and accumulator registers decide), whose waves this order
+    would split."""
+    from .raster import panel_rank
+    from .stream_k import plain_reduction
+
+    stmts = list(k.body.stmts) if isinstance(k.body, S.SeqStmt) else [k.body]
+    loops = [i for i, st in enumerate(stmts) if isinstance(st, S.For) and st.kind == "pipelined"]
+    if len(loops) != 1 or not 1 <= len(k.block_vars) <= 2:
+        return None
+    loop = stmts[loops[0]]
+    body = list(loop.body.stmts) if isinstance(loop.body, S.SeqStmt) else [loop.body]
+    producers = [b for b in body if isinstance(b, O.Copy) and b.src.buffer.scope == "global"
+                 and b.dst.buffer.scope in ("shared", "shared.dyn")]
+    rest = [b for b in body if not any(b is p for p in producers)]
+    gemms = [g for g in collect(S.seq(*rest), lambda n: isinstance(n, O.Gemm))]
+    acc = plain_reduction(loop, rest, gemms, stmts[:loops[0]], k.block_vars)
+    stages = loop.annotation("num_stages", 0) or 0
+    T = k.threads[0] * k.threads[1] * k.threads[2]
+    if acc is None or stages < 2:
+        return None
+    staged = stages * sum(p.dst.buffer.numel() * p.dst.buffer.dtype.bytes for p in producers)
+    regs = acc.numel() * acc.dtype.bytes // 4 // T + 40  # accumulators and a floor for the rest
+    if staged <= 116 * 1024 and T * regs <= 32768:
+        return None
+    blocks = 1
+    for g in k.grid:
+        blocks = blocks * E.as_expr(g)
+    n = const_int(simplify(blocks))
+    if n is not None and n <= num_sms:  # one wave
+        return None
+    gx = E.as_expr(k.grid[0])
+    bx = k.block_vars[0]
+    if len(k.block_vars) == 1:
+        lin = bx
+    else:
+        by, gy = k.block_vars[1], E.as_expr(k.grid[1])
+        swz = [op for op in collect(k.body, lambda n: isinstance(n, O.Swizzle)) if op.enable]
+        if swz:
+            lin = panel_rank(bx, by, gx, gy, swz[0].panel_size)
+        else:
+            lin = by * gx + bx
+    rev = E.Var("tl_krev", dt.int32)  # 1 in the blocks of odd waves
+    return loop.var, E.compare("==", rev, 1), S.LetStmt(rev, simplify((lin // num_sms) % 2))
+
+
+# ----------------------------------------------------------------------------- staged epilogue
+def stage_epilogue(k: S.KernelLaunch, views: list) -> S.KernelLaunch:
+    """The kernel's final T.copy of a gemm accumulator to a 2-d 16-bit global tile, through a
+    swizzled shared tile: the fragments' pair stores go to shared memory (conflict-free under the
+    16-byte XOR swizzle), then the tile is copied out in 16-byte vectors, whole 128-byte lines
+    per warp. Straight from registers, each warp store writes 16 bytes of 8 rows (half sectors).
+    The staging tile is a window onto the storage of a pipelined tile of the same dtype that
+    holds it (after the loop's drain and barrier nothing reads the stages), so it costs no
+    shared memory; without such a storage the copy stays as it is.
+
+        T.copy(C_l, C[by*128, bx*256])   ->   T.copy(C_l, C_stage); T.copy(C_stage, C[by*128, bx*256])"""
+    from ...layout.swizzle import make_swizzled_layout
+
+    stmts = list(k.body.stmts) if isinstance(k.body, S.SeqStmt) else [k.body]
+    accs = {g.C.buffer.uid for g in collect(k.body, lambda n: isinstance(n, O.Gemm))}
+    hits = [i for i, st in enumerate(stmts) if isinstance(st, O.Copy) and st.src.buffer.uid in accs
+            and st.src.buffer.scope == "fragment" and st.dst.buffer.scope == "global"]
+    if len(hits) != 1:
+        return k
+    op = stmts[hits[0]]
+    f, c = op.src.buffer, op.dst.buffer
+    shape = [const_int(x) for x in f.shape]
+    if f.ndim != 2 or c.ndim != 2 or c.dtype.bytes != 2 or None in shape or \
+            [const_int(x) for x in op.src.starts] != [0, 0] or [const_int(x) for x in op.src.extents] != shape or \
+            [const_int(x) for x in op.dst.extents] != shape or shape[1] % 64:
+        return k
+    room = [st for _, st, _, _ in views if st.dtype == c.dtype and st.numel() >= shape[0] * shape[1]]
+    drains = [i for i, st in enumerate(stmts) if collect(st, lambda n: isinstance(n, Raw) and n.fmt == _DRAIN)]
+    if not room or not drains or drains[-1] > hits[0]:
+        return k
+    from .thread_sync import accesses
+
+    for st in stmts[drains[-1] + 1:hits[0]]:  # nothing may touch shared memory between the drain and the copy
+        r, w = accesses(st)
+        if r or w or collect(st, lambda n: isinstance(n, (O.Copy, O.Gemm, O.Reduce))):
+            return k
+    stage = Buffer(f"{c.name}_stage", tuple(shape), c.dtype, "shared.dyn")
+    stage.view_of = room[0]
+    whole = tuple((E.as_expr(0), x) for x in shape)
+    from ...ir.buffer import BufferRegion
+
+    new = [S.Allocate(stage), O.AnnotateLayout(((stage, make_swizzled_layout(stage)),)),
+           replace(op, dst=BufferRegion(stage, whole)), replace(op, src=BufferRegion(stage, whole))]
+    return replace(k, body=S.seq(*stmts[:hits[0]], *new, *stmts[hits[0] + 1:]))
