@@ -16,6 +16,16 @@ def make(M, N, K, bM, bN, bK, threads, stages, dtype):
     return tk.gemm(M, N, K, bM, bN, bK, threads, stages, dtype, out_dtype=dtype, relu=True, swizzle=4)
 
 
+def check_relu_gemm(k, M, N, K, what, dtype=torch.float16):
+    """k(a, b) on fresh random fp16/bf16 inputs against relu(a @ b) in float64."""
+    a = torch.randn(M, K, device="cuda", dtype=dtype)
+    b = torch.randn(K, N, device="cuda", dtype=dtype)
+    c = k(a, b)
+    ref = torch.relu(a.double() @ b.double())
+    err = ((c.double() - ref).abs().max() / ref.abs().max()).item()
+    assert err < 1e-2, f"{what}: relative error {err}"
+
+
 PATHS = {
     "tma_ws": {},
     "cp_async_wgmma": {"tl.disable_warp_specialized": True},
@@ -41,12 +51,7 @@ def test_gemm_relu_matches_float64(path, case, dtype):
         warnings.simplefilter("ignore")
         k = tilelang.compile(make(M, N, K, *cfg, dtype), out_idx=[-1], target="cuda", pass_configs=PATHS[path])
     tdt = getattr(torch, dtype)
-    a = torch.randn(M, K, device="cuda", dtype=tdt)
-    b = torch.randn(K, N, device="cuda", dtype=tdt)
-    c = k(a, b)
-    ref = torch.relu(a.double() @ b.double())
-    err = ((c.double() - ref).abs().max() / ref.abs().max()).item()
-    assert err < 1e-2, f"{path} {case} {dtype}: relative error {err}"
+    check_relu_gemm(k, M, N, K, f"{path} {case} {dtype}", tdt)
 
 
 def make_nt(M, N, K, bM, bN, bK, threads, stages, dtype="float16", out_dtype="float16"):
@@ -108,12 +113,7 @@ def test_stream_k_gemm_matches_float64_call_after_call(case):
         k = tilelang.compile(make(M, N, K, *cfg, "float16"), out_idx=[-1], target="cuda")
     assert "tl_sk_ws" in k.get_kernel_source()
     for _ in range(3):
-        a = torch.randn(M, K, device="cuda", dtype=torch.float16)
-        b = torch.randn(K, N, device="cuda", dtype=torch.float16)
-        c = k(a, b)
-        ref = torch.relu(a.double() @ b.double())
-        err = ((c.double() - ref).abs().max() / ref.abs().max()).item()
-        assert err < 1e-2, f"{case}: relative error {err}"
+        check_relu_gemm(k, M, N, K, str(case))
 
 
 @cuda
@@ -131,12 +131,7 @@ def test_persistent_gemm_over_several_waves_matches_float64(conf):
         k = tilelang.compile(make(M, N, K, 128, 128, 64, 128, 3, "float16"), out_idx=[-1], target="cuda",
                              pass_configs=conf)
     assert ("tl_pdir" in k.get_kernel_source()) == ("tl.disable_k_serpentine" not in conf)
-    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
-    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
-    c = k(a, b)
-    ref = torch.relu(a.double() @ b.double())
-    err = ((c.double() - ref).abs().max() / ref.abs().max()).item()
-    assert err < 1e-2, f"{conf}: relative error {err}"
+    check_relu_gemm(k, M, N, K, str(conf))
 
 
 @cuda
@@ -153,12 +148,7 @@ def test_deferred_epilogue_gemm_matches_float64(K):
                              pass_configs={"tl.disable_stream_k": True})
     assert "tl_out_next" in k.get_kernel_source()
     for _ in range(2):
-        a = torch.randn(M, K, device="cuda", dtype=torch.float16)
-        b = torch.randn(K, N, device="cuda", dtype=torch.float16)
-        c = k(a, b)
-        ref = torch.relu(a.double() @ b.double())
-        err = ((c.double() - ref).abs().max() / ref.abs().max()).item()
-        assert err < 1e-2, f"K={K}: relative error {err}"
+        check_relu_gemm(k, M, N, K, f"K={K}")
 
 
 @cuda
@@ -176,12 +166,7 @@ def test_mma_gemm_over_several_waves_matches_float64(conf):
                              pass_configs={"tl.disable_wgmma": True, **conf})
     src = k.get_kernel_source()
     assert ("tl_krev" in src) == ("C_stage" in src) == (not conf)
-    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
-    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
-    c = k(a, b)
-    ref = torch.relu(a.double() @ b.double())
-    err = ((c.double() - ref).abs().max() / ref.abs().max()).item()
-    assert err < 1e-2, f"{conf}: relative error {err}"
+    check_relu_gemm(k, M, N, K, str(conf))
 
 
 @cuda
@@ -196,12 +181,7 @@ def test_stream_k_with_a_symbolic_m_decides_per_call():
         k = tilelang.compile(make(m, 1280, 2048, 128, 256, 64, 256, 4, "float16"), out_idx=[-1], target="cuda")
     assert "tl_sk_ranges" in k.get_kernel_source()
     for M in (1024, 16896, 300):
-        a = torch.randn(M, 2048, device="cuda", dtype=torch.float16)
-        b = torch.randn(2048, 1280, device="cuda", dtype=torch.float16)
-        c = k(a, b)
-        ref = torch.relu(a.double() @ b.double())
-        err = ((c.double() - ref).abs().max() / ref.abs().max()).item()
-        assert err < 1e-2, f"M={M}: relative error {err}"
+        check_relu_gemm(k, M, 1280, 2048, f"M={M}")
 
 
 @cuda
