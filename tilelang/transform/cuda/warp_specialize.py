@@ -29,24 +29,21 @@ from ... import dtypes as dt
 from ...arith.simplify import const_int, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
-from ...ir.buffer import Buffer, BufferRegion
+from ...ir.buffer import Buffer
 from ...ir.visitor import collect, substitute
 from ...op import tile_ops as O
 from ...op.regions import squeezed
 from .layout_inference import wgmma_ok, wgmma_rs_ok
 from .lower_tile_ops import Raw
 from .raster import panel_raster
-from .stream_k import StreamK, plain_reduction, stream_k_finish, stream_k_plan, stream_k_units
-
-
-@dataclass(frozen=True)
-class TmaDesc:
-    """A tensor map the host encodes per call: `buffer`'s tensor, `box` (outer-first), swizzle bytes."""
-
-    name: str
-    buffer: Buffer
-    box: tuple
-    swizzle: int
+from .stream_k import (
+    StreamK,
+    plain_reduction,
+    stream_k_finish,
+    stream_k_plan,
+    stream_k_units,
+)
+from .ws_epilogue import TmaDesc, defer_epilogue, defer_fits, tma_store_epilogue
 
 
 @dataclass
@@ -349,8 +346,8 @@ def _rewrite(plan: _Plan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.Ke
     staged = sum(st.numel() * st.dtype.bytes for st in storages.values())
     others = sum(a.buffer.numel() * a.buffer.dtype.bytes for a in collect(k.body, lambda n: isinstance(n, S.Allocate))
                  if a.buffer.scope in ("shared", "shared.dyn") and a.buffer.uid not in storages)
-    defer = plan.persistent and plan.defer_epilogue and _defer_fits(plan)
-    epi = _tma_store_epilogue(k, suffix, plan.gemms, SMEM_MAX - 2048 - staged - others, len(info.descs), warn,
+    defer = plan.persistent and plan.defer_epilogue and defer_fits(plan)
+    epi = tma_store_epilogue(k, suffix, plan.gemms, SMEM_MAX - 2048 - staged - others, len(info.descs), warn,
                               64 if defer else 256)
     store_wait, deferred = [], None
     if epi is not None:
@@ -359,7 +356,7 @@ def _rewrite(plan: _Plan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.Ke
         info.panels.add(c_s.uid)
         store_wait = [Raw("if (tid == 0) tl::tma_store_wait_all();")]  # global writes done before exit
         if defer:
-            suffix, consumer_loop, hold_allocs, flush = _defer_epilogue(plan, where, consumer_loop)
+            suffix, consumer_loop, hold_allocs, flush = defer_epilogue(plan, where, consumer_loop)
             info.deferred_epilogue = True
             deferred = (hold_allocs, flush)
             store_wait = [flush] + store_wait
@@ -455,133 +452,6 @@ def _timed(unit: S.Stmt, plan: _Plan, n: Buffer) -> S.Stmt:
     tile_rec = Raw(f"if (tid == 0 && {{0}} < {TIMELINE_UNITS}) {slot.replace('{1}', '3')} = {{1}};", (cnt, tile))
     return S.seq(rec(0), tile_rec, *stmts[:at + 1], rec(1), *stmts[at + 1:], rec(2),
                  S.BufferStore(n, (E.as_expr(0),), cnt + 1))
-
-
-def _tma_store_epilogue(k: S.KernelLaunch, suffix: list, gemms: list, free: int, ndesc: int, warn,
-                        max_rows: int = 256):
-    """(new suffix, staging tile, tensor map) or None: the epilogue's T.copy of a gemm accumulator
-    to a 2-d fp16/bf16 global tile becomes, per chunk of the tile's rows, a store of the chunk into
-    a shared staging tile (64-column 128B-swizzled panels) and TMA stores issued by thread 0 --
-    asynchronous, so the next tile's mainloop overlaps the global writes, and TMA drops the
-    out-of-range part of ragged tiles. Chunks are as tall as the shared memory left allows.
-
-        T.copy(C_l, C[by*128, bx*256])   ->   per chunk h: wait until the last TMA store has read C_s;
-                                                 T.copy(C_l[h*64:(h+1)*64, :], C_s); tma_store(C_s -> C)"""
-    accs = {g.C.buffer.uid for g in gemms}
-    hits = [i for i, st in enumerate(suffix) if isinstance(st, O.Copy) and st.src.buffer.uid in accs
-            and st.dst.buffer.scope == "global"]
-    if len(hits) != 1:
-        return None
-    i = hits[0]
-    op = suffix[i]
-    f, c = op.src.buffer, op.dst.buffer
-    R, W = (const_int(x) for x in f.shape) if f.ndim == 2 else (None, None)
-    full = f.ndim == 2 and all(const_int(s_) == 0 for s_ in op.src.starts) and \
-        [const_int(e) for e in op.src.extents] == [R, W]
-    if not full or c.ndim != 2 or c.dtype.bytes != 2 or [const_int(e) for e in op.dst.extents] != [R, W]:
-        return None
-    inner = const_int(c.shape[1])
-    if inner is None or (inner * 2) % 16 or R > 256 or W % 64:
-        return None
-    # C must be written only here: TMA stores land asynchronously
-    touched = [n for n in collect(k.body, lambda n: isinstance(n, (E.BufferLoad, S.BufferStore, O.Copy)))
-               if n is not op and (getattr(n, "buffer", None) is c
-                                   or (isinstance(n, O.Copy) and c in (n.src.buffer, n.dst.buffer)))]
-    if touched:
-        return None
-    rows = R  # chunks of whole rows: every thread stores in every chunk
-    while rows % 128 == 0 and (rows * W * 2 > free or rows > max_rows):  # down to 64-row chunks
-        rows //= 2
-    if rows * W * 2 > free:
-        warn(f"epilogue T.copy {f.name} -> {c.name} stores from registers, not through TMA: a "
-             f"{rows}x{W} staging tile needs {rows * W * 2} B of shared memory and {max(free, 0)} B are left")
-        return None
-    c_s = Buffer(f"{c.name}_tma", (rows, W), c.dtype, "shared.dyn")
-    desc = TmaDesc(f"tmap_{ndesc}", c, (rows, 64), 128)
-    row0, col0 = (simplify(x) for x in op.dst.starts)
-
-    def chunk(h, frag=f, col0=col0, row0=row0):
-        """Rows [h * rows, (h + 1) * rows) of `frag` to C at (row0, col0), through C_s."""
-        src = BufferRegion(frag, ((E.as_expr(h * rows), rows), (E.as_expr(0), W)))
-        dst = BufferRegion(c_s, ((E.as_expr(0), rows), (E.as_expr(0), W)))
-        stores = " ".join(f"tl::tma_store(&{desc.name}, {c_s.name} + {q * rows * 64}, {{0}} + {q * 64}, {{1}} + {h * rows});"
-                          for q in range(W // 64))
-        return [Raw("if (tid == 0) tl::tma_store_wait<0>();", reads=(c_s,)),  # the last stores have read C_s
-                replace(op, src=src, dst=dst),
-                Raw(f"if (tid == 0) {{{{ {stores} tl::tma_store_commit(); }}}}", (col0, row0), reads=(c_s,))]
-
-    out = [st for h in range(R // rows) for st in chunk(h)]
-    return suffix[:i] + out + suffix[i + 1:], c_s, desc, Epilogue(suffix, i, op, R // rows, chunk)
-
-
-@dataclass
-class Epilogue:
-    """Where `_tma_store_epilogue` put the TMA-store chunks: suffix[at] was the T.copy `op` of the
-    accumulator; chunk(h, frag, col0, row0) gives chunk h's statements (of `count`)."""
-
-    suffix: list
-    at: int
-    op: O.Copy
-    count: int
-    chunk: object
-
-
-DEFER_STRIDE = 2  # deferred chunk h is stored in k-iteration 2h of the next tile: the TMA has read chunk h - 1
-
-
-def _defer_fits(plan: _Plan) -> bool:
-    """Where the register copy of the output tile fits beside the next accumulator without
-    spills, as measured with ptxas: two consumer warpgroups on a 128-row tile (128 accumulator
-    registers per thread for a 128x256 tile, plus 64 for the packed copy), and no stream-K
-    (its partial-sum code needs registers too). Elsewhere (one warpgroup, 256-row tiles, stream-K)
-    ptxas spilled. CUDAArtifact still recompiles without the deferral if ptxas spills."""
-    return plan.T == 256 and const_int(plan.gemms[0].C.buffer.shape[0]) == 128 and plan.sk is None
-
-
-def _defer_epilogue(plan: _Plan, epi: Epilogue, consumer_loop: S.Stmt):
-    """The epilogue's TMA-store chunks moved into the next tile's k-loop (a persistent plain
-    k-reduction): the tile's end converts the accumulator into a register copy (the output
-    dtype) and notes the tile's corner; iteration start + 2h of the next tile's k-loop, with its
-    wgmma batch in flight, stores chunk h of the copy through the staging tile. So no wait for a
-    TMA store's read of the staging tile, and no staging store, stands between two k-loops.
-    Returns (suffix, consumer loop, allocations, flush): flush stores what is still pending
-    (after the block's last tile, and before a tile's copy is overwritten when a short k-loop
-    left chunks of the previous one)."""
-    f, c = epi.op.src.buffer, epi.op.dst.buffer
-    hold = Buffer(f"{f.name}_out", f.shape, c.dtype, "fragment")
-    nxt = Buffer("tl_out_next", (1,), dt.int32, "local.var")  # the next chunk to store; count: none pending
-    corner = [Buffer(f"tl_out_{x}", (1,), dt.int32, "local.var") for x in ("row", "col")]
-    zero = (E.as_expr(0),)
-    pending = E.BufferLoad(nxt, zero, dt.int32)
-    row0, col0 = (E.BufferLoad(b, zero, dt.int32) for b in corner)
-
-    def store(h):
-        return S.seq(*epi.chunk(h, hold, col0, row0), S.BufferStore(nxt, zero, E.as_expr(h + 1)))
-
-    def flush():
-        return S.seq(*[S.IfThenElse(E.compare("==", pending, h), store(h)) for h in range(epi.count)])
-
-    loop = plan.loop
-    due = []
-    for h in range(epi.count):
-        at = simplify(loop.start + E.binop("min", E.as_expr(DEFER_STRIDE * h), loop.extent - 1))
-        due.append(S.IfThenElse(E.logical_and(E.compare("==", pending, h), E.compare("==", loop.var, at)), store(h)))
-    whole = BufferRegion(f, tuple((E.as_expr(0), x) for x in f.shape))
-    keep = [flush(), replace(epi.op, src=whole, dst=BufferRegion(hold, whole.ranges)),
-            *[S.BufferStore(b, zero, simplify(x)) for b, x in zip(corner, epi.op.dst.starts)],
-            S.BufferStore(nxt, zero, E.as_expr(0))]
-    suffix = epi.suffix[:epi.at] + keep + epi.suffix[epi.at + 1:]
-
-    def add_due(st):
-        if isinstance(st, S.For) and st.var is loop.var:
-            return replace(st, body=S.seq(st.body, *due))
-        if isinstance(st, S.SeqStmt):
-            return S.SeqStmt(tuple(add_due(x) for x in st.stmts))
-        return st
-
-    hold.packed16 = True  # two values per register (codegen): 64 registers for a 128x256 tile
-    allocs = [S.Allocate(hold), S.Allocate(nxt, (E.as_expr(epi.count),))] + [S.Allocate(b, zero) for b in corner]
-    return suffix, add_due(consumer_loop), allocs, flush()
 
 
 def _cluster_plan(k: S.KernelLaunch, loop: S.For, prefix_lets: list, pairs: list):
