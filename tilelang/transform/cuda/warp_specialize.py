@@ -231,8 +231,9 @@ def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine
     if persistent and plan.cluster is None and stream_k:
         plan.sk = stream_k_plan(loop, plan.body, gemms, stmts[:loops[0]], k.block_vars, num_sms, _tile_space(k)[0])
     plain = persistent and plain_reduction(loop, plan.body, gemms, stmts[:loops[0]], k.block_vars) is not None
-    plan.serpentine = plain and serpentine
-    plan.defer_epilogue = plain
+    # not with clusters (opt-in): that combination has not run on a GPU yet
+    plan.serpentine = plain and serpentine and plan.cluster is None
+    plan.defer_epilogue = plain and plan.cluster is None
     if plan.sk is not None:
         plan.ki = loop.extent
         plan.stmts[loops[0]] = replace(loop, start=simplify(loop.start + plan.sk.k0), extent=plan.sk.k1 - plan.sk.k0)
