@@ -37,6 +37,7 @@ CASES = [  # M, N, K, block_M, block_N, block_K, threads, stages
     (300, 264, 448, 128, 256, 64, 256, 3),   # ragged M and N tiles (TMA zero-fills, stores guarded)
     (256, 384, 200, 128, 128, 32, 128, 4),   # ragged K tile
     (256, 256, 320, 128, 128, 128, 128, 2),  # 256-byte K-major A rows: 64-column panels on wgmma
+    (200, 260, 100, 128, 128, 32, 128, 3),   # 200- and 520-byte rows: 8-byte cp.async, no TMA
 ]
 
 

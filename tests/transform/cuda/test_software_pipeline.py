@@ -192,12 +192,25 @@ def test_source_has_prologue_wait_and_staged_tiles(case, stages, build):
     assert b.kernel.artifact.csource.smem_bytes == stages * (128 * 32 + 32 * 128) * 2
 
 
-def test_copy_that_cannot_use_cp_async_runs_unpipelined_with_a_warning(kernels):
+def test_rows_of_8_byte_multiples_pipeline_with_8_byte_cp_async(kernels):
+    """K = 100: A's rows are 200 bytes, so its tiles move as 8-byte cp.async (said once), still
+    pipelined; B keeps 16-byte ones."""
     with pytest.warns(PerformanceWarning) as rec:
         k = tilelang.compile(kernels.gemm(K=100), out_idx=[-1], target="cuda -arch=sm_80")
     msgs = [str(w.message) for w in rec]
-    assert any("T.Pipelined(num_stages=3) runs unpipelined: T.copy A -> A_s cannot use 16-byte cp.async "
-               "(A: row length 100 is not a multiple of 8 elements)" in m for m in msgs), msgs
+    note = ("T.Pipelined: T.copy A -> A_s uses 8-byte cp.async, not 16-byte "
+            "(A: row length 100 is not a multiple of 8 elements)")
+    assert sum(note in m for m in msgs) == 1, msgs
+    src = k.artifact.source
+    assert "A_s_stages" in src and "tl::cp_async_zfill<8>(&A_s_w[" in src and "tl::cp_async_zfill<16>(&B_s_w[" in src
+
+
+def test_copy_that_cannot_use_cp_async_runs_unpipelined_with_a_warning(kernels):
+    with pytest.warns(PerformanceWarning) as rec:
+        k = tilelang.compile(kernels.gemm(K=99), out_idx=[-1], target="cuda -arch=sm_80")
+    msgs = [str(w.message) for w in rec]
+    assert any("T.Pipelined(num_stages=3) runs unpipelined: T.copy A -> A_s cannot use 4-, 8- or 16-byte "
+               "cp.async (A: row length 99 is not a multiple of 8 elements)" in m for m in msgs), msgs
     src = k.artifact.source
     assert "_stages" not in src and "cp_async_wait<1>" not in src
     assert k.artifact.csource.smem_bytes == (128 * 32 + 32 * 128) * 2

@@ -77,7 +77,7 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     if ws is not None:
         info.swizzled |= ws.swizzled
         info.panels |= ws.panels
-    for m in msgs:
+    for m in dict.fromkeys(msgs):  # once each (a copy lowered in a prologue and a loop says it twice)
         ctx.warnings.append(m)
     ctx.cuda_info = info
     ctx.ws_info = ws

@@ -60,6 +60,17 @@ TL_DEVICE void tl_copy_vec16_impl(void* dst, const void* src, bool pred) {
 }
 namespace tl {
 TL_DEVICE void copy_vec16(void* dst, const void* src, bool pred) { tl_copy_vec16_impl(dst, src, pred); }
+// 8- and 4-byte copies, for rows that are not multiples of 16 bytes.
+TL_DEVICE void copy_vec8(void* dst, const void* src, bool pred) {
+  uint2 v = make_uint2(0, 0);
+  if (pred) v = *reinterpret_cast<const uint2*>(src);
+  *reinterpret_cast<uint2*>(dst) = v;
+}
+TL_DEVICE void copy_vec4(void* dst, const void* src, bool pred) {
+  uint32_t v = 0;
+  if (pred) v = *reinterpret_cast<const uint32_t*>(src);
+  *reinterpret_cast<uint32_t*>(dst) = v;
+}
 }  // namespace tl
 
 namespace tl {

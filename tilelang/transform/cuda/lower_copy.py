@@ -62,14 +62,15 @@ class CopyLowering:
         g2s = op.src.buffer.scope == "global" and op.dst.buffer.scope in ("shared", "shared.dyn")
         hoisted = self.hoisted_source(op, v, vec, ext) if g2s else None
         # in a pipeline the copy completes at the pipeline's wait + barrier, not here
+        nb = vec * op.src.buffer.dtype.bytes
         if hoisted is not None:
-            cp = Raw(f"tl::cp_async_zfill<16>({{0}}, {hoisted[0]} + ({{1}}), {{2}});",
+            cp = Raw(f"tl::cp_async_zfill<{nb}>({{0}}, {hoisted[0]} + ({{1}}), {{2}});",
                      (dst_addr, hoisted[1], E.as_expr(ok_s)), writes=() if op.async_group else (op.dst.buffer,))
         elif g2s:
-            cp = Raw("tl::cp_async_zfill<16>({0}, {1}, {2});", (dst_addr, src_addr, E.as_expr(ok_s)),
+            cp = Raw(f"tl::cp_async_zfill<{nb}>({{0}}, {{1}}, {{2}});", (dst_addr, src_addr, E.as_expr(ok_s)),
                      writes=() if op.async_group else (op.dst.buffer,))
         else:
-            cp = Raw("tl::copy_vec16({0}, {1}, {2});", (dst_addr, src_addr, E.as_expr(ok_s)),
+            cp = Raw(f"tl::copy_vec{nb}({{0}}, {{1}}, {{2}});", (dst_addr, src_addr, E.as_expr(ok_s)),
                      reads=(op.src.buffer,), writes=(op.dst.buffer,))
         body = cp if ok_d is True else S.IfThenElse(ok_d, cp)
         inner = S.seq(S.LetStmt(e, (v * self.T + self.tid) * vec),
@@ -175,6 +176,9 @@ class CopyLowering:
     def visit_Copy(self, op: O.Copy):
         vec, why = self.vector_width(op)
         if vec > 1:
+            if why and not op.async_group:  # a pipeline's copies: the pipeline pass said it
+                self.warn(f"T.copy {op.src.buffer.name} -> {op.dst.buffer.name} uses "
+                          f"{vec * op.src.buffer.dtype.bytes}-byte vectors, not 16-byte ones ({why})")
             return self.vector_copy(op, vec)
         ld = self.ldmatrix_copy(op)
         if ld is not None:
@@ -339,23 +343,33 @@ def unflatten(e, extents) -> list:
 
 
 def copy_vector_width(op: O.Copy) -> tuple[int, str | None]:
-    """(elements per 16-byte vector, None) when both sides allow vectors, else (1, reason)."""
+    """(elements per vector, why not 16 bytes): the widest 16-, 8- or 4-byte vector both sides
+    allow, with None when it is 16 bytes; (1, reason) when none fits."""
     s, d = op.src.buffer, op.dst.buffer
     if s.dtype != d.dtype:
         return 1, f"it converts {s.dtype} to {d.dtype}"
-    vec = 16 // s.dtype.bytes
+    first = None
+    for nbytes in (16, 8, 4):
+        vec = nbytes // s.dtype.bytes
+        why = _vector_unfit(op, vec) if vec > 1 else "elements wider than the vector"
+        if why is None:
+            return vec, first
+        first = first or why
+    return 1, first
+
+
+def _vector_unfit(op: O.Copy, vec: int) -> str | None:
+    """Why `vec`-element vectors cannot move this copy, or None."""
     ext = squeezed(op.dst.extents)
     if not ext or not all(isinstance(e, int) for e in ext) or ext[-1] % vec:
-        return 1, f"the tile's last extent is not a multiple of {vec}"
+        return f"the tile's last extent is not a multiple of {vec}"
     for r in (op.src, op.dst):
         b = r.buffer
         inner = const_int(b.shape[-1])
         if const_int(r.extents[-1]) != ext[-1]:
-            return 1, f"{b.name}: the tile's last dim is not the buffer's last dim"
+            return f"{b.name}: the tile's last dim is not the buffer's last dim"
         if inner is None or inner % vec:
-            return 1, f"{b.name}: row length {b.shape[-1]} is not a multiple of {vec} elements"
+            return f"{b.name}: row length {b.shape[-1]} is not a multiple of {vec} elements"
         if not aligned(r.starts[-1], vec):
-            return 1, f"{b.name}: column offset {r.starts[-1]} is not provably a multiple of {vec}"
-    return vec, None
-
-
+            return f"{b.name}: column offset {r.starts[-1]} is not provably a multiple of {vec}"
+    return None

@@ -74,8 +74,11 @@ class _Pipeline(Mutator):
             vec, why = copy_vector_width(p)
             if vec == 1:
                 self.warn(f"T.Pipelined(num_stages={stages}) runs unpipelined: T.copy {p.src.buffer.name} -> "
-                          f"{p.dst.buffer.name} cannot use 16-byte cp.async ({why})")
+                          f"{p.dst.buffer.name} cannot use 4-, 8- or 16-byte cp.async ({why})")
                 return s
+            if why:
+                self.warn(f"T.Pipelined: T.copy {p.src.buffer.name} -> {p.dst.buffer.name} uses "
+                          f"{vec * p.src.buffer.dtype.bytes}-byte cp.async, not 16-byte ({why})")
         n = s.extent
         read_map, write_map, sets = {}, {}, []
         for p in producers:
