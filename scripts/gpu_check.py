@@ -1,7 +1,11 @@
 """The GPU tier in one go: cuda-marked tests, every example on target="cuda", sanitizers,
 benchmarks. Writes logs and results.json into OUT and prints a table last.
 
-    python scripts/gpu_check.py OUT [--quick]
+    python scripts/gpu_check.py OUT [--quick] [--part tests|bench]
+
+--part tests: the cuda-marked tests, the examples and the sanitizers; --part bench: the
+benchmarks (both by default; on the H200 the parts took about 3 and 4 minutes). Where OUT
+persists between the two calls, the second one's summary lists both parts.
 """
 import importlib.util
 import json
@@ -40,14 +44,20 @@ def _load(name):
 
 
 py = sys.executable
+PART = sys.argv[sys.argv.index("--part") + 1] if "--part" in sys.argv else "all"
+if PART not in ("all", "tests", "bench"):
+    sys.exit(f"--part takes tests or bench, got {PART!r}")
+if PART == "bench" and (OUT / "results.json").exists():  # the tests part's rows, for one table
+    results.extend(json.loads((OUT / "results.json").read_text()))
 run("nvidia-smi", ["nvidia-smi", "--query-gpu=name,driver_version,clocks.sm", "--format=csv"])
-run("pytest_cuda", [py, "-m", "pytest", "-q", "-x", "-m", "cuda", "tests", "-p", "no:cacheprovider"], 600)
-for ex in sorted((ROOT / "examples").glob("*.py")):
-    run(f"example_{ex.stem}", [py, str(ex), "--target", "cuda"], 300)
-# head dim 128: Q and K tiles with 256-byte K-major rows (64-column panels on wgmma)
-run("example_flash_attention_d128", [py, str(ROOT / "examples" / "flash_attention.py"), "--target", "cuda",
-                                     "--dim", "128", "--seq", "300"], 300)
-if "--quick" not in sys.argv:
+if PART != "bench":
+    run("pytest_cuda", [py, "-m", "pytest", "-q", "-x", "-m", "cuda", "tests", "-p", "no:cacheprovider"], 600)
+    for ex in sorted((ROOT / "examples").glob("*.py")):
+        run(f"example_{ex.stem}", [py, str(ex), "--target", "cuda"], 300)
+    # head dim 128: Q and K tiles with 256-byte K-major rows (64-column panels on wgmma)
+    run("example_flash_attention_d128", [py, str(ROOT / "examples" / "flash_attention.py"), "--target", "cuda",
+                                         "--dim", "128", "--seq", "300"], 300)
+if "--quick" not in sys.argv and PART != "bench":
     san = "/usr/local/cuda/bin/compute-sanitizer"
     for ex in ("quickstart", "softmax"):
         for tool in ("memcheck", "racecheck"):
@@ -58,6 +68,7 @@ if "--quick" not in sys.argv:
         run(f"sanitizer_{tool}_quickstart_tma", [san, "--tool", tool, "--error-exitcode", "9", py,
                                                  str(ROOT / "examples" / "quickstart.py"), "--target", "cuda",
                                                  "--m", "1024", "--n", "768", "--k", "512"], 300)
+if "--quick" not in sys.argv and PART != "tests":
     run("bench_gemm", [py, str(ROOT / "benchmarks" / "gemm.py"), "--json", str(OUT / "gemm.json")], 900)
     run("bench_gemm_mma", [py, str(ROOT / "benchmarks" / "gemm.py"), "--path", "mma", "--dtypes", "fp16", "--shapes",
                            "4096", "8192", "--no-canonical", "--no-fp8", "--no-triton", "--json",
