@@ -106,13 +106,9 @@ class CopyLowering:
             if form is None:
                 return None
             base, kc, vc = form
-            addr = E.Call("address_of", (E.BufferLoad(op.src.buffer, tuple(base), op.src.buffer.dtype),), dt.uint64)
-            key = (op.src.buffer.uid, tuple(base))
-            decl = frame.decls.get(key)
-            if decl is None:
-                decl = frame.decls[key] = Raw(f"const auto* tl_gsrc{self.nhoisted} = {{0}};", (addr,))
-                self.nhoisted += 1
-            return decl.fmt.split()[2], simplify(E.cast(dt.int64, ko - start) * kc + E.cast(dt.int64, v) * vc)
+            name = self._declare(frame, (op.src.buffer.uid, tuple(base)),
+                                 lambda n: Raw(f"const auto* tl_gsrc{n} = {{0}};", (_address(op, base),)))
+            return name, simplify(E.cast(dt.int64, ko - start) * kc + E.cast(dt.int64, v) * vc)
         cond = next(iter(conds))
         if len(conds) != 1 or any(x == ko or x == v or x in frame.inside or isinstance(x, (E.BufferLoad, E.Call))
                                   for x in _leaves(cond)):
@@ -121,19 +117,21 @@ class CopyLowering:
         if None in forms or forms[0][2] != forms[1][2]:
             return None
         (base_r, kc_r, vc), (base_f, kc_f, _) = forms
-        addrs = [E.Call("address_of", (E.BufferLoad(op.src.buffer, tuple(b), op.src.buffer.dtype),), dt.uint64)
-                 for b in (base_r, base_f)]
-        key = (op.src.buffer.uid, tuple(base_f), tuple(base_r), cond)
-        decl = frame.decls.get(key)
-        if decl is None:
-            n = self.nhoisted
-            self.nhoisted += 1
-            decl = frame.decls[key] = Raw(f"const auto* tl_gsrc{n} = ({{0}}) ? {{1}} : {{2}}; "
-                                          f"const int64_t tl_gstep{n} = ({{0}}) ? {{3}} : {{4}};",
-                                          (cond, addrs[0], addrs[1], kc_r, kc_f))
-        name = decl.fmt.split()[2]
+        name = self._declare(frame, (op.src.buffer.uid, tuple(base_f), tuple(base_r), cond),
+                             lambda n: Raw(f"const auto* tl_gsrc{n} = ({{0}}) ? {{1}} : {{2}}; "
+                                           f"const int64_t tl_gstep{n} = ({{0}}) ? {{3}} : {{4}};",
+                                           (cond, _address(op, base_r), _address(op, base_f), kc_r, kc_f)))
         step = E.Var(name.replace("gsrc", "gstep"), dt.int64)
         return name, simplify(E.cast(dt.int64, ko - start) * step + E.cast(dt.int64, v) * vc)
+
+    def _declare(self, frame, key, make) -> str:
+        """The name of the hoisted source pointer for `key`, declared before the loop on first use
+        (`make(n)` builds declaration number n)."""
+        decl = frame.decls.get(key)
+        if decl is None:
+            decl = frame.decls[key] = make(self.nhoisted)
+            self.nhoisted += 1
+        return decl.fmt.split()[2]
 
     def _affine(self, op: O.Copy, indices: list, frame, v: E.Var):
         """(indices at ko = start and v = 0, element stride per ko, per v) of a source tile whose
@@ -307,6 +305,10 @@ class _Hoist:
     loop: S.For
     inside: set
     decls: dict = field(default_factory=dict)
+
+
+def _address(op: O.Copy, indices) -> E.Expr:
+    return E.Call("address_of", (E.BufferLoad(op.src.buffer, tuple(indices), op.src.buffer.dtype),), dt.uint64)
 
 
 def _pick(e, cond, side: int):

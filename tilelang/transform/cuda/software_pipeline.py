@@ -26,7 +26,7 @@ from ... import dtypes as dt
 from ...arith.simplify import const_int, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
-from ...ir.buffer import Buffer
+from ...ir.buffer import Buffer, BufferRegion
 from ...ir.visitor import Mutator, collect, substitute
 from ...op import tile_ops as O
 from .lower_tile_ops import Raw, copy_vector_width
@@ -311,9 +311,9 @@ def _wave_reverse(k: S.KernelLaunch, num_sms: int):
     would split."""
     from .raster import panel_rank
     from .stream_k import plain_reduction
+    from .warp_specialize import _top_pipelined
 
-    stmts = list(k.body.stmts) if isinstance(k.body, S.SeqStmt) else [k.body]
-    loops = [i for i, st in enumerate(stmts) if isinstance(st, S.For) and st.kind == "pipelined"]
+    stmts, loops = _top_pipelined(k.body)
     if len(loops) != 1 or not 1 <= len(k.block_vars) <= 2:
         return None
     loop = stmts[loops[0]]
@@ -321,7 +321,7 @@ def _wave_reverse(k: S.KernelLaunch, num_sms: int):
     producers = [b for b in body if isinstance(b, O.Copy) and b.src.buffer.scope == "global"
                  and b.dst.buffer.scope in ("shared", "shared.dyn")]
     rest = [b for b in body if not any(b is p for p in producers)]
-    gemms = [g for g in collect(S.seq(*rest), lambda n: isinstance(n, O.Gemm))]
+    gemms = collect(S.seq(*rest), lambda n: isinstance(n, O.Gemm))
     acc = plain_reduction(loop, rest, gemms, stmts[:loops[0]], k.block_vars)
     stages = loop.annotation("num_stages", 0) or 0
     T = k.threads[0] * k.threads[1] * k.threads[2]
@@ -391,8 +391,6 @@ def stage_epilogue(k: S.KernelLaunch, views: list) -> S.KernelLaunch:
     stage = Buffer(f"{c.name}_stage", tuple(shape), c.dtype, "shared.dyn")
     stage.view_of = room[0]
     whole = tuple((E.as_expr(0), x) for x in shape)
-    from ...ir.buffer import BufferRegion
-
     new = [S.Allocate(stage), O.AnnotateLayout(((stage, make_swizzled_layout(stage)),)),
            replace(op, dst=BufferRegion(stage, whole)), replace(op, src=BufferRegion(stage, whole))]
     return replace(k, body=S.seq(*stmts[:hits[0]], *new, *stmts[hits[0] + 1:]))
