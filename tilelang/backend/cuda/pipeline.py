@@ -93,6 +93,12 @@ def _replace_kernel(body, old, new):
     return body
 
 
+def legal_names_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
+    from ...codegen.c import legal_buffer_names
+
+    return legal_buffer_names(func)
+
+
 def unique_names_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     from ...codegen.c import unique_var_names
 
@@ -100,6 +106,7 @@ def unique_names_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
 
 
 PASSES = [
+    ("legal_names", legal_names_pass),
     ("simplify", simplify_pass),
     ("legalize_safe_memory", legalize_safe_memory),
     ("lower_cuda", lower_cuda),
