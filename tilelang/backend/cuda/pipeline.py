@@ -227,7 +227,7 @@ class CUDAArtifact:
         t = self._workspaces.get(key)
         if t is None:
             shape = [const_int(d) for d in buf.shape]
-            t = self._workspaces[key] = torch.zeros(shape, dtype=getattr(torch, buf.dtype.name),
+            t = self._workspaces[key] = torch.zeros(shape, dtype=buf.dtype.as_torch(),
                                                     device=torch.device("cuda", dev))
         return t
 
