@@ -21,11 +21,6 @@
 
 namespace tl {
 
-// Offset of (k, n) in an MN-major panel tile with kRows rows (K) of 64 16-bit elements.
-template <int kRows>
-TL_DEVICE int panel_offset(int k, int n) {
-  return (n / 64) * (kRows * 64) + swizzle_offset<64, 2>(k, n % 64);
-}
 
 // Descriptor of the kk-th 32-byte K slice of rows r0.. of a K-major tile with kRows rows:
 // rows of kRowBytes = 32, 64 or 128 B in one swizzle span each, or (16-bit, kRowBytes a multiple

@@ -550,6 +550,22 @@ def _detach_scope_changes(body, low: _Lower):
     return _ReplaceBuffers(copies).visit(body) if copies else body
 
 
+class _MmaPanels(Mutator):
+    """An mma.sync gemm reading a tile that a wgmma gemm keeps in 64-column panels reads it as panels
+    (tl::gemm_ss's PRA / PRB): which tiles are panels is known only once every gemm is lowered."""
+
+    def __init__(self, panels: set):
+        self.panels = panels
+
+    def visit_Raw(self, r: Raw):
+        if not r.fmt.startswith("tl::gemm_ss<") or not any(b.uid in self.panels for b in r.reads):
+            return r
+        a, b = r.reads
+        rows = [x.shape[0] if x.uid in self.panels else 0 for x in (a, b)]
+        head, tail = r.fmt.split(">(", 1)
+        return replace(r, fmt=f"{head}, {rows[0]}, {rows[1]}>({tail}")
+
+
 def _addr(buf: Buffer) -> E.Expr:
     return E.Call("address_of", (E.BufferLoad(buf, tuple(E.as_expr(0) for _ in buf.shape), buf.dtype),), dt.uint64)
 
@@ -569,6 +585,7 @@ def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = Fa
         if uid in low.panels:  # a wgmma B tile in 64-column panels: the codegen indexes panels
             warn(f"T.annotate_layout swizzle of {buf.name} is overridden: it is a wgmma B tile, kept in "
                  "64-column panels")
+    body = _MmaPanels(low.panels).visit(body)
     body = _detach_scope_changes(body, low)
     # thread vars requested by T.get_thread_binding map onto threadIdx
     new = replace(k, body=body)
