@@ -29,7 +29,7 @@ from ...layout.fragment import (
     WgmmaAccFragment,
 )
 from ...op import tile_ops as O
-from ...op.regions import squeezed, tile_coords
+from ...op.regions import matrix_coords, matrix_indices, squeezed, tile_coords
 from ..lower_tile_ops_cpu import cumsum_scan, in_bounds, region_indices
 from .layout_inference import LayoutPlan, infer_layouts, kmajor_panels, kmajor_rows_ok
 from .lower_copy import CopyLowering, _bound_in, _Hoist, copy_vector_width, unflatten  # noqa: F401 (re-exports)
@@ -62,6 +62,7 @@ class AccStash(S.Stmt):
 
 
 THREAD_LOOP = (("tl.thread_loop", True),)
+THREAD_LOCAL = ("local", "local.var")  # scopes each thread holds a whole copy of
 
 
 def sync() -> Raw:
@@ -244,7 +245,22 @@ class _Lower(CopyLowering, TrackRanges, Mutator):
         if r is not None:
             lay = self.plan.layout(region.buffer)
             return self.slot_loop(lay, lambda l, cv: make(tile_coords(region, cv), r[l]), vector="quiet")
+        if region.buffer.scope in THREAD_LOCAL:
+            return self.per_thread_loop(squeezed(region.extents), lambda cv: make(cv, None))
         return self.flat_loop(squeezed(region.extents), lambda cv: make(cv, None), vector="quiet")
+
+    def per_thread_loop(self, extents, make_body):
+        """Every thread walks every element: a T.alloc_local tile is each thread's own, so a
+        copy or fill into it gives each thread the whole tile (T.copy(A[0:4], q) then q[i // 64]
+        in a T.Parallel(256) reads all four values on every thread)."""
+        cvars = [E.Var("ijkm"[d], dt.int32) for d in range(len(extents))]
+        with self.ranges.coords(cvars, extents):
+            body = make_body(cvars)
+        for v, e in reversed(list(zip(cvars, extents))):
+            n = const_int(E.as_expr(e))
+            body = S.For(v, E.as_expr(0), E.as_expr(e), "unroll" if n is not None and n <= 64 else "serial",
+                         body, THREAD_LOOP)
+        return body
 
     def visit_Fill(self, op: O.Fill):
         def make(cv, reg_ref):
@@ -272,10 +288,12 @@ class _Lower(CopyLowering, TrackRanges, Mutator):
         acc = op.C.buffer.dtype
         kk = E.Var("kk", dt.int32)
 
-        def make(cv, reg_ref):
-            i, j = cv
-            a = E.BufferLoad(op.A.buffer, region_indices(op.A, (kk, i) if op.transpose_A else (i, kk)), op.A.buffer.dtype)
-            b = E.BufferLoad(op.B.buffer, region_indices(op.B, (j, kk) if op.transpose_B else (kk, j)), op.B.buffer.dtype)
+        def make(cv, reg_ref):  # cv: C's tile coords; A, B, C are indexed through their matrix dims
+            i, j = matrix_coords(op.C, cv)
+            a = E.BufferLoad(op.A.buffer, matrix_indices(op.A, *((kk, i) if op.transpose_A else (i, kk))),
+                             op.A.buffer.dtype)
+            b = E.BufferLoad(op.B.buffer, matrix_indices(op.B, *((j, kk) if op.transpose_B else (kk, j))),
+                             op.B.buffer.dtype)
             s = E.Var("acc", acc)
             ref = reg_ref if reg_ref is not None else E.BufferLoad(op.C.buffer, region_indices(op.C, cv), acc)
             init = E.const(0, acc) if op.clear_accum else ref
