@@ -143,6 +143,11 @@ class CUDAArtifact:
         self.source = self.csource.text
         if spill:
             warnings.warn(f"{func.name}: {spill}", PerformanceWarning, stacklevel=4)
+        if "'setmaxnreg' ignored" in (self.compiled.log or ""):  # T.set_max_nreg below what the kernel needs
+            regs = self.compiled.ptxas_info().get("registers", "?")
+            warnings.warn(f"{func.name}: ptxas ignored setmaxnreg (T.set_max_nreg / dec_max_nreg): the kernel "
+                          f"needs {regs} registers per thread, more than a lowered budget allows",
+                          PerformanceWarning, stacklevel=4)
         self.ptx = self.compiled.ptx
         self._fn = None
         self._tmaps: dict = {}
