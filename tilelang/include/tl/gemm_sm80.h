@@ -73,7 +73,7 @@ struct MmaWarpTile {
   // every 8 rows), so a K slice that moves rows (kk a multiple of 16) is an immediate offset.
   TL_DEVICE static void load(uint32_t* f, uint32_t A, uint32_t B, int kk) {
     const int lane = threadIdx.x % 32;
-    const int warp = threadIdx.x / 32;
+    const int warp = (threadIdx.x / 32) % (WARPS_M * WARPS_N);  // T.ws: warps of one warp-group range
     const int wm = warp % WARPS_M, wn = warp / WARPS_M;
     uint32_t* fb = f + MI * 4;
 #pragma unroll

@@ -81,6 +81,7 @@ class CudaKernelInfo:
     scope_changes: list = field(default_factory=list)
     sm: int = 80
     uses_wgmma: bool = False
+    tma_descs: list = field(default_factory=list)  # tensor maps of T.tma_copy (manual_ws.py)
 
 
 class _Lower(CopyLowering, TrackRanges, Mutator):
@@ -127,6 +128,21 @@ class _Lower(CopyLowering, TrackRanges, Mutator):
             reason = self.plan.reasons.get(b.uid, "")
             self.warn(f"fragment {b.name} is kept in shared memory, not registers: {reason}")
         return s
+
+    def visit_WarpGroupScope(self, s):
+        """Tile ops inside `T.ws` are block-level over the scope's threads: tid - 128 lo of T."""
+        saved = self.T, self.tid
+        self.T = s.threads
+        pre = []
+        if s.lo:
+            self.tid = E.Var("tid_wg", dt.int32)
+            pre = [S.LetStmt(self.tid, saved[1] - s.lo * 128)]
+        try:
+            with self.ranges.scoped({self.tid: (0, self.T - 1)}):
+                body = self.visit(s.body)
+        finally:
+            self.T, self.tid = saved
+        return replace(s, body=S.seq(*pre, body))
 
     # ------------------------------------------------------------ per-thread element loops
     def slot_loop(self, layout, make_body, names=None, vector=None, scalar_layout=None):
