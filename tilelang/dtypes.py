@@ -53,6 +53,7 @@ _ALL = [
     DType("float16", 16, "float"), DType("bfloat16", 16, "float"),
     DType("float32", 32, "float"), DType("float64", 64, "float"),
     DType("float8_e4m3fn", 8, "float"), DType("float8_e5m2", 8, "float"),
+    DType("handle", 64, "handle"),  # an address (T.access_ptr, T.call_extern results); not storable
 ]
 BY_NAME: dict[str, DType] = {d.name: d for d in _ALL}
 _ALIASES = {

@@ -49,6 +49,7 @@ class CudaCodegen(CCodegen):
         self.swizzle_panel = swizzle_panel
         self.offsets: dict = {}
         self.declared: set = set()
+        self.expr.target = "cuda"
 
     def packed(self, buf: Buffer) -> bool:
         """A 16-bit register array stored as pairs in uint32_t words (tl::half_at / tl::set_half):
@@ -108,7 +109,7 @@ class CudaCodegen(CCodegen):
         if self.info.sm >= 90:
             self.emit('#include "tl/gemm_sm90.h"')
         self.emit('#include "tl/c_compat.h"')
-        self.emit("")
+        self.imported_sources(k.body)
         bounds = f"{T}, 1" if self.ws else f"{T}"
         if self.ws and self.ws.cluster > 1:  # fixed at compile time: a plain cuLaunchKernel launches it
             bounds += f") __cluster_dims__({self.ws.cluster}, 1, 1"
@@ -119,6 +120,10 @@ class CudaCodegen(CCodegen):
         self.emit("extern __shared__ __align__(1024) unsigned char tl_smem[];")
         self.emit("const int tid = threadIdx.x;")
         self.expr.nonneg.add(self.info.tid)
+        from .c import uses_rng
+
+        if uses_rng(k.body):
+            self.emit("tl_philox tl_rng;")
         self.block_indices(k)
         for tv in k.thread_vars:
             d = {"tx": 0, "ty": 1, "tz": 2}.get(tv.name, 0)

@@ -24,21 +24,26 @@ from .lower_tile_ops import Raw, sync
 _SHARED = ("shared", "shared.dyn")
 
 
+def _storage(b: Buffer) -> int:
+    """The uid of the memory a buffer names (a T.reshape / T.view alias names its base's)."""
+    return getattr(b, "view_base", b).uid
+
+
 def accesses(st) -> tuple[set, set]:
     reads, writes = set(), set()
     for n in collect(st, lambda x: isinstance(x, (E.BufferLoad, S.BufferStore, Raw, E.Call))):
         if isinstance(n, Raw):
-            reads |= {b.uid for b in n.reads if b.scope in _SHARED}
-            writes |= {b.uid for b in n.writes if b.scope in _SHARED}
-        elif isinstance(n, E.Call) and n.op.startswith("atomic_"):
+            reads |= {_storage(b) for b in n.reads if b.scope in _SHARED}
+            writes |= {_storage(b) for b in n.writes if b.scope in _SHARED}
+        elif isinstance(n, E.Call) and (n.op.startswith("atomic_") or n.op in ("tl_atomic_store", "address_of")):
             target = n.args[0]  # read-modify-write: the load inside is collected as the read
             if isinstance(target, E.BufferLoad) and target.buffer.scope in _SHARED:
-                writes.add(target.buffer.uid)
+                writes.add(_storage(target.buffer))
         elif isinstance(n, S.BufferStore):
             if n.buffer.scope in _SHARED:
-                writes.add(n.buffer.uid)
+                writes.add(_storage(n.buffer))
         elif isinstance(n, E.BufferLoad) and n.buffer.scope in _SHARED:
-            reads.add(n.buffer.uid)
+            reads.add(_storage(n.buffer))
     return reads, writes
 
 
@@ -49,6 +54,8 @@ def _conflict(pending, acc) -> bool:
 
 
 def _is_barrier(st) -> bool:
+    if isinstance(st, S.Evaluate) and isinstance(st.value, E.Call):  # the user's T.sync_threads()
+        return st.value.op == "tl_sync_threads" and not st.value.args
     return isinstance(st, Raw) and "__syncthreads();" in st.fmt
 
 
