@@ -55,7 +55,7 @@ register restrict return short signed sizeof static struct switch typedef union 
 bool true false NULL INFINITY NAN main free malloc printf posix_memalign memcpy memcmp abs fabs fabsf
 exp exp2 exp10 log log2 log10 log1p expm1 sqrt pow tanh sin cos erf floor ceil round trunc nearbyint fmax fmin
 expf exp2f exp10f logf log2f log10f log1pf expm1f sqrtf powf tanhf sinf cosf erff floorf ceilf roundf truncf
-nearbyintf fmaxf fminf q
+nearbyintf fmaxf fminf q rand srand exit abort
 """.split())
 
 
@@ -294,6 +294,10 @@ class CCodegen:
     def s_DeclBuffer(self, s: DeclBuffer):
         t = storage_type(s.buffer.dtype)
         data = s.data.name if isinstance(s.data, Buffer) else f"(uintptr_t)({self.expr(s.data)})"
+        if isinstance(s.data, Buffer) and s.data.dtype != s.buffer.dtype:
+            # a T.view with another dtype reads the same bytes: exempt it from type-based aliasing
+            self.emit(f"typedef {t} __attribute__((may_alias)) tl_alias_{s.buffer.name};")
+            t = f"tl_alias_{s.buffer.name}"
         self.emit(f"{t}* {s.buffer.name} = ({t}*)({data});")
 
     def s_ThreadAllReduce(self, s):

@@ -243,7 +243,25 @@ class _Lower(CopyLowering, TrackRanges, Mutator):
             return self.slot_loop(lay, lambda l, cv: make(cv, r[l]), vector="quiet")
         return self.flat_loop(squeezed(region.extents), lambda cv: make(cv, None), vector="quiet")
 
+    def per_thread_op(self, op):
+        """A tile op on a thread's own local array (T.alloc_local) in SIMT code: every thread
+        runs all of it on its own copy, as serial loops."""
+        from ..lower_tile_ops_cpu import LowerTileOpsCPU
+
+        low = LowerTileOpsCPU()
+        low.ranges = self.ranges
+        return getattr(low, "visit_" + type(op).__name__)(op)
+
+    def visit_Copy(self, op: O.Copy):
+        scopes = (op.src.buffer.scope, op.dst.buffer.scope)
+        if (_is_local(op.src.buffer) or _is_local(op.dst.buffer)) and "fragment" not in scopes:
+            return self.per_thread_op(op)
+        return super().visit_Copy(op)
+
     def visit_Fill(self, op: O.Fill):
+        if _is_local(op.dst.buffer):
+            return self.per_thread_op(op)
+
         def make(cv, reg_ref):
             if reg_ref is not None:
                 return S.BufferStore(reg_ref.buffer, reg_ref.indices, op.value)
@@ -545,6 +563,10 @@ def _detach_scope_changes(body, low: _Lower):
         buf.scope = old
     low.scope_changes = []
     return _ReplaceBuffers(copies).visit(body) if copies else body
+
+
+def _is_local(buf: Buffer) -> bool:
+    return buf.scope in ("local", "local.var")
 
 
 def _addr(buf: Buffer) -> E.Expr:
