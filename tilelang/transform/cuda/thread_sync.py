@@ -35,10 +35,14 @@ def accesses(st) -> tuple[set, set]:
         if isinstance(n, Raw):
             reads |= {_storage(b) for b in n.reads if b.scope in _SHARED}
             writes |= {_storage(b) for b in n.writes if b.scope in _SHARED}
-        elif isinstance(n, E.Call) and (n.op.startswith("atomic_") or n.op in ("tl_atomic_store", "address_of")):
+        elif isinstance(n, E.Call) and (n.op.startswith("atomic_") or n.op == "tl_atomic_store"):
             target = n.args[0]  # read-modify-write: the load inside is collected as the read
             if isinstance(target, E.BufferLoad) and target.buffer.scope in _SHARED:
                 writes.add(_storage(target.buffer))
+        elif isinstance(n, E.Call) and n.op.startswith(("extern:", "tl_dp4a")):
+            for a in n.args:  # T.call_extern(..., T.access_ptr(S, "w")): it may write what it points at
+                if isinstance(a, E.Call) and a.op == "address_of" and a.args[0].buffer.scope in _SHARED:
+                    writes.add(_storage(a.args[0].buffer))
         elif isinstance(n, S.BufferStore):
             if n.buffer.scope in _SHARED:
                 writes.add(_storage(n.buffer))
