@@ -32,6 +32,8 @@ _SCALARS: dict[str, tuple[int, str, int | None]] = {
     "float4_e2m1fn": (4, "float", 17),
     # One FP4 value per byte: the shared-memory layout of tcgen05 f8f6f4 operands.
     "float4_e2m1_unpacked": (8, "float", None),
+    # An address (T.access_ptr, T.call_extern results); not storable.
+    "handle": (64, "handle", 3),
 }
 _ALIASES = {
     "float": "float32", "half": "float16", "double": "float64", "int": "int32", "uint": "uint32",

@@ -22,6 +22,7 @@ from ..ir import stmt as S
 from ..ir.buffer import Buffer
 from ..ir.visitor import collect, substitute
 from ..op import tile_ops as O
+from ..op.thread_ops import DeclBuffer, ImportSource
 from .c_expr import CExpr, storage_type
 
 
@@ -54,7 +55,7 @@ register restrict return short signed sizeof static struct switch typedef union 
 bool true false NULL INFINITY NAN main free malloc printf posix_memalign memcpy memcmp abs fabs fabsf
 exp exp2 exp10 log log2 log10 log1p expm1 sqrt pow tanh sin cos erf floor ceil round trunc nearbyint fmax fmin
 expf exp2f exp10f logf log2f log10f log1pf expm1f sqrtf powf tanhf sinf cosf erff floorf ceilf roundf truncf
-nearbyintf fmaxf fminf q
+nearbyintf fmaxf fminf q rand srand exit abort
 """.split())
 
 
@@ -100,8 +101,9 @@ def unique_names(func: S.PrimFunc) -> S.PrimFunc:
             p.name = fresh(p.name)
     mapping: dict = {}
     renamed: set = set()
-    for node in collect(func.body, lambda n: isinstance(n, (S.For, S.LetStmt, S.KernelLaunch, S.Allocate))):
-        if isinstance(node, S.Allocate):
+    for node in collect(func.body, lambda n: isinstance(n, (S.For, S.LetStmt, S.KernelLaunch, S.Allocate,
+                                                            DeclBuffer))):
+        if isinstance(node, (S.Allocate, DeclBuffer)):
             if node.buffer.uid not in renamed:
                 renamed.add(node.buffer.uid)
                 node.buffer.name = fresh(node.buffer.name)
@@ -128,7 +130,7 @@ def unique_var_names(func: S.PrimFunc) -> S.PrimFunc:
     used = set(_RESERVED) | _CXX_RESERVED | _CUDA_RESERVED
     used.update(p.name for p in func.params)
     used.update(v.name for v in shape_vars(func.params))
-    used.update(a.buffer.name for a in collect(func.body, lambda n: isinstance(n, S.Allocate)))
+    used.update(a.buffer.name for a in collect(func.body, lambda n: isinstance(n, (S.Allocate, DeclBuffer))))
 
     def fresh(base: str) -> str:
         base = "".join(c if c.isalnum() or c == "_" else "_" for c in base) or "v"
@@ -226,6 +228,7 @@ class CCodegen:
         self.emit('#include "cpu/tl_cpu.h"')
         self.emit("#include <stdbool.h>")
         self.emit("#include <stdio.h>")
+        self.imported_sources(f.body)
         self.emit("static inline void* tl_alloc(size_t n) {")
         self.emit("  void* p = NULL;")
         self.emit("  return posix_memalign(&p, 64, n ? n : 64) == 0 ? p : NULL;")
@@ -275,6 +278,8 @@ class CCodegen:
         for n, ex in zip(names, exprs):
             self.emit(f"const int32_t {n} = (int32_t)({ex});")
         self.expr.nonneg.update(k.block_vars)
+        if uses_rng(k.body):
+            self.emit("tl_philox tl_rng;")
         self.stmt(k.body)
         self.depth -= 1
         self.emit("}")
@@ -298,6 +303,29 @@ class CCodegen:
     def s_BufferStore(self, s: S.BufferStore):
         val = self.expr.store_value(s.buffer.dtype, self.expr(s.value))
         self.emit(f"{self.index(s.buffer, s.indices)} = {val};")
+
+    def imported_sources(self, body):
+        """T.import_source texts, once each, in order, at file scope."""
+        for src in dict.fromkeys(n.source for n in collect(body, lambda n: isinstance(n, ImportSource))):
+            self.lines.extend(src.splitlines())
+        self.emit("")
+
+    def s_ImportSource(self, s):
+        pass  # placed at the top of the file (imported_sources)
+
+    def s_DeclBuffer(self, s: DeclBuffer):
+        t = storage_type(s.buffer.dtype)
+        data = s.data.name if isinstance(s.data, Buffer) else f"(uintptr_t)({self.expr(s.data)})"
+        if isinstance(s.data, Buffer) and s.data.dtype != s.buffer.dtype:
+            # a T.view with another dtype reads the same bytes: exempt it from type-based aliasing
+            self.emit(f"typedef {t} __attribute__((may_alias)) tl_alias_{s.buffer.name};")
+            t = f"tl_alias_{s.buffer.name}"
+        self.emit(f"{t}* {s.buffer.name} = ({t}*)({data});")
+
+    def s_ThreadAllReduce(self, s):
+        raise LoweringError("T.tvm_thread_allreduce combines values across the threads of a block; the CPU "
+                            "backend runs a block on one thread (internal: lower_tile_ops_cpu should have "
+                            "rejected it)", s.span)
 
     def s_Evaluate(self, s: S.Evaluate):
         self.emit(f"{self.expr(s.value)};")
@@ -373,6 +401,10 @@ class CCodegen:
         if name.startswith("s_"):
             raise LoweringError(f"the C backend cannot emit {name[2:]} statements (internal: a pass is missing)")
         raise AttributeError(name)
+
+
+def uses_rng(body) -> bool:
+    return bool(collect(body, lambda n: isinstance(n, E.Call) and n.op.startswith("tl_rng_")))
 
 
 def codegen_c(func: S.PrimFunc) -> CSource:

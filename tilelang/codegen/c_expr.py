@@ -37,6 +37,8 @@ _WRAPPING = ("+", "-", "*", "/", "//", "%", "<<")
 class CExpr:
     """Prints expressions; `nonneg` holds variables known to be >= 0 (loop/block indices, dims)."""
 
+    target = "c"  # "cuda" in the CUDA code generator: intrinsics.print_call differs per target
+
     def __init__(self, index_fn, nonneg=frozenset()):
         self.index_fn = index_fn  # (Buffer, indices) -> C lvalue text
         self.nonneg = set(nonneg)
@@ -166,6 +168,11 @@ class CExpr:
             return self.math(d, _FLOAT_FN[op], args)
         if op.startswith("atomic_"):
             return self.atomic(e)
+        from .intrinsics import print_call
+
+        text = print_call(self, e, args)
+        if text is not None:
+            return text
         if op.startswith("tl_"):  # a helper of the target's header (e.g. tl_quad_max on CUDA)
             return f"{op}({', '.join(args)})"
         raise NotImplementedError(f"no C lowering for intrinsic {op!r}")

@@ -50,6 +50,7 @@ class CudaCodegen(CCodegen):
         self.offsets: dict = {}
         self.declared: set = set()
         self.group = None  # (named barrier id, threads) inside a T.ws scope
+        self.expr.target = "cuda"
 
     def packed(self, buf: Buffer) -> bool:
         """A 16-bit register array stored as pairs in uint32_t words (tl::half_at / tl::set_half):
@@ -114,6 +115,7 @@ class CudaCodegen(CCodegen):
             self.emit('#include "tl/gemm_sm90.h"')
         self.emit('#include "tl/c_compat.h"')
         self.emit("")
+        self.imported_sources(k.body)
         setmaxnreg = collect(k.body, lambda n: type(n).__name__ == "Raw" and "setmaxnreg" in n.fmt)
         bounds = f"{T}, 1" if self.ws or setmaxnreg else f"{T}"  # setmaxnreg needs a known entry budget
         if self.ws and self.ws.cluster > 1:  # fixed at compile time: a plain cuLaunchKernel launches it
@@ -125,6 +127,10 @@ class CudaCodegen(CCodegen):
         self.emit("extern __shared__ __align__(1024) unsigned char tl_smem[];")
         self.emit("const int tid = threadIdx.x;")
         self.expr.nonneg.add(self.info.tid)
+        from .c import uses_rng
+
+        if uses_rng(k.body):
+            self.emit("tl_philox tl_rng;")
         self.block_indices(k)
         for tv in k.thread_vars:
             d = {"tx": 0, "ty": 1, "tz": 2}.get(tv.name, 0)

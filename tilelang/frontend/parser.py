@@ -307,6 +307,15 @@ class Parser:
         ctx = self.eval(item.context_expr)
         if isinstance(ctx, WarpGroups):
             return self.warp_groups(node, ctx)
+        if getattr(ctx, "inline_with", False):  # T.attr(...): the body, with the scope entered
+            if item.optional_vars is not None:
+                self.assign(item.optional_vars, ctx.node, node)
+            ctx.enter()
+            try:
+                self.body(node.body)
+            finally:
+                ctx.exit()
+            return
         if not isinstance(ctx, KernelSpec):
             raise self.error(DSLSyntaxError, f"unsupported `with` context {type(ctx).__name__}; "
                              "kernels use `with T.Kernel(...) as (bx, by):`", node)

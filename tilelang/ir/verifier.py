@@ -70,6 +70,11 @@ class _Verifier:
             self.generic(s.init, sc, s)
         sc.bufs.add(s.buffer.uid)
 
+    def s_DeclBuffer(self, s, sc):
+        if not hasattr(s.data, "uid"):
+            self.expr(s.data, sc, s)
+        sc.bufs.add(s.buffer.uid)
+
     def s_For(self, s, sc):
         for e in (s.start, s.extent):
             self.expr(e, sc, s)

@@ -27,6 +27,31 @@ from .eager import const, empty, dynamic, symbolic  # noqa: F401
 from .hopper import (ws, WarpSpecialize, mbarrier_wait_parity, mbarrier_arrive, mbarrier_expect_tx,  # noqa: F401
                      mbarrier_arrive_expect_tx, barrier_wait, barrier_arrive, tma_copy, fence_proxy_async,
                      set_max_nreg, inc_max_nreg, dec_max_nreg)
+from .thread import (thread_binding, launch_thread, sync_threads, sync_warp, sync_grid, shfl_xor,  # noqa: F401
+                     shfl_down, shfl_up, shfl_sync, tvm_warp_shuffle, tvm_warp_shuffle_down, tvm_warp_shuffle_up,
+                     any_sync, all_sync, ballot_sync, ballot, activemask, comm_reducer, attr, evaluate,
+                     tvm_thread_allreduce, assume)
+from .extern import call_extern, import_source, access_ptr, dp4a  # noqa: F401
+from .views import ptr, make_tensor, reshape, view, SharedBuffer, FragmentBuffer, LocalBuffer, alloc_buffer  # noqa: F401
+from .reducer import alloc_reducer, reducer_init, reducer_update, finalize_reducer, cummax  # noqa: F401
+from .memory import atomic_addx4, atomic_load, atomic_store, im2col, index_to_coordinates  # noqa: F401
+from .random import rng_init, rng_rand, rng_rand_float  # noqa: F401
+from .loops import Parallel as _Parallel
+
+handle = dtype("handle")  # addresses: T.access_ptr results, T.call_extern("handle", ...)
+
+
+def parallel(start, stop=None, *, annotations=None):
+    """TVM's lowercase spelling of a one-dimensional T.Parallel loop over [start, stop)."""
+    if stop is None:
+        return _Parallel(start)
+    from .loops import ForSpec
+
+    return ForSpec("parallel", (start,), (stop - start,))
+
+
+class Ref:
+    """`T.Ref` annotation (a reference to a scalar); accepted in @T.macro signatures."""
 
 
 def prim_func(func=None, *, private=False, check_well_formed=False):

@@ -25,6 +25,8 @@ class _TensorType:
             shape = (shape,)
         if not isinstance(shape, (tuple, list)):
             raise DSLTypeError(f"T.{self.name}: expected a shape tuple such as (M, N), got {shape!r}")
+        if getattr(dtype, "tl_pointer_marker", False):
+            dtype = dt.int64  # T.Tensor([n], T.ptr): a table of addresses, stored as int64
         return TensorSpec(tuple(shape), dt.as_dtype(dtype), tuple(strides) if strides else None)
 
     def __getitem__(self, item) -> TensorSpec:
@@ -33,6 +35,7 @@ class _TensorType:
         return self(item[0], item[1])
 
 
+TensorType = _TensorType  # for other annotation kinds (views.py)
 Tensor = _TensorType("Tensor")
 Buffer = _TensorType("Buffer")
 StridedTensor = _TensorType("StridedTensor")

@@ -70,11 +70,14 @@ class Reduce(TileOp):
 
 @dataclass(frozen=True)
 class CumSum(TileOp):
+    """Inclusive scan of src along dim into dst; kind: "sum" (T.cumsum) or "max" (T.cummax)."""
+
     src: Buffer
     dst: Buffer
     dim: int
     reverse: bool = False
     span: Span | None = _span()
+    kind: str = "sum"
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from ..errors import LoweringError
 from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.buffer import Buffer, BufferRegion
-from ..ir.visitor import Mutator
+from ..ir.visitor import Mutator, collect
 from ..op import tile_ops as O
 from ..op.regions import matrix_dims, squeezed
 from .hopper_cpu import HopperCPU, barrier_init
@@ -186,9 +186,12 @@ class LowerTileOpsCPU(HopperCPU, TrackRanges, Mutator):
         return S.seq()
 
     def visit_KernelLaunch(self, k: S.KernelLaunch):
-        if k.thread_vars:
-            raise LoweringError("the CPU backend runs each block on one thread and does not support explicit "
-                                "thread indices (T.get_thread_binding); use tile ops and T.Parallel", k.span)
+        reject_thread_level(k)
+        if k.thread_vars:  # one thread per block (reject_thread_level checked): every index is 0
+            from ..ir.visitor import substitute
+
+            k = S.KernelLaunch(k.block_vars, k.grid, k.threads, (), substitute(k.body, {
+                v: E.as_expr(0) for v in k.thread_vars}), span=k.span)
         self.ranges.kernel(k)
         self.threads_now = k.threads[0] * k.threads[1] * k.threads[2]
         return self.generic(k)
@@ -197,6 +200,28 @@ class LowerTileOpsCPU(HopperCPU, TrackRanges, Mutator):
         if getattr(s.buffer, "barrier_counts", None) is not None:  # T.alloc_barrier: a fresh phase 0
             return S.seq(s, barrier_init(s.buffer))
         return s
+
+
+def reject_thread_level(k: S.KernelLaunch):
+    """Thread-level code the CPU cannot mean: it runs each block on one thread."""
+    from ..codegen.intrinsics import CPU_UNSUPPORTED
+    from ..op.thread_ops import ThreadAllReduce
+
+    threads = k.threads[0] * k.threads[1] * k.threads[2]
+    if k.thread_vars and threads != 1:
+        raise LoweringError(f"thread indices (T.get_thread_binding / T.thread_binding) on target cpu: it runs each "
+                            f"block on one thread, and this kernel launches {threads}; use tile ops and "
+                            "T.Parallel, or threads=1", k.span)
+    for st in collect(k.body, lambda n: isinstance(n, S.Stmt) and not isinstance(n, S.SeqStmt)):
+        if isinstance(st, ThreadAllReduce):
+            raise LoweringError("T.tvm_thread_allreduce is not supported on target cpu: it combines values "
+                                "across a block's threads, and the CPU runs a block on one thread", st.span)
+        if isinstance(st, (S.For, S.IfThenElse, S.While, S.KernelLaunch)):
+            continue  # their bodies are visited as statements of their own
+        for c in collect(st, lambda n: isinstance(n, E.Call) and n.op in CPU_UNSUPPORTED):
+            raise LoweringError(f"{CPU_UNSUPPORTED[c.op]} is not supported on target cpu: it runs each block on "
+                                "one thread, so there are no warp lanes or other blocks to exchange values "
+                                "with", getattr(st, "span", None))
 
 
 def _serial(v, extent, body):
@@ -252,7 +277,8 @@ def cumsum_scan(op: O.CumSum, vs) -> S.Stmt:
         return tuple(lst)
 
     v = E.cast(dst.dtype, E.BufferLoad(src, idx(pos), src.dtype))
-    acc = E.select(E.binop("==", r, 0), v, E.BufferLoad(dst, idx(prev), dst.dtype) + v)
+    before = E.BufferLoad(dst, idx(prev), dst.dtype)
+    acc = E.select(E.binop("==", r, 0), v, E.call("max", before, v) if op.kind == "max" else before + v)
     return S.For(r, E.as_expr(0), E.as_expr(n), "serial", S.BufferStore(dst, idx(pos), acc))
 
 

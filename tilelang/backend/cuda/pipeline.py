@@ -80,6 +80,9 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
         for group in (info.swizzled, info.panels):
             if rv.uid in group or wv.uid in group:
                 group |= {rv.uid, wv.uid}
+    from ...transform.cuda.thread_allreduce import lower_thread_level
+
+    new = lower_thread_level(new, info.tid)
     new = replace(new, body=insert_syncs(new.body))
     if ws is None and not info.uses_wgmma:
         new = replace(new, body=fuse_mma_mainloops(new.body))

@@ -16,3 +16,4 @@
 #include "mbarrier.h"
 #include "tma.h"
 #include "wgmma.h"
+#include "thread.h"

@@ -278,7 +278,25 @@ class _Lower(CopyLowering, TrackRanges, Mutator):
                          body, THREAD_LOOP)
         return body
 
+    def per_thread_op(self, op):
+        """A tile op on a thread's own local array (T.alloc_local) in SIMT code: every thread
+        runs all of it on its own copy, as serial loops."""
+        from ..lower_tile_ops_cpu import LowerTileOpsCPU
+
+        low = LowerTileOpsCPU()
+        low.ranges = self.ranges
+        return getattr(low, "visit_" + type(op).__name__)(op)
+
+    def visit_Copy(self, op: O.Copy):
+        scopes = (op.src.buffer.scope, op.dst.buffer.scope)
+        if (_is_local(op.src.buffer) or _is_local(op.dst.buffer)) and "fragment" not in scopes:
+            return self.per_thread_op(op)
+        return super().visit_Copy(op)
+
     def visit_Fill(self, op: O.Fill):
+        if _is_local(op.dst.buffer):
+            return self.per_thread_op(op)
+
         def make(cv, reg_ref):
             if reg_ref is not None:
                 return S.BufferStore(reg_ref.buffer, reg_ref.indices, op.value)
@@ -598,6 +616,9 @@ class _MmaPanels(Mutator):
         rows = [x.shape[0] if x.uid in self.panels else 0 for x in (a, b)]
         head, tail = r.fmt.split(">(", 1)
         return replace(r, fmt=f"{head}, {rows[0]}, {rows[1]}>({tail}")
+
+def _is_local(buf: Buffer) -> bool:
+    return buf.scope in ("local", "local.var")
 
 
 def _addr(buf: Buffer) -> E.Expr:

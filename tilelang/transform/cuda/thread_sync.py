@@ -24,21 +24,30 @@ from .lower_tile_ops import Raw, sync
 _SHARED = ("shared", "shared.dyn")
 
 
+def _storage(b: Buffer) -> int:
+    """The uid of the memory a buffer names (a T.reshape / T.view alias names its base's)."""
+    return getattr(b, "view_base", b).uid
+
+
 def accesses(st) -> tuple[set, set]:
     reads, writes = set(), set()
     for n in collect(st, lambda x: isinstance(x, (E.BufferLoad, S.BufferStore, Raw, E.Call))):
         if isinstance(n, Raw):
-            reads |= {b.uid for b in n.reads if b.scope in _SHARED}
-            writes |= {b.uid for b in n.writes if b.scope in _SHARED}
-        elif isinstance(n, E.Call) and n.op.startswith("atomic_"):
+            reads |= {_storage(b) for b in n.reads if b.scope in _SHARED}
+            writes |= {_storage(b) for b in n.writes if b.scope in _SHARED}
+        elif isinstance(n, E.Call) and (n.op.startswith("atomic_") or n.op == "tl_atomic_store"):
             target = n.args[0]  # read-modify-write: the load inside is collected as the read
             if isinstance(target, E.BufferLoad) and target.buffer.scope in _SHARED:
-                writes.add(target.buffer.uid)
+                writes.add(_storage(target.buffer))
+        elif isinstance(n, E.Call) and n.op.startswith(("extern:", "tl_dp4a")):
+            for a in n.args:  # T.call_extern(..., T.access_ptr(S, "w")): it may write what it points at
+                if isinstance(a, E.Call) and a.op == "address_of" and a.args[0].buffer.scope in _SHARED:
+                    writes.add(_storage(a.args[0].buffer))
         elif isinstance(n, S.BufferStore):
             if n.buffer.scope in _SHARED:
-                writes.add(n.buffer.uid)
+                writes.add(_storage(n.buffer))
         elif isinstance(n, E.BufferLoad) and n.buffer.scope in _SHARED:
-            reads.add(n.buffer.uid)
+            reads.add(_storage(n.buffer))
     return reads, writes
 
 
@@ -87,6 +96,8 @@ class _Unscoped(Mutator):
 
 
 def _is_barrier(st) -> bool:
+    if isinstance(st, S.Evaluate) and isinstance(st.value, E.Call):  # the user's T.sync_threads()
+        return st.value.op == "tl_sync_threads" and not st.value.args
     return isinstance(st, Raw) and "__syncthreads();" in st.fmt
 
 

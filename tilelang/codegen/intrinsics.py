@@ -1,0 +1,60 @@
+"""C text of the thread-level intrinsic calls (`E.Call` ops named tl_* / extern:* /
+address_of), per target. The CPU and CUDA headers define the same helper names where both
+targets give a call a meaning; `CPU_UNSUPPORTED` lists those the CPU target rejects (its
+blocks run on one thread: no warps to shuffle or vote in, no grid barrier).
+"""
+from __future__ import annotations
+
+from .c_expr import storage_type
+
+# op -> the T.* name users wrote (for errors)
+CPU_UNSUPPORTED = {"tl_shfl_xor": "T.shfl_xor", "tl_shfl_down": "T.shfl_down", "tl_shfl_up": "T.shfl_up",
+                   "tl_shfl_idx": "T.shfl_sync / T.tvm_warp_shuffle", "tl_any_sync": "T.any_sync",
+                   "tl_all_sync": "T.all_sync", "tl_ballot": "T.ballot_sync / T.ballot",
+                   "tl_activemask": "T.activemask", "tl_sync_grid": "T.sync_grid"}
+NOWHERE = {"tl_sync_grid": "T.sync_grid needs a cooperative launch (all blocks resident at once), which this "
+                           "backend does not perform; split the kernel in two at the grid barrier"}
+_ORDERS = ("__ATOMIC_RELAXED", "__ATOMIC_CONSUME", "__ATOMIC_ACQUIRE", "__ATOMIC_RELEASE",
+           "__ATOMIC_ACQ_REL", "__ATOMIC_SEQ_CST")
+
+
+def print_call(cx, e, args: list) -> str | None:
+    """C text for `e` (a Call) with printed `args`, or None when `e.op` is not one of these."""
+    op = e.op
+    cuda = getattr(cx, "target", "c") == "cuda"
+    if op.startswith("extern:"):
+        return f"{op[len('extern:'):]}({', '.join(args)})"
+    if op == "address_of":
+        ld = e.args[0]
+        return f"(&{cx.index_fn(ld.buffer, ld.indices)})"
+    if op == "tl_sync_threads":
+        if not cuda:
+            return "((void)0)"  # one thread runs the block: every write is already visible
+        return "__syncthreads()" if not args else f"tl::named_barrier_sync({args[0]}, {args[1]})"
+    if op == "tl_sync_warp":
+        return f"tl_sync_warp({args[0]})" if cuda else "((void)0)"
+    if op == "tl_dp4a":
+        return f"tl_dp4a({', '.join(args)})"
+    if op == "tl_rng_init":
+        return f"tl_rng_init_state(&tl_rng, {', '.join(args)})"
+    if op in ("tl_rng_rand", "tl_rng_rand_float"):
+        return "tl_rng_next(&tl_rng)" if op == "tl_rng_rand" else "tl_rng_next_float(&tl_rng)"
+    if op in ("tl_atomic_load", "tl_atomic_store"):
+        return _ordered(cx, e, args, cuda)
+    if op.startswith("tl_shfl_") or op in ("tl_any_sync", "tl_all_sync", "tl_ballot", "tl_activemask"):
+        return f"{op}({', '.join(args)})"  # CUDA only: the CPU pipeline rejects these first
+    return None
+
+
+def _ordered(cx, e, args, cuda):
+    ld = e.args[0]
+    ref = cx.index_fn(ld.buffer, ld.indices)
+    order = int(e.args[-1].value)
+    if cuda:
+        if e.op == "tl_atomic_load":
+            return f"tl_atomic_load(&{ref}, {order})"
+        return f"tl_atomic_store(&{ref}, ({storage_type(ld.dtype)})({args[1]}), {order})"
+    t = storage_type(ld.dtype)
+    if e.op == "tl_atomic_load":
+        return f"({{ {t} tl_v; __atomic_load(&{ref}, &tl_v, {_ORDERS[order]}); tl_v; }})"
+    return f"({{ {t} tl_v = ({t})({args[1]}); __atomic_store(&{ref}, &tl_v, {_ORDERS[order]}); }})"

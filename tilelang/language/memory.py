@@ -1,0 +1,89 @@
+"""Element-level memory operations: `T.atomic_addx4`, `T.atomic_load`, `T.atomic_store`,
+`T.im2col` (a convolution's input patches as a matrix tile) and `T.index_to_coordinates`."""
+from __future__ import annotations
+
+from ..arith.simplify import simplify
+from ..errors import DSLTypeError
+from ..frontend import builder as B
+from ..ir import expr as E
+from ..ir import stmt as S
+from ..ir.buffer import Buffer
+from ..op.im2col import im2col_loop
+from .thread import EMITTED
+
+_ORDERS = ("relaxed", "consume", "acquire", "release", "acq_rel", "seq_cst")
+
+
+def _element(x, what) -> E.BufferLoad:
+    if isinstance(x, Buffer) and x.scope == "local.var":
+        return x.as_load()
+    if not isinstance(x, E.BufferLoad):
+        raise DSLTypeError(f"{what}: expected a buffer element such as A[i], got {x!r}")
+    return x
+
+
+def _shift(ld: E.BufferLoad, u: int) -> E.BufferLoad:
+    idx = list(ld.indices)
+    idx[-1] = simplify(idx[-1] + u)
+    return E.BufferLoad(ld.buffer, tuple(idx), ld.dtype)
+
+
+def atomic_addx4(dst, value, return_prev=False):
+    """dst[..., j:j+4] += value[..., k:k+4] atomically, element by element (four adjacent values).
+
+    Example: `T.atomic_addx4(dKV[b, row, h, d * 4], acc_shared[i, d * 4])`.
+    """
+    from .tile import atomic_add
+
+    if return_prev:
+        raise DSLTypeError("T.atomic_addx4: return_prev=True is not supported")
+    d, v = _element(dst, "T.atomic_addx4"), _element(value, "T.atomic_addx4")
+    for u in range(4):
+        atomic_add(_shift(d, u), _shift(v, u))
+    return EMITTED
+
+
+def _order(memory_order, what):
+    if memory_order not in _ORDERS:
+        raise DSLTypeError(f"{what}: memory_order must be one of {_ORDERS}, got {memory_order!r}")
+    return E.const(_ORDERS.index(memory_order))
+
+
+def atomic_load(src, memory_order="seq_cst"):
+    """Read one element with the given memory order: `flag = T.atomic_load(flags[i], "acquire")`."""
+    B.in_kernel("T.atomic_load")
+    ld = _element(src, "T.atomic_load")
+    return E.Call("tl_atomic_load", (ld, _order(memory_order, "T.atomic_load")), ld.dtype)
+
+
+def atomic_store(dst, src, memory_order="seq_cst"):
+    """Write one element with the given memory order: `T.atomic_store(flags[i], 1, "release")`."""
+    B.in_kernel("T.atomic_store")
+    ld = _element(dst, "T.atomic_store")
+    v = E.cast(ld.dtype, E.as_expr(src, ld.dtype))
+    B.current().emit(S.Evaluate(E.Call("tl_atomic_store", (ld, v, _order(memory_order, "T.atomic_store")), ld.dtype)))
+    return EMITTED
+
+
+def im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad, annotations=None):
+    """Fill the tile `col` (rows: output pixels n*OH*OW, cols: kh*KW*C + kw*C + c) with block
+    `(nhw_step, c_step)` of the im2col matrix of the NHWC image `img`; padding reads 0.
+
+    Example: `T.im2col(data, data_shared, by, k_iter, KH, S, D, P)`.
+    """
+    B.in_kernel("T.im2col")
+    if not isinstance(img, Buffer) or img.ndim != 4:
+        raise DSLTypeError(f"T.im2col: img must be a 4-d NHWC tensor, got {img!r}")
+    if not isinstance(col, Buffer) or col.ndim != 2:
+        raise DSLTypeError(f"T.im2col: col must be a 2-d tile, got {col!r}")
+    B.current().emit(im2col_loop(img, col, E.as_expr(nhw_step), E.as_expr(c_step), kernel, stride, dilation, pad))
+    return EMITTED
+
+
+def index_to_coordinates(index, shape):
+    """Row-major coordinates of a flat index: `i, j = T.index_to_coordinates(t, (M, N))`."""
+    coords = []
+    for extent in reversed(tuple(shape)):
+        coords.append(index % extent)
+        index = index // extent
+    return list(reversed(coords))

@@ -1,0 +1,124 @@
+"""Buffers over memory that already exists: `T.make_tensor` (a pointer loaded at run time,
+e.g. from a `T.Tensor([n], T.ptr)` table), `T.reshape` / `T.view` (another shape or dtype of
+a buffer's storage), and the scoped annotations `T.SharedBuffer` / `T.FragmentBuffer` /
+`T.LocalBuffer`, plus TVM's `T.alloc_buffer`.
+"""
+from __future__ import annotations
+
+from .. import dtypes as dt
+from ..arith.simplify import const_int, simplify
+from ..errors import DSLTypeError, ShapeMismatchError
+from ..frontend import builder as B
+from ..ir import expr as E
+from ..ir.buffer import Buffer
+from ..op.thread_ops import DeclBuffer
+from .types import TensorSpec, TensorType
+
+
+def ptr(dtype=None, storage_scope="global", *, is_size_var=False):
+    """`T.Tensor([n], T.ptr)` declares a table of addresses (stored as int64, one per tensor;
+    pass `torch.tensor([t.data_ptr() ...], dtype=torch.int64)`); T.make_tensor reads one.
+    A free-standing pointer variable (`T.ptr()` called) is not supported."""
+    raise DSLTypeError("T.ptr(): pointer variables are not supported; declare an address table "
+                       "`T.Tensor([n], T.ptr)` and read it with T.make_tensor(table[i], shape, dtype)")
+
+
+ptr.tl_pointer_marker = True  # T.Tensor(shape, T.ptr) stores int64 addresses (types.py)
+
+
+def make_tensor(ptr, shape, dtype="float32", strides=None):
+    """A global tensor of `shape` and `dtype` at the address `ptr` (an int64 value).
+
+    Example::
+
+        A = T.make_tensor(A_ptrs[g], (M, K), T.float16)
+        T.copy(A[m0, k0], A_shared)
+    """
+    B.in_kernel("T.make_tensor")
+    if isinstance(ptr, Buffer):
+        return _alias(ptr, shape, dtype, "T.make_tensor", strides)
+    addr = E.as_expr(ptr)
+    if not (addr.dtype.is_int and addr.dtype.bits == 64) and addr.dtype.name != "handle":
+        raise DSLTypeError(f"T.make_tensor: the address must be a 64-bit integer or handle, got {addr.dtype} "
+                           f"({addr}); pointer tables are T.Tensor([n], T.ptr)")
+    if strides is not None:
+        raise DSLTypeError("T.make_tensor: explicit strides are not supported; tensors are row-major")
+    buf = Buffer(B.current().unique("tensor"), _shape(shape, "T.make_tensor"), dtype, "global")
+    buf.auto_named = True
+    B.current().emit(DeclBuffer(buf, addr))
+    return buf
+
+
+def _shape(shape, what):
+    if isinstance(shape, int) or isinstance(shape, E.Expr):
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)):
+        raise DSLTypeError(f"{what}: expected a shape tuple, got {shape!r}")
+    return tuple(shape)
+
+
+def _bits(shape, dtype):
+    n = E.as_expr(dtype.bits)
+    for s in shape:
+        n = n * s
+    return simplify(n)
+
+
+def _alias(src: Buffer, shape, dtype, what, strides=None):
+    B.in_kernel(what)
+    if not isinstance(src, Buffer):
+        raise DSLTypeError(f"{what}: expected a buffer, got {src!r}")
+    dtype = src.dtype if dtype is None else dt.as_dtype(dtype)
+    shape = src.shape if shape is None else _shape(shape, what)
+    if src.scope == "fragment":
+        raise DSLTypeError(f"{what}: {src.name} is a fragment, spread over the threads by layout inference; "
+                           "reshape shared, local or global buffers (copy the fragment into one first)")
+    if strides is not None:
+        raise DSLTypeError(f"{what}: explicit strides are not supported")
+    a, b = _bits(shape, dtype), _bits(src.shape, src.dtype)
+    if const_int(simplify(a - b)) != 0:
+        raise ShapeMismatchError(f"{what}: {tuple(shape)} of {dtype} ({a} bits) does not cover the same storage as "
+                                 f"{src.name}{tuple(src.shape)} of {src.dtype} ({b} bits)")
+    base = getattr(src, "view_base", src)
+    buf = Buffer(B.current().unique(src.name + "_view"), shape, dtype, src.scope)
+    buf.auto_named = True
+    buf.view_base = base  # the storage owner (for codegen and planners)
+    B.current().emit(DeclBuffer(buf, base))
+    return buf
+
+
+def reshape(src, shape):
+    """The same storage with another shape of equal size: `T.reshape(S_shared, (64, 2, 32))`."""
+    return _alias(src, shape, None, "T.reshape")
+
+
+def view(src, shape=None, dtype=None, strides=None):
+    """The same storage with another shape and/or dtype of equal bit count."""
+    return _alias(src, shape, dtype, "T.view", strides)
+
+
+SharedBuffer = TensorType("SharedBuffer")
+FragmentBuffer = TensorType("FragmentBuffer")
+LocalBuffer = TensorType("LocalBuffer")
+
+
+def alloc_buffer(shape, dtype="float32", data=None, strides=None, elem_offset=None, scope="global", **_):
+    """TVM's allocation: scope "shared"/"shared.dyn" is T.alloc_shared, "local.fragment"
+    T.alloc_fragment, "local" T.alloc_local, "local.var" T.alloc_var."""
+    from . import alloc as A
+
+    if data is not None or strides is not None:
+        raise DSLTypeError("T.alloc_buffer: data= and strides= are not supported")
+    if scope in ("shared", "shared.dyn"):
+        return A.alloc_shared(shape, dtype, scope)
+    if scope == "local.fragment":
+        return A.alloc_fragment(shape, dtype)
+    if scope == "local":
+        return A.alloc_local(shape, dtype)
+    if scope == "local.var":
+        return A.alloc_var(dtype)
+    raise DSLTypeError(f"T.alloc_buffer: scope {scope!r} is not supported here; use 'shared', 'local.fragment', "
+                       "'local' or 'local.var' (global workspaces: T.alloc_global)")
+
+
+_ = TensorSpec

@@ -1,0 +1,104 @@
+"""Lower thread-level statements of user SIMT code on CUDA: T.tvm_thread_allreduce,
+reducer updates (T.alloc_reducer), and reject T.sync_grid.
+
+Expects: lowered per-thread IR (after lower_kernel), `tid` the flat thread index.
+Guarantees: no ThreadAllReduce remains; each became a store of every thread's value to a
+shared scratch row and a loop combining its group's entries (barriers between come from
+thread_sync, which runs next); every store `red[i] = red[i] op v` to a reducer tile is an
+atomic `op` (many threads fold into one element).
+
+    T.tvm_thread_allreduce(1, acc[0], True, out[0], ty)   (threads (32, 4))
+      ->  scr[tid] = acc[0]                ; barrier
+          r = id; for m in 0..3: r = r + scr[tid + (m - (tid / 32) % 4) * 32]
+          out[0] = r                        ; (barrier before scr is written again)
+"""
+from __future__ import annotations
+
+from ... import dtypes as dt
+from ...errors import LoweringError
+from ...ir import expr as E
+from ...ir import stmt as S
+from ...ir.buffer import Buffer
+from ...ir.visitor import Mutator
+from ...op.thread_ops import ThreadAllReduce
+
+_ATOMIC = {"sum": "atomic_add", "max": "atomic_max", "min": "atomic_min"}
+
+
+class _LowerThreadLevel(Mutator):
+    def __init__(self, threads: tuple, tid: E.Var):
+        self.threads, self.tid = threads, tid
+        self.n = 0
+
+    def visit_ThreadAllReduce(self, s: ThreadAllReduce):
+        x, y, _ = self.threads
+        total = x * y * self.threads[2]
+        self.n += 1
+        d = s.result.dtype
+        scr = Buffer(f"tl_red_scratch{self.n}", (total,), d, "shared.dyn")
+        acc = Buffer(f"tl_red_acc{self.n}", (1,), d, "local")
+        strides, exts = (1, x, x * y), self.threads
+        coords = (self.tid % x, (self.tid // x) % y, self.tid // (x * y))
+        member = self.tid
+        loops = []
+        for ax in s.axes:
+            m = E.Var(f"tl_m{ax}", dt.int32)
+            member = member + (m - coords[ax]) * strides[ax]
+            loops.append((m, exts[ax]))
+        body = S.BufferStore(acc, (E.as_expr(0),), s.combine(E.BufferLoad(acc, (E.as_expr(0),), d),
+                                                              E.BufferLoad(scr, (member,), d)))
+        for m, ext in reversed(loops):
+            body = S.For(m, E.as_expr(0), E.as_expr(ext), "serial", body)
+        res = s.result
+        return S.seq(S.Allocate(scr), S.Allocate(acc),
+                     S.BufferStore(scr, (self.tid,), s.value, span=s.span),
+                     S.BufferStore(acc, (E.as_expr(0),), s.identity),
+                     body, S.BufferStore(res.buffer, res.indices, E.BufferLoad(acc, (E.as_expr(0),), d),
+                                         span=s.span))
+
+    def visit_BufferStore(self, s: S.BufferStore):
+        op = getattr(s.buffer, "reducer_op", None)
+        if op is None:
+            return self.generic(s)
+        if op not in _ATOMIC:
+            raise LoweringError(f"T.alloc_reducer(op={op!r}) updates are not supported on CUDA (sum, max, min are)",
+                                s.span)
+        cur = E.BufferLoad(s.buffer, s.indices, s.buffer.dtype)
+        v = _update_operand(s.value, cur, op)
+        if v is None:  # a plain write (T.clear / T.fill, a copy into it): not an update
+            return s
+        return S.Evaluate(E.Call(_ATOMIC[op], (cur, v), s.buffer.dtype), span=s.span)
+
+    def visit_Evaluate(self, s: S.Evaluate):
+        if isinstance(s.value, E.Call) and s.value.op == "tl_sync_grid":
+            from ...codegen.intrinsics import NOWHERE
+
+            raise LoweringError(NOWHERE["tl_sync_grid"], s.span)
+        return self.generic(s)
+
+
+def _update_operand(value, cur, op):
+    """v where value is `cur op v` (or `v op cur`), else None."""
+    if op == "sum" and isinstance(value, E.Binary) and value.op == "+":
+        a, b = value.a, value.b
+    elif isinstance(value, E.Call) and value.op == op[:3] and len(value.args) == 2:
+        a, b = value.args
+    else:
+        return None
+    a, b = _strip(a), _strip(b)
+    if a == cur:
+        return value.b if isinstance(value, E.Binary) else value.args[1]
+    if b == cur:
+        return value.a if isinstance(value, E.Binary) else value.args[0]
+    return None
+
+
+def _strip(e):
+    return e.value if isinstance(e, E.Cast) else e
+
+
+def lower_thread_level(k: S.KernelLaunch, tid: E.Var) -> S.KernelLaunch:
+    from dataclasses import replace
+
+    low = _LowerThreadLevel(k.threads, tid)
+    return replace(k, body=low.visit(k.body))
