@@ -192,4 +192,16 @@ def test_torch_assert_close_budget_and_messages():
     torch_assert_close(nan, nan.clone())
     with pytest.raises(AssertionError):
         torch_assert_close(nan, nan.clone(), equal_nan=False, max_mismatched_ratio=0.0)
-    torch_assert_close(torch.ones(4, dtype=torch.float16), torch.ones(4, dtype=torch.float64))
+    with pytest.raises(AssertionError, match="dtype torch.float16 but RHS has dtype torch.float64"):
+        torch_assert_close(torch.ones(4, dtype=torch.float16), torch.ones(4, dtype=torch.float64))
+    torch_assert_close(torch.ones(4, dtype=torch.float16), torch.ones(4, dtype=torch.float64), check_dtype=False)
+    with pytest.raises(AssertionError, match="stride"):
+        torch_assert_close(torch.ones(4, 3), torch.ones(3, 4).t(), check_stride=True)
+    torch_assert_close(torch.ones(4, 3), torch.ones(3, 4).t())
+    sparse = torch.eye(3).to_sparse()
+    with pytest.raises(AssertionError, match="layout"):
+        torch_assert_close(sparse, torch.eye(3))
+    torch_assert_close(sparse, torch.eye(3), check_layout=False)
+    # the public default atol is 1e-3
+    with pytest.raises(AssertionError):
+        torch_assert_close(torch.full((10,), 0.005), torch.zeros(10), rtol=0.0)
