@@ -95,6 +95,12 @@ def _replace_kernel(body, old, new):
     return body
 
 
+def legal_names_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
+    from ...codegen.c import legal_buffer_names
+
+    return legal_buffer_names(func)
+
+
 def unique_names_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     from ...codegen.c import unique_var_names
 
@@ -102,6 +108,7 @@ def unique_names_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
 
 
 PASSES = [
+    ("legal_names", legal_names_pass),
     ("simplify", simplify_pass),
     ("legalize_safe_memory", legalize_safe_memory),
     ("lower_cuda", lower_cuda),
@@ -232,7 +239,7 @@ class CUDAArtifact:
         t = self._workspaces.get(key)
         if t is None:
             shape = [const_int(d) for d in buf.shape]
-            t = self._workspaces[key] = torch.zeros(shape, dtype=getattr(torch, buf.dtype.name),
+            t = self._workspaces[key] = torch.zeros(shape, dtype=buf.dtype.as_torch(),
                                                     device=torch.device("cuda", dev))
         return t
 
