@@ -30,13 +30,12 @@ def _normalize_out_idx(out_idx, n: int) -> list[int]:
     return out
 
 
-def build(func: PrimFunc, target: Target, pass_configs: dict | None, compile_flags=None):
+def build(func: PrimFunc, target: Target, pass_configs: dict | None):
     from pathlib import Path
 
     from ..transform.pass_config import get as config
-    from ..transform.pass_config import merge_device_flags
 
-    configs = merge_device_flags(dict(pass_configs or {}), compile_flags)
+    configs = dict(pass_configs or {})
     dump_dir = env.dump_ir_dir()
     if config(configs, "tl.enable_dump_ir", False):
         dump_dir = Path(config(configs, "tl.dump_ir_path", None) or "./dump_ir")
@@ -72,7 +71,11 @@ class JITKernel:
             if not isinstance(func.params[i], Buffer):
                 raise TileLangError(f"out_idx: parameter {i} ({func.params[i].name}) is a scalar, not a tensor")
         t0 = time.perf_counter()
-        self.artifact = build(func, self.target, pass_configs, compile_flags)
+        if compile_flags:  # nvcc-style flags: NVRTC gets them through tl.device_compile_flags
+            from ..transform.pass_config import merge_device_flags
+
+            pass_configs = merge_device_flags(dict(pass_configs or {}), compile_flags)
+        self.artifact = build(func, self.target, pass_configs)
         self.compile_seconds = time.perf_counter() - t0
         device_type = "cpu" if self.target.kind == "cpu" else "cuda"
         self.binder = ArgBinder(func.name, func.params, self.out_idx, device_type)

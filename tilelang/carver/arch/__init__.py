@@ -60,11 +60,7 @@ class CUDA(TileDevice):
     sm_partition = 4
 
     def __init__(self, target="cuda"):
-        from ...backend.target import Target, resolve
-
-        self.target = target if isinstance(target, Target) else resolve(target)
-        if self.target.kind != "cuda":
-            raise ValueError(f"CUDA(...): expected a CUDA target, got {self.target}")
+        self.target = _cuda_target(target)
         self.sm_version = check_sm_version(self.target.arch)
         self.compute_capability = str(self.sm_version)  # "90": what public programs slice with [:2]
         self.device = 0
@@ -99,6 +95,26 @@ class CUDA(TileDevice):
 
     def __repr__(self):
         return f"CUDA({self.target})"
+
+
+def _cuda_target(target):
+    """Our Target for a CUDA description: "-arch=" when given, else GPU 0's arch, else sm_90a.
+
+    Parsed here rather than by backend.target.resolve: a description names hardware, whatever
+    the default compile target (TILELANG_DEFAULT_TARGET) is."""
+    from ...backend.cuda import driver as cuda_driver
+    from ...backend.target import Target
+
+    if isinstance(target, Target):
+        if target.kind != "cuda":
+            raise ValueError(f"CUDA(...): expected a CUDA target, got {target}")
+        return target
+    words = str(target).split()
+    if not words or words[0] != "cuda":
+        raise ValueError(f"CUDA(...): expected a target such as 'cuda' or 'cuda -arch=sm_90a', got {target!r}")
+    opts = dict(w.lstrip("-").split("=", 1) for w in words[1:] if "=" in w)
+    arch = opts.get("arch") or (cuda_driver.arch_of(0) if cuda_driver.device_available() else "sm_90a")
+    return Target("cuda", arch if arch.startswith("sm_") else f"sm_{arch}")
 
 
 class CPU(TileDevice):
