@@ -38,7 +38,20 @@ def __getattr__(name):
         from .transform.pass_config import PassConfigKey
 
         return PassConfigKey
-    if name in ("testing", "tools", "profiler", "layout"):
+    if name in ("cdiv", "next_power_of_2"):
+        from . import math as _math
+
+        return getattr(_math, name)
+    if name in ("lower",):
+        from .engine import lower
+
+        return lower
+    if name in ("register_cuda_postproc", "register_c_postproc"):
+        from .engine import callback
+
+        return getattr(callback, name)
+    if name in ("testing", "tools", "profiler", "layout", "math", "utils", "engine", "carver", "contrib",
+                "transform", "env"):
         import importlib
 
         return importlib.import_module("." + name, __name__)

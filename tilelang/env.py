@@ -192,3 +192,26 @@ def describe() -> str:
         shown = repr(current) if current is not None else f"(unset; default {var.default})"
         lines.append(f"{var.name} = {shown}\n    {var.doc}")
     return "\n".join(lines)
+
+
+def _public_values() -> dict:
+    """Public TileLang reads variables as `tilelang.env.NAME` (a string): their current values."""
+    return {
+        CACHE_DIR.name: lambda: str(cache_dir()),
+        DEFAULT_TARGET.name: default_target,
+        DISABLE_CACHE.name: lambda: "1" if cache_disabled() else "0",
+        DUMP_IR.name: lambda: DUMP_IR.raw(),
+        CC.name: c_compiler,
+        SHOW_INTERNAL_FRAMES.name: lambda: "1" if show_internal_frames() else "0",
+        PERF_REGRESSION_FORMAT.name: perf_regression_format,
+        PERF_REGRESSION_ONLY.name: lambda: PERF_REGRESSION_ONLY.raw(),
+    }
+
+
+def __getattr__(name: str):
+    # NOTE: read at access time, like every accessor here: `tilelang.env.TILELANG_CACHE_DIR`.
+    getter = _public_values().get(name)
+    if getter is None:
+        raise AttributeError(f"module 'tilelang.env' has no attribute {name!r}; the variables TileLang reads "
+                             f"are {', '.join(v.name for v in VARIABLES)}")
+    return getter()

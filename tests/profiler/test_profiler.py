@@ -162,15 +162,26 @@ def test_do_bench_counts_and_budget():
         n[0] += 1
         time.sleep(0.002)
 
-    ms = do_bench(fn, n_warmup=2, n_repeat=5)
-    assert n[0] == 1 + 2 + 5  # one estimate call, warmup, timed calls
+    ms = do_bench(fn, _n_warmup=2, _n_repeat=5)
+    assert n[0] == 1 + 5 + 2 + 5  # a cold call, 5 estimate calls, warmup, timed calls
     assert 1.5 < ms < 50
     n[0] = 0
+    do_bench(fn, n_warmup=2, n_repeat=5, backend="wall")  # the Profiler's spellings
+    assert n[0] == 13
+    n[0] = 0
     do_bench(fn, warmup=0, rep=20)
-    assert 3 <= n[0] <= 12  # about rep / 2 ms calls fit the 20 ms budget
+    assert 6 + 3 <= n[0] <= 6 + 12  # about rep / 2 ms calls fit the 20 ms budget
+    n[0] = 0
+    assert do_bench(fn, early_stop_baseline=0.5) > 1.5 and n[0] == 6  # the estimate already exceeds it
     assert do_bench(fn, n_repeat=3, return_mode="min") <= do_bench(fn, n_repeat=3, return_mode="max") + 5
     with pytest.raises(ValueError, match="return_mode"):
         do_bench(fn, return_mode="p90")
+    with pytest.raises(ValueError, match="Ascend"):
+        do_bench(fn, backend="msprof")
+    with pytest.raises(ValueError, match="backend must be one of"):
+        do_bench(fn, backend="nvprof")
+    for backend in ("event", "cupti", "cudagraph", "wall"):  # CPU work: every backend times the host clock
+        assert 1.5 < do_bench(fn, _n_repeat=3, backend=backend, device="cpu") < 50
 
 
 def test_assert_consistent():
@@ -192,4 +203,16 @@ def test_torch_assert_close_budget_and_messages():
     torch_assert_close(nan, nan.clone())
     with pytest.raises(AssertionError):
         torch_assert_close(nan, nan.clone(), equal_nan=False, max_mismatched_ratio=0.0)
-    torch_assert_close(torch.ones(4, dtype=torch.float16), torch.ones(4, dtype=torch.float64))
+    with pytest.raises(AssertionError, match="dtype torch.float16 but RHS has dtype torch.float64"):
+        torch_assert_close(torch.ones(4, dtype=torch.float16), torch.ones(4, dtype=torch.float64))
+    torch_assert_close(torch.ones(4, dtype=torch.float16), torch.ones(4, dtype=torch.float64), check_dtype=False)
+    with pytest.raises(AssertionError, match="stride"):
+        torch_assert_close(torch.ones(4, 3), torch.ones(3, 4).t(), check_stride=True)
+    torch_assert_close(torch.ones(4, 3), torch.ones(3, 4).t())
+    sparse = torch.eye(3).to_sparse()
+    with pytest.raises(AssertionError, match="layout"):
+        torch_assert_close(sparse, torch.eye(3))
+    torch_assert_close(sparse, torch.eye(3), check_layout=False)
+    # the public default atol is 1e-3
+    with pytest.raises(AssertionError):
+        torch_assert_close(torch.full((10,), 0.005), torch.zeros(10), rtol=0.0)

@@ -31,7 +31,15 @@ def _normalize_out_idx(out_idx, n: int) -> list[int]:
 
 
 def build(func: PrimFunc, target: Target, pass_configs: dict | None):
-    ctx = PassContext(target=target, pass_configs=dict(pass_configs or {}), dump_dir=env.dump_ir_dir())
+    from pathlib import Path
+
+    from ..transform.pass_config import get as config
+
+    configs = dict(pass_configs or {})
+    dump_dir = env.dump_ir_dir()
+    if config(configs, "tl.enable_dump_ir", False):
+        dump_dir = Path(config(configs, "tl.dump_ir_path", None) or "./dump_ir")
+    ctx = PassContext(target=target, pass_configs=configs, dump_dir=dump_dir)
     if target.kind == "cpu":
         from ..backend.cpu.pipeline import CPUArtifact
 
@@ -63,6 +71,10 @@ class JITKernel:
             if not isinstance(func.params[i], Buffer):
                 raise TileLangError(f"out_idx: parameter {i} ({func.params[i].name}) is a scalar, not a tensor")
         t0 = time.perf_counter()
+        if compile_flags:  # nvcc-style flags: NVRTC gets them through tl.device_compile_flags
+            from ..transform.pass_config import merge_device_flags
+
+            pass_configs = merge_device_flags(dict(pass_configs or {}), compile_flags)
         self.artifact = build(func, self.target, pass_configs)
         self.compile_seconds = time.perf_counter() - t0
         device_type = "cpu" if self.target.kind == "cpu" else "cuda"

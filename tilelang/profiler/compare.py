@@ -13,20 +13,33 @@ from __future__ import annotations
 _SHOW = 5
 
 
-def torch_assert_close(tensor_a, tensor_b, rtol: float = 1e-2, atol: float = 1e-2,
+def torch_assert_close(tensor_a, tensor_b, rtol: float = 1e-2, atol: float = 1e-3,
                        max_mismatched_ratio: float = 0.001, verbose: bool = False, equal_nan: bool = True,
-                       base_name: str = "LHS", ref_name: str = "RHS") -> None:
+                       check_device: bool = True, check_dtype: bool = True, check_layout: bool = True,
+                       check_stride: bool = False, base_name: str = "LHS", ref_name: str = "RHS") -> None:
     """Raise AssertionError when more than `max_mismatched_ratio` of the elements differ.
 
     An element matches when |a - b| <= atol + rtol * |b| (b is the reference), both are the
-    same infinity, or (with `equal_nan`) both are NaN. Values are compared in float64 on
-    the CPU, so the two tensors may have different dtypes and devices but not shapes.
+    same infinity, or (with `equal_nan`) both are NaN. The shapes must be equal; so must the
+    devices, dtypes and layouts unless `check_device` / `check_dtype` / `check_layout` is
+    False, and the strides when `check_stride` is True. Values are compared in float64 on the CPU.
     """
     import torch
 
     a, b = _as_tensor(tensor_a, base_name), _as_tensor(tensor_b, ref_name)
     if tuple(a.shape) != tuple(b.shape):
         raise AssertionError(f"{base_name} has shape {tuple(a.shape)} but {ref_name} has shape {tuple(b.shape)}")
+    checks = [("device", check_device, lambda t: t.device), ("dtype", check_dtype, lambda t: t.dtype),
+              ("layout", check_layout, lambda t: t.layout),
+              ("stride", check_stride and a.layout == torch.strided == b.layout, lambda t: t.stride())]
+    for what, on, get in checks:
+        if on and get(a) != get(b):
+            raise AssertionError(f"{base_name} has {what} {get(a)} but {ref_name} has {what} {get(b)} "
+                                 f"(pass check_{what}={not on} to compare the values anyway)")
+    if a.layout != torch.strided:
+        a = a.to_dense()
+    if b.layout != torch.strided:
+        b = b.to_dense()
     a64 = a.detach().to("cpu", torch.float64)
     b64 = b.detach().to("cpu", torch.float64)
     ok = torch.isclose(a64, b64, rtol=rtol, atol=atol, equal_nan=equal_nan)

@@ -1,41 +1,229 @@
-"""Pass-config keys, named as in the public TileLang so existing code keeps working."""
+"""Pass-config keys: every key of the public TileLang, plus a few of ours.
+
+    tilelang.compile(func, pass_configs={PassConfigKey.TL_ENABLE_FAST_MATH: True,
+                                         "tl.device_compile_flags": ["-DMY_SWITCH=1"]})
+
+Keys are accepted as members or as their strings. Each member's `__doc__` says what it does
+*here*: either which pass or compile step honours it, or that it has no effect in this
+TileLang (a knob of a public pass we do not have; the program still compiles and runs).
+`describe()` prints the table. Values are read with `get(configs, key, default)`.
+"""
 from __future__ import annotations
 
 from enum import Enum
 
+__all__ = ["PassConfigKey", "get", "describe", "merge_device_flags"]
+
+_NONE = "No effect in this TileLang: "
+
 
 class PassConfigKey(str, Enum):
+    """Keys of `pass_configs=`; see each member's `__doc__` for its effect here."""
+
+    TL_SIMPLIFY = "tl.Simplify"
+    TL_SIMPLIFY_TRANSITIVELY_PROVE_INEQUALITIES = "transitively_prove_inequalities"
+    TL_SIMPLIFY_CONVERT_BOOLEAN_TO_AND_OF_ORS = "convert_boolean_to_and_of_ors"
+    TL_SIMPLIFY_APPLY_CONSTRAINTS_TO_BOOLEAN_BRANCHES = "apply_constraints_to_boolean_branches"
+    TL_SIMPLIFY_PROPAGATE_KNOWNS_TO_PROVE_CONDITIONAL = "propagate_knowns_to_prove_conditional"
+    TL_SIMPLIFY_PROPAGATE_KNOWNS_TO_SIMPLIFY_EXPRESSIONS = "propagate_knowns_to_simplify_expressions"
+    TL_SIMPLIFY_ENABLE_LET_INLINE = "enable_simplify_let_inline"
+    TL_DISABLE_BUFFER_INIT_CHECK = "tl.disable_buffer_init_check"
+    TL_DISABLE_DATA_RACE_CHECK = "tl.disable_data_race_check"
+    TL_DISABLE_PRELOWER_SEMANTIC_CHECK = "tl.disable_prelower_semantic_check"
     TL_DISABLE_WARP_SPECIALIZED = "tl.disable_warp_specialized"
-    TL_DISABLE_TMA_LOWER = "tl.disable_tma_lower"
+    TL_ENABLE_AUTO_SCHEDULE = "tl.enable_auto_schedule"
+    TL_ENABLE_AUTO_WARP_SPECIALIZATION = "tl.enable_auto_warp_specialization"
     TL_ENABLE_FAST_MATH = "tl.enable_fast_math"
     TL_DISABLE_FAST_MATH = "tl.disable_fast_math"
-    TL_CONFIG_INDEX_BITWIDTH = "tl.config_index_bitwidth"
-    TL_DISABLE_SAFE_MEMORY_ACCESS = "tl.disable_safe_memory_legalize"
-    TL_DISABLE_VECTORIZE_256 = "tl.disable_vectorize_256"
-    TL_ENABLE_AGGRESSIVE_SHARED_MEMORY_MERGE = "tl.enable_aggressive_shared_memory_merge"
-    TL_DISABLE_DYNAMIC_TAIL_SPLIT = "tl.disable_dynamic_tail_split"
-    TL_DEBUG_MERGE_SHARED_MEMORY_ALLOCATIONS = "tl.debug_merge_shared_memory_allocations"
-    TIR_DISABLE_VECTORIZE = "tir.disable_vectorize"
     TL_PTXAS_REGISTER_USAGE_LEVEL = "tl.ptxas_register_usage_level"
     TL_ENABLE_PTXAS_VERBOSE_OUTPUT = "tl.enable_ptxas_verbose_output"
-    TL_DISABLE_WGMMA = "tl.disable_wgmma"  # ours: keep sm_90a gemms on the mma.sync path
-    TL_ENABLE_ROW_FRAGMENTS = "tl.enable_row_fragments"  # ours: per-row accumulator values in registers (default on)
-    TL_DISABLE_PERSISTENT = "tl.disable_persistent"  # ours: warp-specialized kernels keep one block per tile
-    TL_ENABLE_CLUSTER = "tl.enable_cluster"  # ours: persistent kernels run as 2-block clusters with TMA multicast
-    TL_DISABLE_STREAM_K = "tl.disable_stream_k"  # ours: persistent GEMMs keep whole tiles in the last wave
-    TL_DISABLE_K_SERPENTINE = "tl.disable_k_serpentine"  # ours: persistent GEMMs walk k forward on every tile
-    TL_DISABLE_DEFERRED_EPILOGUE = "tl.disable_deferred_epilogue"  # ours: persistent GEMMs store C between k-loops
-    TL_DISABLE_STAGED_EPILOGUE = "tl.disable_staged_epilogue"  # ours: cp.async kernels store C from registers
-    TL_DEBUG_TIMELINE = "tl.debug_timeline"  # ours: persistent kernels record per-tile timestamps (kernel.timeline())
-    TL_DISABLE_SMEM_REUSE = "tl.disable_smem_reuse"  # ours: every shared buffer keeps its own bytes
+    TL_DEVICE_COMPILE_FLAGS = "tl.device_compile_flags"
+    TL_EMIT_LINE_DIRECTIVES = "tl.emit_line_directives"
+    TL_CONFIG_INDEX_BITWIDTH = "tl.config_index_bitwidth"
+    TL_ENABLE_REDUCER_PLAN_VERBOSE = "tl.enable_reducer_plan_verbose"
+    TL_LAYOUT_COST_MODEL = "tl.layout_cost_model"
+    TL_REDUCER_FORCE_BASELINE = "tl.reducer_force_baseline"
+    TL_DISABLE_TMA_LOWER = "tl.disable_tma_lower"
+    TL_DISABLE_SAFE_MEMORY_ACCESS = "tl.disable_safe_memory_legalize"
+    TL_DISABLE_VECTORIZE_256 = "tl.disable_vectorize_256"
+    TL_ENABLE_FP32X2_REDUCTION = "tl.enable_fp32x2_reduction"
+    TL_ENABLE_ASYNC_COPY = "tl.enable_async_copy"
+    TL_ENABLE_LOWER_LDGSTG = "tl.enable_lower_ldgstg"
+    TL_ENABLE_LOWER_LDGSTG_PREDICATED = "tl.enable_lower_ldgstg_predicated"
+    TL_ENABLE_VECTORIZE_PLANNER_VERBOSE = "tl.enable_vectorize_planner_verbose"
+    TL_DISABLE_WGMMA = "tl.disable_wgmma"
+    TL_DEBUG_MERGE_SHARED_MEMORY_ALLOCATIONS = "tl.debug_merge_shared_memory_allocations"
+    TL_ENABLE_AGGRESSIVE_SHARED_MEMORY_MERGE = "tl.enable_aggressive_shared_memory_merge"
+    TL_DISABLE_SHARED_MEMORY_REUSE = "tl.disable_shared_memory_reuse"
+    TL_DISABLE_SHUFFLE_ELECT = "tl.disable_shuffle_elect"
+    TL_DISABLE_LOOP_UNSWITCHING = "tl.disable_loop_unswitching"
+    TL_LOOP_UNSWITCHING_ALLOW_NON_TRIVIAL_ELSE = "tl.loop_unswitching_allow_non_trivial_else"
+    TL_IF_STMT_BINDING_INLINE_REPLAYABLE_BINDS = "tl.if_stmt_binding_inline_replayable_binds"
+    TL_DISABLE_THREAD_STORAGE_SYNC = "tl.disable_thread_storage_sync"
+    TL_DISABLE_DYNAMIC_TAIL_SPLIT = "tl.disable_dynamic_tail_split"
+    TL_FORCE_LET_INLINE = "tl.force_let_inline"
+    TL_AST_PRINT_ENABLE = "tl.ast_print_enable"
+    TL_LAYOUT_VISUALIZATION_ENABLE = "tl.layout_visualization_enable"
+    TL_LAYOUT_VISUALIZATION_FORMATS = "tl.layout_visualization_formats"
+    TL_STORAGE_REWRITE_DETECT_INPLACE = "tl.storage_rewrite_detect_inplace"
+    TIR_ENABLE_EQUIV_TERMS_IN_CSE = "tir.enable_equiv_terms_in_cse_tir"
+    TIR_DISABLE_CSE = "tirx.disable_cse_tir"
+    TIR_SIMPLIFY = "tirx.Simplify"
+    TIR_DISABLE_STORAGE_REWRITE = "tirx.disable_storage_rewrite"
+    TIR_DISABLE_VECTORIZE = "tirx.disable_vectorize"
+    TIR_USE_ASYNC_COPY = "tirx.use_async_copy"
+    TIR_ENABLE_DEBUG = "tirx.enable_debug"
+    TIR_MERGE_STATIC_SMEM = "tirx.merge_static_smem"
+    TIR_ADD_LOWER_PASS = "tirx.add_lower_pass"
+    TIR_NOALIAS = "tirx.noalias"
+    CUDA_KERNELS_OUTPUT_DIR = "cuda.kernels_output_dir"
+    TL_DISABLE_OUT_OF_BOUND_WARNING = "tl.disable_out_of_bound_warning"
+    TL_ENABLE_DUMP_IR = "tl.enable_dump_ir"
+    TL_DUMP_IR_DIR = "tl.dump_ir_path"
+    TL_PASS_PROFILE = "tl.pass_profile"
+    TL_PASS_PROFILE_THRESHOLD_MS = "tl.pass_profile_threshold_ms"
+    # ours
+    TL_ENABLE_ROW_FRAGMENTS = "tl.enable_row_fragments"
+    TL_DISABLE_PERSISTENT = "tl.disable_persistent"
+    TL_ENABLE_CLUSTER = "tl.enable_cluster"
+    TL_DISABLE_STREAM_K = "tl.disable_stream_k"
+    TL_DISABLE_K_SERPENTINE = "tl.disable_k_serpentine"
+    TL_DISABLE_DEFERRED_EPILOGUE = "tl.disable_deferred_epilogue"
+    TL_DISABLE_STAGED_EPILOGUE = "tl.disable_staged_epilogue"
+    TL_DEBUG_TIMELINE = "tl.debug_timeline"
+    TL_DISABLE_SMEM_REUSE = "tl.disable_smem_reuse"
+
+
+_SIMPLIFY = _NONE + "our simplifier has no tunable options (a sub-key of tl.Simplify)."
+_DOCS = {
+    "TL_SIMPLIFY": _NONE + "our arithmetic simplifier (arith/simplify.py) has no tunable options.",
+    "TL_SIMPLIFY_TRANSITIVELY_PROVE_INEQUALITIES": _SIMPLIFY,
+    "TL_SIMPLIFY_CONVERT_BOOLEAN_TO_AND_OF_ORS": _SIMPLIFY,
+    "TL_SIMPLIFY_APPLY_CONSTRAINTS_TO_BOOLEAN_BRANCHES": _SIMPLIFY,
+    "TL_SIMPLIFY_PROPAGATE_KNOWNS_TO_PROVE_CONDITIONAL": _SIMPLIFY,
+    "TL_SIMPLIFY_PROPAGATE_KNOWNS_TO_SIMPLIFY_EXPRESSIONS": _SIMPLIFY,
+    "TL_SIMPLIFY_ENABLE_LET_INLINE": _SIMPLIFY,
+    "TL_DISABLE_BUFFER_INIT_CHECK": _NONE + "there is no read-before-write check to silence.",
+    "TL_DISABLE_DATA_RACE_CHECK": _NONE + "there is no data-race checker.",
+    "TL_DISABLE_PRELOWER_SEMANTIC_CHECK": _NONE + "the frontend's checks are part of parsing and always run.",
+    "TL_DISABLE_WARP_SPECIALIZED": "True: sm_90 kernels are not warp-specialized (TMA producer warp + "
+                                   "wgmma consumers); they take the cp.async software pipeline. Default False.",
+    "TL_ENABLE_AUTO_SCHEDULE": _NONE + "an Ascend option.",
+    "TL_ENABLE_AUTO_WARP_SPECIALIZATION": _NONE + "warp specialization here is decided by lower_cuda "
+                                          "(see TL_DISABLE_WARP_SPECIALIZED).",
+    "TL_ENABLE_FAST_MATH": "True: NVRTC compiles with --use_fast_math (fast exp/div/sqrt, flush to zero). "
+                           "Default False.",
+    "TL_DISABLE_FAST_MATH": "True: never --use_fast_math, even with TL_ENABLE_FAST_MATH (an older key).",
+    "TL_PTXAS_REGISTER_USAGE_LEVEL": "An int in [0, 10]: passed to ptxas as --register-usage-level=N. "
+                                     "Default unset.",
+    "TL_ENABLE_PTXAS_VERBOSE_OUTPUT": "True: print ptxas' register/spill report of each CUDA kernel compiled.",
+    "TL_DEVICE_COMPILE_FLAGS": "Extra device compiler flags, a string (split like a shell) or a list: passed "
+                               "to NVRTC after translating nvcc spellings (comma-separated --ptxas-options "
+                               "split; nvcc-only flags such as -O3 or --expt-relaxed-constexpr dropped, see "
+                               "backend/cuda/nvrtc.nvrtc_flags). jit's compile_flags= add to these.",
+    "TL_EMIT_LINE_DIRECTIVES": _NONE + "no #line directives are emitted.",
+    "TL_CONFIG_INDEX_BITWIDTH": _NONE + "no pass re-types index arithmetic.",
+    "TL_ENABLE_REDUCER_PLAN_VERBOSE": _NONE + "there is no reducer planner log.",
+    "TL_LAYOUT_COST_MODEL": _NONE + "layout inference has a single strategy.",
+    "TL_REDUCER_FORCE_BASELINE": _NONE + "there is no narrow reducer plan to turn off.",
+    "TL_DISABLE_TMA_LOWER": "True: no TMA; on sm_90 this also turns warp specialization off (it is built on "
+                            "TMA). Deprecated in the public TileLang, honoured here.",
+    "TL_DISABLE_SAFE_MEMORY_ACCESS": "True: legalize_safe_memory adds no bounds guards to global accesses.",
+    "TL_DISABLE_VECTORIZE_256": _NONE + "no pass reads it.",
+    "TL_ENABLE_FP32X2_REDUCTION": _NONE + "an SM100 reduction option.",
+    "TL_ENABLE_ASYNC_COPY": _NONE + "cp.async is chosen by the pipeline pass for pipelined copies.",
+    "TL_ENABLE_LOWER_LDGSTG": _NONE + "no explicit ldg/stg lowering.",
+    "TL_ENABLE_LOWER_LDGSTG_PREDICATED": _NONE + "no explicit ldg/stg lowering.",
+    "TL_ENABLE_VECTORIZE_PLANNER_VERBOSE": _NONE + "the vectorizer has no log.",
+    "TL_DISABLE_WGMMA": "True: sm_90 gemms use mma.sync (the sm_80 path) instead of wgmma.",
+    "TL_DEBUG_MERGE_SHARED_MEMORY_ALLOCATIONS": _NONE + "the shared-memory plan is an attribute of the "
+                                                "lowered function (plan_smem.ATTR) instead of a log.",
+    "TL_ENABLE_AGGRESSIVE_SHARED_MEMORY_MERGE": _NONE + "plan_smem always reuses bytes whose lifetimes "
+                                                "do not overlap.",
+    "TL_DISABLE_SHARED_MEMORY_REUSE": "True: plan_smem gives every shared buffer its own bytes (no reuse).",
+    "TL_DISABLE_SHUFFLE_ELECT": _NONE + "no pass reads it.",
+    "TL_DISABLE_LOOP_UNSWITCHING": _NONE + "there is no loop-unswitching pass.",
+    "TL_LOOP_UNSWITCHING_ALLOW_NON_TRIVIAL_ELSE": _NONE + "there is no loop-unswitching pass.",
+    "TL_IF_STMT_BINDING_INLINE_REPLAYABLE_BINDS": _NONE + "there is no if-statement binding pass.",
+    "TL_DISABLE_THREAD_STORAGE_SYNC": "True: thread_sync inserts no __syncthreads() for shared-memory "
+                                      "hazards; the program's own T.sync_threads / barriers must order "
+                                      "them. (Barriers that warp specialization and shared-memory byte "
+                                      "reuse need for their own rewrites stay.) Default False.",
+    "TL_DISABLE_DYNAMIC_TAIL_SPLIT": _NONE + "an older key; dynamic tails are guarded, not split.",
+    "TL_FORCE_LET_INLINE": _NONE + "let bindings are kept as written.",
+    "TL_AST_PRINT_ENABLE": _NONE + "print(func) shows the IR at any time.",
+    "TL_LAYOUT_VISUALIZATION_ENABLE": _NONE + "use tilelang.tools.plot_layout.",
+    "TL_LAYOUT_VISUALIZATION_FORMATS": _NONE + "use tilelang.tools.plot_layout.",
+    "TL_STORAGE_REWRITE_DETECT_INPLACE": _NONE + "there is no storage-rewrite pass.",
+    "TIR_ENABLE_EQUIV_TERMS_IN_CSE": _NONE + "there is no CSE pass (NVRTC does CSE).",
+    "TIR_DISABLE_CSE": _NONE + "there is no CSE pass (NVRTC does CSE).",
+    "TIR_SIMPLIFY": _NONE + "simplification always runs.",
+    "TIR_DISABLE_STORAGE_REWRITE": _NONE + "there is no storage-rewrite pass.",
+    "TIR_DISABLE_VECTORIZE": _NONE + "vectorization of copies is part of their lowering.",
+    "TIR_USE_ASYNC_COPY": _NONE + "cp.async is chosen by the pipeline pass.",
+    "TIR_ENABLE_DEBUG": _NONE + "use TL_DEVICE_COMPILE_FLAGS=['-G'] for device debug info.",
+    "TIR_MERGE_STATIC_SMEM": _NONE + "plan_smem lays out all shared buffers together.",
+    "TIR_ADD_LOWER_PASS": _NONE + "the pass lists are fixed per target (backend/<target>/pipeline.py).",
+    "TIR_NOALIAS": _NONE + "pointer qualifiers are chosen by the code generator.",
+    "CUDA_KERNELS_OUTPUT_DIR": "A directory: each compiled CUDA kernel's source is written there as "
+                               "<kernel name>.cu.",
+    "TL_DISABLE_OUT_OF_BOUND_WARNING": _NONE + "no out-of-bound warnings are issued.",
+    "TL_ENABLE_DUMP_IR": "True: every pass writes the IR it produced to TL_DUMP_IR_DIR (default ./dump_ir), "
+                         "like the TL_DUMP_IR environment variable.",
+    "TL_DUMP_IR_DIR": "The directory for TL_ENABLE_DUMP_IR. Default ./dump_ir.",
+    "TL_PASS_PROFILE": _NONE + "passes are not timed individually.",
+    "TL_PASS_PROFILE_THRESHOLD_MS": _NONE + "passes are not timed individually.",
+    "TL_ENABLE_ROW_FRAGMENTS": "Ours. False: per-row accumulator values are not kept in registers. Default True.",
+    "TL_DISABLE_PERSISTENT": "Ours. True: warp-specialized kernels keep one block per tile.",
+    "TL_ENABLE_CLUSTER": "Ours. True: persistent kernels run as 2-block clusters with TMA multicast.",
+    "TL_DISABLE_STREAM_K": "Ours. True: persistent GEMMs keep whole tiles in the last wave.",
+    "TL_DISABLE_K_SERPENTINE": "Ours. True: persistent GEMMs walk k forward on every tile.",
+    "TL_DISABLE_DEFERRED_EPILOGUE": "Ours. True: persistent GEMMs store C between k-loops.",
+    "TL_DISABLE_STAGED_EPILOGUE": "Ours. True: cp.async kernels store C from registers.",
+    "TL_DEBUG_TIMELINE": "Ours. True: persistent kernels record per-tile timestamps (kernel.timeline()).",
+    "TL_DISABLE_SMEM_REUSE": "Ours; the same as TL_DISABLE_SHARED_MEMORY_REUSE.",
+}
+
+for _m in PassConfigKey:
+    _m.__doc__ = _DOCS[_m.name]
+del _m
+
+# Keys that mean the same thing: looking one up finds a value given under the other.
+_ALIASES = {
+    "tl.disable_shared_memory_reuse": ("tl.disable_smem_reuse",),
+    "tl.disable_smem_reuse": ("tl.disable_shared_memory_reuse",),
+    "tirx.disable_vectorize": ("tir.disable_vectorize",),
+}
+
+
+def _text(key) -> str:
+    return key.value if isinstance(key, PassConfigKey) else key
 
 
 def get(configs: dict, key, default=None):
-    """Look a key up by enum member or by its string value."""
+    """Look a key up by enum member or by its string value (or an alias of it)."""
     if not configs:
         return default
-    k = key.value if isinstance(key, PassConfigKey) else key
+    wanted = (_text(key), *_ALIASES.get(_text(key), ()))
     for ck, v in configs.items():
-        if (ck.value if isinstance(ck, PassConfigKey) else ck) == k:
+        if _text(ck) in wanted:
             return v
     return default
+
+
+def merge_device_flags(configs: dict, flags) -> dict:
+    """A copy of `configs` whose tl.device_compile_flags also hold `flags` (jit's compile_flags=)."""
+    import shlex
+
+    if not flags:
+        return dict(configs)
+    as_list = lambda f: shlex.split(f) if isinstance(f, str) else [str(x) for x in f]  # noqa: E731
+    have = get(configs, PassConfigKey.TL_DEVICE_COMPILE_FLAGS, None)
+    out = {_text(k): v for k, v in configs.items()}
+    out[PassConfigKey.TL_DEVICE_COMPILE_FLAGS.value] = (as_list(have) if have else []) + as_list(flags)
+    return out
+
+
+def describe() -> str:
+    """A table of every key, its string and its effect here."""
+    return "\n".join(f"{m.name} = {m.value!r}\n    {m.__doc__}" for m in PassConfigKey)

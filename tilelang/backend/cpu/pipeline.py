@@ -31,7 +31,9 @@ class CPUArtifact:
 
         self.lowered = run_passes(func, PASSES, ctx)
         self.csource = codegen_c(self.lowered)
-        self.source = self.csource.text
+        from ...engine.callback import postprocess
+
+        self.source = postprocess("c", self.csource.text, ctx.target)  # register_c_postproc callbacks
         self.lib = compile_c(self.source)
         argtypes = []
         for kind, obj in self.csource.arg_kinds:

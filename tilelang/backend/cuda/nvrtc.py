@@ -146,6 +146,58 @@ def _get_blob(nvrtc, prog, size_fn, get_fn) -> bytes:
     return buf[:size]
 
 
+# nvcc flags NVRTC does not accept, and why dropping them changes nothing for our kernels.
+_NVCC_ONLY = {
+    "opt": "host optimisation level: NVRTC always optimises device code",
+    "host": "a host-compiler flag: NVRTC compiles device code only",
+    "lambda": "NVRTC compiles everything as device code (-default-device), which is what it enables",
+    "arch": "the architecture comes from the target (tilelang.compile(..., target='cuda -arch=sm_XX'))",
+}
+_DROP_EXACT = {"--expt-relaxed-constexpr": "lambda", "-expt-relaxed-constexpr": "lambda",
+               "--expt-extended-lambda": "lambda", "-expt-extended-lambda": "lambda",
+               "--extended-lambda": "lambda", "-extended-lambda": "lambda", "-g": "host", "--debug": "host",
+               "--keep": "host", "-keep": "host"}
+_DROP_WITH_VALUE = {"-Xcompiler": "host", "--compiler-options": "host", "-ccbin": "host", "--compiler-bindir": "host",
+                    "-arch": "arch", "--gpu-architecture": "arch", "-gencode": "arch", "--generate-code": "arch",
+                    "-code": "arch", "--gpu-code": "arch"}
+_PTXAS = ("--ptxas-options", "-Xptxas")
+
+
+def nvrtc_flags(flags) -> tuple[list[str], list[str]]:
+    """Translate nvcc-style device compile flags (a string, split like a shell, or a list) to NVRTC.
+
+    Returns (flags for NVRTC, "flag: why it was dropped" notes). nvcc's comma-separated
+    `--ptxas-options=-v,--register-usage-level=10` becomes one `--ptxas-options=` per item;
+    flags only nvcc knows (-O3, -W..., -Xcompiler, --expt-relaxed-constexpr, -arch) are
+    dropped with the reason; anything else is passed as given, so NVRTC reports what it rejects.
+    """
+    import shlex
+
+    if flags is None:
+        return [], []
+    items = shlex.split(flags) if isinstance(flags, str) else [str(f) for f in flags]
+    kept, dropped = [], []
+    i = 0
+    while i < len(items):
+        f = items[i]
+        name, eq, value = f.partition("=")
+        if name in _PTXAS:
+            if not eq and i + 1 < len(items):
+                i, value = i + 1, items[i + 1]
+            kept += [f"--ptxas-options={v}" for v in value.split(",") if v]
+        elif f in _DROP_EXACT or (f.startswith("-O") and f[2:] in ("", "0", "1", "2", "3", "s", "fast")) or f.startswith("-W"):
+            reason = _DROP_EXACT.get(f, "opt" if f.startswith("-O") else "host")
+            dropped.append(f"{f}: {_NVCC_ONLY[reason]}")
+        elif name in _DROP_WITH_VALUE:
+            if not eq and i + 1 < len(items):
+                i, f = i + 1, f"{f} {items[i + 1]}"
+            dropped.append(f"{f}: {_NVCC_ONLY[_DROP_WITH_VALUE[name]]}")
+        else:
+            kept.append(f)
+        i += 1
+    return kept, dropped
+
+
 def build_options(arch: str, options=(), *, lineinfo: bool = False,
                   ptxas_verbose: bool = False) -> list[str]:
     """The full NVRTC option list; exposed so cache keys can hash it."""

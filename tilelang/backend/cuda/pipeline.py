@@ -1,6 +1,7 @@
 """The CUDA target: pass list, CUDA codegen, NVRTC compile (disk-cached), driver launch."""
 from __future__ import annotations
 
+import logging
 import warnings
 from dataclasses import replace
 
@@ -83,7 +84,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     from ...transform.cuda.thread_allreduce import lower_thread_level
 
     new = lower_thread_level(new, info.tid)
-    new = replace(new, body=insert_syncs(new.body))
+    if not config(ctx.pass_configs, "tl.disable_thread_storage_sync", False):
+        new = replace(new, body=insert_syncs(new.body))
     if ws is None and not info.uses_wgmma:
         new = replace(new, body=fuse_mma_mainloops(new.body))
     if ws is not None:
@@ -159,6 +161,16 @@ class CUDAArtifact:
                           f"needs {regs} registers per thread, more than a lowered budget allows",
                           PerformanceWarning, stacklevel=4)
         self.ptx = self.compiled.ptx
+        from ...transform.pass_config import get as config
+
+        if config(ctx.pass_configs, "tl.enable_ptxas_verbose_output", False):
+            print(self.compiled.log)
+        out_dir = config(ctx.pass_configs, "cuda.kernels_output_dir", None)
+        if out_dir:
+            from pathlib import Path
+
+            Path(out_dir).mkdir(parents=True, exist_ok=True)
+            (Path(out_dir) / f"{self.csource.entry}.cu").write_text(self.source)
         self._fn = None
         self._tmaps: dict = {}
         self._flags: dict = {}  # device -> driver.AssertFlag, for kernels with T.device_assert
@@ -301,21 +313,43 @@ def raise_device_assert(code: int, asserts: tuple, entry: str):
     raise RuntimeError(f"T.device_assert failed in kernel {entry}: {msg}")
 
 
-def _compile_cached(source: str, arch: str):
-    """NVRTC compile through the disk cache (cubin + ptx keyed on source, arch, NVRTC version)."""
+def device_options(pass_configs: dict) -> tuple[list[str], list[str]]:
+    """NVRTC flags the pass configs ask for, and the notes on nvcc-only flags that were dropped.
+
+    tl.enable_fast_math -> --use_fast_math (unless tl.disable_fast_math); tl.ptxas_register_usage_level
+    -> ptxas --register-usage-level; tl.device_compile_flags (and jit's compile_flags) -> as given,
+    translated from nvcc spelling by nvrtc.nvrtc_flags.
+    """
+    from ...transform.pass_config import get as config
+    from .nvrtc import nvrtc_flags
+
+    opts = []
+    if config(pass_configs, "tl.enable_fast_math", False) and not config(pass_configs, "tl.disable_fast_math", False):
+        opts.append("--use_fast_math")
+    level = config(pass_configs, "tl.ptxas_register_usage_level", None)
+    if level is not None:
+        if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= 10:
+            raise LoweringError(f"tl.ptxas_register_usage_level must be an integer in [0, 10], got {level!r}")
+        opts.append(f"--ptxas-options=--register-usage-level={level}")
+    kept, dropped = nvrtc_flags(config(pass_configs, "tl.device_compile_flags", None))
+    return opts + kept, dropped
+
+
+def _compile_cached(source: str, arch: str, options=()):
+    """NVRTC compile through the disk cache (cubin + ptx keyed on source, arch, options, NVRTC version)."""
     import pickle
 
     from ...cache import disk
     from . import nvrtc
 
-    key = disk.key("cuda-v2", source, arch, repr(nvrtc.nvrtc_version()), _header_digest())
+    key = disk.key("cuda-v2", source, arch, repr(nvrtc.nvrtc_version()), _header_digest(), *options)
     hit = disk.lookup("cuda", key, ".pkl")
     if hit is not None:
         try:
             return pickle.loads(hit.read_bytes())
         except Exception:  # noqa: BLE001 - a damaged entry is rebuilt
             pass
-    compiled = nvrtc.compile_cuda(source, arch, ptxas_verbose=True)  # its report names spills
+    compiled = nvrtc.compile_cuda(source, arch, options=options, ptxas_verbose=True)  # its report names spills
     disk.store("cuda", key, ".pkl", pickle.dumps(compiled))
     return compiled
 
@@ -329,9 +363,17 @@ def _zero_on(t, stream: int) -> None:
 
 def _lower_and_compile(func: PrimFunc, ctx: PassContext, panel):
     """(lowered function, CudaSource, compiled module) for one set of pass configs."""
+    from ...engine.callback import postprocess
+
     lowered = run_passes(func, PASSES, ctx)
     csource = CudaCodegen(lowered, ctx.cuda_info, _the_kernel(lowered), panel, ctx.ws_info).generate()
-    return lowered, csource, _compile_cached(csource.text, ctx.target.arch)
+    text = postprocess("cuda", csource.text, ctx.target)  # register_cuda_postproc callbacks
+    if text != csource.text:
+        csource = replace(csource, text=text)
+    options, dropped = device_options(ctx.pass_configs)
+    for note in dropped:  # harmless by construction (see nvrtc_flags), so not a warning
+        logging.getLogger("tilelang").debug("%s: device compile flag dropped: %s", func.name, note)
+    return lowered, csource, _compile_cached(csource.text, ctx.target.arch, tuple(options))
 
 
 def _spill_note(info: dict) -> str | None:
