@@ -24,6 +24,7 @@ from .math import (exp, exp2, log, log2, log10, sqrt, rsqrt, tanh, sigmoid, sin,
 from .debug import print, device_assert  # noqa: F401
 from .macro import macro  # noqa: F401
 from .eager import const, empty, dynamic, symbolic  # noqa: F401
+from .ptx import access_ptr, ptx_ldmatrix, ptx_mma  # noqa: F401
 
 float8_e4m3 = float8_e4m3fn
 float = float32

@@ -17,7 +17,7 @@ from ..errors import LoweringError
 from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.buffer import Buffer, BufferRegion
-from ..ir.visitor import Mutator
+from ..ir.visitor import Mutator, collect
 from ..op import tile_ops as O
 from ..op.regions import matrix_dims, squeezed
 
@@ -185,6 +185,11 @@ class LowerTileOpsCPU(TrackRanges, Mutator):
         return S.seq()
 
     def visit_KernelLaunch(self, k: S.KernelLaunch):
+        from ..op.ptx import PtxCall, cpu_error
+
+        ptx = collect(k.body, lambda n: isinstance(n, PtxCall))
+        if ptx:
+            raise cpu_error(ptx[0])
         if k.thread_vars:
             raise LoweringError("the CPU backend runs each block on one thread and does not support explicit "
                                 "thread indices (T.get_thread_binding); use tile ops and T.Parallel", k.span)

@@ -241,6 +241,13 @@ class _Lower(CopyLowering, TrackRanges, Mutator):
         if r is not None:
             lay = self.plan.layout(region.buffer)
             return self.slot_loop(lay, lambda l, cv: make(cv, r[l]), vector="quiet")
+        if region.buffer.scope in ("local", "local.var"):  # per-thread arrays: every thread does all
+            ext = squeezed(region.extents)
+            cv = [E.Var(f"li{d}", dt.int32) for d in range(len(ext))]
+            body = make(cv, None)
+            for v, e in reversed(list(zip(cv, ext))):
+                body = S.For(v, E.as_expr(0), E.as_expr(e), "unroll", body)
+            return body
         return self.flat_loop(squeezed(region.extents), lambda cv: make(cv, None), vector="quiet")
 
     def visit_Fill(self, op: O.Fill):
@@ -472,6 +479,12 @@ class _Lower(CopyLowering, TrackRanges, Mutator):
         ptr = f"{{{{ {'const ' if s.add else ''}{ctype}* tl_w = {{1}} + (size_t)({{0}}) * {n * T} + tid;\n#pragma unroll\n"
         body = f"{{2}}[l] += __ldcg(tl_w + l * {T}); }}}}" if s.add else f"tl_w[l * {T}] = {{2}}[l]; }}}}"
         return Raw(ptr + f"for (int l = 0; l < {n}; ++l) " + body, (s.slot, _addr(s.ws), _addr(r)))
+
+    def visit_PtxCall(self, op):
+        from ...op.ptx import cuda_text
+
+        fmt, args, reads = cuda_text(op)
+        return Raw(fmt, tuple(self.visit(a) for a in args), reads=reads, span=op.span)
 
     def visit_Swizzle(self, op):
         return S.seq()
