@@ -25,6 +25,7 @@ from .debug import print, device_assert  # noqa: F401
 from .macro import macro  # noqa: F401
 from .eager import const, empty, dynamic, symbolic  # noqa: F401
 from .ptx import access_ptr, ptx_ldmatrix, ptx_mma  # noqa: F401
+from .gemm_sp import gemm_sp  # noqa: F401
 
 float8_e4m3 = float8_e4m3fn
 float = float32

@@ -241,6 +241,8 @@ def test_cuda_source_uses_ldmatrix_and_mma_sync():
         assert src.count("tl::ldmatrix_frag<4, false>") == 2
         assert src.count("tl::mma_frag<tl::half_t, tl::half_t, float, 16, 8, 16>") == 2
         assert "C_local[li0] = 0.0f;" in src  # T.clear of a local array: every thread clears all of it
+        # the (col_tile, row, col) swizzle of 64-byte rows is the header's swizzle_offset
+        assert "tl::ldmatrix_frag<4, false>(&A_local[(mi * 8)], &A_shared[tl::swizzle_offset<32, " in src
 
 
 def test_cpu_backend_names_the_primitive():
@@ -264,6 +266,7 @@ def _gemm_kernel(M=256, N=256, K=256):
             A_local = T.alloc_local((em.warp_rows * em.local_size_a,), "float16")
             B_local = T.alloc_local((em.warp_cols * em.local_size_b,), "float16")
             C_local = T.alloc_local((em.warp_rows * em.warp_cols * em.local_size_out,), "float32")
+            T.annotate_layout({A_shared: make_mma_swizzle_layout(A_shared), B_shared: make_mma_swizzle_layout(B_shared)})
             T.clear(C_local)
             for ko in T.serial(K // 32):
                 T.copy(A[by * 64, ko * 32], A_shared)
