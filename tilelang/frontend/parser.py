@@ -405,7 +405,7 @@ def _evaluated_annotations(fn) -> dict:
     then not in the function's closure, so re-evaluating the annotation's AST would fail.
     """
     anns = getattr(fn, "__annotations__", None) or {}
-    return {k: v for k, v in anns.items() if not isinstance(v, str)}
+    return {k: v for k, v in anns.items() if type(v) is not str}  # a DType is a str subclass
 
 
 @user_facing()

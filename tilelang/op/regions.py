@@ -46,6 +46,19 @@ def squeezed(extents) -> list:
     return out
 
 
+def tile_coords(r: BufferRegion, buffer_coords) -> list:
+    """Coordinates over r's non-unit extents (what region_indices takes) of the element of
+    r.buffer at `buffer_coords` (one per buffer dim): the inverse of region_indices.
+
+    A (1, N) fragment walked by its layout gives (0, j); the copy's other side, a global
+    A[bx:bx+1, :], wants the one tile coordinate j:   (0, j) -> [j]  -> A[bx, j].
+    """
+    coords = list(buffer_coords)
+    if len(coords) != len(r.ranges):
+        raise ValueError(f"internal: {len(coords)} coordinates for the {len(r.ranges)}-d buffer {r.buffer.name}")
+    return [simplify(as_expr(c) - start) for (start, ext), c in zip(r.ranges, coords) if const_int(ext) != 1]
+
+
 def matrix_dims(r: BufferRegion) -> tuple[int, int]:
     """The two dims of a gemm operand that hold its rows and columns.
 

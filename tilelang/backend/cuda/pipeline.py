@@ -94,6 +94,12 @@ def _replace_kernel(body, old, new):
     return body
 
 
+def legal_names_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
+    from ...codegen.c import legal_buffer_names
+
+    return legal_buffer_names(func)
+
+
 def unique_names_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     from ...codegen.c import unique_var_names
 
@@ -101,6 +107,7 @@ def unique_names_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
 
 
 PASSES = [
+    ("legal_names", legal_names_pass),
     ("simplify", simplify_pass),
     ("lower_gemm_sp", lower_gemm_sp),
     ("legalize_safe_memory", legalize_safe_memory),
@@ -222,7 +229,7 @@ class CUDAArtifact:
         t = self._workspaces.get(key)
         if t is None:
             shape = [const_int(d) for d in buf.shape]
-            t = self._workspaces[key] = torch.zeros(shape, dtype=getattr(torch, buf.dtype.name),
+            t = self._workspaces[key] = torch.zeros(shape, dtype=buf.dtype.as_torch(),
                                                     device=torch.device("cuda", dev))
         return t
 

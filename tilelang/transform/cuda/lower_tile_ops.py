@@ -29,7 +29,7 @@ from ...layout.fragment import (
     WgmmaAccFragment,
 )
 from ...op import tile_ops as O
-from ...op.regions import squeezed
+from ...op.regions import squeezed, tile_coords
 from ..lower_tile_ops_cpu import cumsum_scan, in_bounds, region_indices
 from .layout_inference import LayoutPlan, infer_layouts, kmajor_panels, kmajor_rows_ok
 from .lower_copy import CopyLowering, _bound_in, _Hoist, copy_vector_width, unflatten  # noqa: F401 (re-exports)
@@ -236,11 +236,14 @@ class _Lower(CopyLowering, TrackRanges, Mutator):
 
     # ------------------------------------------------------------ tile ops
     def elementwise(self, region: BufferRegion, make):
-        """Loop over a region's elements; register regions drive their own layout."""
+        """Loop over a region's elements; register regions drive their own layout.
+
+        make(coords, reg_ref): coords run over the region's non-unit extents (region_indices's
+        input) on both paths; a register layout's per-dim coordinates are mapped onto them."""
         r = self.reg(region.buffer)
         if r is not None:
             lay = self.plan.layout(region.buffer)
-            return self.slot_loop(lay, lambda l, cv: make(cv, r[l]), vector="quiet")
+            return self.slot_loop(lay, lambda l, cv: make(tile_coords(region, cv), r[l]), vector="quiet")
         if region.buffer.scope in ("local", "local.var"):  # per-thread arrays: every thread does all
             ext = squeezed(region.extents)
             cv = [E.Var(f"li{d}", dt.int32) for d in range(len(ext))]
@@ -458,7 +461,7 @@ class _Lower(CopyLowering, TrackRanges, Mutator):
 
         if isinstance(op.src, BufferRegion) and sreg is not None:
             lay = self.plan.layout(op.src.buffer)
-            return self.slot_loop(lay, lambda l, cv: make(cv, sreg[l]))
+            return self.slot_loop(lay, lambda l, cv: make(tile_coords(op.src, cv), sreg[l]))
         ext = squeezed(op.dst.extents)
         if not ext:
             if self.per_thread:  # one element per iteration of a T.Parallel body: every thread's own
