@@ -75,6 +75,25 @@ def matrix_dims(r: BufferRegion) -> tuple[int, int]:
     return (d - 1, d) if d == nd - 1 else (d, d + 1)
 
 
+def matrix_indices(r: BufferRegion, row, col) -> tuple:
+    """Buffer indices of element (row, col) of a gemm operand region (its matrix_dims)."""
+    idx = list(r.starts)
+    for d, v in zip(matrix_dims(r), (row, col)):
+        idx[d] = simplify(as_expr(idx[d]) + v)
+    return tuple(idx)
+
+
+def matrix_coords(r: BufferRegion, coords) -> tuple:
+    """(row, col) of a gemm operand region for coordinates over its non-unit extents (what
+    tile_coords gives): a (1, N) C tile walked as [j] is row 0, column j."""
+    nonunit = [d for d, e in enumerate(r.extents) if const_int(e) != 1]
+    out = [as_expr(0), as_expr(0)]
+    for k, d in enumerate(matrix_dims(r)):
+        if d in nonunit:
+            out[k] = coords[nonunit.index(d)]
+    return tuple(out)
+
+
 def matrix_extents(r: BufferRegion) -> list:
     """Extents of a gemm operand's row and column dims (see matrix_dims), or the squeezed
     extents when the region does not have exactly two matrix dims (an error for the caller)."""
