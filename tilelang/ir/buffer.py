@@ -34,6 +34,11 @@ class Buffer:
         return f"Buffer({self.name}, ({dims}), {self.dtype}, {self.scope})"
 
     @property
+    def data(self) -> "Buffer":
+        """The buffer's storage, as T.ptx_mma takes it (`A_local.data`): the buffer itself here."""
+        return self
+
+    @property
     def ndim(self) -> int:
         return len(self.shape)
 

@@ -186,6 +186,11 @@ class LowerTileOpsCPU(HopperCPU, TrackRanges, Mutator):
         return S.seq()
 
     def visit_KernelLaunch(self, k: S.KernelLaunch):
+        from ..op.ptx import PtxCall, cpu_error
+
+        ptx = collect(k.body, lambda n: isinstance(n, PtxCall))
+        if ptx:
+            raise cpu_error(ptx[0])
         reject_thread_level(k)
         if k.thread_vars:  # one thread per block (reject_thread_level checked): every index is 0
             from ..ir.visitor import substitute

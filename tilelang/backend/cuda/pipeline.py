@@ -18,6 +18,7 @@ from ...transform.cuda.plan_smem import plan_smem_pass
 from ...transform.cuda.thread_sync import insert_syncs
 from ...transform.cuda.warp_specialize import TIMELINE
 from ...transform.legalize_safe_memory import legalize_safe_memory
+from ...transform.lower_gemm_sp import lower_gemm_sp
 from ...transform.pass_manager import PassContext, run_passes, simplify_pass
 
 
@@ -126,6 +127,7 @@ def unique_names_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
 PASSES = [
     ("legal_names", legal_names_pass),
     ("simplify", simplify_pass),
+    ("lower_gemm_sp", lower_gemm_sp),
     ("legalize_safe_memory", legalize_safe_memory),
     ("lower_cuda", lower_cuda),
     ("simplify_lowered", simplify_pass),

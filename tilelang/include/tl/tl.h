@@ -12,6 +12,7 @@
 #include "atomic.h"
 #include "mma.h"
 #include "ldmatrix.h"
+#include "mma_frag.h"
 #include "cp_async.h"
 #include "mbarrier.h"
 #include "tma.h"

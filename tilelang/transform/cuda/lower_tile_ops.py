@@ -528,6 +528,12 @@ class _Lower(CopyLowering, TrackRanges, Mutator):
         body = f"{{2}}[l] += __ldcg(tl_w + l * {T}); }}}}" if s.add else f"tl_w[l * {T}] = {{2}}[l]; }}}}"
         return Raw(ptr + f"for (int l = 0; l < {n}; ++l) " + body, (s.slot, _addr(s.ws), _addr(r)))
 
+    def visit_PtxCall(self, op):
+        from ...op.ptx import cuda_text
+
+        fmt, args, reads = cuda_text(op)
+        return Raw(fmt, tuple(self.visit(a) for a in args), reads=reads, span=op.span)
+
     def visit_Swizzle(self, op):
         return S.seq()
 
@@ -551,13 +557,27 @@ class _Lower(CopyLowering, TrackRanges, Mutator):
                 continue
             if lay == Layout(shape, lambda i, j: (i, j)):
                 continue
-            if lay == make_swizzled_layout(buf):
+            if lay == make_swizzled_layout(buf) or _same_offsets(lay, make_swizzled_layout(buf)):
                 self.swizzled.add(buf.uid)
                 self.annotated[buf.uid] = buf
                 continue
             self.warn(f"{what} is ignored: only row-major and make_swizzled_layout are implemented for "
                       f"shared tiles on CUDA; {buf.name} stays row-major")
         return S.seq()
+
+
+def _same_offsets(a, b) -> bool:
+    """Both layouts put every element at the same flat (row-major over the output shape) offset,
+    e.g. a (col_tile, row, col) swizzle whose tiles are whole rows and our (row, col) one."""
+    import numpy as np
+
+    def flat(lay):
+        t, shape = lay.table(), lay.output_shape()
+        return np.ravel_multi_index(tuple(np.moveaxis(t, -1, 0)), shape)
+    try:
+        return bool((flat(a) == flat(b)).all())
+    except Exception:  # noqa: BLE001 - a layout that cannot be enumerated is not this one
+        return False
 
 
 class _RegAccess(Mutator):
