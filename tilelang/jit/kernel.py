@@ -30,8 +30,20 @@ def _normalize_out_idx(out_idx, n: int) -> list[int]:
     return out
 
 
-def build(func: PrimFunc, target: Target, pass_configs: dict | None):
-    ctx = PassContext(target=target, pass_configs=dict(pass_configs or {}), dump_dir=env.dump_ir_dir())
+def _flags(compile_flags) -> tuple:
+    """compile_flags as a tuple of strings ("-O1 -DX" and ["-O1", "-DX"] alike)."""
+    if compile_flags is None:
+        return ()
+    if isinstance(compile_flags, str):
+        return tuple(compile_flags.split())
+    if not all(isinstance(f, str) for f in compile_flags):
+        raise TypeError(f"compile_flags: expected a string or a list of strings, got {compile_flags!r}")
+    return tuple(compile_flags)
+
+
+def build(func: PrimFunc, target: Target, pass_configs: dict | None, compile_flags=None):
+    ctx = PassContext(target=target, pass_configs=dict(pass_configs or {}), dump_dir=env.dump_ir_dir(),
+                      compile_flags=_flags(compile_flags))
     if target.kind == "cpu":
         from ..backend.cpu.pipeline import CPUArtifact
 
@@ -63,7 +75,7 @@ class JITKernel:
             if not isinstance(func.params[i], Buffer):
                 raise TileLangError(f"out_idx: parameter {i} ({func.params[i].name}) is a scalar, not a tensor")
         t0 = time.perf_counter()
-        self.artifact = build(func, self.target, pass_configs)
+        self.artifact = build(func, self.target, pass_configs, compile_flags)
         self.compile_seconds = time.perf_counter() - t0
         device_type = "cpu" if self.target.kind == "cpu" else "cuda"
         self.binder = ArgBinder(func.name, func.params, self.out_idx, device_type)

@@ -32,7 +32,7 @@ class CPUArtifact:
         self.lowered = run_passes(func, PASSES, ctx)
         self.csource = codegen_c(self.lowered)
         self.source = self.csource.text
-        self.lib = compile_c(self.source)
+        self.lib = compile_c(self.source, ctx.compile_flags)
         argtypes = []
         for kind, obj in self.csource.arg_kinds:
             if kind == "buffer":

@@ -280,21 +280,21 @@ def raise_device_assert(code: int, asserts: tuple, entry: str):
     raise RuntimeError(f"T.device_assert failed in kernel {entry}: {msg}")
 
 
-def _compile_cached(source: str, arch: str):
+def _compile_cached(source: str, arch: str, flags: tuple = ()):
     """NVRTC compile through the disk cache (cubin + ptx keyed on source, arch, NVRTC version)."""
     import pickle
 
     from ...cache import disk
     from . import nvrtc
 
-    key = disk.key("cuda-v2", source, arch, repr(nvrtc.nvrtc_version()), _header_digest())
+    key = disk.key("cuda-v2", source, arch, repr(nvrtc.nvrtc_version()), _header_digest(), *flags)
     hit = disk.lookup("cuda", key, ".pkl")
     if hit is not None:
         try:
             return pickle.loads(hit.read_bytes())
         except Exception:  # noqa: BLE001 - a damaged entry is rebuilt
             pass
-    compiled = nvrtc.compile_cuda(source, arch, ptxas_verbose=True)  # its report names spills
+    compiled = nvrtc.compile_cuda(source, arch, options=flags, ptxas_verbose=True)  # its report names spills
     disk.store("cuda", key, ".pkl", pickle.dumps(compiled))
     return compiled
 
@@ -310,7 +310,7 @@ def _lower_and_compile(func: PrimFunc, ctx: PassContext, panel):
     """(lowered function, CudaSource, compiled module) for one set of pass configs."""
     lowered = run_passes(func, PASSES, ctx)
     csource = CudaCodegen(lowered, ctx.cuda_info, _the_kernel(lowered), panel, ctx.ws_info).generate()
-    return lowered, csource, _compile_cached(csource.text, ctx.target.arch)
+    return lowered, csource, _compile_cached(csource.text, ctx.target.arch, ctx.compile_flags)
 
 
 def _spill_note(info: dict) -> str | None:
