@@ -179,7 +179,8 @@ def _gen_tile(g: Gen) -> Program:
             Ew(acc, (i, j), ("bin", "+", ("ld", acc, (i, j)), as_dtype(in_dt, ad, ("ld", sh, (i, j)))), (BM, ch)))))
         red = T_.new("fragment", "row", ad, base="R")
         body.append(Reduce("sum", acc, red, 1, True))
-    body.append(Copy(tile_ref(g, A, M, N, BM, BN, whole_ok=whole, full_cols=gx == 1 and N == BN), Ref(X)))
+    full = gx == 1 and N == BN and Nd not in g.dims  # `:` of a symbolic dim is not BN wide
+    body.append(Copy(tile_ref(g, A, M, N, BM, BN, whole_ok=whole, full_cols=full), Ref(X)))
     T_.add(X, "2d", in_dt, xscope)
     for _ in range(g.r.randint(1, 5)):
         _tile_step(g, T_, cd, body, (A, in_dt) if g.coin(0.3) else None)
@@ -190,7 +191,7 @@ def _gen_tile(g: Gen) -> Program:
         body.append(Ew(O, (Lin.of(("by", BM), ("i", 1)), Lin.of(("bx", BN), ("j", 1))),
                        as_dtype(T_.t[fin][2], out_dt, ("ld", fin, (i, j))), (BM, BN)))
     else:
-        body.append(Copy(Ref(fin), tile_ref(g, O, M, N, BM, BN, whole_ok=whole, full_cols=gx == 1 and N == BN)))
+        body.append(Copy(Ref(fin), tile_ref(g, O, M, N, BM, BN, whole_ok=whole, full_cols=full)))
     rows = T_.of("row")
     if rows and g.coin(0.6):  # a row vector out: 1-d corner
         R = g.tensor("V", (Md,), T_.t[rows[0]][2], "out")

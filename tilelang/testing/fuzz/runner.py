@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import re
 import tempfile
 import time
 import traceback
@@ -51,8 +52,15 @@ class Result:
 
     @property
     def signature(self) -> str:
-        """What a shrunk program must keep failing with: the step and the error type."""
-        return f"{self.step}:{self.message.splitlines()[0][:60] if self.step != 'mismatch' else ''}"
+        """What a shrunk program must keep failing with: the step, the error type and the first
+        `error` line with paths and numbers blanked (they change as the program shrinks)."""
+        if self.step.endswith("mismatch"):
+            return self.step
+        kind = self.message.split(":", 1)[0]
+        line = next((ln for ln in self.message.splitlines()[1:] if "error:" in ln.lower()),
+                    self.message.splitlines()[0] if self.message else "")
+        line = re.sub(r"\S*/\S*|\d+", "#", line.split(": ", 1)[-1])[:80]
+        return f"{self.step}:{kind}:{line}"
 
 
 def tolerance(prog: Program) -> float:

@@ -59,7 +59,7 @@ def _candidates(p: Program):
         yield p.with_(threads=p.threads // 2)
 
 
-def shrink(prog: Program, result: Result, budget: int = 60, device: str = "cpu") -> tuple[Program, Result]:
+def shrink(prog: Program, result: Result, budget: int = 40, device: str = "cpu") -> tuple[Program, Result]:
     """A smaller program failing with result's signature, and its result (or the input's)."""
     sig = result.signature
     best, best_res, tries = prog, result, 0
