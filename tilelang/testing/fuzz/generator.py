@@ -165,7 +165,7 @@ def _gen_tile(g: Gen) -> Program:
     O = g.tensor("O", (Md, Nd), out_dt, "out")
     body: list = []
     T_ = _Tiles(g, BM, BN)
-    whole = gx == gy == 1 and M == BM and N == BN
+    whole = gx == gy == 1 and M == BM and N == BN and not g.dims  # a symbolic dim is not BM/BN
     xscope = g.pick(("shared", "fragment"))
     X = g.alloc(xscope, (BM, BN), in_dt)
     if g.coin(0.2) and gx == 1:  # a pipelined sweep over column chunks, summed
