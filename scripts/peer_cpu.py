@@ -138,13 +138,13 @@ def install_tilelang_shims(sm90: bool):
         return
     orig_build = jk.build
 
-    def build(func, target, pass_configs):
+    def build(func, target, pass_configs, *rest):
         try:
-            orig_build(func, tgt.Target("cuda", "sm_90a"), pass_configs)
+            orig_build(func, tgt.Target("cuda", "sm_90a"), pass_configs, *rest)
         except Exception as e:  # noqa: BLE001 - report and go on to the CPU run
             print(f"\n[peer_cpu] sm_90a compile of {getattr(func, 'name', func)} failed: "
                   f"{type(e).__name__}: {str(e)[:400]}", file=sys.stderr)
-        return orig_build(func, target, pass_configs)
+        return orig_build(func, target, pass_configs, *rest)
 
     jk.build = build
 

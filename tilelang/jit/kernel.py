@@ -30,7 +30,19 @@ def _normalize_out_idx(out_idx, n: int) -> list[int]:
     return out
 
 
-def build(func: PrimFunc, target: Target, pass_configs: dict | None):
+def _flags(compile_flags) -> tuple:
+    """compile_flags as a tuple of strings ("-O1 -DX" and ["-O1", "-DX"] alike)."""
+    if compile_flags is None:
+        return ()
+    if isinstance(compile_flags, str):
+        return tuple(compile_flags.split())
+    if not all(isinstance(f, str) for f in compile_flags):
+        raise TypeError(f"compile_flags: expected a string or a list of strings, got {compile_flags!r}")
+    return tuple(compile_flags)
+
+
+def build(func: PrimFunc, target: Target, pass_configs: dict | None, compile_flags=None):
+    """compile_flags reach the CPU backend's C compiler; CUDA gets them through tl.device_compile_flags."""
     from pathlib import Path
 
     from ..transform.pass_config import get as config
@@ -39,7 +51,8 @@ def build(func: PrimFunc, target: Target, pass_configs: dict | None):
     dump_dir = env.dump_ir_dir()
     if config(configs, "tl.enable_dump_ir", False):
         dump_dir = Path(config(configs, "tl.dump_ir_path", None) or "./dump_ir")
-    ctx = PassContext(target=target, pass_configs=configs, dump_dir=dump_dir)
+    ctx = PassContext(target=target, pass_configs=configs, dump_dir=dump_dir,
+                      compile_flags=_flags(compile_flags) if target.kind == "cpu" else ())
     if target.kind == "cpu":
         from ..backend.cpu.pipeline import CPUArtifact
 
@@ -71,11 +84,11 @@ class JITKernel:
             if not isinstance(func.params[i], Buffer):
                 raise TileLangError(f"out_idx: parameter {i} ({func.params[i].name}) is a scalar, not a tensor")
         t0 = time.perf_counter()
-        if compile_flags:  # nvcc-style flags: NVRTC gets them through tl.device_compile_flags
+        if compile_flags and self.target.kind != "cpu":  # nvcc-style flags: NVRTC gets them through tl.device_compile_flags
             from ..transform.pass_config import merge_device_flags
 
             pass_configs = merge_device_flags(dict(pass_configs or {}), compile_flags)
-        self.artifact = build(func, self.target, pass_configs)
+        self.artifact = build(func, self.target, pass_configs, compile_flags)
         self.compile_seconds = time.perf_counter() - t0
         device_type = "cpu" if self.target.kind == "cpu" else "cuda"
         self.binder = ArgBinder(func.name, func.params, self.out_idx, device_type)

@@ -16,6 +16,7 @@ class PassContext:
     pass_configs: dict = field(default_factory=dict)
     dump_dir: Path | None = None
     warnings: list = field(default_factory=list)
+    compile_flags: tuple = ()  # extra flags for the backend compiler (NVRTC, or the C compiler)
 
     def config(self, key: str, default=None):
         return self.pass_configs.get(key, default)

@@ -36,7 +36,7 @@ class CPUArtifact:
         from ...engine.callback import postprocess
 
         self.source = postprocess("c", self.csource.text, ctx.target)  # register_c_postproc callbacks
-        self.lib = compile_c(self.source)
+        self.lib = compile_c(self.source, ctx.compile_flags)
         argtypes = []
         for kind, obj in self.csource.arg_kinds:
             if kind == "buffer":

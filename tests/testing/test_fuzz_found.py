@@ -1,0 +1,89 @@
+"""Bugs the differential fuzzer found, as shrunk programs (strict xfail until fixed).
+
+Each came out of `python -m tilelang.testing.fuzz`; the seed is named. When one starts to
+pass, its xfail fails the suite: delete the marker and keep the test."""
+import pytest
+import torch
+
+import tilelang
+import tilelang.language as T
+
+
+@pytest.mark.xfail(strict=True, reason="fuzz seeds 27, 171, 202: tl/wgmma.h has no 8-bit SS wgmma for small N "
+                                       "(static_assert 'this (A, B, C, N) is not generated')")
+@pytest.mark.parametrize("dt, acc, bn", [("float8_e4m3fn", "float32", 32), ("int8", "int32", 16),
+                                         ("int8", "int32", 32)])
+def test_8bit_gemm_small_n_compiles_for_sm90a(dt, acc, bn):
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), dt), B: T.Tensor((58, 64), dt), C: T.Tensor((128, 58), acc)):
+        with T.Kernel(T.ceildiv(58, bn), 2, threads=128) as (bx, by):
+            A_s = T.alloc_shared((64, 32), dt)
+            B_s = T.alloc_shared((bn, 32), dt)
+            C_l = T.alloc_fragment((64, bn), acc)
+            T.clear(C_l)
+            for k in T.Pipelined(2, num_stages=3):
+                T.copy(A[by * 64, k * 32], A_s)
+                T.copy(B[bx * bn, k * 32], B_s)
+                T.gemm(A_s, B_s, C_l, transpose_B=True)
+            T.copy(C_l, C[by * 64, bx * bn])
+
+    k = tilelang.compile(main, target="cuda -arch=sm_90a")
+    assert "wgmma" in k.get_kernel_source()
+
+
+@pytest.mark.xfail(strict=True, reason="fuzz seed 36 (every `thread` family program): the CPU backend rejects "
+                                       "T.get_thread_binding (LoweringError)")
+def test_thread_level_local_copy_on_cpu():
+    @T.prim_func
+    def main(A: T.Tensor((64, 2), "int32"), O: T.Tensor((64, 2), "int32")):
+        with T.Kernel(2, 1, threads=64) as (bx, by):
+            tx = T.get_thread_binding()
+            S = T.alloc_shared((64, 1), "int32")
+            loc = T.alloc_local((1,), "int32")
+            T.copy(A[0:64, bx:bx + 1], S)
+            T.copy(S[tx:tx + 1, 0:1], loc)
+            for q in T.serial(1):
+                loc[q] = loc[q] * 2
+            T.copy(loc, O[tx:tx + 1, bx:bx + 1])
+
+    k = tilelang.compile(main, target="cpu")
+    a = torch.randint(-8, 8, (64, 2), dtype=torch.int32)
+    o = torch.zeros_like(a)
+    k(a, o)
+    assert torch.equal(o, a * 2)
+
+
+def _compile_body(kind):
+    @T.prim_func
+    def main(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            S = T.alloc_shared((16, 16), "float32")
+            if kind == "reduce":
+                R = T.alloc_fragment((16,), "float32")
+                T.reduce_sum(A, R, dim=1)
+            elif kind == "cumsum":
+                T.cumsum(A, dim=0)
+            elif kind == "gemm":
+                C = T.alloc_fragment((16, 16), "float32")
+                T.gemm(A, A, C)
+            else:
+                for j in T.Parallel(16):
+                    S[16, j] = A[0, j]
+                T.copy(S, B)
+
+    return tilelang.compile(main, target="cpu")
+
+
+@pytest.mark.xfail(strict=True, reason="fuzz --bad: tile ops on global tensors (wrong scope) are accepted "
+                                       "without an error; the public TileLang rejects them")
+@pytest.mark.parametrize("kind", ["reduce", "cumsum", "gemm"])
+def test_tile_op_on_global_buffer_is_an_error(kind):
+    with pytest.raises((tilelang.errors.TileLangError, ValueError, TypeError)):
+        _compile_body(kind)
+
+
+@pytest.mark.xfail(strict=True, reason="fuzz --bad: a constant out-of-range index (S[16, j] on a 16-row "
+                                       "tile) compiles without an error")
+def test_constant_out_of_range_index_is_an_error():
+    with pytest.raises(tilelang.errors.TileLangError):
+        _compile_body("oob")

@@ -1,0 +1,31 @@
+"""A differential fuzzer: random valid TileLang programs, run on the CPU backend against a
+float64 torch reference derived from the program's description (never from our compiler),
+compiled for sm_80 and sm_90a with NVRTC, and on a GPU (`--device cuda`) run there too.
+
+    python -m tilelang.testing.fuzz --seed 0 --n 300 [--device cuda] [--jobs 2]
+    python -m tilelang.testing.fuzz --bad 200          # bad calls and DSL misuse
+
+Modules: spec (the description), generator/families/gen_base (random programs), source
+(description -> TileLang source), reference (the float64 oracle), runner (compile, run,
+compare), shrinker (delta debugging of a failure), bad_inputs (errors that must be clear),
+cli (the command line). A failure prints as a runnable file: `python that_file.py` replays it.
+"""
+from __future__ import annotations
+
+from .generator import FAMILIES, generate
+from .runner import Result, check
+from .source import to_source
+from .spec import Program, from_json, to_json
+
+__all__ = ["FAMILIES", "generate", "check", "Result", "to_source", "Program", "from_json", "to_json",
+           "replay_file"]
+
+
+def replay_file(path: str, device: str = "cpu") -> Result:
+    """Re-run the program a fuzz source file describes (its DESC) and print the verdict."""
+    import runpy
+
+    desc = runpy.run_path(path, run_name="tl_fuzz_replay")["DESC"]
+    res = check(from_json(desc), device=device)
+    print("PASS" if res.status == "pass" else f"{res.status.upper()} [{res.step}] {res.message}")
+    return res

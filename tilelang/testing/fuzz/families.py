@@ -1,0 +1,187 @@
+"""The gemm, thread-level and atomic program families (the tile family is in generator.py).
+
+gemm: A (M, K) or (K, M), B (K, N) or (N, K) through shared tiles in a T.Pipelined k-loop,
+T.gemm into a fragment (or A through a fragment, the RS form), an epilogue and a store.
+Shapes follow the public rules: tile M a multiple of 16, N of 8, K of the instruction's k
+(16 for 16-bit, 32 for 8-bit, 8 for fp32), a warp split that exists for the thread count
+and, where sm_90a would pick wgmma, a warpgroup split too. 8-bit operands are K-major.
+"""
+from __future__ import annotations
+
+from .gen_base import Gen, as_dtype, expr, ragged, tile_ref, warp_split_ok
+from .spec import Atomic, Copy, Ew, Fill, Gemm, If, Lin, Pipelined, Reduce, Ref, SetVar
+
+__all__ = ["gen_gemm", "gen_thread", "gen_atomic"]
+
+_I, _J = Lin.of(("i", 1)), Lin.of(("j", 1))
+
+
+def _wgmma_eligible(dt, acc, ta, tb, BM, nw) -> bool:
+    if BM < 64 or nw % 4:
+        return False
+    if dt in ("float16", "bfloat16"):
+        return acc == "float32" or (dt == "float16" and acc == "float16")
+    if dt.startswith("float8") or dt == "int8":
+        return not ta and tb
+    return False
+
+
+def _gemm_shape(g: Gen):
+    """(dtype, acc, BM, BN, BK, threads, ta, tb, policy) satisfying the public rules."""
+    while True:
+        dt = g.r.choices(("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8", "float32"),
+                         (40, 20, 10, 5, 10, 15))[0]
+        acc = "int32" if dt == "int8" else ("float16" if dt == "float16" and g.coin(0.2) else "float32")
+        threads = g.pick((32, 64, 128, 256))
+        nw = threads // 32
+        BM, BN = g.pick((16, 32, 64, 128)), g.pick((8, 16, 24, 32, 40, 48, 64, 96, 128))
+        BK = g.pick({"float32": (8, 16, 32)}.get(dt, (32, 64) if dt in ("int8",) or dt.startswith("float8")
+                                                  else (16, 32, 64)))
+        if dt in ("int8",) or dt.startswith("float8"):
+            ta, tb = False, True
+        else:
+            ta, tb = (False if dt == "float32" else g.coin(0.3)), g.coin(0.4)
+        policy = g.pick(("Square", "FullRow", "FullCol"))
+        if BM * BN > 8192 or BM * BN < threads // 2 or not warp_split_ok(policy, BM, BN, nw):
+            continue
+        if _wgmma_eligible(dt, acc, ta, tb, BM, nw) and not warp_split_ok(policy, BM, BN, nw, group=4):
+            continue
+        return dt, acc, BM, BN, BK, threads, ta, tb, policy
+
+
+def gen_gemm(g: Gen):
+    dt, acc, BM, BN, BK, threads, ta, tb, policy = _gemm_shape(g)
+    gy, gx, kt = g.pick((1, 2)), g.pick((1, 2)), g.pick((1, 2, 3))
+    M, N = ragged(g, BM, gy), ragged(g, BN, gx)
+    single = kt == 1 and g.coin(0.3)  # one k-step, no loop, clear_accum=True
+    K = BK * kt if single else ragged(g, BK, kt)
+    Md, Nd, Kd = g.dim(M, "m", "M"), g.dim(N, "n", "N"), g.dim(K, "k_", "K")
+    A = g.tensor("A", (Kd, Md) if ta else (Md, Kd), dt)
+    B = g.tensor("B", (Nd, Kd) if tb else (Kd, Nd), dt)
+    out_dt = acc if g.coin(0.6) or acc == "int32" else g.pick(("float16", "bfloat16", "float32"))
+    O = g.tensor("O", (Md, Nd), out_dt, "out")
+    As = g.alloc("shared", (BK, BM) if ta else (BM, BK), dt, base="A_s")
+    Bs = g.alloc("shared", (BN, BK) if tb else (BK, BN), dt, base="B_s")
+    C = g.alloc("fragment", (BM, BN), acc, base="C_l")
+    rs = not ta and dt in ("float16", "bfloat16") and g.coin(0.2)
+    Af = g.alloc("fragment", (BM, BK), dt, base="A_f") if rs else None
+    body: list = []
+
+    def kstep(kv):
+        a_at = (Lin.of((kv, BK)), Lin.of(("by", BM))) if ta else (Lin.of(("by", BM)), Lin.of((kv, BK)))
+        b_at = (Lin.of(("bx", BN)), Lin.of((kv, BK))) if tb else (Lin.of((kv, BK)), Lin.of(("bx", BN)))
+        sa = (BK, BM) if ta else (BM, BK)
+        sb = (BN, BK) if tb else (BK, BN)
+        ra = Ref(A, "corner", a_at) if g.coin() else Ref(A, "slice", a_at, sa)
+        rb = Ref(B, "corner", b_at) if g.coin() else Ref(B, "slice", b_at, sb)
+        st = [Copy(ra, Ref(As)), Copy(rb, Ref(Bs))]
+        if rs:
+            st.append(Copy(Ref(As), Ref(Af)))
+        st.append(Gemm(Af or As, Bs, C, ta, tb, policy, single))
+        return st
+
+    if single:
+        body += [Copy(_const_k(s), s.dst) if isinstance(s, Copy) else s for s in kstep("k")]
+    else:
+        init = g.pick(("clear", "clear", "fill"))
+        body.append(Fill(C, 0.0 if init == "clear" else 1.0))
+        body.append(Pipelined("k", (Kd, BK), g.pick((0, 1, 2, 3)), tuple(kstep("k"))))
+    cd = acc
+    for _ in range(g.r.randint(0, 2)):
+        u = g.r.random()
+        if u < 0.4:
+            body.append(Ew(C, (_I, _J), ("bin", "max", ("ld", C, (_I, _J)), ("c", 0 if acc == "int32" else 0.0)),
+                           (BM, BN)))
+        elif u < 0.7:
+            body.append(Ew(C, (_I, _J), expr(g, [("ld", C, (_I, _J))], cd, 2, ("i", "j")) if cd == "float32"
+                           else ("bin", "*", ("ld", C, (_I, _J)), ("c", 2 if acc == "int32" else 2.0)), (BM, BN)))
+        elif gx == 1:
+            rd = "int32" if acc == "int32" else "float32"
+            R = g.alloc("fragment", (BM,), rd, base="R")
+            body.append(Reduce(g.pick(("sum", "max")), C, R, 1, True))
+            V = g.tensor("V", (Md,), rd, "out")
+            body.append(Copy(Ref(R), Ref(V, "corner", (Lin.of(("by", BM)),))))
+    if g.coin(0.25):  # staged through shared
+        Cs = g.alloc("shared", (BM, BN), out_dt, base="C_s")
+        body.append(Copy(Ref(C), Ref(Cs)))
+        body.append(Copy(Ref(Cs), tile_ref(g, O, M, N, BM, BN)))
+    else:
+        body.append(Copy(Ref(C), tile_ref(g, O, M, N, BM, BN)))
+    arch = 89 if dt.startswith("float8") else 80
+    return g.program("gemm", ((Nd, BN), (Md, BM)), threads, body, arch_min=arch)
+
+
+def _const_k(c: Copy) -> Ref:
+    """The k-loop's copy source at k = 0 (the single-step form has no loop variable)."""
+    r = c.src
+    starts = tuple(Lin(s.const, tuple((v, w) for v, w in s.terms if v != "k")) for s in r.starts)
+    return Ref(r.buf, r.form, starts, r.extents, r.full)
+
+
+def gen_thread(g: Gen):
+    threads = g.pick((32, 64, 128))
+    BM = threads if g.coin() else threads // 2
+    L, gx, gy = g.pick((1, 2, 4, 8)), g.pick((1, 2)), g.pick((1, 2))
+    M, N = ragged(g, BM, gy), L * gx
+    Md, Nd = g.dim(M, "m", "M"), g.dim(N, "n", "N")
+    dt = g.pick(("float32", "float16", "int32"))
+    A = g.tensor("A", (Md, Nd), dt)
+    O = g.tensor("O", (Md, Nd), dt, "out")
+    S = g.alloc("shared", (BM, L), dt)
+    loc = g.alloc("local", (L,), dt, base="loc")
+    row = Lin.of(("by", BM), ("tx", 1))
+    q = Lin.of(("q", 1))
+    body = [Copy(tile_ref(g, A, M, N, BM, L), Ref(S))]
+    t: list = []
+    if g.coin():
+        t.append(Copy(Ref(S, "slice", (Lin.of(("tx", 1)), Lin(0)), (1, L)), Ref(loc)))
+    else:
+        t.append(Copy(Ref(A, "slice", (row, Lin.of(("bx", L))), (1, L)), Ref(loc)))
+    e = expr(g, [("ld", loc, (q,))], dt, 2, ("q",))
+    t.append(Ew(loc, (q,), e, (L,), "serial", ("q",)))
+    acc_dt = "int32" if dt == "int32" else "float32"
+    use_var = g.coin(0.6)
+    if use_var:
+        v = g.alloc("var", (1,), acc_dt, base="acc")
+        t.append(SetVar(v, ("c", 0 if acc_dt == "int32" else 0.0)))
+        t.append(Ew(v, (Lin(0),), ("bin", g.pick(("+", "max")), ("var", v), as_dtype(dt, acc_dt, ("ld", loc, (q,)))),
+                    (L,), "serial", ("q",)))
+    stage = g.coin(0.4)
+    if stage:
+        S2 = g.alloc("shared", (BM, L), dt)
+        t.append(Copy(Ref(loc), Ref(S2, "slice", (Lin.of(("tx", 1)), Lin(0)), (1, L))))
+    else:
+        t.append(Copy(Ref(loc), Ref(O, "slice", (row, Lin.of(("bx", L))), (1, L))))
+    if use_var:
+        V = g.tensor("V", (Md, gx), acc_dt, "out")
+        store = Ew(V, (row, Lin.of(("bx", 1))), ("var", v), (1,), "serial", ("q",))
+        t.append(If(("cmp", "<", ("ix", row), ("ix", Lin.of((Md, 1)) if isinstance(Md, str) else Lin(Md))),
+                    (store,)))
+    body.append(If(("cmp", "<", ("ix", Lin.of(("tx", 1))), ("c", BM)), tuple(t)) if BM < threads else t[0])
+    if BM == threads:
+        body += t[1:]
+    if stage:
+        body.append(Copy(Ref(S2), tile_ref(g, O, M, N, BM, L)))
+    return g.program("thread", ((Nd, L), (Md, BM)), threads, body, uses_tx=True)
+
+
+def gen_atomic(g: Gen):
+    BM, BN = g.pick((8, 16, 32)), g.pick((8, 16, 32))
+    gx, gy = g.pick((2, 3, 4)), g.pick((1, 2))
+    M, N = BM * gy, ragged(g, BN, gx)
+    Md, Nd = g.dim(M, "m", "M"), g.dim(N, "n", "N")
+    dt = g.pick(("float32", "int32"))
+    A = g.tensor("A", (Md, Nd), dt)
+    X = g.alloc(g.pick(("shared", "fragment")), (BM, BN), dt)
+    body = [Copy(tile_ref(g, A, M, N, BM, BN), Ref(X))]
+    if g.coin():
+        body.append(Ew(X, (_I, _J), expr(g, [("ld", X, (_I, _J))], dt, 2, ("i", "j")), (BM, BN)))
+    if g.coin():
+        O = g.tensor("O", (Md, BN), dt, "out")
+        body.append(Atomic(Ref(O, "corner", (Lin.of(("by", BM)), Lin(0))), X))
+    else:
+        R = g.alloc("fragment", (BM,), dt, base="R")
+        body.append(Reduce("sum", X, R, 1, True))
+        V = g.tensor("V", (Md,), dt, "out")
+        body.append(Atomic(Ref(V, "corner", (Lin.of(("by", BM)),)), R))
+    return g.program("atomic", ((Nd, BN), (Md, BM)), g.pick((32, 64, 128)), body)

@@ -1,0 +1,209 @@
+"""Run one program description: compile its TileLang source, run it, compare with the oracle.
+
+Steps (the first that goes wrong is the verdict):
+  frontend     importing the source (parsing the @T.prim_func) raised
+  compile-cpu  tilelang.compile(..., target="cpu") raised
+  run-cpu      calling the CPU kernel raised
+  mismatch     the CPU result differs from the float64 reference beyond the dtype tolerance
+  nvrtc-sm_80 / nvrtc-sm_90a   compiling for that arch with NVRTC raised (compile only)
+  cuda-*       (device="cuda") compiling, running, or comparing the CUDA result
+A reference that raises or gives NaN marks the description `invalid` (a generator bug).
+
+    res = check(generate(7))          # Result(status="pass"|"fail"|"invalid", step, message)
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import re
+import tempfile
+import time
+import traceback
+import warnings
+from dataclasses import dataclass, field
+
+import torch
+
+from .reference import TORCH_DTYPES, ReferenceError_, run_reference
+from .source import to_source
+from .spec import Program
+
+__all__ = ["Result", "check", "load_kernel", "make_inputs", "TOLERANCE", "tolerance"]
+
+TOLERANCE = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 4e-2, "float8_e4m3fn": 0.13,
+             "float8_e5m2": 0.26, "int8": 0.0, "int32": 0.0}
+ARCHS = ((80, "sm_80"), (90, "sm_90a"))
+
+
+def nvrtc_flags() -> tuple:
+    """Compile-only checks need NVRTC's verdict, not fast code: fast-compile cuts a GEMM's 5 s
+    to under 1 s, and a precompiled header of tl/*.h halves what is left."""
+    return ("--Ofast-compile=mid", "--pch", f"--pch-dir={_src_dir()}/pch")
+
+
+@dataclass
+class Result:
+    status: str  # pass | fail | invalid
+    step: str = ""
+    message: str = ""
+    seconds: float = 0.0
+    timings: dict = field(default_factory=dict)
+
+    @property
+    def signature(self) -> str:
+        """What a shrunk program must keep failing with: the step, the error type and the first
+        `error` line with paths and numbers blanked (they change as the program shrinks)."""
+        if self.step.endswith("mismatch"):
+            return self.step
+        kind = self.message.split(":", 1)[0]
+        line = next((ln for ln in self.message.splitlines()[1:] if "error:" in ln.lower()),
+                    self.message.splitlines()[0] if self.message else "")
+        line = re.sub(r"\S*/\S*|\d+", "#", line.split(": ", 1)[-1])[:80]
+        return f"{self.step}:{kind}:{line}"
+
+
+def tolerance(prog: Program) -> float:
+    """The loosest tolerance among every dtype the program stores."""
+    dts = {t.dtype for t in prog.tensors} | {a.dtype for a in prog.allocs}
+    return max(TOLERANCE.get(d, 1e-4) for d in dts)
+
+
+def _src_dir() -> str:
+    d = os.path.join(tempfile.gettempdir(), f"tilelang-fuzz-{os.getuid()}")
+    os.makedirs(os.path.join(d, "pch"), exist_ok=True)
+    return d
+
+
+def load_kernel(prog: Program, path: str | None = None):
+    """Write the program's source to a file and import it; return (prim_func, path)."""
+    src = to_source(prog)
+    if path is None:
+        h = hashlib.sha1(src.encode()).hexdigest()[:16]
+        path = os.path.join(_src_dir(), f"fz_{prog.seed}_{h}.py")
+        if not os.path.exists(path):
+            with open(path + ".tmp", "w") as f:
+                f.write(src)
+            os.replace(path + ".tmp", path)
+    spec = importlib.util.spec_from_file_location(f"tl_fuzz_{os.path.basename(path)[:-3]}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.main, path
+
+
+def _rand(shape, dtype, g: torch.Generator) -> torch.Tensor:
+    """Values every dtype holds exactly: small multiples of 1/4 (floats) or small ints."""
+    if dtype in ("int8", "int32"):
+        hi = 4 if dtype == "int8" else 8
+        return torch.randint(-hi, hi + 1, shape, generator=g).to(TORCH_DTYPES[dtype])
+    v = torch.randint(-8, 9, shape, generator=g).to(torch.float32) / 4
+    return v.to(TORCH_DTYPES[dtype])
+
+
+def make_inputs(prog: Program) -> dict:
+    """Fresh inputs and initial outputs (random too, so unwritten elements must stay as they were)."""
+    g = torch.Generator().manual_seed(prog.seed * 1000003 + 17)
+    out = {}
+    for t in prog.tensors:
+        shape = prog.shape_of(t.name)
+        if t.name.startswith("Flag"):
+            out[t.name] = torch.randint(-1, 2, shape, generator=g).to(torch.int32)
+        else:
+            out[t.name] = _rand(shape, t.dtype, g)
+    return out
+
+
+def _compare(prog, got: dict, ref: dict, what: str) -> str:
+    tol = tolerance(prog)
+    for name, r in ref.items():
+        x = got[name].detach().to("cpu", torch.float64)
+        fin = r[torch.isfinite(r)]
+        scale = max(1.0, float(fin.abs().max())) if fin.numel() else 1.0
+        bad = ~((x == r) | ((x - r).abs() <= tol * scale + tol * r.abs()))  # x == r: equal infs
+        bad |= torch.isnan(x) != torch.isnan(r)
+        if bool(bad.any()):
+            idx = bad.nonzero()[:4].tolist()
+            pairs = ", ".join(f"{tuple(i)}: got {x[tuple(i)].item():g} want {r[tuple(i)].item():g}" for i in idx)
+            return (f"{what}: output {name} differs from the float64 reference in {int(bad.sum())} of "
+                    f"{r.numel()} elements (tol {tol:g} x scale {scale:g}); {pairs}")
+    return ""
+
+
+def _fail(step, exc=None, msg="", t0=0.0, timings=None) -> Result:
+    if exc is not None:
+        msg = f"{type(exc).__name__}: {exc}"
+        from ...errors import TileLangError
+
+        if not isinstance(exc, TileLangError):  # an internal error: where it was raised
+            msg += "\n" + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-3:])
+    return Result("fail", step, msg, time.perf_counter() - t0, timings or {})
+
+
+def check(prog: Program, device: str = "cpu", nvrtc: bool = True) -> Result:
+    """Run every step for `prog` (see the module docstring)."""
+    import tilelang
+
+    t0 = time.perf_counter()
+    tm: dict = {}
+    inputs = make_inputs(prog)
+    try:
+        ref = run_reference(prog, inputs)
+    except (ReferenceError_, IndexError, RuntimeError) as e:
+        return Result("invalid", "reference", f"{type(e).__name__}: {e}", time.perf_counter() - t0)
+    if any(bool(torch.isnan(v).any()) for v in ref.values()):
+        return Result("invalid", "reference", "the reference read an uninitialized tile (NaN)",
+                      time.perf_counter() - t0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            func, _ = load_kernel(prog)
+        except Exception as e:  # noqa: BLE001 - any exception is the verdict
+            return _fail("frontend", e, t0=t0)
+        t = time.perf_counter()
+        try:
+            kern = tilelang.compile(func, target="cpu")
+        except Exception as e:  # noqa: BLE001
+            return _fail("compile-cpu", e, t0=t0)
+        tm["cpu"] = time.perf_counter() - t
+        args = {k: v.clone() for k, v in inputs.items()}
+        try:
+            kern(*[args[t.name] for t in prog.tensors])
+        except Exception as e:  # noqa: BLE001
+            return _fail("run-cpu", e, t0=t0)
+        msg = _compare(prog, args, ref, "cpu")
+        if msg:
+            return _fail("mismatch", msg=msg, t0=t0, timings=tm)
+        if nvrtc:
+            for sm, arch in ARCHS:
+                if sm < prog.arch_min:
+                    continue
+                t = time.perf_counter()
+                try:
+                    tilelang.compile(func, target=f"cuda -arch={arch}", compile_flags=nvrtc_flags())
+                except Exception as e:  # noqa: BLE001
+                    return _fail(f"nvrtc-{arch}", e, t0=t0, timings=tm)
+                tm[arch] = time.perf_counter() - t
+        if device == "cuda":
+            res = _check_cuda(prog, func, inputs, ref, args, t0, tm)
+            if res is not None:
+                return res
+    return Result("pass", "", "", time.perf_counter() - t0, tm)
+
+
+def _check_cuda(prog, func, inputs, ref, cpu_out, t0, tm):
+    import tilelang
+
+    try:
+        kern = tilelang.compile(func, target="cuda")
+    except Exception as e:  # noqa: BLE001
+        return _fail("cuda-compile", e, t0=t0, timings=tm)
+    args = {k: v.clone().cuda() for k, v in inputs.items()}
+    try:
+        kern(*[args[t.name] for t in prog.tensors])
+        torch.cuda.synchronize()
+    except Exception as e:  # noqa: BLE001
+        return _fail("cuda-run", e, t0=t0, timings=tm)
+    msg = _compare(prog, args, ref, "cuda vs float64")
+    if not msg:
+        msg = _compare(prog, args, {k: cpu_out[k].double() for k in ref}, "cuda vs cpu")
+    return _fail("cuda-mismatch", msg=msg, t0=t0, timings=tm) if msg else None

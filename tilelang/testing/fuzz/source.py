@@ -1,0 +1,149 @@
+"""Program description -> TileLang Python source (`import tilelang.language as T`).
+
+The text is a runnable file: the kernel `main`, the description as `DESC` (JSON), and a
+`__main__` block that replays it through the fuzzer's oracle::
+
+    python /tmp/fuzz_seed_12.py        # prints PASS or the mismatch
+"""
+from __future__ import annotations
+
+from .spec import (Atomic, Copy, CumSum, Ew, Fill, Gemm, If, Pipelined, Program, Reduce, Ref, SetVar,
+                   to_json)
+
+__all__ = ["to_source", "expr_src"]
+
+_BIN = {"+": "+", "-": "-", "*": "*"}
+
+
+def _idx(buf_is_var: bool, idx) -> str:
+    return ", ".join(i.emit() for i in idx)
+
+
+def expr_src(e, prog: Program) -> str:
+    """Source text of one expression tree (see spec's module docstring)."""
+    op = e[0]
+    if op == "ld":
+        return f"{e[1]}[{_idx(False, e[2])}]"
+    if op == "c":
+        return repr(float(e[1])) if isinstance(e[1], float) else str(e[1])
+    if op == "ix":
+        return e[1].emit()
+    if op == "var":
+        return f"{e[1]}[0]"
+    if op == "bin":
+        a, b = expr_src(e[2], prog), expr_src(e[3], prog)
+        if e[1] in ("max", "min"):
+            return f"T.{e[1]}({a}, {b})"
+        return f"({a} {_BIN[e[1]]} {b})"
+    if op == "un":
+        a = expr_src(e[2], prog)
+        return {"neg": f"(-{a})", "abs": f"T.abs({a})", "sq": f"({a} * {a})",
+                "expn": f"T.exp(-T.abs({a}))", "sqrt1": f"T.sqrt(T.abs({a}) + 1.0)",
+                "sigmoid": f"T.sigmoid({a})"}[e[1]]
+    if op == "cast":
+        return f'T.Cast("{e[1]}", {expr_src(e[2], prog)})'
+    if op == "ite":
+        return f"T.if_then_else({expr_src(e[1], prog)}, {expr_src(e[2], prog)}, {expr_src(e[3], prog)})"
+    if op == "cmp":
+        return f"({expr_src(e[2], prog)} {e[1]} {expr_src(e[3], prog)})"
+    raise ValueError(f"unknown expression node {e!r}")
+
+
+def _ref(r: Ref) -> str:
+    if r.form == "whole":
+        return r.buf
+    if r.form == "corner":
+        return f"{r.buf}[{', '.join(s.emit() for s in r.starts)}]"
+    parts = []
+    for d, (s, e) in enumerate(zip(r.starts, r.extents)):
+        if r.full and r.full[d]:
+            parts.append(":")
+        else:
+            parts.append(f"{s.emit()}:{s.shift(e).emit()}")
+    return f"{r.buf}[{', '.join(parts)}]"
+
+
+def _stmt(s, prog: Program, ind: str, out: list) -> None:
+    if isinstance(s, Copy):
+        out.append(f"{ind}T.copy({_ref(s.src)}, {_ref(s.dst)})")
+    elif isinstance(s, Fill):
+        v = int(s.value) if prog.buffer(s.buf).dtype.startswith("int") else float(s.value)
+        out.append(f"{ind}T.clear({s.buf})" if s.value == 0 else f"{ind}T.fill({s.buf}, {v!r})")
+    elif isinstance(s, Ew):
+        vs = ", ".join(s.vars[:len(s.extents)])
+        ext = ", ".join(str(e) for e in s.extents)
+        loop = "T.Parallel" if s.loop == "parallel" else "T.serial"
+        out.append(f"{ind}for {vs} in {loop}({ext}):")
+        out.append(f"{ind}    {s.dst}[{_idx(False, s.idx)}] = {expr_src(s.expr, prog)}")
+    elif isinstance(s, Reduce):
+        clear = "" if s.kind == "abssum" else f", clear={s.clear}"
+        out.append(f"{ind}T.reduce_{s.kind}({s.src}, {s.dst}, dim={s.dim}{clear})")
+    elif isinstance(s, CumSum):
+        if s.src == s.dst:
+            out.append(f"{ind}T.cumsum(src={s.src}, dim={s.dim}, reverse={s.reverse})")
+        else:
+            out.append(f"{ind}T.cumsum({s.src}, {s.dst}, dim={s.dim}, reverse={s.reverse})")
+    elif isinstance(s, Gemm):
+        out.append(f"{ind}T.gemm({s.a}, {s.b}, {s.c}, transpose_A={s.ta}, transpose_B={s.tb}, "
+                   f"policy=T.GemmWarpPolicy.{s.policy}, clear_accum={s.clear_accum})")
+    elif isinstance(s, Atomic):
+        out.append(f"{ind}T.atomic_add({_ref(s.dst)}, {s.src})")
+    elif isinstance(s, Pipelined):
+        out.append(f"{ind}for {s.var} in T.Pipelined({_trip(s.extent)}, num_stages={s.stages}):")
+        _body(s.body, prog, ind + "    ", out)
+    elif isinstance(s, SetVar):
+        out.append(f"{ind}{s.var}[0] = {expr_src(s.expr, prog)}")
+    elif isinstance(s, If):
+        out.append(f"{ind}if {expr_src(s.cond, prog)}:")
+        _body(s.body, prog, ind + "    ", out)
+    else:
+        raise ValueError(f"unknown statement {s!r}")
+
+
+def _trip(ext) -> str:
+    dim, block = ext
+    return str(dim) if block == 1 else f"T.ceildiv({dim}, {block})"
+
+
+def _body(body, prog, ind, out):
+    if not body:
+        out.append(f"{ind}pass")
+    for s in body:
+        _stmt(s, prog, ind, out)
+
+
+def _shape(shape) -> str:
+    inner = ", ".join(str(d) for d in shape)
+    return f"({inner},)" if len(shape) == 1 else f"({inner})"
+
+
+def to_source(prog: Program) -> str:
+    """The whole runnable file for `prog`."""
+    out = [f"# TileLang fuzz program: seed={prog.seed} family={prog.family}",
+           "import tilelang", "import tilelang.language as T", ""]
+    for name, v in prog.consts.items():
+        out.append(f"{name} = {v}")
+    for name in prog.dims:
+        out.append(f'{name} = T.dynamic("{name}")')
+    out += ["", "", "@T.prim_func"]
+    params = ", ".join(f'{t.name}: T.Tensor({_shape(t.shape)}, "{t.dtype}")' for t in prog.tensors)
+    out.append(f"def main({params}):")
+    grid = ", ".join(_trip(g) for g in prog.grid)
+    out.append(f"    with T.Kernel({grid}, threads={prog.threads}) as (bx, by):")
+    ind = " " * 8
+    if prog.uses_tx:
+        out.append(f"{ind}tx = T.get_thread_binding()")
+    for a in prog.allocs:
+        if a.scope == "var":
+            init = "" if a.init is None else f", init={a.init!r}"
+            out.append(f'{ind}{a.name} = T.alloc_var("{a.dtype}"{init})')
+        else:
+            fn = {"shared": "alloc_shared", "fragment": "alloc_fragment", "local": "alloc_local"}[a.scope]
+            out.append(f'{ind}{a.name} = T.{fn}({_shape(a.shape)}, "{a.dtype}")')
+    _body(prog.body, prog, ind, out)
+    out += ["", "", f"DESC = {to_json(prog)!r}", "",
+            'if __name__ == "__main__":',
+            "    from tilelang.testing.fuzz import replay_file",
+            "    replay_file(__file__)", ""]
+    return "\n".join(out)
+
