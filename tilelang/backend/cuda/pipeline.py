@@ -109,12 +109,18 @@ PASSES = [
 ]
 
 
+def swizzle_panel(func: PrimFunc) -> int | None:
+    """The panel size of the kernel's enabled T.use_swizzle, if any."""
+    swz = [op for op in collect(_the_kernel(func).body, lambda n: isinstance(n, O.Swizzle)) if op.enable]
+    return swz[0].panel_size if swz else None
+
+
 class CUDAArtifact:
+    """One compiled CUDA kernel: its lowered IR, source, module and launch (see launch())."""
+
     def __init__(self, func: PrimFunc, ctx: PassContext):
-        k0 = _the_kernel(func)
-        swz = [op for op in collect(k0.body, lambda n: isinstance(n, O.Swizzle)) if op.enable]
         self.target = ctx.target
-        panel = swz[0].panel_size if swz else None
+        panel = swizzle_panel(func)
         self.lowered, self.csource, self.compiled = _lower_and_compile(func, ctx, panel)
         spill = _spill_note(self.compiled.ptxas_info())
         if spill and ctx.ws_info is not None and ctx.ws_info.deferred_epilogue:
@@ -131,6 +137,19 @@ class CUDAArtifact:
         if spill:
             warnings.warn(f"{func.name}: {spill}", PerformanceWarning, stacklevel=4)
         self.ptx = self.compiled.ptx
+        self._module = None  # a shared-module loader, for kernels of a launch sequence
+        self._init_launch_state()
+
+    @classmethod
+    def in_module(cls, lowered, csource, compiled, target, module) -> "CUDAArtifact":
+        """One kernel of a module compiled from several (a launch sequence); `module()` loads it."""
+        self = cls.__new__(cls)
+        self.target, self.lowered, self.csource, self.compiled = target, lowered, csource, compiled
+        self.source, self.ptx, self._module = csource.text, compiled.ptx, module
+        self._init_launch_state()
+        return self
+
+    def _init_launch_state(self):
         self._fn = None
         self._tmaps: dict = {}
         self._flags: dict = {}  # device -> driver.AssertFlag, for kernels with T.device_assert
@@ -168,6 +187,9 @@ class CUDAArtifact:
         return disassemble(self.compiled.cubin)
 
     def _function(self):
+        if self._fn is None and self._module is not None:
+            self._fn = self._module().get_function(self.csource.entry, self.csource.signature,
+                                                   self.csource.smem_bytes)
         if self._fn is None:
             from . import driver
 
@@ -273,7 +295,7 @@ def raise_device_assert(code: int, asserts: tuple, entry: str):
     raise RuntimeError(f"T.device_assert failed in kernel {entry}: {msg}")
 
 
-def _compile_cached(source: str, arch: str):
+def compile_cached(source: str, arch: str):
     """NVRTC compile through the disk cache (cubin + ptx keyed on source, arch, NVRTC version)."""
     import pickle
 
@@ -301,9 +323,14 @@ def _zero_on(t, stream: int) -> None:
 
 def _lower_and_compile(func: PrimFunc, ctx: PassContext, panel):
     """(lowered function, CudaSource, compiled module) for one set of pass configs."""
+    lowered, csource = lower_to_source(func, ctx, panel)
+    return lowered, csource, compile_cached(csource.text, ctx.target.arch)
+
+
+def lower_to_source(func: PrimFunc, ctx: PassContext, panel):
+    """(lowered function, CudaSource) of a single-kernel function: the pass list, then codegen."""
     lowered = run_passes(func, PASSES, ctx)
-    csource = CudaCodegen(lowered, ctx.cuda_info, _the_kernel(lowered), panel, ctx.ws_info).generate()
-    return lowered, csource, _compile_cached(csource.text, ctx.target.arch)
+    return lowered, CudaCodegen(lowered, ctx.cuda_info, _the_kernel(lowered), panel, ctx.ws_info).generate()
 
 
 def _spill_note(info: dict) -> str | None:
