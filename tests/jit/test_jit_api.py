@@ -128,3 +128,21 @@ def test_eager_rejects_out_idx():
 
     with pytest.raises(TileLangError, match="out_idx is only for lazy"):
         bad.compile(M=4)
+
+
+@tilelang.jit(target="cpu")
+def shape_needs_value(A):
+    N = T.const("N")
+    shape = [N] * int(N)  # Python code that needs N's value before A is declared
+    A: T.Tensor(shape, T.float64)
+    with T.Kernel(1, threads=32) as _:
+        A[(0,) * len(shape)] = 1.0
+
+
+def test_unreadable_declarations_are_named_in_the_const_error():
+    with pytest.raises(TileLangError, match=r"T.const 'N' has no value.*could not be read without the values"):
+        shape_needs_value(torch.zeros(2, 2, dtype=torch.float64))
+    k = shape_needs_value.compile(N=2)  # given as a keyword it works
+    a = torch.zeros(2, 2, dtype=torch.float64)
+    k(a)
+    assert a[0, 0] == 1.0 and a.sum() == 1.0

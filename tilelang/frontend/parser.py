@@ -298,6 +298,7 @@ class Parser:
         self.builder.emit(S.Continue())
 
     def stmt_With(self, node):
+        from ..language.hopper import WarpGroups
         from ..language.kernel import KernelSpec
 
         if len(node.items) != 1:
@@ -306,6 +307,8 @@ class Parser:
             return  # the first eager parse only reads the declarations outside the kernels
         item = node.items[0]
         ctx = self.eval(item.context_expr)
+        if isinstance(ctx, WarpGroups):
+            return self.warp_groups(node, ctx)
         if not isinstance(ctx, KernelSpec):
             raise self.error(DSLSyntaxError, f"unsupported `with` context {type(ctx).__name__}; "
                              "kernels use `with T.Kernel(...) as (bx, by):`", node)
@@ -329,6 +332,14 @@ class Parser:
         self.builder.kernel = None
         self.builder.emit(S.KernelLaunch(bvars, ctx.grid, ctx.threads, tuple(k.thread_vars), body,
                                          span=self.span(node)))
+
+    def warp_groups(self, node, ctx):
+        """`with T.ws(...)`: the body runs on those warp groups' threads only."""
+        from ..op.hopper import WarpGroupScope
+
+        if node.items[0].optional_vars is not None:
+            raise self.error(DSLSyntaxError, "`with T.ws(...)` binds no name (drop the `as ...`)", node)
+        self.builder.emit(WarpGroupScope(ctx.lo, ctx.hi, self.block(node.body), span=self.span(node)))
 
     def stmt_Return(self, node):
         raise _Return(None if node.value is None else self.eval(node.value))
@@ -409,7 +420,7 @@ def _evaluated_annotations(fn) -> dict:
     then not in the function's closure, so re-evaluating the annotation's AST would fail.
     """
     anns = getattr(fn, "__annotations__", None) or {}
-    return {k: v for k, v in anns.items() if not isinstance(v, str)}
+    return {k: v for k, v in anns.items() if type(v) is not str}  # a DType is a str subclass
 
 
 @user_facing()

@@ -92,7 +92,7 @@ class JITImpl:
     # -------------------------------------------------------------- eager mode
     def _eager_spec(self, args, kwargs, need_all=False):
         """(Python values per parameter, T.const values, cache key) of an eager call."""
-        from .eager import check_tensor_args, infer_consts, tensor_shape
+        from .eager import FIRST_PARSE_ERROR, check_tensor_args, infer_consts, tensor_shape
 
         if self.out_idx is not None:
             raise TileLangError(f"{self.fn.__name__}: out_idx is only for lazy @tilelang.jit factories; an eager "
@@ -112,8 +112,12 @@ class JITImpl:
         for n, v in values.items():  # a scalar parameter named like a T.const gives its value
             if n in self._const_names and n not in consts and isinstance(v, int) and not isinstance(v, bool):
                 consts[n] = v
-        consts = {**infer_consts(self._matcher(values, tensors), tensors), **consts}
-        return values, consts, _key(tuple(values.items()), consts)
+        matcher = self._matcher(values, tensors)
+        consts = {**infer_consts(matcher, tensors), **consts}
+        key = _key(tuple(values.items()), consts)
+        if FIRST_PARSE_ERROR in matcher:  # named by the error of a T.const left without a value
+            consts[FIRST_PARSE_ERROR] = matcher[FIRST_PARSE_ERROR]
+        return values, consts, key
 
     def _matcher(self, values: dict, tensors: dict) -> dict:
         from .eager import const_matcher

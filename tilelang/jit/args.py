@@ -183,6 +183,4 @@ def _shape_str(p: Buffer) -> str:
 
 
 def _torch_dtype(d):
-    import torch
-
-    return getattr(torch, d.name)
+    return d.as_torch()  # tfloat32 tensors are float32 ones

@@ -42,8 +42,11 @@ class EagerState:
                 self.symbols[name] = Var(name, dtype or dt.int32)
             return self.symbols[name]
         if name not in self.values:
+            why = self.values.get(FIRST_PARSE_ERROR)
             raise DSLTypeError(f"T.const {name!r} has no value: pass it to .compile({name}=...) or pass a tensor "
-                               f"whose annotated shape names {name!r} directly")
+                               f"whose annotated shape has {name!r} as a dim" +
+                               (f" (the tensor declarations could not be read without the values: {why})"
+                                if why is not None else ""))
         return self.values[name]
 
     def declare_param(self, name: str, spec, span: Span) -> Buffer:
@@ -179,8 +182,8 @@ def const_matcher(fn, bound: dict) -> dict:
     names = [n for n in inspect.signature(fn).parameters]
     try:
         state = _first_parse(fn, bound)
-    except (TileLangError, _Return):
-        state = None
+    except TileLangError as e:
+        state, out[FIRST_PARSE_ERROR] = None, e
     if state is not None:
         for n in names:
             buf = state.params.get(n)
@@ -193,6 +196,9 @@ def const_matcher(fn, bound: dict) -> dict:
                 if c is not None and c not in out:
                     out[c] = (st.target.id, i)
     return out
+
+
+FIRST_PARSE_ERROR = "<why the first parse failed>"  # a key no T.const name can be
 
 
 def _first_parse(fn, bound: dict) -> EagerState:
@@ -225,7 +231,7 @@ def const_names(fn) -> set:
 def infer_consts(matcher: dict, tensors: dict) -> dict:
     """T.const values read off the shapes of the tensors passed for annotated parameters."""
     out = {}
-    for name, (param, i) in matcher.items():
+    for name, (param, i) in ((k, v) for k, v in matcher.items() if k != FIRST_PARSE_ERROR):
         shape = tensor_shape(tensors[param]) if param in tensors else None
         if shape is not None and i < len(shape):
             out[name] = int(shape[i])

@@ -3,8 +3,8 @@
 Thin wrappers only: each function checks its arguments and appends IR to the
 kernel being parsed; lowering lives in `transform/` and `backend/`.
 """
-from ..dtypes import (bool_ as bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64,  # noqa: F401
-                      float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2, DType as dtype)
+from .dtypes import *  # noqa: F401,F403  (T.float16, T.int, T.tfloat32, T.float16x4 ...)
+from .dtypes import dtype  # noqa: F401
 from ..frontend.parser import parse_prim_func as _parse_prim_func
 from ..ir.stmt import PrimFunc  # noqa: F401
 from .types import Tensor, Buffer, StridedTensor, TensorSpec  # noqa: F401
@@ -25,10 +25,9 @@ from .math import (exp, exp2, log, log2, log10, sqrt, rsqrt, tanh, sigmoid, sin,
 from .debug import print, device_assert  # noqa: F401
 from .macro import macro  # noqa: F401
 from .eager import const, empty, dynamic, symbolic  # noqa: F401
-
-float8_e4m3 = float8_e4m3fn
-float = float32
-half = float16
+from .hopper import (ws, WarpSpecialize, mbarrier_wait_parity, mbarrier_arrive, mbarrier_expect_tx,  # noqa: F401
+                     mbarrier_arrive_expect_tx, barrier_wait, barrier_arrive, tma_copy, fence_proxy_async,
+                     set_max_nreg, inc_max_nreg, dec_max_nreg)
 
 
 def prim_func(func=None, *, private=False, check_well_formed=False):

@@ -51,15 +51,9 @@ def as_supply_type(value) -> TensorSupplyType:
 
 def torch_dtype(dtype):
     """The torch dtype of a TileLang dtype (name or DType)."""
-    import torch
-
     from ..dtypes import as_dtype
 
-    name = as_dtype(dtype).name
-    t = getattr(torch, name, None)
-    if t is None:
-        raise ValueError(f"dtype {name} has no torch equivalent")
-    return t
+    return as_dtype(dtype).as_torch()
 
 
 def make_tensor(shape, dtype, device, supply: TensorSupplyType):
