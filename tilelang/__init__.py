@@ -5,6 +5,7 @@
 """
 from .errors import TileLangError  # noqa: F401
 from .jit import jit, compile, JITKernel  # noqa: F401
+from .jit import par_compile  # noqa: F401
 
 __version__ = "0.1.0"
 

@@ -23,6 +23,7 @@ from ..ir.buffer import Buffer
 from ..ir.visitor import collect, substitute
 from ..op import tile_ops as O
 from ..op.thread_ops import DeclBuffer, ImportSource
+from ..transform.split_kernels import workspaces
 from .c_expr import CExpr, storage_type
 
 
@@ -30,7 +31,7 @@ from .c_expr import CExpr, storage_type
 class CSource:
     text: str
     entry: str
-    arg_kinds: tuple  # per C argument: ("buffer", Buffer) | ("scalar", Var) | ("dim", Var)
+    arg_kinds: tuple  # per C argument: ("buffer", Buffer) | ("scalar", Var) | ("dim", Var) | ("alloc_global", Buffer)
     asserts: tuple  # messages of T.device_assert, by index
 
 
@@ -223,6 +224,10 @@ class CCodegen:
         for v in dims:
             kinds.append(("dim", v))
             args.append(f"int64_t {v.name}")
+        ws = workspaces(f)
+        for b in ws:  # T.alloc_global: allocated by the caller per call
+            kinds.append(("alloc_global", b))
+            args.append(f"void* restrict tl_arg{len(args)}")
         self.expr.nonneg.update(dims)
         entry = entry_name(f.name)
         self.emit('#include "cpu/tl_cpu.h"')
@@ -241,6 +246,9 @@ class CCodegen:
             if isinstance(p, Buffer):
                 t = storage_type(p.dtype)
                 self.emit(f"{t}* restrict {p.name} = ({t}*)tl_arg{i};")
+        for i, b in enumerate(ws, start=len(args) - len(ws)):
+            t = storage_type(b.dtype)
+            self.emit(f"{t}* restrict {b.name} = ({t}*)tl_arg{i};")
         self.stmt(f.body)
         self.emit("return tl_err;")
         self.depth -= 1

@@ -303,6 +303,8 @@ class Parser:
 
         if len(node.items) != 1:
             raise self.error(DSLSyntaxError, "use one context manager per `with`", node)
+        if self.builder.eager is not None and self.builder.eager.symbolic:
+            return  # the first eager parse only reads the declarations outside the kernels
         item = node.items[0]
         ctx = self.eval(item.context_expr)
         if isinstance(ctx, WarpGroups):
@@ -355,6 +357,8 @@ class Parser:
         cond = self.eval(node.test)
         msg = self.eval(node.msg) if node.msg is not None else "assertion failed"
         if isinstance(cond, E.Expr):
+            if self.builder.eager is not None and self.builder.eager.symbolic:
+                return  # a check on T.const dims: made in the parse that has their values
             from ..language.debug import device_assert
 
             device_assert(cond, str(msg))

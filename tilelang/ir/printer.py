@@ -112,7 +112,7 @@ class _Printer:
     def p_Allocate(self, s, d):
         b = s.buffer
         fn = {"shared": "alloc_shared", "shared.dyn": "alloc_shared", "fragment": "alloc_fragment",
-              "local": "alloc_local", "local.var": "alloc_var"}[b.scope]
+              "local": "alloc_local", "local.var": "alloc_var", "global": "alloc_global"}[b.scope]
         if b.scope == "local.var":
             init = f", init={expr_str(s.init[0])}" if s.init else ""
             self.emit(d, f"{b.name} = T.alloc_var({b.dtype.name!r}{init})")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 import inspect
 
-from ..errors import hide_internal_frames, user_facing
+from ..errors import TileLangError, hide_internal_frames, user_facing
 from ..ir.stmt import PrimFunc
 from .kernel import JITKernel
 
@@ -34,19 +34,41 @@ def _key(args, kwargs):
 
 
 class JITImpl:
-    """What `@tilelang.jit` returns; call it (or `.compile(...)`) to get kernels or results."""
+    """What `@tilelang.jit` returns; call it (or `.compile(...)`) to get kernels or results.
+
+    Lazy mode (the function returns a T.prim_func): `f(*args)` and `f.compile(*args)` return
+    the JITKernel for those arguments. Eager mode (the body is the kernel): `f(*tensors)` runs
+    it; `f.compile(...)` takes tensors, `T.Tensor(shape, dtype)` specs or T.const values as
+    keywords and returns the kernel. Either way kernels are cached per specialization.
+    """
 
     def __init__(self, fn, out_idx=None, target="auto", pass_configs=None, verbose=False,
-                 execution_backend="auto", compile_flags=None, **_ignored):
-        from .eager import is_eager
+                 execution_backend="auto", compile_flags=None, target_host=None, debug_root_path=None,
+                 **_ignored):
+        from .eager import const_names, is_eager, tensor_params
 
-        self.fn = fn
+        self.fn = self.func = self.orig_func = fn
+        self.out_idx, self.target, self.target_host = out_idx, target, target_host
+        self.pass_configs, self.verbose, self.compile_flags = pass_configs, verbose, compile_flags
+        self.execution_backend, self.debug_root_path = execution_backend, debug_root_path
         self.options = dict(out_idx=out_idx, target=target, pass_configs=pass_configs, verbose=verbose,
                             execution_backend=execution_backend, compile_flags=compile_flags)
         self.eager = is_eager(fn)
+        self.mode = "eager" if self.eager else "lazy"
         self.signature = inspect.signature(fn)
         self._cache: dict = {}
+        self._matchers: dict = {}  # Python (non-tensor) args -> {T.const name: (tensor param, dim)}
+        if self.eager:
+            self._tensor_params = tensor_params(fn)
+            self._const_names = const_names(fn)
         functools.update_wrapper(self, fn)
+
+    @property
+    def func_source(self) -> str:
+        return inspect.getsource(self.fn)
+
+    def is_lazy_mode(self) -> bool:
+        return not self.eager
 
     # -------------------------------------------------------------- lazy mode
     def _lazy_kernel(self, args, kwargs) -> JITKernel:
@@ -63,36 +85,60 @@ class JITImpl:
                 k = func
             else:
                 k = JITKernel(func, **self.options)
+                self._debug_dump(k)
             self._cache[key] = k
         return k
 
     # -------------------------------------------------------------- eager mode
-    def _eager_kernel(self, args, kwargs, const_values=None, need_all=False) -> JITKernel:
-        from .eager import check_tensor_args, infer_consts, parse_eager
+    def _eager_spec(self, args, kwargs, need_all=False):
+        """(Python values per parameter, T.const values, cache key) of an eager call."""
+        from .eager import FIRST_PARSE_ERROR, check_tensor_args, infer_consts, tensor_shape
 
+        if self.out_idx is not None:
+            raise TileLangError(f"{self.fn.__name__}: out_idx is only for lazy @tilelang.jit factories; an eager "
+                                "kernel declares its outputs with T.empty and returns them")
         params = self.signature.parameters
-        py_kwargs = {k: v for k, v in kwargs.items() if k in params}
         consts = {k: v for k, v in kwargs.items() if k not in params}
-        consts.update(const_values or {})
-        bound = self.signature.bind_partial(*args, **py_kwargs)
+        bound = self.signature.bind_partial(*args, **{k: v for k, v in kwargs.items() if k in params})
         bound.apply_defaults()
         values = dict(bound.arguments)
         for n in params:
             values.setdefault(n, None)
         try:
-            check_tensor_args(self.fn, values, need_all=need_all)
+            check_tensor_args(self.fn, values, need_all=need_all, names=self._tensor_params)
         except TypeError as e:
             raise hide_internal_frames(e) from None
-        tensors = {n: v for n, v in values.items() if type(v).__module__.startswith("torch") and hasattr(v, "shape")}
-        consts = {**infer_consts(self.fn, tensors), **consts}
+        tensors = {n: v for n, v in values.items() if tensor_shape(v) is not None}
+        for n, v in values.items():  # a scalar parameter named like a T.const gives its value
+            if n in self._const_names and n not in consts and isinstance(v, int) and not isinstance(v, bool):
+                consts[n] = v
+        matcher = self._matcher(values, tensors)
+        consts = {**infer_consts(matcher, tensors), **consts}
         key = _key(tuple(values.items()), consts)
+        if FIRST_PARSE_ERROR in matcher:  # named by the error of a T.const left without a value
+            consts[FIRST_PARSE_ERROR] = matcher[FIRST_PARSE_ERROR]
+        return values, consts, key
+
+    def _matcher(self, values: dict, tensors: dict) -> dict:
+        from .eager import const_matcher
+
+        py = {n: v for n, v in values.items() if n not in tensors}
+        key = _key((), py)
+        m = self._matchers.get(key)
+        if m is None:
+            m = self._matchers[key] = const_matcher(self.fn, {**py, **{n: None for n in tensors}})
+        return m
+
+    def _eager_kernel(self, args, kwargs, need_all=False) -> JITKernel:
+        from .eager import parse_eager
+
+        values, consts, key = self._eager_spec(args, kwargs, need_all)
         k = self._cache.get(key)
         if k is None:
             func, out_idx = parse_eager(self.fn, values, consts)
-            opts = dict(self.options)
-            opts["out_idx"] = out_idx
-            k = JITKernel(func, **opts)
+            k = JITKernel(func, **{**self.options, "out_idx": out_idx})
             k.eager_inputs = [p.name for p in func.params[: len(func.params) - len(out_idx)]]
+            self._debug_dump(k)
             self._cache[key] = k
         return k
 
@@ -114,7 +160,78 @@ class JITImpl:
 
     @user_facing()
     def get_tir(self, *args, **kwargs):
-        return self.fn(*args, **kwargs) if not self.eager else self._eager_kernel(args, kwargs).prim_func
+        """The T.prim_func for these arguments, parsed but not compiled."""
+        if not self.eager:
+            return self.fn(*args, **kwargs)
+        from .eager import parse_eager
+
+        values, consts, _ = self._eager_spec(args, kwargs)
+        return parse_eager(self.fn, values, consts)[0]
+
+    @user_facing()
+    def get_kernel_source(self, *args, **kwargs) -> str:
+        """The generated source of the kernel `.compile(*args, **kwargs)` returns."""
+        return self.compile(*args, **kwargs).get_kernel_source()
+
+    def par_compile(self, configs, num_workers: int | None = None, ignore_error: bool = False) -> list:
+        """Compile one kernel per config (a dict of keyword arguments or a tuple of positional ones),
+        on `num_workers` threads; with `ignore_error` a failing config gives None (and a warning)."""
+        jobs = []
+        for cfg in configs:
+            if isinstance(cfg, dict):
+                jobs.append(((), cfg))
+            elif isinstance(cfg, tuple):
+                jobs.append((cfg, {}))
+            else:
+                raise TypeError(f"par_compile: a config is a dict of keyword arguments or a tuple of positional "
+                                f"ones, got {type(cfg).__name__}")
+        return _run_parallel([functools.partial(self.compile, *a, **kw) for a, kw in jobs], num_workers,
+                             ignore_error)
+
+    def _debug_dump(self, k: JITKernel) -> None:
+        if not self.debug_root_path:
+            return
+        import os
+
+        os.makedirs(self.debug_root_path, exist_ok=True)
+        name = self.fn.__name__
+        with open(os.path.join(self.debug_root_path, f"tilelang_jit_kernel_{name}.c"), "w") as f:
+            f.write(k.get_kernel_source())
+        with open(os.path.join(self.debug_root_path, f"tilelang_jit_program_{name}.py"), "w") as f:
+            f.write(str(k.prim_func) + "\n")
+
+
+def _run_parallel(thunks: list, num_workers: int | None, ignore_error: bool) -> list:
+    import concurrent.futures
+    import os
+    import warnings
+
+    if not thunks:
+        return []
+    workers = num_workers or min(len(thunks), os.cpu_count() or 1)
+    out = [None] * len(thunks)
+    with concurrent.futures.ThreadPoolExecutor(max(1, workers), "tl-par-compile") as pool:
+        futures = {pool.submit(t): i for i, t in enumerate(thunks)}
+        for fut in concurrent.futures.as_completed(futures):
+            i = futures[fut]
+            try:
+                out[i] = fut.result()
+            except Exception as e:  # noqa: BLE001 - reported per config when asked to
+                if not ignore_error:
+                    raise
+                warnings.warn(f"par_compile: config {i} failed: {type(e).__name__}: {e}", stacklevel=3)
+    return out
+
+
+def par_compile(funcs, out_idx=None, execution_backend="auto", target="auto", target_host=None, verbose=False,
+                pass_configs=None, compile_flags=None, num_workers: int | None = None,
+                ignore_error: bool = False) -> list:
+    """`tilelang.compile` over several prim_funcs on `num_workers` threads, results in order;
+    with `ignore_error` a function that fails to compile gives None (and a warning)."""
+    thunks = [functools.partial(compile, f, out_idx=out_idx, execution_backend=execution_backend, target=target,
+                                verbose=verbose, pass_configs=pass_configs, compile_flags=compile_flags)
+              for f in funcs]
+    return _run_parallel(thunks, num_workers, ignore_error)
 
 
 def jit(func=None, *, out_idx=None, target="auto", target_host=None, execution_backend="auto", verbose=False,
@@ -133,7 +250,8 @@ def jit(func=None, *, out_idx=None, target="auto", target_host=None, execution_b
         c = kernel(a, b)
     """
     opts = dict(out_idx=out_idx, target=target, pass_configs=pass_configs, verbose=verbose,
-                execution_backend=execution_backend, compile_flags=compile_flags)
+                execution_backend=execution_backend, compile_flags=compile_flags, target_host=target_host,
+                debug_root_path=debug_root_path)
     if func is None:
         return lambda f: JITImpl(f, **opts)
     return JITImpl(func, **opts)

@@ -60,19 +60,35 @@ class ArgBinder:
         outs = []
         for i in self.out_idx:
             p = self.params[i]
-            shape = []
-            for d in p.shape:
-                v = const_int(simplify(substitute(E.as_expr(d), {k: E.as_expr(x) for k, x in env.items()})))
-                if v is None:
-                    raise ValueError(f"output {p.name!r}: its shape {p.shape} uses a symbolic dim that no input "
-                                     "binds; pass the output explicitly (drop it from out_idx)")
-                shape.append(v)
-            dev = device if device is not None else torch.device(self.device_type if self.device_type != "cuda"
-                                                                   else "cuda")
-            t = torch.empty(shape, dtype=_torch_dtype(p.dtype), device=dev)
+            shape = self._shape(p, env, f"output {p.name!r}", "pass the output explicitly (drop it from out_idx)")
+            t = torch.empty(shape, dtype=_torch_dtype(p.dtype), device=self._device(device, torch))
             values[i] = t
             outs.append(t)
         return values, env, outs
+
+    def workspaces(self, bufs, values: list, env: dict) -> dict:
+        """{buffer uid: torch.empty tensor} for the T.alloc_global workspaces of one call, on the
+        device of the call's tensors."""
+        import torch
+
+        device = next((v.device for v in values if isinstance(v, torch.Tensor)), None)
+        dev = self._device(device, torch)
+        return {b.uid: torch.empty(self._shape(b, env, f"T.alloc_global {b.name!r}",
+                                               "give it a shape the inputs determine"),
+                                   dtype=_torch_dtype(b.dtype), device=dev) for b in bufs}
+
+    def _device(self, device, torch):
+        return device if device is not None else torch.device(self.device_type)
+
+    @staticmethod
+    def _shape(p, env: dict, what: str, fix: str) -> list:
+        shape = []
+        for d in p.shape:
+            v = const_int(simplify(substitute(E.as_expr(d), {k: E.as_expr(x) for k, x in env.items()})))
+            if v is None:
+                raise ValueError(f"{what}: its shape {p.shape} uses a symbolic dim that no input binds; {fix}")
+            shape.append(v)
+        return shape
 
     def _check_deferred(self, deferred: list, env: dict) -> None:
         """Dims that are expressions of symbolic dims, checked once every input is bound.

@@ -3,30 +3,50 @@
 Tensor parameters are declared in the body (`A: T.Tensor((M, N), dtype)`), dims with
 `T.const`, outputs with `T.empty` and returned. Calling the function with tensors
 infers the T.const dims from their shapes, compiles once per specialization and runs.
+
+T.const values come from, in order: a keyword of `.compile(N=...)`, a scalar parameter of
+the function with the const's name, or the first tensor parameter whose declared shape has
+the const as a dim of its own. Which tensor dim that is, is found by a first parse of the
+body (`const_matcher`) with every T.const a symbolic dim and the kernels skipped, so shapes
+built in Python (`shape = [batch, heads // g, dim]; Q: T.Tensor(shape, dt)`) count.
 """
 from __future__ import annotations
 
 import ast
 import inspect
 
-from ..errors import DSLSyntaxError, DSLTypeError, Span
+from .. import dtypes as dt
+from ..errors import DSLSyntaxError, DSLTypeError, Span, TileLangError
 from ..frontend import builder as B
 from ..frontend.parser import Parser, _Return, _Source, closure_scope
 from ..ir.buffer import Buffer
+from ..ir.expr import Var
 from ..ir.stmt import PrimFunc, seq
 
 
 class EagerState:
-    def __init__(self, const_values: dict, tensor_params: list[str]):
+    """What one parse of an eager body declares. `symbolic`: the first parse, where T.const
+    names are dims (`symbols`) and `with T.Kernel` bodies are skipped."""
+
+    def __init__(self, const_values: dict, tensor_params: list[str], symbolic: bool = False):
         self.values = dict(const_values)
         self.tensor_params = tensor_params
         self.params: dict[str, Buffer] = {}
         self.outputs: list[Buffer] = []
+        self.symbolic = symbolic
+        self.symbols: dict[str, Var] = {}
 
-    def const(self, name: str):
+    def const(self, name: str, dtype=None):
+        if self.symbolic:
+            if name not in self.symbols:
+                self.symbols[name] = Var(name, dtype or dt.int32)
+            return self.symbols[name]
         if name not in self.values:
+            why = self.values.get(FIRST_PARSE_ERROR)
             raise DSLTypeError(f"T.const {name!r} has no value: pass it to .compile({name}=...) or pass a tensor "
-                               f"whose annotated shape names {name!r} directly")
+                               f"whose annotated shape has {name!r} as a dim" +
+                               (f" (the tensor declarations could not be read without the values: {why})"
+                                if why is not None else ""))
         return self.values[name]
 
     def declare_param(self, name: str, spec, span: Span) -> Buffer:
@@ -117,36 +137,110 @@ def tensor_params(fn) -> list[str]:
     return out
 
 
-def check_tensor_args(fn, values: dict, need_all: bool) -> None:
-    """Call-time check that every declared tensor parameter got a torch.Tensor (TypeError)."""
-    for name in tensor_params(fn):
+def check_tensor_args(fn, values: dict, need_all: bool, names: list | None = None) -> None:
+    """Check that every declared tensor parameter got a torch.Tensor (TypeError).
+
+    Compiling without running (`need_all=False`) also takes a `T.Tensor(shape, dtype)` spec
+    or nothing for a tensor parameter.
+    """
+    from ..language.types import TensorSpec
+
+    for name in tensor_params(fn) if names is None else names:
         v = values.get(name)
         if v is None:
             if need_all:
                 raise TypeError(f"{fn.__name__}() is missing the tensor argument {name!r}")
+            continue
+        if not need_all and isinstance(v, TensorSpec):
             continue
         if not (type(v).__module__.startswith("torch") and hasattr(v, "shape")):
             raise TypeError(f"{fn.__name__}(): argument {name!r} must be a torch.Tensor (the body declares "
                             f"`{name}: T.Tensor(...)`), got {type(v).__name__}: {v!r}")
 
 
-def infer_consts(fn, tensors: dict) -> dict:
+def tensor_shape(v):
+    """The shape of a tensor argument: a torch.Tensor, or a `T.Tensor(shape, dtype)` spec (par_compile)."""
+    from ..language.types import TensorSpec
+
+    if isinstance(v, TensorSpec):
+        return tuple(v.shape)
+    if type(v).__module__.startswith("torch") and hasattr(v, "shape"):
+        return tuple(v.shape)
+    return None
+
+
+def const_matcher(fn, bound: dict) -> dict:
+    """{T.const name: (tensor parameter, dim)}: where each const is read off a tensor's shape.
+
+    The first parse of the body with Python args `bound` (tensor parameters as None), every
+    T.const a symbolic dim and the kernels skipped; a const matches the first declared
+    tensor dim that *is* it (not `N * 2`). Names that parse cannot settle (Python code that
+    needs the value, e.g. `range(N)` before the kernel) fall back to the names written
+    directly in `X: T.Tensor((M, N), ...)` annotations.
+    """
+    out = {}
+    names = [n for n in inspect.signature(fn).parameters]
+    try:
+        state = _first_parse(fn, bound)
+    except TileLangError as e:
+        state, out[FIRST_PARSE_ERROR] = None, e
+    if state is not None:
+        for n in names:
+            buf = state.params.get(n)
+            for i, d in enumerate(buf.shape if buf is not None else ()):
+                if isinstance(d, Var) and state.symbols.get(d.name) is d and d.name not in out:
+                    out[d.name] = (n, i)
+    for st in ast.walk(_Source.of(fn).node):
+        if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and st.target.id in names:
+            for i, c in enumerate(_shape_names(st.annotation)):
+                if c is not None and c not in out:
+                    out[c] = (st.target.id, i)
+    return out
+
+
+FIRST_PARSE_ERROR = "<why the first parse failed>"  # a key no T.const name can be
+
+
+def _first_parse(fn, bound: dict) -> EagerState:
+    tensors = [n for n, v in bound.items() if v is None or tensor_shape(v) is not None]
+    state = EagerState({}, tensors, symbolic=True)
+    builder = B.Builder(mode="eager")
+    builder.eager = state
+    scope = closure_scope(fn)
+    scope.update(bound)
+    parser = Parser(fn, builder, scope)
+    with B.activate(builder):
+        try:
+            parser.body(parser.src.node.body)
+        except _Return:
+            pass
+    return state
+
+
+def const_names(fn) -> set:
+    """Names declared by string-literal `T.const("M, N")` calls in the body."""
+    out = set()
+    for st in ast.walk(_Source.of(fn).node):
+        if isinstance(st, ast.Call) and st.args and isinstance(st.args[0], ast.Constant) \
+                and isinstance(st.args[0].value, str) and isinstance(st.func, ast.Attribute) \
+                and st.func.attr == "const":
+            out.update(p for p in st.args[0].value.replace(",", " ").split() if p)
+    return out
+
+
+def infer_consts(matcher: dict, tensors: dict) -> dict:
     """T.const values read off the shapes of the tensors passed for annotated parameters."""
     out = {}
-    for st in ast.walk(_Source.of(fn).node):
-        if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and st.target.id in tensors:
-            t = tensors[st.target.id]
-            names = _shape_names(st.annotation)
-            if len(names) == t.dim():
-                for n, size in zip(names, t.shape):
-                    if n is not None and n not in out:
-                        out[n] = int(size)
+    for name, (param, i) in ((k, v) for k, v in matcher.items() if k != FIRST_PARSE_ERROR):
+        shape = tensor_shape(tensors[param]) if param in tensors else None
+        if shape is not None and i < len(shape):
+            out[name] = int(shape[i])
     return out
 
 
 def parse_eager(fn, bound: dict, const_values: dict) -> tuple[PrimFunc, list[int]]:
     """Parse an eager body with Python args `bound`; returns (prim_func, out_idx)."""
-    tensor_params = [n for n, v in bound.items() if v is None or type(v).__module__.startswith("torch")]
+    tensor_params = [n for n, v in bound.items() if v is None or tensor_shape(v) is not None]
     state = EagerState(const_values, tensor_params)
     builder = B.Builder(mode="eager")
     builder.eager = state

@@ -9,6 +9,7 @@ from ..errors import TileLangError, hide_internal_frames, user_facing
 from ..ir.buffer import Buffer
 from ..ir.stmt import PrimFunc
 from ..transform.pass_manager import PassContext
+from ..transform.split_kernels import is_multi_kernel, workspaces
 from .args import ArgBinder
 from .fast_call import MISS as _FAST_MISS
 
@@ -58,6 +59,10 @@ def build(func: PrimFunc, target: Target, pass_configs: dict | None, compile_fla
 
         return CPUArtifact(func, ctx)
     if target.kind == "cuda":
+        if is_multi_kernel(func):
+            from ..backend.cuda.launch_sequence import CUDASequence
+
+            return CUDASequence(func, ctx)
         from ..backend.cuda.pipeline import CUDAArtifact
 
         return CUDAArtifact(func, ctx)
@@ -92,6 +97,7 @@ class JITKernel:
         self.compile_seconds = time.perf_counter() - t0
         device_type = "cpu" if self.target.kind == "cpu" else "cuda"
         self.binder = ArgBinder(func.name, func.params, self.out_idx, device_type)
+        self.workspaces = workspaces(func)  # T.alloc_global buffers, allocated per call
         if verbose:
             print(f"[tilelang] compiled {func.name} for {self.target} in {self.compile_seconds:.3f}s")
 
@@ -113,10 +119,15 @@ class JITKernel:
             if kwargs:
                 args = self._merge_kwargs(args, kwargs)
             values, env_, outs = self.binder.bind(args)
+            ws = self.binder.workspaces(self.workspaces, values, env_) if self.workspaces else None
         except (TypeError, ValueError) as e:
             raise hide_internal_frames(e) from None
-        self.artifact.launch(self._c_values(values, env_), stream=stream) if self.target.kind == "cuda" \
-            else self.artifact.launch(self._c_values(values, env_))
+        if hasattr(self.artifact, "launch_params"):  # a launch sequence binds each kernel's arguments itself
+            self.artifact.launch_params(values, env_, ws, stream=stream)
+        elif self.target.kind == "cuda":
+            self.artifact.launch(self._c_values(values, env_, ws), stream=stream)
+        else:
+            self.artifact.launch(self._c_values(values, env_, ws))
         if not outs:
             return None
         return outs[0] if len(outs) == 1 else outs
@@ -126,7 +137,7 @@ class JITKernel:
         fast = self._fast
         if fast is False:
             fast = None
-            if self.target.kind == "cuda":
+            if self.target.kind == "cuda" and not hasattr(self.artifact, "launch_params"):
                 from .fast_call import FastCall
 
                 try:
@@ -154,7 +165,7 @@ class JITKernel:
             raise TypeError(f"{self.prim_func.name}() is missing argument(s) {', '.join(missing)}")
         return tuple(merged)
 
-    def _c_values(self, values, env_):
+    def _c_values(self, values, env_, ws=None):
         out = []
         index = {id(p): i for i, p in enumerate(self.prim_func.params)}
         for kind, obj in self.artifact.csource.arg_kinds:
@@ -166,6 +177,8 @@ class JITKernel:
                 if obj not in env_:
                     raise ValueError(f"symbolic dim {obj.name!r} is not bound by any argument")
                 out.append(env_[obj])
+            elif kind == "alloc_global":
+                out.append(ws[obj.uid].data_ptr())
             else:
                 out.append(self.artifact.arg_value(kind, obj, values, index))
         return out

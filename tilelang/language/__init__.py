@@ -11,6 +11,7 @@ from .types import Tensor, Buffer, StridedTensor, TensorSpec  # noqa: F401
 from .kernel import (Kernel, get_thread_binding, get_thread_bindings, get_block_binding,  # noqa: F401
                      get_block_bindings)
 from .alloc import alloc_shared, alloc_fragment, alloc_local, alloc_var, alloc_barrier  # noqa: F401
+from .alloc import alloc_global  # noqa: F401
 from .loops import Parallel, Pipelined, serial, Serial, unroll, Unroll, grid, vectorized, Persistent  # noqa: F401
 from .tile import (copy, fill, clear, gemm, reduce_sum, reduce_max, reduce_min, reduce_abssum,  # noqa: F401
                    reduce_absmax, cumsum, atomic_add, atomic_max, atomic_min, atomic_addx2, use_swizzle,

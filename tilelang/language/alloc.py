@@ -57,6 +57,43 @@ def alloc_var(dtype, init=None, scope="local.var", name=None) -> Buffer:
     return _alloc((1,), dtype, "local.var", "T.alloc_var", name=name, init=init)
 
 
+def alloc_global(shape, dtype, scope="global") -> Buffer:
+    """A global-memory workspace, allocated by the host for every call (torch.empty on the
+    kernel's device, contents undefined) and shared by the kernels of the prim_func that
+    follow it: the split-then-combine pattern. Declare it outside `with T.Kernel`; its dims
+    may use the function's symbolic dims.
+
+    Example::
+
+        partial = T.alloc_global((batch, heads, num_split, dim), "float32")
+        with T.Kernel(batch, heads, num_split) as (b, h, s):
+            ...  # write partial[b, h, s, :]
+        with T.Kernel(batch, heads) as (b, h):
+            ...  # read partial[b, h, :, :]
+    """
+    from ..errors import DSLSyntaxError, DSLTypeError
+
+    b = B.current("T.alloc_global")
+    if scope != "global":
+        raise DSLTypeError(f"T.alloc_global: scope must be 'global', got {scope!r}; use T.alloc_shared / "
+                           "T.alloc_fragment / T.alloc_local for on-chip buffers")
+    if b.kernel is not None:
+        raise DSLSyntaxError("T.alloc_global declares a workspace shared by kernels; call it outside "
+                             "`with T.Kernel(...)` (inside a kernel use T.alloc_shared or T.alloc_fragment)", b.span)
+    if isinstance(shape, int) or not isinstance(shape, (tuple, list)):
+        shape = (shape,)
+    dims = []
+    for s in shape:
+        c = const_int(s)
+        if c is not None and c <= 0:
+            raise NonConstantShapeError(f"T.alloc_global: dims must be positive, got {tuple(shape)}")
+        dims.append(c if c is not None else as_expr(s))
+    buf = Buffer(b.unique("workspace"), tuple(dims), dtype, "global")
+    buf.auto_named = True
+    b.emit(Allocate(buf))
+    return buf
+
+
 def alloc_barrier(arrive_count) -> Buffer:
     """`n` mbarriers in shared memory: `T.alloc_barrier(128)` (one, used as mbar or mbar[0]) or
     `T.alloc_barrier([128, 128])` (used as mbars[i]); a phase of each completes after that many

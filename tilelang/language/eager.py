@@ -34,7 +34,7 @@ def const(names: str, dtype="int32"):
     parts = [p for p in names.replace(",", " ").split() if p]
     if not parts:
         raise DSLTypeError("T.const needs at least one name")
-    vals = [b.eager.const(p) for p in parts]
+    vals = [b.eager.const(p, dt.as_dtype(dtype)) for p in parts]
     return vals[0] if len(vals) == 1 else tuple(vals)
 
 

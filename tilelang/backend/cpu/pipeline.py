@@ -39,7 +39,7 @@ class CPUArtifact:
         self.lib = compile_c(self.source, ctx.compile_flags)
         argtypes = []
         for kind, obj in self.csource.arg_kinds:
-            if kind == "buffer":
+            if kind in ("buffer", "alloc_global"):
                 argtypes.append(ctypes.c_void_p)
             elif kind == "dim":
                 argtypes.append(ctypes.c_int64)

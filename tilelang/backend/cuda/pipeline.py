@@ -136,12 +136,18 @@ PASSES = [
 ]
 
 
+def swizzle_panel(func: PrimFunc) -> int | None:
+    """The panel size of the kernel's enabled T.use_swizzle, if any."""
+    swz = [op for op in collect(_the_kernel(func).body, lambda n: isinstance(n, O.Swizzle)) if op.enable]
+    return swz[0].panel_size if swz else None
+
+
 class CUDAArtifact:
+    """One compiled CUDA kernel: its lowered IR, source, module and launch (see launch())."""
+
     def __init__(self, func: PrimFunc, ctx: PassContext):
-        k0 = _the_kernel(func)
-        swz = [op for op in collect(k0.body, lambda n: isinstance(n, O.Swizzle)) if op.enable]
         self.target = ctx.target
-        panel = swz[0].panel_size if swz else None
+        panel = swizzle_panel(func)
         self.lowered, self.csource, self.compiled = _lower_and_compile(func, ctx, panel)
         spill = _spill_note(self.compiled.ptxas_info())
         if spill and ctx.ws_info is not None and ctx.ws_info.deferred_epilogue:
@@ -173,6 +179,19 @@ class CUDAArtifact:
 
             Path(out_dir).mkdir(parents=True, exist_ok=True)
             (Path(out_dir) / f"{self.csource.entry}.cu").write_text(self.source)
+        self._module = None  # a shared-module loader, for kernels of a launch sequence
+        self._init_launch_state()
+
+    @classmethod
+    def in_module(cls, lowered, csource, compiled, target, module) -> "CUDAArtifact":
+        """One kernel of a module compiled from several (a launch sequence); `module()` loads it."""
+        self = cls.__new__(cls)
+        self.target, self.lowered, self.csource, self.compiled = target, lowered, csource, compiled
+        self.source, self.ptx, self._module = csource.text, compiled.ptx, module
+        self._init_launch_state()
+        return self
+
+    def _init_launch_state(self):
         self._fn = None
         self._tmaps: dict = {}
         self._flags: dict = {}  # device -> driver.AssertFlag, for kernels with T.device_assert
@@ -210,6 +229,9 @@ class CUDAArtifact:
         return disassemble(self.compiled.cubin)
 
     def _function(self):
+        if self._fn is None and self._module is not None:
+            self._fn = self._module().get_function(self.csource.entry, self.csource.signature,
+                                                   self.csource.smem_bytes)
         if self._fn is None:
             from . import driver
 
@@ -337,7 +359,7 @@ def device_options(pass_configs: dict) -> tuple[list[str], list[str]]:
     return opts + kept, dropped
 
 
-def _compile_cached(source: str, arch: str, options=()):
+def compile_cached(source: str, arch: str, options=()):
     """NVRTC compile through the disk cache (cubin + ptx keyed on source, arch, options, NVRTC version)."""
     import pickle
 
@@ -365,17 +387,24 @@ def _zero_on(t, stream: int) -> None:
 
 def _lower_and_compile(func: PrimFunc, ctx: PassContext, panel):
     """(lowered function, CudaSource, compiled module) for one set of pass configs."""
+    lowered, csource = lower_to_source(func, ctx, panel)
+    options, dropped = device_options(ctx.pass_configs)
+    for note in dropped:  # harmless by construction (see nvrtc_flags), so not a warning
+        logging.getLogger("tilelang").debug("%s: device compile flag dropped: %s", func.name, note)
+    return lowered, csource, compile_cached(csource.text, ctx.target.arch, tuple(options))
+
+
+def lower_to_source(func: PrimFunc, ctx: PassContext, panel):
+    """(lowered function, CudaSource) of a single-kernel function: the pass list, codegen, then the
+    register_cuda_postproc callbacks."""
     from ...engine.callback import postprocess
 
     lowered = run_passes(func, PASSES, ctx)
     csource = CudaCodegen(lowered, ctx.cuda_info, _the_kernel(lowered), panel, ctx.ws_info).generate()
-    text = postprocess("cuda", csource.text, ctx.target)  # register_cuda_postproc callbacks
+    text = postprocess("cuda", csource.text, ctx.target)
     if text != csource.text:
         csource = replace(csource, text=text)
-    options, dropped = device_options(ctx.pass_configs)
-    for note in dropped:  # harmless by construction (see nvrtc_flags), so not a warning
-        logging.getLogger("tilelang").debug("%s: device compile flag dropped: %s", func.name, note)
-    return lowered, csource, _compile_cached(csource.text, ctx.target.arch, tuple(options))
+    return lowered, csource
 
 
 def _spill_note(info: dict) -> str | None:
