@@ -6,11 +6,13 @@ import ctypes
 from ...codegen.c import codegen_c
 from ...errors import TileLangError
 from ...ir.stmt import PrimFunc
+from ...transform.check_dtypes import check_dtypes_pass
 from ...transform.legalize_safe_memory import legalize_safe_memory
 from ...transform.lower_tile_ops_cpu import lower_tile_ops_cpu
 from ...transform.pass_manager import PassContext, run_passes, simplify_pass
 
 PASSES = [
+    ("check_dtypes", check_dtypes_pass),
     ("simplify", simplify_pass),
     ("legalize_safe_memory", legalize_safe_memory),
     ("lower_tile_ops_cpu", lower_tile_ops_cpu),
