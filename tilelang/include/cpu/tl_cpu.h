@@ -150,7 +150,8 @@ TL_INLINE float tl_f32_to_tf32(float f) {
         return tl_f32_from_bits((u & 0x007FFFFFu) ? ((u | 0x00400000u) & 0xFFFFE000u) : u);
     return tl_f32_from_bits((u + 0x1000u) & 0xFFFFE000u);
 }
-TL_INLINE float tl_tf32_to_f32(float x) { return x; }
+/* Loads round too: a raw copy (or the caller's float32 tensor) may hold any float bits. */
+TL_INLINE float tl_tf32_to_f32(float x) { return tl_f32_to_tf32(x); }
 
 /* ---- math ----
  * tl_max/tl_min on floats follow fmax/fmin (a NaN operand is ignored), as CUDA's max()/min()

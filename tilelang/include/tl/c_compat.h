@@ -38,7 +38,8 @@ TL_DEVICE float tl_f32_to_tf32(float x) {
   return __uint_as_float((u + 0x1000u) & 0xFFFFE000u);
 #endif
 }
-TL_DEVICE float tl_tf32_to_f32(float x) { return x; }
+// Loads round too: raw copies (cp.async, TMA) or the caller's float32 tensor may hold any float bits.
+TL_DEVICE float tl_tf32_to_f32(float x) { return tl_f32_to_tf32(x); }
 
 TL_DEVICE int32_t tl_floordiv_i32(int32_t a, int32_t b) {
   int32_t q = a / b;
