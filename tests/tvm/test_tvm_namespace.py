@@ -36,6 +36,13 @@ def test_reinterpret_checks_width():
         tirx.reinterpret(T.float16, tirx.const(1, T.uint32))
 
 
+def test_select_rejects_a_python_bool_condition():
+    x = tirx.const(1, T.uint32)
+    with pytest.raises(DSLTypeError, match="Python bool"):
+        tirx.Select(x == tirx.const(0, T.uint32), x, x)
+    assert tirx.NE(x, 2).dtype == T.bool
+
+
 def decode_e2m1(nibble):
     """FP4 (1 sign, 2 exponent, 1 mantissa bit) -> float32 bits, built only from tirx calls."""
     s = nibble >> tirx.const(3, T.uint32)
@@ -44,7 +51,7 @@ def decode_e2m1(nibble):
     normal = (s << tirx.const(31, T.uint32)) | ((e + tirx.const(126, T.uint32)) << tirx.const(23, T.uint32)) | (
         m << tirx.const(22, T.uint32))
     sub = (s << tirx.const(31, T.uint32)) | (m * tirx.const(0x3F000000, T.uint32))  # 0.5 or 0
-    bits = tirx.Select(e < tirx.const(1, T.uint32), sub, normal)
+    bits = tirx.Select(tirx.EQ(e, tirx.const(0, T.uint32)), sub, normal)
     return tirx.reinterpret(T.float32, bits)
 
 
