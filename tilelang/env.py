@@ -21,7 +21,7 @@ from pathlib import Path
 
 __all__ = [
     "EnvVar", "VARIABLES", "cache_dir", "default_target", "dump_ir_dir", "cache_disabled",
-    "c_compiler", "show_internal_frames", "describe",
+    "c_compiler", "show_internal_frames", "describe", "perf_regression_format", "perf_regression_only",
 ]
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -76,7 +76,21 @@ SHOW_INTERNAL_FRAMES = EnvVar(
     "0",
 )
 
-VARIABLES: tuple[EnvVar, ...] = (CACHE_DIR, DEFAULT_TARGET, DUMP_IR, DISABLE_CACHE, CC, SHOW_INTERNAL_FRAMES)
+PERF_REGRESSION_FORMAT = EnvVar(
+    "TL_PERF_REGRESSION_FORMAT",
+    "tilelang.testing.regression() output: 'text' (one 'name: latency' line per case) or 'json' (one "
+    "__TILELANG_PERF_RESULTS_JSON__=[...] line for a collecting parent process).",
+    "text",
+)
+PERF_REGRESSION_ONLY = EnvVar(
+    "TL_PERF_REGRESSION_ONLY",
+    "tilelang.testing.regression(): run only the cases matching these patterns (a JSON list or "
+    "comma-separated; fnmatch globs or substrings, case-insensitive).",
+    "unset (every case)",
+)
+
+VARIABLES: tuple[EnvVar, ...] = (CACHE_DIR, DEFAULT_TARGET, DUMP_IR, DISABLE_CACHE, CC, SHOW_INTERNAL_FRAMES,
+                                 PERF_REGRESSION_FORMAT, PERF_REGRESSION_ONLY)
 
 
 def _parse_bool(var: EnvVar, default: bool) -> bool:
@@ -140,6 +154,34 @@ def c_compiler() -> str:
     if value is not None:
         return value
     return "cc" if shutil.which("cc") else "gcc"
+
+
+def perf_regression_format() -> str:
+    """'json' or 'text' (the default); anything else is an error naming the choices."""
+    value = (PERF_REGRESSION_FORMAT.raw() or "text").lower()
+    if value not in ("text", "json"):
+        from tilelang.errors import TileLangError
+
+        raise TileLangError(f"{PERF_REGRESSION_FORMAT.name}={value!r}: expected 'text' or 'json'")
+    return value
+
+
+def perf_regression_only() -> list[str]:
+    """The case filters of TL_PERF_REGRESSION_ONLY (empty: run every case)."""
+    import json
+
+    value = PERF_REGRESSION_ONLY.raw()
+    if value is None:
+        return []
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        parsed = value.split(",")
+    if isinstance(parsed, str):
+        parsed = [parsed]
+    if not isinstance(parsed, list):
+        return []
+    return [str(p).strip() for p in parsed if str(p).strip()]
 
 
 def describe() -> str:

@@ -52,3 +52,25 @@ def test_unique_names_gives_distinct_binders():
     assert len(binders) == len(set(binders)), binders
     text = codegen_c(lowered).text
     assert "float* restrict A = (float*)tl_arg0;" in text
+
+
+def test_keyword_buffer_names_compile_for_cuda_and_cpu():
+    """Buffers named `do` / `new` / `tid` (a FlashAttention backward names dO's tile `do`)."""
+    M, N = 64, 32
+
+    @T.prim_func
+    def k(do: T.Tensor((M, N), "float16"), new: T.Tensor((M,), "float32")):
+        with T.Kernel(M // 16, threads=128) as bx:
+            tid = T.alloc_fragment((16, N), "float32")
+            s = T.alloc_fragment((16,), "float32")
+            for i, j in T.Parallel(16, N):
+                tid[i, j] = do[bx * 16 + i, j] * 2.0
+            T.reduce_sum(tid, s, dim=1)
+            T.copy(s, new[bx * 16])
+
+    src = tilelang.compile(k, target="cuda -arch=sm_90a").get_kernel_source()
+    assert " do[" not in src and "tid[" not in src.replace("v_tid[", "")
+    a = torch.randn(M, N).half()
+    out = torch.full((M,), float("nan"))
+    tilelang.compile(k, target="cpu")(a, out)
+    torch.testing.assert_close(out.double(), a.double().sum(1) * 2, rtol=1e-4, atol=1e-3)

@@ -93,3 +93,22 @@ def test_print_tile_and_scalar(capfd):
     out = capfd.readouterr().out
     assert "tile" in out and "1 2.5 -3 4" in out
     assert "scalar -6" in out
+
+
+def test_gemm_takes_public_keyword_names():
+    """T.gemm(A=..., B=..., C=...) as the public TileLang spells its parameters (attention-sink bwd)."""
+    @T.prim_func
+    def k(A: T.Tensor((32, 48), "float16"), Bm: T.Tensor((48, 16), "float16"), C: T.Tensor((32, 16), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            a = T.alloc_shared((32, 48), "float16")
+            b = T.alloc_shared((48, 16), "float16")
+            c = T.alloc_fragment((32, 16), "float32")
+            T.copy(A, a)
+            T.copy(Bm, b)
+            T.gemm(A=a, B=b, C=c, clear_accum=True, annotations={})
+            T.copy(c, C)
+
+    a, b = torch.randn(32, 48).half(), torch.randn(48, 16).half()
+    c = torch.full((32, 16), float("nan"))
+    tilelang.compile(k, target="cpu")(a, b, c)
+    torch.testing.assert_close(c.double(), a.double() @ b.double(), rtol=1e-3, atol=1e-3)

@@ -78,3 +78,35 @@ def test_main_runs_the_calling_file(tmp_path, monkeypatch):
                          text=True, env=env, cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "1 passed" in res.stdout
+
+
+@pytest.mark.parametrize("have,mode,want_skip", [
+    ((9, 0), "le", False), ((9, 0), "lt", True), ((8, 9), "lt", False), ((9, 0), "gt", True),
+    ((10, 0), "gt", False), ((9, 0), "ge", False), ((9, 0), "eq", False), ((8, 0), "eq", True)])
+def test_every_compute_version_comparison(monkeypatch, have, mode, want_skip):
+    monkeypatch.setattr(tilelang.testing, "_compute_version", lambda: have)
+    monkeypatch.setattr(tilelang.testing, "cuda_available", lambda: True)
+    deco = getattr(tilelang.testing, f"requires_cuda_compute_version_{mode}")(9, 0)
+
+    def fn():
+        pass
+
+    fn = deco(fn)
+    skips = [m for m in fn.pytestmark if m.name == "skipif" and "compute capability" in m.kwargs["reason"]]
+    assert len(skips) == 1 and skips[0].args[0] is want_skip
+
+
+def test_other_backend_markers_always_skip():
+    for name in ("requires_rocm", "requires_cdna", "requires_gfx950", "requires_metal", "requires_ascend"):
+        def case():
+            pass
+
+        fn = getattr(tilelang.testing, name)(case)
+        assert len(fn.pytestmark) == 1
+        skip = next(m for m in fn.pytestmark if m.name == "skipif")
+        assert skip.args[0] is True and "backend" in skip.kwargs["reason"]
+    def fn():
+        pass
+
+    fn = tilelang.testing.requires_llvm(fn)
+    assert next(m for m in fn.pytestmark if m.name == "skipif").args[0] is False  # a C compiler is here

@@ -17,6 +17,7 @@ Example::
 Tuning runs once per distinct argument tuple; the winner is remembered. Parameters the
 caller passes explicitly are never overridden by a config. With eager `@tilelang.jit`
 kernels, calling with tensors tunes on those tensors and returns the result of the best.
+Inside `with set_autotune_inputs(a, b, ...)` tuning uses those tensors as the inputs.
 """
 from __future__ import annotations
 
@@ -26,9 +27,11 @@ from typing import Callable
 
 from ..errors import TileLangError
 from ..profiler.supply import TensorSupplyType
+from .capture import get_autotune_inputs, set_autotune_inputs
 from .tuner import AutoTuner, AutotuneResult, ConfigResult
 
-__all__ = ["autotune", "AutoTuner", "AutotuneResult", "ConfigResult", "AutoTuneImpl"]
+__all__ = ["autotune", "AutoTuner", "AutotuneResult", "ConfigResult", "AutoTuneImpl", "set_autotune_inputs",
+           "get_autotune_inputs"]
 
 
 class AutoTuneImpl:

@@ -21,6 +21,7 @@ from typing import Callable
 
 from ..errors import TileLangError
 from ..profiler.supply import TensorSupplyType
+from .capture import get_autotune_inputs
 
 logger = logging.getLogger("tilelang.autotuner")
 
@@ -176,6 +177,9 @@ class AutoTuner:
     def _inputs(self, kernel, cache: dict) -> list:
         if self.inputs_fn is not None:
             return self.inputs_fn(kernel)
+        captured = get_autotune_inputs()
+        if captured is not None:  # `with set_autotune_inputs(...)`: wins over supply_prog / supply_type
+            return captured
         pa = self.profile_args
         params = [p for i, p in enumerate(kernel.prim_func.params) if i not in kernel.out_idx]
         key = tuple((tuple(str(d) for d in getattr(p, "shape", ())), str(p.dtype)) for p in params)

@@ -150,6 +150,28 @@ def unique_var_names(func: S.PrimFunc) -> S.PrimFunc:
     return replace(func, body=substitute(func.body, mapping))
 
 
+def legal_buffer_names(func: S.PrimFunc) -> S.PrimFunc:
+    """CUDA: rename (in place) the buffers whose names are C/C++/CUDA words (`do`, `new`, `tid`).
+
+    Runs before lowering, since inline device code spells buffer names out from then on; all
+    other buffer names are kept as the user wrote them.
+    """
+    bad = _RESERVED | _CXX_RESERVED | _CUDA_RESERVED
+    bufs = [p for p in func.params if isinstance(p, Buffer)]
+    bufs += [a.buffer for a in collect(func.body, lambda n: isinstance(n, S.Allocate))]
+    used = {b.name for b in bufs} | {p.name for p in func.params if isinstance(p, E.Var)}
+    for b in bufs:
+        if b.name in bad or b.name.startswith("__"):
+            base, n = "v_" + b.name.lstrip("_"), 0
+            name = base
+            while name in used or name in bad:
+                n += 1
+                name = f"{base}_{n}"
+            used.add(name)
+            b.name = name
+    return func
+
+
 class CCodegen:
     UNROLL_PRAGMA = "#pragma GCC unroll 16"
     LOOP_TYPE = "int32_t"

@@ -49,6 +49,7 @@ class CudaCodegen(CCodegen):
         self.swizzle_panel = swizzle_panel
         self.offsets: dict = {}
         self.declared: set = set()
+        self.group = None  # (named barrier id, threads) inside a T.ws scope
 
     def packed(self, buf: Buffer) -> bool:
         """A 16-bit register array stored as pairs in uint32_t words (tl::half_at / tl::set_half):
@@ -91,6 +92,10 @@ class CudaCodegen(CCodegen):
             kinds.append(("tensormap", d))
             args.append(f"const __grid_constant__ tl::TensorMap {d.name}")
             sig.append("tensormap")
+        for d in getattr(self.info, "tma_descs", ()):  # T.tma_copy (warp specialization by hand)
+            kinds.append(("tensormap", d))
+            args.append(f"const __grid_constant__ tl::TensorMap {d.name}")
+            sig.append("tensormap")
         for b in (self.ws.workspace if self.ws else ()):
             kinds.append(("workspace", b))
             args.append(f"{storage_type(b.dtype)}* __restrict__ {b.name}")
@@ -109,7 +114,8 @@ class CudaCodegen(CCodegen):
             self.emit('#include "tl/gemm_sm90.h"')
         self.emit('#include "tl/c_compat.h"')
         self.emit("")
-        bounds = f"{T}, 1" if self.ws else f"{T}"
+        setmaxnreg = collect(k.body, lambda n: type(n).__name__ == "Raw" and "setmaxnreg" in n.fmt)
+        bounds = f"{T}, 1" if self.ws or setmaxnreg else f"{T}"  # setmaxnreg needs a known entry budget
         if self.ws and self.ws.cluster > 1:  # fixed at compile time: a plain cuLaunchKernel launches it
             bounds += f") __cluster_dims__({self.ws.cluster}, 1, 1"
         from .c import entry_name
@@ -202,12 +208,27 @@ class CudaCodegen(CCodegen):
     def s_Raw(self, s):
         text = s.fmt.format(*[self.raw_arg(a) for a in s.args])
         barrier = "__syncthreads();"
-        if self.ws:  # consumers only: the producer warpgroup never reaches these barriers
+        if self.group is not None:  # inside T.ws: only the scope's warp groups reach it
+            barrier = f"tl::barrier_sync<{self.group[0]}, {self.group[1]}>();"
+        elif self.ws:  # consumers only: the producer warpgroup never reaches these barriers
             barrier = f"tl::barrier_sync<1, {self.info.threads}>();"
         if self.info.uses_wgmma or self.ws:
             # shared memory written by threads is read by wgmma (async proxy): fence before the barrier
             barrier = "tl::fence_proxy_async(); " + barrier
         self.emit(text.replace("__syncthreads();", barrier))
+
+    def s_WarpGroupScope(self, s):
+        lo, hi = s.lo * 128, s.hi * 128
+        self.emit(f"if (tid >= {lo} && tid < {hi}) {{" if lo else f"if (tid < {hi}) {{")
+        self.depth += 1
+        outer, self.group = self.group, (1 + s.lo, s.threads)  # named barrier 0 is __syncthreads
+        first = s.body.stmts[0] if isinstance(s.body, S.SeqStmt) and s.body.stmts else s.body
+        if isinstance(first, S.LetStmt) and first.var.name.startswith("tid_wg"):  # tid - 128 lo >= 0 here
+            self.expr.nonneg.add(first.var)
+        self.stmt(s.body)
+        self.group = outer
+        self.depth -= 1
+        self.emit("}")
 
     def s_WSSplit(self, s):
         self.emit(f"if (tid >= {s.consumers}) {{")

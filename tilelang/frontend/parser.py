@@ -298,12 +298,15 @@ class Parser:
         self.builder.emit(S.Continue())
 
     def stmt_With(self, node):
+        from ..language.hopper import WarpGroups
         from ..language.kernel import KernelSpec
 
         if len(node.items) != 1:
             raise self.error(DSLSyntaxError, "use one context manager per `with`", node)
         item = node.items[0]
         ctx = self.eval(item.context_expr)
+        if isinstance(ctx, WarpGroups):
+            return self.warp_groups(node, ctx)
         if not isinstance(ctx, KernelSpec):
             raise self.error(DSLSyntaxError, f"unsupported `with` context {type(ctx).__name__}; "
                              "kernels use `with T.Kernel(...) as (bx, by):`", node)
@@ -327,6 +330,14 @@ class Parser:
         self.builder.kernel = None
         self.builder.emit(S.KernelLaunch(bvars, ctx.grid, ctx.threads, tuple(k.thread_vars), body,
                                          span=self.span(node)))
+
+    def warp_groups(self, node, ctx):
+        """`with T.ws(...)`: the body runs on those warp groups' threads only."""
+        from ..op.hopper import WarpGroupScope
+
+        if node.items[0].optional_vars is not None:
+            raise self.error(DSLSyntaxError, "`with T.ws(...)` binds no name (drop the `as ...`)", node)
+        self.builder.emit(WarpGroupScope(ctx.lo, ctx.hi, self.block(node.body), span=self.span(node)))
 
     def stmt_Return(self, node):
         raise _Return(None if node.value is None else self.eval(node.value))

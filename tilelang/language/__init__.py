@@ -24,6 +24,9 @@ from .math import (exp, exp2, log, log2, log10, sqrt, rsqrt, tanh, sigmoid, sin,
 from .debug import print, device_assert  # noqa: F401
 from .macro import macro  # noqa: F401
 from .eager import const, empty, dynamic, symbolic  # noqa: F401
+from .hopper import (ws, WarpSpecialize, mbarrier_wait_parity, mbarrier_arrive, mbarrier_expect_tx,  # noqa: F401
+                     mbarrier_arrive_expect_tx, barrier_wait, barrier_arrive, tma_copy, fence_proxy_async,
+                     set_max_nreg, inc_max_nreg, dec_max_nreg)
 
 
 def prim_func(func=None, *, private=False, check_well_formed=False):

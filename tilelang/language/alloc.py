@@ -57,5 +57,15 @@ def alloc_var(dtype, init=None, scope="local.var", name=None) -> Buffer:
     return _alloc((1,), dtype, "local.var", "T.alloc_var", name=name, init=init)
 
 
-def alloc_barrier(arrive_count=1):  # accepted for source compatibility
-    return alloc_var("uint64", name="mbar")
+def alloc_barrier(arrive_count) -> Buffer:
+    """`n` mbarriers in shared memory: `T.alloc_barrier(128)` (one, used as mbar or mbar[0]) or
+    `T.alloc_barrier([128, 128])` (used as mbars[i]); a phase of each completes after that many
+    arrivals (T.barrier_arrive / T.mbarrier_arrive, one per thread that runs it). Allocate them
+    at the top level of the kernel. See language/hopper.py for the ops that use them."""
+    counts = list(arrive_count) if isinstance(arrive_count, (list, tuple)) else [arrive_count]
+    vals = [const_int(c) for c in counts]
+    if not vals or any(v is None or v <= 0 for v in vals):
+        raise ValueError(f"T.alloc_barrier: arrive_count must be compile-time integers of at least 1, got {counts}")
+    buf = _alloc((len(vals),), "uint64", "shared.dyn", "T.alloc_barrier", name="mbar")
+    buf.barrier_counts = tuple(vals)
+    return buf

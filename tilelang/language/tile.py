@@ -10,6 +10,8 @@ from ..ir.expr import BufferLoad, Expr, as_expr, cast, const_value
 from ..op import tile_ops as O
 from ..op.regions import is_tile_arg, matrix_extents, pair_regions, squeezed, to_region, same_extent
 
+_builder = B  # T.gemm names its second operand B, as the public TileLang does
+
 
 def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None, loop_layout=None):
     """Copy a tile: `T.copy(A[by * 128, k * 32], A_shared)`.
@@ -47,15 +49,16 @@ class GemmWarpPolicy(enum.IntEnum):
     FullCol = 2
 
 
-def gemm(A, B_, C, transpose_A=False, transpose_B=False, policy=None, clear_accum=False, k_pack=1,
-         wg_wait=0, mbar=None):
+def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=None, clear_accum=False, k_pack=1,
+         wg_wait=0, mbar=None, annotations=None):
     """C += A @ B on tiles (`C = A @ B` with clear_accum=True); transposes per flag.
 
     A is (M, K) or (K, M) with transpose_A; B is (K, N) or (N, K) with transpose_B; C is (M, N).
-    Example: `T.gemm(A_shared, B_shared, C_local)`.
+    Example: `T.gemm(A_shared, B_shared, C_local)`. Argument names are the public TileLang's
+    (`T.gemm(A=..., B=..., C=...)`); `annotations` is accepted and has no effect here.
     """
-    B.in_kernel("T.gemm")
-    ra, rb, rc = (to_region(x, None, "T.gemm") for x in (A, B_, C))
+    _builder.in_kernel("T.gemm")
+    ra, rb, rc = (to_region(x, None, "T.gemm") for x in (A, B, C))
     a, b, c = matrix_extents(ra), matrix_extents(rb), matrix_extents(rc)
     for nm, e in (("A", a), ("B", b), ("C", c)):
         if len(e) != 2:
@@ -68,7 +71,7 @@ def gemm(A, B_, C, transpose_A=False, transpose_B=False, policy=None, clear_accu
     if not (same_extent(m, c[0]) and same_extent(n, c[1])):
         raise ShapeMismatchError(f"T.gemm: A@B is ({m}, {n}) but C ({rc.buffer.name}) is ({c[0]}, {c[1]})")
     pol = getattr(policy, "name", None) or (str(policy) if policy is not None else "Square")
-    B.current().emit(O.Gemm(ra, rb, rc, bool(transpose_A), bool(transpose_B), bool(clear_accum), pol,
+    _builder.current().emit(O.Gemm(ra, rb, rc, bool(transpose_A), bool(transpose_B), bool(clear_accum), pol,
                             int(k_pack), int(wg_wait)))
 
 

@@ -46,6 +46,19 @@ def squeezed(extents) -> list:
     return out
 
 
+def tile_coords(r: BufferRegion, buffer_coords) -> list:
+    """Coordinates over r's non-unit extents (what region_indices takes) of the element of
+    r.buffer at `buffer_coords` (one per buffer dim): the inverse of region_indices.
+
+    A (1, N) fragment walked by its layout gives (0, j); the copy's other side, a global
+    A[bx:bx+1, :], wants the one tile coordinate j:   (0, j) -> [j]  -> A[bx, j].
+    """
+    coords = list(buffer_coords)
+    if len(coords) != len(r.ranges):
+        raise ValueError(f"internal: {len(coords)} coordinates for the {len(r.ranges)}-d buffer {r.buffer.name}")
+    return [simplify(as_expr(c) - start) for (start, ext), c in zip(r.ranges, coords) if const_int(ext) != 1]
+
+
 def matrix_dims(r: BufferRegion) -> tuple[int, int]:
     """The two dims of a gemm operand that hold its rows and columns.
 
@@ -60,6 +73,25 @@ def matrix_dims(r: BufferRegion) -> tuple[int, int]:
         return nd - 2, nd - 1
     d = nonunit[0]
     return (d - 1, d) if d == nd - 1 else (d, d + 1)
+
+
+def matrix_indices(r: BufferRegion, row, col) -> tuple:
+    """Buffer indices of element (row, col) of a gemm operand region (its matrix_dims)."""
+    idx = list(r.starts)
+    for d, v in zip(matrix_dims(r), (row, col)):
+        idx[d] = simplify(as_expr(idx[d]) + v)
+    return tuple(idx)
+
+
+def matrix_coords(r: BufferRegion, coords) -> tuple:
+    """(row, col) of a gemm operand region for coordinates over its non-unit extents (what
+    tile_coords gives): a (1, N) C tile walked as [j] is row 0, column j."""
+    nonunit = [d for d, e in enumerate(r.extents) if const_int(e) != 1]
+    out = [as_expr(0), as_expr(0)]
+    for k, d in enumerate(matrix_dims(r)):
+        if d in nonunit:
+            out[k] = coords[nonunit.index(d)]
+    return tuple(out)
 
 
 def matrix_extents(r: BufferRegion) -> list:

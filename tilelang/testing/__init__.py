@@ -24,10 +24,14 @@ import re
 import sys
 
 from ..profiler.compare import torch_assert_close
+from .perf_regression import process_func, regression
 
 __all__ = ["main", "set_random_seed", "torch_assert_close", "requires_cuda", "requires_cuda_compute_version",
-           "requires_cuda_compute_version_ge", "requires_cuda_compute_version_eq", "requires_package",
-           "cuda_available", "line_of", "raises_at"]
+           "requires_cuda_compute_version_ge", "requires_cuda_compute_version_gt",
+           "requires_cuda_compute_version_eq", "requires_cuda_compute_version_le",
+           "requires_cuda_compute_version_lt", "requires_package", "requires_llvm", "requires_cuda_or_cdna",
+           "requires_rocm", "requires_cdna", "requires_gfx950", "requires_metal", "requires_ascend",
+           "process_func", "regression", "cuda_available", "line_of", "raises_at"]
 
 
 def main() -> None:
@@ -107,8 +111,55 @@ def requires_cuda_compute_version_ge(major: int, minor: int = 0):
     return requires_cuda_compute_version(major, minor, "ge")
 
 
+def requires_cuda_compute_version_gt(major: int, minor: int = 0):
+    return requires_cuda_compute_version(major, minor, "gt")
+
+
 def requires_cuda_compute_version_eq(major: int, minor: int = 0):
     return requires_cuda_compute_version(major, minor, "eq")
+
+
+def requires_cuda_compute_version_le(major: int, minor: int = 0):
+    return requires_cuda_compute_version(major, minor, "le")
+
+
+def requires_cuda_compute_version_lt(major: int, minor: int = 0):
+    return requires_cuda_compute_version(major, minor, "lt")
+
+
+def requires_cuda_or_cdna(func):
+    """CUDA or AMD CDNA: here (no ROCm backend) the same as `requires_cuda`."""
+    return requires_cuda(func)
+
+
+def requires_llvm(func):
+    """The host CPU backend: ours compiles C, so this skips only where no C compiler is found."""
+    import shutil
+
+    import pytest
+
+    from .. import env
+
+    ok = shutil.which(env.c_compiler()) is not None
+    return pytest.mark.skipif(not ok, reason=f"needs a C compiler ({env.c_compiler()!r} not found)")(func)
+
+
+def _unsupported_backend(name: str, what: str):
+    def mark(func):
+        import pytest
+
+        return pytest.mark.skipif(True, reason=f"needs {what}: this TileLang has no {name} backend")(func)
+
+    mark.__name__ = f"requires_{name}"
+    mark.__doc__ = f"Always skips: tests for {what} need a {name} backend, which this TileLang does not have."
+    return mark
+
+
+requires_rocm = _unsupported_backend("rocm", "an AMD ROCm GPU")
+requires_cdna = _unsupported_backend("cdna", "an AMD CDNA GPU")
+requires_gfx950 = _unsupported_backend("gfx950", "an AMD gfx950 (CDNA4) GPU")
+requires_metal = _unsupported_backend("metal", "an Apple Metal GPU")
+requires_ascend = _unsupported_backend("ascend", "a Huawei Ascend NPU")
 
 
 def requires_package(*names: str):

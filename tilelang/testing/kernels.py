@@ -53,3 +53,44 @@ def gemm(M, N, K, bM, bN, bK, threads=128, stages=3, dtype="float16", out_dtype=
         body(A, B, C)
 
     return gemm
+
+
+def ws_gemm(M, N, K, bM=128, bN=128, bK=64, *, consumer=0, stages=1, pipelined=True, set_nreg=False,
+            dtype="float16"):
+    """C = A @ B (fp32 accumulate, `dtype` out) specialized by hand (T.ws, as in the public
+    TileLang's warp_specialize examples): warp group 1 - consumer streams tiles with T.tma_copy,
+    warp group `consumer` waits, runs T.gemm and releases them. stages=1: one tile pair and a
+    data_is_ready / compute_is_done barrier pair; stages=2: 3-d (2, ...) tiles and a full / empty
+    barrier per stage. set_nreg: the producer gives registers back, the consumer takes more."""
+    producer = 1 - consumer
+    loop = (lambda n: T.Pipelined(n, num_stages=2)) if pipelined else T.serial
+
+    @T.prim_func
+    def ws_gemm(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=256) as (bx, by):
+            A_s = T.alloc_shared((stages, bM, bK), dtype)
+            B_s = T.alloc_shared((stages, bK, bN), dtype)
+            C_l = T.alloc_fragment((bM, bN), "float32")
+            bars = T.alloc_barrier([128] * (2 * stages))  # full[s] = bars[s], empty[s] = bars[stages + s]
+            if set_nreg:
+                with T.ws(producer):
+                    T.dec_max_nreg(40)
+            with T.ws(consumer):
+                if set_nreg:
+                    T.inc_max_nreg(232)
+                T.clear(C_l)
+            for ko in loop(T.ceildiv(K, bK)):
+                s = ko % stages
+                with T.ws(producer):
+                    T.barrier_wait(bars[stages + s], ((ko // stages) % 2) ^ 1)
+                    T.tma_copy(A[by * bM, ko * bK], A_s[s, :, :], barrier=bars[s])
+                    T.tma_copy(B[ko * bK, bx * bN], B_s[s, :, :], barrier=bars[s])
+                    T.barrier_arrive(bars[s])
+                with T.ws(consumer):
+                    T.mbarrier_wait_parity(bars[s], (ko // stages) % 2)
+                    T.gemm(A_s[s, :, :], B_s[s, :, :], C_l)
+                    T.mbarrier_arrive(bars[stages + s])
+            with T.ws(consumer):
+                T.copy(C_l, C[by * bM, bx * bN])
+
+    return ws_gemm

@@ -20,6 +20,7 @@ from ..ir.buffer import Buffer, BufferRegion
 from ..ir.visitor import Mutator
 from ..op import tile_ops as O
 from ..op.regions import matrix_dims, squeezed
+from .hopper_cpu import HopperCPU, barrier_init
 
 
 _GEMM_K_UNROLLS = (8, 4, 2)  # k steps per pass over a C row in the CPU gemm: fewer C loads/stores
@@ -66,7 +67,7 @@ def in_bounds(r: BufferRegion, idx, ranges: Ranges | None = None) -> E.Expr | bo
     return out
 
 
-class LowerTileOpsCPU(TrackRanges, Mutator):
+class LowerTileOpsCPU(HopperCPU, TrackRanges, Mutator):
     def __init__(self):
         self.ranges = Ranges()  # block and loop variables: proves bounds guards redundant
 
@@ -189,7 +190,13 @@ class LowerTileOpsCPU(TrackRanges, Mutator):
             raise LoweringError("the CPU backend runs each block on one thread and does not support explicit "
                                 "thread indices (T.get_thread_binding); use tile ops and T.Parallel", k.span)
         self.ranges.kernel(k)
+        self.threads_now = k.threads[0] * k.threads[1] * k.threads[2]
         return self.generic(k)
+
+    def visit_Allocate(self, s: S.Allocate):
+        if getattr(s.buffer, "barrier_counts", None) is not None:  # T.alloc_barrier: a fresh phase 0
+            return S.seq(s, barrier_init(s.buffer))
+        return s
 
 
 def _serial(v, extent, body):

@@ -43,8 +43,15 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     from ...transform.cuda.warp_specialize import warp_specialize
     from ...transform.pass_config import get as config
 
-    ws = None
-    if ctx.target.sm >= 90 and not config(ctx.pass_configs, "tl.disable_warp_specialized", False) \
+    from ...transform.cuda.manual_ws import has_warp_groups, manual_ws
+
+    ws = manual = None
+    if has_warp_groups(k):  # warp specialization by hand: the user's barriers are the schedule
+        if ctx.target.sm < 90:
+            raise LoweringError(f"T.ws (warp specialization by hand) needs sm_90a (Hopper); the target is "
+                                f"{ctx.target.arch}", k.span)
+        k_manual, manual = manual_ws(k, msgs.append)
+    elif ctx.target.sm >= 90 and not config(ctx.pass_configs, "tl.disable_warp_specialized", False) \
             and not config(ctx.pass_configs, "tl.disable_tma_lower", False) \
             and not config(ctx.pass_configs, "tl.disable_wgmma", False):
         from ..target import num_sms
@@ -57,6 +64,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                                    not config(ctx.pass_configs, "tl.disable_deferred_epilogue", False))
     if ws is not None:
         k_piped, views = k_ws, []
+    elif manual is not None:
+        k_piped, views = k_manual, []
     else:
         from ..target import num_sms
 
@@ -78,6 +87,10 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     if ws is not None:
         info.swizzled |= ws.swizzled
         info.panels |= ws.panels
+    if manual is not None:
+        info.swizzled |= manual.swizzled
+        info.panels |= manual.panels
+        info.tma_descs = list(manual.descs)
     for m in dict.fromkeys(msgs):  # once each (a copy lowered in a prologue and a loop says it twice)
         ctx.warnings.append(m)
     ctx.cuda_info = info
@@ -94,6 +107,12 @@ def _replace_kernel(body, old, new):
     return body
 
 
+def legal_names_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
+    from ...codegen.c import legal_buffer_names
+
+    return legal_buffer_names(func)
+
+
 def unique_names_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     from ...codegen.c import unique_var_names
 
@@ -102,6 +121,7 @@ def unique_names_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
 
 PASSES = [
     ("check_dtypes", check_dtypes_pass),
+    ("legal_names", legal_names_pass),
     ("simplify", simplify_pass),
     ("legalize_safe_memory", legalize_safe_memory),
     ("lower_cuda", lower_cuda),
@@ -132,6 +152,11 @@ class CUDAArtifact:
         self.source = self.csource.text
         if spill:
             warnings.warn(f"{func.name}: {spill}", PerformanceWarning, stacklevel=4)
+        if "'setmaxnreg' ignored" in (self.compiled.log or ""):  # T.set_max_nreg below what the kernel needs
+            regs = self.compiled.ptxas_info().get("registers", "?")
+            warnings.warn(f"{func.name}: ptxas ignored setmaxnreg (T.set_max_nreg / dec_max_nreg): the kernel "
+                          f"needs {regs} registers per thread, more than a lowered budget allows",
+                          PerformanceWarning, stacklevel=4)
         self.ptx = self.compiled.ptx
         self._fn = None
         self._tmaps: dict = {}

@@ -36,9 +36,18 @@ TL_DEVICE int swizzle_offset(int row, int col) {
   }
 }
 
+// Offset of (k, n) in an MN-major panel tile with kRows rows (K) of 64 16-bit elements.
+template <int kRows>
+TL_DEVICE int panel_offset(int k, int n) {
+  return (n / 64) * (kRows * 64) + swizzle_offset<64, 2>(k, n % 64);
+}
+
 
 // One warp's share of a block GEMM step: fragments of a 16-wide K slice and the mmas on them.
-template <int M, int N, int WARPS_M, int WARPS_N, bool TA, bool TB, int LDA, int LDB, bool SWA, bool SWB, class T>
+// PRA / PRB > 0: that tile is kept in 64-column panels of PRA / PRB rows (tl::panel_offset), the
+// layout a wgmma operand of 16-bit rows longer than 128 B has, when one tile feeds both paths.
+template <int M, int N, int WARPS_M, int WARPS_N, bool TA, bool TB, int LDA, int LDB, bool SWA, bool SWB, class T,
+          int PRA = 0, int PRB = 0>
 struct MmaWarpTile {
   static_assert(sizeof(T) == 2, "tl::gemm_ss: mma.sync path takes 16-bit inputs (half_t / bfloat16_t)");
   static constexpr int WM = M / WARPS_M, WN = N / WARPS_N;
@@ -47,10 +56,16 @@ struct MmaWarpTile {
   static_assert(M % (WARPS_M * 16) == 0 && N % (WARPS_N * 8) == 0, "tl::gemm_ss: warp tile must be 16x8 multiples");
 
   // Byte offset of (row, col) in a tile; depends on the lane only, so it is computed once.
-  template <int kRow, bool kSwizzle>
+  template <int kRow, bool kSwizzle, int kPanelRows = 0>
   TL_DEVICE static uint32_t off(int row, int col) {
+    if constexpr (kPanelRows > 0) {
+      static_assert(sizeof(T) == 2 && kRow % 64 == 0, "tl::gemm_ss: panel tiles have 16-bit rows of 64k elements");
+      return static_cast<uint32_t>(panel_offset<kPanelRows>(row, col)) * sizeof(T);
+    }
     return static_cast<uint32_t>(kSwizzle ? swizzle_offset<kRow, sizeof(T)>(row, col) : row * kRow + col) * sizeof(T);
   }
+  // Elements between rows r and r + 8: a panel row holds 64 elements.
+  static constexpr int RSA = PRA > 0 ? 64 : LDA, RSB = PRB > 0 ? 64 : LDB;
 
   // f[0 .. 4*MI) <- A rows of this warp, f[4*MI ..) <- B columns, K slice [kk, kk + 16).
   // A and B are the tiles' shared-window byte addresses (smem_addr).
@@ -58,18 +73,18 @@ struct MmaWarpTile {
   // every 8 rows), so a K slice that moves rows (kk a multiple of 16) is an immediate offset.
   TL_DEVICE static void load(uint32_t* f, uint32_t A, uint32_t B, int kk) {
     const int lane = threadIdx.x % 32;
-    const int warp = threadIdx.x / 32;
+    const int warp = (threadIdx.x / 32) % (WARPS_M * WARPS_N);  // T.ws: warps of one warp-group range
     const int wm = warp % WARPS_M, wn = warp / WARPS_M;
     uint32_t* fb = f + MI * 4;
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) {
       const int m0 = wm * WM + mi * 16;
       if constexpr (!TA) {
-        ldmatrix<4, false>(f + mi * 4, A + off<LDA, SWA>(wm * WM + lane % 16, kk + (lane / 16) * 8) +
-                                               mi * 16 * LDA * sizeof(T));
+        ldmatrix<4, false>(f + mi * 4, A + off<LDA, SWA, PRA>(wm * WM + lane % 16, kk + (lane / 16) * 8) +
+                                               mi * 16 * RSA * sizeof(T));
       } else {
         const int q = lane / 8;
-        ldmatrix<4, true>(f + mi * 4, A + off<LDA, SWA>((q / 2) * 8 + lane % 8, m0 + (q % 2) * 8) + kk * LDA * sizeof(T));
+        ldmatrix<4, true>(f + mi * 4, A + off<LDA, SWA, PRA>((q / 2) * 8 + lane % 8, m0 + (q % 2) * 8) + kk * RSA * sizeof(T));
       }
     }
 #pragma unroll
@@ -78,15 +93,15 @@ struct MmaWarpTile {
       const int q = lane / 8;
       if (ni + 1 < NI) {
         if constexpr (!TB) {
-          ldmatrix<4, true>(fb + ni * 2, B + off<LDB, SWB>((q % 2) * 8 + lane % 8, n0 + (q / 2) * 8) + kk * LDB * sizeof(T));
+          ldmatrix<4, true>(fb + ni * 2, B + off<LDB, SWB, PRB>((q % 2) * 8 + lane % 8, n0 + (q / 2) * 8) + kk * RSB * sizeof(T));
         } else {
-          ldmatrix<4, false>(fb + ni * 2, B + off<LDB, SWB>(n0 + (q / 2) * 8 + lane % 8, kk + (q % 2) * 8));
+          ldmatrix<4, false>(fb + ni * 2, B + off<LDB, SWB, PRB>(n0 + (q / 2) * 8 + lane % 8, kk + (q % 2) * 8));
         }
       } else {
         if constexpr (!TB) {
-          ldmatrix<2, true>(fb + ni * 2, B + off<LDB, SWB>(lane % 16, n0) + kk * LDB * sizeof(T));
+          ldmatrix<2, true>(fb + ni * 2, B + off<LDB, SWB, PRB>(lane % 16, n0) + kk * RSB * sizeof(T));
         } else {
-          ldmatrix<2, false>(fb + ni * 2, B + off<LDB, SWB>(n0 + lane % 8, kk + ((lane / 8) % 2) * 8));
+          ldmatrix<2, false>(fb + ni * 2, B + off<LDB, SWB, PRB>(n0 + lane % 8, kk + ((lane / 8) % 2) * 8));
         }
       }
     }
@@ -106,9 +121,9 @@ struct MmaWarpTile {
 };
 
 template <int M, int N, int K, int WARPS_M, int WARPS_N, bool TA, bool TB, int LDA, int LDB, bool SWA,
-          bool SWB, class T>
+          bool SWB, class T, int PRA = 0, int PRB = 0>
 TL_DEVICE void gemm_ss(const T* A, const T* B, float* C) {
-  using W = MmaWarpTile<M, N, WARPS_M, WARPS_N, TA, TB, LDA, LDB, SWA, SWB, T>;
+  using W = MmaWarpTile<M, N, WARPS_M, WARPS_N, TA, TB, LDA, LDB, SWA, SWB, T, PRA, PRB>;
   static_assert(K % 16 == 0, "tl::gemm_ss: K must be a multiple of 16");
 #pragma unroll
   for (int kk = 0; kk < K; kk += 16) {

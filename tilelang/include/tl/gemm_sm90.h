@@ -21,11 +21,6 @@
 
 namespace tl {
 
-// Offset of (k, n) in an MN-major panel tile with kRows rows (K) of 64 16-bit elements.
-template <int kRows>
-TL_DEVICE int panel_offset(int k, int n) {
-  return (n / 64) * (kRows * 64) + swizzle_offset<64, 2>(k, n % 64);
-}
 
 // Descriptor of the kk-th 32-byte K slice of rows r0.. of a K-major tile with kRows rows:
 // rows of kRowBytes = 32, 64 or 128 B in one swizzle span each, or (16-bit, kRowBytes a multiple
@@ -73,7 +68,7 @@ TL_DEVICE void gemm_ss_sm90(const T* A, const T* B, TC* C) {
   static_assert(M % (WG_M * 64) == 0, "tl::gemm_ss_sm90: each warpgroup needs a multiple of 64 rows");
   static_assert(K % kStep == 0, "tl::gemm_ss_sm90: K must be a multiple of 32 bytes");
   constexpr int kRegs = MI * N_WG / 2;
-  const int wg = threadIdx.x / 128;
+  const int wg = (threadIdx.x / 128) % (WG_M * WG_N);  // T.ws scopes may start past warp group 0
   const int wgm = wg % WG_M, wgn = wg / WG_M;
   fence_accumulator<kRegs>(C);
   warpgroup_arrive();

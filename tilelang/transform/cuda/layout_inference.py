@@ -16,13 +16,13 @@ Strict:  the C of a T.gemm takes the mma.sync accumulator layout when the gemm c
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ...arith.simplify import aligned, const_int
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
-from ...ir.visitor import Visitor, collect
+from ...ir.visitor import Mutator, Visitor, buffers_used, collect
 from ...layout.fragment import (FlatFragment, MmaAccFragment, RowFragment, WgmmaAccFragment, choose_warpgroups,
                                 choose_warps, row_fragment_ok)
 from ...op import tile_ops as O
@@ -158,6 +158,21 @@ class _Uses(Visitor):
         self.reduces: list = []
         self.notes: list = []
         self.boxes: list = []  # fragments a box is copied out of before their layout is known
+        self.frag_threads: dict = {}  # fragment uid -> threads of the scope using it (T.ws)
+        self.outside: set = set()  # fragments used outside every T.ws scope
+
+    def visit_WarpGroupScope(self, s):
+        """Fragments used inside `T.ws` are spread over the scope's threads only."""
+        for b in buffers_used(s.body):
+            if b.uid in self.frags:
+                prev = self.frag_threads.setdefault(b.uid, s.threads)
+                if prev != s.threads or b.uid in self.outside:
+                    self.bad(b, "used by different thread ranges (inside and outside T.ws)")
+        outer, self.threads = self.threads, s.threads
+        try:
+            self.visit(s.body)
+        finally:
+            self.threads = outer
 
     def bad(self, buf, why):
         if buf.uid in self.frags:
@@ -282,6 +297,18 @@ class _Uses(Visitor):
         self.generic(e)
 
 
+def _without_scopes(body):
+    """The kernel body without T.ws scopes and allocations (what uses all the block's threads)."""
+    class _Drop(Mutator):
+        def visit_WarpGroupScope(self, s):
+            return replace(s, body=S.SeqStmt(()))
+
+        def visit_Allocate(self, s):
+            return S.SeqStmt(())
+
+    return _Drop().visit(body)
+
+
 def _propagate(links, layouts):
     changed = True
     while changed:
@@ -299,6 +326,7 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
     frags = {a.buffer.uid: a.buffer for a in collect(kernel.body, lambda n: isinstance(n, S.Allocate))
              if a.buffer.scope == "fragment"}
     uses = _Uses(frags, threads, sm)
+    uses.outside = {b.uid for b in buffers_used(_without_scopes(kernel.body)) if b.uid in frags}
     uses.visit(kernel.body)
     layouts: dict = {uid: None for uid in frags}
     for uid, lay in uses.strict.items():
@@ -344,9 +372,10 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
             for s in shape:
                 n *= s
             vec = max(1, 16 // buf.dtype.bytes)
-            while vec > 1 and (n % (threads * vec) or shape[-1] % vec):
+            nt = uses.frag_threads.get(uid, threads)
+            while vec > 1 and (n % (nt * vec) or shape[-1] % vec):
                 vec //= 2
-            layouts[uid] = FlatFragment(shape, threads, vec)
+            layouts[uid] = FlatFragment(shape, nt, vec)
     # links whose layouts still disagree: demote the non-strict side
     for a, b in uses.links:
         la, lb = layouts.get(a.uid), layouts.get(b.uid)

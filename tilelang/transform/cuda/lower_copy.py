@@ -20,7 +20,7 @@ from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
 from ...ir.visitor import Mutator, collect, substitute
-from ...layout.fragment import MmaAccFragment, WgmmaAccFragment
+from ...layout.fragment import FlatFragment, MmaAccFragment, WgmmaAccFragment
 from ...op import tile_ops as O
 from ...op.regions import squeezed
 from ..lower_tile_ops_cpu import in_bounds, region_indices
@@ -40,6 +40,8 @@ class CopyLowering:
 
     def vector_width(self, op: O.Copy) -> tuple[int, str | None]:
         if self.reg(op.src.buffer) is not None or self.reg(op.dst.buffer) is not None:
+            return 1, None
+        if op.dst.buffer.scope in ("local", "local.var"):  # every thread fills its own whole copy
             return 1, None
         return copy_vector_width(op)
 
@@ -200,8 +202,7 @@ class CopyLowering:
 
         def make(cv, reg_ref):
             si, di = region_indices(op.src, cv), region_indices(op.dst, cv)
-            same = sreg is not None and dreg is not None and \
-                self.plan.layout(op.src.buffer) == self.plan.layout(op.dst.buffer)
+            same = sreg is not None and dreg is not None and self._same_slots(op)
             src = sreg[reg_ref.indices] if (sreg is not None and (drive is op.src or same)) else (
                 sreg[self._slot_of(op.src.buffer, si)] if sreg is not None else
                 E.BufferLoad(op.src.buffer, si, op.src.buffer.dtype))
@@ -293,8 +294,19 @@ class CopyLowering:
         return S.For(lvar, E.as_expr(lo), E.as_expr(hi - lo), "unroll",
                      S.seq(S.LetStmt(ci, i), S.LetStmt(cj, j), body), THREAD_LOOP)
 
+    def _same_slots(self, op: O.Copy) -> bool:
+        """Register tile -> register tile where slot l of a thread holds the same element on both
+        sides: one layout, or flat layouts of one squeezed shape over whole tiles ((1, N) and (N,))."""
+        a, b = self.plan.layout(op.src.buffer), self.plan.layout(op.dst.buffer)
+        if a == b:
+            return True
+        return isinstance(a, FlatFragment) and isinstance(b, FlatFragment) and \
+            (a.threads, a.vec) == (b.threads, b.vec) and squeezed(a.shape) == squeezed(b.shape) and \
+            whole(op.src, op.src.buffer) and whole(op.dst, op.dst.buffer)
+
     def _slot_of(self, buf, idx):
-        raise NotImplementedError("copy between register fragments of different layouts")
+        raise NotImplementedError(f"T.copy between register fragments of different layouts ({buf.name} is laid "
+                                  f"out as {self.plan.layout(buf)}); copy through a shared tile instead")
 
 
 @dataclass

@@ -29,7 +29,7 @@ from ...layout.fragment import (
     WgmmaAccFragment,
 )
 from ...op import tile_ops as O
-from ...op.regions import squeezed
+from ...op.regions import matrix_coords, matrix_indices, squeezed, tile_coords
 from ..lower_tile_ops_cpu import cumsum_scan, in_bounds, region_indices
 from .layout_inference import LayoutPlan, infer_layouts, kmajor_panels, kmajor_rows_ok
 from .lower_copy import CopyLowering, _bound_in, _Hoist, copy_vector_width, unflatten  # noqa: F401 (re-exports)
@@ -62,6 +62,7 @@ class AccStash(S.Stmt):
 
 
 THREAD_LOOP = (("tl.thread_loop", True),)
+THREAD_LOCAL = ("local", "local.var")  # scopes each thread holds a whole copy of
 
 
 def sync() -> Raw:
@@ -80,6 +81,7 @@ class CudaKernelInfo:
     scope_changes: list = field(default_factory=list)
     sm: int = 80
     uses_wgmma: bool = False
+    tma_descs: list = field(default_factory=list)  # tensor maps of T.tma_copy (manual_ws.py)
 
 
 class _Lower(CopyLowering, TrackRanges, Mutator):
@@ -126,6 +128,21 @@ class _Lower(CopyLowering, TrackRanges, Mutator):
             reason = self.plan.reasons.get(b.uid, "")
             self.warn(f"fragment {b.name} is kept in shared memory, not registers: {reason}")
         return s
+
+    def visit_WarpGroupScope(self, s):
+        """Tile ops inside `T.ws` are block-level over the scope's threads: tid - 128 lo of T."""
+        saved = self.T, self.tid
+        self.T = s.threads
+        pre = []
+        if s.lo:
+            self.tid = E.Var("tid_wg", dt.int32)
+            pre = [S.LetStmt(self.tid, saved[1] - s.lo * 128)]
+        try:
+            with self.ranges.scoped({self.tid: (0, self.T - 1)}):
+                body = self.visit(s.body)
+        finally:
+            self.T, self.tid = saved
+        return replace(s, body=S.seq(*pre, body))
 
     # ------------------------------------------------------------ per-thread element loops
     def slot_loop(self, layout, make_body, names=None, vector=None, scalar_layout=None):
@@ -236,12 +253,30 @@ class _Lower(CopyLowering, TrackRanges, Mutator):
 
     # ------------------------------------------------------------ tile ops
     def elementwise(self, region: BufferRegion, make):
-        """Loop over a region's elements; register regions drive their own layout."""
+        """Loop over a region's elements; register regions drive their own layout.
+
+        make(coords, reg_ref): coords run over the region's non-unit extents (region_indices's
+        input) on both paths; a register layout's per-dim coordinates are mapped onto them."""
         r = self.reg(region.buffer)
         if r is not None:
             lay = self.plan.layout(region.buffer)
-            return self.slot_loop(lay, lambda l, cv: make(cv, r[l]), vector="quiet")
+            return self.slot_loop(lay, lambda l, cv: make(tile_coords(region, cv), r[l]), vector="quiet")
+        if region.buffer.scope in THREAD_LOCAL:
+            return self.per_thread_loop(squeezed(region.extents), lambda cv: make(cv, None))
         return self.flat_loop(squeezed(region.extents), lambda cv: make(cv, None), vector="quiet")
+
+    def per_thread_loop(self, extents, make_body):
+        """Every thread walks every element: a T.alloc_local tile is each thread's own, so a
+        copy or fill into it gives each thread the whole tile (T.copy(A[0:4], q) then q[i // 64]
+        in a T.Parallel(256) reads all four values on every thread)."""
+        cvars = [E.Var("ijkm"[d], dt.int32) for d in range(len(extents))]
+        with self.ranges.coords(cvars, extents):
+            body = make_body(cvars)
+        for v, e in reversed(list(zip(cvars, extents))):
+            n = const_int(E.as_expr(e))
+            body = S.For(v, E.as_expr(0), E.as_expr(e), "unroll" if n is not None and n <= 64 else "serial",
+                         body, THREAD_LOOP)
+        return body
 
     def visit_Fill(self, op: O.Fill):
         def make(cv, reg_ref):
@@ -269,10 +304,12 @@ class _Lower(CopyLowering, TrackRanges, Mutator):
         acc = op.C.buffer.dtype
         kk = E.Var("kk", dt.int32)
 
-        def make(cv, reg_ref):
-            i, j = cv
-            a = E.BufferLoad(op.A.buffer, region_indices(op.A, (kk, i) if op.transpose_A else (i, kk)), op.A.buffer.dtype)
-            b = E.BufferLoad(op.B.buffer, region_indices(op.B, (j, kk) if op.transpose_B else (kk, j)), op.B.buffer.dtype)
+        def make(cv, reg_ref):  # cv: C's tile coords; A, B, C are indexed through their matrix dims
+            i, j = matrix_coords(op.C, cv)
+            a = E.BufferLoad(op.A.buffer, matrix_indices(op.A, *((kk, i) if op.transpose_A else (i, kk))),
+                             op.A.buffer.dtype)
+            b = E.BufferLoad(op.B.buffer, matrix_indices(op.B, *((j, kk) if op.transpose_B else (kk, j))),
+                             op.B.buffer.dtype)
             s = E.Var("acc", acc)
             ref = reg_ref if reg_ref is not None else E.BufferLoad(op.C.buffer, region_indices(op.C, cv), acc)
             init = E.const(0, acc) if op.clear_accum else ref
@@ -451,7 +488,7 @@ class _Lower(CopyLowering, TrackRanges, Mutator):
 
         if isinstance(op.src, BufferRegion) and sreg is not None:
             lay = self.plan.layout(op.src.buffer)
-            return self.slot_loop(lay, lambda l, cv: make(cv, sreg[l]))
+            return self.slot_loop(lay, lambda l, cv: make(tile_coords(op.src, cv), sreg[l]))
         ext = squeezed(op.dst.extents)
         if not ext:
             if self.per_thread:  # one element per iteration of a T.Parallel body: every thread's own
@@ -547,6 +584,22 @@ def _detach_scope_changes(body, low: _Lower):
     return _ReplaceBuffers(copies).visit(body) if copies else body
 
 
+class _MmaPanels(Mutator):
+    """An mma.sync gemm reading a tile that a wgmma gemm keeps in 64-column panels reads it as panels
+    (tl::gemm_ss's PRA / PRB): which tiles are panels is known only once every gemm is lowered."""
+
+    def __init__(self, panels: set):
+        self.panels = panels
+
+    def visit_Raw(self, r: Raw):
+        if not r.fmt.startswith("tl::gemm_ss<") or not any(b.uid in self.panels for b in r.reads):
+            return r
+        a, b = r.reads
+        rows = [x.shape[0] if x.uid in self.panels else 0 for x in (a, b)]
+        head, tail = r.fmt.split(">(", 1)
+        return replace(r, fmt=f"{head}, {rows[0]}, {rows[1]}>({tail}")
+
+
 def _addr(buf: Buffer) -> E.Expr:
     return E.Call("address_of", (E.BufferLoad(buf, tuple(E.as_expr(0) for _ in buf.shape), buf.dtype),), dt.uint64)
 
@@ -566,6 +619,7 @@ def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = Fa
         if uid in low.panels:  # a wgmma B tile in 64-column panels: the codegen indexes panels
             warn(f"T.annotate_layout swizzle of {buf.name} is overridden: it is a wgmma B tile, kept in "
                  "64-column panels")
+    body = _MmaPanels(low.panels).visit(body)
     body = _detach_scope_changes(body, low)
     # thread vars requested by T.get_thread_binding map onto threadIdx
     new = replace(k, body=body)

@@ -95,7 +95,7 @@ def plan(kernel: S.KernelLaunch, allow_reuse: bool = True) -> SmemPlan:
     n = len(stmts)
     if not allow_reuse:
         return sequential_plan(buffers, n)
-    if collect(kernel.body, lambda x: type(x).__name__ == "WSSplit"):
+    if collect(kernel.body, lambda x: type(x).__name__ in ("WSSplit", "WarpGroupScope")):
         return sequential_plan(buffers, n, "warp-specialized kernel")
     spans = _spans(stmts, buffers)
     pins = _pinned(kernel.body, buffers, spans)

@@ -18,7 +18,7 @@ from dataclasses import replace
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
-from ...ir.visitor import collect
+from ...ir.visitor import Mutator, collect
 from .lower_tile_ops import Raw, sync
 
 _SHARED = ("shared", "shared.dyn")
@@ -45,7 +45,45 @@ def accesses(st) -> tuple[set, set]:
 def _conflict(pending, acc) -> bool:
     pr, pw = pending
     r, w = acc
-    return bool(pw & (r | w)) or bool(pr & w)
+    return _hits(pw, r | w) or _hits(pr, w)
+
+
+# Accesses inside `T.ws` scopes are tagged ("ws", uid): the user's barriers order them against
+# other scopes' (no __syncthreads: the other warp groups never reach it), but not against code
+# all the block's threads run.
+def _hits(a: set, b: set) -> bool:
+    pa = {x for x in a if not isinstance(x, tuple)}
+    pb = {x for x in b if not isinstance(x, tuple)}
+    ta = {x[1] for x in a if isinstance(x, tuple)}
+    tb = {x[1] for x in b if isinstance(x, tuple)}
+    return bool(pa & (pb | tb)) or bool(ta & pb)
+
+
+def _is_scope(st) -> bool:
+    return type(st).__name__ == "WarpGroupScope"
+
+
+def _tagged(st) -> tuple[set, set]:
+    """accesses(st), with those inside T.ws scopes tagged."""
+    if _is_scope(st):
+        r, w = accesses(st)
+        return {("ws", u) for u in r}, {("ws", u) for u in w}
+    scopes = collect(st, _is_scope)
+    if not scopes:
+        return accesses(st)
+    reads, writes = set(), set()
+    for sc in scopes:
+        r, w = _tagged(sc)
+        reads |= r
+        writes |= w
+    plain = _Unscoped().visit(st)
+    r, w = accesses(plain)
+    return reads | r, writes | w
+
+
+class _Unscoped(Mutator):
+    def visit_WarpGroupScope(self, s):
+        return replace(s, body=S.SeqStmt(()))
 
 
 def _is_barrier(st) -> bool:
@@ -68,12 +106,15 @@ def _exposed(st) -> tuple[set, set, bool]:
             if barred:
                 return reads, writes, True
         return reads, writes, False
+    if _is_scope(st):
+        r, w = _tagged(st)
+        return r, w, False
     if isinstance(st, S.IfThenElse):
         r0, w0 = accesses(S.Evaluate(st.cond))
         r1, w1, b1 = _exposed(st.then_case)
         r2, w2, b2 = _exposed(st.else_case) if st.else_case is not None else (set(), set(), False)
         return r0 | r1 | r2, w0 | w1 | w2, b1 and b2
-    r, w = accesses(st)
+    r, w = _tagged(st)
     return r, w, False
 
 
@@ -91,6 +132,15 @@ class _Sync:
                 cons, _ = self.block(st.consumer, (set(), set()))
                 out.append(replace(st, consumer=cons))
                 pending = (set(), set())
+                continue
+            if _is_scope(st):  # its warp groups sync among themselves (named barrier, see codegen)
+                acc = _tagged(st)
+                if _conflict(pending, acc):
+                    out.append(sync())
+                    pending = (set(), set())
+                inner, _ = self.block(st.body, (set(), set()))
+                out.append(replace(st, body=inner))
+                pending = (pending[0] | acc[0], pending[1] | acc[1])
                 continue
             if isinstance(st, S.SeqStmt):
                 inner, pending = self.seq(st.stmts, pending)
@@ -124,7 +174,7 @@ class _Sync:
         # the loop's bounds (For: once, before it) or condition (While: before every pass) read too
         head = accesses(S.Evaluate(st.cond)) if isinstance(st, S.While) else \
             accesses(S.SeqStmt((S.Evaluate(E.as_expr(st.start)), S.Evaluate(E.as_expr(st.extent)))))
-        body_acc = accesses(st.body)
+        body_acc = _tagged(st.body)
         if isinstance(st, S.While):
             body_acc = (body_acc[0] | head[0], body_acc[1] | head[1])
         # racing with what came before the loop: one barrier before it, not one per pass

@@ -58,7 +58,7 @@ class WSInfo:
     deferred_epilogue: bool = False  # the output tile is stored during the next tile's k-loop
 
 
-def _tma_plan(op: O.Copy):
+def tma_plan(op: O.Copy):
     """(box outer-first, swizzle, panels) for a TMA-able copy, or (None, reason)."""
     g, s = op.src.buffer, op.dst.buffer
     if g.dtype != s.dtype:
@@ -215,7 +215,7 @@ def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine
             return None
     tma = []
     for p in producers:
-        box, why = _tma_plan(p)
+        box, why = tma_plan(p)
         if box is None:
             warn(f"no warp specialization (TMA pipeline): T.copy {p.src.buffer.name} -> {p.dst.buffer.name}: {why}")
             return None

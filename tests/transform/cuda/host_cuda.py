@@ -1,0 +1,217 @@
+"""Run CUDA kernels that tilelang compiled (through NVRTC) on the host, without a GPU.
+
+The generated CUDA source is compiled with g++ against host_cuda.h: each thread of a block
+is a host thread, so the per-thread index math, the distribution of a tile over threads and
+the barriers run exactly as generated. What it cannot see: timing, the asynchrony of
+cp.async / TMA (copies are synchronous here), warp shuffles and tensor-core instructions
+(kernels using them are refused). Each buffer sits right before an inaccessible page, so a
+read or write past its end crashes the run (reported as a failure, never silently passing).
+
+    prog = HostProgram({"copy": jit_kernel})        # one g++ build for all kernels
+    prog.run("copy", [a, b])                        # torch CPU tensors, updated in place
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import struct
+import subprocess
+import tempfile
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SMEM_BYTES = 232448
+UNSUPPORTED = ("tl::tma", "wgmma", "mma_sync", "ldmatrix", "__shfl", "tl_quad_", "mbarrier", "gemm_s")
+
+_MAIN = r"""
+#include <sys/mman.h>
+#include <unistd.h>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+
+template <class P>
+static P tl_host_arg(char* a) {
+  if constexpr (std::is_pointer_v<P>) {
+    return reinterpret_cast<P>(a);
+  } else {
+    P v;
+    std::memcpy(&v, a, sizeof(P));
+    return v;
+  }
+}
+
+template <class... P, size_t... I>
+static void tl_host_call(void (*f)(P...), char** a, std::index_sequence<I...>) {
+  f(tl_host_arg<P>(a[I])...);
+}
+
+template <class... P>
+static int tl_host_launch(void (*f)(P...), char** a, dim3 grid, int threads) {
+  tl_host_threads = threads;
+  gridDim = grid;
+  blockDim.x = threads;
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t) {
+    ts.emplace_back([=] {
+      threadIdx.x = t;
+      if (setjmp(tl_host_escape)) return;
+      for (unsigned z = 0; z < grid.z; ++z)
+        for (unsigned y = 0; y < grid.y; ++y)
+          for (unsigned x = 0; x < grid.x; ++x) {
+            blockIdx.x = x; blockIdx.y = y; blockIdx.z = z;
+            tl_host_barrier();
+            if (t == 0) std::memset(tl_smem, 0xff, sizeof(tl_smem));  // NaN-poisoned shared memory
+            tl_host_barrier();
+            tl_host_call(f, a, std::index_sequence_for<P...>{});
+          }
+    });
+  }
+  for (auto& th : ts) th.join();
+  return tl_host_broken ? 3 : 0;
+}
+
+// A buffer of n bytes ending (16-byte aligned) just before a PROT_NONE page.
+static char* tl_host_guarded(size_t n) {
+  size_t pg = sysconf(_SC_PAGESIZE);
+  size_t body = (n + pg - 1) / pg * pg + pg;
+  char* base = (char*)mmap(nullptr, body + pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) { std::perror("mmap"); std::exit(4); }
+  mprotect(base + body, pg, PROT_NONE);
+  return base + ((body - n) & ~size_t(15));
+}
+
+int main(int argc, char** argv) {
+  int which = std::atoi(argv[1]);
+  FILE* fp = std::fopen(argv[2], "rb");
+  std::vector<char*> args;
+  std::vector<std::pair<size_t, bool>> meta;
+  unsigned long long n;
+  unsigned char is_buf;
+  while (std::fread(&n, 8, 1, fp) == 1) {
+    std::fread(&is_buf, 1, 1, fp);
+    char* p = is_buf ? tl_host_guarded(n) : (char*)std::malloc(n + 8);
+    if (n) std::fread(p, 1, n, fp);
+    args.push_back(p);
+    meta.push_back({n, is_buf != 0});
+  }
+  std::fclose(fp);
+  dim3 grid;
+  grid.x = std::atoi(argv[3]); grid.y = std::atoi(argv[4]); grid.z = std::atoi(argv[5]);
+  int threads = std::atoi(argv[6]), rc = 5;
+  switch (which) {
+%(cases)s
+  }
+  fp = std::fopen(argv[2], "wb");
+  for (size_t i = 0; i < args.size(); ++i) {
+    unsigned long long m = meta[i].first;
+    unsigned char b = meta[i].second;
+    std::fwrite(&m, 8, 1, fp);
+    std::fwrite(&b, 1, 1, fp);
+    if (m) std::fwrite(args[i], 1, m, fp);
+  }
+  std::fclose(fp);
+  return rc;
+}
+"""
+
+
+def available() -> bool:
+    return shutil.which("g++") is not None
+
+
+class HostProgram:
+    """Every kernel of `kernels` (name -> tilelang JITKernel compiled for CUDA) in one host executable."""
+
+    def __init__(self, kernels: dict):
+        self.kernels = dict(kernels)
+        self.dir = tempfile.mkdtemp(prefix="tl_host_cuda_")
+        self.index = {}
+        parts = [f"#define TL_HOST_SMEM_BYTES {SMEM_BYTES}", f'#include "{os.path.join(HERE, "host_cuda.h")}"']
+        cases = []
+        for i, (name, k) in enumerate(self.kernels.items()):
+            cs = k.artifact.csource
+            text = "\n".join(line for line in cs.text.splitlines() if not line.startswith('#include "tl/'))
+            bad = [w for w in UNSUPPORTED if w in text]
+            if bad or any(kind not in ("buffer", "scalar", "dim") for kind, _ in cs.arg_kinds):
+                raise NotImplementedError(f"host_cuda: kernel {name} uses {bad or 'TMA / workspace args'}")
+            if cs.smem_bytes > SMEM_BYTES:
+                raise NotImplementedError(f"host_cuda: kernel {name} needs {cs.smem_bytes} bytes of shared memory")
+            text, count = re.subn(rf"\b{re.escape(cs.entry)}\(", f"tl_host_k{i}(", text, count=1)
+            assert count == 1, f"host_cuda: entry {cs.entry} not found in the source of {name}"
+            parts.append(text)
+            cases.append(f"    case {i}: rc = tl_host_launch(tl_host_k{i}, args.data(), grid, threads); break;")
+            self.index[name] = i
+        src = os.path.join(self.dir, "kernels.cpp")
+        with open(src, "w") as f:
+            f.write("\n".join(parts) + _MAIN.replace("%(cases)s", "\n".join(cases)))
+        self.exe = os.path.join(self.dir, "kernels")
+        r = subprocess.run(["g++", "-std=c++20", "-O1", "-pthread", "-w", "-o", self.exe, src],
+                           capture_output=True, text=True)
+        if r.returncode:
+            raise RuntimeError(f"host_cuda: g++ failed on {src}:\n{r.stderr[-4000:]}")
+
+    def run(self, name: str, tensors: list, timeout: float = 120.0) -> None:
+        """Launch kernel `name` on the params `tensors` (torch tensors for buffers, numbers for
+        scalars, in the prim_func's order); buffers are updated in place."""
+        k = self.kernels[name]
+        cs = k.artifact.csource
+        params = k.prim_func.params
+        assert len(tensors) == len(params), f"{name}: {len(params)} params, got {len(tensors)}"
+        by_param = dict(zip((id(p) for p in params), tensors))
+        values, blob = [], b""
+        for kind, obj in cs.arg_kinds:
+            if kind == "buffer":
+                t = by_param[id(obj)]
+                assert t.is_contiguous() and t.device.type == "cpu", f"{name}: {obj.name} must be a contiguous CPU tensor"
+                payload, is_buf = t.numpy().tobytes(), 1
+                values.append(t)
+            elif kind == "scalar":
+                v = by_param[id(obj)]
+                payload, is_buf = _scalar_bytes(v, obj.dtype.name), 0
+                values.append(v)
+            else:  # a shape variable: read off the first buffer that has it
+                v = _dim_value(obj, params, by_param)
+                payload, is_buf = struct.pack("<q", v), 0
+                values.append(v)
+            blob += struct.pack("<QB", len(payload), is_buf) + payload
+        grid = k.artifact.grid(values)
+        path = os.path.join(self.dir, f"{name}.bin")
+        with open(path, "wb") as f:
+            f.write(blob)
+        r = subprocess.run([self.exe, str(self.index[name]), path, *map(str, grid), str(cs.threads)],
+                           capture_output=True, text=True, timeout=timeout)
+        if r.returncode:
+            why = {3: "a barrier was not reached by every thread", -11: "a memory access out of bounds (SIGSEGV)"}
+            raise AssertionError(f"host_cuda: kernel {name} failed (exit {r.returncode}: "
+                                 f"{why.get(r.returncode, 'crashed')}) {r.stderr[-2000:]}")
+        with open(path, "rb") as f:
+            out = f.read()
+        pos = 0
+        for kind, obj in cs.arg_kinds:
+            n, is_buf = struct.unpack_from("<QB", out, pos)
+            pos += 9
+            if kind == "buffer":
+                t = by_param[id(obj)]
+                t.view(-1).view(torch.uint8).copy_(torch.frombuffer(bytearray(out[pos:pos + n]), dtype=torch.uint8))
+            pos += n
+
+
+def _scalar_bytes(v, dtype: str) -> bytes:
+    fmt = {"int32": "<i", "int64": "<q", "uint32": "<I", "uint64": "<Q", "float32": "<f", "float64": "<d",
+           "bool": "<?", "int8": "<b", "int16": "<h"}[dtype]
+    return struct.pack(fmt, v)
+
+
+def _dim_value(var, params, by_param) -> int:
+    for p in params:
+        for d, s in enumerate(getattr(p, "shape", ())):
+            if s is var or (hasattr(s, "name") and getattr(s, "name", None) == var.name and type(s) is type(var)):
+                return int(by_param[id(p)].shape[d])
+    raise AssertionError(f"host_cuda: no buffer has the dynamic dim {var.name}")

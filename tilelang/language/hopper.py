@@ -1,0 +1,169 @@
+"""The expert tier: warp groups by hand (`T.ws`), mbarriers, TMA copies, register budgets.
+
+Thin wrappers: each checks its arguments and appends an `op/hopper.py` node. Lowering:
+`transform/cuda/manual_ws.py` (sm_90a) and `transform/lower_tile_ops_cpu.py` (the CPU backend
+runs a block's warp groups one after another in program order and checks every barrier wait).
+
+Example (a producer warp group feeding a consumer through two barriers)::
+
+    data_is_ready = T.alloc_barrier(arrive_count=128)
+    compute_is_done = T.alloc_barrier(arrive_count=128)
+    for ko in range(T.ceildiv(K, block_K)):
+        with T.ws(1):
+            T.barrier_wait(compute_is_done, (ko + 1) % 2)
+            T.tma_copy(A[by * block_M, ko * block_K], A_shared, barrier=data_is_ready)
+            T.barrier_arrive(data_is_ready)
+        with T.ws(0):
+            T.barrier_wait(data_is_ready, ko % 2)
+            T.gemm(A_shared, B_shared, C_local)
+            T.barrier_arrive(compute_is_done)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..arith.simplify import const_int
+from ..errors import DSLTypeError
+from ..frontend import builder as B
+from ..ir.buffer import Buffer
+from ..ir.expr import BufferLoad, as_expr
+from ..op import hopper as H
+from ..op.regions import is_tile_arg, pair_regions
+
+
+@dataclass(frozen=True)
+class WarpGroups:
+    """What `T.ws(...)` returns; `with` it opens a WarpGroupScope (see frontend/parser.py)."""
+
+    lo: int
+    hi: int
+
+
+def ws(*warp_group_idx) -> WarpGroups:
+    """`with T.ws(g):` runs its body on warp group g only: threads [128 g, 128 (g + 1)).
+
+    Several consecutive groups: `T.ws(0, 1)` is threads [0, 256). Tile ops inside (T.gemm,
+    T.copy, T.clear ...) are block-level over those threads only.
+    """
+    k = B.in_kernel("T.ws")
+    groups = sorted({_const(g, "T.ws", "warp group index") for g in warp_group_idx})
+    if not groups:
+        raise DSLTypeError("T.ws: give at least one warp group index, e.g. `with T.ws(0):`")
+    if groups != list(range(groups[0], groups[-1] + 1)):
+        raise DSLTypeError(f"T.ws{tuple(groups)}: only consecutive warp groups are supported here")
+    threads = k.threads[0] * k.threads[1] * k.threads[2]
+    if groups[0] < 0 or (groups[-1] + 1) * H.WARP_GROUP > threads:
+        raise DSLTypeError(f"T.ws{tuple(groups)}: the block has {threads} threads, "
+                           f"{threads // H.WARP_GROUP} whole warp groups of {H.WARP_GROUP}")
+    return WarpGroups(groups[0], groups[-1] + 1)
+
+
+WarpSpecialize = ws
+
+
+def _const(v, what, name) -> int:
+    c = const_int(v)
+    if c is None:
+        raise DSLTypeError(f"{what}: the {name} must be a compile-time integer, got {v!r}")
+    return c
+
+
+def _barrier(mbarrier, what):
+    """(buffer, index) of `mbars[i]` or a one-barrier buffer."""
+    if isinstance(mbarrier, BufferLoad) and H.is_barrier(mbarrier.buffer):
+        return mbarrier.buffer, mbarrier.indices[0]
+    if H.is_barrier(mbarrier):
+        return mbarrier, as_expr(0)
+    raise DSLTypeError(f"{what}: expected a barrier from T.alloc_barrier (or one element mbars[i]), "
+                       f"got {mbarrier!r}")
+
+
+def mbarrier_wait_parity(mbarrier, parity):
+    """Wait until the phase of `mbarrier` with parity `parity` (0 or 1) has completed."""
+    B.in_kernel("T.mbarrier_wait_parity")
+    buf, i = _barrier(mbarrier, "T.mbarrier_wait_parity")
+    B.current().emit(H.BarrierWait(buf, i, as_expr(parity)))
+
+
+def mbarrier_arrive(mbarrier, cta_id=None):
+    """One arrival on `mbarrier` per thread that runs it."""
+    B.in_kernel("T.mbarrier_arrive")
+    if cta_id is not None:
+        raise NotImplementedError("T.mbarrier_arrive(cta_id=...): arriving on another block's barrier "
+                                  "(clusters) is not supported yet")
+    buf, i = _barrier(mbarrier, "T.mbarrier_arrive")
+    B.current().emit(H.BarrierArrive(buf, i))
+
+
+def mbarrier_expect_tx(mbarrier, tx):
+    """Add `tx` bytes the barrier's current phase also waits for (no arrival)."""
+    B.in_kernel("T.mbarrier_expect_tx")
+    buf, i = _barrier(mbarrier, "T.mbarrier_expect_tx")
+    B.current().emit(H.BarrierExpectTx(buf, i, as_expr(tx), False))
+
+
+def mbarrier_arrive_expect_tx(mbarrier, tx):
+    """One arrival plus `tx` expected bytes on the barrier's current phase."""
+    B.in_kernel("T.mbarrier_arrive_expect_tx")
+    buf, i = _barrier(mbarrier, "T.mbarrier_arrive_expect_tx")
+    B.current().emit(H.BarrierExpectTx(buf, i, as_expr(tx), True))
+
+
+def barrier_wait(mbarrier, parity):
+    """`T.mbarrier_wait_parity(mbarrier, parity)`."""
+    mbarrier_wait_parity(mbarrier, parity)
+
+
+def barrier_arrive(mbarrier):
+    """`T.mbarrier_arrive(mbarrier)`."""
+    mbarrier_arrive(mbarrier)
+
+
+def tma_copy(src, dst, *, barrier=None, cluster_mask=None, leader_scope_threads=None, eviction_policy=None,
+             annotations=None):
+    """Global -> shared tile copy through TMA, issued by one thread, completing on `barrier`.
+
+    Unlike T.copy it does not wait: the caller arrives on and waits for `barrier` itself, e.g.
+    `T.tma_copy(A[by * 128, ko * 64], A_s, barrier=full); T.barrier_arrive(full)` then
+    `T.barrier_wait(full, ko % 2)` where A_s is read.
+    """
+    B.in_kernel("T.tma_copy")
+    for name, x in (("src", src), ("dst", dst)):
+        if not is_tile_arg(x):
+            raise DSLTypeError(f"T.tma_copy {name}: expected a buffer, slice or corner, got {x!r}")
+    s, d = pair_regions(src, dst, "T.tma_copy")
+    if not (s.buffer.scope == "global" and d.buffer.scope in ("shared", "shared.dyn")):
+        raise NotImplementedError(f"T.tma_copy {s.buffer.name} -> {d.buffer.name}: only global -> shared loads "
+                                  "are supported (TMA stores: use T.copy)")
+    if barrier is None:
+        raise DSLTypeError("T.tma_copy: a load needs barrier= (from T.alloc_barrier) to complete on")
+    for name, v in (("cluster_mask", cluster_mask), ("leader_scope_threads", leader_scope_threads),
+                    ("eviction_policy", eviction_policy), ("annotations", annotations)):
+        if v is not None:
+            raise NotImplementedError(f"T.tma_copy({name}=...) is not supported yet")
+    buf, i = _barrier(barrier, "T.tma_copy barrier=")
+    B.current().emit(H.TmaCopy(s, d, buf, i))
+
+
+def fence_proxy_async():
+    """Order this thread's earlier shared-memory accesses before later async-proxy ones (TMA, wgmma)."""
+    B.in_kernel("T.fence_proxy_async")
+    B.current().emit(H.FenceProxyAsync())
+
+
+def set_max_nreg(reg_count, is_inc):
+    """setmaxnreg: the executing warp group's register budget becomes `reg_count` (24..256, a
+    multiple of 8); is_inc 1 raises it, 0 lowers it. Run it in a whole warp group (`T.ws`)."""
+    B.in_kernel("T.set_max_nreg")
+    n = _const(reg_count, "T.set_max_nreg", "register count")
+    if not (24 <= n <= 256 and n % 8 == 0):
+        raise DSLTypeError(f"T.set_max_nreg: reg_count must be a multiple of 8 in [24, 256], got {n}")
+    B.current().emit(H.SetMaxNReg(n, bool(_const(is_inc, "T.set_max_nreg", "is_inc"))))
+
+
+def inc_max_nreg(reg_count):
+    set_max_nreg(reg_count, 1)
+
+
+def dec_max_nreg(reg_count):
+    set_max_nreg(reg_count, 0)

@@ -1,0 +1,181 @@
+"""Warp specialization written by hand (`T.ws`, mbarriers, `T.tma_copy`) on sm_90a.
+
+Expects: tile-level IR of one kernel holding WarpGroupScope statements (op/hopper.py); the
+user's barriers order everything that crosses warp groups.
+Guarantees: no automatic warp specialization or software pipelining (a T.Pipelined loop runs
+serially: the user's barriers, not stage counts, say what overlaps); barriers are initialised
+by thread 0 (then fence + __syncthreads) right after their allocation; every hopper op is a Raw
+line of our header's PTX wrappers; a 3-d shared tile used as `X[s, :, :]` by a TMA copy or a
+gemm goes through a 2-d window onto stage s. Tile ops inside a scope are lowered later
+(lower_tile_ops.py) over the scope's threads, with thread index `tid - 128 lo`.
+
+    mbars = T.alloc_barrier([128, 128])        tl::mbarrier_init(&mbars[0], 128); ... __syncthreads();
+    with T.ws(1):                        ->    if (tid >= 128 && tid < 256) {
+        T.barrier_wait(mbars[1], p)                tl::mbarrier_wait(&mbars[1], p);
+        T.tma_copy(A[..], A_s, barrier=mbars[0])   if (tid == 128) { expect_tx(&mbars[0], bytes); tma_load(...); }
+        T.barrier_arrive(mbars[0])                 tl::mbarrier_arrive(&mbars[0]); }
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from ...arith.simplify import const_int, simplify
+from ...errors import LoweringError
+from ...ir import expr as E
+from ...ir import stmt as S
+from ...ir.buffer import Buffer, BufferRegion
+from ...ir.visitor import Mutator, collect
+from ...op import hopper as H
+from ...op import tile_ops as O
+from .lower_tile_ops import Raw
+from .warp_specialize import tma_plan
+from .ws_epilogue import TmaDesc
+
+
+@dataclass
+class ManualWS:
+    """What the rewrite found: the tensor maps the launcher encodes, the tiles' TMA layouts."""
+
+    descs: list = field(default_factory=list)
+    swizzled: set = field(default_factory=set)
+    panels: set = field(default_factory=set)
+
+
+def has_warp_groups(k: S.KernelLaunch) -> bool:
+    return bool(collect(k.body, lambda n: isinstance(n, H.WarpGroupScope)))
+
+
+def manual_ws(k: S.KernelLaunch, warn) -> tuple[S.KernelLaunch, ManualWS]:
+    """-> (rewritten kernel, ManualWS). Raises LoweringError for what it cannot lower."""
+    rw = _Rewrite(warn)
+    body = rw.top(k.body)
+    return replace(k, body=body), rw.info
+
+
+def _addr(buf: Buffer, index) -> E.Expr:
+    return E.Call("address_of", (E.BufferLoad(buf, (E.as_expr(index),), buf.dtype),), buf.dtype)
+
+
+def barrier_init(buf: Buffer) -> Raw:
+    inits = " ".join(f"tl::mbarrier_init(&{buf.name}[{i}], {c});" for i, c in enumerate(buf.barrier_counts))
+    return Raw(f"if (tid == 0) {{{{ {inits} tl::fence_barrier_init(); }}}} __syncthreads();")
+
+
+class _Rewrite(Mutator):
+    def __init__(self, warn):
+        self.warn = warn
+        self.info = ManualWS()
+        self.lo = 0  # first warp group of the innermost enclosing scope
+        self.views: dict = {}  # storage uid -> 2-d window Buffer
+        self.noted = False
+
+    def top(self, body: S.Stmt) -> S.Stmt:
+        stmts = body.stmts if isinstance(body, S.SeqStmt) else (body,)
+        out = []
+        for st in stmts:
+            if isinstance(st, S.Allocate) and H.is_barrier(st.buffer):
+                out += [st, barrier_init(st.buffer)]
+                continue
+            out.append(self.visit(st))
+        allocs = [S.Allocate(v) for v in self.views.values()]
+        at = max((i for i, st in enumerate(out) if isinstance(st, S.Allocate)), default=-1) + 1
+        return S.seq(*out[:at], *allocs, *out[at:])
+
+    def visit_Allocate(self, s: S.Allocate):
+        if H.is_barrier(s.buffer):
+            raise LoweringError(f"T.alloc_barrier {s.buffer.name}: allocate barriers at the top level of the "
+                                "kernel (all threads initialise them together)", s.span)
+        return s
+
+    def visit_WarpGroupScope(self, s: H.WarpGroupScope):
+        n = s.hi - s.lo
+        if s.lo % n and collect(s.body, lambda x: isinstance(x, (O.Gemm, O.Reduce))):
+            # the header's gemms and reductions number warps modulo their count
+            raise LoweringError(f"T.ws({', '.join(str(g) for g in range(s.lo, s.hi))}): a T.gemm or reduction "
+                                f"over {n} warp groups must start at a multiple of {n}", s.span)
+        outer, self.lo = self.lo, s.lo
+        try:
+            return replace(s, body=self.visit(s.body))
+        finally:
+            self.lo = outer
+
+    def visit_For(self, s: S.For):
+        if s.kind == "pipelined" and collect(s.body, lambda n: isinstance(n, H.WarpGroupScope)):
+            if not self.noted:
+                self.noted = True
+                self.warn(f"T.Pipelined(num_stages={s.annotation('num_stages', 0)}) around T.ws runs as a serial "
+                          "loop: the warp groups overlap as far as the kernel's own barriers let them")
+            s = replace(s, kind="serial", annotations=())
+        return self.generic(s)
+
+    # ------------------------------------------------------------ barriers
+    def visit_BarrierArrive(self, op: H.BarrierArrive):
+        return Raw("tl::mbarrier_arrive({0});", (_addr(op.barrier, op.index),), span=op.span)
+
+    def visit_BarrierWait(self, op: H.BarrierWait):
+        return Raw("tl::mbarrier_wait({0}, {1});", (_addr(op.barrier, op.index), op.parity), span=op.span)
+
+    def visit_BarrierExpectTx(self, op: H.BarrierExpectTx):
+        fn = "mbarrier_arrive_expect_tx" if op.arrive else "mbarrier_expect_tx"
+        return Raw(f"tl::{fn}({{0}}, {{1}});", (_addr(op.barrier, op.index), op.tx), span=op.span)
+
+    def visit_SetMaxNReg(self, op: H.SetMaxNReg):
+        return Raw(f"tl::setmaxnreg_{'inc' if op.inc else 'dec'}<{op.count}>();", span=op.span)
+
+    def visit_FenceProxyAsync(self, op: H.FenceProxyAsync):
+        return Raw("tl::fence_proxy_async();", span=op.span)
+
+    # ------------------------------------------------------------ staged tiles
+    def window(self, r: BufferRegion, what: str, span):
+        """(2-d region, prefix statements): `X[s, :, :]` of a 3-d shared tile -> a window onto stage s."""
+        x = r.buffer
+        if x.scope not in ("shared", "shared.dyn") or x.ndim != 3:
+            return r, []
+        whole = all(const_int(st) == 0 and const_int(e) == const_int(n)
+                    for (st, e), n in zip(r.ranges[1:], x.shape[1:]))
+        if const_int(r.extents[0]) != 1 or not whole:
+            raise LoweringError(f"{what}: {x.name} is 3-d; use one whole stage of it, {x.name}[s, :, :]", span)
+        v = self.views.get(x.uid)
+        if v is None:
+            v = Buffer(x.name + "_stage", x.shape[1:], x.dtype, "shared.dyn")
+            v.view_of = x
+            self.views[x.uid] = v
+            if (v.numel() * x.dtype.bytes) % 1024:
+                raise LoweringError(f"{what}: a stage of {x.name} is {v.numel() * x.dtype.bytes} bytes; TMA and "
+                                    "wgmma tiles here need stages of a multiple of 1024 bytes", span)
+        move = Raw(f"{v.name} = {x.name} + ({{0}}) * {v.numel()};", (r.starts[0],))
+        return v.region(), [move]
+
+    def visit_Gemm(self, op: O.Gemm):
+        a, pa = self.window(op.A, "T.gemm A", op.span)
+        b, pb = self.window(op.B, "T.gemm B", op.span)
+        if not pa and not pb:
+            return op
+        return S.seq(*pa, *pb, replace(op, A=a, B=b))
+
+    def visit_TmaCopy(self, op: H.TmaCopy):
+        dst, pre = self.window(op.dst, "T.tma_copy", op.span)
+        cp = O.Copy(op.src, dst)
+        plan, why = tma_plan(cp)
+        if plan is None:
+            raise LoweringError(f"T.tma_copy {op.src.buffer.name} -> {op.dst.buffer.name}: {why}", op.span)
+        box, swz, panels = plan
+        x = dst.buffer
+        (self.info.panels if panels > 1 else self.info.swizzled).add(x.uid)
+        desc = TmaDesc(f"tmap_{len(self.info.descs)}", op.src.buffer, box, swz)
+        self.info.descs.append(desc)
+        rows = const_int(x.shape[0])
+        width = 64 if panels > 1 else const_int(x.shape[1])
+        coords = [simplify(E.as_expr(c)) for c in reversed(op.src.starts)]  # innermost first
+        args = [_addr(op.barrier, op.index)]
+        loads = []
+        for q in range(panels):
+            c = [simplify(coords[0] + q * 64)] + coords[1:]
+            first = len(args)
+            args += [E.as_expr(q * rows * width)] + c
+            loads.append(f"tl::tma_load(&{desc.name}, {{0}}, {x.name} + {{{first}}}"
+                         + "".join(f", {{{first + 1 + j}}}" for j in range(len(c))) + ");")
+        nbytes = x.numel() * x.dtype.bytes
+        text = (f"if (tid == {self.lo * H.WARP_GROUP}) {{{{ tl::mbarrier_expect_tx({{0}}, {nbytes}); "
+                + " ".join(loads) + " }}")
+        return S.seq(*pre, Raw(text, tuple(args), span=op.span))

@@ -1,0 +1,97 @@
+"""The expert tier (op/hopper.py) on the CPU backend: warp groups run one after another.
+
+The CPU backend runs a block on one thread, so the statements of every `T.ws` scope run in
+program order, each tile op over the whole tile. That is the kernel's meaning only where the
+user's barriers allow that order, so every barrier is simulated and checked:
+
+- a barrier word holds `phase * 2^20 + arrivals` (0 after T.alloc_barrier);
+- an arrive adds the arrivals of every thread that runs it (the scope's threads, or the
+  block's outside any scope); reaching the barrier's count completes the phase; more arrivals
+  than the count in one phase fail (hardware would spill them into the next phase);
+- a wait for parity p passes when the current phase's parity is not p (the phase of parity p
+  has completed); otherwise, under program order, nothing could ever complete it: the kernel
+  fails like a T.device_assert, naming the wait, instead of computing with stale data;
+- T.tma_copy is an ordinary copy (its bytes are there at once); expect_tx, setmaxnreg and
+  proxy fences change no values.
+"""
+from __future__ import annotations
+
+from .. import dtypes as dt
+from ..ir import expr as E
+from ..ir import stmt as S
+from ..op import hopper as H
+from ..op import tile_ops as O
+
+PHASE = 1 << 20  # arrivals per phase stay below this
+
+
+def _count(buf, index) -> E.Expr:
+    counts = buf.barrier_counts
+    out = E.const(counts[-1], dt.uint64)
+    for i in range(len(counts) - 2, -1, -1):  # a select chain when the counts differ
+        if counts[i] != counts[-1]:
+            out = E.select(E.compare("==", index, i), E.const(counts[i], dt.uint64), out)
+    return out
+
+
+def _word(buf, index) -> E.Expr:
+    return E.BufferLoad(buf, (index,), buf.dtype)
+
+
+def barrier_init(buf) -> S.Stmt:
+    return S.seq(*[S.BufferStore(buf, (E.as_expr(i),), E.const(0, buf.dtype)) for i in range(len(buf.barrier_counts))])
+
+
+def arrive(buf, index, threads: int, what: str, span=None) -> S.Stmt:
+    w = _word(buf, index)
+    arrived = E.binop("%", w, E.const(PHASE, dt.uint64)) + E.const(threads, dt.uint64)
+    count = _count(buf, index)
+    check = O.DeviceAssert(E.compare("<=", arrived, count),
+                           f"{what} on {buf.name}: {threads} arrivals overrun the barrier's count in one phase "
+                           "(CPU backend: warp groups run in program order)", span=span)
+    done = E.compare("==", arrived, count)
+    new = E.select(done, (E.binop("//", w, E.const(PHASE, dt.uint64)) + 1) * E.const(PHASE, dt.uint64),
+                   w + E.const(threads, dt.uint64))
+    return S.seq(check, S.BufferStore(buf, (index,), new, span=span))
+
+
+def wait(op: H.BarrierWait) -> S.Stmt:
+    phase = E.binop("//", _word(op.barrier, op.index), E.const(PHASE, dt.uint64))
+    parity = E.cast(dt.uint64, E.binop("%", op.parity, 2))
+    ok = E.compare("!=", E.binop("%", phase, E.const(2, dt.uint64)), parity)
+    msg = (f"barrier wait on {op.barrier.name} would never complete under the CPU backend's model (a block's "
+           "warp groups run one after another in program order); this kernel needs a GPU (cuda -arch=sm_90a)")
+    return O.DeviceAssert(ok, msg, span=op.span)
+
+
+class HopperCPU:
+    """Mixin for LowerTileOpsCPU: the visit_* rules of the hopper ops (see the module docstring)."""
+
+    threads_now = 0  # threads running the current statement (the scope's, or the block's)
+
+    def visit_WarpGroupScope(self, s: H.WarpGroupScope):
+        outer, self.threads_now = self.threads_now, s.threads
+        try:
+            return self.visit(s.body)
+        finally:
+            self.threads_now = outer
+
+    def visit_BarrierArrive(self, op: H.BarrierArrive):
+        return arrive(op.barrier, op.index, self.threads_now, "T.mbarrier_arrive", op.span)
+
+    def visit_BarrierExpectTx(self, op: H.BarrierExpectTx):
+        if not op.arrive:
+            return S.seq()
+        return arrive(op.barrier, op.index, self.threads_now, "T.mbarrier_arrive_expect_tx", op.span)
+
+    def visit_BarrierWait(self, op: H.BarrierWait):
+        return wait(op)
+
+    def visit_TmaCopy(self, op: H.TmaCopy):
+        return self.visit(O.Copy(op.src, op.dst, span=op.span))
+
+    def visit_SetMaxNReg(self, op):
+        return S.seq()
+
+    def visit_FenceProxyAsync(self, op):
+        return S.seq()
