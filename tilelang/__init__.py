@@ -9,6 +9,10 @@ from .jit import par_compile  # noqa: F401
 
 __version__ = "0.1.0"
 
+from .tvm_finder import install as _install_tvm_finder  # noqa: E402
+
+_install_tvm_finder()  # `import tvm` -> tilelang.tvm where no real TVM is installed (tvm_finder.py)
+
 
 def set_log_level(level) -> None:
     """Level of the "tilelang" logger (autotuner progress and the like): "INFO", logging.DEBUG..."""
@@ -35,6 +39,14 @@ def __getattr__(name):
         from .profiler.supply import TensorSupplyType
 
         return TensorSupplyType
+    if name == "DataType":
+        from .dtypes import DType
+
+        return DType
+    if name == "tvm":
+        import importlib
+
+        return importlib.import_module(".tvm", __name__)
     if name in ("PassConfigKey",):
         from .transform.pass_config import PassConfigKey
 

@@ -20,6 +20,30 @@ class Target:
         digits = "".join(c for c in (self.arch or "") if c.isdigit())
         return int(digits) if digits else 0
 
+    def __enter__(self):
+        """`with target:` makes it what target="auto" resolves to, until the block ends."""
+        _CURRENT.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        for i in range(len(_CURRENT) - 1, -1, -1):  # this very object, innermost first
+            if _CURRENT[i] is self:
+                del _CURRENT[i]
+                break
+        return False
+
+
+_CURRENT: list[Target] = []
+
+
+def current(allow_none: bool = True) -> Target | None:
+    """The innermost `with Target(...)` target; None (or TileLangError unless allow_none) outside."""
+    if _CURRENT:
+        return _CURRENT[-1]
+    if not allow_none:
+        raise TileLangError("no target is active: use `with tvm.target.Target(...)` or pass target=")
+    return None
+
 
 def num_sms(default: int = 132) -> int:
     """Multiprocessors of CUDA device 0, or `default` (an H100/H200 SXM) when none is present:
@@ -52,6 +76,8 @@ def resolve(target=None) -> Target:
 
     if isinstance(target, Target):
         return target
+    if (target is None or target == "auto") and _CURRENT:
+        return _CURRENT[-1]
     if target is None or target == "auto":
         target = env.default_target()
     if isinstance(target, str) and target.strip().startswith("{"):

@@ -1,7 +1,8 @@
 """C text for scalar expressions, shared by the CPU (C) and CUDA code generators.
 
 bf16 and fp8 values are stored as bit patterns and computed in float: a load
-converts to float, a store or a cast converts back with exact rounding.
+converts to float, a store or a cast converts back with exact rounding. tfloat32
+is float storage whose stores and casts (not arithmetic) round to a 10-bit mantissa.
 """
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ from ..ir import expr as E
 STORAGE = {"bool": "bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
            "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
            "float16": "tl_half", "bfloat16": "tl_bf16", "float32": "float", "float64": "double",
-           "float8_e4m3fn": "tl_fp8e4m3", "float8_e5m2": "tl_fp8e5m2"}
-EMULATED = {"bfloat16": "bf16", "float8_e4m3fn": "fp8e4m3", "float8_e5m2": "fp8e5m2"}
+           "float8_e4m3fn": "tl_fp8e4m3", "float8_e5m2": "tl_fp8e5m2", "tfloat32": "float"}
+EMULATED = {"bfloat16": "bf16", "float8_e4m3fn": "fp8e4m3", "float8_e5m2": "fp8e5m2", "tfloat32": "tf32"}
+# Rounded only where stored or cast: arithmetic on them stays float (as on GPUs, where tf32 is
+# an MMA input format), so `x * x` of two tf32 values is the exact float product.
+STORAGE_ONLY = frozenset({"tfloat32"})
 
 
 def storage_type(d: dt.DType) -> str:
@@ -119,7 +123,7 @@ class CExpr:
             cmp = "<" if op == "min" else ">"
             return f"(({a}) {cmp} ({b}) ? ({a}) : ({b}))"
         text = f"({a} {op} {b})"
-        if e.dtype.name in EMULATED and op in ("+", "-", "*", "/"):
+        if e.dtype.name in EMULATED and e.dtype.name not in STORAGE_ONLY and op in ("+", "-", "*", "/"):
             return self.round_to(e.dtype, text)
         if e.dtype.name == "float16" and op in ("+", "-", "*", "/"):
             return f"((tl_half){text})"
@@ -189,7 +193,7 @@ class CExpr:
             return text
         if d.name == "float16":
             return f"((tl_half){text})"
-        if d.name in EMULATED:
+        if d.name in EMULATED and d.name not in STORAGE_ONLY:
             return self.round_to(d, text)
         return f"(({compute_type(d)}){text})"
 

@@ -6,12 +6,14 @@ import ctypes
 from ...codegen.c import codegen_c
 from ...errors import TileLangError
 from ...ir.stmt import PrimFunc
+from ...transform.check_dtypes import check_dtypes_pass
 from ...transform.legalize_safe_memory import legalize_safe_memory
 from ...transform.lower_gemm_sp import lower_gemm_sp
 from ...transform.lower_tile_ops_cpu import lower_tile_ops_cpu
 from ...transform.pass_manager import PassContext, run_passes, simplify_pass
 
 PASSES = [
+    ("check_dtypes", check_dtypes_pass),
     ("simplify", simplify_pass),
     ("lower_gemm_sp", lower_gemm_sp),
     ("legalize_safe_memory", legalize_safe_memory),

@@ -17,6 +17,7 @@ from ...transform.cuda.lower_tile_ops import lower_kernel
 from ...transform.cuda.plan_smem import plan_smem_pass
 from ...transform.cuda.thread_sync import insert_syncs
 from ...transform.cuda.warp_specialize import TIMELINE
+from ...transform.check_dtypes import check_dtypes_pass
 from ...transform.legalize_safe_memory import legalize_safe_memory
 from ...transform.lower_gemm_sp import lower_gemm_sp
 from ...transform.pass_manager import PassContext, run_passes, simplify_pass
@@ -125,6 +126,7 @@ def unique_names_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
 
 
 PASSES = [
+    ("check_dtypes", check_dtypes_pass),
     ("legal_names", legal_names_pass),
     ("simplify", simplify_pass),
     ("lower_gemm_sp", lower_gemm_sp),

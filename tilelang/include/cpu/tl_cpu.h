@@ -140,6 +140,19 @@ TL_INLINE double tl_fp8e5m2_to_f64(tl_fp8e5m2 v) { return (double)tl_fp8e5m2_to_
 TL_INLINE tl_half tl_fp8e4m3_to_f16(tl_fp8e4m3 v) { return (tl_half)tl_fp8e4m3_to_f32(v); }
 TL_INLINE tl_half tl_fp8e5m2_to_f16(tl_fp8e5m2 v) { return (tl_half)tl_fp8e5m2_to_f32(v); }
 
+/* ---- tfloat32: float32 storage whose low 13 mantissa bits are zero ----
+ * f32 -> tf32 rounds to nearest, ties away from zero, as CUDA's cvt.rna.tf32.f32: add half a
+ * tf32 ulp to the magnitude bits and truncate (the carry may reach the exponent, and past the
+ * largest tf32 gives inf). inf passes through; NaN stays a (quiet) NaN. */
+TL_INLINE float tl_f32_to_tf32(float f) {
+    uint32_t u = tl_f32_bits(f);
+    if ((u & 0x7F800000u) == 0x7F800000u)
+        return tl_f32_from_bits((u & 0x007FFFFFu) ? ((u | 0x00400000u) & 0xFFFFE000u) : u);
+    return tl_f32_from_bits((u + 0x1000u) & 0xFFFFE000u);
+}
+/* Loads round too: a raw copy (or the caller's float32 tensor) may hold any float bits. */
+TL_INLINE float tl_tf32_to_f32(float x) { return tl_f32_to_tf32(x); }
+
 /* ---- math ----
  * tl_max/tl_min on floats follow fmax/fmin (a NaN operand is ignored), as CUDA's max()/min()
  * do, so CPU and GPU kernels agree; integer versions are plain comparisons. */

@@ -25,6 +25,22 @@ TL_DEVICE tl_fp8e4m3 tl_f32_to_fp8e4m3(float x) { return tl_fp8e4m3(x); }
 TL_DEVICE float tl_fp8e5m2_to_f32(tl_fp8e5m2 x) { return float(x); }
 TL_DEVICE tl_fp8e5m2 tl_f32_to_fp8e5m2(float x) { return tl_fp8e5m2(x); }
 
+// tfloat32: float32 storage, low 13 mantissa bits zero; rounding as cvt.rna.tf32.f32 (nearest,
+// ties away from zero), whose low bits are cleared so stored values are exact tf32 values.
+TL_DEVICE float tl_f32_to_tf32(float x) {
+#if TL_ARCH_SM80
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return __uint_as_float(r & 0xFFFFE000u);
+#else
+  uint32_t u = __float_as_uint(x);
+  if ((u & 0x7F800000u) == 0x7F800000u) return __uint_as_float((u & 0x007FFFFFu) ? (u | 0x00400000u) & 0xFFFFE000u : u);
+  return __uint_as_float((u + 0x1000u) & 0xFFFFE000u);
+#endif
+}
+// Loads round too: raw copies (cp.async, TMA) or the caller's float32 tensor may hold any float bits.
+TL_DEVICE float tl_tf32_to_f32(float x) { return tl_f32_to_tf32(x); }
+
 TL_DEVICE int32_t tl_floordiv_i32(int32_t a, int32_t b) {
   int32_t q = a / b;
   return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;

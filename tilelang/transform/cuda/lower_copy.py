@@ -276,7 +276,7 @@ class CopyLowering:
         v1 = E.cast(dst.dtype, E.BufferLoad(sreg, (base + 1,), sreg.dtype))
         addr = E.Call("address_of", (E.BufferLoad(dst, di, dst.dtype),), dt.uint64)
         conv = {"bfloat16": "tl_f32_to_bf16", "float8_e4m3fn": "tl_f32_to_fp8e4m3",
-                "float8_e5m2": "tl_f32_to_fp8e5m2"}.get(dst.dtype.name, "")  # emulated types compute in float
+                "float8_e5m2": "tl_f32_to_fp8e5m2", "tfloat32": "tl_f32_to_tf32"}.get(dst.dtype.name, "")  # emulated types compute in float
         st = Raw(f"tl_store2({{0}}, {conv}({{1}}), {conv}({{2}}));", (addr, v0, v1),
                  writes=(dst,) if dst.scope != "global" else ())
         ok = in_bounds(op.dst, di, self.ranges)

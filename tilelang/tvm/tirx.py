@@ -1,0 +1,69 @@
+"""`tvm.tirx`: expression builders that user helpers call outside `T.*`, on our IR.
+
+Example (a helper of the dequantize examples)::
+
+    mask = tirx.const((1 << nbit) - 1, T.uint16)
+    f4 = (val >> (pos.astype(T.uint16) * tirx.const(nbit, T.uint16))) & mask
+    return tirx.reinterpret(T.float16, f4 << tirx.const(10, T.uint16))
+"""
+from __future__ import annotations
+
+from ..dtypes import as_dtype
+from ..errors import DSLTypeError
+from ..ir import expr as E
+
+PrimExpr = E.Expr  # every expression of our IR (vars, constants, loads, arithmetic)
+
+
+def const(value, dtype=None, span=None) -> E.Const:
+    """A constant of `dtype`; without one, int -> int32 (int64 when it does not fit), float -> float32,
+    bool -> bool."""
+    return E.const(value, dtype)
+
+
+def reinterpret(dtype, value, span=None) -> E.Expr:
+    """The bits of `value` read as `dtype` (same width): `reinterpret(T.float16, u16)`."""
+    d = as_dtype(dtype)
+    v = E.as_expr(value)
+    if d.bits * d.lanes != v.dtype.bits * v.dtype.lanes:
+        raise DSLTypeError(f"tirx.reinterpret: {v.dtype} ({v.dtype.bits} bits) cannot be reinterpreted as "
+                           f"{d} ({d.bits} bits); the widths must match")
+    return E.call("reinterpret", v, dtype=d)
+
+
+def Select(condition, true_value, false_value, span=None) -> E.Expr:  # noqa: N802 - TVM's name
+    """`true_value if condition else false_value`, both sides evaluated."""
+    if isinstance(condition, bool) and (isinstance(true_value, E.Expr) or isinstance(false_value, E.Expr)):
+        # NOTE: outside a kernel body `x == y` on two expressions is Python's structural equality
+        raise DSLTypeError("tirx.Select: the condition is a Python bool, not an expression; `a == b` / `a != b` "
+                           "between expressions outside a kernel body compare them structurally in Python. "
+                           "Write tirx.EQ(a, b) / tirx.NE(a, b) there")
+    return E.select(condition, true_value, false_value)
+
+
+def EQ(a, b, span=None) -> E.Expr:  # noqa: N802 - TVM's name
+    """The expression `a == b` (usable outside a kernel body, where `==` compares structurally)."""
+    return E.binop("==", a, b)
+
+
+def NE(a, b, span=None) -> E.Expr:  # noqa: N802 - TVM's name
+    """The expression `a != b`."""
+    return E.binop("!=", a, b)
+
+
+def Cast(dtype, value, span=None) -> E.Expr:  # noqa: N802 - TVM's name
+    """`value` converted to `dtype`."""
+    return E.cast(as_dtype(dtype), value)
+
+
+def Min(a, b, span=None) -> E.Expr:  # noqa: N802 - TVM's name
+    """The smaller of two expressions."""
+    return E.call("min", a, b)
+
+
+def Max(a, b, span=None) -> E.Expr:  # noqa: N802 - TVM's name
+    """The larger of two expressions."""
+    return E.call("max", a, b)
+
+
+__all__ = ["PrimExpr", "const", "reinterpret", "Select", "Cast", "Min", "Max", "EQ", "NE"]
