@@ -24,6 +24,10 @@ SUPPORTED = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "uint
                        "float16", "bfloat16", "float32", "float64", "tfloat32", "float8_e4m3fn", "float8_e5m2"})
 
 
+# Addresses (T.access_ptr, T.address_of, T.call_extern("handle", ...)): values of expressions only.
+EXPR_ONLY = frozenset({"handle"})
+
+
 class UnsupportedDTypeError(TileLangError):
     """A kernel uses a dtype the chosen backend cannot store or compute."""
 
@@ -54,7 +58,7 @@ class _Walk(Visitor):
         if span is not None:
             self.span = span
         d = getattr(node, "dtype", None)
-        if d is not None and getattr(d, "name", None) not in SUPPORTED and hasattr(d, "lanes"):
+        if d is not None and getattr(d, "name", None) not in SUPPORTED | EXPR_ONLY and hasattr(d, "lanes"):
             self.report(d, f"expression {node}", self.span)
         for f in dataclasses.fields(node):
             if f.name not in ("span", "dtype"):
