@@ -27,6 +27,8 @@ from .eager import const, empty, dynamic, symbolic  # noqa: F401
 from .hopper import (ws, WarpSpecialize, mbarrier_wait_parity, mbarrier_arrive, mbarrier_expect_tx,  # noqa: F401
                      mbarrier_arrive_expect_tx, barrier_wait, barrier_arrive, tma_copy, fence_proxy_async,
                      set_max_nreg, inc_max_nreg, dec_max_nreg)
+from .hopper import (wgmma_gemm, wait_wgmma, ptx_cp_async, cp_async_barrier_noinc, ptx_commit_group,  # noqa: F401
+                     ptx_wait_group, annotate_producer_reg_dealloc, annotate_consumer_reg_alloc)
 
 
 def prim_func(func=None, *, private=False, check_well_formed=False):

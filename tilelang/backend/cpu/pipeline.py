@@ -8,10 +8,12 @@ from ...errors import TileLangError
 from ...ir.stmt import PrimFunc
 from ...transform.legalize_safe_memory import legalize_safe_memory
 from ...transform.lower_tile_ops_cpu import lower_tile_ops_cpu
+from ...transform.thread_scopes import thread_scopes_pass
 from ...transform.pass_manager import PassContext, run_passes, simplify_pass
 
 PASSES = [
     ("simplify", simplify_pass),
+    ("thread_scopes", thread_scopes_pass),
     ("legalize_safe_memory", legalize_safe_memory),
     ("lower_tile_ops_cpu", lower_tile_ops_cpu),
     ("simplify_lowered", simplify_pass),

@@ -17,6 +17,7 @@ from ...transform.cuda.plan_smem import plan_smem_pass
 from ...transform.cuda.thread_sync import insert_syncs
 from ...transform.cuda.warp_specialize import TIMELINE
 from ...transform.legalize_safe_memory import legalize_safe_memory
+from ...transform.thread_scopes import thread_scopes_pass
 from ...transform.pass_manager import PassContext, run_passes, simplify_pass
 
 
@@ -90,6 +91,10 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
         info.swizzled |= manual.swizzled
         info.panels |= manual.panels
         info.tma_descs = list(manual.descs)
+        for v in manual.views:  # a 3-d tile's stages share the layout its window onto one stage has
+            for group in (info.swizzled, info.panels):
+                if v.uid in group:
+                    group.add(v.view_of.uid)
     for m in dict.fromkeys(msgs):  # once each (a copy lowered in a prologue and a loop says it twice)
         ctx.warnings.append(m)
     ctx.cuda_info = info
@@ -121,6 +126,7 @@ def unique_names_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
 PASSES = [
     ("legal_names", legal_names_pass),
     ("simplify", simplify_pass),
+    ("thread_scopes", thread_scopes_pass),
     ("legalize_safe_memory", legalize_safe_memory),
     ("lower_cuda", lower_cuda),
     ("simplify_lowered", simplify_pass),
