@@ -53,10 +53,11 @@ def tile_pointer(r: BufferRegion, panels: bool, what: str, span=None) -> tuple[E
         off = r.ranges[0][0] * (rows * cols)
     c0i, cni = const_int(c0), const_int(cn)
     if not (c0i == 0 and cni == cols):
-        if not panels or c0i is None or cni is None or c0i % PANEL or cni % PANEL:
+        on_edge = const_int(simplify(E.binop("%", c0, PANEL))) == 0  # also a symbolic start 128 h
+        if not panels or not on_edge or cni is None or cni % PANEL:
             raise LoweringError(f"{what}: columns {c0}..+{cn} of {x.name}: a wgmma operand slice must start and "
                                 f"end on a 64-column panel edge of a 16-bit tile with rows longer than 128 bytes", span)
-        off = off + (c0i // PANEL) * (rows * PANEL)
+        off = off + E.binop("//", c0, PANEL) * (rows * PANEL)
     base = E.BufferLoad(x, (simplify(off),), x.dtype)
     return E.Call("address_of", (base,), x.dtype), rows, cols
 

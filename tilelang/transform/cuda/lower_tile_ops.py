@@ -219,6 +219,9 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
             finally:
                 self.loops.pop()
             return S.seq(*frame.decls.values(), loop)
+        if s.annotation("prefer_async"):
+            self.warn(f"T.Parallel(prefer_async=True) (line {getattr(s.span, 'line', '?')}) copies with ordinary loads "
+                      "and stores, not cp.async: synchronous, so its T.ptx_wait_group has nothing to wait for")
         vars_, exts, body = [], [], s
         while isinstance(body, S.For) and body.kind == "parallel":
             vars_.append(body.var)
