@@ -28,7 +28,8 @@ from .hopper import (ws, WarpSpecialize, mbarrier_wait_parity, mbarrier_arrive, 
                      mbarrier_arrive_expect_tx, barrier_wait, barrier_arrive, tma_copy, fence_proxy_async,
                      set_max_nreg, inc_max_nreg, dec_max_nreg)
 from .hopper import (wgmma_gemm, wait_wgmma, ptx_cp_async, cp_async_barrier_noinc, ptx_commit_group,  # noqa: F401
-                     ptx_wait_group, annotate_producer_reg_dealloc, annotate_consumer_reg_alloc)
+                     ptx_wait_group, annotate_producer_reg_dealloc, annotate_consumer_reg_alloc,
+                     ClusterKernel, alloc_cluster_barrier, block_rank_in_cluster, PersistentTileScheduler)
 
 
 def prim_func(func=None, *, private=False, check_well_formed=False):

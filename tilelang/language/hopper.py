@@ -263,3 +263,31 @@ def annotate_producer_reg_dealloc(reg_count=24):
 def annotate_consumer_reg_alloc(reg_count=240):
     """The consumer warp groups take more registers: `T.inc_max_nreg(reg_count)` (default 240)."""
     set_max_nreg(reg_count, 1)
+
+
+# ---------------------------------------------------------------- not supported yet: clear errors
+def _unsupported(name, what):
+    raise NotImplementedError(f"{name}: {what} is not supported yet (our Hopper tier has no thread-block "
+                              "clusters or tile schedulers written by hand); use T.Kernel and T.alloc_barrier")
+
+
+def ClusterKernel(*blocks, cluster_dims=None, threads=None, prelude=None):
+    """A kernel launched as thread-block clusters (sm_90+): not supported yet, raises."""
+    _unsupported("T.ClusterKernel", f"a cluster launch (cluster_dims={cluster_dims!r})")
+
+
+def alloc_cluster_barrier(arrive_count):
+    """mbarriers that blocks of a cluster arrive on: not supported yet, raises."""
+    _unsupported("T.alloc_cluster_barrier", "a barrier shared by the blocks of a cluster")
+
+
+def block_rank_in_cluster():
+    """This block's rank in its cluster: not supported yet, raises."""
+    _unsupported("T.block_rank_in_cluster", "a block's rank in a cluster")
+
+
+class PersistentTileScheduler:
+    """Persistent tile scheduler written by hand: not supported yet, raises when made."""
+
+    def __init__(self, *args, **kwargs):
+        _unsupported("T.PersistentTileScheduler", "a persistent tile scheduler")
