@@ -62,14 +62,16 @@ class CudaCodegen(CCodegen):
             assert len(indices) == 1, f"packed fragment {buf.name} indexed in {len(indices)} dims"
             i = self.expr(indices[0])
             return f"tl::half_at<{storage_type(buf.dtype)}>({buf.name}[({i}) >> 1], ({i}) & 1)"
-        if buf.uid in self.info.panels and buf.ndim == 2:
-            return (f"{buf.name}[tl::panel_offset<{const_int(buf.shape[0])}>({self.expr(indices[0])}, "
-                    f"{self.expr(indices[1])})]")
-        if buf.uid in self.info.swizzled and buf.ndim == 2:
-            w = const_int(buf.shape[1])
+        laid = buf.uid in self.info.panels or buf.uid in self.info.swizzled
+        if laid and buf.ndim in (2, 3) and len(indices) == buf.ndim:
+            # a 3-d tile is stages of 2-d tiles, each in the 2-d tile's layout
+            stage = "" if buf.ndim == 2 else f"({self.expr(indices[0])}) * {const_int(buf.shape[1]) * const_int(buf.shape[2])} + "
+            rows, w = const_int(buf.shape[-2]), const_int(buf.shape[-1])
+            r, c = self.expr(indices[-2]), self.expr(indices[-1])
+            if buf.uid in self.info.panels:
+                return f"{buf.name}[{stage}tl::panel_offset<{rows}>({r}, {c})]"
             t = storage_type(buf.dtype)
-            return (f"{buf.name}[tl::swizzle_offset<{w}, sizeof({t})>({self.expr(indices[0])}, "
-                    f"{self.expr(indices[1])})]")
+            return f"{buf.name}[{stage}tl::swizzle_offset<{w}, sizeof({t})>({r}, {c})]"
         return super().index(buf, indices)
 
     def generate(self) -> CudaSource:
@@ -252,6 +254,8 @@ class CudaCodegen(CCodegen):
             ld = a.args[0]
             if all(const_int(i) == 0 for i in ld.indices):
                 return ld.buffer.name
+            if len(ld.indices) == 1 and ld.buffer.ndim > 1:  # a flat element offset (a tile's stage or panel)
+                return f"({ld.buffer.name} + {self.expr(ld.indices[0])})"
             return f"&{self.index(ld.buffer, ld.indices)}"
         return self.expr(a)
 

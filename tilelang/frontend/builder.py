@@ -32,6 +32,7 @@ class Builder:
         self.mode = mode
         self.names: dict[str, int] = {}
         self.eager = None  # EagerState while parsing an eager-mode function
+        self.lets: dict = {}  # Var -> value of the kernel's `name = expr` bindings (LetStmt)
 
     def emit(self, stmt: Stmt):
         if getattr(stmt, "span", None) is None and self.span is not None and hasattr(stmt, "span"):
@@ -84,3 +85,20 @@ class activate:
     def __exit__(self, *exc):
         _state.builder = self.prev
         return False
+
+
+def inline_lets(e):
+    """`e` with the kernel's let-bound names (`H1 = H0 + 64`) replaced by their values, as far as
+    the builder being used knows them (unchanged outside a parse)."""
+    b = getattr(_state, "builder", None)
+    lets = getattr(b, "lets", None)
+    if not lets:
+        return e
+    from ..ir.visitor import substitute
+
+    for _ in range(8):  # lets of lets
+        new = substitute(e, lets)
+        if new is e or new == e:
+            return new
+        e = new
+    return e

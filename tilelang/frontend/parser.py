@@ -174,6 +174,7 @@ class Parser:
         if isinstance(value, E.Expr) and not isinstance(value, (E.Var, E.Const)):
             var = E.Var(self.builder.unique(name), value.dtype)
             self.builder.emit(S.LetStmt(var, value))
+            self.builder.lets[var] = value
             value = var
         self.scope[name] = value
 

@@ -147,4 +147,8 @@ def _sub(stop, start):
         return a - b
     e = simplify(as_expr(stop) - start)
     v = const_value(e)
+    if not isinstance(v, int):  # `H1 = H0 + 64` in a kernel: H1 - H0 is 64 once the names are inlined
+        from ..frontend.builder import inline_lets
+
+        v = const_value(simplify(inline_lets(as_expr(stop)) - inline_lets(as_expr(start))))
     return v if isinstance(v, int) else e

@@ -30,6 +30,9 @@ from .gemm_sp import gemm_sp  # noqa: F401
 from .hopper import (ws, WarpSpecialize, mbarrier_wait_parity, mbarrier_arrive, mbarrier_expect_tx,  # noqa: F401
                      mbarrier_arrive_expect_tx, barrier_wait, barrier_arrive, tma_copy, fence_proxy_async,
                      set_max_nreg, inc_max_nreg, dec_max_nreg)
+from .hopper import (wgmma_gemm, wait_wgmma, ptx_cp_async, cp_async_barrier_noinc, ptx_commit_group,  # noqa: F401
+                     ptx_wait_group, annotate_producer_reg_dealloc, annotate_consumer_reg_alloc,
+                     ClusterKernel, alloc_cluster_barrier, block_rank_in_cluster, PersistentTileScheduler)
 from .thread import (thread_binding, launch_thread, sync_threads, sync_warp, sync_grid, shfl_xor,  # noqa: F401
                      shfl_down, shfl_up, shfl_sync, tvm_warp_shuffle, tvm_warp_shuffle_down, tvm_warp_shuffle_up,
                      any_sync, all_sync, ballot_sync, ballot, activemask, comm_reducer, attr, evaluate,

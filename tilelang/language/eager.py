@@ -7,9 +7,13 @@ from ..frontend import builder as B
 from ..ir.expr import Var
 
 
-def dynamic(name: str, dtype="int32") -> Var:
-    """A symbolic dimension bound at call time from tensor shapes: `m = T.dynamic("m")`."""
-    return Var(name, dt.as_dtype(dtype))
+def dynamic(name: str, dtype="int32"):
+    """A symbolic dimension bound at call time from tensor shapes: `m = T.dynamic("m")`;
+    several names ("b, s" or "b s") give a tuple of them."""
+    names = [n for n in name.replace(",", " ").split()]
+    if len(names) > 1:
+        return tuple(Var(n, dt.as_dtype(dtype)) for n in names)
+    return Var(name.strip(), dt.as_dtype(dtype))
 
 
 def symbolic(name: str, dtype="int32") -> Var:

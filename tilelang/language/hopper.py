@@ -26,7 +26,7 @@ from ..arith.simplify import const_int
 from ..errors import DSLTypeError
 from ..frontend import builder as B
 from ..ir.buffer import Buffer
-from ..ir.expr import BufferLoad, as_expr
+from ..ir.expr import BufferLoad, Call, as_expr
 from ..op import hopper as H
 from ..op.regions import is_tile_arg, pair_regions
 
@@ -167,3 +167,127 @@ def inc_max_nreg(reg_count):
 
 def dec_max_nreg(reg_count):
     set_max_nreg(reg_count, 0)
+
+
+# ---------------------------------------------------------------- async wgmma (issue, then wait)
+def wgmma_gemm(A, B, C, transpose_A=False, transpose_B=False, policy=None, clear_accum=False, annotations=None):
+    """C += A @ B on Hopper wgmma, issued without waiting (T.gemm's arguments).
+
+    The accumulator C must not be read, and A / B not overwritten, until `T.wait_wgmma(n)`
+    leaves at most n later batches in flight. Compilation fails where this gemm cannot use
+    wgmma (a target below sm_90a, or operands wgmma cannot take) instead of falling back.
+    """
+    from ..frontend.builder import in_kernel
+    from .tile import gemm
+
+    in_kernel("T.wgmma_gemm")
+    gemm(A, B, C, transpose_A, transpose_B, policy, clear_accum, wg_wait=-1)
+
+
+def wait_wgmma(id):
+    """Wait until at most `id` committed T.wgmma_gemm batches of this warp group are in flight."""
+    B.in_kernel("T.wait_wgmma")
+    n = _const(id, "T.wait_wgmma", "batch count")
+    if not 0 <= n <= 7:
+        raise DSLTypeError(f"T.wait_wgmma: the count of batches left in flight must be in [0, 7], got {n}")
+    B.current().emit(H.WaitWgmma(n))
+
+
+# ---------------------------------------------------------------- per-thread cp.async
+def _pointer(p, what):
+    """`T.access_ptr(X[...])` (an address_of call) or an element X[...] -> address_of(element)."""
+    if isinstance(p, Call) and p.op == "address_of" and isinstance(p.args[0], BufferLoad):
+        return p
+    if isinstance(p, BufferLoad):
+        return Call("address_of", (p,), p.buffer.dtype)
+    raise DSLTypeError(f"{what}: expected T.access_ptr(buffer[...], ...) or a buffer element, got {p!r}")
+
+
+def ptx_cp_async(dst_access_ptr, src_access_ptr, num_elems, predicate=None):
+    """This thread copies `num_elems` elements global -> shared with cp.async (4, 8 or 16 bytes),
+    without waiting: complete it with T.ptx_commit_group / T.ptx_wait_group, or with
+    T.cp_async_barrier_noinc(barrier) and a barrier wait. With `predicate` false the destination
+    is zero-filled instead. Example::
+
+        T.ptx_cp_async(T.access_ptr(K_s[r, c], "w", 8), T.access_ptr(K[row, c], "r", 8), 8)
+    """
+    B.in_kernel("T.ptx_cp_async")
+    dst = _pointer(dst_access_ptr, "T.ptx_cp_async dst")
+    src = _pointer(src_access_ptr, "T.ptx_cp_async src")
+    db, sb = dst.args[0].buffer, src.args[0].buffer
+    if db.scope not in ("shared", "shared.dyn") or sb.scope != "global":
+        raise DSLTypeError(f"T.ptx_cp_async: copies global -> shared; got {sb.name} ({sb.scope}) -> "
+                           f"{db.name} ({db.scope})")
+    if db.dtype.bytes != sb.dtype.bytes:
+        raise DSLTypeError(f"T.ptx_cp_async: {sb.name} ({sb.dtype}) and {db.name} ({db.dtype}) have different "
+                           "element sizes")
+    n = const_int(num_elems)
+    if n is not None and n * db.dtype.bytes not in (4, 8, 16):
+        raise DSLTypeError(f"T.ptx_cp_async: {n} x {db.dtype} is {n * db.dtype.bytes} bytes; cp.async copies "
+                           "4, 8 or 16 bytes")
+    if n is None:
+        raise DSLTypeError("T.ptx_cp_async: num_elems must be a compile-time integer")
+    pred = None if predicate is None else as_expr(predicate)
+    B.current().emit(H.CpAsync(dst, src, as_expr(n), pred))
+
+
+def cp_async_barrier_noinc(barrier):
+    """One arrival of this thread on `barrier`, made once its earlier cp.async copies have landed
+    (cp.async.mbarrier.arrive.noinc: the arrival counts against the barrier's arrive_count)."""
+    B.in_kernel("T.cp_async_barrier_noinc")
+    buf, i = _barrier(barrier, "T.cp_async_barrier_noinc")
+    B.current().emit(H.CpAsyncBarrierArrive(buf, i))
+
+
+def ptx_commit_group():
+    """cp.async.commit_group: this thread's uncommitted cp.async copies form one group."""
+    B.in_kernel("T.ptx_commit_group")
+    B.current().emit(H.CpAsyncCommit())
+
+
+def ptx_wait_group(num):
+    """cp.async.wait_group: wait until at most `num` of this thread's committed groups are pending."""
+    B.in_kernel("T.ptx_wait_group")
+    n = _const(num, "T.ptx_wait_group", "group count")
+    if n < 0:
+        raise DSLTypeError(f"T.ptx_wait_group: the count must be >= 0, got {n}")
+    B.current().emit(H.CpAsyncWait(n))
+
+
+# ---------------------------------------------------------------- register budgets of a specialized block
+def annotate_producer_reg_dealloc(reg_count=24):
+    """The producer warp group gives registers back: `T.dec_max_nreg(reg_count)` (default 24)."""
+    set_max_nreg(reg_count, 0)
+
+
+def annotate_consumer_reg_alloc(reg_count=240):
+    """The consumer warp groups take more registers: `T.inc_max_nreg(reg_count)` (default 240)."""
+    set_max_nreg(reg_count, 1)
+
+
+# ---------------------------------------------------------------- not supported yet: clear errors
+def _unsupported(name, what):
+    raise NotImplementedError(f"{name}: {what} is not supported yet (our Hopper tier has no thread-block "
+                              "clusters or tile schedulers written by hand); use T.Kernel and T.alloc_barrier")
+
+
+def ClusterKernel(*blocks, cluster_dims=None, threads=None, prelude=None):
+    """A kernel launched as thread-block clusters (sm_90+): not supported yet, raises."""
+    _unsupported("T.ClusterKernel", f"a cluster launch (cluster_dims={cluster_dims!r})")
+
+
+def alloc_cluster_barrier(arrive_count):
+    """mbarriers that blocks of a cluster arrive on: not supported yet, raises."""
+    _unsupported("T.alloc_cluster_barrier", "a barrier shared by the blocks of a cluster")
+
+
+def block_rank_in_cluster():
+    """This block's rank in its cluster: not supported yet, raises."""
+    _unsupported("T.block_rank_in_cluster", "a block's rank in a cluster")
+
+
+class PersistentTileScheduler:
+    """Persistent tile scheduler written by hand: not supported yet, raises when made."""
+
+    def __init__(self, *args, **kwargs):
+        _unsupported("T.PersistentTileScheduler", "a persistent tile scheduler")

@@ -53,11 +53,17 @@ def grid(*extents) -> ForSpec:
     return ForSpec("serial", tuple(0 for _ in extents), tuple(extents))
 
 
-def Parallel(*extents, coalesced_width=None, loop_layout=None) -> ForSpec:
-    """Elementwise loops over a tile, spread over the block's threads: `for i, j in T.Parallel(M, N)`."""
+def Parallel(*extents, coalesced_width=None, loop_layout=None, prefer_async=False, annotations=None) -> ForSpec:
+    """Elementwise loops over a tile, spread over the block's threads: `for i, j in T.Parallel(M, N)`.
+
+    prefer_async (CUDA): the loop's global -> shared element copies may use cp.async, completed
+    by the program's own T.ptx_commit_group / T.ptx_wait_group; a hint (the compiler reports it
+    when it copies synchronously instead, which changes no result)."""
     if not extents:
         raise DSLTypeError("T.Parallel needs at least one extent")
-    return ForSpec("parallel", tuple(0 for _ in extents), tuple(extents))
+    ann = (("prefer_async", True),) if prefer_async else ()
+    ann += tuple((str(k), v) for k, v in (annotations or {}).items() if isinstance(v, (bool, int, float, str)))
+    return ForSpec("parallel", tuple(0 for _ in extents), tuple(extents), ann)
 
 
 def Pipelined(*args, num_stages=0, order=None, stage=None, sync=None, group=None) -> ForSpec:

@@ -14,6 +14,11 @@ What each means, on every target:
   enclosing scope; its bytes complete on `barrier` (the caller arrives and waits itself).
 - `SetMaxNReg(count, inc)`: setmaxnreg for the executing warp group (a hint: no effect on results).
 - `FenceProxyAsync`: orders generic-proxy shared memory accesses before async-proxy ones.
+- `WaitWgmma(n)`: T.wgmma_gemm is an O.Gemm with wg_wait = -1 (issued, not waited for); the
+  wait makes all but the last n batches final. Where everything runs in order it changes nothing.
+- `CpAsync`, `CpAsyncBarrierArrive`, `CpAsyncCommit`, `CpAsyncWait`: per-thread asynchronous
+  global -> shared copies and their completion (a barrier arrival, or commit groups and waits).
+  In program order a copy is done at once and the waits change nothing.
 
 Barriers are `shared.dyn` uint64 buffers with an attribute `barrier_counts` (one arrival count
 per barrier); `is_barrier` tells them apart.
@@ -98,4 +103,53 @@ class SetMaxNReg(TileOp):
 
 @dataclass(frozen=True)
 class FenceProxyAsync(TileOp):
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class WaitWgmma(TileOp):
+    """wgmma.wait_group: block until at most `count` committed wgmma batches (T.wgmma_gemm) of
+    this warp group are still in flight; their accumulators are final after it."""
+
+    count: int
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class CpAsync(TileOp):
+    """Per thread: copy `num_elems` contiguous elements global -> shared (cp.async, asynchronous).
+
+    dst, src: `address_of(element)` calls (T.access_ptr); the element type is dst's. predicate:
+    when given and false, the destination is filled with zeros instead."""
+
+    dst: Expr
+    src: Expr
+    num_elems: Expr
+    predicate: Expr | None = None
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class CpAsyncBarrierArrive(TileOp):
+    """cp.async.mbarrier.arrive.noinc: one arrival per executing thread on barrier[index], made
+    when all of that thread's earlier cp.async copies have landed (counted in the barrier's
+    arrive_count: noinc)."""
+
+    barrier: Buffer
+    index: Expr
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class CpAsyncCommit(TileOp):
+    """cp.async.commit_group: the thread's uncommitted cp.async copies become one group."""
+
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class CpAsyncWait(TileOp):
+    """cp.async.wait_group: block until at most `count` of the thread's groups are pending."""
+
+    count: int
     span: Span | None = _span()

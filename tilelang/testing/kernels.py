@@ -94,3 +94,45 @@ def ws_gemm(M, N, K, bM=128, bN=128, bK=64, *, consumer=0, stages=1, pipelined=T
                 T.copy(C_l, C[by * bM, bx * bN])
 
     return ws_gemm
+
+
+def gather_gemm(M, N, K, R, nblk, dtype="float16"):
+    """Out[:, b N:(b + 1) N] = A @ Bg[Idx[b N:(b + 1) N]]^T for b < nblk, specialized by hand the
+    way the public TileLang's sparse MLA examples are: `if tx < 128` (consumer) / `else`
+    (producer) branches on the thread index, the producer gathering rows into a 2-stage tile with
+    per-thread T.ptx_cp_async completed by T.cp_async_barrier_noinc, the consumer issuing
+    T.wgmma_gemm on 128-column slices of it and waiting with T.wait_wgmma. K % 128 == 0, M == 64."""
+    chunks = K // 8  # 16-byte chunks of a row
+    per_thread = N * chunks // 128
+
+    @T.prim_func
+    def gather_gemm(A: T.Tensor((M, K), dtype), Bg: T.Tensor((R, K), dtype), Idx: T.Tensor((nblk * N,), "int32"),
+                    Out: T.Tensor((M, nblk * N), "float32")):
+        with T.Kernel(1, threads=256) as bx:
+            A_s = T.alloc_shared((M, K), dtype)
+            B_s = T.alloc_shared((2, N, K), dtype)
+            acc = T.alloc_fragment((M, N), "float32")
+            full = T.alloc_barrier(arrive_count=[128, 128])
+            empty = T.alloc_barrier(arrive_count=[128, 128])
+            tx = T.get_thread_binding()
+            T.copy(A[0, 0], A_s)
+            if tx < 128:
+                for b in T.serial(nblk):
+                    T.barrier_wait(full[b % 2], (b // 2) % 2)
+                    T.clear(acc)
+                    for h in T.unroll(K // 128):
+                        T.wgmma_gemm(A_s[:, h * 128:(h + 1) * 128], B_s[b % 2, :, h * 128:(h + 1) * 128], acc,
+                                     transpose_B=True)
+                    T.wait_wgmma(0)
+                    T.barrier_arrive(empty[b % 2])
+                    T.copy(acc, Out[0, b * N])
+            else:
+                for b in T.serial(nblk):
+                    T.barrier_wait(empty[b % 2], ((b // 2) % 2) ^ 1)
+                    for q in T.serial(per_thread):
+                        e = q * 128 + (tx - 128)
+                        T.ptx_cp_async(B_s[b % 2, e // chunks, (e % chunks) * 8],
+                                       Bg[Idx[b * N + e // chunks], (e % chunks) * 8], 8)
+                    T.cp_async_barrier_noinc(full[b % 2])
+
+    return gather_gemm

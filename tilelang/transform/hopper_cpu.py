@@ -12,7 +12,10 @@ user's barriers allow that order, so every barrier is simulated and checked:
   has completed); otherwise, under program order, nothing could ever complete it: the kernel
   fails like a T.device_assert, naming the wait, instead of computing with stale data;
 - T.tma_copy is an ordinary copy (its bytes are there at once); expect_tx, setmaxnreg and
-  proxy fences change no values.
+  proxy fences change no values;
+- T.wgmma_gemm is an ordinary gemm and T.wait_wgmma, T.ptx_commit_group, T.ptx_wait_group
+  change nothing; T.ptx_cp_async copies its elements at once (along the last dimension of
+  both buffers), zeros where its predicate is false; T.cp_async_barrier_noinc is an arrival.
 """
 from __future__ import annotations
 
@@ -95,3 +98,34 @@ class HopperCPU:
 
     def visit_FenceProxyAsync(self, op):
         return S.seq()
+
+    def visit_WaitWgmma(self, op):
+        return S.seq()
+
+    def visit_CpAsyncCommit(self, op):
+        return S.seq()
+
+    def visit_CpAsyncWait(self, op):
+        return S.seq()
+
+    def visit_CpAsyncBarrierArrive(self, op: H.CpAsyncBarrierArrive):
+        return arrive(op.barrier, op.index, self.threads_now, "T.cp_async_barrier_noinc", op.span)
+
+    def visit_CpAsync(self, op: H.CpAsync):
+        return cp_async(op)
+
+
+def cp_async(op: H.CpAsync) -> S.Stmt:
+    d, s = op.dst.args[0], op.src.args[0]
+    i = E.Var("cpi", dt.int32)
+
+    def at(ld):
+        idx = list(ld.indices)
+        idx[-1] = idx[-1] + i
+        return tuple(idx)
+
+    val = E.BufferLoad(s.buffer, at(s), s.buffer.dtype)
+    if op.predicate is not None:
+        val = E.select(op.predicate, val, E.const(0, s.buffer.dtype))
+    store = S.BufferStore(d.buffer, at(d), E.cast(d.buffer.dtype, val), span=op.span)
+    return S.For(i, E.as_expr(0), op.num_elems, "serial", store, span=op.span)

@@ -10,11 +10,13 @@ from ...transform.check_dtypes import check_dtypes_pass
 from ...transform.legalize_safe_memory import legalize_safe_memory
 from ...transform.lower_gemm_sp import lower_gemm_sp
 from ...transform.lower_tile_ops_cpu import lower_tile_ops_cpu
+from ...transform.thread_scopes import thread_scopes_pass
 from ...transform.pass_manager import PassContext, run_passes, simplify_pass
 
 PASSES = [
     ("check_dtypes", check_dtypes_pass),
     ("simplify", simplify_pass),
+    ("thread_scopes", thread_scopes_pass),
     ("lower_gemm_sp", lower_gemm_sp),
     ("legalize_safe_memory", legalize_safe_memory),
     ("lower_tile_ops_cpu", lower_tile_ops_cpu),

@@ -19,6 +19,7 @@ from ...transform.cuda.thread_sync import insert_syncs
 from ...transform.cuda.warp_specialize import TIMELINE
 from ...transform.check_dtypes import check_dtypes_pass
 from ...transform.legalize_safe_memory import legalize_safe_memory
+from ...transform.thread_scopes import thread_scopes_pass
 from ...transform.lower_gemm_sp import lower_gemm_sp
 from ...transform.pass_manager import PassContext, run_passes, simplify_pass
 
@@ -97,6 +98,10 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
         info.swizzled |= manual.swizzled
         info.panels |= manual.panels
         info.tma_descs = list(manual.descs)
+        for v in manual.views:  # a 3-d tile's stages share the layout its window onto one stage has
+            for group in (info.swizzled, info.panels):
+                if v.uid in group:
+                    group.add(v.view_of.uid)
     for m in dict.fromkeys(msgs):  # once each (a copy lowered in a prologue and a loop says it twice)
         ctx.warnings.append(m)
     ctx.cuda_info = info
@@ -129,6 +134,7 @@ PASSES = [
     ("check_dtypes", check_dtypes_pass),
     ("legal_names", legal_names_pass),
     ("simplify", simplify_pass),
+    ("thread_scopes", thread_scopes_pass),
     ("lower_gemm_sp", lower_gemm_sp),
     ("legalize_safe_memory", legalize_safe_memory),
     ("lower_cuda", lower_cuda),

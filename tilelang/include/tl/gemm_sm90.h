@@ -41,7 +41,8 @@ TL_DEVICE uint64_t kmajor_desc(const T* tile, int r0, int kk) {
 }
 
 // kWait: wgmma batches left in flight on return (0: C is final; 1: the caller overlaps this
-// batch with the next one and must not reuse this call's shared tiles until a later wait).
+// batch with the next one and must not reuse this call's shared tiles until a later wait;
+// -1: no wait at all, T.wgmma_gemm -- the caller's tl::warpgroup_wait makes C final).
 // TC: the accumulator, float (fp16 / bf16 / fp8 inputs), half_t (fp16 inputs) or int32_t
 // (int8 inputs). Element l of a thread is in the same place for all three: register l, or for
 // half_t the half l % 2 of 32-bit register l / 2.
@@ -89,7 +90,9 @@ TL_DEVICE void gemm_ss_sm90(const T* A, const T* B, TC* C) {
     }
   }
   warpgroup_commit_batch();
-  warpgroup_wait<kWait>();
+  if constexpr (kWait >= 0) {
+    warpgroup_wait<kWait>();
+  }
   fence_accumulator<kRegs>(C);
 }
 
@@ -126,7 +129,9 @@ TL_DEVICE void gemm_rs_sm90(const T* A, const T* B, float* C) {
     }
   }
   warpgroup_commit_batch();
-  warpgroup_wait<kWait>();
+  if constexpr (kWait >= 0) {
+    warpgroup_wait<kWait>();
+  }
   warpgroup_fence_operand<kRegs>(C);
   warpgroup_fence_operand<kARegs>(a32);
 }

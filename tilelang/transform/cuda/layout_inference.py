@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ...arith.simplify import aligned, const_int
+from ...errors import LoweringError
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
@@ -27,6 +28,7 @@ from ...layout.fragment import (FlatFragment, MmaAccFragment, RowFragment, Wgmma
                                 choose_warps, row_fragment_ok)
 from ...op import tile_ops as O
 from ...op.regions import squeezed
+from .lower_async import tile_pointer
 
 
 @dataclass
@@ -60,7 +62,7 @@ def wgmma_ok(op: O.Gemm, threads: int) -> tuple[tuple | None, str | None]:
             return None, f"{kind} operands must be K-major: A as (M, K) and B as (N, K) with transpose_B=True"
         if not (whole(op.A, a) and whole(op.B, b) and whole(op.C, op.C.buffer)):
             return None, "an operand is a slice of a tile"
-    elif mma_ok(op, threads, half_acc=True) is None:
+    elif not sixteen_bit_wgmma(op):
         return None, "it cannot use tensor cores at all"
     if threads % 128:
         return None, f"{threads} threads is not a whole number of warpgroups (128)"
@@ -79,7 +81,23 @@ def wgmma_ok(op: O.Gemm, threads: int) -> tuple[tuple | None, str | None]:
         return None, f"no split of a {m}x{n} tile over {threads // 128} warpgroups gives m64 rows and a wgmma width"
     if not op.transpose_B and (n // grid[1]) % 64:
         return None, "a K x N B needs a multiple of 64 columns per warpgroup"
+    for r, panels in ((op.A, kmajor_panels(a)), (op.B, kmajor_panels(b) or not op.transpose_B)):
+        try:
+            tile_pointer(r, panels, "")
+        except LoweringError as e:
+            return None, str(e).split(": ", 1)[-1].split("\n")[0]
     return grid, None
+
+
+def sixteen_bit_wgmma(op: O.Gemm) -> bool:
+    """f16 / bf16 operands into a float32 C (or f16 into f16), m, n, k known, k a multiple of 16."""
+    a, b, c = op.A.buffer, op.B.buffer, op.C.buffer
+    if a.dtype != b.dtype or a.dtype.name not in ("float16", "bfloat16"):
+        return False
+    if c.dtype.name != "float32" and not (a.dtype.name == "float16" and c.dtype.name == "float16"):
+        return False
+    m, n, k = op.mnk
+    return all(isinstance(x, int) for x in (m, n, k)) and k % 16 == 0
 
 
 def eight_bit_wgmma(op: O.Gemm) -> bool:

@@ -31,20 +31,11 @@ from ...layout.fragment import (
 from ...op import tile_ops as O
 from ...op.regions import matrix_coords, matrix_indices, squeezed, tile_coords
 from ..lower_tile_ops_cpu import cumsum_scan, in_bounds, region_indices
-from .layout_inference import LayoutPlan, infer_layouts, kmajor_panels, kmajor_rows_ok
+from .layout_inference import LayoutPlan, infer_layouts, kmajor_panels, kmajor_rows_ok, wgmma_ok
 from .lower_copy import CopyLowering, _bound_in, _Hoist, copy_vector_width, unflatten  # noqa: F401 (re-exports)
 from .vectorize import plan_vectors, vector_loop, vector_widths
-
-
-@dataclass(frozen=True)
-class Raw(S.Stmt):
-    """Inline device code: `fmt.format(*printed args)`; reads/writes name the shared buffers touched."""
-
-    fmt: str
-    args: tuple = ()
-    reads: tuple = ()
-    writes: tuple = ()
-    span: object = field(default=None, compare=False, repr=False)
+from .raw import Raw  # noqa: F401 (re-exported: passes import it from here)
+from .lower_async import AsyncLowering, async_accumulators, not_wgmma, tile_pointer
 
 
 @dataclass(frozen=True)
@@ -84,7 +75,7 @@ class CudaKernelInfo:
     tma_descs: list = field(default_factory=list)  # tensor maps of T.tma_copy (manual_ws.py)
 
 
-class _Lower(CopyLowering, TrackRanges, Mutator):
+class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
     def __init__(self, plan: LayoutPlan, threads: int, tid: E.Var, warn):
         self.plan = plan
         self.T = threads
@@ -228,6 +219,9 @@ class _Lower(CopyLowering, TrackRanges, Mutator):
             finally:
                 self.loops.pop()
             return S.seq(*frame.decls.values(), loop)
+        if s.annotation("prefer_async"):
+            self.warn(f"T.Parallel(prefer_async=True) (line {getattr(s.span, 'line', '?')}) copies with ordinary loads "
+                      "and stores, not cp.async: synchronous, so its T.ptx_wait_group has nothing to wait for")
         vars_, exts, body = [], [], s
         while isinstance(body, S.For) and body.kind == "parallel":
             vars_.append(body.var)
@@ -313,6 +307,11 @@ class _Lower(CopyLowering, TrackRanges, Mutator):
             out = self.wgmma_gemm(op, creg, lay)
             if out is not None:
                 return out
+        if op.wg_wait < 0:  # T.wgmma_gemm: wgmma or nothing
+            why = wgmma_ok(op, self.T)[1] if self.sm >= 90 else f"the target is sm_{self.sm}, not sm_90a"
+            if why is None and creg is None:
+                why = f"its accumulator is not in registers ({self.plan.reasons.get(op.C.buffer.uid, '')})"
+            raise not_wgmma(op, why or "its accumulator layout is not a wgmma one")
         if id(op) in self.plan.mma_gemms and isinstance(lay, MmaAccFragment):
             return self.mma_gemm(op, creg, lay)
         m, n, k = op.mnk
@@ -374,6 +373,8 @@ class _Lower(CopyLowering, TrackRanges, Mutator):
             return None
         (self.panels if kmajor_panels(a) else self.swizzled).add(a.uid)
         (self.swizzled if op.transpose_B and not kmajor_panels(b) else self.panels).add(b.uid)
+        pa, _, _ = tile_pointer(op.A, kmajor_panels(a), "T.gemm A", op.span)
+        pb, _, _ = tile_pointer(op.B, b.uid in self.panels, "T.gemm B", op.span)
         m, n, k = op.mnk
         t = {"float16": "tl::half_t", "bfloat16": "tl::bfloat16_t", "float8_e4m3fn": "tl::float8_e4m3_t",
              "float8_e5m2": "tl::float8_e5m2_t", "int8": "int8_t"}[a.dtype.name]
@@ -383,13 +384,14 @@ class _Lower(CopyLowering, TrackRanges, Mutator):
             pre.append(self.visit_Fill(O.Fill(op.C, E.const(0, op.C.buffer.dtype))))
         call = Raw(f"tl::gemm_ss_sm90<{m}, {n}, {k}, {lay.wg_m}, {lay.wg_n}, {str(op.transpose_B).lower()}, "
                    f"{a.shape[-1]}, {b.shape[-1]}, {t}, {int(op.wg_wait)}{acc}>" "({0}, {1}, {2});",
-                   (_addr(a), _addr(b), _addr(creg)), reads=(a, b))
+                   (pa, pb, _addr(creg)), reads=(a, b))
         self.uses_wgmma = True
         return S.seq(*pre, call)
 
     def wgmma_rs_gemm(self, op: O.Gemm, areg: Buffer, creg: Buffer, lay: WgmmaAccFragment):
         b = op.B.buffer
         (self.swizzled if op.transpose_B and not kmajor_panels(b) else self.panels).add(b.uid)
+        pb, _, _ = tile_pointer(op.B, b.uid in self.panels, "T.gemm B", op.span)
         m, n, k = op.mnk
         t = {"float16": "tl::half_t", "bfloat16": "tl::bfloat16_t"}[b.dtype.name]
         pre = []
@@ -397,7 +399,7 @@ class _Lower(CopyLowering, TrackRanges, Mutator):
             pre.append(self.visit_Fill(O.Fill(op.C, E.const(0, op.C.buffer.dtype))))
         call = Raw(f"tl::gemm_rs_sm90<{m}, {n}, {k}, {lay.wg_m}, {str(op.transpose_B).lower()}, {b.shape[-1]}, "
                    f"{t}, {int(op.wg_wait)}>" "({0}, {1}, {2});",
-                   (_addr(areg), _addr(b), _addr(creg)), reads=(b,))
+                   (_addr(areg), pb, _addr(creg)), reads=(b,))
         self.uses_wgmma = True
         return S.seq(*pre, call)
 
@@ -654,6 +656,8 @@ def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = Fa
         warn(note)
     tid = E.Var("tid", dt.int32)
     low = _Lower(plan, threads, tid, warn)
+    low.async_accs = async_accumulators(k.body)
+    low.sm = sm
     low.ranges.kernel(k)
     body = low.visit(k.body)
     for uid, buf in low.annotated.items():

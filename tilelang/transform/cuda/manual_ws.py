@@ -39,6 +39,7 @@ class ManualWS:
     descs: list = field(default_factory=list)
     swizzled: set = field(default_factory=set)
     panels: set = field(default_factory=set)
+    views: list = field(default_factory=list)  # 2-d windows onto stages of 3-d tiles (Buffer.view_of)
 
 
 def has_warp_groups(k: S.KernelLaunch) -> bool:
@@ -77,6 +78,7 @@ class _Rewrite(Mutator):
                 out += [st, barrier_init(st.buffer)]
                 continue
             out.append(self.visit(st))
+        self.info.views = list(self.views.values())
         allocs = [S.Allocate(v) for v in self.views.values()]
         at = max((i for i, st in enumerate(out) if isinstance(st, S.Allocate)), default=-1) + 1
         return S.seq(*out[:at], *allocs, *out[at:])
@@ -147,11 +149,18 @@ class _Rewrite(Mutator):
         return v.region(), [move]
 
     def visit_Gemm(self, op: O.Gemm):
-        a, pa = self.window(op.A, "T.gemm A", op.span)
-        b, pb = self.window(op.B, "T.gemm B", op.span)
+        # a whole stage goes through a window (every gemm path takes it); other slices of a 3-d
+        # tile are left to the wgmma lowering (lower_async.tile_pointer)
+        a, pa = self.window(op.A, "T.gemm A", op.span) if self.whole_stage(op.A) else (op.A, [])
+        b, pb = self.window(op.B, "T.gemm B", op.span) if self.whole_stage(op.B) else (op.B, [])
         if not pa and not pb:
             return op
         return S.seq(*pa, *pb, replace(op, A=a, B=b))
+
+    @staticmethod
+    def whole_stage(r: BufferRegion) -> bool:
+        return r.buffer.ndim != 3 or all(const_int(st) == 0 and const_int(e) == const_int(n)
+                                         for (st, e), n in zip(r.ranges[1:], r.buffer.shape[1:]))
 
     def visit_TmaCopy(self, op: H.TmaCopy):
         dst, pre = self.window(op.dst, "T.tma_copy", op.span)
