@@ -169,3 +169,29 @@ def test_gemm_under_a_thread_branch_is_a_clear_error():
 
     with pytest.raises(LoweringError, match="T.gemm inside a branch on the thread index"):
         tilelang.compile(f, target="cpu")
+
+
+def test_warp_group_scope_with_per_thread_cp_async():
+    """`if tx >= 128` stays a warp-group scope; inside it each thread copies its own row."""
+
+    @T.prim_func
+    def f(A: T.Tensor((128, 64), "float32"), B: T.Tensor((128, 64), "float32")):
+        with T.Kernel(1, threads=256) as bx:
+            S_ = T.alloc_shared((128, 64), "float32")
+            F = T.alloc_fragment((128, 64), "float32")
+            full = T.alloc_barrier(arrive_count=128)
+            tx = T.get_thread_binding()
+            if tx >= 128:
+                for c in T.serial(16):
+                    T.ptx_cp_async(S_[tx - 128, c * 4], A[tx - 128, c * 4], 4)
+                T.cp_async_barrier_noinc(full)
+            else:
+                T.barrier_wait(full, 0)
+                T.copy(S_, F)
+                for i, j in T.Parallel(128, 64):
+                    F[i, j] = F[i, j] * 2 + 1
+                T.copy(F, B)
+
+    a, b = torch.randn(128, 64), torch.zeros(128, 64)
+    tilelang.compile(f, target="cpu")(a, b)
+    torch.testing.assert_close(b.double(), a.double() * 2 + 1, rtol=0, atol=1e-6)
