@@ -180,24 +180,35 @@ def _shfl_kernel(threads):
     return k
 
 
-def test_warp_shuffles_are_rejected_on_cpu_with_the_name():
-    with pytest.raises(LoweringError, match="T.shfl_xor is not supported on target cpu"):
-        tilelang.compile(_shfl_kernel(1), target="cpu")
-    with pytest.raises(LoweringError, match="launches 32"):
-        tilelang.compile(_shfl_kernel(32), target="cpu")
+def test_warp_shuffles_run_on_cpu_per_lane():
+    k = tilelang.compile(_shfl_kernel(32), target="cpu")
+    a = torch.randn(32)
+    ref = a.view(16, 2).flip(1).reshape(32).clone()
+    k(a)
+    assert torch.equal(a, ref)
 
 
-def test_allreduce_rejected_on_cpu_and_sync_grid_on_cuda():
+def test_activemask_rejected_on_cpu_allreduce_runs_and_sync_grid_on_cuda():
+    @T.prim_func
+    def m(A: T.Tensor((32,), "int64")):
+        with T.Kernel(1, threads=32):
+            t = T.get_thread_binding()
+            A[t] = T.activemask()
+    with pytest.raises(LoweringError, match="T.activemask is not supported on target cpu"):
+        tilelang.compile(m, target="cpu")
+
     @T.prim_func
     def k(A: T.Tensor((4,), "float32")):
-        with T.Kernel(1, threads=1):
+        with T.Kernel(1, threads=4):
             t = T.get_thread_binding()
             out = T.alloc_local((1,), "float32")
-            with T.attr(T.comm_reducer(lambda x, y: x + y, [T.float32(0)]), "reduce_scope", 0):
+            with T.attr(T.comm_reducer(lambda x, y: T.max(x, y), [T.float32(-1e30)]), "reduce_scope", 0):
                 T.evaluate(T.tvm_thread_allreduce(T.uint32(1), A[t], True, out[0], t, dtype="handle"))
-            A[0] = out[0]
-    with pytest.raises(LoweringError, match="T.tvm_thread_allreduce is not supported on target cpu"):
-        tilelang.compile(k, target="cpu")
+            A[t] = out[0]
+    a = torch.randn(4)
+    ref = torch.full((4,), float(a.max()))
+    tilelang.compile(k, target="cpu")(a)
+    assert torch.equal(a, ref)
 
     @T.prim_func
     def g(A: T.Tensor((4,), "float32")):

@@ -31,9 +31,8 @@ def test_8bit_gemm_small_n_compiles_for_sm90a(dt, acc, bn):
     assert "wgmma" in k.get_kernel_source()
 
 
-@pytest.mark.xfail(strict=True, reason="fuzz seed 36 (every `thread` family program): the CPU backend rejects "
-                                       "T.get_thread_binding (LoweringError)")
 def test_thread_level_local_copy_on_cpu():
+    """fuzz seed 36 (the `thread` family): per-thread T.copy into a T.alloc_local (transform/cpu_threads.py)."""
     @T.prim_func
     def main(A: T.Tensor((64, 2), "int32"), O: T.Tensor((64, 2), "int32")):
         with T.Kernel(2, 1, threads=64) as (bx, by):

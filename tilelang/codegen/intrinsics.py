@@ -1,7 +1,8 @@
 """C text of the thread-level intrinsic calls (`E.Call` ops named tl_* / extern:* /
 address_of), per target. The CPU and CUDA headers define the same helper names where both
-targets give a call a meaning; `CPU_UNSUPPORTED` lists those the CPU target rejects (its
-blocks run on one thread: no warps to shuffle or vote in, no grid barrier).
+targets give a call a meaning; `CPU_UNSUPPORTED` lists those the CPU target rejects
+(transform/cpu_threads.py gives shuffles and votes their meaning there before codegen; these
+are what it cannot: the active-lane mask and the grid barrier).
 """
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Lower tile ops to plain loops for the CPU backend (one CPU thread runs a whole block).
+"""Lower tile ops to plain loops for the CPU backend (one CPU thread runs a whole block;
+cpu_threads has already turned thread-level code into loops over the block's threads).
 
 Expects: parsed IR (tile ops, T.Parallel/T.Pipelined loops).
 Guarantees: no TileOp remains except Print/DeviceAssert (handled by codegen); every loop
@@ -20,6 +21,7 @@ from ..ir.buffer import Buffer, BufferRegion
 from ..ir.visitor import Mutator, collect
 from ..op import tile_ops as O
 from ..op.regions import matrix_dims, squeezed
+from .cpu_threads import LOOP_MARK
 from .hopper_cpu import HopperCPU, barrier_init
 
 
@@ -72,8 +74,14 @@ class LowerTileOpsCPU(HopperCPU, TrackRanges, Mutator):
         self.ranges = Ranges()  # block and loop variables: proves bounds guards redundant
 
     def visit_For(self, s: S.For):
-        with self.ranges.loop(s):
-            body = self.visit(s.body)
+        outer = self.threads_now
+        if s.annotation(LOOP_MARK[0]):  # a cpu_threads segment: each iteration is one thread
+            self.threads_now = 1
+        try:
+            with self.ranges.loop(s):
+                body = self.visit(s.body)
+        finally:
+            self.threads_now = outer
         kind = "serial" if s.kind in ("parallel", "pipelined", "vectorized") else s.kind
         return S.For(s.var, s.start, s.extent, kind, body, (), span=s.span)
 
@@ -208,25 +216,25 @@ class LowerTileOpsCPU(HopperCPU, TrackRanges, Mutator):
 
 
 def reject_thread_level(k: S.KernelLaunch):
-    """Thread-level code the CPU cannot mean: it runs each block on one thread."""
+    """Thread-level code left after cpu_threads (which runs a block's threads as loops and
+    removes every thread index it can give a meaning): what the CPU still cannot mean."""
     from ..codegen.intrinsics import CPU_UNSUPPORTED
     from ..op.thread_ops import ThreadAllReduce
 
     threads = k.threads[0] * k.threads[1] * k.threads[2]
     if k.thread_vars and threads != 1:
-        raise LoweringError(f"thread indices (T.get_thread_binding / T.thread_binding) on target cpu: it runs each "
-                            f"block on one thread, and this kernel launches {threads}; use tile ops and "
-                            "T.Parallel, or threads=1", k.span)
+        raise LoweringError(f"thread indices on target cpu in a kernel of {threads} threads reached tile-op "
+                            "lowering (internal: the cpu_threads pass should have run)", k.span)
     for st in collect(k.body, lambda n: isinstance(n, S.Stmt) and not isinstance(n, S.SeqStmt)):
         if isinstance(st, ThreadAllReduce):
-            raise LoweringError("T.tvm_thread_allreduce is not supported on target cpu: it combines values "
-                                "across a block's threads, and the CPU runs a block on one thread", st.span)
+            raise LoweringError("T.tvm_thread_allreduce reached tile-op lowering on target cpu (internal: the "
+                                "cpu_threads pass should have split it)", st.span)
         if isinstance(st, (S.For, S.IfThenElse, S.While, S.KernelLaunch)):
             continue  # their bodies are visited as statements of their own
         for c in collect(st, lambda n: isinstance(n, E.Call) and n.op in CPU_UNSUPPORTED):
-            raise LoweringError(f"{CPU_UNSUPPORTED[c.op]} is not supported on target cpu: it runs each block on "
-                                "one thread, so there are no warp lanes or other blocks to exchange values "
-                                "with", getattr(st, "span", None))
+            raise LoweringError(f"{CPU_UNSUPPORTED[c.op]} is not supported on target cpu: its block's threads run "
+                                "one after another between barriers, so which lanes are active (or whether other "
+                                "blocks run at the same time) has no meaning there", getattr(st, "span", None))
 
 
 def _serial(v, extent, body):

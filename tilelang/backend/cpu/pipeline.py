@@ -7,6 +7,7 @@ from ...codegen.c import codegen_c
 from ...errors import TileLangError
 from ...ir.stmt import PrimFunc
 from ...transform.check_dtypes import check_dtypes_pass
+from ...transform.cpu_threads import cpu_threads_pass
 from ...transform.legalize_safe_memory import legalize_safe_memory
 from ...transform.lower_gemm_sp import lower_gemm_sp
 from ...transform.lower_tile_ops_cpu import lower_tile_ops_cpu
@@ -19,6 +20,7 @@ PASSES = [
     ("thread_scopes", thread_scopes_pass),
     ("lower_gemm_sp", lower_gemm_sp),
     ("legalize_safe_memory", legalize_safe_memory),
+    ("cpu_threads", cpu_threads_pass),
     ("lower_tile_ops_cpu", lower_tile_ops_cpu),
     ("simplify_lowered", simplify_pass),
 ]

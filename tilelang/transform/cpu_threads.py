@@ -1,0 +1,327 @@
+"""Run a block's threads on the CPU: SIMT code becomes loops over the thread index.
+
+Takes: a PrimFunc (tile-op IR, after thread_scopes) whose kernels read thread indices
+(T.get_thread_binding / T.thread_binding / T.launch_thread), or use warp shuffles, votes or
+T.tvm_thread_allreduce. Gives: the same kernels with no thread variables left, for
+lower_tile_ops_cpu (which still runs a block on one CPU thread):
+
+- scalar statements are SIMT code: every thread runs them. A run of them with no barrier in
+  between (a segment) becomes `for thr in serial(lo, hi)`, with tx, ty, tz computed from
+  `thr` (x fastest), over the block's threads, or a warp-group scope's (`T.ws` / `if tx < 128`);
+- barriers split segments: T.sync_threads, and every block-level tile op (T.copy, T.gemm,
+  T.Parallel ... that read no thread index and no per-thread buffer: they run once per block,
+  as before, at the point the CUDA path would synchronize around them);
+- control flow that depends on no thread holds the segments (a serial loop with a barrier
+  stays one loop, its body split); where it depends on the thread and holds a barrier, the
+  kernel cannot be split honestly: a LoweringError names the construct and the user's line;
+- T.alloc_local / T.alloc_var buffers get one copy per thread (a leading thread dim), since
+  they live across segments; so do thread-dependent `x = ...` bindings. Shared buffers and
+  fragments stay one per block;
+- a tile op that touches per-thread buffers or reads thread indices is SIMT code (each thread
+  runs it whole on its own data); T.copy / T.fill and the hopper issue ops (T.tma_copy,
+  barrier arrivals, one arrival per executing thread) may sit under thread branches;
+- warp shuffles and votes, and T.tvm_thread_allreduce, split their statement at the point:
+  every thread stores its value, then each reads its lanes' (a warp is 32 consecutive thread
+  ids; a lane outside the segment's threads gives the thread's own value).
+
+    with T.Kernel(4, threads=128) as bx:       for thr in serial(0, 128):          # segment 1
+        tx = T.get_thread_binding()                acc[thr, 0] = A[bx, thr]
+        acc = T.alloc_local((1,), "f32")       T.copy(S, B[bx, 0])                 # once, a barrier
+        acc[0] = A[bx, tx]              ->     for thr in serial(0, 128):          # segment 2
+        T.sync_threads()                           S[thr] = acc[thr, 0]
+        S[tx] = acc[0]                         (the sync_threads split 1 from 2; so does the copy)
+        T.copy(S, B[bx, 0])
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .. import dtypes as dt
+from ..errors import LoweringError
+from ..ir import expr as E
+from ..ir import stmt as S
+from ..ir.buffer import Buffer, BufferRegion
+from ..ir.visitor import Mutator, buffers_used, collect
+from ..op import hopper as H
+from ..op import tile_ops as O
+from ..op.thread_ops import DeclBuffer, ImportSource, ThreadAllReduce
+
+WARP = 32
+LOOP_MARK = ("tl.cpu_threads", True)  # annotation of a segment loop: lower_tile_ops_cpu counts 1 thread there
+SHUFFLES = ("tl_shfl_xor", "tl_shfl_down", "tl_shfl_up", "tl_shfl_idx")
+VOTES = ("tl_any_sync", "tl_all_sync", "tl_ballot")
+_SCALAR_OPS = (O.DeviceAssert, O.Print, DeclBuffer, ImportSource, O.Swizzle, O.AnnotateLayout)
+# block-level ops that mean the same when every thread of a branch runs them whole
+_PER_THREAD_OK = (O.Copy, O.Fill, H.TmaCopy, H.BarrierArrive, H.BarrierExpectTx, H.BarrierWait, H.CpAsync,
+                  H.CpAsyncBarrierArrive, H.CpAsyncCommit, H.CpAsyncWait, H.FenceProxyAsync, H.SetMaxNReg,
+                  H.WaitWgmma)
+_OP_NAMES = {"Copy": "T.copy", "Fill": "T.fill / T.clear", "Gemm": "T.gemm", "Reduce": "a T.reduce_* op",
+             "CumSum": "T.cumsum", "AtomicTile": "a tile T.atomic_*", "GemmSp": "T.gemm_sp"}
+BAR = ("bar", None)
+
+
+def _is_sync(e) -> bool:
+    return isinstance(e, E.Call) and e.op == "tl_sync_threads"
+
+
+def _exchange(n) -> bool:
+    """A point where threads see each other's values: barrier, shuffle, vote, all-reduce, scope."""
+    if isinstance(n, (ThreadAllReduce, H.WarpGroupScope)):
+        return True
+    return isinstance(n, E.Call) and (n.op == "tl_sync_threads" or n.op in SHUFFLES or n.op in VOTES)
+
+
+def _loose_jumps(s) -> list:
+    """break/continue statements of s that leave a loop enclosing s (not one inside it)."""
+    if isinstance(s, (S.Break, S.Continue)):
+        return [s]
+    if isinstance(s, (S.For, S.While)) or not isinstance(s, S.Stmt) or isinstance(s, S.TileOp):
+        return []
+    out = []
+    for x in (s.stmts if isinstance(s, S.SeqStmt) else
+              (s.then_case, s.else_case) if isinstance(s, S.IfThenElse) else
+              (s.body,) if isinstance(s, H.WarpGroupScope) else ()):
+        if x is not None:
+            out += _loose_jumps(x)
+    return out
+
+
+class _Kernel:
+    """The split of one kernel (see the module docstring)."""
+
+    def __init__(self, k: S.KernelLaunch):
+        self.k = k
+        self.dims = k.threads
+        self.n = k.threads[0] * k.threads[1] * k.threads[2]
+        self.thr = E.Var("thr", dt.int32)
+        self.per_thread: dict = {}  # uid -> the expanded Buffer
+        for a in collect(k.body, lambda n: isinstance(n, S.Allocate)):
+            b = a.buffer
+            if b.scope in ("local", "local.var") and b.uid not in self.per_thread:
+                self.per_thread[b.uid] = Buffer(b.name, (self.n,) + tuple(b.shape), b.dtype, "local")
+        self.let_loads: dict = {}  # let Var -> BufferLoad of its per-thread copy
+        self.dep_vars = set(k.thread_vars)
+        self._dependent_vars(k.body)
+
+    # ------------------------------------------------------------ dependence
+    def _dependent_vars(self, body):
+        binds = collect(body, lambda n: isinstance(n, (S.LetStmt, S.For)))
+        changed = True
+        while changed:
+            changed = False
+            for b in binds:
+                v = b.var
+                if v not in self.dep_vars and self.dep(b.value if isinstance(b, S.LetStmt) else (b.start, b.extent)):
+                    self.dep_vars.add(v)
+                    changed = True
+
+    def dep(self, node) -> bool:
+        """Does node read a thread index, a per-thread buffer, or a value computed from them?"""
+        if any(b.uid in self.per_thread for b in buffers_used(node)):
+            return True
+        return bool(collect(node, lambda n: isinstance(n, E.Var) and n in self.dep_vars))
+
+    def block_ops(self, s) -> list:
+        """Block-level tile ops (and T.Parallel loops) under s: they run once per block."""
+        out = []
+        for n in collect(s, lambda n: isinstance(n, S.TileOp) or (isinstance(n, S.For) and n.kind == "parallel")):
+            if not isinstance(n, _SCALAR_OPS) and not self.dep(n):
+                out.append(n)
+        return out
+
+    # ------------------------------------------------------------ splitting
+    def split(self, s, rng) -> list:
+        """s as a list of items: ("s", simt stmt) | ("b", block stmt) | BAR."""
+        if isinstance(s, S.SeqStmt):
+            return [it for x in s.stmts for it in self.split(x, rng)]
+        if isinstance(s, S.Evaluate) and _is_sync(s.value):
+            return [BAR]
+        if isinstance(s, S.Allocate):
+            return [("b" if getattr(s.buffer, "barrier_counts", None) is not None else "s", s)]
+        if isinstance(s, S.LetStmt):
+            return self.let(s, rng)
+        if isinstance(s, ThreadAllReduce):
+            return self.allreduce(s, rng)
+        if isinstance(s, H.WarpGroupScope):
+            inner = (s.lo * H.WARP_GROUP, s.hi * H.WARP_GROUP)
+            return [("b", replace(s, body=self.assemble(self.split(s.body, inner), inner)))]
+        sync = collect(s, _exchange)
+        jumps = _loose_jumps(s)
+        if not sync and not jumps and not self.block_ops(s):
+            return [("s", s)]
+        if isinstance(s, (S.BufferStore, S.Evaluate)):
+            return self.lanes(s, rng)
+        if isinstance(s, S.TileOp) or (isinstance(s, S.For) and s.kind == "parallel"):
+            return [("b", s)]
+        if isinstance(s, (S.Break, S.Continue)):
+            return [("b", s)]
+        cond = {S.For: lambda: (s.start, s.extent), S.IfThenElse: lambda: s.cond,
+                S.While: lambda: s.cond}[type(s)]()
+        if self.dep(cond):
+            return self.divergent(s, sync, jumps)
+        if isinstance(s, S.For):
+            return [("b", replace(s, body=self.assemble(self.split(s.body, rng), rng)))]
+        if isinstance(s, S.While):
+            return [("b", replace(s, body=self.assemble(self.split(s.body, rng), rng)))]
+        els = None if s.else_case is None else self.assemble(self.split(s.else_case, rng), rng)
+        return [("b", replace(s, then_case=self.assemble(self.split(s.then_case, rng), rng), else_case=els))]
+
+    def divergent(self, s, sync, jumps) -> list:
+        """s branches or loops on the thread: all of it is SIMT code, if that is honest."""
+        what = {S.For: "a loop whose trip count depends on the thread index",
+                S.IfThenElse: "a branch on the thread index (or a per-thread value)",
+                S.While: "a while loop whose condition depends on the thread index"}[type(s)]
+        if sync:
+            x = sync[0]
+            name = ("T.tvm_thread_allreduce" if isinstance(x, ThreadAllReduce) else
+                    "a warp-group scope" if isinstance(x, H.WarpGroupScope) else
+                    "T.sync_threads" if x.op == "tl_sync_threads" else f"the warp exchange {x.op[3:]}")
+            raise LoweringError(f"{name} inside {what}: the CPU backend runs a block's threads one after another "
+                                "between barriers, and cannot split control flow that differs between threads at "
+                                "a barrier; move the barrier out of the thread-dependent code", s.span)
+        if jumps:
+            raise LoweringError(f"break/continue inside {what}, in a loop that holds a barrier or a block-level "
+                                "tile op: the CPU backend cannot run the loop's iterations per thread there",
+                                jumps[0].span or s.span)
+        for op in self.block_ops(s):
+            if not isinstance(op, _PER_THREAD_OK):
+                name = "a T.Parallel loop" if isinstance(op, S.For) else _OP_NAMES.get(type(op).__name__, type(op).__name__)
+                raise LoweringError(f"{name} inside {what}: a block-level tile op needs every thread of the block "
+                                    "(or of whole warp groups: `if tx < 128`), and on target cpu it would run once "
+                                    "per thread that takes the branch", getattr(op, "span", None) or s.span)
+        return [("s", s)]
+
+    def let(self, s: S.LetStmt, rng) -> list:
+        if not self.dep(s.value) and not collect(s.value, _exchange):
+            return [("b", s)]
+        buf = Buffer(s.var.name, (self.n,), s.var.dtype, "local")
+        self.let_loads[s.var] = E.BufferLoad(buf, (self.thr,), s.var.dtype)
+        return [("s", S.Allocate(buf))] + self.lanes(S.BufferStore(buf, (self.thr,), s.value, span=s.span), rng)
+
+    def lanes(self, s, rng) -> list:
+        """A statement with warp shuffles or votes: every thread stores its operands, then each
+        reads its lanes'."""
+        from .cpu_lanes import exchange
+
+        calls = list(dict.fromkeys(collect(s, lambda n: isinstance(n, E.Call) and (n.op in SHUFFLES or
+                                                                                   n.op in VOTES))))
+        if not calls:
+            return [("s", s)]
+        if any(collect(c.args[1:], lambda n: isinstance(n, E.Call) and n.op in SHUFFLES + VOTES) for c in calls):
+            raise LoweringError("a warp shuffle or vote whose operand holds another one: write the inner one to a "
+                                "variable first (target cpu)", s.span)
+        pre, post, repl = exchange(calls, self.thr, rng)
+
+        class _R(Mutator):
+            def visit_Call(self, c):
+                return repl[c] if c in repl else self.generic(c)
+
+        return pre + [BAR] + post + [("s", _R().visit(s))]
+
+    def allreduce(self, s: ThreadAllReduce, rng) -> list:
+        from .cpu_lanes import allreduce
+
+        pre, post = allreduce(s, self.thr, self.dims)
+        return pre + [BAR] + post
+
+    def assemble(self, items, rng) -> S.Stmt:
+        out, cur = [], []
+        lo, hi = rng
+
+        def flush():
+            if cur:
+                out.append(S.For(self.thr, E.as_expr(lo), E.as_expr(hi - lo), "serial", S.seq(*cur), (LOOP_MARK,)))
+                cur.clear()
+
+        for kind, st in items:
+            if kind == "s":
+                cur.append(st)
+                continue
+            flush()
+            if kind == "b":
+                out.append(st)
+        flush()
+        return S.seq(*out)
+
+    # ------------------------------------------------------------ result
+    def lower(self) -> S.KernelLaunch:
+        body = self.assemble(self.split(self.k.body, (0, self.n)), (0, self.n))
+        X, Y, _ = self.dims
+        t = self.thr
+        axes = {"tx": t % X if Y * self.dims[2] > 1 else t, "ty": (t // X) % Y, "tz": t // (X * Y)}
+        tmap = {v: axes[v.name] if v.name in axes else t for v in self.k.thread_vars}
+        body = _Expand(self, tmap).visit(body)
+        return replace(self.k, thread_vars=(), body=body)
+
+
+class _Expand(Mutator):
+    """Per-thread buffers get the thread index as a leading dim; thread variables become `thr`."""
+
+    def __init__(self, kern: _Kernel, tmap: dict):
+        self.kern, self.tmap = kern, tmap
+
+    def _buf(self, b):
+        return self.kern.per_thread.get(b.uid)
+
+    def _idx(self, b, idx):
+        if len(idx) != b.ndim:  # a T.alloc_var read as a scalar
+            idx = (E.as_expr(0),) * b.ndim
+        return (self.kern.thr,) + tuple(idx)
+
+    def visit_Var(self, v):
+        if v in self.kern.let_loads:
+            return self.kern.let_loads[v]
+        return self.tmap.get(v, v)
+
+    def visit_BufferLoad(self, n: E.BufferLoad):
+        idx = self.visit(n.indices)
+        nb = self._buf(n.buffer)
+        return E.BufferLoad(nb, self._idx(n.buffer, idx), n.dtype) if nb else E.BufferLoad(n.buffer, idx, n.dtype)
+
+    def visit_BufferStore(self, s: S.BufferStore):
+        idx, val = self.visit(s.indices), self.visit(s.value)
+        nb = self._buf(s.buffer)
+        if nb:
+            return S.BufferStore(nb, self._idx(s.buffer, idx), val, span=s.span)
+        return S.BufferStore(s.buffer, idx, val, span=s.span)
+
+    def visit_BufferRegion(self, r: BufferRegion):
+        ranges = self.visit(r.ranges)
+        nb = self._buf(r.buffer)
+        if nb:
+            if len(ranges) != r.buffer.ndim:
+                ranges = ((E.as_expr(0), 1),) * r.buffer.ndim
+            return BufferRegion(nb, ((self.kern.thr, 1),) + tuple(ranges))
+        return BufferRegion(r.buffer, ranges)
+
+    def visit_Allocate(self, s: S.Allocate):
+        nb = self._buf(s.buffer)
+        if nb is None:
+            return s
+        if s.init is None:
+            return S.Allocate(nb, span=s.span)
+        stores = [S.BufferStore(nb, (self.kern.thr, E.as_expr(i)), self.visit(v)) for i, v in enumerate(s.init)]
+        return S.seq(S.Allocate(nb, span=s.span), *stores)
+
+    def generic(self, node):
+        if isinstance(node, S.TileOp):
+            for f in ("src", "dst", "obj", "data", "buffer"):
+                b = getattr(node, f, None)
+                if isinstance(b, Buffer) and self._buf(b) is not None and not isinstance(node, DeclBuffer):
+                    raise LoweringError(f"{type(node).__name__} on the per-thread buffer {b.name} in a kernel that "
+                                        "reads thread indices is not supported on target cpu", node.span)
+        return super().generic(node)
+
+
+def _needs_threads(k: S.KernelLaunch) -> bool:
+    return bool(k.thread_vars) or bool(collect(k.body, lambda n: isinstance(n, ThreadAllReduce) or (
+        isinstance(n, E.Call) and (n.op in SHUFFLES or n.op in VOTES))))
+
+
+class _Kernels(Mutator):
+    def visit_KernelLaunch(self, k: S.KernelLaunch):
+        return _Kernel(k).lower() if _needs_threads(k) else k
+
+
+def cpu_threads_pass(func: S.PrimFunc, ctx=None) -> S.PrimFunc:
+    return replace(func, body=_Kernels().visit(func.body))
