@@ -36,10 +36,14 @@ def test_reinterpret_checks_width():
         tirx.reinterpret(T.float16, tirx.const(1, T.uint32))
 
 
-def test_select_rejects_a_python_bool_condition():
+def test_select_condition_from_eq_is_an_expression():
+    from tilelang.ir import expr as E
+
     x = tirx.const(1, T.uint32)
+    sel = tirx.Select(x == tirx.const(0, T.uint32), x, x)  # `==` outside a kernel body builds IR too
+    assert isinstance(sel, E.Select) and sel.cond.op == "=="
     with pytest.raises(DSLTypeError, match="Python bool"):
-        tirx.Select(x == tirx.const(0, T.uint32), x, x)
+        tirx.Select(True, x, x)
     assert tirx.NE(x, 2).dtype == T.bool
 
 

@@ -251,8 +251,8 @@ class Parser:
 
     def stmt_If(self, node):
         cond = self.eval(node.test)
-        if isinstance(cond, Buffer) and cond.scope == "local.var":
-            cond = cond.as_load()
+        if isinstance(cond, Buffer) and cond.scope == "local.var" or isinstance(cond, E.ExprCompare):
+            cond = cond.as_load()  # a helper's `a == b` is a run-time test here
         if not isinstance(cond, E.Expr):
             self.body(node.body if cond else node.orelse)
             return
@@ -288,6 +288,8 @@ class Parser:
 
     def stmt_While(self, node):
         cond = self.eval(node.test)
+        if isinstance(cond, E.ExprCompare):
+            cond = cond.as_load()
         if not isinstance(cond, E.Expr):
             raise self.error(DSLSyntaxError, "a while loop in a kernel needs a run-time condition", node)
         self.builder.emit(S.While(cond, self.block(node.body)))

@@ -1,14 +1,17 @@
 """Scalar expressions of the IR.
 
 Frozen dataclasses compared structurally. Python operators build nodes, so
-`bx * 128 + i` written in a kernel evaluates straight to IR. `==`, `and`, `or`,
-`not` and `x if c else y` cannot be overloaded safely; the frontend rewrites
-them to `compare`, `logical_and` ... before evaluating user expressions.
+`bx * 128 + i` written in a kernel evaluates straight to IR. `and`, `or`, `not`
+and `x if c else y` cannot be overloaded; the frontend rewrites them (and `==`)
+to `compare`, `logical_and` ... before evaluating kernel text. `a == b` evaluated
+elsewhere (a plain Python helper a kernel calls) gives an `ExprCompare`: the IR
+comparison where a value is expected, structural equality where Python asks for
+a bool (dict keys, `in`, `if a == b:`), as TVM's PrimExpr does.
 """
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from .. import dtypes as dt
 from ..dtypes import DType
@@ -64,6 +67,11 @@ class Expr:
     def __gt__(self, o): return binop(">", self, o)
     def __ge__(self, o): return binop(">=", self, o)
     def __abs__(self): return call("abs", self)
+    def __eq__(self, o): return ExprCompare("==", self, o)
+    def __ne__(self, o): return ExprCompare("!=", self, o)
+
+    def __hash__(self):
+        return hash((type(self).__name__,) + tuple(getattr(self, f) for f in _compare_fields(type(self))))
 
     def astype(self, dtype) -> "Expr":
         """Convert to `dtype`, like T.cast(self, dtype): `x.astype("float16")`."""
@@ -75,7 +83,51 @@ class Expr:
         return expr_str(self)
 
 
-@dataclass(frozen=True, eq=True, repr=False)
+def _compare_fields(cls) -> tuple:
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(f.name for f in fields(cls) if f.compare)
+    return names
+
+
+_FIELDS: dict = {}
+
+
+def structurally_equal(a, b) -> bool:
+    """Same node type and equal fields, recursively (what `==` means to Python code)."""
+    if a is b:
+        return True
+    if type(a) is not type(b) or not isinstance(a, Expr):
+        return False
+    return all(bool(getattr(a, f) == getattr(b, f)) for f in _compare_fields(type(a)))
+
+
+class ExprCompare:
+    """The result of `a == b` / `a != b` on expressions (see the module docstring)."""
+
+    __slots__ = ("op", "a", "b")
+
+    def __init__(self, op, a, b):
+        self.op, self.a, self.b = op, a, b
+
+    def __bool__(self):
+        same = structurally_equal(self.a, self.b)
+        return same if self.op == "==" else not same
+
+    def as_load(self) -> "Expr":  # as_expr() turns it into the IR comparison
+        return binop(self.op, self.a, self.b)
+
+    def __and__(self, o): return self.as_load() & o
+    def __rand__(self, o): return o & self.as_load()
+    def __or__(self, o): return self.as_load() | o
+    def __ror__(self, o): return o | self.as_load()
+    def __invert__(self): return ~self.as_load()
+
+    def __repr__(self):
+        return f"({self.a!r} {self.op} {self.b!r})"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
 class Var(Expr):
     name: str
     dtype: DType = dt.int32
@@ -86,7 +138,7 @@ class Var(Expr):
     __hash__ = lambda self: hash(self.uid)  # noqa: E731  (identity of a variable is its uid)
 
 
-@dataclass(frozen=True, eq=True, repr=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Const(Expr):
     value: object
     dtype: DType
@@ -95,7 +147,7 @@ class Const(Expr):
     __str__ = Expr.__str__
 
 
-@dataclass(frozen=True, eq=True, repr=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Binary(Expr):
     op: str
     a: Expr
@@ -106,7 +158,7 @@ class Binary(Expr):
     __str__ = Expr.__str__
 
 
-@dataclass(frozen=True, eq=True, repr=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Unary(Expr):
     op: str  # "-", "!", "~"
     a: Expr
@@ -116,7 +168,7 @@ class Unary(Expr):
     __str__ = Expr.__str__
 
 
-@dataclass(frozen=True, eq=True, repr=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Select(Expr):
     cond: Expr
     a: Expr
@@ -127,7 +179,7 @@ class Select(Expr):
     __str__ = Expr.__str__
 
 
-@dataclass(frozen=True, eq=True, repr=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Cast(Expr):
     dtype: DType
     value: Expr
@@ -136,7 +188,7 @@ class Cast(Expr):
     __str__ = Expr.__str__
 
 
-@dataclass(frozen=True, eq=True, repr=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Call(Expr):
     """A pure intrinsic: math (`exp`, `max`...), `reinterpret`, ... by name."""
 
@@ -148,7 +200,7 @@ class Call(Expr):
     __str__ = Expr.__str__
 
 
-@dataclass(frozen=True, eq=True, repr=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class BufferLoad(Expr):
     buffer: "Buffer"  # noqa: F821
     indices: tuple
@@ -267,6 +319,8 @@ def logical_not(a):
 
 
 def select(cond, a, b) -> Expr:
+    if isinstance(cond, ExprCompare):
+        cond = cond.as_load()
     if not isinstance(cond, Expr):
         return a if cond else b
     if not isinstance(a, Expr) and not isinstance(b, Expr):

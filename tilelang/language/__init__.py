@@ -25,7 +25,7 @@ from .math import (exp, exp2, log, log2, log10, sqrt, rsqrt, tanh, sigmoid, sin,
 from .debug import print, device_assert  # noqa: F401
 from .macro import macro  # noqa: F401
 from .eager import const, empty, dynamic, symbolic  # noqa: F401
-from .ptx import access_ptr, ptx_ldmatrix, ptx_mma  # noqa: F401
+from .ptx import ptx_ldmatrix, ptx_mma  # noqa: F401
 from .gemm_sp import gemm_sp  # noqa: F401
 from .hopper import (ws, WarpSpecialize, mbarrier_wait_parity, mbarrier_arrive, mbarrier_expect_tx,  # noqa: F401
                      mbarrier_arrive_expect_tx, barrier_wait, barrier_arrive, tma_copy, fence_proxy_async,

@@ -1,4 +1,4 @@
-"""Per-thread PTX tensor-core primitives: `T.ptx_ldmatrix`, `T.ptx_mma`, and `T.access_ptr`.
+"""Per-thread PTX tensor-core primitives: `T.ptx_ldmatrix` and `T.ptx_mma` (addresses from `T.access_ptr`).
 
 Thin wrappers: each checks its arguments and appends an `op.ptx.PtxCall` statement. They are
 warp-collective (every lane of the warp executes them together) and CUDA-only; the CPU backend
@@ -13,33 +13,10 @@ from ..frontend import builder as B
 from ..ir import expr as E
 from ..ir.buffer import Buffer, BufferRegion
 from ..op import ptx as P
+from .extern import access_ptr
 
 _ABBREV = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "tf32": "float32", "int8": "int8",
            "uint8": "uint8", "int32": "int32", "e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
-
-
-def access_ptr(base, access_type="r", *extents, offset=0, extent=None, ignore_last_ndim=0):
-    """The address of an element of a buffer: `T.access_ptr(A_shared[i, j], "r")`.
-
-    base: an element (`A[i, j]`), a region (its first element) or a buffer (its first element);
-    `offset` moves the address by that many elements. access_type and extents describe the
-    access ("r", "w", "rw"; element counts) and do not change the address.
-    """
-    if isinstance(access_type, str) and access_type not in ("r", "w", "rw"):
-        raise DSLTypeError(f"T.access_ptr: access_type must be 'r', 'w' or 'rw', got {access_type!r}")
-    if isinstance(base, Buffer):
-        load = E.BufferLoad(base, tuple(E.as_expr(0) for _ in base.shape), base.dtype)
-    elif isinstance(base, BufferRegion):
-        load = E.BufferLoad(base.buffer, tuple(E.as_expr(s) for s in base.starts), base.buffer.dtype)
-    elif isinstance(base, E.BufferLoad):
-        load = base
-    else:
-        raise DSLTypeError(f"T.access_ptr: expected a buffer element (A[i, j]), region or buffer, got {base!r}")
-    if not (isinstance(offset, int) and offset == 0):
-        idx = list(load.indices)
-        idx[-1] = idx[-1] + offset  # row-major flattening: the last index carries a flat offset
-        load = E.BufferLoad(load.buffer, tuple(idx), load.dtype)
-    return P.address_of(load)
 
 
 def _element_address(x, what):

@@ -34,15 +34,13 @@ def reinterpret(dtype, value, span=None) -> E.Expr:
 def Select(condition, true_value, false_value, span=None) -> E.Expr:  # noqa: N802 - TVM's name
     """`true_value if condition else false_value`, both sides evaluated."""
     if isinstance(condition, bool) and (isinstance(true_value, E.Expr) or isinstance(false_value, E.Expr)):
-        # NOTE: outside a kernel body `x == y` on two expressions is Python's structural equality
-        raise DSLTypeError("tirx.Select: the condition is a Python bool, not an expression; `a == b` / `a != b` "
-                           "between expressions outside a kernel body compare them structurally in Python. "
-                           "Write tirx.EQ(a, b) / tirx.NE(a, b) there")
+        raise DSLTypeError("tirx.Select: the condition is a Python bool, not an expression; build it from "
+                           "expressions (`a == b`, tirx.EQ(a, b), `a < b`)")
     return E.select(condition, true_value, false_value)
 
 
 def EQ(a, b, span=None) -> E.Expr:  # noqa: N802 - TVM's name
-    """The expression `a == b` (usable outside a kernel body, where `==` compares structurally)."""
+    """The expression `a == b`."""
     return E.binop("==", a, b)
 
 
