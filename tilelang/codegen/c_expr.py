@@ -166,8 +166,7 @@ class CExpr:
             neg = [f"-({args[0]})"]
             return self.from_float(d, f"({one} / ({one} + {self.math(d, 'exp', neg, wrap=False)}))")
         if op == "reinterpret":
-            src = compute_type(e.args[0].dtype)
-            return f"((union {{ {src} a; {storage_type(d)} b; }}){{ .a = ({args[0]}) }}).b"
+            return self.bitcast(e.args[0].dtype, d, args[0])
         if op in _FLOAT_FN:
             return self.math(d, _FLOAT_FN[op], args)
         if op.startswith("atomic_"):
@@ -180,6 +179,13 @@ class CExpr:
         if op.startswith("tl_"):  # a helper of the target's header (e.g. tl_quad_max on CUDA)
             return f"{op}({', '.join(args)})"
         raise NotImplementedError(f"no C lowering for intrinsic {op!r}")
+
+    def bitcast(self, src: dt.DType, d: dt.DType, text: str) -> str:
+        """The bits of `text` (a `src` value as computed) read as `d`; emulated dtypes go through
+        their storage bits. TL_BITCAST is a union on C and a memcpy template on CUDA C++."""
+        bits = f"TL_BITCAST({storage_type(src)}, {storage_type(d)}, {self.store_value(src, text)})"
+        k = EMULATED.get(d.name)
+        return f"tl_{k}_to_f32({bits})" if k else bits
 
     def math(self, d, name, args, wrap=True):
         """libm call in double for float64, else in float (f-suffixed), converted back to d."""

@@ -20,12 +20,24 @@ def _dtype(d):
     return dt.as_dtype("handle" if d in (None, "void") else d)
 
 
-def call_extern(dtype, func_name, *args):
+def call_extern(*args, **kwargs):
     """Call the device function `func_name(*args)` with result type `dtype` ("handle" for none).
 
+    Written `T.call_extern(dtype, func_name, *args)`, or with the type as a keyword,
+    `T.call_extern(func_name, *args, dtype=dtype)`.
     Example: `T.call_extern("handle", "decode_i4s_to_f16", T.access_ptr(B_q, "r"), T.access_ptr(B, "w"), 8)`.
     """
     B.in_kernel("T.call_extern")
+    if "dtype" in kwargs:
+        args = (kwargs.pop("dtype"),) + args
+    kwargs.pop("span", None)  # a TVM source location; ours comes from the builder
+    if kwargs:
+        raise DSLTypeError(f"T.call_extern: unexpected keyword arguments {sorted(kwargs)}; "
+                           "only dtype= may be given by name")
+    if len(args) < 2:
+        raise DSLTypeError("T.call_extern: expected (dtype, func_name, *args), got "
+                           f"{len(args)} positional argument(s)")
+    dtype, func_name, *args = args
     if not isinstance(func_name, str) or not func_name.replace("_", "a").replace("::", "a").isalnum():
         raise DSLTypeError(f"T.call_extern: the function name must be an identifier, got {func_name!r}")
     return E.Call("extern:" + func_name, tuple(E.as_expr(a) for a in args), _dtype(dtype))

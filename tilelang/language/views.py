@@ -103,8 +103,9 @@ LocalBuffer = TensorType("LocalBuffer")
 
 
 def alloc_buffer(shape, dtype="float32", data=None, strides=None, elem_offset=None, scope="global", **_):
-    """TVM's allocation: scope "shared"/"shared.dyn" is T.alloc_shared, "local.fragment"
-    T.alloc_fragment, "local" T.alloc_local, "local.var" T.alloc_var."""
+    """TVM's allocation: scope "global" (the default; outside `with T.Kernel`) is T.alloc_global,
+    "shared"/"shared.dyn" T.alloc_shared, "local.fragment" T.alloc_fragment, "local" T.alloc_local,
+    "local.var" T.alloc_var."""
     from . import alloc as A
 
     if data is not None or strides is not None:
@@ -117,8 +118,10 @@ def alloc_buffer(shape, dtype="float32", data=None, strides=None, elem_offset=No
         return A.alloc_local(shape, dtype)
     if scope == "local.var":
         return A.alloc_var(dtype)
-    raise DSLTypeError(f"T.alloc_buffer: scope {scope!r} is not supported here; use 'shared', 'local.fragment', "
-                       "'local' or 'local.var' (global workspaces: T.alloc_global)")
+    if scope == "global":  # outside the kernels: a workspace they share (see T.alloc_global)
+        return A.alloc_global(shape, dtype)
+    raise DSLTypeError(f"T.alloc_buffer: scope {scope!r} is not supported here; use 'global' (outside "
+                       "`with T.Kernel`), 'shared', 'local.fragment', 'local' or 'local.var'")
 
 
 _ = TensorSpec

@@ -48,6 +48,8 @@ _Static_assert(sizeof(tl_bf16) == 2, "tl_bf16 must be 2 bytes to alias torch.bfl
 /* ---- bit casts (memcpy: the only aliasing-safe pun in C; compiles to a register move) ---- */
 TL_INLINE uint32_t tl_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 TL_INLINE float tl_f32_from_bits(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+/* T.reinterpret / tirx.reinterpret: the bits of X (a FROM) read as a TO of the same size. */
+#define TL_BITCAST(FROM, TO, X) (((union { FROM a; TO b; }){ .a = (X) }).b)
 TL_INLINE uint16_t tl_f16_bits(tl_half h) { uint16_t u; memcpy(&u, &h, 2); return u; }
 TL_INLINE tl_half tl_f16_from_bits(uint16_t u) { tl_half h; memcpy(&h, &u, 2); return h; }
 TL_INLINE tl_bf16 tl_bf16_from_bits(uint16_t u) { tl_bf16 b = {u}; return b; }

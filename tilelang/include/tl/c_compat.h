@@ -6,6 +6,12 @@
 #include "common.h"
 #include "atomic.h"
 
+// Short unsigned names that hand-written device code (T.import_source) uses, as nvcc builds
+// get them from the host's <sys/types.h>; NVRTC has no host headers.
+typedef unsigned int uint;
+typedef unsigned char uchar;
+typedef unsigned short ushort;
+
 typedef tl::half_t tl_half;
 typedef tl::bfloat16_t tl_bf16;
 typedef tl::float8_e4m3_t tl_fp8e4m3;
@@ -17,6 +23,16 @@ typedef tl::float8_e5m2_t tl_fp8e5m2;
 #ifndef NAN
 #define NAN __int_as_float(0x7fffffff)
 #endif
+
+// T.reinterpret / tirx.reinterpret: the bits of x (a From) read as a To of the same size.
+template <class From, class To>
+TL_DEVICE To tl_bitcast(From x) {
+  static_assert(sizeof(From) == sizeof(To), "tl_bitcast: reinterpret needs two types of one size");
+  To r;
+  memcpy(&r, &x, sizeof(To));
+  return r;
+}
+#define TL_BITCAST(FROM, TO, X) (tl_bitcast<FROM, TO>(X))
 
 TL_DEVICE float tl_bf16_to_f32(tl_bf16 x) { return __bfloat162float(x); }
 TL_DEVICE tl_bf16 tl_f32_to_bf16(float x) { return __float2bfloat16_rn(x); }
