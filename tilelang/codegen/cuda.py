@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from .. import dtypes as dt
 from ..arith.simplify import const_int, simplify
+from ..errors import LoweringError
 from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.buffer import Buffer
@@ -226,10 +227,14 @@ class CudaCodegen(CCodegen):
         self.emit(text.replace("__syncthreads();", barrier))
 
     def s_WarpGroupScope(self, s):
-        lo, hi = s.lo * 128, s.hi * 128
+        lo, hi = s.t_lo, s.t_hi
         self.emit(f"if (tid >= {lo} && tid < {hi}) {{" if lo else f"if (tid < {hi}) {{")
         self.depth += 1
-        outer, self.group = self.group, (1 + s.lo, s.threads)  # named barrier 0 is __syncthreads
+        bar = 1 + (s.lo if s.unit == 128 else lo // 32)  # named barrier 0 is __syncthreads
+        if bar > 15:
+            raise LoweringError(f"a thread-index branch over threads [{lo}, {hi}) needs named barrier {bar}; the GPU "
+                                f"has 16 (0-15): start the branch below thread {32 * 15} or use warp groups", s.span)
+        outer, self.group = self.group, (bar, s.threads)
         first = s.body.stmts[0] if isinstance(s.body, S.SeqStmt) and s.body.stmts else s.body
         if isinstance(first, S.LetStmt) and first.var.name.startswith("tid_wg"):  # tid - 128 lo >= 0 here
             self.expr.nonneg.add(first.var)

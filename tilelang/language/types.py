@@ -20,7 +20,12 @@ class _TensorType:
     def __init__(self, name: str):
         self.name = name
 
-    def __call__(self, shape, dtype="float32", strides=None, **_ignored) -> TensorSpec:
+    def __call__(self, shape, dtype="float32", data=None, strides=None, elem_offset=None, **_ignored):
+        """A parameter annotation; with `data` (inside a kernel), a buffer over existing storage:
+        `T.Tensor((K * C, F), dtype, kernel.data)` is `kernel` seen with another shape of equal
+        size, as T.view; an int64 address `data` reads memory there, as T.make_tensor."""
+        if data is not None:
+            return self.over(data, shape, dtype, strides, elem_offset)
         if isinstance(shape, (int,)) or hasattr(shape, "dtype") and not isinstance(shape, (tuple, list)):
             shape = (shape,)
         if not isinstance(shape, (tuple, list)):
@@ -28,6 +33,14 @@ class _TensorType:
         if getattr(dtype, "tl_pointer_marker", False):
             dtype = dt.int64  # T.Tensor([n], T.ptr): a table of addresses, stored as int64
         return TensorSpec(tuple(shape), dt.as_dtype(dtype), tuple(strides) if strides else None)
+
+    def over(self, data, shape, dtype, strides, elem_offset):
+        from .views import make_tensor  # views builds on this module
+
+        if elem_offset is not None and not (isinstance(elem_offset, int) and elem_offset == 0):
+            raise DSLTypeError(f"T.{self.name}(..., data, elem_offset={elem_offset!r}): an element offset into "
+                               "existing storage is not supported; slice the buffer in T.copy instead")
+        return make_tensor(data, shape, dtype, strides)
 
     def __getitem__(self, item) -> TensorSpec:
         if not isinstance(item, tuple) or len(item) != 2:

@@ -41,16 +41,28 @@ def is_barrier(buf) -> bool:
 
 @dataclass(frozen=True)
 class WarpGroupScope(Stmt):
-    """`with T.ws(lo, ..., hi - 1)`: body runs on threads [128 lo, 128 hi) only."""
+    """`with T.ws(lo, ..., hi - 1)`: body runs on threads [unit lo, unit hi) only.
+
+    unit is 128 (warp groups: T.ws, and `if tx < 256` branches) or 32 (warps: a branch such as
+    `if tx < 32` in a 96-thread block, see transform/thread_scopes.py)."""
 
     lo: int
     hi: int
     body: Stmt
     span: Span | None = _span()
+    unit: int = WARP_GROUP
 
     @property
     def threads(self) -> int:
-        return (self.hi - self.lo) * WARP_GROUP
+        return (self.hi - self.lo) * self.unit
+
+    @property
+    def t_lo(self) -> int:
+        return self.lo * self.unit
+
+    @property
+    def t_hi(self) -> int:
+        return self.hi * self.unit
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,11 @@ Public TileLang programs specialize warp groups with plain `if` statements on
 
 and mean that the tile ops of each branch are block-level over that branch's threads.
 Takes: a PrimFunc whose kernels may hold such IfThenElse chains. Gives: each branch whose
-thread range is whole warp groups and that holds a tile op becomes a WarpGroupScope over
-that range (op/hopper.py), with the if/elif/else chain flattened into consecutive scopes
-(the ranges are disjoint, so the order between them does not matter). A condition this pass
-cannot read as one thread interval, or a range that is not whole warp groups, is left an
-ordinary `if`. A thread variable no longer used afterwards is dropped from the kernel.
+thread range is whole warp groups (or else whole warps) and that holds a tile op becomes a
+WarpGroupScope over that range (op/hopper.py; unit 128 or 32), with the if/elif/else chain
+flattened into consecutive scopes (the ranges are disjoint, so the order between them does
+not matter). A condition this pass cannot read as one thread interval, or a range that is
+not whole warps, is left an ordinary `if`. A thread variable no longer used afterwards is dropped from the kernel.
 """
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from ..ir.visitor import Mutator, collect
 from ..op import hopper as H
 
 G = H.WARP_GROUP
+W = 32  # a branch over whole warps that are not whole warp groups (`if tx < 32` of 96 threads)
 
 
 def _interval(cond, tv) -> tuple | None:
@@ -65,7 +66,8 @@ class _Scopes(Mutator):
     def scope(self, lo, hi, body):
         if lo >= hi:
             return None
-        if lo % G or hi % G:
+        unit = G if not (lo % G or hi % G) else W
+        if lo % unit or hi % unit:
             raise ValueError
         outer, self.range = self.range, (lo, hi)
         try:
@@ -75,7 +77,7 @@ class _Scopes(Mutator):
         parts = inner.stmts if isinstance(inner, S.SeqStmt) else (inner,)
         if parts and all(isinstance(p, H.WarpGroupScope) for p in parts):
             return inner  # an elif chain: its branches are scopes of their own
-        return H.WarpGroupScope(lo // G, hi // G, inner, span=getattr(body, "span", None))
+        return H.WarpGroupScope(lo // unit, hi // unit, inner, span=getattr(body, "span", None), unit=unit)
 
     def visit_IfThenElse(self, s: S.IfThenElse):
         iv = None

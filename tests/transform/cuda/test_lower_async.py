@@ -105,17 +105,19 @@ def test_if_chain_becomes_scopes():
                 T.fill(F, 2)
             else:
                 T.fill(F, 3)
-            if tx < 64:  # not whole warp groups: stays a branch
+            if tx < 64:  # whole warps, not whole warp groups: a scope of unit 32
                 T.fill(F, 4)
+            if tx < 48:  # not whole warps: stays a branch
+                T.fill(F, 5)
 
     body = thread_scopes_pass(f).body
     scopes = collect(body, lambda n: isinstance(n, WarpGroupScope))
-    assert [(s.lo, s.hi) for s in scopes] == [(0, 1), (1, 2), (2, 3)]
+    assert [(s.lo, s.hi, s.unit) for s in scopes] == [(0, 1, 128), (1, 2, 128), (2, 3, 128), (0, 2, 32)]
     assert not any(collect(s.body, lambda n: isinstance(n, WarpGroupScope)) for s in scopes)  # not nested
     ifs = collect(body, lambda n: isinstance(n, S.IfThenElse))
     assert len(ifs) == 1
     k = collect(body, lambda n: isinstance(n, S.KernelLaunch))[0]
-    assert len(k.thread_vars) == 1  # still read by the `tx < 64` branch
+    assert len(k.thread_vars) == 1  # still read by the `tx < 48` branch
 
 
 @pytest.mark.parametrize("call, match", [

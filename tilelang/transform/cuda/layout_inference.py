@@ -36,6 +36,7 @@ class LayoutPlan:
     layouts: dict = field(default_factory=dict)  # Buffer.uid -> layout | None (shared)
     reasons: dict = field(default_factory=dict)  # Buffer.uid -> why demoted
     mma_gemms: set = field(default_factory=set)  # ids of Gemm ops lowered to mma.sync / wgmma
+    per_thread: set = field(default_factory=set)  # Buffer.uid: every thread keeps its own copy (local)
 
     def layout(self, buf: Buffer):
         return self.layouts.get(buf.uid)
@@ -417,6 +418,7 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
         if want is None or layouts.get(r.uid) != want:
             uses.demote.setdefault(r.uid, f"read as {r.name}[i] across rows of a tile it is not laid out with")
     plan = LayoutPlan()
+    plan.per_thread = per_thread_fragments(kernel.body, frags)
     for uid in frags:
         if uid in uses.demote:
             plan.layouts[uid] = None
@@ -432,6 +434,19 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
 
 
 _ = squeezed
+
+
+def per_thread_fragments(body, frags: dict) -> set:
+    """Fragments written only by scalar code (outside T.Parallel and tile ops), e.g.
+    `rms[0] = 0; rms[0] += x[i]`: every thread runs those stores itself, so each keeps a copy of
+    its own (public TileLang's meaning); one shared copy would race on the read-modify-writes."""
+    scalar = {s.buffer.uid for s in collect(body, lambda n: isinstance(n, S.BufferStore)) if s.buffer.uid in frags}
+    in_par, in_ops = set(), set()
+    for loop in collect(body, lambda n: isinstance(n, S.For) and n.kind == "parallel"):
+        in_par |= {s.buffer.uid for s in collect(loop, lambda n: isinstance(n, S.BufferStore))}
+    for op in collect(body, lambda n: isinstance(n, S.TileOp)):
+        in_ops |= {b.uid for b in buffers_used(op)}
+    return scalar - in_par - in_ops
 
 
 def accumulator_box_ok(r) -> bool:

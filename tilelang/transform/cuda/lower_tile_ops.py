@@ -115,19 +115,22 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
             if r is not None:
                 return S.Allocate(r, None, span=s.span)
             self.scope_changes.append((b, b.scope))
+            if b.uid in self.plan.per_thread:  # written by scalar code only: each thread its own copy
+                b.scope = "local"
+                return s
             b.scope = "shared.dyn"  # demoted: every thread may read any element
             reason = self.plan.reasons.get(b.uid, "")
             self.warn(f"fragment {b.name} is kept in shared memory, not registers: {reason}")
         return s
 
     def visit_WarpGroupScope(self, s):
-        """Tile ops inside `T.ws` are block-level over the scope's threads: tid - 128 lo of T."""
+        """Tile ops inside `T.ws` are block-level over the scope's threads: tid - t_lo of T."""
         saved = self.T, self.tid
         self.T = s.threads
         pre = []
         if s.lo:
             self.tid = E.Var("tid_wg", dt.int32)
-            pre = [S.LetStmt(self.tid, saved[1] - s.lo * 128)]
+            pre = [S.LetStmt(self.tid, saved[1] - s.t_lo)]
         try:
             with self.ranges.scoped({self.tid: (0, self.T - 1)}):
                 body = self.visit(s.body)

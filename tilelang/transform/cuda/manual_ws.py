@@ -66,7 +66,7 @@ class _Rewrite(Mutator):
     def __init__(self, warn):
         self.warn = warn
         self.info = ManualWS()
-        self.lo = 0  # first warp group of the innermost enclosing scope
+        self.lo = 0  # first thread of the innermost enclosing scope
         self.views: dict = {}  # storage uid -> 2-d window Buffer
         self.noted = False
 
@@ -93,9 +93,11 @@ class _Rewrite(Mutator):
         n = s.hi - s.lo
         if s.lo % n and collect(s.body, lambda x: isinstance(x, (O.Gemm, O.Reduce))):
             # the header's gemms and reductions number warps modulo their count
-            raise LoweringError(f"T.ws({', '.join(str(g) for g in range(s.lo, s.hi))}): a T.gemm or reduction "
-                                f"over {n} warp groups must start at a multiple of {n}", s.span)
-        outer, self.lo = self.lo, s.lo
+            what = f"T.ws({', '.join(str(g) for g in range(s.lo, s.hi))})" if s.unit == H.WARP_GROUP else \
+                f"the branch on threads [{s.t_lo}, {s.t_hi})"
+            raise LoweringError(f"{what}: a T.gemm or reduction over {n} {'warp groups' if s.unit == H.WARP_GROUP else 'warps'} "
+                                f"must start at a multiple of {n}", s.span)
+        outer, self.lo = self.lo, s.t_lo
         try:
             return replace(s, body=self.visit(s.body))
         finally:
@@ -185,6 +187,6 @@ class _Rewrite(Mutator):
             loads.append(f"tl::tma_load(&{desc.name}, {{0}}, {x.name} + {{{first}}}"
                          + "".join(f", {{{first + 1 + j}}}" for j in range(len(c))) + ");")
         nbytes = x.numel() * x.dtype.bytes
-        text = (f"if (tid == {self.lo * H.WARP_GROUP}) {{{{ tl::mbarrier_expect_tx({{0}}, {nbytes}); "
+        text = (f"if (tid == {self.lo}) {{{{ tl::mbarrier_expect_tx({{0}}, {nbytes}); "
                 + " ".join(loads) + " }}")
         return S.seq(*pre, Raw(text, tuple(args), span=op.span))
