@@ -62,3 +62,18 @@ def test_bad_programs_get_clear_errors(case):
 
     assert run_case(("prog", case, 0))["verdict"] == "clear"
 
+
+
+def test_time_budget_stops_generating_and_prints_the_summary(capsys):
+    rc = main(["--seed", "0", "--n", "50", "--jobs", "0", "--time-budget", "1e-9"])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1] == "0 passed, 0 failed" and "stopped by --time-budget after 0 of 50" in lines[-2]
+    assert rc == 0
+
+
+def test_no_thread_family_runs_thread_programs_with_one_thread():
+    seed = next(s for s in range(100) if generate(s).family == "thread")
+    p = generate(seed, single_thread=True)
+    assert p.family == "thread" and p.threads == 1 and generate(seed).threads >= 32
+    assert "T.get_thread_binding()" in to_source(p)
+    assert check(p, nvrtc=False).status == "pass"

@@ -98,8 +98,12 @@ def test_gemm_clear_accum_and_mixed_dtypes():
     def k(A: T.Tensor((M, K), "bfloat16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
         with T.Kernel(1) as bx:
             c = T.alloc_fragment((M, N), "float32")
+            a_s = T.alloc_shared((M, K), "bfloat16")
+            b_s = T.alloc_shared((K, N), "float16")
+            T.copy(A, a_s)
+            T.copy(B, b_s)
             T.fill(c, 123.0)
-            T.gemm(A, B, c, clear_accum=True)
+            T.gemm(a_s, b_s, c, clear_accum=True)  # tile ops take on-chip tiles, not global tensors
             T.copy(c, C)
 
     a, b = torch.randn(M, K).bfloat16(), torch.randn(K, N).half()

@@ -195,7 +195,10 @@ class Parser:
         if len(idx) != buf.ndim:
             raise DSLTypeError(f"{buf.name} has {buf.ndim} dims but the store uses {len(idx)} indices")
         val = E.cast(buf.dtype, E.as_expr(value, buf.dtype))
-        self.builder.emit(S.BufferStore(buf, tuple(E.as_expr(i) for i in idx), val))
+        idx = tuple(E.as_expr(i) for i in idx)
+        if buf.scope != "local.var":
+            buf.check_const_indices(idx)
+        self.builder.emit(S.BufferStore(buf, idx, val))
 
     def stmt_AugAssign(self, node):
         op = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",

@@ -64,7 +64,19 @@ class Buffer:
             raise DSLTypeError(f"buffer {self.name} has {self.ndim} dims, indexed with {len(idx)}")
         if any(isinstance(i, slice) for i in idx):
             return BufferRegion.from_slices(self, idx)
-        return BufferLoad(self, tuple(as_expr(i) for i in idx), self.dtype)
+        loads = tuple(as_expr(i) for i in idx)
+        if self.scope != "local.var":
+            self.check_const_indices(loads)
+        return BufferLoad(self, loads, self.dtype)
+
+    def check_const_indices(self, idx) -> None:
+        """A constant index outside a constant dim is an error (negative ones are not wrapped)."""
+        for d, (i, s) in enumerate(zip(idx, self.shape)):
+            iv, sv = const_value(i), const_value(s)
+            if isinstance(iv, int) and isinstance(sv, int) and not 0 <= iv < sv:
+                shown = ", ".join(str(const_value(x) if const_value(x) is not None else x) for x in idx)
+                raise DSLTypeError(f"{self.name}[{shown}]: index {iv} is out of range for dim {d} of "
+                                   f"{self.name}{tuple(self.shape)} (valid: 0 .. {sv - 1})")
 
     def as_load(self):
         if self.scope != "local.var":

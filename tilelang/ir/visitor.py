@@ -14,8 +14,24 @@ from .expr import BufferLoad, Expr, Var
 from .stmt import PrimFunc, Stmt
 
 
+_FIELDS: dict = {}  # type -> names of the fields a traversal visits (None: not an IR node)
+
+
+def _walk_fields(tp):
+    """The traversed field names of a dataclass type (not span/dtype), or None; memoised per
+    type, since dataclasses.fields() per node visit dominated compile time."""
+    try:
+        return _FIELDS[tp]
+    except KeyError:
+        names = None
+        if dataclasses.is_dataclass(tp):
+            names = tuple(f.name for f in dataclasses.fields(tp) if f.name not in ("span", "dtype"))
+        _FIELDS[tp] = names
+        return names
+
+
 def _is_node(x) -> bool:
-    return dataclasses.is_dataclass(x) and not isinstance(x, type)
+    return _walk_fields(type(x)) is not None
 
 
 class Mutator:
@@ -34,13 +50,11 @@ class Mutator:
 
     def generic(self, node):
         changes = {}
-        for f in dataclasses.fields(node):
-            if f.name == "span" or f.name == "dtype":
-                continue
-            old = getattr(node, f.name)
+        for name in _walk_fields(type(node)):
+            old = getattr(node, name)
             new = self.visit(old)
             if new is not old:
-                changes[f.name] = new
+                changes[name] = new
         if not changes:
             return node
         if isinstance(node, BufferLoad) and "indices" in changes:
@@ -63,10 +77,8 @@ class Visitor:
             self.generic(node)
 
     def generic(self, node):
-        for f in dataclasses.fields(node):
-            if f.name in ("span", "dtype"):
-                continue
-            self.visit(getattr(node, f.name))
+        for name in _walk_fields(type(node)):
+            self.visit(getattr(node, name))
 
 
 class Substitute(Mutator):

@@ -13,6 +13,16 @@ from ..op.regions import is_tile_arg, matrix_extents, pair_regions, squeezed, to
 _builder = B  # T.gemm names its second operand B, as the public TileLang does
 
 
+def _on_chip(prim: str, **operands) -> None:
+    """Tile ops other than copy/fill/atomics read and write on-chip tiles (shared, fragment,
+    local), as in the public TileLang: a global tensor must be copied into a tile first."""
+    for nm, x in operands.items():
+        buf = x.buffer if isinstance(x, (BufferRegion, BufferLoad)) else x
+        if isinstance(buf, Buffer) and buf.scope == "global":
+            raise DSLTypeError(f"{prim}: {nm} ({buf.name}) is a global tensor; {prim} works on shared or "
+                               f"fragment tiles: T.copy it into a T.alloc_shared/T.alloc_fragment tile first")
+
+
 def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None, loop_layout=None):
     """Copy a tile: `T.copy(A[by * 128, k * 32], A_shared)`.
 
@@ -59,6 +69,7 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=None, clear_accum
     """
     _builder.in_kernel("T.gemm")
     ra, rb, rc = (to_region(x, None, "T.gemm") for x in (A, B, C))
+    _on_chip("T.gemm", A=ra, B=rb, C=rc)
     a, b, c = matrix_extents(ra), matrix_extents(rb), matrix_extents(rc)
     for nm, e in (("A", a), ("B", b), ("C", c)):
         if len(e) != 2:
@@ -79,6 +90,7 @@ def _reduce(kind, buffer, out, dim, clear):
     B.in_kernel(f"T.reduce_{kind}")
     if not isinstance(buffer, Buffer) or not isinstance(out, Buffer):
         raise DSLTypeError(f"T.reduce_{kind}: expected two buffers (src, dst), got {buffer!r}, {out!r}")
+    _on_chip(f"T.reduce_{kind}", buffer=buffer, out=out)
     nd = buffer.ndim
     if not -nd <= dim < nd:
         raise DSLTypeError(f"T.reduce_{kind}: dim={dim} is out of range for the {nd}-d buffer {buffer.name}")
@@ -118,6 +130,7 @@ def cumsum(src, dst=None, dim=0, reverse=False):
     dst = src if dst is None else dst
     if not isinstance(src, Buffer) or not isinstance(dst, Buffer):
         raise DSLTypeError("T.cumsum: expected buffers")
+    _on_chip("T.cumsum", src=src, dst=dst)
     if tuple(src.shape) != tuple(dst.shape):
         raise ShapeMismatchError(f"T.cumsum: {src.name}{src.shape} and {dst.name}{dst.shape} differ in shape")
     dim %= src.ndim

@@ -907,6 +907,126 @@ struct WgmmaRS<bfloat16_t, bfloat16_t, float, 256> {
 };
 
 template <>
+struct WgmmaSS<half_t, half_t, half_t, 8> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 2;
+  using Reg = uint32_t;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(uint64_t desc_a, uint64_t desc_b, Reg* d, int scale_d) {
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %4, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n8k16.f16.f16.f16 "
+        "{%0, %1}"
+        ", %2, %3, p, %5, %6, %7, %8;\n}\n"
+        : "+r"(d[0]), "+r"(d[1])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(ScaleA), "n"(ScaleB), "n"(int(TransA)),
+          "n"(int(TransB)));
+#endif
+  }
+};
+
+template <>
+struct WgmmaRS<half_t, half_t, half_t, 8> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 2;
+  using Reg = uint32_t;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(const uint32_t* a, uint64_t desc_b, Reg* d, int scale_d) {
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %7, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n8k16.f16.f16.f16 "
+        "{%0, %1}"
+        ", {%2, %3, %4, %5}, %6, p, %8, %9, %10;\n}\n"
+        : "+r"(d[0]), "+r"(d[1])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),
+          "n"(ScaleA), "n"(ScaleB), "n"(int(TransB)));
+#endif
+  }
+};
+
+template <>
+struct WgmmaSS<half_t, half_t, half_t, 16> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 4;
+  using Reg = uint32_t;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(uint64_t desc_a, uint64_t desc_b, Reg* d, int scale_d) {
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f16.f16.f16 "
+        "{%0, %1, %2, %3}"
+        ", %4, %5, p, %7, %8, %9, %10;\n}\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(ScaleA), "n"(ScaleB), "n"(int(TransA)),
+          "n"(int(TransB)));
+#endif
+  }
+};
+
+template <>
+struct WgmmaRS<half_t, half_t, half_t, 16> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 4;
+  using Reg = uint32_t;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(const uint32_t* a, uint64_t desc_b, Reg* d, int scale_d) {
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f16.f16.f16 "
+        "{%0, %1, %2, %3}"
+        ", {%4, %5, %6, %7}, %8, p, %10, %11, %12;\n}\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),
+          "n"(ScaleA), "n"(ScaleB), "n"(int(TransB)));
+#endif
+  }
+};
+
+template <>
+struct WgmmaSS<half_t, half_t, half_t, 32> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 8;
+  using Reg = uint32_t;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(uint64_t desc_a, uint64_t desc_b, Reg* d, int scale_d) {
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f16.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7}"
+        ", %8, %9, p, %11, %12, %13, %14;\n}\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(ScaleA), "n"(ScaleB), "n"(int(TransA)),
+          "n"(int(TransB)));
+#endif
+  }
+};
+
+template <>
+struct WgmmaRS<half_t, half_t, half_t, 32> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 8;
+  using Reg = uint32_t;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(const uint32_t* a, uint64_t desc_b, Reg* d, int scale_d) {
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f16.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7}"
+        ", {%8, %9, %10, %11}, %12, p, %14, %15, %16;\n}\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),
+          "n"(ScaleA), "n"(ScaleB), "n"(int(TransB)));
+#endif
+  }
+};
+
+template <>
 struct WgmmaSS<half_t, half_t, half_t, 64> {
   static constexpr bool kSupported = true;
   static constexpr int kRegs = 16;
@@ -942,6 +1062,52 @@ struct WgmmaRS<half_t, half_t, half_t, 64> {
         ", {%16, %17, %18, %19}, %20, p, %22, %23, %24;\n}\n"
         : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
           "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),
+          "n"(ScaleA), "n"(ScaleB), "n"(int(TransB)));
+#endif
+  }
+};
+
+template <>
+struct WgmmaSS<half_t, half_t, half_t, 96> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 24;
+  using Reg = uint32_t;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(uint64_t desc_a, uint64_t desc_b, Reg* d, int scale_d) {
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %26, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n96k16.f16.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23}"
+        ", %24, %25, p, %27, %28, %29, %30;\n}\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
+          "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
+          "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(ScaleA), "n"(ScaleB), "n"(int(TransA)),
+          "n"(int(TransB)));
+#endif
+  }
+};
+
+template <>
+struct WgmmaRS<half_t, half_t, half_t, 96> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 24;
+  using Reg = uint32_t;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(const uint32_t* a, uint64_t desc_b, Reg* d, int scale_d) {
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %29, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n96k16.f16.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23}"
+        ", {%24, %25, %26, %27}, %28, p, %30, %31, %32;\n}\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
+          "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
+          "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),
           "n"(ScaleA), "n"(ScaleB), "n"(int(TransB)));
 #endif
@@ -990,6 +1156,60 @@ struct WgmmaRS<half_t, half_t, half_t, 128> {
           "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
           "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]),
           "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),
+          "n"(ScaleA), "n"(ScaleB), "n"(int(TransB)));
+#endif
+  }
+};
+
+template <>
+struct WgmmaSS<half_t, half_t, half_t, 192> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 48;
+  using Reg = uint32_t;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(uint64_t desc_a, uint64_t desc_b, Reg* d, int scale_d) {
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %50, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n192k16.f16.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}"
+        ", %48, %49, p, %51, %52, %53, %54;\n}\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
+          "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
+          "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]),
+          "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]),
+          "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]),
+          "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(ScaleA), "n"(ScaleB), "n"(int(TransA)),
+          "n"(int(TransB)));
+#endif
+  }
+};
+
+template <>
+struct WgmmaRS<half_t, half_t, half_t, 192> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 48;
+  using Reg = uint32_t;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(const uint32_t* a, uint64_t desc_b, Reg* d, int scale_d) {
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n192k16.f16.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}"
+        ", {%48, %49, %50, %51}, %52, p, %54, %55, %56;\n}\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
+          "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
+          "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]),
+          "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]),
+          "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]),
+          "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),
           "n"(ScaleA), "n"(ScaleB), "n"(int(TransB)));
 #endif
@@ -1057,6 +1277,131 @@ struct WgmmaRS<half_t, half_t, half_t, 256> {
 };
 
 template <>
+struct WgmmaSS<float8_e4m3_t, float8_e4m3_t, float, 8> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 4;
+  using Reg = float;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(uint64_t desc_a, uint64_t desc_b, Reg* d, int scale_d) {
+    static_assert(!TransA && !TransB, "this wgmma type reads K-major operands only (no transpose)");
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 "
+        "{%0, %1, %2, %3}"
+        ", %4, %5, p, %7, %8;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(ScaleA), "n"(ScaleB));
+#endif
+  }
+};
+
+template <>
+struct WgmmaRS<float8_e4m3_t, float8_e4m3_t, float, 8> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 4;
+  using Reg = float;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(const uint32_t* a, uint64_t desc_b, Reg* d, int scale_d) {
+    static_assert(!TransA && !TransB, "this wgmma type reads K-major operands only (no transpose)");
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 "
+        "{%0, %1, %2, %3}"
+        ", {%4, %5, %6, %7}, %8, p, %10, %11;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),
+          "n"(ScaleA), "n"(ScaleB));
+#endif
+  }
+};
+
+template <>
+struct WgmmaSS<float8_e4m3_t, float8_e4m3_t, float, 16> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 8;
+  using Reg = float;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(uint64_t desc_a, uint64_t desc_b, Reg* d, int scale_d) {
+    static_assert(!TransA && !TransB, "this wgmma type reads K-major operands only (no transpose)");
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7}"
+        ", %8, %9, p, %11, %12;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(ScaleA), "n"(ScaleB));
+#endif
+  }
+};
+
+template <>
+struct WgmmaRS<float8_e4m3_t, float8_e4m3_t, float, 16> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 8;
+  using Reg = float;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(const uint32_t* a, uint64_t desc_b, Reg* d, int scale_d) {
+    static_assert(!TransA && !TransB, "this wgmma type reads K-major operands only (no transpose)");
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7}"
+        ", {%8, %9, %10, %11}, %12, p, %14, %15;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),
+          "n"(ScaleA), "n"(ScaleB));
+#endif
+  }
+};
+
+template <>
+struct WgmmaSS<float8_e4m3_t, float8_e4m3_t, float, 32> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 16;
+  using Reg = float;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(uint64_t desc_a, uint64_t desc_b, Reg* d, int scale_d) {
+    static_assert(!TransA && !TransB, "this wgmma type reads K-major operands only (no transpose)");
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+        ", %16, %17, p, %19, %20;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(ScaleA), "n"(ScaleB));
+#endif
+  }
+};
+
+template <>
+struct WgmmaRS<float8_e4m3_t, float8_e4m3_t, float, 32> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 16;
+  using Reg = float;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(const uint32_t* a, uint64_t desc_b, Reg* d, int scale_d) {
+    static_assert(!TransA && !TransB, "this wgmma type reads K-major operands only (no transpose)");
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+        ", {%16, %17, %18, %19}, %20, p, %22, %23;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),
+          "n"(ScaleA), "n"(ScaleB));
+#endif
+  }
+};
+
+template <>
 struct WgmmaSS<float8_e4m3_t, float8_e4m3_t, float, 64> {
   static constexpr bool kSupported = true;
   static constexpr int kRegs = 32;
@@ -1099,6 +1444,61 @@ struct WgmmaRS<float8_e4m3_t, float8_e4m3_t, float, 64> {
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
           "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
           "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),
+          "n"(ScaleA), "n"(ScaleB));
+#endif
+  }
+};
+
+template <>
+struct WgmmaSS<float8_e4m3_t, float8_e4m3_t, float, 96> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 48;
+  using Reg = float;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(uint64_t desc_a, uint64_t desc_b, Reg* d, int scale_d) {
+    static_assert(!TransA && !TransB, "this wgmma type reads K-major operands only (no transpose)");
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %50, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n96k32.f32.e4m3.e4m3 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}"
+        ", %48, %49, p, %51, %52;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(ScaleA), "n"(ScaleB));
+#endif
+  }
+};
+
+template <>
+struct WgmmaRS<float8_e4m3_t, float8_e4m3_t, float, 96> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 48;
+  using Reg = float;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(const uint32_t* a, uint64_t desc_b, Reg* d, int scale_d) {
+    static_assert(!TransA && !TransB, "this wgmma type reads K-major operands only (no transpose)");
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n96k32.f32.e4m3.e4m3 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}"
+        ", {%48, %49, %50, %51}, %52, p, %54, %55;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),
           "n"(ScaleA), "n"(ScaleB));
 #endif
@@ -1160,6 +1560,79 @@ struct WgmmaRS<float8_e4m3_t, float8_e4m3_t, float, 128> {
           "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
           "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
           "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),
+          "n"(ScaleA), "n"(ScaleB));
+#endif
+  }
+};
+
+template <>
+struct WgmmaSS<float8_e4m3_t, float8_e4m3_t, float, 192> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 96;
+  using Reg = float;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(uint64_t desc_a, uint64_t desc_b, Reg* d, int scale_d) {
+    static_assert(!TransA && !TransB, "this wgmma type reads K-major operands only (no transpose)");
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}"
+        ", %96, %97, p, %99, %100;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(ScaleA), "n"(ScaleB));
+#endif
+  }
+};
+
+template <>
+struct WgmmaRS<float8_e4m3_t, float8_e4m3_t, float, 192> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 96;
+  using Reg = float;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(const uint32_t* a, uint64_t desc_b, Reg* d, int scale_d) {
+    static_assert(!TransA && !TransB, "this wgmma type reads K-major operands only (no transpose)");
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %101, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}"
+        ", {%96, %97, %98, %99}, %100, p, %102, %103;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),
           "n"(ScaleA), "n"(ScaleB));
 #endif
@@ -1252,6 +1725,131 @@ struct WgmmaRS<float8_e4m3_t, float8_e4m3_t, float, 256> {
 };
 
 template <>
+struct WgmmaSS<float8_e5m2_t, float8_e5m2_t, float, 8> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 4;
+  using Reg = float;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(uint64_t desc_a, uint64_t desc_b, Reg* d, int scale_d) {
+    static_assert(!TransA && !TransB, "this wgmma type reads K-major operands only (no transpose)");
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n8k32.f32.e5m2.e5m2 "
+        "{%0, %1, %2, %3}"
+        ", %4, %5, p, %7, %8;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(ScaleA), "n"(ScaleB));
+#endif
+  }
+};
+
+template <>
+struct WgmmaRS<float8_e5m2_t, float8_e5m2_t, float, 8> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 4;
+  using Reg = float;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(const uint32_t* a, uint64_t desc_b, Reg* d, int scale_d) {
+    static_assert(!TransA && !TransB, "this wgmma type reads K-major operands only (no transpose)");
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n8k32.f32.e5m2.e5m2 "
+        "{%0, %1, %2, %3}"
+        ", {%4, %5, %6, %7}, %8, p, %10, %11;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),
+          "n"(ScaleA), "n"(ScaleB));
+#endif
+  }
+};
+
+template <>
+struct WgmmaSS<float8_e5m2_t, float8_e5m2_t, float, 16> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 8;
+  using Reg = float;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(uint64_t desc_a, uint64_t desc_b, Reg* d, int scale_d) {
+    static_assert(!TransA && !TransB, "this wgmma type reads K-major operands only (no transpose)");
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k32.f32.e5m2.e5m2 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7}"
+        ", %8, %9, p, %11, %12;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(ScaleA), "n"(ScaleB));
+#endif
+  }
+};
+
+template <>
+struct WgmmaRS<float8_e5m2_t, float8_e5m2_t, float, 16> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 8;
+  using Reg = float;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(const uint32_t* a, uint64_t desc_b, Reg* d, int scale_d) {
+    static_assert(!TransA && !TransB, "this wgmma type reads K-major operands only (no transpose)");
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k32.f32.e5m2.e5m2 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7}"
+        ", {%8, %9, %10, %11}, %12, p, %14, %15;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),
+          "n"(ScaleA), "n"(ScaleB));
+#endif
+  }
+};
+
+template <>
+struct WgmmaSS<float8_e5m2_t, float8_e5m2_t, float, 32> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 16;
+  using Reg = float;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(uint64_t desc_a, uint64_t desc_b, Reg* d, int scale_d) {
+    static_assert(!TransA && !TransB, "this wgmma type reads K-major operands only (no transpose)");
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k32.f32.e5m2.e5m2 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+        ", %16, %17, p, %19, %20;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(ScaleA), "n"(ScaleB));
+#endif
+  }
+};
+
+template <>
+struct WgmmaRS<float8_e5m2_t, float8_e5m2_t, float, 32> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 16;
+  using Reg = float;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(const uint32_t* a, uint64_t desc_b, Reg* d, int scale_d) {
+    static_assert(!TransA && !TransB, "this wgmma type reads K-major operands only (no transpose)");
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k32.f32.e5m2.e5m2 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+        ", {%16, %17, %18, %19}, %20, p, %22, %23;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),
+          "n"(ScaleA), "n"(ScaleB));
+#endif
+  }
+};
+
+template <>
 struct WgmmaSS<float8_e5m2_t, float8_e5m2_t, float, 64> {
   static constexpr bool kSupported = true;
   static constexpr int kRegs = 32;
@@ -1294,6 +1892,61 @@ struct WgmmaRS<float8_e5m2_t, float8_e5m2_t, float, 64> {
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
           "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
           "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),
+          "n"(ScaleA), "n"(ScaleB));
+#endif
+  }
+};
+
+template <>
+struct WgmmaSS<float8_e5m2_t, float8_e5m2_t, float, 96> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 48;
+  using Reg = float;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(uint64_t desc_a, uint64_t desc_b, Reg* d, int scale_d) {
+    static_assert(!TransA && !TransB, "this wgmma type reads K-major operands only (no transpose)");
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %50, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n96k32.f32.e5m2.e5m2 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}"
+        ", %48, %49, p, %51, %52;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(ScaleA), "n"(ScaleB));
+#endif
+  }
+};
+
+template <>
+struct WgmmaRS<float8_e5m2_t, float8_e5m2_t, float, 96> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 48;
+  using Reg = float;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(const uint32_t* a, uint64_t desc_b, Reg* d, int scale_d) {
+    static_assert(!TransA && !TransB, "this wgmma type reads K-major operands only (no transpose)");
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n96k32.f32.e5m2.e5m2 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}"
+        ", {%48, %49, %50, %51}, %52, p, %54, %55;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),
           "n"(ScaleA), "n"(ScaleB));
 #endif
@@ -1355,6 +2008,79 @@ struct WgmmaRS<float8_e5m2_t, float8_e5m2_t, float, 128> {
           "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
           "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
           "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),
+          "n"(ScaleA), "n"(ScaleB));
+#endif
+  }
+};
+
+template <>
+struct WgmmaSS<float8_e5m2_t, float8_e5m2_t, float, 192> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 96;
+  using Reg = float;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(uint64_t desc_a, uint64_t desc_b, Reg* d, int scale_d) {
+    static_assert(!TransA && !TransB, "this wgmma type reads K-major operands only (no transpose)");
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n192k32.f32.e5m2.e5m2 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}"
+        ", %96, %97, p, %99, %100;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(ScaleA), "n"(ScaleB));
+#endif
+  }
+};
+
+template <>
+struct WgmmaRS<float8_e5m2_t, float8_e5m2_t, float, 192> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 96;
+  using Reg = float;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(const uint32_t* a, uint64_t desc_b, Reg* d, int scale_d) {
+    static_assert(!TransA && !TransB, "this wgmma type reads K-major operands only (no transpose)");
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %101, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n192k32.f32.e5m2.e5m2 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}"
+        ", {%96, %97, %98, %99}, %100, p, %102, %103;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),
           "n"(ScaleA), "n"(ScaleB));
 #endif
@@ -1447,6 +2173,134 @@ struct WgmmaRS<float8_e5m2_t, float8_e5m2_t, float, 256> {
 };
 
 template <>
+struct WgmmaSS<int8_t, int8_t, int32_t, 8> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 4;
+  using Reg = int32_t;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(uint64_t desc_a, uint64_t desc_b, Reg* d, int scale_d) {
+    static_assert(!TransA && !TransB, "this wgmma type reads K-major operands only (no transpose)");
+    static_assert(ScaleA == 1 && ScaleB == 1, "integer wgmma has no operand negation");
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n8k32.s32.s8.s8 "
+        "{%0, %1, %2, %3}"
+        ", %4, %5, p;\n}\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+#endif
+  }
+};
+
+template <>
+struct WgmmaRS<int8_t, int8_t, int32_t, 8> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 4;
+  using Reg = int32_t;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(const uint32_t* a, uint64_t desc_b, Reg* d, int scale_d) {
+    static_assert(!TransA && !TransB, "this wgmma type reads K-major operands only (no transpose)");
+    static_assert(ScaleA == 1 && ScaleB == 1, "integer wgmma has no operand negation");
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n8k32.s32.s8.s8 "
+        "{%0, %1, %2, %3}"
+        ", {%4, %5, %6, %7}, %8, p;\n}\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+#endif
+  }
+};
+
+template <>
+struct WgmmaSS<int8_t, int8_t, int32_t, 16> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 8;
+  using Reg = int32_t;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(uint64_t desc_a, uint64_t desc_b, Reg* d, int scale_d) {
+    static_assert(!TransA && !TransB, "this wgmma type reads K-major operands only (no transpose)");
+    static_assert(ScaleA == 1 && ScaleB == 1, "integer wgmma has no operand negation");
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k32.s32.s8.s8 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7}"
+        ", %8, %9, p;\n}\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+#endif
+  }
+};
+
+template <>
+struct WgmmaRS<int8_t, int8_t, int32_t, 16> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 8;
+  using Reg = int32_t;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(const uint32_t* a, uint64_t desc_b, Reg* d, int scale_d) {
+    static_assert(!TransA && !TransB, "this wgmma type reads K-major operands only (no transpose)");
+    static_assert(ScaleA == 1 && ScaleB == 1, "integer wgmma has no operand negation");
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k32.s32.s8.s8 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7}"
+        ", {%8, %9, %10, %11}, %12, p;\n}\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+#endif
+  }
+};
+
+template <>
+struct WgmmaSS<int8_t, int8_t, int32_t, 32> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 16;
+  using Reg = int32_t;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(uint64_t desc_a, uint64_t desc_b, Reg* d, int scale_d) {
+    static_assert(!TransA && !TransB, "this wgmma type reads K-major operands only (no transpose)");
+    static_assert(ScaleA == 1 && ScaleB == 1, "integer wgmma has no operand negation");
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k32.s32.s8.s8 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+        ", %16, %17, p;\n}\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
+          "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+#endif
+  }
+};
+
+template <>
+struct WgmmaRS<int8_t, int8_t, int32_t, 32> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 16;
+  using Reg = int32_t;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(const uint32_t* a, uint64_t desc_b, Reg* d, int scale_d) {
+    static_assert(!TransA && !TransB, "this wgmma type reads K-major operands only (no transpose)");
+    static_assert(ScaleA == 1 && ScaleB == 1, "integer wgmma has no operand negation");
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k32.s32.s8.s8 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+        ", {%16, %17, %18, %19}, %20, p;\n}\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
+          "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+#endif
+  }
+};
+
+template <>
 struct WgmmaSS<int8_t, int8_t, int32_t, 64> {
   static constexpr bool kSupported = true;
   static constexpr int kRegs = 32;
@@ -1491,6 +2345,62 @@ struct WgmmaRS<int8_t, int8_t, int32_t, 64> {
           "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
           "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]),
           "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+#endif
+  }
+};
+
+template <>
+struct WgmmaSS<int8_t, int8_t, int32_t, 96> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 48;
+  using Reg = int32_t;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(uint64_t desc_a, uint64_t desc_b, Reg* d, int scale_d) {
+    static_assert(!TransA && !TransB, "this wgmma type reads K-major operands only (no transpose)");
+    static_assert(ScaleA == 1 && ScaleB == 1, "integer wgmma has no operand negation");
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %50, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n96k32.s32.s8.s8 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}"
+        ", %48, %49, p;\n}\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
+          "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
+          "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]),
+          "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]),
+          "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]),
+          "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+#endif
+  }
+};
+
+template <>
+struct WgmmaRS<int8_t, int8_t, int32_t, 96> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 48;
+  using Reg = int32_t;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(const uint32_t* a, uint64_t desc_b, Reg* d, int scale_d) {
+    static_assert(!TransA && !TransB, "this wgmma type reads K-major operands only (no transpose)");
+    static_assert(ScaleA == 1 && ScaleB == 1, "integer wgmma has no operand negation");
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n96k32.s32.s8.s8 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}"
+        ", {%48, %49, %50, %51}, %52, p;\n}\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
+          "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
+          "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]),
+          "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]),
+          "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]),
+          "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
 #endif
   }
@@ -1553,6 +2463,80 @@ struct WgmmaRS<int8_t, int8_t, int32_t, 128> {
           "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]),
           "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]),
           "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+#endif
+  }
+};
+
+template <>
+struct WgmmaSS<int8_t, int8_t, int32_t, 192> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 96;
+  using Reg = int32_t;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(uint64_t desc_a, uint64_t desc_b, Reg* d, int scale_d) {
+    static_assert(!TransA && !TransB, "this wgmma type reads K-major operands only (no transpose)");
+    static_assert(ScaleA == 1 && ScaleB == 1, "integer wgmma has no operand negation");
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n192k32.s32.s8.s8 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}"
+        ", %96, %97, p;\n}\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
+          "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
+          "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]),
+          "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]),
+          "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]),
+          "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]),
+          "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]),
+          "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63]),
+          "+r"(d[64]), "+r"(d[65]), "+r"(d[66]), "+r"(d[67]), "+r"(d[68]), "+r"(d[69]), "+r"(d[70]), "+r"(d[71]),
+          "+r"(d[72]), "+r"(d[73]), "+r"(d[74]), "+r"(d[75]), "+r"(d[76]), "+r"(d[77]), "+r"(d[78]), "+r"(d[79]),
+          "+r"(d[80]), "+r"(d[81]), "+r"(d[82]), "+r"(d[83]), "+r"(d[84]), "+r"(d[85]), "+r"(d[86]), "+r"(d[87]),
+          "+r"(d[88]), "+r"(d[89]), "+r"(d[90]), "+r"(d[91]), "+r"(d[92]), "+r"(d[93]), "+r"(d[94]), "+r"(d[95])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+#endif
+  }
+};
+
+template <>
+struct WgmmaRS<int8_t, int8_t, int32_t, 192> {
+  static constexpr bool kSupported = true;
+  static constexpr int kRegs = 96;
+  using Reg = int32_t;
+  template <bool TransA, bool TransB, int ScaleA, int ScaleB>
+  static TL_DEVICE void mma(const uint32_t* a, uint64_t desc_b, Reg* d, int scale_d) {
+    static_assert(!TransA && !TransB, "this wgmma type reads K-major operands only (no transpose)");
+    static_assert(ScaleA == 1 && ScaleB == 1, "integer wgmma has no operand negation");
+#if TL_ARCH_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %101, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n192k32.s32.s8.s8 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}"
+        ", {%96, %97, %98, %99}, %100, p;\n}\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
+          "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
+          "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]),
+          "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]),
+          "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]),
+          "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]),
+          "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]),
+          "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63]),
+          "+r"(d[64]), "+r"(d[65]), "+r"(d[66]), "+r"(d[67]), "+r"(d[68]), "+r"(d[69]), "+r"(d[70]), "+r"(d[71]),
+          "+r"(d[72]), "+r"(d[73]), "+r"(d[74]), "+r"(d[75]), "+r"(d[76]), "+r"(d[77]), "+r"(d[78]), "+r"(d[79]),
+          "+r"(d[80]), "+r"(d[81]), "+r"(d[82]), "+r"(d[83]), "+r"(d[84]), "+r"(d[85]), "+r"(d[86]), "+r"(d[87]),
+          "+r"(d[88]), "+r"(d[89]), "+r"(d[90]), "+r"(d[91]), "+r"(d[92]), "+r"(d[93]), "+r"(d[94]), "+r"(d[95])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
 #endif
   }

@@ -121,6 +121,8 @@ def _const_k(c: Copy) -> Ref:
 def gen_thread(g: Gen):
     threads = g.pick((32, 64, 128))
     BM = threads if g.coin() else threads // 2
+    if g.single_thread:  # --no-thread-family: one thread per block (the same draws otherwise)
+        threads = BM = 1
     L, gx, gy = g.pick((1, 2, 4, 8)), g.pick((1, 2)), g.pick((1, 2))
     M, N = ragged(g, BM, gy), L * gx
     Md, Nd = g.dim(M, "m", "M"), g.dim(N, "n", "N")

@@ -21,8 +21,9 @@ def warp_split_ok(policy: str, M: int, N: int, nwarps: int, group: int = 1) -> b
 
 
 class Gen:
-    def __init__(self, seed: int):
+    def __init__(self, seed: int, single_thread: bool = False):
         self.seed = seed
+        self.single_thread = single_thread  # thread family: threads=1 (no per-thread code paths)
         self.r = random.Random(seed)
         self.tensors: list = []
         self.allocs: list = []

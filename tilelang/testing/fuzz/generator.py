@@ -210,8 +210,9 @@ from .families import gen_atomic, gen_gemm, gen_thread  # noqa: E402
 _GENS = {"tile": _gen_tile, "gemm": gen_gemm, "thread": gen_thread, "atomic": gen_atomic}
 
 
-def generate(seed: int, family: str | None = None) -> Program:
-    """The program for `seed` (family chosen by the seed unless given)."""
+def generate(seed: int, family: str | None = None, single_thread: bool = False) -> Program:
+    """The program for `seed` (family chosen by the seed unless given). single_thread: the
+    thread family launches one thread per block (for a backend without a thread model)."""
     r = random.Random(seed * 7919 + 1)
     fam = family or r.choices(FAMILIES, weights=(45, 30, 15, 10))[0]
-    return _GENS[fam](Gen(seed))
+    return _GENS[fam](Gen(seed, single_thread))

@@ -4,6 +4,9 @@ Each worker is a spawned process running `serve`; a task is (function path, argu
 `map_unordered` yields (argument, outcome) where outcome is ("ok", value), ("crash",
 exit code) when the worker died, or ("hang", seconds) when it ran past the timeout (the
 worker is killed and replaced). The stdlib pools cannot tell a dead worker from a slow one.
+A value that is a dict with "retire": True (e.g. its CUDA context is broken) makes the pool
+replace that worker. With `deadline` (a time.monotonic() value) no task starts after it;
+the arguments never started are left out. Pool(0) runs tasks in this process (no isolation).
 
     with Pool(2) as p:
         for seed, (kind, value) in p.map_unordered("tilelang.testing.fuzz.cli:run_seed", seeds, 120):
@@ -18,6 +21,8 @@ import time
 from multiprocessing.connection import wait
 
 __all__ = ["Pool", "serve"]
+
+_DEAD = object()
 
 
 def serve(conn) -> None:
@@ -52,7 +57,7 @@ class _Worker:
 class Pool:
     def __init__(self, jobs: int):
         self.ctx = mp.get_context("spawn")
-        self.jobs = max(1, jobs)
+        self.jobs = max(0, jobs)
         self.workers = [_Worker(self.ctx) for _ in range(self.jobs)]
 
     def __enter__(self):
@@ -68,10 +73,23 @@ class Pool:
             if w.proc.is_alive():
                 w.kill()
 
-    def map_unordered(self, target: str, args, timeout: float):
+    def _in_process(self, target, args, deadline):
+        mod, fn = target.split(":")
+        f = getattr(importlib.import_module(mod), fn)
+        for arg in args:
+            if deadline is not None and time.monotonic() > deadline:
+                return
+            yield arg, ("ok", f(arg))
+
+    def map_unordered(self, target: str, args, timeout: float, deadline: float | None = None):
+        if not self.workers:
+            yield from self._in_process(target, args, deadline)
+            return
         todo = list(args)[::-1]
         busy: dict = {}
         while todo or busy:
+            if deadline is not None and time.monotonic() > deadline:
+                todo = []
             for i, w in enumerate(self.workers):
                 if w.task is None and todo:
                     w.task, w.started = todo.pop(), time.monotonic()
@@ -83,8 +101,18 @@ class Pool:
                 w = self.workers[i]
                 arg, w.task = w.task, None
                 try:
-                    yield arg, ("ok", conn.recv())
+                    value = conn.recv()
                 except (EOFError, OSError):
+                    value = _DEAD
+                if value is not _DEAD:
+                    if isinstance(value, dict) and value.get("retire"):
+                        w.conn.send(None)
+                        w.proc.join(10)
+                        if w.proc.is_alive():
+                            w.kill()
+                        self.workers[i] = _Worker(self.ctx)
+                    yield arg, ("ok", value)
+                else:
                     w.proc.join(5)
                     code = w.proc.exitcode
                     self.workers[i] = _Worker(self.ctx)

@@ -12,6 +12,7 @@ its reference runs without NaN, and fail with the same `Result.signature`):
 """
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 from .runner import Result, check
@@ -59,16 +60,18 @@ def _candidates(p: Program):
         yield p.with_(threads=p.threads // 2)
 
 
-def shrink(prog: Program, result: Result, budget: int = 40, device: str = "cpu") -> tuple[Program, Result]:
-    """A smaller program failing with result's signature, and its result (or the input's)."""
+def shrink(prog: Program, result: Result, budget: int = 40, device: str = "cpu",
+           deadline: float | None = None) -> tuple[Program, Result]:
+    """A smaller program failing with result's signature, and its result (or the input's).
+    At most `budget` candidate runs, none started after `deadline` (a time.monotonic() value)."""
     sig = result.signature
     best, best_res, tries = prog, result, 0
     progress = True
     while progress and tries < budget:
         progress = False
         for cand in _candidates(best):
-            if tries >= budget:
-                break
+            if tries >= budget or (deadline is not None and time.monotonic() > deadline):
+                return best, best_res
             tries += 1
             res = check(cand, device=device, nvrtc=result.step.startswith("nvrtc"))
             if res.status == "fail" and res.signature == sig:
