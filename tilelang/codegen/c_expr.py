@@ -167,6 +167,8 @@ class CExpr:
             return self.from_float(d, f"({one} / ({one} + {self.math(d, 'exp', neg, wrap=False)}))")
         if op == "reinterpret":
             src = compute_type(e.args[0].dtype)
+            if self.target == "cuda":  # C++: no compound literals
+                return f"tl::bit_cast<{storage_type(d)}>(({src})({args[0]}))"
             return f"((union {{ {src} a; {storage_type(d)} b; }}){{ .a = ({args[0]}) }}).b"
         if op in _FLOAT_FN:
             return self.math(d, _FLOAT_FN[op], args)
