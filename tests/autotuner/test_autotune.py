@@ -171,6 +171,29 @@ def test_eager_kernel_tunes_on_the_callers_tensors():
     assert triple.get_result(x).config in ({"block": 8}, {"block": 32})
 
 
+def test_eager_kernel_compiled_without_tensors_tunes_on_generated_inputs():
+    """`kernel.compile(M=..., N=...)` (the peer gemv example's call): no tensors to tune on, so the
+    tuner makes random ones from the signature; calling the tuned kernel without them is an error."""
+    @tilelang.autotune(configs=[{"block": 8}, {"block": 32}], warmup=1, rep=2, ref_prog=lambda X: X * 3)
+    @tilelang.jit(target="cpu")
+    def triple(X, block: int = 16):
+        M, N = T.const("M, N")
+        X: T.Tensor((M, N), "float32")
+        Y = T.empty((M, N), "float32")
+        with T.Kernel(T.ceildiv(M, block), threads=32) as bx:
+            for i, j in T.Parallel(block, N):
+                if bx * block + i < M:
+                    Y[bx * block + i, j] = X[bx * block + i, j] * 3.0
+        return Y
+
+    kernel = triple.compile(M=50, N=7)
+    assert kernel.config in ({"block": 8}, {"block": 32})
+    x = torch.randn(50, 7)
+    torch.testing.assert_close(kernel(x), x * 3)
+    with pytest.raises(TypeError, match="needs its tensors"):
+        triple(M=40, N=7)
+
+
 def test_set_autotune_inputs_feeds_the_captured_tensors():
     from tilelang.autotuner import get_autotune_inputs, set_autotune_inputs
 

@@ -107,7 +107,11 @@ class AutoTuneImpl:
         kernel = self.compile(*args, **kwargs)
         if not self.jit_impl.eager:
             return kernel
-        return kernel(*_eager_tensors(self.jit_impl, kernel, args, kwargs))
+        ins = _eager_tensors(self.jit_impl, kernel, args, kwargs)
+        if ins is None:
+            raise TypeError(f"{self.jit_impl.fn.__name__}: calling the autotuned kernel needs its tensors "
+                            f"{list(kernel.eager_inputs)}; use .compile(...) to get the kernel without them")
+        return kernel(*ins)
 
 
 def _py_kwargs(jit_impl, kwargs: dict) -> dict:
@@ -115,7 +119,11 @@ def _py_kwargs(jit_impl, kwargs: dict) -> dict:
 
 
 def _eager_tensors(jit_impl, kernel, args, kwargs) -> list:
+    """The caller's tensors for the kernel's inputs; None when some were not given (as in
+    `kernel.compile(M=..., N=...)`): the tuner then makes random ones from the signature."""
     bound = jit_impl.signature.bind_partial(*args, **_py_kwargs(jit_impl, kwargs))
+    if any(n not in bound.arguments for n in kernel.eager_inputs):
+        return None
     return [bound.arguments[n] for n in kernel.eager_inputs]
 
 

@@ -175,8 +175,9 @@ class AutoTuner:
         return out
 
     def _inputs(self, kernel, cache: dict) -> list:
-        if self.inputs_fn is not None:
-            return self.inputs_fn(kernel)
+        ins = self.inputs_fn(kernel) if self.inputs_fn is not None else None
+        if ins is not None:
+            return ins
         captured = get_autotune_inputs()
         if captured is not None:  # `with set_autotune_inputs(...)`: wins over supply_prog / supply_type
             return captured

@@ -6,7 +6,8 @@ import enum
 from ..errors import DSLTypeError, ShapeMismatchError
 from ..frontend import builder as B
 from ..ir.buffer import Buffer, BufferRegion
-from ..ir.expr import BufferLoad, Expr, as_expr, cast, const_value
+from ..ir.expr import BufferLoad, Call, Expr, as_expr, cast, const_value
+from ..ir.stmt import Evaluate
 from ..op import tile_ops as O
 from ..op.regions import is_tile_arg, matrix_extents, pair_regions, squeezed, to_region, same_extent
 
@@ -137,37 +138,52 @@ def cumsum(src, dst=None, dim=0, reverse=False):
     B.current().emit(O.CumSum(src, dst, dim, bool(reverse)))
 
 
-def _atomic(kind, dst, value, memory_order=None):
+def _atomic(kind, dst, value, memory_order=None, return_prev=False):
     B.in_kernel(f"T.atomic_{kind}")
     b = B.current()
     if isinstance(dst, BufferLoad) and not isinstance(value, (Buffer, BufferRegion)):
-        # scalar atomic on one element (the value may itself be an element, `t[i, j]`)
-        r = BufferRegion(dst.buffer, tuple((i, 1) for i in dst.indices))
-        b.emit(O.AtomicTile(kind, r, cast(dst.buffer.dtype, as_expr(value, dst.buffer.dtype))))
-        return
+        # one element: SIMT code, every thread that reaches it updates the element with its own
+        # value (inside T.Parallel, each element's thread); the expression is the previous value
+        at = Call(f"atomic_{kind}", (dst, cast(dst.buffer.dtype, as_expr(value, dst.buffer.dtype))), dst.buffer.dtype)
+        if return_prev:
+            return at
+        b.emit(Evaluate(at))
+        return None
+    if return_prev:
+        raise DSLTypeError(f"T.atomic_{kind}: return_prev=True needs one element as dst (such as "
+                           f"counter[i]) and a scalar value, not a tile")
     if is_tile_arg(value):
         s, d = pair_regions(value, dst, f"T.atomic_{kind}")
         b.emit(O.AtomicTile(kind, d, s))
-        return
+        return None
     r = to_region(dst, None, f"T.atomic_{kind}")
     b.emit(O.AtomicTile(kind, r, cast(r.buffer.dtype, as_expr(value, r.buffer.dtype))))
+    return None
 
 
 def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):
-    """dst += value atomically; dst/value may be tiles (`T.atomic_add(C[by*M, bx*N], C_local)`)."""
-    _atomic("add", dst, value)
+    """dst += value atomically.
+
+    A tile form (`T.atomic_add(C[by*M, bx*N], C_local)`) adds each element once. An element form
+    (`T.atomic_add(hist[b], 1)`) is SIMT code run by every thread that reaches it; with
+    `return_prev=True` it is an expression giving the element's previous value:
+    `pos = T.atomic_add(count[0], 1, return_prev=True)`.
+    """
+    return _atomic("add", dst, value, memory_order, return_prev)
 
 
 def atomic_max(dst, value, memory_order=None, return_prev=False):
-    _atomic("max", dst, value)
+    """dst = max(dst, value) atomically (tile or element form, as T.atomic_add)."""
+    return _atomic("max", dst, value, memory_order, return_prev)
 
 
 def atomic_min(dst, value, memory_order=None, return_prev=False):
-    _atomic("min", dst, value)
+    """dst = min(dst, value) atomically (tile or element form, as T.atomic_add)."""
+    return _atomic("min", dst, value, memory_order, return_prev)
 
 
 def atomic_addx2(dst, value):
-    _atomic("add", dst, value)
+    return _atomic("add", dst, value)
 
 
 def use_swizzle(panel_size=8, order="row", enable=True):

@@ -60,12 +60,40 @@ class _Legalize(TrackRanges, Mutator):
         c = self.cond(e.buffer, e2.indices)
         return e2 if c is True else E.select(c, e2, E.const(0, e.buffer.dtype))
 
+    def target_call(self, e: E.Call):
+        """An atomic (or address_of) on a global element: its first argument is an address, kept
+        a load; (the call with its arguments guarded, the condition to guard it by, or True)."""
+        t = e.args[0]
+        idx = tuple(self.visit(i) for i in t.indices)
+        call = replace(e, args=(replace(t, indices=idx), *(self.visit(a) for a in e.args[1:])))
+        if not self.parallel or t.buffer.scope != "global" or e.op == "address_of":
+            return call, True
+        return call, self.cond(t.buffer, idx)
+
+    def visit_Call(self, e: E.Call):
+        if not _addresses(e):
+            return self.generic(e)
+        call, c = self.target_call(e)
+        return call if c is True else E.select(c, call, E.const(0, e.dtype))
+
+    def visit_Evaluate(self, s: S.Evaluate):
+        if not _addresses(s.value):
+            return self.generic(s)
+        call, c = self.target_call(s.value)
+        st = replace(s, value=call)
+        return st if c is True else S.IfThenElse(c, st, span=s.span)
+
     def visit_BufferStore(self, s: S.BufferStore):
         s2 = self.generic(s)
         if not self.parallel or s.buffer.scope != "global":
             return s2
         c = self.cond(s.buffer, s2.indices)
         return s2 if c is True else S.IfThenElse(c, s2, span=s.span)
+
+
+def _addresses(e) -> bool:
+    return isinstance(e, E.Call) and (e.op.startswith("atomic_") or e.op in ("tl_atomic_load", "tl_atomic_store",
+                                      "address_of")) and bool(e.args) and isinstance(e.args[0], E.BufferLoad)
 
 
 def legalize_safe_memory(func: PrimFunc, ctx=None) -> PrimFunc:

@@ -88,7 +88,7 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
 
     new = lower_thread_level(new, info.tid)
     if not config(ctx.pass_configs, "tl.disable_thread_storage_sync", False):
-        new = replace(new, body=insert_syncs(new.body))
+        new = replace(new, body=insert_syncs(new.body, (info.tid, *new.thread_vars)))
     if ws is None and not info.uses_wgmma:
         new = replace(new, body=fuse_mma_mainloops(new.body))
     if ws is not None:

@@ -68,21 +68,34 @@ TL_DEVICE int64_t tl_floordiv_i64(int64_t a, int64_t b) {
 TL_DEVICE int32_t tl_floormod_i32(int32_t a, int32_t b) { return a - tl_floordiv_i32(a, b) * b; }
 TL_DEVICE int64_t tl_floormod_i64(int64_t a, int64_t b) { return a - tl_floordiv_i64(a, b) * b; }
 
-TL_DEVICE void tl_atomic_add_f32(float* p, float v) { atomicAdd(p, v); }
-TL_DEVICE void tl_atomic_add_f64(double* p, double v) { atomicAdd(p, v); }
-TL_DEVICE void tl_atomic_add_i32(int32_t* p, int32_t v) { atomicAdd(p, v); }
-TL_DEVICE void tl_atomic_add_u32(uint32_t* p, uint32_t v) { atomicAdd(p, v); }
-TL_DEVICE void tl_atomic_add_i64(int64_t* p, int64_t v) {
-  atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
+namespace tl {
+// T.reinterpret: the same bits read as another type of the same size.
+template <typename To, typename From>
+TL_DEVICE To bit_cast(From x) {
+  static_assert(sizeof(To) == sizeof(From), "tl::bit_cast (T.reinterpret): the two types differ in size");
+  To y;
+  memcpy(&y, &x, sizeof(To));  // device-side memcpy: a builtin of CUDA device code
+  return y;
 }
-TL_DEVICE void tl_atomic_add_f16(tl_half* p, tl_half v) { atomicAdd(p, v); }
-TL_DEVICE void tl_atomic_add_bf16(tl_bf16* p, float v) { atomicAdd(p, __float2bfloat16_rn(v)); }
-TL_DEVICE void tl_atomic_max_f32(float* p, float v) { tl::atomic_max(p, v); }
-TL_DEVICE void tl_atomic_min_f32(float* p, float v) { tl::atomic_min(p, v); }
-TL_DEVICE void tl_atomic_max_i32(int32_t* p, int32_t v) { atomicMax(p, v); }
-TL_DEVICE void tl_atomic_min_i32(int32_t* p, int32_t v) { atomicMin(p, v); }
-TL_DEVICE void tl_atomic_max_u32(uint32_t* p, uint32_t v) { atomicMax(p, v); }
-TL_DEVICE void tl_atomic_min_u32(uint32_t* p, uint32_t v) { atomicMin(p, v); }
+}  // namespace tl
+
+// All return the element's previous value (T.atomic_add(..., return_prev=True)).
+TL_DEVICE float tl_atomic_add_f32(float* p, float v) { return atomicAdd(p, v); }
+TL_DEVICE double tl_atomic_add_f64(double* p, double v) { return atomicAdd(p, v); }
+TL_DEVICE int32_t tl_atomic_add_i32(int32_t* p, int32_t v) { return atomicAdd(p, v); }
+TL_DEVICE uint32_t tl_atomic_add_u32(uint32_t* p, uint32_t v) { return atomicAdd(p, v); }
+TL_DEVICE int64_t tl_atomic_add_i64(int64_t* p, int64_t v) {
+  return static_cast<int64_t>(
+      atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v)));
+}
+TL_DEVICE tl_half tl_atomic_add_f16(tl_half* p, tl_half v) { return atomicAdd(p, v); }
+TL_DEVICE tl_bf16 tl_atomic_add_bf16(tl_bf16* p, float v) { return atomicAdd(p, __float2bfloat16_rn(v)); }
+TL_DEVICE float tl_atomic_max_f32(float* p, float v) { return tl::atomic_max(p, v); }
+TL_DEVICE float tl_atomic_min_f32(float* p, float v) { return tl::atomic_min(p, v); }
+TL_DEVICE int32_t tl_atomic_max_i32(int32_t* p, int32_t v) { return atomicMax(p, v); }
+TL_DEVICE int32_t tl_atomic_min_i32(int32_t* p, int32_t v) { return atomicMin(p, v); }
+TL_DEVICE uint32_t tl_atomic_max_u32(uint32_t* p, uint32_t v) { return atomicMax(p, v); }
+TL_DEVICE uint32_t tl_atomic_min_u32(uint32_t* p, uint32_t v) { return atomicMin(p, v); }
 
 // 16-byte copy between global/shared addresses; zero-fills when !pred.
 TL_DEVICE void tl_copy_vec16_impl(void* dst, const void* src, bool pred) {

@@ -7,7 +7,9 @@ Guarantees: between a write of a shared buffer and any later read or write of it
 another statement (and between a read and a later write) there is a barrier; loops
 get one at the end of the body when the next iteration, up to its first barrier on every
 path, would race with this one, and one before the loop (not inside it) when the body races
-with what came before it.
+with what came before it. No barrier is put inside an if (or loop) whose condition (trip
+count) may differ between threads - it reads a thread index, or a thread's own local values:
+threads that skip it would never arrive; one goes before it instead.
 
     T.copy(A, A_s)  ; T.gemm(A_s, ...)        ->  copy ; __syncthreads() ; gemm
 """
@@ -19,6 +21,7 @@ from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
 from ...ir.visitor import Mutator, collect
+from .divergence import Divergence, divergence
 from .lower_tile_ops import Raw, sync
 
 _SHARED = ("shared", "shared.dyn")
@@ -136,6 +139,19 @@ def _is_container(st) -> bool:
 
 
 class _Sync:
+    """quiet > 0: inside a branch (or loop) whose condition differs between threads, where a
+    __syncthreads() some threads never reach would hang the block: barriers go before it."""
+
+    def __init__(self, div: Divergence):
+        self.div = div
+        self.quiet = 0
+
+    def barrier(self, out, pending):
+        if self.quiet:
+            return pending
+        out.append(sync())
+        return (set(), set())
+
     def seq(self, stmts, pending):
         out = []
         for st in stmts:
@@ -147,8 +163,7 @@ class _Sync:
             if _is_scope(st):  # its warp groups sync among themselves (named barrier, see codegen)
                 acc = _tagged(st)
                 if _conflict(pending, acc):
-                    out.append(sync())
-                    pending = (set(), set())
+                    pending = self.barrier(out, pending)
                 inner, _ = self.block(st.body, (set(), set()))
                 out.append(replace(st, body=inner))
                 pending = (pending[0] | acc[0], pending[1] | acc[1])
@@ -162,8 +177,7 @@ class _Sync:
             else:
                 acc = accesses(st)
                 if _conflict(pending, acc):
-                    out.append(sync())
-                    pending = (set(), set())
+                    pending = self.barrier(out, pending)
                 pending = (pending[0] | acc[0], pending[1] | acc[1])
                 out.append(st)
         return out, pending
@@ -174,11 +188,23 @@ class _Sync:
         return S.seq(*out), pending
 
     def container(self, st, pending, out):
+        if not self.quiet and self.div.splits(st):
+            # NOTE: no barrier inside: one before it when it races with what came before;
+            # races between its own statements are the program's (threads that skip it never
+            # arrive). After it, everything it may have touched is pending.
+            acc = _tagged(st)
+            if _conflict(pending, acc):
+                pending = self.barrier(out, pending)
+            self.quiet += 1
+            try:
+                new, _ = self.container(st, pending, [])
+            finally:
+                self.quiet -= 1
+            return new, (pending[0] | acc[0], pending[1] | acc[1])
         if isinstance(st, S.IfThenElse):
             acc = accesses(S.Evaluate(st.cond))
             if _conflict(pending, acc):
-                out.append(sync())
-                pending = (set(), set())
+                pending = self.barrier(out, pending)
             then, p1 = self.block(st.then_case, pending)
             other, p2 = (self.block(st.else_case, pending) if st.else_case is not None else (None, pending))
             return S.IfThenElse(st.cond, then, other, span=st.span), (p1[0] | p2[0], p1[1] | p2[1])
@@ -190,14 +216,13 @@ class _Sync:
             body_acc = (body_acc[0] | head[0], body_acc[1] | head[1])
         # racing with what came before the loop: one barrier before it, not one per pass
         if _conflict(pending, head) or _conflict(pending, body_acc):
-            out.append(sync())
-            pending = (set(), set())
+            pending = self.barrier(out, pending)
         pending = (pending[0] | head[0], pending[1] | head[1])  # the body must not overwrite them early
         body, end = self.block(st.body, pending)
         nr, nw, _ = _exposed(body)  # the next pass, up to its first barrier (a While's condition first)
         if isinstance(st, S.While):
             nr, nw = nr | head[0], nw | head[1]
-        if _conflict(end, (nr, nw)):
+        if _conflict(end, (nr, nw)) and not self.quiet:
             body = S.seq(body, sync())
             end = (set(), set())
         if isinstance(st, S.For):
@@ -208,8 +233,10 @@ class _Sync:
         return new, (end[0] | pending[0], end[1] | pending[1])
 
 
-def insert_syncs(body: S.Stmt) -> S.Stmt:
-    out, _ = _Sync().seq(body.stmts if isinstance(body, S.SeqStmt) else (body,), (set(), set()))
+def insert_syncs(body: S.Stmt, thread_vars=()) -> S.Stmt:
+    """thread_vars: the thread index variables (tid, tx...): branches on them get no barrier inside."""
+    sync_ = _Sync(divergence(body, thread_vars))
+    out, _ = sync_.seq(body.stmts if isinstance(body, S.SeqStmt) else (body,), (set(), set()))
     return S.seq(*out)
 
 
