@@ -68,17 +68,6 @@ TL_DEVICE int64_t tl_floordiv_i64(int64_t a, int64_t b) {
 TL_DEVICE int32_t tl_floormod_i32(int32_t a, int32_t b) { return a - tl_floordiv_i32(a, b) * b; }
 TL_DEVICE int64_t tl_floormod_i64(int64_t a, int64_t b) { return a - tl_floordiv_i64(a, b) * b; }
 
-namespace tl {
-// T.reinterpret: the same bits read as another type of the same size.
-template <typename To, typename From>
-TL_DEVICE To bit_cast(From x) {
-  static_assert(sizeof(To) == sizeof(From), "tl::bit_cast (T.reinterpret): the two types differ in size");
-  To y;
-  memcpy(&y, &x, sizeof(To));  // device-side memcpy: a builtin of CUDA device code
-  return y;
-}
-}  // namespace tl
-
 // All return the element's previous value (T.atomic_add(..., return_prev=True)).
 TL_DEVICE float tl_atomic_add_f32(float* p, float v) { return atomicAdd(p, v); }
 TL_DEVICE double tl_atomic_add_f64(double* p, double v) { return atomicAdd(p, v); }
