@@ -81,7 +81,8 @@ def test_an_existing_barrier_between_the_spans_is_reused():
 def test_overlapping_lifetimes_keep_separate_aligned_slices():
     a, b, c = shared("a", 200), shared("b"), shared("c", 8)
     p = plan(kernel(write(a), write(b), write(c), read(a), read(b), read(c)))
-    assert offsets(p) == {"b": 0, "a": 4096, "c": 5120} and p.total == 5120 + 32
+    # a (800 B) and c (32 B) are small and not swizzled: 128-byte aligned, after the large b
+    assert offsets(p) == {"b": 0, "a": 4096, "c": 4992} and p.total == 4992 + 32
     assert p.barriers == ()
 
 
@@ -313,3 +314,12 @@ def test_two_phase_computes_the_right_answer_on_cpu():
     a64, b64 = a.double().numpy().reshape(R, bm, N), b.double().numpy().reshape(R, bm, N)
     ref = a64[:, ::-1, :].sum(0) + 2 * b64[:, :, ::-1].sum(0)
     np.testing.assert_allclose(c.double().numpy(), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_small_plain_buffers_cost_no_1k_padding_but_swizzled_ones_keep_it():
+    big, s1, s2 = shared("big", 2048), shared("s1", 16), shared("s2", 16)
+    body = kernel(write(big), write(s1), write(s2), read(big), read(s1), read(s2))
+    p = plan(body)
+    assert offsets(p) == {"big": 0, "s1": 8192, "s2": 8192 + 128} and p.total == 8192 + 128 + 64
+    p = plan(body, wide=frozenset({s1.uid}))  # a swizzled tile keeps the 1024-byte alignment
+    assert offsets(p)["s1"] % 1024 == 0 and offsets(p)["s2"] % 128 == 0

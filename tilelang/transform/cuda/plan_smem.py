@@ -4,7 +4,9 @@ Expects: lowered per-thread CUDA IR with barriers already inserted (thread_sync.
 inside lower_cuda, before this pass). Lifetimes are spans of the kernel body's top-level
 statements, first to last access, a loop or if counting as one statement.
 Guarantees: every shared buffer (except pipeline/TMA stage views, which point into their
-storage) gets a 1024-byte-aligned offset (swizzle patterns repeat every 1024 B); two buffers
+storage) gets a 1024-byte-aligned offset (swizzle patterns repeat every 1024 B), except buffers
+under 1024 B that are not swizzled, which get 128-byte alignment and go after the large ones
+(small row statistics and flags would otherwise cost up to 1 KB of padding each); two buffers
 overlap in bytes only if their spans are disjoint and a top-level `__syncthreads()` lies
 between the last access of the earlier one and the first access of the later one (this pass
 inserts it when none does: thread_sync only sees buffers, not bytes; a plan that needs new
@@ -33,6 +35,7 @@ from ...ir.visitor import buffers_used, collect
 from .lower_tile_ops import Raw, sync
 
 ALIGN = 1024  # swizzle patterns repeat every 1024 B
+SMALL_ALIGN = 128  # TMA (without swizzle) and 16-byte vectors: enough for a small plain buffer
 ATTR = "tl.smem_plan"
 _SHARED = ("shared", "shared.dyn")
 _WGMMA_WAIT = re.compile(r"gemm_[rs]s_sm90<.*,\s*(-?\d+)>\(")
@@ -77,33 +80,35 @@ def shared_allocs(body) -> list[Buffer]:
     return out
 
 
-def sequential_plan(buffers: list[Buffer], n: int = 1, why: str = "reuse off") -> SmemPlan:
-    """Every buffer its own slice, in allocation order (no reuse)."""
+def sequential_plan(buffers: list[Buffer], n: int = 1, why: str = "reuse off", wide=frozenset()) -> SmemPlan:
+    """Every buffer its own slice (no reuse): 1024-aligned ones in allocation order, then small ones."""
     slots, off = [], 0
-    for b in buffers:
-        off = _align(off)
+    for b in sorted(buffers, key=lambda b: _alignment(b, wide) != ALIGN):  # stable: allocation order kept
+        off = _align(off, _alignment(b, wide))
         slots.append(SmemSlot(b.name, b.uid, off, _nbytes(b), 0, n - 1, why))
         off += _nbytes(b)
-    return SmemPlan(tuple(slots), off)
+    order = [b.uid for b in buffers]
+    return SmemPlan(tuple(sorted(slots, key=lambda s: order.index(s.uid))), off)
 
 
 # ----------------------------------------------------------------------------- planning
-def plan(kernel: S.KernelLaunch, allow_reuse: bool = True) -> SmemPlan:
-    """Lifetimes over the kernel's top-level statements, then first-fit packing."""
+def plan(kernel: S.KernelLaunch, allow_reuse: bool = True, wide=frozenset()) -> SmemPlan:
+    """Lifetimes over the kernel's top-level statements, then first-fit packing. `wide`: uids of
+    swizzled tiles (they keep 1024-byte alignment whatever their size)."""
     stmts = _top(kernel.body)
     buffers = shared_allocs(kernel.body)
     n = len(stmts)
     if not allow_reuse:
-        return sequential_plan(buffers, n)
+        return sequential_plan(buffers, n, wide=wide)
     if collect(kernel.body, lambda x: type(x).__name__ in ("WSSplit", "WarpGroupScope")):
-        return sequential_plan(buffers, n, "warp-specialized kernel")
+        return sequential_plan(buffers, n, "warp-specialized kernel", wide)
     spans = _spans(stmts, buffers)
     pins = _pinned(kernel.body, buffers, spans)
     have = [i for i, st in enumerate(stmts) if isinstance(st, Raw) and "__syncthreads();" in st.fmt]
-    slots = _pack(buffers, spans, pins, n)
+    slots = _pack(buffers, spans, pins, n, wide=wide)
     needs = _barrier_needs(slots, have)
     if needs:  # a new barrier must buy at least one 1024-byte unit over reuse behind existing ones
-        free = _pack(buffers, spans, pins, n, have)
+        free = _pack(buffers, spans, pins, n, have, wide)
         if _total(free) < _total(slots) + ALIGN:
             slots, needs = free, set()
     total = _total(slots)
@@ -168,12 +173,12 @@ def _pinned(body, buffers, spans) -> dict:
     return pins
 
 
-def _pack(buffers, spans, pins, n, barriers=None) -> list[SmemSlot]:
+def _pack(buffers, spans, pins, n, barriers=None, wide=frozenset()) -> list[SmemSlot]:
     """Greedy first fit, largest first: the lowest aligned offset free over the buffer's span.
 
     With `barriers` (top-level indices), bytes are shared only across one of them.
     """
-    order = sorted(buffers, key=lambda b: -_nbytes(b))
+    order = sorted(buffers, key=lambda b: (_alignment(b, wide) != ALIGN, -_nbytes(b)))
     placed: list[SmemSlot] = []
 
     def apart(s, lo, hi):
@@ -186,13 +191,13 @@ def _pack(buffers, spans, pins, n, barriers=None) -> list[SmemSlot]:
     for b in order:
         why = pins.get(b.uid, "")
         lo, hi = (0, n - 1) if why else spans[b.uid]
-        size = _nbytes(b)
+        size, align = _nbytes(b), _alignment(b, wide)
         busy = sorted((s.offset, s.offset + s.nbytes) for s in placed if not apart(s, lo, hi))
         off = 0
         for a, e in busy:
             if off + size <= a:
                 break
-            off = max(off, _align(e))
+            off = max(off, _align(e, align))
         placed.append(SmemSlot(b.name, b.uid, off, size, lo, hi, why))
     return placed
 
@@ -215,8 +220,12 @@ def _total(slots) -> int:
     return max((s.offset + s.nbytes for s in slots), default=0)
 
 
-def _align(x: int) -> int:
-    return (x + ALIGN - 1) // ALIGN * ALIGN
+def _align(x: int, align: int = ALIGN) -> int:
+    return (x + align - 1) // align * align
+
+
+def _alignment(b: Buffer, wide) -> int:
+    return ALIGN if b.uid in wide or _nbytes(b) >= ALIGN else SMALL_ALIGN
 
 
 def _nbytes(b: Buffer) -> int:
@@ -243,7 +252,9 @@ def plan_smem_pass(func: PrimFunc, ctx) -> PrimFunc:
     if len(ks) != 1:
         return func
     k = ks[0]
-    p = plan(k, allow_reuse=not config(ctx.pass_configs, "tl.disable_smem_reuse", False))
+    info = getattr(ctx, "cuda_info", None)
+    wide = frozenset(info.swizzled | info.panels) if info is not None else frozenset()
+    p = plan(k, allow_reuse=not config(ctx.pass_configs, "tl.disable_smem_reuse", False), wide=wide)
     new = apply(k, p)
     body = func.body if new is k else _replace(func.body, k, new)
     return replace(func, body=body).with_attr(ATTR, p)
