@@ -1,5 +1,6 @@
 """cpu_threads: a block's threads on the CPU backend (SIMT segments split at barriers),
 checked against float64 references on fresh random inputs."""
+import importlib.util
 import pytest
 import torch
 
@@ -195,3 +196,30 @@ def test_warp_group_scope_with_per_thread_cp_async():
     a, b = torch.randn(128, 64), torch.zeros(128, 64)
     tilelang.compile(f, target="cpu")(a, b)
     torch.testing.assert_close(b.double(), a.double() * 2 + 1, rtol=0, atol=1e-6)
+
+
+def test_warp_branch_in_a_small_block_runs_its_own_threads():
+    """Fuzz seed 25: `if tx < 32` in a 64-thread block is a warp scope; the CPU model ran it over 128
+    threads (warp-group units), wrote past the per-thread arrays and corrupted the heap. It also
+    compiles for sm_80 (named barriers), where it was refused as Hopper-only."""
+    M = 62
+
+    @T.prim_func
+    def f(A: T.Tensor((M, 1), "float32"), O: T.Tensor((M, 1), "float32")):
+        with T.Kernel(1, T.ceildiv(M, 32), threads=64) as (bx, by):
+            tx = T.get_thread_binding()
+            S_ = T.alloc_shared((32, 1), "float32")
+            loc = T.alloc_local((1,), "float32")
+            T.copy(A[by * 32, bx], S_)
+            if tx < 32:
+                T.copy(S_[tx:tx + 1, 0:1], loc)
+                loc[0] = 3.0 - loc[0] * loc[0]
+                T.copy(loc, O[by * 32 + tx:by * 32 + tx + 1, bx:bx + 1])
+
+    a = torch.randn(M, 1)
+    o = torch.full((M, 1), float("nan"))
+    tilelang.compile(f, target="cpu")(a, o)
+    torch.testing.assert_close(o.double(), 3.0 - a.double() ** 2, rtol=1e-6, atol=1e-6)
+    if importlib.util.find_spec("cuda") is not None:
+        src = tilelang.compile(f, target="cuda -arch=sm_80").get_kernel_source()
+        assert "__global__" in src

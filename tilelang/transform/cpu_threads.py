@@ -143,7 +143,7 @@ class _Kernel:
         if isinstance(s, ThreadAllReduce):
             return self.allreduce(s, rng)
         if isinstance(s, H.WarpGroupScope):
-            inner = (s.lo * H.WARP_GROUP, s.hi * H.WARP_GROUP)
+            inner = (s.t_lo, s.t_hi)  # in threads: the scope counts warp groups or warps (s.unit)
             return [("b", replace(s, body=self.assemble(self.split(s.body, inner), inner)))]
         sync = collect(s, _exchange)
         jumps = _loose_jumps(s)
