@@ -219,15 +219,25 @@ class CUDAArtifact:
             return 0  # filled by launch(), which knows the stream
         if kind != "tensormap":
             raise LoweringError(f"internal: unknown kernel argument kind {kind}")
-        t = values[index[id(obj.buffer)]]
+        base = getattr(obj.buffer, "view_base", obj.buffer)
+        t = values[index[id(base)]]
         key = (obj.name, t.data_ptr(), tuple(t.shape))
         cached = self._tmaps.get(key)
         if cached is None:
             from . import driver
 
-            shape = list(t.shape)
-            elem = t.element_size()
+            shape, elem = list(t.shape), t.element_size()
             strides = [int(s) * elem for s in t.stride()]
+            if base is not obj.buffer:  # a T.view / T.Tensor(..., A.data) over a parameter: its own shape
+                shape = list(obj.buffer.static_shape or ())
+                if not shape or not t.is_contiguous():
+                    raise LoweringError(f"TMA over the view {obj.buffer.name} of {base.name} needs a constant shape "
+                                        f"and a contiguous {base.name}; got shape {obj.buffer.shape}, strides "
+                                        f"{tuple(t.stride())}")
+                strides, acc = [], max(1, obj.buffer.dtype.bits // 8)
+                for d in reversed(shape):
+                    strides.insert(0, acc)
+                    acc *= d
             cached = driver.encode_tensor_map(obj.buffer.dtype.name, t.data_ptr(), list(reversed(shape)),
                                               list(reversed(strides))[1:], list(reversed(obj.box)),
                                               swizzle=obj.swizzle)
