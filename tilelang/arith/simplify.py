@@ -68,8 +68,10 @@ def linear_form(e) -> tuple[dict, int] | None:
 
 def aligned(e, n: int) -> bool:
     """`e` is provably a multiple of n: every coefficient and the constant of its linear form are."""
+    from .divisibility import known_divisor  # assumed divisors of dynamic dims (a JIT promise)
+
     lin = linear_form(simplify(as_expr(e)))
-    return lin is not None and lin[1] % n == 0 and all(c % n == 0 for c in lin[0].values())
+    return lin is not None and lin[1] % n == 0 and all((c * known_divisor(t)) % n == 0 for t, c in lin[0].items())
 
 def _merge_divmod(terms: dict) -> dict:
     """k*c*(x // c) + k*(x % c) == k*x (floor division and modulo, any sign of x)."""

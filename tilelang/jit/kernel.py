@@ -10,6 +10,8 @@ from ..ir.buffer import Buffer
 from ..ir.stmt import PrimFunc
 from ..transform.pass_manager import PassContext
 from ..transform.split_kernels import is_multi_kernel, workspaces
+from ..arith.divisibility import assume_divisors
+from .aligned_dims import AlignedDims
 from .args import ArgBinder
 from .fast_call import MISS as _FAST_MISS
 
@@ -93,7 +95,10 @@ class JITKernel:
             from ..transform.pass_config import merge_device_flags
 
             pass_configs = merge_device_flags(dict(pass_configs or {}), compile_flags)
-        self.artifact = build(func, self.target, pass_configs, compile_flags)
+        self.aligned = None if is_multi_kernel(func) else AlignedDims.plan(func, self.target, pass_configs)
+        self._build_args = (pass_configs, compile_flags)
+        with assume_divisors(self.aligned.divisors if self.aligned else {}):
+            self.artifact = build(func, self.target, pass_configs, compile_flags)
         self.compile_seconds = time.perf_counter() - t0
         device_type = "cpu" if self.target.kind == "cpu" else "cuda"
         self.binder = ArgBinder(func.name, func.params, self.out_idx, device_type)
@@ -125,7 +130,8 @@ class JITKernel:
         if hasattr(self.artifact, "launch_params"):  # a launch sequence binds each kernel's arguments itself
             self.artifact.launch_params(values, env_, ws, stream=stream)
         elif self.target.kind == "cuda":
-            self.artifact.launch(self._c_values(values, env_, ws), stream=stream)
+            art = self.artifact if self.aligned is None or self.aligned.holds(env_) else self._unaligned(env_)
+            art.launch(self._c_values(values, env_, ws, art), stream=stream)
         else:
             self.artifact.launch(self._c_values(values, env_, ws))
         if not outs:
@@ -165,10 +171,19 @@ class JITKernel:
             raise TypeError(f"{self.prim_func.name}() is missing argument(s) {', '.join(missing)}")
         return tuple(merged)
 
-    def _c_values(self, values, env_, ws=None):
+    def _unaligned(self, env_):
+        """The kernel compiled without assumed divisors of dynamic dims (built on first need)."""
+        art = getattr(self, "_unaligned_artifact", None)
+        if art is None:
+            self.aligned.warn_fallback(self.prim_func.name, env_)
+            art = self._unaligned_artifact = build(self.prim_func, self.target, *self._build_args)
+        return art
+
+    def _c_values(self, values, env_, ws=None, art=None):
         out = []
+        art = self.artifact if art is None else art
         index = {id(p): i for i, p in enumerate(self.prim_func.params)}
-        for kind, obj in self.artifact.csource.arg_kinds:
+        for kind, obj in art.csource.arg_kinds:
             if kind == "buffer":
                 out.append(values[index[id(obj)]].data_ptr())
             elif kind == "scalar":
@@ -180,7 +195,7 @@ class JITKernel:
             elif kind == "alloc_global":
                 out.append(ws[obj.uid].data_ptr())
             else:
-                out.append(self.artifact.arg_value(kind, obj, values, index))
+                out.append(art.arg_value(kind, obj, values, index))
         return out
 
     def get_kernel_source(self, kernel_only: bool = True) -> str:

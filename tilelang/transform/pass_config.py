@@ -92,6 +92,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_STAGED_EPILOGUE = "tl.disable_staged_epilogue"
     TL_DEBUG_TIMELINE = "tl.debug_timeline"
     TL_DISABLE_SMEM_REUSE = "tl.disable_smem_reuse"
+    TL_DISABLE_DYNAMIC_ALIGNMENT = "tl.disable_dynamic_alignment"
 
 
 _SIMPLIFY = _NONE + "our simplifier has no tunable options (a sub-key of tl.Simplify)."
@@ -182,6 +183,8 @@ _DOCS = {
     "TL_DISABLE_STAGED_EPILOGUE": "Ours. True: cp.async kernels store C from registers.",
     "TL_DEBUG_TIMELINE": "Ours. True: persistent kernels record per-tile timestamps (kernel.timeline()).",
     "TL_DISABLE_SMEM_REUSE": "Ours; the same as TL_DISABLE_SHARED_MEMORY_REUSE.",
+    "TL_DISABLE_DYNAMIC_ALIGNMENT": "Ours. True: CUDA kernels with T.dynamic row lengths are compiled for any "
+                                    "length, not as 16-byte multiples checked per call (jit/aligned_dims.py).",
 }
 
 for _m in PassConfigKey:

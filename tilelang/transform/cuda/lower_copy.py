@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ... import dtypes as dt
+from ...arith.divisibility import is_multiple
 from ...arith.simplify import aligned, const_int, linear_form, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
@@ -257,8 +258,7 @@ class CopyLowering:
         Raw, THREAD_LOOP = _raw()
         lay = self.plan.layout(op.src.buffer)
         dst = op.dst.buffer
-        inner = const_int(dst.shape[-1])
-        if not isinstance(lay, (MmaAccFragment, WgmmaAccFragment)) or inner is None or inner % 2:
+        if not isinstance(lay, (MmaAccFragment, WgmmaAccFragment)) or not is_multiple(dst.shape[-1], 2):
             return None
         if not aligned(op.dst.starts[-1], 2) or len(squeezed(op.dst.extents)) != 2 \
                 or const_int(op.dst.extents[-1]) == 1:
@@ -379,10 +379,9 @@ def _vector_unfit(op: O.Copy, vec: int) -> str | None:
         return f"the tile's last extent is not a multiple of {vec}"
     for r in (op.src, op.dst):
         b = r.buffer
-        inner = const_int(b.shape[-1])
         if const_int(r.extents[-1]) != ext[-1]:
             return f"{b.name}: the tile's last dim is not the buffer's last dim"
-        if inner is None or inner % vec:
+        if not is_multiple(b.shape[-1], vec):
             return f"{b.name}: row length {b.shape[-1]} is not a multiple of {vec} elements"
         if not aligned(r.starts[-1], vec):
             return f"{b.name}: column offset {r.starts[-1]} is not provably a multiple of {vec}"

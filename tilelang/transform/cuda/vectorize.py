@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ... import dtypes as dt
+from ...arith.divisibility import is_multiple
 from ...arith.simplify import const_int, linear_form, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
@@ -187,8 +188,7 @@ class _Planner:
         if not _aligned_rest(terms, const, self.j, self.vec):
             return f"has a column offset that is not provably a multiple of {self.vec} (last index {last})"
         if buf.ndim > 1:
-            row = const_int(buf.shape[-1])
-            if row is None or row % self.vec:
+            if not is_multiple(buf.shape[-1], self.vec):
                 return f"has rows of {buf.shape[-1]} elements, not a multiple of {self.vec}"
         return None
 

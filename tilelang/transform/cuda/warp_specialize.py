@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ... import dtypes as dt
+from ...arith.divisibility import is_multiple
 from ...arith.simplify import const_int, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
@@ -72,9 +73,8 @@ def tma_plan(op: O.Copy):
         return None, "the tile's inner dim is not the tensor's inner dim"
     if const_int(op.src.extents[-1]) != const_int(s.shape[-1]):
         return None, "the tile's inner dim is not the tensor's inner dim"
-    inner = const_int(g.shape[-1])
     b = g.dtype.bytes
-    if inner is None or (inner * b) % 16:
+    if not is_multiple(g.shape[-1] * b, 16):
         return None, f"{g.name}'s rows ({g.shape[-1]} elements) are not a multiple of 16 bytes"
     row = ext[-1] * b
     if any(e > 256 for e in ext[:-1]):  # the inner dim's box is at most 128 bytes (a panel) below
