@@ -4,15 +4,19 @@
     sms = driver.get_num_sms()                 # the current GPU's multiprocessor count
     arch = CUDA("cuda -arch=sm_90a")          # sm_version 90, compute_capability "90"
 
-Only `carver.arch` exists here: the public carver's schedule templates and roller
-(`carver.template`, `carver.roller`) are not implemented.
+    from tilelang.carver.template import MatmulTemplate    # GEMM tile recommendations
+    from tilelang.carver.roller.rasterization import NoRasterization, Rasterization2DColumn
+
+`carver.template` has MatmulTemplate only; `carver.roller` has Hint and the rasterization plans
+(not the public roller's policy search).
 """
+_SUBMODULES = ("arch", "template", "roller")
 
 
 def __getattr__(name):
-    if name == "arch":
+    if name in _SUBMODULES:
         import importlib
 
-        return importlib.import_module(".arch", __name__)
-    raise AttributeError(f"module 'tilelang.carver' has no attribute {name!r} (only tilelang.carver.arch exists "
-                         "here; the schedule templates and roller are not implemented)")
+        return importlib.import_module("." + name, __name__)
+    raise AttributeError(f"module 'tilelang.carver' has no attribute {name!r} (it has "
+                         "arch, template and roller)")

@@ -105,3 +105,79 @@ def make_mma_swizzle_layout(shared_buf, is_smooth: bool = False):
         return (*idx[:-2], *get_swizzle_layout(idx[-2], idx[-1], shape[-1], shared_buf.dtype))
 
     return Layout.from_fn(shape, fn)
+
+
+# ------------------------------------------------ shared-tile (i, j) -> (lane, slot) maps
+# The inverses of mma_a_coords / mma_b_coords, named as the public TileLang names them:
+# shared_16x{K}_to_mma_32x{S}_layout_{sr,rs}_{a,b}. "sr": the tile is indexed (spatial, reduction),
+# i.e. A as (m, k) and B as (n, k); "rs": (reduction, spatial). S = K / 2 slots per lane.
+
+def _sr_a(i, j, bits: int):
+    """(lane, slot) holding A[m = i, k = j] of a 16 x K operand."""
+    e, half = 32 // bits, mma_k(bits) // 2
+    lane = 4 * (i % 8) + (j % half) // e
+    return lane, e * (2 * (j // half) + i // 8) + j % e
+
+
+def _sr_b(i, j, bits: int):
+    """(lane, slot) holding B[n = i, k = j] of two side-by-side K x 8 operands (16 columns of N):
+    the first n8 tile's slots come first."""
+    e, half = 32 // bits, mma_k(bits) // 2
+    lane = 4 * (i % 8) + (j % half) // e
+    return lane, 2 * e * (i // 8) + e * (j // half) + j % e
+
+
+def shared_16x8_to_mma_32x4_layout_sr_a(i, j):
+    """32-bit (tf32) A, 16 x 8 (m, k) -> (lane, slot 0..3)."""
+    return _sr_a(i, j, 32)
+
+
+def shared_16x8_to_mma_32x4_layout_sr_b(i, j):
+    """32-bit (tf32) B, 16 x 8 (n, k) -> (lane, slot 0..3)."""
+    return _sr_b(i, j, 32)
+
+
+def shared_16x8_to_mma_32x4_layout_rs_a(i, j):
+    """32-bit A indexed (k, m)."""
+    return _sr_a(j, i, 32)
+
+
+def shared_16x8_to_mma_32x4_layout_rs_b(i, j):
+    """32-bit B indexed (k, n)."""
+    return _sr_b(j, i, 32)
+
+
+def shared_16x16_to_mma_32x8_layout_sr_a(i, j):
+    """16-bit A, 16 x 16 (m, k) -> (lane, slot 0..7)."""
+    return _sr_a(i, j, 16)
+
+
+def shared_16x16_to_mma_32x8_layout_sr_b(i, j):
+    """16-bit B, 16 x 16 (n, k) -> (lane, slot 0..7)."""
+    return _sr_b(i, j, 16)
+
+
+def shared_16x16_to_mma_32x8_layout_rs_a(i, j):
+    return _sr_a(j, i, 16)
+
+
+def shared_16x16_to_mma_32x8_layout_rs_b(i, j):
+    return _sr_b(j, i, 16)
+
+
+def shared_16x32_to_mma_32x16_layout_sr_a(i, j):
+    """8-bit A, 16 x 32 (m, k) -> (lane, slot 0..15)."""
+    return _sr_a(i, j, 8)
+
+
+def shared_16x32_to_mma_32x16_layout_sr_b(i, j):
+    """8-bit B, 16 x 32 (n, k) -> (lane, slot 0..15)."""
+    return _sr_b(i, j, 8)
+
+
+def shared_16x32_to_mma_32x16_layout_rs_a(i, j):
+    return _sr_a(j, i, 8)
+
+
+def shared_16x32_to_mma_32x16_layout_rs_b(i, j):
+    return _sr_b(j, i, 8)

@@ -273,3 +273,7 @@ def _slots(local: Buffer, at, n, load):
 
 def _emit_loop(v, n, body):
     B.current().emit(S.For(v, E.as_expr(0), E.as_expr(n), "unroll", body, _THREAD_LOOP))
+
+
+# the Ladder-layout subclass lives next door; importable from here as the public module offers it
+from .ladder_macro_generator import TensorCoreIntrinEmitterWithLadderTransform, TransformKind  # noqa: E402,F401
