@@ -2,6 +2,10 @@
 e.g. from a `T.Tensor([n], T.ptr)` table), `T.reshape` / `T.view` (another shape or dtype of
 a buffer's storage), and the scoped annotations `T.SharedBuffer` / `T.FragmentBuffer` /
 `T.LocalBuffer`, plus TVM's `T.alloc_buffer`.
+
+A view of a fragment (`T.alloc_fragment`) aliases its registers: on CUDA layout inference
+derives the view's layout from the source's (layout/fragment.py ReshapedFragment), or keeps both
+in shared memory (with a PerformanceWarning) where it cannot.
 """
 from __future__ import annotations
 
@@ -70,9 +74,6 @@ def _alias(src: Buffer, shape, dtype, what, strides=None):
         raise DSLTypeError(f"{what}: expected a buffer, got {src!r}")
     dtype = src.dtype if dtype is None else dt.as_dtype(dtype)
     shape = src.shape if shape is None else _shape(shape, what)
-    if src.scope == "fragment":
-        raise DSLTypeError(f"{what}: {src.name} is a fragment, spread over the threads by layout inference; "
-                           "reshape shared, local or global buffers (copy the fragment into one first)")
     if strides is not None:
         raise DSLTypeError(f"{what}: explicit strides are not supported")
     a, b = _bits(shape, dtype), _bits(src.shape, src.dtype)
@@ -88,7 +89,11 @@ def _alias(src: Buffer, shape, dtype, what, strides=None):
 
 
 def reshape(src, shape):
-    """The same storage with another shape of equal size: `T.reshape(S_shared, (64, 2, 32))`."""
+    """The same storage with another shape of equal size: `T.reshape(S_shared, (64, 2, 32))`.
+
+    Of a register fragment it is the same registers indexed another way: element k (row-major)
+    of the view is element k of the source, and layout inference gives the view the source's
+    thread distribution (no data moves)."""
     return _alias(src, shape, None, "T.reshape")
 
 

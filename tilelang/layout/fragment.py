@@ -222,6 +222,63 @@ class RowFragment:
         return ("row", self.kind, self.rows, self.groups)
 
 
+@dataclass(frozen=True)
+class ReshapedFragment:
+    """Another fragment's registers seen with another shape (T.reshape of a register tile).
+
+    Slot l of thread tid holds the same element of storage as in `inner`: the element whose
+    row-major flat index is flat(inner.coords(tid, l)), here unflattened over `shape`.
+        inner = mma 16x8 (thread 0 holds (0,0) (0,1) (8,0) (8,1)), shape (16, 2, 4):
+        thread 0 holds (0,0,0) (0,0,1) (8,0,0) (8,0,1): no data moves, only the indexing.
+    """
+
+    inner: object
+    shape: tuple
+
+    @staticmethod
+    def of(layout, shape):
+        """`layout` seen with `shape` (same element count), or None where that is not a layout
+        the lowering can use (an inexact flat layout whose vectors do not fit the new rows)."""
+        shape = tuple(shape)
+        if isinstance(layout, ReshapedFragment):
+            layout = layout.inner
+        if tuple(layout.shape) == shape:
+            return layout
+        if isinstance(layout, FlatFragment):
+            # flat layouts deal the row-major order out: the same deal under any shape
+            if shape and shape[-1] % layout.vec == 0:
+                return FlatFragment(shape, layout.threads, layout.vec)
+            if not layout.exact:
+                return None
+        if not getattr(layout, "exact", False):
+            return None
+        return ReshapedFragment(layout, shape)
+
+    @property
+    def nlocal(self) -> int:
+        return self.inner.nlocal
+
+    @property
+    def threads(self) -> int:
+        return self.inner.threads
+
+    exact = True
+
+    def coords(self, tid, l) -> tuple:
+        e = 0
+        for c, s in zip(self.inner.coords(tid, l), self.inner.shape):
+            e = e * s + c
+        out = []
+        for s in reversed(self.shape[1:]):
+            out.append(e % s)
+            e = e // s
+        out.append(e)
+        return tuple(reversed(out))
+
+    def key(self):
+        return ("reshape", self.inner.key(), self.shape)
+
+
 def row_fragment_ok(acc) -> bool:
     if isinstance(acc, MmaAccFragment):
         return acc.warps_n == 1

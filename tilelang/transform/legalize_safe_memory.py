@@ -4,7 +4,10 @@ Expects: tile-level IR (before tile-op lowering; tile ops guard themselves).
 Guarantees: a store to a global tensor inside a T.Parallel loop happens only when every
 index is inside the tensor, and a load outside it reads 0 -- unless bounds analysis over
 the block indices and loop ranges proves the access in range, in which case nothing changes
-(aligned kernels keep their code). Turned off by pass config tl.disable_safe_memory_legalize.
+(aligned kernels keep their code). Stores to global tensors in an innermost serial loop (one
+with no loop inside, as the public TileLang guards them) are guarded the same way: a
+`for k in T.serial(block_K // threads): Logits[bx, k * threads + tx] = ...` does not write past
+the row. Turned off by pass config tl.disable_safe_memory_legalize.
 
     for i, j in T.Parallel(32, 128):                  for i, j in T.Parallel(32, 128):
         C[by*32 + i, j] = A[by*32 + i, j] + 1   ->        if by*32 + i < M:
@@ -19,7 +22,7 @@ from ..arith.simplify import const_int
 from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.stmt import PrimFunc
-from ..ir.visitor import Mutator
+from ..ir.visitor import Mutator, collect
 from .pass_config import get as config
 
 
@@ -27,6 +30,7 @@ class _Legalize(TrackRanges, Mutator):
     def __init__(self):
         self.ranges = Ranges()
         self.parallel = 0
+        self.leaf = 0  # inside an innermost serial loop: its global stores are guarded
 
     def visit_KernelLaunch(self, k: S.KernelLaunch):
         self.ranges.kernel(k)
@@ -34,10 +38,13 @@ class _Legalize(TrackRanges, Mutator):
 
     def visit_For(self, s: S.For):
         par = s.kind == "parallel"
+        leaf = not par and not collect(s.body, lambda n: isinstance(n, S.For))
         self.parallel += par
+        self.leaf += leaf
         with self.ranges.loop(s):
             out = self.generic(s)
         self.parallel -= par
+        self.leaf -= leaf
         return out
 
     def cond(self, buf, indices):
@@ -85,7 +92,7 @@ class _Legalize(TrackRanges, Mutator):
 
     def visit_BufferStore(self, s: S.BufferStore):
         s2 = self.generic(s)
-        if not self.parallel or s.buffer.scope != "global":
+        if not (self.parallel or self.leaf) or s.buffer.scope != "global":
             return s2
         c = self.cond(s.buffer, s2.indices)
         return s2 if c is True else S.IfThenElse(c, s2, span=s.span)

@@ -10,6 +10,10 @@ Strict:  the C of a T.gemm takes the mma.sync accumulator layout when the gemm c
          rest take a flat, coalesced layout. A fragment is demoted to shared memory when
          some use needs other threads' elements (indexed by other than the loop vars,
          used as a gemm A/B operand, scanned, sliced, or touched outside T.Parallel).
+Views:   a T.reshape / T.view of a fragment shares its registers: its layout is the source's
+         seen with the view's shape (ReshapedFragment), and layouts flow both ways between
+         them. Where that cannot be expressed (another dtype, an inexact layout that does not
+         reshape), or either one is demoted, both live in shared memory.
 
     C_local = T.alloc_fragment((128, 128), "float32")     C_local: mma(128x128, 2x2 warps)
     m = T.alloc_fragment((128,), "float32")        ->     m: shared (read as m[i] in a 2-d loop)
@@ -24,9 +28,10 @@ from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
 from ...ir.visitor import Mutator, Visitor, buffers_used, collect
-from ...layout.fragment import (FlatFragment, MmaAccFragment, RowFragment, WgmmaAccFragment, choose_warpgroups,
-                                choose_warps, row_fragment_ok)
+from ...layout.fragment import (FlatFragment, MmaAccFragment, ReshapedFragment, RowFragment, WgmmaAccFragment,
+                                choose_warpgroups, choose_warps, row_fragment_ok)
 from ...op import tile_ops as O
+from ...op.thread_ops import DeclBuffer
 from ...op.regions import squeezed
 from .lower_async import tile_pointer
 
@@ -328,10 +333,65 @@ def _without_scopes(body):
     return _Drop().visit(body)
 
 
-def _propagate(links, layouts):
+def fragment_views(body, frags: dict) -> dict:
+    """view uid -> (view, source) for every T.reshape / T.view of an allocated fragment."""
+    out = {}
+    for d in collect(body, lambda n: isinstance(n, DeclBuffer)):
+        v, src = d.buffer, d.data
+        if v.scope == "fragment" and isinstance(src, Buffer) and src.uid in frags:
+            out[v.uid] = (v, src)
+    return out
+
+
+def _static(buf) -> tuple | None:
+    shape = tuple(const_int(s) for s in buf.shape)
+    return None if any(s is None for s in shape) else shape
+
+
+def _sync_views(views: dict, layouts: dict, strict=()) -> bool:
+    """A view and its source hold the same registers: lay out whichever is missing from the other."""
+    changed = False
+    for vu, (v, src) in views.items():
+        lv, ls = layouts.get(vu), layouts.get(src.uid)
+        if v.dtype != src.dtype or _static(v) is None:
+            continue
+        if ls is not None and lv is None:
+            d = ReshapedFragment.of(ls, _static(v))
+            if d is not None:
+                layouts[vu], changed = d, True
+        elif lv is not None and ls is None and src.uid not in strict:
+            d = ReshapedFragment.of(lv, _static(src))
+            if d is not None:
+                layouts[src.uid], changed = d, True
+    return changed
+
+
+def _demote_views(views: dict, layouts: dict, demote: dict):
+    """A view whose layout is not its source's, or either side demoted: both go to shared memory."""
+    for vu, (v, src) in views.items():
+        ls = layouts.get(src.uid)
+        if v.dtype != src.dtype:
+            demote.setdefault(vu, f"a T.view of register tile {src.name} as {v.dtype} (registers hold {src.dtype})")
+        elif layouts.get(vu) is None or ls is None or ReshapedFragment.of(ls, _static(v)) != layouts[vu]:
+            demote.setdefault(vu, f"its shape {tuple(v.shape)} has no register layout over {src.name}'s")
     changed = True
     while changed:
         changed = False
+        for vu, (v, src) in views.items():
+            if vu in demote and src.uid not in demote:
+                demote[src.uid] = f"its view {v.name} is kept in shared memory ({demote[vu]})"
+                changed = True
+            elif src.uid in demote and vu not in demote:
+                demote[vu] = f"a view of {src.name}, which is kept in shared memory"
+                changed = True
+
+
+def _propagate(links, layouts, views=None):
+    changed = True
+    while changed:
+        changed = False
+        if views:
+            changed = _sync_views(views, layouts)
         for a, b in links:
             la, lb = layouts.get(a.uid), layouts.get(b.uid)
             if la is not None and lb is None:
@@ -344,16 +404,22 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
     threads = kernel.threads[0] * kernel.threads[1] * kernel.threads[2]
     frags = {a.buffer.uid: a.buffer for a in collect(kernel.body, lambda n: isinstance(n, S.Allocate))
              if a.buffer.scope == "fragment"}
-    uses = _Uses(frags, threads, sm)
-    uses.outside = {b.uid for b in buffers_used(_without_scopes(kernel.body)) if b.uid in frags}
+    views = fragment_views(kernel.body, frags)
+    every = {**frags, **{vu: v for vu, (v, _) in views.items()}}
+    uses = _Uses(every, threads, sm)
+    uses.outside = {b.uid for b in buffers_used(_without_scopes(kernel.body)) if b.uid in every}
     uses.visit(kernel.body)
-    layouts: dict = {uid: None for uid in frags}
+    for vu, (v, src) in views.items():  # a view spreads over the threads its source does
+        nt = uses.frag_threads.get(vu)
+        if nt is not None and uses.frag_threads.setdefault(src.uid, nt) != nt:
+            uses.bad(src, f"it and its view {v.name} are used by different thread ranges")
+    layouts: dict = {uid: None for uid in every}
     for uid, lay in uses.strict.items():
         layouts[uid] = lay
     # common: propagate along links until nothing changes
     changed = True
     while changed:
-        changed = False
+        changed = _sync_views(views, layouts, uses.strict)
         for a, b in uses.links:
             la, lb = layouts.get(a.uid), layouts.get(b.uid)
             if la is not None and lb is None and b.uid not in uses.strict:
@@ -376,13 +442,13 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
     for r, exact in uses.row_uses:
         if layouts.get(r.uid) is None and exact:
             layouts[r.uid] = acc_rows(layouts.get(exact[0].uid))
-    _propagate(uses.links, layouts)
+    _propagate(uses.links, layouts, views)
     # an RS gemm's A tile that nothing else laid out takes the layout the instruction reads
     # (a T.copy from shared then fills it with ldmatrix)
     for op, a_lay in uses.rs_gemms.values():
         if layouts.get(op.A.buffer.uid) is None:
             layouts[op.A.buffer.uid] = a_lay
-    _propagate(uses.links, layouts)
+    _propagate(uses.links, layouts, views)
     # free
     for uid, buf in frags.items():
         if layouts[uid] is None:
@@ -395,6 +461,8 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
             while vec > 1 and (n % (nt * vec) or shape[-1] % vec):
                 vec //= 2
             layouts[uid] = FlatFragment(shape, nt, vec)
+            if views:  # its views (and what they are linked to) follow before the next free choice
+                _propagate(uses.links, layouts, views)
     # links whose layouts still disagree: demote the non-strict side
     for a, b in uses.links:
         la, lb = layouts.get(a.uid), layouts.get(b.uid)
@@ -417,9 +485,10 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
         want = acc_rows(layouts.get(live[0].uid)) if live else None
         if want is None or layouts.get(r.uid) != want:
             uses.demote.setdefault(r.uid, f"read as {r.name}[i] across rows of a tile it is not laid out with")
+    _demote_views(views, layouts, uses.demote)
     plan = LayoutPlan()
-    plan.per_thread = per_thread_fragments(kernel.body, frags)
-    for uid in frags:
+    plan.per_thread = per_thread_fragments(kernel.body, frags, views)
+    for uid in every:
         if uid in uses.demote:
             plan.layouts[uid] = None
             plan.reasons[uid] = uses.demote[uid]
@@ -436,17 +505,22 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
 _ = squeezed
 
 
-def per_thread_fragments(body, frags: dict) -> set:
+def per_thread_fragments(body, frags: dict, views: dict | None = None) -> set:
     """Fragments written only by scalar code (outside T.Parallel and tile ops), e.g.
     `rms[0] = 0; rms[0] += x[i]`: every thread runs those stores itself, so each keeps a copy of
-    its own (public TileLang's meaning); one shared copy would race on the read-modify-writes."""
-    scalar = {s.buffer.uid for s in collect(body, lambda n: isinstance(n, S.BufferStore)) if s.buffer.uid in frags}
+    its own (public TileLang's meaning); one shared copy would race on the read-modify-writes.
+    A view (T.reshape) counts as its source, and is per-thread with it."""
+    views = views or {}
+    key = {vu: src.uid for vu, (_, src) in views.items()}
+    uid = lambda b: key.get(b.uid, b.uid)  # noqa: E731
+    scalar = {uid(s.buffer) for s in collect(body, lambda n: isinstance(n, S.BufferStore)) if uid(s.buffer) in frags}
     in_par, in_ops = set(), set()
     for loop in collect(body, lambda n: isinstance(n, S.For) and n.kind == "parallel"):
-        in_par |= {s.buffer.uid for s in collect(loop, lambda n: isinstance(n, S.BufferStore))}
-    for op in collect(body, lambda n: isinstance(n, S.TileOp)):
-        in_ops |= {b.uid for b in buffers_used(op)}
-    return scalar - in_par - in_ops
+        in_par |= {uid(s.buffer) for s in collect(loop, lambda n: isinstance(n, S.BufferStore))}
+    for op in collect(body, lambda n: isinstance(n, S.TileOp) and not isinstance(n, DeclBuffer)):
+        in_ops |= {uid(b) for b in buffers_used(op)}
+    out = scalar - in_par - in_ops
+    return out | {vu for vu, src in key.items() if src in out}
 
 
 def accumulator_box_ok(r) -> bool:

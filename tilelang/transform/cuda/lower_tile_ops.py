@@ -100,6 +100,8 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
         if not self.plan.in_registers(buf):
             return None
         r = self.regs.get(buf.uid)
+        if r is None and getattr(buf, "view_base", None) is not None:
+            return self.reg(buf.view_base)  # a T.reshape of a register tile: the same registers
         if r is None:
             lay = self.plan.layout(buf)
             r = Buffer(buf.name, (lay.nlocal,), buf.dtype, "local")
@@ -121,6 +123,18 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
             b.scope = "shared.dyn"  # demoted: every thread may read any element
             reason = self.plan.reasons.get(b.uid, "")
             self.warn(f"fragment {b.name} is kept in shared memory, not registers: {reason}")
+        return s
+
+    def visit_DeclBuffer(self, s):
+        """A view of a fragment: nothing to declare when it aliases registers (reg() answers the
+        source's); when demoted it is a view of the source's shared (or per-thread) copy."""
+        b = s.buffer
+        if b.scope != "fragment":
+            return s
+        if self.reg(b) is not None:
+            return S.seq()
+        self.scope_changes.append((b, b.scope))
+        b.scope = "local" if b.uid in self.plan.per_thread else "shared.dyn"
         return s
 
     def visit_WarpGroupScope(self, s):
@@ -620,6 +634,8 @@ def _detach_scope_changes(body, low: _Lower):
         if buf.uid not in copies:
             c = Buffer(buf.name, buf.shape, buf.dtype, buf.scope, strides=buf.strides)
             c.uid = buf.uid
+            if getattr(buf, "view_base", None) is not None:
+                c.view_base = buf.view_base
             copies[buf.uid] = c
     for buf, old in reversed(low.scope_changes):
         buf.scope = old

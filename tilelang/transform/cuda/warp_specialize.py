@@ -31,7 +31,7 @@ from ...arith.simplify import const_int, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
-from ...ir.visitor import collect, substitute
+from ...ir.visitor import buffers_used, collect, substitute
 from ...op import tile_ops as O
 from ...op.regions import squeezed
 from .layout_inference import wgmma_ok, wgmma_rs_ok
@@ -166,6 +166,7 @@ class _Plan:
     timeline: Buffer | None = None  # tl.debug_timeline: consumer timestamps per block and unit
     ki: E.Expr | None = None  # the user's k-iterations per tile (with sk, the loop's extent is k1 - k0)
     serpentine: bool = False  # the producer walks k backwards on every other tile (tl_pdir = 1)
+    pprefix: list = field(default_factory=list)  # prefix statements the producer runs too (_producer_prefix)
     defer_epilogue: bool = False  # the TMA-store epilogue runs during the next tile's k-loop
     stage: E.Var = field(default_factory=lambda: E.Var("tl_stage", dt.int32))
     it: E.Var = field(default_factory=lambda: E.Var("tl_it", dt.int32))
@@ -246,7 +247,52 @@ def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine
                 half = TmaDesc(desc.name, desc.buffer, box[:-2] + (box[-2] // 2, box[-1]), desc.swizzle)
                 plan.info.descs[plan.info.descs.index(desc)] = half
                 plan.pairs[i] = (p, (box, swz, panels), half)
+    plan.pprefix = _producer_prefix(plan)
+    if plan.pprefix is None:
+        warn("no warp specialization (TMA pipeline): the loop's bounds or tile coordinates read variables "
+             "computed before it by code the producer thread cannot repeat (tile ops or non-scalar stores)")
+        return None
     return plan
+
+
+_SCALAR = ("local", "local.var")
+
+
+def _producer_prefix(plan: _Plan) -> list | None:
+    """The statements before the loop that compute the T.alloc_var values its bounds and the
+    producer's tile coordinates read (`for i in T.serial(4): lo = T.min(lo, Starts[bx * 4 + i])`),
+    with their allocations, in order: the producer thread runs them too. None when one of
+    them is more than scalar code (a tile op, a store to a tile, a read of shared memory)."""
+    loop = plan.loop
+    exprs = [loop.start, loop.extent] + [c for p, _, _ in plan.pairs for c in p.src.starts]
+
+    def reads(node) -> set:
+        return {ld.buffer.uid for ld in collect(node, lambda n: isinstance(n, E.BufferLoad))
+                if ld.buffer.scope in _SCALAR}
+
+    need = set().union(*(reads(e) for e in exprs))
+    out = []
+    for st in reversed(plan.stmts[:plan.li]):
+        if not need:
+            break
+        if isinstance(st, S.LetStmt):
+            continue
+        if isinstance(st, S.Allocate):
+            if st.buffer.uid in need:
+                out.append(st)
+                need |= reads(st)
+            continue
+        stores = collect(st, lambda n: isinstance(n, S.BufferStore))
+        if not any(x.buffer.uid in need for x in stores):
+            continue
+        loads = collect(st, lambda n: isinstance(n, E.BufferLoad))
+        if collect(st, lambda n: isinstance(n, S.TileOp) or (isinstance(n, S.For) and n.kind == "parallel")) \
+                or any(x.buffer.scope not in _SCALAR for x in stores) \
+                or any(x.buffer.scope not in _SCALAR + ("global",) for x in loads):
+            return None
+        out.append(st)
+        need |= reads(st) | {x.buffer.uid for x in stores}
+    return list(reversed(out))
 
 
 def _stage_tiles(plan: _Plan, producers: list, tma: list) -> None:
@@ -312,7 +358,8 @@ def _consumer_loop(plan: _Plan) -> S.Stmt:
     loop, stages, stage, it, ko = plan.loop, plan.stages, plan.stage, plan.it, plan.loop.var
     from .software_pipeline import _ReplaceBuffers
 
-    overlap = stages >= 2 and len(plan.gemms) == 1 and all(g.wg_wait == 0 for g in plan.gemms)
+    overlap = stages >= 2 and len(plan.gemms) == 1 and all(g.wg_wait == 0 for g in plan.gemms) \
+        and not _reads_accumulator(plan)
     body_ops = [replace(b, wg_wait=1) if overlap and isinstance(b, O.Gemm) and b in plan.gemms else b
                 for b in plan.body]
     rest = _ReplaceBuffers(plan.views).visit(S.seq(*body_ops))
@@ -336,6 +383,20 @@ def _consumer_loop(plan: _Plan) -> S.Stmt:
         last = E.BufferLoad(plan.cbase, (E.as_expr(0),), dt.int32) + last
     return S.seq(consumer_loop, Raw("tl::warpgroup_wait<0>();"),
                  Raw(f"if ({{0}} > 0) {{{{ {plan.arrive(f'({{1}}) % {stages}')} }}}}", (loop.extent, simplify(last))))
+
+
+def _reads_accumulator(plan: _Plan) -> bool:
+    """The loop body touches a gemm's C (or a T.reshape of it) besides the gemm, or the gemm clears
+    it: an iteration then needs its own wgmma batch complete, so batches cannot stay in flight."""
+    acc = {g.C.buffer.uid for g in plan.gemms}
+    if any(g.clear_accum for g in plan.gemms):
+        return True
+    for b in plan.body:
+        if isinstance(b, O.Gemm) and b in plan.gemms:
+            continue
+        if any(getattr(x, "view_base", x).uid in acc for x in buffers_used(b)):
+            return True
+    return False
 
 
 def _rewrite(plan: _Plan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.KernelLaunch:
@@ -379,6 +440,8 @@ def _rewrite(plan: _Plan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.Ke
                           f"tl::mbarrier_init(&tl_empty[{i}], {info.cluster * T // 32});" for i in range(plan.stages))
                + " tl::fence_barrier_init(); }} " + sync)
     regs_c = 240 if T == 128 else (232 if T == 256 else 160)
+    if T >= 512:  # what the register file holds beside the producer's 40: 4 warpgroups get 112
+        regs_c = min(regs_c, (65536 - 128 * 40) // T // 8 * 8)
     setmaxnreg = Raw(f"tl::setmaxnreg_inc<{regs_c}>();")
     if plan.persistent:
         if plan.sk is not None:
@@ -400,7 +463,7 @@ def _rewrite(plan: _Plan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.Ke
             back = E.BufferLoad(plan.pdir, (E.as_expr(0),), dt.int32)
             per_tile.append(S.BufferStore(plan.pdir, (E.as_expr(0),), 1 - back))
             head.append(S.Allocate(plan.pdir, (E.as_expr(0),)))
-        producer = S.seq(*head, tile_loop(S.seq(*lets, producer, *per_tile)))
+        producer = S.seq(*head, tile_loop(S.seq(*lets, *plan.pprefix, producer, *per_tile)))
         sk_vars = [S.Allocate(plan.sk.pending, (E.as_expr(0),))] if plan.sk is not None else []
         unit = S.seq(*lets, *cons_prefix, consumer_loop, advance(plan.cbase), *suffix)
         if plan.timeline is not None:
@@ -414,6 +477,7 @@ def _rewrite(plan: _Plan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.Ke
         lets, k = [], replace(k, grid=grid)
     else:
         consumer_branch = S.seq(setmaxnreg, *cons_prefix, consumer_loop, *suffix, *store_wait)
+        producer = S.seq(*plan.pprefix, producer)
     producer_branch = S.seq(Raw("tl::setmaxnreg_dec<40>();"),
                             S.IfThenElse(E.binop("==", E.Var("tid", dt.int32), T), producer))
     # a block of a cluster leaves only once its partner has stopped writing into its shared memory
