@@ -12,7 +12,11 @@ What it changes, for the test process only:
 - torch factory calls and `.to()/.cuda()` with a CUDA device get the CPU device instead;
 - `torch.cuda.is_available()` says True and the device is an sm_90 with 132 SMs, so requires_cuda*
   decorators let the tests run; `torch.cuda.synchronize`, events and streams are host no-ops;
-- every tilelang target resolves to "cpu".
+- every tilelang target resolves to "cpu";
+- a floating tensor divided by a Python number is computed as CUDA torch computes it: times the
+  reciprocal (rounded in the op's compute precision), not a true division. References written
+  on GPUs match kernels that multiply by `1 / c` (deepseek_v4 act_quant: `amax / 448.0` against
+  a kernel's `amax * (1 / 448)`), and CPU torch's division differs from both in the last bit.
 Kernels then run on the CPU backend at the test's own sizes: large examples are slow there.
 """
 from __future__ import annotations
@@ -44,11 +48,28 @@ def install_torch_shims():
     import torch
     from torch.overrides import TorchFunctionMode
 
+    scalar_div = {torch.Tensor.div, torch.Tensor.__truediv__, torch.div, torch.true_divide,
+                  torch.Tensor.true_divide}
+    scalar_div_ = {torch.Tensor.div_, torch.Tensor.__itruediv__, torch.Tensor.true_divide_}
+
+    def cuda_scalar_div(func, args, kwargs):
+        """CUDA torch's `tensor / python_number`: a * (1 / b) in opmath (float32 for 16-bit floats)."""
+        a, b = args[0], args[1]
+        opmath = torch.float64 if a.dtype == torch.float64 else torch.float32
+        inv = torch.tensor(1.0, dtype=opmath) / torch.tensor(float(b), dtype=opmath)
+        out = (a.to(opmath) * inv).to(a.dtype)
+        return a.copy_(out) if func in scalar_div_ else out
+
     class CudaToCpu(TorchFunctionMode):
         def __torch_function__(self, func, types_, args=(), kwargs=None):
             kwargs = dict(kwargs or {})
             if func in (torch.Tensor.cuda,):
                 return args[0]
+            if (func in scalar_div or func in scalar_div_) and len(args) == 2 and not kwargs \
+                    and isinstance(args[0], torch.Tensor) and args[0].is_floating_point() \
+                    and not args[0].is_complex() and isinstance(args[1], (int, float)) \
+                    and not isinstance(args[1], bool):
+                return cuda_scalar_div(func, args, kwargs)
             if "device" in kwargs:
                 kwargs["device"] = _cpu_device(kwargs["device"])
             if func is torch.Tensor.to and len(args) > 1:

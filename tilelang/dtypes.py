@@ -6,8 +6,9 @@ dtype. `DType(x)` accepts a name ("float16", "float", "float16x4"), a DType, a t
 or numpy dtype, or Python's bool/int/float. Calling one casts: `T.float32(x)`.
 
 Which dtypes our backends compute with is decided in `transform/check_dtypes.py`;
-this module only describes them (int4, float4 and friends exist so user code that
-names them runs, and kernels that store them fail with a clear message).
+this module only describes them (int4, float6 and friends exist so user code that
+names them runs, and kernels that store them fail with a clear message). float4_e2m1fn
+is computed: a (..., N) buffer of it is a (..., N // 2) torch.float4_e2m1fn_x2 tensor.
 """
 from __future__ import annotations
 

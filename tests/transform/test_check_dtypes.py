@@ -19,11 +19,11 @@ def int4_param():
     return k
 
 
-def fp4_shared():
+def int4_shared():
     @T.prim_func
-    def k(A: T.Tensor((64,), T.float16), B: T.Tensor((64,), T.float16)):
+    def k(A: T.Tensor((64,), T.int8), B: T.Tensor((64,), T.int8)):
         with T.Kernel(1, threads=32) as _:
-            s = T.alloc_shared((64,), T.float4_e2m1fn)
+            s = T.alloc_shared((64,), T.int4)
             T.copy(A, s)
             T.copy(s, B)
 
@@ -54,7 +54,7 @@ def vector_local():
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("make, dtype, where, reason", [
     (int4_param, "int4", "parameter A", "sub-byte"),
-    (fp4_shared, "float4_e2m1fn", "buffer s (shared", "sub-byte"),
+    (int4_shared, "int4", "buffer s (shared", "sub-byte"),
     (e8m0_cast, "float8_e8m0fnu", "expression", "float8 format"),
     (vector_local, "float16x2", "buffer v (local", "vector dtypes"),
 ])
@@ -69,8 +69,8 @@ def test_unsupported_dtype_is_named_with_target(make, dtype, where, reason, targ
 
 def test_error_points_at_the_allocation_line():
     with pytest.raises(UnsupportedDTypeError) as info:
-        tilelang.compile(fp4_shared(), target="cpu")
-    assert "T.alloc_shared((64,), T.float4_e2m1fn)" in str(info.value)
+        tilelang.compile(int4_shared(), target="cpu")
+    assert "T.alloc_shared((64,), T.int4)" in str(info.value)
     assert f"{__file__}:" in str(info.value)
 
 

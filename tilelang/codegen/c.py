@@ -24,7 +24,7 @@ from ..ir.visitor import collect, substitute
 from ..op import tile_ops as O
 from ..op.thread_ops import DeclBuffer, ImportSource
 from ..transform.split_kernels import workspaces
-from .c_expr import CExpr, storage_type
+from .c_expr import CExpr, is_subbyte, storage_type
 
 
 @dataclass(frozen=True)
@@ -184,15 +184,35 @@ class CCodegen:
         self.lines: list[str] = []
         self.depth = 0
         self.asserts: list[str] = []
-        self.expr = CExpr(self.index, nonneg=())
+        self.expr = CExpr(self.index, nonneg=(), nibble_fn=self.nibble_ref)
 
     # ---------------------------------------------------------------- helpers
     def emit(self, text: str):
         self.lines.append("  " * self.depth + text)
 
     def index(self, buf: Buffer, indices) -> str:
+        if is_subbyte(buf.dtype):
+            raise LoweringError(f"internal: element {buf.name}[...] of {buf.dtype} has no C lvalue (packed two "
+                                "per byte); loads and stores go through nibble_ref")
+        return f"{buf.name}[{self.flat_offset(buf, indices)}]"
+
+    def nibble_ref(self, buf: Buffer, indices) -> tuple[str, str]:
+        """(byte pointer, element offset) of a packed sub-byte element: its byte is offset >> 1."""
+        return buf.name, self.flat_offset(buf, indices)
+
+    def nibble_shared(self, buf: Buffer) -> bool:
+        """Whether threads other than this one may write the other nibble of a byte of `buf`
+        (blocks run in parallel on OpenMP threads; a block's own tiles are private)."""
+        return buf.scope == "global"
+
+    def store_nibble(self, buf: Buffer, indices, value: str) -> str:
+        base, off = self.nibble_ref(buf, indices)
+        fn = "tl_nibble_set_atomic" if self.nibble_shared(buf) else "tl_nibble_set"
+        return f"{fn}({base}, {off}, {self.expr.store_value(buf.dtype, value)});"
+
+    def flat_offset(self, buf: Buffer, indices) -> str:
         if buf.ndim == 0 or buf.scope == "local.var":
-            return f"{buf.name}[0]"
+            return "0"
         terms, stride = [], "1"
         for d in range(buf.ndim - 1, -1, -1):
             idx = self.expr(indices[d])
@@ -207,7 +227,7 @@ class CCodegen:
                 stride = str(int(stride) * int(dim_text))
             else:
                 stride = f"{stride} * {dim_text}"
-        return f"{buf.name}[{' + '.join(reversed(terms)) or '0'}]"
+        return ' + '.join(reversed(terms)) or '0'
 
     # ---------------------------------------------------------------- entry
     def generate(self) -> CSource:
@@ -301,6 +321,9 @@ class CCodegen:
     def s_Allocate(self, s: S.Allocate):
         if s.init is not None:
             for i, v in enumerate(s.init):
+                if is_subbyte(s.buffer.dtype):
+                    self.emit(f"tl_nibble_set({s.buffer.name}, {i}, {self.expr.store_value(s.buffer.dtype, self.expr(v))});")
+                    continue
                 self.emit(f"{s.buffer.name}[{i}] = {self.expr.store_value(s.buffer.dtype, self.expr(v))};")
 
     def s_LetStmt(self, s: S.LetStmt):
@@ -309,6 +332,9 @@ class CCodegen:
         self.emit(f"const {compute_type(s.var.dtype)} {s.var.name} = {self.expr(s.value)};")
 
     def s_BufferStore(self, s: S.BufferStore):
+        if is_subbyte(s.buffer.dtype):
+            self.emit(self.store_nibble(s.buffer, s.indices, self.expr(s.value)))
+            return
         val = self.expr.store_value(s.buffer.dtype, self.expr(s.value))
         self.emit(f"{self.index(s.buffer, s.indices)} = {val};")
 
@@ -403,6 +429,8 @@ class CCodegen:
         from .c_expr import EMULATED
 
         k = EMULATED.get(b.dtype.name)
+        if is_subbyte(b.dtype):
+            return f"tl_{k}_to_f32(tl_nibble_get({b.name}, q))"
         return f"tl_{k}_to_f32({b.name}[q])" if k else f"{b.name}[q]"
 
     def __getattr__(self, name):

@@ -3,6 +3,10 @@
 bf16 and fp8 values are stored as bit patterns and computed in float: a load
 converts to float, a store or a cast converts back with exact rounding. tfloat32
 is float storage whose stores and casts (not arithmetic) round to a 10-bit mantissa.
+float4_e2m1fn is packed two per byte (element k in byte k >> 1, the even element in
+the low nibble): loads and stores go through tl_nibble_get / tl_nibble_set (see
+`is_subbyte`), whose set is an atomic read-modify-write where other threads may write
+the other nibble of the byte (global and shared memory).
 """
 from __future__ import annotations
 
@@ -14,11 +18,18 @@ from ..ir import expr as E
 STORAGE = {"bool": "bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
            "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
            "float16": "tl_half", "bfloat16": "tl_bf16", "float32": "float", "float64": "double",
-           "float8_e4m3fn": "tl_fp8e4m3", "float8_e5m2": "tl_fp8e5m2", "tfloat32": "float"}
-EMULATED = {"bfloat16": "bf16", "float8_e4m3fn": "fp8e4m3", "float8_e5m2": "fp8e5m2", "tfloat32": "tf32"}
+           "float8_e4m3fn": "tl_fp8e4m3", "float8_e5m2": "tl_fp8e5m2", "tfloat32": "float",
+           "float4_e2m1fn": "uint8_t"}
+EMULATED = {"bfloat16": "bf16", "float8_e4m3fn": "fp8e4m3", "float8_e5m2": "fp8e5m2", "tfloat32": "tf32",
+            "float4_e2m1fn": "fp4e2m1"}
 # Rounded only where stored or cast: arithmetic on them stays float (as on GPUs, where tf32 is
 # an MMA input format), so `x * x` of two tf32 values is the exact float product.
 STORAGE_ONLY = frozenset({"tfloat32"})
+
+
+def is_subbyte(d: dt.DType) -> bool:
+    """Packed below one byte per element (float4_e2m1fn): no C lvalue per element."""
+    return d.bits < 8 and d.lanes == 1
 
 
 def storage_type(d: dt.DType) -> str:
@@ -43,8 +54,9 @@ class CExpr:
 
     target = "c"  # "cuda" in the CUDA code generator: intrinsics.print_call differs per target
 
-    def __init__(self, index_fn, nonneg=frozenset()):
+    def __init__(self, index_fn, nonneg=frozenset(), nibble_fn=None):
         self.index_fn = index_fn  # (Buffer, indices) -> C lvalue text
+        self.nibble_fn = nibble_fn  # (Buffer, indices) -> (base pointer, element offset) of a sub-byte buffer
         self.nonneg = set(nonneg)
 
     def __call__(self, e) -> str:
@@ -204,6 +216,9 @@ class CExpr:
         return f"(({compute_type(d)}){text})"
 
     def e_BufferLoad(self, e):
+        if is_subbyte(e.buffer.dtype):
+            base, off = self.nibble_fn(e.buffer, e.indices)
+            return f"tl_{EMULATED[e.buffer.dtype.name]}_to_f32(tl_nibble_get({base}, {off}))"
         ref = self.index_fn(e.buffer, e.indices)
         k = EMULATED.get(e.buffer.dtype.name)
         return f"tl_{k}_to_f32({ref})" if k else ref

@@ -17,7 +17,7 @@ from ..ir.buffer import Buffer
 from ..ir.visitor import collect
 from ..op import tile_ops as O
 from .c import CCodegen, shape_vars
-from .c_expr import storage_type
+from .c_expr import is_subbyte, storage_type
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,15 @@ class CudaCodegen(CCodegen):
             t = storage_type(buf.dtype)
             return f"{buf.name}[{stage}tl::swizzle_offset<{w}, sizeof({t})>({r}, {c})]"
         return super().index(buf, indices)
+
+    def nibble_ref(self, buf: Buffer, indices) -> tuple[str, str]:
+        if buf.uid in self.info.panels or buf.uid in self.info.swizzled or self.packed(buf):
+            raise LoweringError(f"buffer {buf.name} of {buf.dtype} (packed two per byte) cannot have a swizzled "
+                                "or paneled layout on the cuda backend; use a plain T.alloc_shared tile")
+        return super().nibble_ref(buf, indices)
+
+    def nibble_shared(self, buf: Buffer) -> bool:
+        return buf.scope in ("global", "shared", "shared.dyn")
 
     def generate(self) -> CudaSource:
         f, k = self.func, self.kernel
@@ -193,10 +202,15 @@ class CudaCodegen(CCodegen):
             pass  # declared at the top of the kernel
         elif self.packed(b):
             self.emit(f"uint32_t {b.name}[{(b.numel() + 1) // 2}];")
+        elif is_subbyte(b.dtype):
+            self.emit(f"{t} {b.name}[{(b.numel() + 1) // 2}];")
         else:
             self.emit(f"{t} {b.name}[{b.numel()}];")
         if s.init is not None:
             for i, v in enumerate(s.init):
+                if is_subbyte(b.dtype):
+                    self.emit(f"tl_nibble_set({b.name}, {i}, {self.expr.store_value(b.dtype, self.expr(v))});")
+                    continue
                 self.emit(f"{b.name}[{i}] = {self.expr.store_value(b.dtype, self.expr(v))};")
 
     def s_BufferStore(self, s: S.BufferStore):

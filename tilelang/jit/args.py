@@ -61,7 +61,8 @@ class ArgBinder:
         for i in self.out_idx:
             p = self.params[i]
             shape = self._shape(p, env, f"output {p.name!r}", "pass the output explicitly (drop it from out_idx)")
-            t = torch.empty(shape, dtype=_torch_dtype(p.dtype), device=self._device(device, torch))
+            t = torch.empty(_storage_shape(p, shape, f"output {p.name!r}"), dtype=_torch_dtype(p.dtype),
+                            device=self._device(device, torch))
             values[i] = t
             outs.append(t)
         return values, env, outs
@@ -73,8 +74,9 @@ class ArgBinder:
 
         device = next((v.device for v in values if isinstance(v, torch.Tensor)), None)
         dev = self._device(device, torch)
-        return {b.uid: torch.empty(self._shape(b, env, f"T.alloc_global {b.name!r}",
-                                               "give it a shape the inputs determine"),
+        return {b.uid: torch.empty(_storage_shape(b, self._shape(b, env, f"T.alloc_global {b.name!r}",
+                                                                 "give it a shape the inputs determine"),
+                                                  f"T.alloc_global {b.name!r}"),
                                    dtype=_torch_dtype(b.dtype), device=dev) for b in bufs}
 
     def _device(self, device, torch):
@@ -122,18 +124,28 @@ class ArgBinder:
             raise TypeError(f"{self._where(i)}: expected a torch.Tensor of shape {_shape_str(p)} and dtype "
                             f"{p.dtype}, got {type(a).__name__}")
         want = _torch_dtype(p.dtype)
-        if a.dtype != want:
-            raise TypeError(f"{self._where(i)}: expected dtype {p.dtype} ({want}), got {a.dtype}")
+        per_byte = 8 // p.dtype.bits if p.dtype.bits < 8 else 1
+        if per_byte > 1 and a.dtype in (torch.uint8, torch.int8):
+            pass  # the packed bytes themselves
+        elif a.dtype != want:
+            packed = (f"; a {p.dtype} tensor of logical shape {_shape_str(p)} is a {want} tensor whose last dim "
+                      f"is {per_byte}x smaller ({per_byte} values per byte)" if per_byte > 1 else "")
+            raise TypeError(f"{self._where(i)}: expected dtype {p.dtype} ({want}), got {a.dtype}{packed}")
         if a.device.type != self.device_type:
             raise ValueError(f"{self._where(i)}: expected a tensor on {self.device_type}, got one on {a.device} "
                              f"(this kernel was compiled for target {self.device_type!r})")
         if a.dim() != p.ndim:
             raise ValueError(f"{self._where(i)}: expected {p.ndim} dims {_shape_str(p)}, got shape {tuple(a.shape)}")
-        for d, (want_d, got) in enumerate(zip(p.shape, a.shape)):
+        logical = list(a.shape)
+        if per_byte > 1 and logical:  # torch counts bytes along the last dim; the kernel counts values
+            logical[-1] *= per_byte
+        for d, (want_d, got) in enumerate(zip(p.shape, logical)):
             c = want_d if isinstance(want_d, int) else const_int(want_d)
             if c is not None:
                 if c != got:
-                    raise ValueError(f"{self._where(i)}: expected shape {_shape_str(p)}, got {tuple(a.shape)} "
+                    shown = f"logical shape {tuple(logical)} (torch shape {tuple(a.shape)})" if per_byte > 1 \
+                        else str(tuple(a.shape))
+                    raise ValueError(f"{self._where(i)}: expected shape {_shape_str(p)}, got {shown} "
                                      f"(dim {d} is {got}, expected {c})")
             elif isinstance(want_d, E.Var):
                 if want_d in env and env[want_d] != got:
@@ -180,6 +192,18 @@ def _int_range(d) -> tuple[int, int]:
 
 def _shape_str(p: Buffer) -> str:
     return "(" + ", ".join(str(d) for d in p.shape) + ("," if p.ndim == 1 else "") + ")"
+
+
+def _storage_shape(p: Buffer, shape: list, what: str) -> list:
+    """The torch shape holding a buffer of logical `shape`: sub-byte values packed along the last dim
+    (a (M, N) float4_e2m1fn buffer is an (M, N // 2) torch.float4_e2m1fn_x2 tensor)."""
+    if p.dtype.bits >= 8 or not shape:
+        return shape
+    per_byte = 8 // p.dtype.bits
+    if shape[-1] % per_byte:
+        raise ValueError(f"{what}: a {p.dtype} tensor packs {per_byte} values per byte along its last dim, "
+                         f"which is {shape[-1]} in shape {tuple(shape)}; make it a multiple of {per_byte}")
+    return shape[:-1] + [shape[-1] // per_byte]
 
 
 def _torch_dtype(d):

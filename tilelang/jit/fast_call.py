@@ -34,6 +34,8 @@ class FastCall:
             shape = tuple(const_int(d) if not isinstance(d, int) else d for d in p.shape)
             if any(d is None for d in shape):
                 raise ValueError("symbolic shapes take the general path")
+            if p.dtype.bits < 8:
+                raise ValueError("packed sub-byte tensors (torch shape differs from the logical one) take the general path")
             spec = (i, getattr(torch, p.dtype.name), torch.Size(shape))
             (self.outputs if i in kernel.out_idx else self.inputs).append(spec)
         self.arg_plan = []  # per C argument: ("t", param index) | ("x", kind, obj)

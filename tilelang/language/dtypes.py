@@ -8,7 +8,11 @@ our backends (see `transform/check_dtypes.py`):
 - bfloat16, float8_e4m3fn (= float8_e4m3), float8_e5m2: stored as bits, computed in float32.
 - tfloat32: float32 storage; every store rounds to a 10-bit mantissa (nearest, ties away from
   zero), like CUDA's cvt.rna.tf32.f32. Torch tensors for it are float32.
-- int4, uint4, float4_e2m1fn, float6_*, float8_e4m3fnuz/e5m2fnuz/e3m4/e4m3b11fnuz/e8m0fnu,
+- float4_e2m1fn: packed two per byte (element k in byte k // 2, the even element in the low
+  nibble), computed in float32; a store rounds to nearest, ties to even, saturates at +-6 and
+  turns NaN into +6 (as CUDA's __nv_fp4_e2m1(float)). A (..., N) buffer is a torch
+  float4_e2m1fn_x2 (or uint8) tensor of shape (..., N // 2).
+- int4, uint4, float6_*, float8_e4m3fnuz/e5m2fnuz/e3m4/e4m3b11fnuz/e8m0fnu,
   float4_e2m1_unpacked and vector (`x2`..`x64`) types: names only for now; a kernel that
   stores or computes them fails to compile with a message naming the dtype and target.
   `.as_torch()` gives their torch storage type (int4 -> int8, float4_e2m1fn -> float4_e2m1fn_x2).

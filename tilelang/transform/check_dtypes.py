@@ -19,9 +19,11 @@ from ..ir.buffer import Buffer
 from ..ir.stmt import PrimFunc
 from ..ir.visitor import Visitor, buffers_used
 
-# Computed by both backends: native C types, float-emulated bit patterns, float32-stored tf32.
+# Computed by both backends: native C types, float-emulated bit patterns, float32-stored tf32,
+# float4_e2m1fn packed two per byte (computed in float, see codegen/c_expr.py).
 SUPPORTED = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-                       "float16", "bfloat16", "float32", "float64", "tfloat32", "float8_e4m3fn", "float8_e5m2"})
+                       "float16", "bfloat16", "float32", "float64", "tfloat32", "float8_e4m3fn", "float8_e5m2",
+                       "float4_e2m1fn"})
 
 
 # Addresses (T.access_ptr, T.address_of, T.call_extern("handle", ...)): values of expressions only.
@@ -38,8 +40,8 @@ def why_unsupported(d) -> str:
         return (f"vector dtypes ({d.scalar_name} x {d.lanes} lanes) are not kernel element types here; "
                 f"use a buffer of {d.scalar_name} (copies and loops are vectorized automatically)")
     if d.bits < 8 or d.scalar_name in ("float4_e2m1_unpacked",):
-        return ("sub-byte types (packed two per byte) have no loads, stores or conversions in our backends; "
-                "keep the packed bytes in a uint8/int8 buffer and unpack them with shifts and masks")
+        return ("of the sub-byte types only float4_e2m1fn has loads, stores and conversions in our backends; "
+                "keep other packed bytes in a uint8/int8 buffer and unpack them with shifts and masks")
     if d.scalar_name.startswith("float8"):
         return "this float8 format has no conversions in our backends (supported: float8_e4m3fn, float8_e5m2)"
     return f"supported dtypes: {', '.join(sorted(SUPPORTED))}"

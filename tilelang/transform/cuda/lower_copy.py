@@ -362,6 +362,8 @@ def copy_vector_width(op: O.Copy) -> tuple[int, str | None]:
     s, d = op.src.buffer, op.dst.buffer
     if s.dtype != d.dtype:
         return 1, f"it converts {s.dtype} to {d.dtype}"
+    if s.dtype.bits < 8:  # element loops store each nibble atomically (tl_nibble_set_atomic)
+        return 1, f"{s.dtype} packs two values per byte"
     first = None
     for nbytes in (16, 8, 4):
         vec = nbytes // s.dtype.bytes

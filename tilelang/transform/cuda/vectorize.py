@@ -132,6 +132,8 @@ class _Planner:
     def access(self, buf: Buffer, indices: tuple, store: bool, guard: tuple) -> VecAccess | None:
         if buf.scope not in MEMORY:
             return None  # registers: per lane anyway
+        if buf.dtype.bits < 8:
+            raise NotVector()  # packed nibbles: each lane's access is a nibble read / atomic nibble write
         if not any(self.lane & _vars(i) for i in indices):
             if store:
                 raise NotVector()  # every lane writes one element: not elementwise
