@@ -1,7 +1,8 @@
 """The tile-op statements: what each T.* block-level operation means, as IR nodes.
 
-Each is a frozen dataclass (a `TileOp` statement). Lowering lives per target in
-`transform/lower_tile_ops_*.py`; layout inference in `layout/`.
+Each is a frozen dataclass (a `TileOp` statement). Lowering rules are registered per target in
+`op/registry.py` (CUDA: one module per family in `transform/cuda/ops/`; CPU:
+`transform/lower_tile_ops_cpu.py`); see docs/ADDING_A_TILE_OP.md.
 """
 from __future__ import annotations
 

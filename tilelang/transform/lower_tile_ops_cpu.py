@@ -20,6 +20,7 @@ from ..ir import stmt as S
 from ..ir.buffer import Buffer, BufferRegion
 from ..ir.visitor import Mutator, collect
 from ..op import tile_ops as O
+from ..op.registry import lowering_rule
 from ..op.regions import matrix_dims, squeezed
 from .cpu_threads import LOOP_MARK
 from .hopper_cpu import HopperCPU, barrier_init
@@ -28,8 +29,8 @@ from .hopper_cpu import HopperCPU, barrier_init
 _GEMM_K_UNROLLS = (8, 4, 2)  # k steps per pass over a C row in the CPU gemm: fewer C loads/stores
 
 
-def _loops(extents, make_body, kind="serial", prefix="i"):
-    """Nest serial loops over `extents`; make_body(list_of_vars) -> Stmt."""
+def serial_loops(extents, make_body, kind="serial", prefix="i"):
+    """Nest loops (serial by default) over `extents`; make_body(list_of_vars) -> Stmt."""
     vs = [E.Var(f"{prefix}{n}", dt.int32) for n in range(len(extents))]
     body = make_body(vs)
     for v, e in reversed(list(zip(vs, extents))):
@@ -73,6 +74,14 @@ class LowerTileOpsCPU(HopperCPU, TrackRanges, Mutator):
     def __init__(self):
         self.ranges = Ranges()  # block and loop variables: proves bounds guards redundant
 
+    def visit(self, node):
+        """A tile op with a registered "cpu" rule (op/registry.py) lowers through it, as
+        rule(self, op) (self.ranges bounds the enclosing variables); the rest through visit_*."""
+        rule = lowering_rule("cpu", node)
+        if rule is not None:
+            return rule(self, node)
+        return super().visit(node)
+
     def visit_For(self, s: S.For):
         outer = self.threads_now
         if s.annotation(LOOP_MARK[0]):  # a cpu_threads segment: each iteration is one thread
@@ -98,7 +107,7 @@ class LowerTileOpsCPU(HopperCPU, TrackRanges, Mutator):
             ok_dst = in_bounds(op.dst, di, self.ranges)
             return st if ok_dst is True else S.IfThenElse(ok_dst, st, span=op.span)
 
-        return _loops(ext, body)
+        return serial_loops(ext, body)
 
     def visit_Fill(self, op: O.Fill):
         ext = squeezed(op.dst.extents)
@@ -109,7 +118,7 @@ class LowerTileOpsCPU(HopperCPU, TrackRanges, Mutator):
             ok = in_bounds(op.dst, di, self.ranges)
             return st if ok is True else S.IfThenElse(ok, st)
 
-        return _loops(ext, body)
+        return serial_loops(ext, body)
 
     def visit_Gemm(self, op: O.Gemm):
         m, n, k = op.mnk
@@ -164,11 +173,11 @@ class LowerTileOpsCPU(HopperCPU, TrackRanges, Mutator):
             _ = acc
             return S.seq(first, loop)
 
-        return _loops(keep, body, prefix="ri") if keep else body([])
+        return serial_loops(keep, body, prefix="ri") if keep else body([])
 
     def visit_CumSum(self, op: O.CumSum):
         keep = [s for d, s in enumerate(op.src.shape) if d != op.dim]
-        return _loops(keep, lambda vs: cumsum_scan(op, vs), prefix="ci")
+        return serial_loops(keep, lambda vs: cumsum_scan(op, vs), prefix="ci")
 
     def visit_AtomicTile(self, op: O.AtomicTile):
         ext = squeezed(op.dst.extents)
@@ -185,7 +194,7 @@ class LowerTileOpsCPU(HopperCPU, TrackRanges, Mutator):
             ok = in_bounds(op.dst, di, self.ranges)
             return st if ok is True else S.IfThenElse(ok, st)
 
-        return _loops(ext, body, prefix="ai") if ext else body([])
+        return serial_loops(ext, body, prefix="ai") if ext else body([])
 
     def visit_Swizzle(self, op):
         return S.seq()

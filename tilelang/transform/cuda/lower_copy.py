@@ -1,6 +1,6 @@
-"""Copy lowering for the CUDA tile-op pass (lower_tile_ops.py): T.copy between global, shared
-and register tiles as 16-byte vectors / cp.async, ldmatrix fills, paired accumulator stores, or
-per-element loops.
+"""Block-level copy lowering for the CUDA tile-op pass (ops/copy.py is T.copy's rule and calls
+copy_tile): T.copy between global, shared and register tiles as 16-byte vectors / cp.async,
+ldmatrix fills, paired accumulator stores, or per-element loops.
 
 A mixin of the pass's visitor (`_Lower`): it uses the visitor's thread count `T`, `tid`, layout
 plan, register map, enclosing-loop frames and bound `ranges`. cp.async sources inside a serial
@@ -27,12 +27,12 @@ from ...op.regions import squeezed
 from ..lower_tile_ops_cpu import in_bounds, region_indices
 from .layout_inference import accumulator_box_ok, whole
 from .ldmatrix import ldmatrix_candidate, ldmatrix_fill, ldmatrix_unfit
+from .ops.base import THREAD_LOOP
+from .raw import Raw
 
 
 def _raw():
-    """(Raw, THREAD_LOOP): defined by the pass module, which imports this one."""
-    from .lower_tile_ops import THREAD_LOOP, Raw
-
+    """(Raw, THREAD_LOOP)."""
     return Raw, THREAD_LOOP
 
 
@@ -174,7 +174,8 @@ class CopyLowering:
             return [v * per + e0]
         return [v * (per // inner) + e0 // inner] + unflatten(e0 % inner, ext[1:])
 
-    def visit_Copy(self, op: O.Copy):
+    def copy_tile(self, op: O.Copy):
+        """A block-level T.copy (ops/copy.py dispatches here)."""
         vec, why = self.vector_width(op)
         if vec > 1:
             if why and not op.async_group:  # a pipeline's copies: the pipeline pass said it

@@ -1,6 +1,10 @@
 """Lower tile ops and T.Parallel to per-thread CUDA IR.
 
 Expects: tile-level IR and a `LayoutPlan` (layout_inference.py).
+Dispatch: each tile op lowers through its family's rule registered for "cuda" (op/registry.py;
+the families are the modules of ops/); this module keeps what the rules share: the per-thread
+element loops (slot_loop, flat_loop, per_thread_loop, elementwise), T.Parallel, the register
+fragments and shared-memory demotion.
 Guarantees: no TileOp or parallel loop remains; register fragments became per-thread
 arrays indexed by unrolled slot loops; demoted fragments are shared memory;
 `__syncthreads` separates block-level statements that race on shared memory.
@@ -22,20 +26,16 @@ from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer, BufferRegion
 from ...ir.visitor import Mutator, collect, substitute
-from ...layout.fragment import (
-    FlatFragment,
-    MmaAccFragment,
-    RowFragment,
-    WgmmaAccFragment,
-)
-from ...op import tile_ops as O
-from ...op.regions import matrix_coords, matrix_indices, squeezed, tile_coords
-from ..lower_tile_ops_cpu import cumsum_scan, in_bounds, region_indices
-from .layout_inference import LayoutPlan, infer_layouts, kmajor_panels, kmajor_rows_ok, wgmma_ok
+from ...layout.fragment import FlatFragment, MmaAccFragment, RowFragment, WgmmaAccFragment
+from ...op.regions import squeezed, tile_coords
+from ...op.registry import lowering_rule
+from . import ops  # noqa: F401 (importing the package registers the tile-op families' rules)
+from .layout_inference import LayoutPlan, infer_layouts
+from .lower_async import AsyncLowering, async_accumulators
 from .lower_copy import CopyLowering, _bound_in, _Hoist, copy_vector_width, unflatten  # noqa: F401 (re-exports)
-from .vectorize import plan_vectors, vector_loop, vector_widths
+from .ops.base import THREAD_LOCAL, THREAD_LOOP, addr_of, is_local, sync  # noqa: F401 (re-exported)
 from .raw import Raw  # noqa: F401 (re-exported: passes import it from here)
-from .lower_async import AsyncLowering, async_accumulators, not_wgmma, tile_pointer
+from .vectorize import plan_vectors, vector_loop, vector_widths
 
 
 @dataclass(frozen=True)
@@ -50,14 +50,6 @@ class AccStash(S.Stmt):
     slot: E.Expr
     add: bool
     span: object = field(default=None, compare=False, repr=False)
-
-
-THREAD_LOOP = (("tl.thread_loop", True),)
-THREAD_LOCAL = ("local", "local.var")  # scopes each thread holds a whole copy of
-
-
-def sync() -> Raw:
-    return Raw("__syncthreads();")
 
 
 @dataclass
@@ -94,6 +86,14 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
         self.ranges = Ranges()  # block, loop and element variables: proves bounds guards redundant
         self.loops: list = []  # enclosing serial loops, innermost last: _Hoist frames
         self.nhoisted = 0
+
+    def visit(self, node):
+        """A tile op with a registered "cuda" rule (op/registry.py) lowers through it; the rest
+        through this class's visit_* methods."""
+        rule = lowering_rule("cuda", node)
+        if rule is not None:
+            return rule(self, node)
+        return super().visit(node)
 
     # ------------------------------------------------------------ buffers
     def reg(self, buf: Buffer) -> Buffer | None:
@@ -289,250 +289,6 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
                          body, THREAD_LOOP)
         return body
 
-    def per_thread_op(self, op):
-        """A tile op on a thread's own local array (T.alloc_local) in SIMT code: every thread
-        runs all of it on its own copy, as serial loops."""
-        from ..lower_tile_ops_cpu import LowerTileOpsCPU
-
-        low = LowerTileOpsCPU()
-        low.ranges = self.ranges
-        return getattr(low, "visit_" + type(op).__name__)(op)
-
-    def visit_Copy(self, op: O.Copy):
-        scopes = (op.src.buffer.scope, op.dst.buffer.scope)
-        if (_is_local(op.src.buffer) or _is_local(op.dst.buffer)) and "fragment" not in scopes:
-            return self.per_thread_op(op)
-        return super().visit_Copy(op)
-
-    def visit_Fill(self, op: O.Fill):
-        if _is_local(op.dst.buffer):
-            return self.per_thread_op(op)
-
-        def make(cv, reg_ref):
-            if reg_ref is not None:
-                return S.BufferStore(reg_ref.buffer, reg_ref.indices, op.value)
-            di = region_indices(op.dst, cv)
-            st = S.BufferStore(op.dst.buffer, di, op.value)
-            ok = in_bounds(op.dst, di, self.ranges)
-            return st if ok is True else S.IfThenElse(ok, st)
-        return self.elementwise(op.dst, make)
-
-    def visit_Gemm(self, op: O.Gemm):
-        creg = self.reg(op.C.buffer)
-        lay = self.plan.layout(op.C.buffer) if creg is not None else None
-        if id(op) in self.plan.mma_gemms and isinstance(lay, WgmmaAccFragment):
-            out = self.wgmma_gemm(op, creg, lay)
-            if out is not None:
-                return out
-        if op.wg_wait < 0:  # T.wgmma_gemm: wgmma or nothing
-            why = wgmma_ok(op, self.T)[1] if self.sm >= 90 else f"the target is sm_{self.sm}, not sm_90a"
-            if why is None and creg is None:
-                why = f"its accumulator is not in registers ({self.plan.reasons.get(op.C.buffer.uid, '')})"
-            raise not_wgmma(op, why or "its accumulator layout is not a wgmma one")
-        if id(op) in self.plan.mma_gemms and isinstance(lay, MmaAccFragment):
-            return self.mma_gemm(op, creg, lay)
-        m, n, k = op.mnk
-        self.warn(f"T.gemm {op.A.buffer.name} x {op.B.buffer.name} -> {op.C.buffer.name} runs on CUDA cores "
-                  f"(no tensor-core path for {op.A.buffer.dtype}/{op.C.buffer.dtype}, shape {m}x{n}x{k}, "
-                  f"C {'in registers' if creg is not None else 'in shared memory'})")
-        acc = op.C.buffer.dtype
-        kk = E.Var("kk", dt.int32)
-
-        def make(cv, reg_ref):  # cv: C's tile coords; A, B, C are indexed through their matrix dims
-            i, j = matrix_coords(op.C, cv)
-            a = E.BufferLoad(op.A.buffer, matrix_indices(op.A, *((kk, i) if op.transpose_A else (i, kk))),
-                             op.A.buffer.dtype)
-            b = E.BufferLoad(op.B.buffer, matrix_indices(op.B, *((j, kk) if op.transpose_B else (kk, j))),
-                             op.B.buffer.dtype)
-            s = E.Var("acc", acc)
-            ref = reg_ref if reg_ref is not None else E.BufferLoad(op.C.buffer, region_indices(op.C, cv), acc)
-            init = E.const(0, acc) if op.clear_accum else ref
-            tmp = Buffer("gacc", (1,), acc, "local.var")
-            body = S.seq(
-                S.Allocate(tmp, (init,)),
-                S.For(kk, E.as_expr(0), E.as_expr(k), "serial",
-                      S.BufferStore(tmp, (E.as_expr(0),), tmp[0] + E.cast(acc, a) * E.cast(acc, b))),
-                S.BufferStore(ref.buffer, ref.indices, tmp[0]))
-            _ = s
-            return body
-
-        return self.elementwise(op.C, make)
-
-    def mma_gemm(self, op: O.Gemm, creg: Buffer, lay: MmaAccFragment):
-        a, b = op.A.buffer, op.B.buffer
-        for x in (a, b):
-            if x.scope == "fragment":
-                self.scope_changes.append((x, x.scope))
-                x.scope = "shared.dyn"
-            self.swizzled.add(x.uid)
-        m, n, k = op.mnk
-        t = {"float16": "tl::half_t", "bfloat16": "tl::bfloat16_t"}[a.dtype.name]
-        pre = []
-        if op.clear_accum:
-            pre.append(self.visit_Fill(O.Fill(op.C, E.const(0, op.C.buffer.dtype))))
-        call = Raw(f"tl::gemm_ss<{m}, {n}, {k}, {lay.warps_m}, {lay.warps_n}, {str(op.transpose_A).lower()}, "
-                   f"{str(op.transpose_B).lower()}, {a.shape[-1]}, {b.shape[-1]}, true, true, {t}>"
-                   "({0}, {1}, {2});",
-                   (_addr(a), _addr(b), _addr(creg)), reads=(a, b))
-        return S.seq(*pre, call)
-
-    def wgmma_gemm(self, op: O.Gemm, creg: Buffer, lay: WgmmaAccFragment):
-        a, b = op.A.buffer, op.B.buffer
-        areg = self.reg(a)
-        if areg is not None:
-            return self.wgmma_rs_gemm(op, areg, creg, lay)
-        if a.scope == "fragment":  # demoted A: now shared memory
-            self.scope_changes.append((a, a.scope))
-            a.scope = "shared.dyn"
-        if not kmajor_rows_ok(a):
-            self.warn(f"T.gemm {a.name} x {b.name} runs on CUDA cores: A in shared memory has rows of "
-                      f"{a.shape[-1]} elements, not a wgmma tile")
-            return None
-        (self.panels if kmajor_panels(a) else self.swizzled).add(a.uid)
-        (self.swizzled if op.transpose_B and not kmajor_panels(b) else self.panels).add(b.uid)
-        pa, _, _ = tile_pointer(op.A, kmajor_panels(a), "T.gemm A", op.span)
-        pb, _, _ = tile_pointer(op.B, b.uid in self.panels, "T.gemm B", op.span)
-        m, n, k = op.mnk
-        t = {"float16": "tl::half_t", "bfloat16": "tl::bfloat16_t", "float8_e4m3fn": "tl::float8_e4m3_t",
-             "float8_e5m2": "tl::float8_e5m2_t", "int8": "int8_t"}[a.dtype.name]
-        acc = {"int32": ", int32_t", "float16": ", tl::half_t"}.get(creg.dtype.name, "")  # default: float
-        pre = []
-        if op.clear_accum:
-            pre.append(self.visit_Fill(O.Fill(op.C, E.const(0, op.C.buffer.dtype))))
-        call = Raw(f"tl::gemm_ss_sm90<{m}, {n}, {k}, {lay.wg_m}, {lay.wg_n}, {str(op.transpose_B).lower()}, "
-                   f"{a.shape[-1]}, {b.shape[-1]}, {t}, {int(op.wg_wait)}{acc}>" "({0}, {1}, {2});",
-                   (pa, pb, _addr(creg)), reads=(a, b))
-        self.uses_wgmma = True
-        return S.seq(*pre, call)
-
-    def wgmma_rs_gemm(self, op: O.Gemm, areg: Buffer, creg: Buffer, lay: WgmmaAccFragment):
-        b = op.B.buffer
-        (self.swizzled if op.transpose_B and not kmajor_panels(b) else self.panels).add(b.uid)
-        pb, _, _ = tile_pointer(op.B, b.uid in self.panels, "T.gemm B", op.span)
-        m, n, k = op.mnk
-        t = {"float16": "tl::half_t", "bfloat16": "tl::bfloat16_t"}[b.dtype.name]
-        pre = []
-        if op.clear_accum:
-            pre.append(self.visit_Fill(O.Fill(op.C, E.const(0, op.C.buffer.dtype))))
-        call = Raw(f"tl::gemm_rs_sm90<{m}, {n}, {k}, {lay.wg_m}, {str(op.transpose_B).lower()}, {b.shape[-1]}, "
-                   f"{t}, {int(op.wg_wait)}>" "({0}, {1}, {2});",
-                   (_addr(areg), pb, _addr(creg)), reads=(b,))
-        self.uses_wgmma = True
-        return S.seq(*pre, call)
-
-    def row_reduce(self, op: O.Reduce, sreg: Buffer, dreg: Buffer, lay: RowFragment):
-        """Rows of an accumulator: fold this thread's columns, then its quad with xor-shuffles."""
-        dt_ = op.dst.dtype
-        comb = {"sum": lambda x, y: x + y, "abssum": lambda x, y: x + y,
-                "max": lambda x, y: E.call("max", x, y), "absmax": lambda x, y: E.call("max", x, y),
-                "min": lambda x, y: E.call("min", x, y)}[op.kind]
-        quad = {"sum": "sum", "abssum": "sum", "max": "max", "absmax": "max", "min": "min"}[op.kind]
-        self.nreduce = getattr(self, "nreduce", 0) + 1
-        tmp = Buffer(f"racc{self.nreduce}", (1,), dt_, "local.var")
-        out = [S.Allocate(tmp)]
-        zero = (E.as_expr(0),)
-        for s in range(lay.nlocal):
-            for n, l in enumerate(lay.acc_slots(s, self.plan.layout(op.src))):  # one statement per column: no nested ternaries
-                v = E.cast(dt_, E.BufferLoad(sreg, (E.as_expr(l),), sreg.dtype))
-                if op.kind in ("abssum", "absmax"):
-                    v = E.call("abs", v)
-                out.append(S.BufferStore(tmp, zero, v if n == 0 else comb(tmp[0], v)))
-            # NOTE: the shuffle is a statement of its own, executed by every lane: inside a
-            # select (T.max prints as a ternary) only some lanes would reach it and hang.
-            out.append(S.BufferStore(tmp, zero, E.Call(f"tl_quad_{quad}", (tmp[0],), dt_)))
-            total = tmp[0]
-            if not op.clear:
-                total = comb(E.BufferLoad(dreg, (E.as_expr(s),), dt_), total)
-            out.append(S.BufferStore(dreg, (E.as_expr(s),), total))
-        return S.seq(*out)
-
-    def visit_Reduce(self, op: O.Reduce):
-        src, dst = op.src, op.dst
-        sreg, dreg = self.reg(src), self.reg(dst)
-        if sreg is not None and dreg is not None and op.dim == src.ndim - 1:
-            lay = self.plan.layout(dst)
-            src_lay = self.plan.layout(src)
-            if isinstance(lay, RowFragment) and isinstance(src_lay, (MmaAccFragment, WgmmaAccFragment)) \
-                    and RowFragment.of(src_lay) == lay and dst.dtype.is_float:
-                return self.row_reduce(op, sreg, dreg, lay)
-        out = []
-        if self.reg(src) is not None:
-            scratch = self.scratch_of.get(src.uid)
-            if scratch is None:
-                scratch = Buffer(f"{src.name}_red", tuple(src.shape), src.dtype, "shared.dyn")
-                self.scratch_of[src.uid] = scratch
-                out.append(S.Allocate(scratch))
-            lay = self.plan.layout(src)
-            sreg = self.reg(src)
-            out.append(self.slot_loop(lay, lambda l, cv: S.BufferStore(scratch, tuple(cv), sreg[l])))
-            src_buf = scratch
-        else:
-            src_buf = src
-        dt_ = dst.dtype
-        if op.kind == "max":
-            init = E.const(float("-inf"), dt_) if dt_.is_float else E.const(-(1 << (dt_.bits - 1)), dt_)
-        elif op.kind == "min":
-            init = E.const(float("inf"), dt_) if dt_.is_float else E.const((1 << (dt_.bits - 1)) - 1, dt_)
-        else:
-            init = E.const(0, dt_)
-        red = src.shape[op.dim]
-        comb = {"sum": lambda x, y: x + y, "abssum": lambda x, y: x + y,
-                "max": lambda x, y: E.call("max", x, y), "absmax": lambda x, y: E.call("max", x, y),
-                "min": lambda x, y: E.call("min", x, y)}[op.kind]
-
-        def make(cv, reg_ref):
-            keep = [c for c, s in zip(cv, dst.shape)] if len(cv) == dst.ndim else list(cv)
-            ref = reg_ref if reg_ref is not None else E.BufferLoad(dst, tuple(keep), dt_)
-            r = E.Var("r", dt.int32)
-            sidx = [x for x in keep] if len(keep) == src.ndim - 1 else [x for x in keep if True][: src.ndim - 1]
-            sidx.insert(op.dim, r)
-            v = E.cast(dt_, E.BufferLoad(src_buf, tuple(sidx), src_buf.dtype))
-            if op.kind in ("abssum", "absmax"):
-                v = E.call("abs", v)
-            tmp = Buffer("racc", (1,), dt_, "local.var")
-            return S.seq(S.Allocate(tmp, (init if op.clear else ref,)),
-                         S.For(r, E.as_expr(0), E.as_expr(red), "serial",
-                               S.BufferStore(tmp, (E.as_expr(0),), comb(tmp[0], v))),
-                         S.BufferStore(ref.buffer, ref.indices, tmp[0]))
-
-        dreg = self.reg(dst)
-        if dreg is not None:
-            lay = self.plan.layout(dst)
-            out.append(self.slot_loop(lay, lambda l, cv: make(cv, dreg[l])))
-        else:
-            out.append(self.flat_loop(tuple(dst.shape), lambda cv: make(cv, None)))
-        return S.seq(*out)
-
-    def visit_CumSum(self, op: O.CumSum):
-        keep = [s for d, s in enumerate(op.src.shape) if d != op.dim]
-        return self.flat_loop(tuple(keep) if keep else (1,), lambda cv: cumsum_scan(op, cv if keep else []))
-
-    def visit_AtomicTile(self, op: O.AtomicTile):
-        sreg = self.reg(op.src.buffer) if isinstance(op.src, BufferRegion) else None
-
-        def make(cv, reg_ref):
-            di = region_indices(op.dst, cv)
-            if isinstance(op.src, BufferRegion):
-                v = sreg[reg_ref.indices] if sreg is not None else \
-                    E.BufferLoad(op.src.buffer, region_indices(op.src, cv), op.src.buffer.dtype)
-                v = E.cast(op.dst.buffer.dtype, v)
-            else:
-                v = op.src
-            target = E.BufferLoad(op.dst.buffer, di, op.dst.buffer.dtype)
-            st = S.Evaluate(E.Call("atomic_" + op.kind, (target, v), op.dst.buffer.dtype))
-            ok = in_bounds(op.dst, di, self.ranges)
-            return st if ok is True else S.IfThenElse(ok, st)
-
-        if isinstance(op.src, BufferRegion) and sreg is not None:
-            lay = self.plan.layout(op.src.buffer)
-            return self.slot_loop(lay, lambda l, cv: make(tile_coords(op.src, cv), sreg[l]))
-        ext = squeezed(op.dst.extents)
-        if not ext:
-            if self.per_thread:  # one element per iteration of a T.Parallel body: every thread's own
-                return make([], None)
-            return S.IfThenElse(E.binop("==", self.tid, 0), make([], None))
-        return self.flat_loop(ext, lambda cv: make(cv, None))
-
     def visit_AccStash(self, s: AccStash):
         r = self.reg(s.acc)
         n = const_int(r.shape[0]) if r is not None else None
@@ -545,58 +301,7 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
         # 4-byte accesses: float2/float4 ones made ptxas spill beside a 128-register wgmma accumulator
         ptr = f"{{{{ {'const ' if s.add else ''}{ctype}* tl_w = {{1}} + (size_t)({{0}}) * {n * T} + tid;\n#pragma unroll\n"
         body = f"{{2}}[l] += __ldcg(tl_w + l * {T}); }}}}" if s.add else f"tl_w[l * {T}] = {{2}}[l]; }}}}"
-        return Raw(ptr + f"for (int l = 0; l < {n}; ++l) " + body, (s.slot, _addr(s.ws), _addr(r)))
-
-    def visit_PtxCall(self, op):
-        from ...op.ptx import cuda_text
-
-        fmt, args, reads = cuda_text(op)
-        return Raw(fmt, tuple(self.visit(a) for a in args), reads=reads, span=op.span)
-
-    def visit_Swizzle(self, op):
-        return S.seq()
-
-    def visit_AnnotateLayout(self, op):
-        """T.annotate_layout: a shared tile annotated with make_swizzled_layout is swizzled
-        (indexed through tl::swizzle_offset); row-major needs nothing; any other layout is not
-        implemented here and is reported (the tile stays row-major, results are unchanged)."""
-        from ...layout.layout import Layout
-        from ...layout.swizzle import make_swizzled_layout
-
-        for buf, lay in op.layouts:
-            what = f"T.annotate_layout of {buf.name}"
-            if buf.scope not in ("shared", "shared.dyn"):
-                self.warn(f"{what} is ignored: layouts are honoured for shared tiles only ({buf.name} is "
-                          f"{buf.scope}; register fragments are laid out by layout inference)")
-                continue
-            shape = buf.static_shape
-            if not isinstance(lay, Layout) or shape is None or len(shape) != 2 or tuple(lay.shape) != shape:
-                self.warn(f"{what} is ignored: only a 2-d layout of the tile's shape {tuple(buf.shape)} "
-                          f"(make_swizzled_layout) is implemented, got {lay}")
-                continue
-            if lay == Layout(shape, lambda i, j: (i, j)):
-                continue
-            if lay == make_swizzled_layout(buf) or _same_offsets(lay, make_swizzled_layout(buf)):
-                self.swizzled.add(buf.uid)
-                self.annotated[buf.uid] = buf
-                continue
-            self.warn(f"{what} is ignored: only row-major and make_swizzled_layout are implemented for "
-                      f"shared tiles on CUDA; {buf.name} stays row-major")
-        return S.seq()
-
-
-def _same_offsets(a, b) -> bool:
-    """Both layouts put every element at the same flat (row-major over the output shape) offset,
-    e.g. a (col_tile, row, col) swizzle whose tiles are whole rows and our (row, col) one."""
-    import numpy as np
-
-    def flat(lay):
-        t, shape = lay.table(), lay.output_shape()
-        return np.ravel_multi_index(tuple(np.moveaxis(t, -1, 0)), shape)
-    try:
-        return bool((flat(a) == flat(b)).all())
-    except Exception:  # noqa: BLE001 - a layout that cannot be enumerated is not this one
-        return False
+        return Raw(ptr + f"for (int l = 0; l < {n}; ++l) " + body, (s.slot, addr_of(s.ws), addr_of(r)))
 
 
 class _RegAccess(Mutator):
@@ -658,12 +363,6 @@ class _MmaPanels(Mutator):
         head, tail = r.fmt.split(">(", 1)
         return replace(r, fmt=f"{head}, {rows[0]}, {rows[1]}>({tail}")
 
-def _is_local(buf: Buffer) -> bool:
-    return buf.scope in ("local", "local.var")
-
-
-def _addr(buf: Buffer) -> E.Expr:
-    return E.Call("address_of", (E.BufferLoad(buf, tuple(E.as_expr(0) for _ in buf.shape), buf.dtype),), dt.uint64)
 
 
 def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = False):

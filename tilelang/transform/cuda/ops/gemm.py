@@ -1,0 +1,136 @@
+"""CUDA lowering of T.gemm / T.wgmma_gemm (O.Gemm).
+
+Takes: a Gemm whose accumulator layout layout inference chose (an mma.sync or wgmma one when the
+gemm is in the plan's `mma_gemms`). Gives: one call of our header's tile template,
+
+    T.gemm(A_s, B_s, C)   ->   tl::gemm_ss<M, N, K, warps_m, warps_n, tA, tB, lda, ldb, true, true, T>(&A_s, &B_s, C_reg)
+                               (sm_90a: tl::gemm_ss_sm90 / tl::gemm_rs_sm90, wgmma)
+
+recording on the pass which shared tiles it reads swizzled or as 64-column panels, or, with no
+tensor-core path, a per-element k loop on CUDA cores (reported as a warning). A T.wgmma_gemm that
+cannot use wgmma is an error naming why.
+"""
+from __future__ import annotations
+
+from .... import dtypes as dt
+from ....ir import expr as E
+from ....ir import stmt as S
+from ....ir.buffer import Buffer
+from ....layout.fragment import MmaAccFragment, WgmmaAccFragment
+from ....op import tile_ops as O
+from ....op.regions import matrix_coords, matrix_indices
+from ....op.registry import register_lowering
+from ...lower_tile_ops_cpu import region_indices
+from ..layout_inference import kmajor_panels, kmajor_rows_ok, wgmma_ok
+from ..lower_async import not_wgmma, tile_pointer
+from ..raw import Raw
+from .base import addr_of
+from .fill import lower_fill
+
+
+@register_lowering("cuda", O.Gemm)
+def lower_gemm(low, op: O.Gemm):
+    creg = low.reg(op.C.buffer)
+    lay = low.plan.layout(op.C.buffer) if creg is not None else None
+    if id(op) in low.plan.mma_gemms and isinstance(lay, WgmmaAccFragment):
+        out = wgmma_gemm(low, op, creg, lay)
+        if out is not None:
+            return out
+    if op.wg_wait < 0:  # T.wgmma_gemm: wgmma or nothing
+        why = wgmma_ok(op, low.T)[1] if low.sm >= 90 else f"the target is sm_{low.sm}, not sm_90a"
+        if why is None and creg is None:
+            why = f"its accumulator is not in registers ({low.plan.reasons.get(op.C.buffer.uid, '')})"
+        raise not_wgmma(op, why or "its accumulator layout is not a wgmma one")
+    if id(op) in low.plan.mma_gemms and isinstance(lay, MmaAccFragment):
+        return mma_gemm(low, op, creg, lay)
+    m, n, k = op.mnk
+    low.warn(f"T.gemm {op.A.buffer.name} x {op.B.buffer.name} -> {op.C.buffer.name} runs on CUDA cores "
+             f"(no tensor-core path for {op.A.buffer.dtype}/{op.C.buffer.dtype}, shape {m}x{n}x{k}, "
+             f"C {'in registers' if creg is not None else 'in shared memory'})")
+    acc = op.C.buffer.dtype
+    kk = E.Var("kk", dt.int32)
+
+    def make(cv, reg_ref):  # cv: C's tile coords; A, B, C are indexed through their matrix dims
+        i, j = matrix_coords(op.C, cv)
+        a = E.BufferLoad(op.A.buffer, matrix_indices(op.A, *((kk, i) if op.transpose_A else (i, kk))),
+                         op.A.buffer.dtype)
+        b = E.BufferLoad(op.B.buffer, matrix_indices(op.B, *((j, kk) if op.transpose_B else (kk, j))),
+                         op.B.buffer.dtype)
+        s = E.Var("acc", acc)
+        ref = reg_ref if reg_ref is not None else E.BufferLoad(op.C.buffer, region_indices(op.C, cv), acc)
+        init = E.const(0, acc) if op.clear_accum else ref
+        tmp = Buffer("gacc", (1,), acc, "local.var")
+        body = S.seq(
+            S.Allocate(tmp, (init,)),
+            S.For(kk, E.as_expr(0), E.as_expr(k), "serial",
+                  S.BufferStore(tmp, (E.as_expr(0),), tmp[0] + E.cast(acc, a) * E.cast(acc, b))),
+            S.BufferStore(ref.buffer, ref.indices, tmp[0]))
+        _ = s
+        return body
+
+    return low.elementwise(op.C, make)
+
+
+def mma_gemm(low, op: O.Gemm, creg: Buffer, lay: MmaAccFragment):
+    a, b = op.A.buffer, op.B.buffer
+    for x in (a, b):
+        if x.scope == "fragment":
+            low.scope_changes.append((x, x.scope))
+            x.scope = "shared.dyn"
+        low.swizzled.add(x.uid)
+    m, n, k = op.mnk
+    t = {"float16": "tl::half_t", "bfloat16": "tl::bfloat16_t"}[a.dtype.name]
+    pre = []
+    if op.clear_accum:
+        pre.append(lower_fill(low, O.Fill(op.C, E.const(0, op.C.buffer.dtype))))
+    call = Raw(f"tl::gemm_ss<{m}, {n}, {k}, {lay.warps_m}, {lay.warps_n}, {str(op.transpose_A).lower()}, "
+               f"{str(op.transpose_B).lower()}, {a.shape[-1]}, {b.shape[-1]}, true, true, {t}>"
+               "({0}, {1}, {2});",
+               (addr_of(a), addr_of(b), addr_of(creg)), reads=(a, b))
+    return S.seq(*pre, call)
+
+
+def wgmma_gemm(low, op: O.Gemm, creg: Buffer, lay: WgmmaAccFragment):
+    a, b = op.A.buffer, op.B.buffer
+    areg = low.reg(a)
+    if areg is not None:
+        return wgmma_rs_gemm(low, op, areg, creg, lay)
+    if a.scope == "fragment":  # demoted A: now shared memory
+        low.scope_changes.append((a, a.scope))
+        a.scope = "shared.dyn"
+    if not kmajor_rows_ok(a):
+        low.warn(f"T.gemm {a.name} x {b.name} runs on CUDA cores: A in shared memory has rows of "
+                 f"{a.shape[-1]} elements, not a wgmma tile")
+        return None
+    (low.panels if kmajor_panels(a) else low.swizzled).add(a.uid)
+    (low.swizzled if op.transpose_B and not kmajor_panels(b) else low.panels).add(b.uid)
+    pa, _, _ = tile_pointer(op.A, kmajor_panels(a), "T.gemm A", op.span)
+    pb, _, _ = tile_pointer(op.B, b.uid in low.panels, "T.gemm B", op.span)
+    m, n, k = op.mnk
+    t = {"float16": "tl::half_t", "bfloat16": "tl::bfloat16_t", "float8_e4m3fn": "tl::float8_e4m3_t",
+         "float8_e5m2": "tl::float8_e5m2_t", "int8": "int8_t"}[a.dtype.name]
+    acc = {"int32": ", int32_t", "float16": ", tl::half_t"}.get(creg.dtype.name, "")  # default: float
+    pre = []
+    if op.clear_accum:
+        pre.append(lower_fill(low, O.Fill(op.C, E.const(0, op.C.buffer.dtype))))
+    call = Raw(f"tl::gemm_ss_sm90<{m}, {n}, {k}, {lay.wg_m}, {lay.wg_n}, {str(op.transpose_B).lower()}, "
+               f"{a.shape[-1]}, {b.shape[-1]}, {t}, {int(op.wg_wait)}{acc}>" "({0}, {1}, {2});",
+               (pa, pb, addr_of(creg)), reads=(a, b))
+    low.uses_wgmma = True
+    return S.seq(*pre, call)
+
+
+def wgmma_rs_gemm(low, op: O.Gemm, areg: Buffer, creg: Buffer, lay: WgmmaAccFragment):
+    b = op.B.buffer
+    (low.swizzled if op.transpose_B and not kmajor_panels(b) else low.panels).add(b.uid)
+    pb, _, _ = tile_pointer(op.B, b.uid in low.panels, "T.gemm B", op.span)
+    m, n, k = op.mnk
+    t = {"float16": "tl::half_t", "bfloat16": "tl::bfloat16_t"}[b.dtype.name]
+    pre = []
+    if op.clear_accum:
+        pre.append(lower_fill(low, O.Fill(op.C, E.const(0, op.C.buffer.dtype))))
+    call = Raw(f"tl::gemm_rs_sm90<{m}, {n}, {k}, {lay.wg_m}, {str(op.transpose_B).lower()}, {b.shape[-1]}, "
+               f"{t}, {int(op.wg_wait)}>" "({0}, {1}, {2});",
+               (addr_of(areg), pb, addr_of(creg)), reads=(b,))
+    low.uses_wgmma = True
+    return S.seq(*pre, call)
