@@ -89,6 +89,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_STREAM_K = "tl.disable_stream_k"
     TL_DISABLE_K_SERPENTINE = "tl.disable_k_serpentine"
     TL_DISABLE_DEFERRED_EPILOGUE = "tl.disable_deferred_epilogue"
+    TL_DISABLE_DEEP_RING = "tl.disable_deep_ring"
     TL_DISABLE_STAGED_EPILOGUE = "tl.disable_staged_epilogue"
     TL_DEBUG_TIMELINE = "tl.debug_timeline"
     TL_DISABLE_SMEM_REUSE = "tl.disable_smem_reuse"
@@ -180,6 +181,7 @@ _DOCS = {
     "TL_DISABLE_STREAM_K": "Ours. True: persistent GEMMs keep whole tiles in the last wave.",
     "TL_DISABLE_K_SERPENTINE": "Ours. True: persistent GEMMs walk k forward on every tile.",
     "TL_DISABLE_DEFERRED_EPILOGUE": "Ours. True: persistent GEMMs store C between k-loops.",
+    "TL_DISABLE_DEEP_RING": "Ours. True: warp-specialized TMA rings keep exactly the user's num_stages.",
     "TL_DISABLE_STAGED_EPILOGUE": "Ours. True: cp.async kernels store C from registers.",
     "TL_DEBUG_TIMELINE": "Ours. True: persistent kernels record per-tile timestamps (kernel.timeline()).",
     "TL_DISABLE_SMEM_REUSE": "Ours; the same as TL_DISABLE_SHARED_MEMORY_REUSE.",

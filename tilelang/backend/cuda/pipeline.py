@@ -69,7 +69,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                                    not config(ctx.pass_configs, "tl.disable_stream_k", False),
                                    bool(config(ctx.pass_configs, "tl.debug_timeline", False)),
                                    not config(ctx.pass_configs, "tl.disable_k_serpentine", False),
-                                   not config(ctx.pass_configs, "tl.disable_deferred_epilogue", False))
+                                   not config(ctx.pass_configs, "tl.disable_deferred_epilogue", False),
+                                   not config(ctx.pass_configs, "tl.disable_deep_ring", False))
     if ws is not None:
         k_piped, views = k_ws, []
     elif manual is not None:

@@ -117,7 +117,7 @@ def _top_pipelined(body):
 
 def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, clusters: bool = False,
                     stream_k: bool = True, timeline: bool = False, serpentine: bool = True,
-                    defer_epilogue: bool = True):
+                    defer_epilogue: bool = True, deep_ring: bool = True):
     """Returns (new kernel, WSInfo) or (k, None) when the kernel keeps the cp.async pipeline.
 
     num_sms: make the kernel persistent -- min(tiles, num_sms) blocks, each looping over the
@@ -132,8 +132,9 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     serpentine: a persistent plain k-reduction loads every other tile's k-slices last first
     (see the module docstring).
     defer_epilogue: a persistent plain k-reduction stores its output tile during the next
-    tile's k-loop (see `_defer_epilogue`)."""
-    plan = _plan(k, warn, num_sms, clusters, stream_k, serpentine)
+    tile's k-loop (see `_defer_epilogue`).
+    deep_ring: the producer's ring may hold more stages than num_stages (see `ring_depth`)."""
+    plan = _plan(k, warn, num_sms, clusters, stream_k, serpentine, deep_ring)
     if plan is None:
         return k, None
     plan.defer_epilogue = plan.defer_epilogue and defer_epilogue
@@ -192,7 +193,8 @@ class _Plan:
         return f"if (tid % 32 < 2) tl::mbarrier_arrive_cluster(&tl_empty[{slot}], tid % 32);"
 
 
-def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine=False) -> _Plan | None:
+def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine=False,
+          deep_ring=False) -> _Plan | None:
     """The plan, or None (with a warning where wgmma or TMA is what is missing)."""
     T = k.threads[0] * k.threads[1] * k.threads[2]
     stmts, loops = _top_pipelined(k.body)
@@ -222,7 +224,9 @@ def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine
             return None
         tma.append(box)
     persistent = num_sms is not None and len(k.block_vars) <= 3
-    plan = _Plan(k, T, stmts, loops[0], max(1, loop.annotation("num_stages", 0) or 1),
+    stages = max(1, loop.annotation("num_stages", 0) or 1)
+    stages = ring_depth(stages, producers, gemms, k.body) if deep_ring else stages
+    plan = _Plan(k, T, stmts, loops[0], stages,
                  [b for b in body if not any(b is p for p in producers)], gemms, [], WSInfo(T, persistent=persistent),
                  num_sms, persistent)
     _stage_tiles(plan, producers, tma)
@@ -293,6 +297,33 @@ def _producer_prefix(plan: _Plan) -> list | None:
         out.append(st)
         need |= reads(st) | {x.buffer.uid for x in stores}
     return list(reversed(out))
+
+
+RING_BYTES = 128 * 1024  # bytes of loads the ring holds where shared memory allows
+
+
+def ring_depth(user: int, producers: list, gemms: list, body: S.Stmt) -> int:
+    """Stages of the producer's ring for `T.Pipelined(num_stages=user)`.
+
+    The user's num_stages = n means n - 1 loads in flight beside the stage being computed. A
+    consumer that keeps one wgmma batch in flight (`_consumer_loop`'s overlap) holds two stages,
+    so the ring needs n + 1 for the same lookahead. Small stages (128x128x32 fp16: 16 KB) are
+    latency-bound -- a TMA load from L2 takes about a microsecond, in which one SM's wgmmas
+    consume ~100 KB -- so the ring is deepened further to RING_BYTES where shared memory allows
+    (beside the other shared tiles and a whole-tile staging buffer for a TMA-store epilogue).
+    Deeper buffering changes no result, only how far the producer runs ahead; a ring that does
+    not fit keeps the user's count."""
+    if user < 2:
+        return user
+    stage_bytes = sum(p.dst.buffer.numel() * p.dst.buffer.dtype.bytes for p in producers)
+    staged = {p.dst.buffer.uid for p in producers}
+    others = sum(a.buffer.numel() * a.buffer.dtype.bytes for a in collect(body, lambda n: isinstance(n, S.Allocate))
+                 if a.buffer.scope in ("shared", "shared.dyn") and a.buffer.uid not in staged)
+    epilogue = max((g.C.buffer.numel() * 2 for g in gemms if g.C.buffer.scope == "fragment"), default=0)
+    free = SMEM_MAX - 2048 - others - epilogue
+    overlap = len(gemms) == 1 and all(g.wg_wait == 0 for g in gemms)
+    want = max(user + 1 if overlap else user, -(-RING_BYTES // stage_bytes))
+    return max(user, min(want, free // stage_bytes))
 
 
 def _stage_tiles(plan: _Plan, producers: list, tma: list) -> None:
