@@ -30,7 +30,7 @@ from ...arith.simplify import const_int, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
-from ...ir.visitor import collect, substitute
+from ...ir.visitor import buffers_used, collect, substitute
 from ...op import tile_ops as O
 from ...op.regions import squeezed
 from .layout_inference import wgmma_ok, wgmma_rs_ok
@@ -312,7 +312,8 @@ def _consumer_loop(plan: _Plan) -> S.Stmt:
     loop, stages, stage, it, ko = plan.loop, plan.stages, plan.stage, plan.it, plan.loop.var
     from .software_pipeline import _ReplaceBuffers
 
-    overlap = stages >= 2 and len(plan.gemms) == 1 and all(g.wg_wait == 0 for g in plan.gemms)
+    overlap = stages >= 2 and len(plan.gemms) == 1 and all(g.wg_wait == 0 for g in plan.gemms) \
+        and not _rewritten_operands(plan)
     body_ops = [replace(b, wg_wait=1) if overlap and isinstance(b, O.Gemm) and b in plan.gemms else b
                 for b in plan.body]
     rest = _ReplaceBuffers(plan.views).visit(S.seq(*body_ops))
@@ -336,6 +337,16 @@ def _consumer_loop(plan: _Plan) -> S.Stmt:
         last = E.BufferLoad(plan.cbase, (E.as_expr(0),), dt.int32) + last
     return S.seq(consumer_loop, Raw("tl::warpgroup_wait<0>();"),
                  Raw(f"if ({{0}} > 0) {{{{ {plan.arrive(f'({{1}}) % {stages}')} }}}}", (loop.extent, simplify(last))))
+
+
+def _rewritten_operands(plan: _Plan) -> list:
+    """Operands of the loop's gemm that are not staged tiles and that the loop body also touches
+    (e.g. a tile the consumers dequantize into): a wgmma left in flight would race the next
+    iteration's writes to them, so such a loop waits for each wgmma."""
+    g = plan.gemms[0]
+    own = [b for b in (g.A.buffer, g.B.buffer) if b.scope in ("shared", "shared.dyn") and b.uid not in plan.views]
+    others = [st for st in plan.body if st is not g]
+    return [b for b in own if any(b.uid == u.uid for st in others for u in buffers_used(st))]
 
 
 def _rewrite(plan: _Plan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.KernelLaunch:
