@@ -341,6 +341,8 @@ def ws_plan(kernel: S.KernelLaunch, buffers: list[Buffer], wide=frozenset()) -> 
                         spans[uid] = (spans[uid][0], max(spans[uid][1], end))
     for uid, (lo, hi) in list(spans.items()):
         spans[uid] = (0, n - 1 if wrap else hi) if uid in storages else (lo, _cp_async_end(seq, uid, hi))
+    for uid in storages - set(spans):  # loaded by the producer, read by no consumer: busy throughout
+        spans[uid] = (0, n - 1)
     for b in buffers:
         if b.uid not in spans and b.uid not in pins:
             pins[b.uid] = UNUSED
