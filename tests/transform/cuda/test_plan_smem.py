@@ -189,19 +189,49 @@ def lowered(func, arch="sm_90a", configs=None):
         return run_passes(func, PASSES, ctx)
 
 
+def _planned_statements(k):
+    """(statements, wrap, storages touched by a concurrent producer): the kernel body; in a
+    warp-specialized kernel the consumer branch, or the body of its tile loop (wrap)."""
+    from tilelang.transform.cuda.warp_specialize import WSSplit
+
+    stmts = k.body.stmts if isinstance(k.body, S.SeqStmt) else (k.body,)
+    split = [st for st in stmts if isinstance(st, WSSplit)]
+    if not split:
+        return stmts, False, set()
+    cons = split[0].consumer.stmts if isinstance(split[0].consumer, S.SeqStmt) else (split[0].consumer,)
+    produced = {b.uid for b in buffers_used(split[0].producer)}
+    produced |= {r.fmt.split("+")[0].split(",")[-1].strip() for r in _raws(split[0].producer) if "tma_load" in r.fmt}
+    loops = [st for st in cons if isinstance(st, S.For) and any("tl_full" in r.fmt for r in _raws(st))]
+    outer = loops[0]
+    body = outer.body.stmts if isinstance(outer.body, S.SeqStmt) else (outer.body,)
+    if any(isinstance(st, S.For) and any("tl_full" in r.fmt for r in _raws(st)) for st in body):
+        return body, True, produced
+    return cons, False, produced
+
+
+def _raws(node):
+    from tilelang.ir.visitor import collect
+
+    return collect(node, lambda x: isinstance(x, Raw))
+
+
 def assert_no_alias_race(func):
-    """Independent of the planner: overlapping bytes => disjoint top-level uses with a barrier between."""
+    """Independent of the planner: overlapping bytes => disjoint uses with a barrier between
+    (in a warp-specialized kernel, over the consumers' statements; stage storage the producer
+    fills is busy from their first statement; in a tile loop, also a barrier round the loop)."""
     k = _the_kernel(func)
     p = func.attr(ATTR)
-    stmts = k.body.stmts if isinstance(k.body, S.SeqStmt) else (k.body,)
-    home = {}  # view uid -> storage uid
+    stmts, wrap, produced = _planned_statements(k)
+    names = {s.name: s.uid for s in p.slots}
     used: dict = {}
     for i, st in enumerate(stmts):
         for b in ([] if isinstance(st, S.Allocate) else buffers_used(st)):
             if b.scope in ("shared", "shared.dyn"):
                 uid = b.view_of.uid if hasattr(b, "view_of") else b.uid
-                home[b.uid] = uid
                 used.setdefault(uid, []).append(i)
+    for x in p.slots:
+        if x.uid in produced or x.name in produced:
+            used[x.uid] = [0, len(stmts) - 1] if wrap else [0] + used.get(x.uid, [])
     barriers = [i for i, st in enumerate(stmts) if isinstance(st, Raw) and "__syncthreads();" in st.fmt]
     for x in p.slots:
         for y in p.slots:
@@ -213,6 +243,9 @@ def assert_no_alias_race(func):
             assert max(first) < min(second), f"{x.name} and {y.name} share bytes while both live"
             assert any(max(first) < b < min(second) for b in barriers), \
                 f"no barrier between the last use of one of {x.name}, {y.name} and the first use of the other"
+            assert not wrap or any(b > max(second) or b < min(first) for b in barriers), \
+                f"no barrier round the tile loop between {x.name} and {y.name}"
+    assert names
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])

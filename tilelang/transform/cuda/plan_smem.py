@@ -12,9 +12,13 @@ between the last access of the earlier one and the first access of the later one
 inserts it when none does: thread_sync only sees buffers, not bytes; a plan that needs new
 barriers is kept only when it saves at least 1024 B over reusing behind existing ones). The plan (offsets,
 total bytes) is attached to the PrimFunc as attribute "tl.smem_plan"; codegen reads it.
-Conservative (pinned for the whole kernel, never shared): warp-specialized kernels (all
-buffers), pipeline stage storage and its views, buffers a Raw names in its text, buffers read
-by a wgmma that is not waited for, buffers nothing accesses. Off with `tl.disable_smem_reuse`.
+Warp-specialized kernels are planned over the consumers' statements instead (see `ws_plan`:
+the producer runs concurrently, so stage storage is busy from the consumers' first statement
+to their last use of it, and over the whole tile loop of a persistent kernel); the barriers
+this pass adds there are the consumers' own. Kernels with T.ws scopes keep every buffer apart.
+Conservative (pinned for the whole kernel, never shared): pipeline stage storage and its views
+(outside warp specialization), buffers a Raw names in its text, buffers read by a wgmma that is
+not waited for. Buffers nothing references get no bytes. Off with `tl.disable_smem_reuse`.
 
     x_s = alloc_shared(8 KB)  # @0          x_s = alloc_shared(8 KB)  # @0
     y_s = alloc_shared(8 KB)  # @8192  ->   y_s = alloc_shared(8 KB)  # @0
@@ -33,10 +37,12 @@ from ...ir.buffer import Buffer
 from ...ir.stmt import PrimFunc
 from ...ir.visitor import buffers_used, collect
 from .lower_tile_ops import Raw, sync
+from .warp_specialize import WSSplit
 
 ALIGN = 1024  # swizzle patterns repeat every 1024 B
 SMALL_ALIGN = 128  # TMA (without swizzle) and 16-byte vectors: enough for a small plain buffer
 ATTR = "tl.smem_plan"
+UNUSED = "never accessed (no bytes)"
 _SHARED = ("shared", "shared.dyn")
 _WGMMA_WAIT = re.compile(r"gemm_[rs]s_sm90<.*,\s*(-?\d+)>\(")
 
@@ -56,13 +62,15 @@ class SmemSlot:
 class SmemPlan:
     slots: tuple  # SmemSlot, in allocation order
     total: int  # bytes of dynamic shared memory
-    barriers: tuple = ()  # top-level indices (before insertion) that got a new barrier before them
+    barriers: tuple = ()  # indices (before insertion) of `where`'s statements that get a new barrier before them
+    where: str = ""  # "": the kernel body; "consumer": a WSSplit's consumer branch; "tile": its tile loop's body
 
     def offsets(self) -> dict:
         return {s.uid: s.offset for s in self.slots}
 
     def __str__(self):
-        rows = [f"smem plan: {self.total} bytes, new barriers before statements {list(self.barriers)}"]
+        at = f" of the {self.where} statements" if self.where else ""
+        rows = [f"smem plan: {self.total} bytes, new barriers before statements {list(self.barriers)}{at}"]
         for s in self.slots:
             why = f"  pinned: {s.pinned}" if s.pinned else ""
             rows.append(f"  {s.name:20s} @{s.offset:<7d} {s.nbytes:7d} B  stmts {s.first}..{s.last}{why}")
@@ -100,20 +108,30 @@ def plan(kernel: S.KernelLaunch, allow_reuse: bool = True, wide=frozenset()) -> 
     n = len(stmts)
     if not allow_reuse:
         return sequential_plan(buffers, n, wide=wide)
-    if collect(kernel.body, lambda x: type(x).__name__ in ("WSSplit", "WarpGroupScope")):
-        return sequential_plan(buffers, n, "warp-specialized kernel", wide)
+    if collect(kernel.body, lambda x: type(x).__name__ == "WarpGroupScope"):
+        return sequential_plan(buffers, n, "warp-group scopes (T.ws): their own barriers order them", wide)
+    if collect(kernel.body, lambda x: isinstance(x, WSSplit)):
+        return ws_plan(kernel, buffers, wide) or sequential_plan(buffers, n, "warp-specialized kernel", wide)
     spans = _spans(stmts, buffers)
     pins = _pinned(kernel.body, buffers, spans)
-    have = [i for i, st in enumerate(stmts) if isinstance(st, Raw) and "__syncthreads();" in st.fmt]
-    slots = _pack(buffers, spans, pins, n, wide=wide)
-    needs = _barrier_needs(slots, have)
+    return _solve(buffers, spans, pins, n, _barriers_in(stmts), wide)
+
+
+def _solve(buffers, spans, pins, n, have, wide, wrap=False, where="") -> SmemPlan:
+    """Pack, then add the barriers reuse needs (or reuse only behind `have` where that costs < 1 KB)."""
+    slots = _pack(buffers, spans, pins, n, wide=wide, wrap=wrap)
+    needs = _barrier_needs(slots, have, n, wrap)
     if needs:  # a new barrier must buy at least one 1024-byte unit over reuse behind existing ones
-        free = _pack(buffers, spans, pins, n, have, wide)
+        free = _pack(buffers, spans, pins, n, have, wide, wrap)
         if _total(free) < _total(slots) + ALIGN:
             slots, needs = free, set()
     total = _total(slots)
     ordered = tuple(sorted(slots, key=lambda s: [b.uid for b in buffers].index(s.uid)))
-    return SmemPlan(ordered, total, tuple(sorted(needs)))
+    return SmemPlan(ordered, total, tuple(sorted(needs)), where)
+
+
+def _barriers_in(stmts) -> list:
+    return [i for i, st in enumerate(stmts) if isinstance(st, Raw) and "__syncthreads();" in st.fmt]
 
 
 def _top(body) -> tuple:
@@ -161,10 +179,10 @@ def _pinned(body, buffers, spans) -> dict:
     for b in buffers:
         if b.uid in storages:
             pins[b.uid] = "pipeline stage storage"
-        elif b.uid not in spans:
-            pins[b.uid] = "never accessed"
         elif re.search(rf"\b{re.escape(b.name)}\b", text):
             pins[b.uid] = "named in inline code"
+        elif b.uid not in spans:
+            pins[b.uid] = UNUSED
     for r in raws:
         m = _WGMMA_WAIT.search(r.fmt)
         if m and int(m.group(1)) != 0:
@@ -173,26 +191,24 @@ def _pinned(body, buffers, spans) -> dict:
     return pins
 
 
-def _pack(buffers, spans, pins, n, barriers=None, wide=frozenset()) -> list[SmemSlot]:
+def _pack(buffers, spans, pins, n, barriers=None, wide=frozenset(), wrap=False) -> list[SmemSlot]:
     """Greedy first fit, largest first: the lowest aligned offset free over the buffer's span.
 
-    With `barriers` (top-level indices), bytes are shared only across one of them.
+    With `barriers` (indices of barrier statements), bytes are shared only across one of them
+    (with `wrap`, the statements are a loop body: across one both ways round the loop).
+    Buffers nothing references (UNUSED) get no bytes.
     """
     order = sorted(buffers, key=lambda b: (_alignment(b, wide) != ALIGN, -_nbytes(b)))
     placed: list[SmemSlot] = []
-
-    def apart(s, lo, hi):
-        if s.last < lo:
-            return barriers is None or any(s.last < k < lo for k in barriers)
-        if hi < s.first:
-            return barriers is None or any(hi < k < s.first for k in barriers)
-        return False
-
     for b in order:
         why = pins.get(b.uid, "")
+        if why == UNUSED:
+            placed.append(SmemSlot(b.name, b.uid, 0, 0, 0, n - 1, why))
+            continue
         lo, hi = (0, n - 1) if why else spans[b.uid]
         size, align = _nbytes(b), _alignment(b, wide)
-        busy = sorted((s.offset, s.offset + s.nbytes) for s in placed if not apart(s, lo, hi))
+        busy = sorted((s.offset, s.offset + s.nbytes) for s in placed
+                      if not _apart((s.first, s.last), (lo, hi), barriers, wrap))
         off = 0
         for a, e in busy:
             if off + size <= a:
@@ -202,17 +218,37 @@ def _pack(buffers, spans, pins, n, barriers=None, wide=frozenset()) -> list[Smem
     return placed
 
 
-def _barrier_needs(slots, have) -> set:
-    """Top-level indices needing a new barrier before them so reused bytes are never raced on."""
-    gaps = set()  # (last of the earlier buffer, first of the later one)
+def _apart(x, y, barriers, wrap) -> bool:
+    """Spans x and y (first, last) are disjoint, and with `barriers` one lies between them."""
+    if x[1] < y[0]:
+        early, late = x, y
+    elif y[1] < x[0]:
+        early, late = y, x
+    else:
+        return False
+    if barriers is None:
+        return True
+    if not any(early[1] < k < late[0] for k in barriers):
+        return False
+    return not wrap or any(k > late[1] or k < early[0] for k in barriers)
+
+
+def _barrier_needs(slots, have, n=0, wrap=False) -> set:
+    """Indices needing a new barrier before them (n: after the last statement) so reused bytes
+    are never raced on; with `wrap` also round the loop the statements are the body of."""
+    gaps, rounds = set(), set()  # (last of the earlier buffer, first of the later one)
     for a in slots:
         for b in slots:
             if a.last < b.first and a.offset < b.offset + b.nbytes and b.offset < a.offset + a.nbytes:
                 gaps.add((a.last, b.first))
+                rounds.add((b.last, a.first))  # the next iteration's a after this one's b
     needs: set = set()
     for lo, hi in sorted(gaps, key=lambda g: g[1]):  # stab intervals by their right ends
         if not any(lo < k < hi for k in have) and not any(lo < k <= hi for k in needs):
             needs.add(hi)
+    for last, first in sorted(rounds) if wrap else ():
+        if not any(k > last or k < first for k in have) and not any(k > last or k <= first for k in needs):
+            needs.add(n)
     return needs
 
 
@@ -232,17 +268,142 @@ def _nbytes(b: Buffer) -> int:
     return b.numel() * b.dtype.bytes
 
 
+# ----------------------------------------------------------------------------- warp-specialized kernels
+def ws_plan(kernel: S.KernelLaunch, buffers: list[Buffer], wide=frozenset()) -> SmemPlan | None:
+    """Lifetimes over the consumers' program of a warp-specialized kernel, or None (then every
+    buffer keeps its own bytes) where the kernel is not laid out as warp_specialize builds it.
+
+    The statements planned over are the consumer branch's, or, in a persistent kernel, those of
+    its tile loop's body (`wrap`: a buffer of a later statement shares bytes with one of an
+    earlier only with a barrier both between them and round the loop). The producer runs
+    concurrently and only writes stage storage, for iterations the consumers wait for: a
+    storage is busy from the consumers' first statement (the producer starts at once) to their
+    last use of it, and over the whole tile-loop body (the producer is already filling the next
+    tile's stages during this one's epilogue). Anything else the producer or code outside the
+    planned statements touches, anything read by TMA stores (asynchronous reads) or named by
+    other inline code keeps its own bytes. Barriers are consumer-only (`__syncthreads()` in the
+    consumer branch prints as the consumers' named barrier).
+    """
+    split = [st for st in _top(kernel.body) if isinstance(st, WSSplit)]
+    if len(split) != 1:
+        return None
+    split = split[0]
+    cons = _top(split.consumer)
+    holder = [st for st in cons if _holds_full_wait(st)]
+    if len(holder) != 1:
+        return None
+    seq, where, wrap = cons, "consumer", False
+    if not _waits_full(holder[0]):  # a persistent kernel: a tile loop around the k-loop
+        if not isinstance(holder[0], S.For):
+            return None
+        seq, where, wrap = _top(holder[0].body), "tile", True
+        inner = [st for st in seq if _holds_full_wait(st)]
+        if len(inner) != 1 or not _waits_full(inner[0]):
+            return None
+    n = len(seq)
+    home = {a.buffer.uid: a.buffer.view_of.uid for a in collect(kernel.body, lambda x: isinstance(x, S.Allocate))
+            if hasattr(a.buffer, "view_of")}
+    storages = set(home.values())
+    by_name = {b.name: b.uid for b in buffers}
+    by_name.update({a.buffer.name: home[a.buffer.uid] for a in collect(kernel.body, lambda x: isinstance(x, S.Allocate))
+                    if a.buffer.uid in home})
+    pins: dict = {}
+    outside = [st for st in _top(kernel.body) if not isinstance(st, (S.Allocate, WSSplit))]
+    outside += [st for st in cons if st is not holder[0]] if wrap else []
+    for uid in _touched(S.seq(*outside), home, by_name) if outside else ():
+        pins.setdefault(uid, "used outside the consumers' planned statements")
+    for uid in _touched(split.producer, home, by_name):
+        if uid not in storages:
+            pins.setdefault(uid, "used by the producer")
+    spans: dict = {}
+    for i, st in enumerate(seq):
+        if isinstance(st, S.Allocate):
+            used = {home.get(st.buffer.uid, st.buffer.uid)} if st.init is not None else set()
+        else:
+            used = _touched(st, home, by_name)
+        for uid in used:
+            spans[uid] = (spans.get(uid, (i, i))[0], i)
+        for r in collect(st, lambda x: isinstance(x, Raw)):
+            for name in re.findall(r"\b\w+\b", r.fmt):
+                uid = by_name.get(name)
+                if uid is None or _view_assignment(r.fmt, name, home, by_name):
+                    continue
+                pins.setdefault(uid, "read by TMA stores" if "tma_store" in r.fmt else "named in inline code")
+            m = _WGMMA_WAIT.search(r.fmt)
+            if m and int(m.group(1)) != 0:  # its operands are read until a full wgmma wait
+                end = next((j for j in range(i + 1, n) if isinstance(seq[j], Raw)
+                            and "warpgroup_wait<0>" in seq[j].fmt), None)
+                for b in r.reads:
+                    uid = home.get(b.uid, b.uid)
+                    if end is None:
+                        pins.setdefault(uid, "read by a wgmma still in flight")
+                    elif uid in spans:
+                        spans[uid] = (spans[uid][0], max(spans[uid][1], end))
+    for uid, (lo, hi) in list(spans.items()):
+        spans[uid] = (0, n - 1 if wrap else hi) if uid in storages else (lo, _cp_async_end(seq, uid, hi))
+    for uid in storages - set(spans):  # loaded by the producer, read by no consumer: busy throughout
+        spans[uid] = (0, n - 1)
+    for b in buffers:
+        if b.uid not in spans and b.uid not in pins:
+            pins[b.uid] = UNUSED
+    return _solve(buffers, spans, pins, n, _barriers_in(seq), wide, wrap, where)
+
+
+def _waits_full(st) -> bool:
+    """st is the consumers' k-loop: a loop whose body waits on the full barriers itself."""
+    return isinstance(st, S.For) and any(isinstance(x, Raw) and "mbarrier_wait(&tl_full" in x.fmt
+                                         for x in _top(st.body))
+
+
+def _holds_full_wait(st) -> bool:
+    return bool(collect(st, lambda x: isinstance(x, Raw) and "mbarrier_wait(&tl_full" in x.fmt))
+
+
+def _touched(node, home, by_name) -> set:
+    """uids of the shared buffers node accesses or names in inline code (views: their storage)."""
+    out = {home.get(b.uid, b.uid) for b in buffers_used(node) if b.scope in _SHARED}
+    for r in collect(node, lambda x: isinstance(x, Raw)):
+        out |= {by_name[w] for w in re.findall(r"\b\w+\b", r.fmt) if w in by_name}
+    return out
+
+
+def _view_assignment(fmt: str, name: str, home, by_name) -> bool:
+    """fmt is `view = storage + ...` (warp_specialize pointing a tile at its stage) and names `name` there."""
+    m = re.match(r"\s*(\w+) = (\w+) \+ ", fmt)
+    return bool(m) and name in m.groups() and by_name.get(m.group(1)) == by_name.get(m.group(2)) \
+        and by_name.get(m.group(2)) in home.values()
+
+
 # ----------------------------------------------------------------------------- the pass
 def apply(kernel: S.KernelLaunch, p: SmemPlan) -> S.KernelLaunch:
-    """Insert the barriers the plan asks for (before top-level statements, by index)."""
+    """Insert the barriers the plan asks for (before `p.where`'s statements, by index)."""
     if not p.barriers:
         return kernel
+    if not p.where:
+        return replace(kernel, body=_with_barriers(_top(kernel.body), p.barriers))
     out = []
-    for i, st in enumerate(_top(kernel.body)):
-        if i in p.barriers:
-            out.append(sync())
+    for st in _top(kernel.body):
+        if isinstance(st, WSSplit):
+            cons = _top(st.consumer)
+            if p.where == "consumer":
+                st = replace(st, consumer=_with_barriers(cons, p.barriers))
+            else:
+                body = [replace(c, body=_with_barriers(_top(c.body), p.barriers)) if _holds_full_wait(c) else c
+                        for c in cons]
+                st = replace(st, consumer=S.SeqStmt(tuple(body)))
         out.append(st)
     return replace(kernel, body=S.SeqStmt(tuple(out)))
+
+
+def _with_barriers(stmts, at) -> S.SeqStmt:
+    out = []
+    for i, st in enumerate(stmts):
+        if i in at:
+            out.append(sync())
+        out.append(st)
+    if len(stmts) in at:
+        out.append(sync())
+    return S.SeqStmt(tuple(out))
 
 
 def plan_smem_pass(func: PrimFunc, ctx) -> PrimFunc:

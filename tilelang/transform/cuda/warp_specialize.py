@@ -390,7 +390,8 @@ def _consumer_loop(plan: _Plan) -> S.Stmt:
     from .software_pipeline import _ReplaceBuffers
 
     overlap = stages >= 2 and len(plan.gemms) == 1 and all(g.wg_wait == 0 for g in plan.gemms) \
-        and not _reads_accumulator(plan)
+        and not _reads_accumulator(plan) \
+        and not _rewritten_operands(plan)
     body_ops = [replace(b, wg_wait=1) if overlap and isinstance(b, O.Gemm) and b in plan.gemms else b
                 for b in plan.body]
     rest = _ReplaceBuffers(plan.views).visit(S.seq(*body_ops))
@@ -428,6 +429,16 @@ def _reads_accumulator(plan: _Plan) -> bool:
         if any(getattr(x, "view_base", x).uid in acc for x in buffers_used(b)):
             return True
     return False
+
+
+def _rewritten_operands(plan: _Plan) -> list:
+    """Operands of the loop's gemm that are not staged tiles and that the loop body also touches
+    (e.g. a tile the consumers dequantize into): a wgmma left in flight would race the next
+    iteration's writes to them, so such a loop waits for each wgmma."""
+    g = plan.gemms[0]
+    own = [b for b in (g.A.buffer, g.B.buffer) if b.scope in ("shared", "shared.dyn") and b.uid not in plan.views]
+    others = [st for st in plan.body if st is not g]
+    return [b for b in own if any(b.uid == u.uid for st in others for u in buffers_used(st))]
 
 
 def _rewrite(plan: _Plan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.KernelLaunch:

@@ -1,0 +1,206 @@
+"""plan_smem in warp-specialized kernels: lifetimes over the consumers' program.
+
+A kernel with a prefix tile (Q_s, read by every k-iteration), a TMA-staged tile (K_s) and an
+epilogue tile (O_s): the epilogue tile may take the prefix tile's bytes (consumer barrier
+between them, and round the tile loop of a persistent kernel), and in a one-tile-per-block
+kernel also the stage storage's (the producer has written its last stage once the consumers
+leave the k-loop), but in a persistent kernel never the stage storage (the producer is
+already filling the next tile's stages), and the prefix tile never the stage storage.
+"""
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import tilelang
+import tilelang.language as T
+from tilelang import dtypes as dt
+from tilelang.backend.cuda.pipeline import PASSES, _the_kernel
+from tilelang.backend.target import resolve
+from tilelang.ir import expr as E
+from tilelang.ir import stmt as S
+from tilelang.ir.buffer import Buffer
+from tilelang.transform.cuda.lower_tile_ops import Raw, sync
+from tilelang.transform.cuda.plan_smem import ATTR, UNUSED, apply, plan
+from tilelang.transform.cuda.warp_specialize import WSSplit
+from tilelang.transform.pass_manager import PassContext, run_passes
+
+from .test_plan_smem import assert_no_alias_race
+
+tid = E.Var("tid", dt.int32)
+
+
+def prefix_stage_epilogue(M=128, D=64, K=256, bk=64, stages=2):
+    """Out[m, :] = Q[m, :] @ (sum over k-blocks of Kt[k-block]) through Q_s, staged K_s, O_s."""
+
+    @T.prim_func
+    def pse(Q: T.Tensor((M, D), "float16"), Kt: T.Tensor((K, D), "float16"), Out: T.Tensor((M, D), "float16")):
+        with T.Kernel(M // 64, threads=128) as bx:
+            Q_s = T.alloc_shared((64, D), "float16")
+            K_s = T.alloc_shared((bk, D), "float16")
+            O_s = T.alloc_shared((64, D), "float16")
+            acc = T.alloc_fragment((64, D), "float32")
+            T.copy(Q[bx * 64, 0], Q_s)
+            T.clear(acc)
+            for k in T.Pipelined(K // bk, num_stages=stages):
+                T.copy(Kt[k * bk, 0], K_s)
+                T.gemm(Q_s, K_s, acc)
+            T.copy(acc, O_s)
+            T.copy(O_s, Out[bx * 64, 0])
+
+    return pse
+
+
+def lowered(func, configs=None):
+    ctx = PassContext(target=resolve("cuda -arch=sm_90a"), pass_configs=dict(configs or {}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return run_passes(func, PASSES, ctx)
+
+
+def slot(p, name):
+    return next(s for s in p.slots if s.name == name)
+
+
+def overlap(a, b):
+    return a.offset < b.offset + b.nbytes and b.offset < a.offset + a.nbytes
+
+
+@pytest.mark.parametrize("persistent", [True, False])
+def test_epilogue_tile_reuses_dead_bytes_in_a_warp_specialized_kernel(persistent):
+    configs = {} if persistent else {"tl.disable_persistent": True}
+    func = lowered(prefix_stage_epilogue(), configs)
+    k = _the_kernel(func)
+    assert [st for st in k.body.stmts if isinstance(st, WSSplit)], "the kernel is not warp-specialized"
+    p = func.attr(ATTR)
+    q, o, st = slot(p, "Q_s"), slot(p, "O_s"), slot(p, "K_s_stages")
+    assert not q.pinned and not o.pinned and not overlap(q, st)
+    assert overlap(o, q) or overlap(o, st)
+    if persistent:
+        assert p.where == "tile" and not overlap(o, st) and o.offset == q.offset
+    else:
+        assert p.where == "consumer"
+    off = lowered(prefix_stage_epilogue(), {**configs, "tl.disable_smem_reuse": True}).attr(ATTR)
+    assert p.total <= off.total - 64 * 64 * 2  # O_s (8 KB) costs nothing of its own
+    assert_no_alias_race(func)
+
+
+def test_persistent_reuse_has_a_consumer_barrier_both_ways_round_the_tile_loop():
+    func = lowered(prefix_stage_epilogue())
+    k = _the_kernel(func)
+    split = next(st for st in k.body.stmts if isinstance(st, WSSplit))
+    tile = next(st for st in split.consumer.stmts if isinstance(st, S.For))
+    body = tile.body.stmts
+    uses = {n: [i for i, st in enumerate(body)
+                if not isinstance(st, S.Allocate) and any(b.name == n for b in _used(st))] for n in ("Q_s", "O_s")}
+    bars = [i for i, st in enumerate(body) if isinstance(st, Raw) and st.fmt == "__syncthreads();"]
+    assert any(max(uses["Q_s"]) < b < min(uses["O_s"]) for b in bars)
+    assert any(b > max(uses["O_s"]) or b < min(uses["Q_s"]) for b in bars)
+
+
+def _used(st):
+    from tilelang.ir.visitor import buffers_used
+
+    return buffers_used(st)
+
+
+# ----------------------------------------------------------------------------- hand-built IR
+
+
+def shared(name, n=1024):
+    return Buffer(name, (n,), "float32", "shared.dyn")
+
+
+def write(buf):
+    return S.BufferStore(buf, (tid,), E.as_expr(1.0, dt.float32))
+
+
+def read(buf):
+    r = Buffer("r", (1,), "float32", "local")
+    return S.BufferStore(r, (E.as_expr(0),), E.BufferLoad(buf, ((tid + 1) % 1024,), buf.dtype))
+
+
+FULL = Raw("tl::mbarrier_wait(&tl_full[0], 0);")
+
+
+def ws_kernel(producer, consumer, *allocs):
+    return S.KernelLaunch((E.Var("bx", dt.int32),), (1,), (128, 1, 1), (),
+                          S.seq(*[S.Allocate(b) for b in allocs], WSSplit(128, producer, consumer)))
+
+
+def kloop(*body):
+    return S.For(E.Var("ko", dt.int32), E.as_expr(0), E.as_expr(4), "serial", S.seq(FULL, *body), ())
+
+
+def test_consumer_only_buffers_share_bytes_behind_a_consumer_barrier():
+    a, b = shared("a"), shared("b")
+    k = ws_kernel(Raw("tl::setmaxnreg_dec<40>();"), S.seq(write(a), kloop(read(a)), write(b), read(b)), a, b)
+    p = plan(k)
+    assert p.where == "consumer" and slot(p, "a").offset == slot(p, "b").offset and p.total == 4096
+    assert p.barriers == (2,)
+    cons = apply(k, p).body.stmts[-1].consumer.stmts
+    assert isinstance(cons[2], Raw) and cons[2].fmt == "__syncthreads();" and cons[3].buffer is b
+
+
+def test_a_buffer_the_producer_touches_keeps_its_bytes():
+    a, b = shared("a"), shared("b")
+    k = ws_kernel(write(a), S.seq(kloop(read(a)), write(b), read(b)), a, b)
+    p = plan(k)
+    assert slot(p, "a").pinned == "used by the producer" and not overlap(slot(p, "a"), slot(p, "b"))
+
+
+def test_a_tile_loop_needs_a_barrier_round_it():
+    a, b = shared("a"), shared("b")
+    t = E.Var("tl_tile_iter", dt.int32)
+    tile = S.For(t, E.as_expr(0), E.as_expr(3), "serial", S.seq(write(a), kloop(read(a)), write(b), read(b)), ())
+    k = ws_kernel(Raw("tl::setmaxnreg_dec<40>();"), S.seq(tile), a, b)
+    p = plan(k)
+    assert p.where == "tile" and slot(p, "a").offset == slot(p, "b").offset
+    assert set(p.barriers) == {2, 4}  # before write(b), and after read(b): the next tile's write(a)
+    body = [st for st in apply(k, p).body.stmts[-1].consumer.stmts if isinstance(st, S.For)][0].body.stmts
+    assert [i for i, st in enumerate(body) if isinstance(st, Raw) and st.fmt == "__syncthreads();"] == [2, 5]
+
+
+def test_an_existing_barrier_at_the_loop_top_serves_the_way_round():
+    a, b = shared("a"), shared("b")
+    tile = S.For(E.Var("tl_tile_iter", dt.int32), E.as_expr(0), E.as_expr(3), "serial",
+                 S.seq(sync(), write(a), kloop(read(a)), sync(), write(b), read(b)), ())
+    p = plan(ws_kernel(Raw("tl::setmaxnreg_dec<40>();"), S.seq(tile), a, b))
+    assert slot(p, "a").offset == slot(p, "b").offset and p.barriers == ()
+
+
+def test_unused_buffers_get_no_bytes():
+    a, u = shared("a"), shared("u", 4096)
+    p = plan(ws_kernel(Raw("tl::setmaxnreg_dec<40>();"), S.seq(write(a), kloop(read(a))), a, u))
+    assert slot(p, "u").pinned == UNUSED and slot(p, "u").nbytes == 0 and p.total == 4096
+
+
+# ----------------------------------------------------------------------------- compiled, and run on the CPU
+
+
+@pytest.mark.nvrtc
+def test_smem_bytes_in_compiled_cuda_shrink_with_reuse():
+    nvrtc = pytest.importorskip("tilelang.backend.cuda.nvrtc")
+    if not nvrtc.nvrtc_available():
+        pytest.skip("NVRTC from the pip wheels is not installed")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        k = tilelang.compile(prefix_stage_epilogue(), target="cuda -arch=sm_90a")
+        k_off = tilelang.compile(prefix_stage_epilogue(), target="cuda -arch=sm_90a",
+                                 pass_configs={"tl.disable_smem_reuse": True})
+    src = k.get_kernel_source()
+    assert "if (tid >= 128) {" in src and "tl::barrier_sync<1, 128>();" in src
+    assert k.artifact.csource.smem_bytes == k.artifact.lowered.attr(ATTR).total
+    assert k.artifact.csource.smem_bytes <= k_off.artifact.csource.smem_bytes - 8192
+
+
+def test_prefix_stage_epilogue_computes_the_right_answer_on_cpu():
+    M, D, K = 128, 64, 256
+    k = tilelang.compile(prefix_stage_epilogue(M, D, K), target="cpu")
+    q, kt = torch.randn(M, D).half(), torch.randn(K, D).half()
+    out = torch.full((M, D), float("nan")).half()
+    k(q, kt, out)
+    kt64 = kt.double().numpy().reshape(K // 64, 64, D).sum(0)
+    ref = q.double().numpy() @ kt64
+    np.testing.assert_allclose(out.double().numpy(), ref, rtol=2e-2, atol=2e-1)
