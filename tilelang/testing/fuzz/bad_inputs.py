@@ -149,6 +149,20 @@ def _right(prog, ins: dict, args: list) -> str:
     return ""
 
 
+def _strided(a0: torch.Tensor, dev: str) -> torch.Tensor:
+    """a0's shape and dtype, really non-contiguous (a transposed view of a tensor with a unit dim
+    is still contiguous to torch): every other element along a dim longer than one."""
+    d = max(range(a0.dim()), key=lambda i: (a0.shape[i] > 1, -i))
+    big = list(a0.shape)
+    big[d] *= 2
+    idx = [slice(None)] * a0.dim()
+    idx[d] = slice(None, None, 2)
+    t = torch.zeros(big, dtype=a0.dtype, device=dev)[tuple(idx)]
+    if t.is_contiguous():  # every dim is 1: pad the storage instead
+        t = torch.zeros(list(a0.shape) + [2], dtype=a0.dtype, device=dev)[..., 0]
+    return t
+
+
 def _bad_args(case: str, prog, ins: dict, dev: str):
     """The argument list with one thing wrong (see CALL_CASES); None if the case does not apply."""
     args = [ins[t.name].to(dev) for t in prog.tensors]
@@ -160,10 +174,7 @@ def _bad_args(case: str, prog, ins: dict, dev: str):
     elif case == "device":  # meta on the CPU backend; a host tensor for a CUDA kernel
         args[0] = torch.empty(a0.shape, dtype=a0.dtype, device="meta") if dev == "cpu" else a0.cpu()
     elif case == "noncontig":
-        if a0.dim() == 2 and a0.shape[0] != a0.shape[1]:
-            args[0] = torch.zeros(tuple(a0.shape)[::-1], dtype=a0.dtype, device=dev).t()
-        else:
-            args[0] = torch.zeros((a0.shape[0], 2 * a0.shape[-1]), dtype=a0.dtype, device=dev)[..., ::2]
+        args[0] = _strided(a0, dev)
     elif case == "misaligned":
         flat = torch.empty(a0.numel() + 1, dtype=a0.dtype, device=dev)
         args[0] = flat[1:].view(a0.shape)
