@@ -77,3 +77,46 @@ def test_no_thread_family_runs_thread_programs_with_one_thread():
     assert p.family == "thread" and p.threads == 1 and generate(seed).threads >= 32
     assert "T.get_thread_binding()" in to_source(p)
     assert check(p, nvrtc=False).status == "pass"
+
+
+def test_pool_reports_crashes_and_hangs_and_keeps_going():
+    from tilelang.testing.fuzz.pool import Pool
+
+    args = ["a", "segv", "b", "abort", "hang", "exit", "c"]
+    with Pool(2, threads=0) as p:
+        got = dict(p.map_unordered("tilelang.testing.fuzz.pool:selftest_task", args, timeout=5))
+    assert got["a"] == ("ok", "a") and got["b"] == ("ok", "b") and got["c"] == ("ok", "c")
+    assert got["segv"] == ("crash", "SIGSEGV") and got["abort"] == ("crash", "SIGABRT")
+    assert got["exit"] == ("crash", "exit code 3") and got["hang"][0] == "hang"
+
+
+def test_pool_hard_deadline_cuts_running_tasks():
+    import time
+
+    from tilelang.testing.fuzz.pool import Pool
+
+    with Pool(1, threads=0) as p:
+        assert list(p.map_unordered("tilelang.testing.fuzz.pool:selftest_task", ["up"], 60)) == [("up", ("ok", "up"))]
+        t0 = time.monotonic()
+        got = list(p.map_unordered("tilelang.testing.fuzz.pool:selftest_task", ["hang", "x"], timeout=60,
+                                   deadline=t0 + 1, hard_deadline=t0 + 2))
+    assert [g[0] for g in got] == ["hang"] and got[0][1][0] == "cut" and time.monotonic() - t0 < 20
+
+
+def test_a_crashing_program_is_a_failure_with_its_seed_and_the_run_goes_on(capsys):
+    rc = main(["--seed", "0", "--n", "3", "--jobs", "1", "--no-nvrtc", "--no-shrink", "--inject-crash", "1:segv",
+               "--progress", "0"])
+    out = capsys.readouterr().out
+    lines = out.strip().splitlines()
+    assert lines[-1] == "2 passed, 1 failed", out[-3000:]
+    assert "FAIL seed 1 " in out and "died (SIGSEGV) on seed 1" in out and "@T.prim_func" in out
+    assert rc == 1
+
+
+def test_gpu_tier_dry_run_compiles_the_device_kernel(capsys):
+    rc = main(["--seed", "0", "--n", "2", "--jobs", "0", "--device", "cuda", "--dry-run", "--no-shrink",
+               "--nvrtc-archs", "sm_80", "--progress", "0"])
+    out = capsys.readouterr().out
+    assert out.strip().splitlines()[-1] == "2 passed, 0 failed", out[-3000:]
+    assert "cuda-sm_90a" in out and "sm_80" in out  # both compiles ran (mean-seconds line)
+    assert rc == 0

@@ -113,3 +113,35 @@ def test_in_range_constant_indices_still_compile():
     want = a.clone()
     want[15] = a[0] + a[15]
     assert torch.allclose(b, want)
+
+
+def test_cumsum_dim_out_of_range_is_an_error():
+    """fuzz --bad (cumsum_dim): T.cumsum(S, dim=3) on a 2-d tile wrapped to dim 1 and compiled."""
+    with pytest.raises(tilelang.errors.TileLangError) as ei:
+        @T.prim_func
+        def main(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                S = T.alloc_shared((16, 16), "float32")
+                T.copy(A, S)
+                T.cumsum(S, dim=3)
+                T.copy(S, B)
+
+        tilelang.compile(main, target="cpu")
+    assert "dim=3 is out of range for the 2-d buffer S" in str(ei.value)
+    assert "T.cumsum(S, dim=3)" in str(ei.value)  # at the user's line
+
+
+def test_cumsum_negative_dim_still_counts_from_the_end():
+    @T.prim_func
+    def main(A: T.Tensor((8, 16), "float32"), B: T.Tensor((8, 16), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            S = T.alloc_shared((8, 16), "float32")
+            T.copy(A, S)
+            T.cumsum(S, dim=-1)
+            T.copy(S, B)
+
+    k = tilelang.compile(main, target="cpu")
+    a = torch.randint(-4, 5, (8, 16)).float()
+    b = torch.zeros(8, 16)
+    k(a, b)
+    assert torch.equal(b, a.double().cumsum(1).float())

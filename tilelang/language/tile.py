@@ -134,6 +134,8 @@ def cumsum(src, dst=None, dim=0, reverse=False):
     _on_chip("T.cumsum", src=src, dst=dst)
     if tuple(src.shape) != tuple(dst.shape):
         raise ShapeMismatchError(f"T.cumsum: {src.name}{src.shape} and {dst.name}{dst.shape} differ in shape")
+    if not -src.ndim <= dim < src.ndim:
+        raise DSLTypeError(f"T.cumsum: dim={dim} is out of range for the {src.ndim}-d buffer {src.name}")
     dim %= src.ndim
     B.current().emit(O.CumSum(src, dst, dim, bool(reverse)))
 

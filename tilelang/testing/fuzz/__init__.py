@@ -12,18 +12,28 @@ cli (the command line). A failure prints as a runnable file: `python that_file.p
 """
 from __future__ import annotations
 
-from .generator import FAMILIES, generate
-from .runner import Result, check
-from .source import to_source
-from .spec import Program, from_json, to_json
+import importlib
+
+# Loaded on first use (PEP 562), so a pool worker that only imports `pool` starts without torch.
+_LAZY = {"FAMILIES": "generator", "generate": "generator", "Result": "runner", "check": "runner",
+         "to_source": "source", "Program": "spec", "from_json": "spec", "to_json": "spec"}
 
 __all__ = ["FAMILIES", "generate", "check", "Result", "to_source", "Program", "from_json", "to_json",
            "replay_file"]
 
 
-def replay_file(path: str, device: str = "cpu") -> Result:
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def replay_file(path: str, device: str = "cpu"):
     """Re-run the program a fuzz source file describes (its DESC) and print the verdict."""
     import runpy
+
+    from .runner import check
+    from .spec import from_json
 
     desc = runpy.run_path(path, run_name="tl_fuzz_replay")["DESC"]
     res = check(from_json(desc), device=device)

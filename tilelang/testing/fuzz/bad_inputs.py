@@ -3,9 +3,11 @@
 A case is (kind, seed). Call cases take a fuzz-generated program that passes, compile it for
 the CPU once per worker, and call it with one thing wrong: a shape, a dtype, a device, the
 strides (non-contiguous), an offset storage (misaligned), too few or too many arguments,
-None. Program cases are small kernels with one DSL misuse: an out-of-range constant index,
-mismatched copy or gemm tiles, a reduction into the wrong shape, an op on a buffer of the
-wrong scope, a non-constant tile shape, an unknown dtype.
+None, two tensors that disagree on a symbolic dim; after each, the right call must still give
+the right result (the process stays usable). Program cases are small kernels with one DSL
+misuse: out-of-range constant indices (tile and global, negative too), mismatched copy or
+gemm tiles, copies between ranks, a reduction into the wrong shape, dims out of range, an
+op on a buffer of the wrong scope, a non-constant tile shape, an unknown dtype, a bad value.
 
 Verdicts: clear (the expected error type, with a message naming what was expected), wrong
 (no error, or a result that differs from the float64 reference: a misaligned tensor may
@@ -22,7 +24,7 @@ import torch
 
 __all__ = ["CALL_CASES", "PROGRAM_CASES", "case_ids", "run_case"]
 
-CALL_CASES = ("shape", "dtype", "device", "noncontig", "misaligned", "few", "many", "none", "scalar")
+CALL_CASES = ("shape", "dtype", "device", "noncontig", "misaligned", "few", "many", "none", "scalar", "symdim")
 _OK = (TypeError, ValueError)
 
 _PROGRAMS = {
@@ -64,6 +66,27 @@ _PROGRAMS = {
     "parallel_rank": """
         for i in T.Parallel(16, 16):
             S[i, 0] = A[i, 0]""",
+    "neg_index": """
+        for j in T.Parallel(16):
+            S[-1, j] = A[0, j]
+        T.copy(S, B)""",
+    "global_oob_index": """
+        T.copy(A, S)
+        B[16, 0] = S[0, 0]""",
+    "reduce_dim": """
+        R = T.alloc_fragment((16,), "float32")
+        T.copy(A, S)
+        T.reduce_sum(S, R, dim=2)""",
+    "cumsum_dim": """
+        T.copy(A, S)
+        T.cumsum(S, dim=3)
+        T.copy(S, B)""",
+    "copy_rank": """
+        R = T.alloc_fragment((16,), "float32")
+        T.copy(A, S)
+        T.copy(S, R)""",
+    "fill_value": """
+        T.fill(S, "x")""",
 }
 PROGRAM_CASES = tuple(_PROGRAMS)
 
@@ -90,71 +113,120 @@ def _verdict(exc, case) -> dict:
 _kernel_memo: dict = {}
 
 
-def _good_kernel(seed: int):
-    """A passing fuzz program (tile family, no symbolic dims) and its CPU kernel."""
+def _good_kernel(seed: int, device: str = "cpu", symbolic: bool = False):
+    """A passing fuzz program (tile family; with symbolic, one whose symbolic dim two tensors
+    share, else none) and its kernel for `device` ("cpu" or "cuda"), once per worker."""
     import tilelang
 
     from .generator import generate
     from .runner import check, load_kernel
 
-    if "k" not in _kernel_memo:
-        for s in range(seed, seed + 200):
+    key = (device, symbolic)
+    if key not in _kernel_memo:
+        for s in range(seed, seed + 400):
             p = generate(s, "tile")
-            if not p.dims and len(p.tensors) >= 2 and check(p, nvrtc=False).status == "pass":
+            shared_dim = any(sum(d in t.shape for t in p.tensors) >= 2 for d in p.dims)
+            if (shared_dim if symbolic else not p.dims) and len(p.tensors) >= 2 \
+                    and check(p, nvrtc=False).status == "pass":
                 func, _ = load_kernel(p)
-                _kernel_memo["k"] = (p, tilelang.compile(func, target="cpu"))
+                _kernel_memo[key] = (p, tilelang.compile(func, target=device))
                 break
-    return _kernel_memo["k"]
+    return _kernel_memo[key]
 
 
-def _call_case(case: str, seed: int) -> dict:
+def _right(prog, ins: dict, args: list) -> str:
+    """'' when the outputs in args match the float64 reference on ins, else what differs."""
     from .reference import run_reference
-    from .runner import make_inputs
+    from .runner import tolerance
 
-    prog, kern = _good_kernel(seed)
-    ins = make_inputs(prog)
-    args = [ins[t.name] for t in prog.tensors]
-    k = 0 if case != "dtype" else 0
-    a0 = args[k]
+    ref = run_reference(prog, ins)
+    got = {t.name: a for t, a in zip(prog.tensors, args)}
+    tol = tolerance(prog)
+    for name, r in ref.items():
+        if not torch.allclose(got[name].detach().cpu().double(), r, atol=tol * max(1.0, float(r.abs().max())),
+                              rtol=tol):
+            return f"a wrong {name}"
+    return ""
+
+
+def _strided(a0: torch.Tensor, dev: str) -> torch.Tensor:
+    """a0's shape and dtype, really non-contiguous (a transposed view of a tensor with a unit dim
+    is still contiguous to torch): every other element along a dim longer than one."""
+    d = max(range(a0.dim()), key=lambda i: (a0.shape[i] > 1, -i))
+    big = list(a0.shape)
+    big[d] *= 2
+    idx = [slice(None)] * a0.dim()
+    idx[d] = slice(None, None, 2)
+    t = torch.zeros(big, dtype=a0.dtype, device=dev)[tuple(idx)]
+    if t.is_contiguous():  # every dim is 1: pad the storage instead
+        t = torch.zeros(list(a0.shape) + [2], dtype=a0.dtype, device=dev)[..., 0]
+    return t
+
+
+def _bad_args(case: str, prog, ins: dict, dev: str):
+    """The argument list with one thing wrong (see CALL_CASES); None if the case does not apply."""
+    args = [ins[t.name].to(dev) for t in prog.tensors]
+    a0 = args[0]
     if case == "shape":
-        args[k] = torch.zeros(tuple(d + 1 for d in a0.shape), dtype=a0.dtype)
+        args[0] = torch.zeros(tuple(d + 1 for d in a0.shape), dtype=a0.dtype, device=dev)
     elif case == "dtype":
-        args[k] = a0.to(torch.float64 if a0.dtype != torch.float64 else torch.float32)
-    elif case == "device":
-        args[k] = torch.empty(a0.shape, dtype=a0.dtype, device="meta")
+        args[0] = a0.to(torch.float64 if a0.dtype != torch.float64 else torch.float32)
+    elif case == "device":  # meta on the CPU backend; a host tensor for a CUDA kernel
+        args[0] = torch.empty(a0.shape, dtype=a0.dtype, device="meta") if dev == "cpu" else a0.cpu()
     elif case == "noncontig":
-        args[k] = torch.zeros(tuple(a0.shape)[::-1], dtype=a0.dtype).t() if a0.dim() == 2 and a0.shape[0] != a0.shape[1] \
-            else torch.zeros((a0.shape[0], 2 * a0.shape[-1]), dtype=a0.dtype)[..., ::2]
+        args[0] = _strided(a0, dev)
     elif case == "misaligned":
-        flat = torch.empty(a0.numel() + 1, dtype=a0.dtype)
-        args[k] = flat[1:].view(a0.shape)
-        args[k].copy_(a0)
+        flat = torch.empty(a0.numel() + 1, dtype=a0.dtype, device=dev)
+        args[0] = flat[1:].view(a0.shape)
+        args[0].copy_(a0)
     elif case == "few":
         args = args[:-1]
     elif case == "many":
         args = args + [args[-1].clone()]
     elif case == "none":
-        args[k] = None
+        args[0] = None
     elif case == "scalar":
-        args[k] = 3.0
+        args[0] = 3.0
+    elif case == "symdim":  # two tensors disagree on a symbolic dim they share
+        d = next(d for d in prog.dims if sum(d in t.shape for t in prog.tensors) >= 2)
+        k = next(i for i, t in enumerate(prog.tensors) if d in t.shape)
+        shape = [s + 1 if prog.tensors[k].shape[i] == d else s for i, s in enumerate(args[k].shape)]
+        args[k] = torch.zeros(shape, dtype=args[k].dtype, device=dev)
+    return args
+
+
+def _call_case(case: str, seed: int, device: str = "cpu") -> dict:
+    from .runner import make_inputs
+
+    prog, kern = _good_kernel(seed, device, symbolic=case == "symdim")
+    ins = make_inputs(prog)
+    args = _bad_args(case, prog, ins, device)
     try:
         kern(*args)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        err = None
     except Exception as e:  # noqa: BLE001 - the verdict looks at the type
-        return _verdict(e, case)
-    if case == "misaligned":  # accepted: it must then compute the right thing
-        ref = run_reference(prog, ins)
-        from .runner import tolerance
+        err = e
+    if err is None and case == "misaligned":  # accepted: it must then compute the right thing
+        wrong = _right(prog, ins, args)
+        res = {"case": case, "verdict": "wrong" if wrong else "clear",
+               "message": f"misaligned input gave {wrong}" if wrong else ""}
+    else:
+        res = _verdict(err, case)
+    # the process stays usable: the right call right after still computes the right thing
+    good = [ins[t.name].to(device) for t in prog.tensors]
+    try:
+        kern(*good)
+        wrong = _right(prog, ins, good)
+    except Exception as e:  # noqa: BLE001
+        wrong = f"an error ({type(e).__name__}: {str(e)[:200]})"
+    if wrong and res["verdict"] == "clear":
+        res = {"case": case, "verdict": "wrong", "message": f"after the bad call a good call gave {wrong}"}
+    return res
 
-        got = {t.name: a for t, a in zip(prog.tensors, args)}
-        tol = tolerance(prog)
-        for name, r in ref.items():
-            if not torch.allclose(got[name].double(), r, atol=tol * max(1.0, float(r.abs().max())), rtol=tol):
-                return {"case": case, "verdict": "wrong", "message": f"misaligned input gave a wrong {name}"}
-        return {"case": case, "verdict": "clear", "message": ""}
-    return _verdict(None, case)
 
-
-def _prog_case(case: str) -> dict:
+def _prog_case(case: str, target: str = "cpu") -> dict:
     import importlib.util
     import tempfile
 
@@ -174,16 +246,22 @@ def _prog_case(case: str) -> dict:
         spec = importlib.util.spec_from_file_location(f"tl_bad_{case}", path)
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
-        tilelang.compile(mod.main, target="cpu")
+        tilelang.compile(mod.main, target=target)
     except Exception as e:  # noqa: BLE001
         return _verdict(e, case)
     return _verdict(None, case)
 
 
 def run_case(arg) -> dict:
-    """Worker task: arg = (kind, case, seed)."""
+    """Worker task: arg = (kind, case, seed[, device, dry]). On device "cuda" calls go to a
+    CUDA kernel and programs compile for the device; dry: calls stay on the CPU backend and
+    programs compile for sm_90a (no CUDA calls)."""
     import warnings
 
     warnings.simplefilter("ignore")
-    kind, case, seed = arg
-    return _call_case(case, seed) if kind == "call" else _prog_case(case)
+    kind, case, seed = arg[:3]
+    device = arg[3] if len(arg) > 3 else "cpu"
+    dry = len(arg) > 4 and bool(arg[4])
+    if kind == "call":
+        return _call_case(case, seed, "cpu" if dry else device)
+    return _prog_case(case, "cpu" if device == "cpu" else ("cuda -arch=sm_90a" if dry else "cuda"))

@@ -1,26 +1,44 @@
 """The command line: `python -m tilelang.testing.fuzz --seed S --n N [--device cuda] [--jobs J]
-[--time-budget SECONDS] [--out DIR] [--no-thread-family]`.
+[--time-budget SECONDS] [--out DIR] [--json FILE] [--progress SECONDS] [--dry-run] ...`.
 
-Programs seed S .. S+N-1 run in J worker processes (a crash or a hang costs one worker, not
-the run; a worker whose CUDA context broke is replaced). With --time-budget no program starts
-after 80% of it (all of it with --no-shrink) and the summary counts the programs that ran.
+Programs seed S .. S+N-1 run in J spawned worker processes (never forked; a crash or a
+hang costs one worker, not the run: it counts as a failure with its seed and the worker is
+replaced; a worker whose CUDA context broke is replaced too). This process never touches
+CUDA: each worker sets its own device (CUDA_VISIBLE_DEVICES, round robin over the GPUs).
+A failure prints one line as it happens, a progress line every --progress seconds, and
+with --time-budget no program starts after 80% of it (all of it with --no-shrink); what is
+still running when the budget ends is killed and counted as `cut`, not as a verdict.
 The first failure of each distinct signature is shrunk; every failure is printed as a
 runnable TileLang file with its seed, and with --out DIR written there (fuzz_seed_S.py).
-The last line is `N passed, M failed` (programs the oracle itself rejects, `invalid`, count
-as failed: they are fuzzer bugs).
+SIGTERM / Ctrl-C stop the run and still print the summary. The last line is always
+`N passed, M failed` (programs the oracle itself rejects, `invalid`, count as failed:
+they are fuzzer bugs).
 
-`--bad N` instead tries N bad calls and bad programs (bad_inputs.py) and reports
-tried / clear errors / crashes / hangs / wrong.
+--device cuda compiles the device's arch once (with NVRTC's fast-compile flags, so one
+compile serves the sm_90a check and the run; --full-opt-every K compiles every K-th seed
+at full optimisation instead) and compares CUDA with float64 and with the CPU result.
+--dry-run (with --device cuda) goes as far as a machine without a GPU can: the sm_90a
+compile of the kernel that would run, no CUDA calls.
+
+`--bad N` instead tries N bad calls and bad programs (bad_inputs.py; with --device cuda the
+calls go to a CUDA kernel) and ends with `tried T, clear C, crashes X, hangs H, wrong W, ...`.
 """
 from __future__ import annotations
 
 import argparse
 import collections
+import json
 import os
+import signal
+import subprocess
 import sys
 import time
 
-__all__ = ["main", "run_seed", "run_bad"]
+__all__ = ["main", "run_seed", "run_bad", "default_jobs", "worker_env"]
+
+
+def default_jobs() -> int:
+    return max(1, min(os.cpu_count() or 1, 8))
 
 
 def _cuda_broken() -> bool:
@@ -36,7 +54,7 @@ def _cuda_broken() -> bool:
 
 
 def run_seed(arg) -> dict:
-    """Worker task: check one seed. arg = (seed, device, nvrtc, single_thread)."""
+    """Worker task: check one seed. arg = (seed, options dict; see _options)."""
     import warnings
 
     warnings.simplefilter("ignore")
@@ -45,22 +63,27 @@ def run_seed(arg) -> dict:
     from .source import to_source
     from .spec import to_json
 
-    seed, device, nvrtc, single = arg
-    prog = generate(seed, single_thread=single)
-    res = check(prog, device=device, nvrtc=nvrtc)
+    seed, o = arg
+    if seed in o.get("inject", {}):  # the pool's self-test: this seed's worker dies or hangs
+        from .pool import selftest_task
+
+        selftest_task(o["inject"][seed])
+    prog = generate(seed, single_thread=o["single"])
+    full = bool(o["full_opt_every"]) and seed % o["full_opt_every"] == 0
+    res = check(prog, device=o["device"], nvrtc=o["nvrtc"], dry=o["dry"], full_opt=full, archs=o["archs"])
     out = {"seed": seed, "family": prog.family, "status": res.status, "step": res.step,
-           "message": res.message, "seconds": res.seconds}
+           "message": res.message, "seconds": res.seconds, "timings": res.timings}
     if res.status != "pass":
         out["source"] = to_source(prog)
         out["desc"] = to_json(prog)
         out["signature"] = res.signature if res.status == "fail" else f"invalid:{res.message[:60]}"
-        if res.step.startswith("cuda-run") and _cuda_broken():
+        if res.step.startswith("cuda-run") and not o["dry"] and _cuda_broken():
             out["retire"] = True
     return out
 
 
-def run_shrink(arg) -> dict:
-    """Worker task: shrink one failure. arg = (desc JSON, device, deadline seconds from now)."""
+def run_shrink_seed(arg) -> dict:
+    """Worker task: shrink one failure. arg = (desc JSON, options, seconds from now, seed)."""
     import warnings
 
     warnings.simplefilter("ignore")
@@ -69,14 +92,15 @@ def run_shrink(arg) -> dict:
     from .source import to_source
     from .spec import from_json
 
-    desc, device, seconds = arg
+    desc, o, seconds, _seed = arg
     prog = from_json(desc)
-    res = check(prog, device=device)
+    kw = {"dry": o["dry"]}
+    res = check(prog, device=o["device"], **kw)
     if res.status != "fail":  # flaky, or only fails beside other programs: keep it as it is
         return {"source": to_source(prog), "message": f"(not shrunk: alone it gave {res.status})"}
-    small, sres = shrink(prog, res, device=device, deadline=time.monotonic() + seconds)
+    small, sres = shrink(prog, res, device=o["device"], deadline=time.monotonic() + seconds, **kw)
     out = {"source": to_source(small), "message": sres.message}
-    if device == "cuda" and _cuda_broken():
+    if o["device"] == "cuda" and not o["dry"] and _cuda_broken():
         out["retire"] = True
     return out
 
@@ -85,6 +109,44 @@ def run_bad(arg) -> dict:
     from .bad_inputs import run_case
 
     return run_case(arg)
+
+
+def _gpu_ids() -> list:
+    """The GPUs workers spread over, found without initialising CUDA in this process."""
+    vis = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if vis is not None:
+        return [v for v in vis.split(",") if v.strip()]
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [str(i) for i, ln in enumerate(ln for ln in out.splitlines() if ln.startswith("GPU "))]
+
+
+def worker_env(device: str, dry: bool):
+    """Worker i's environment: one OpenMP thread (J workers share the cores), its own NVRTC
+    precompiled-header folder, and on CUDA one GPU (round robin)."""
+    gpus = _gpu_ids() if device == "cuda" and not dry else []
+
+    def env(i: int) -> dict:
+        e = {"OMP_NUM_THREADS": "1", "TILELANG_FUZZ_WORKER": str(i)}
+        if gpus:
+            e["CUDA_VISIBLE_DEVICES"] = gpus[i % len(gpus)]
+        return e
+
+    return env
+
+
+_PRELOAD = ("tilelang", "tilelang.testing.fuzz.runner", "tilelang.testing.fuzz.generator",
+            "tilelang.testing.fuzz.bad_inputs")
+
+
+class _Stop(Exception):
+    """SIGTERM arrived: stop starting work and print the summary."""
+
+
+def _on_term(signum, frame):
+    raise _Stop()
 
 
 def _report(r: dict, out_dir: str | None, note: str = "") -> None:
@@ -101,6 +163,44 @@ def _report(r: dict, out_dir: str | None, note: str = "") -> None:
     sys.stdout.flush()
 
 
+def _lost(seed: int, o: dict, kind: str, message: str) -> dict:
+    """The record of a seed whose worker died or hung: its program, so it can be replayed."""
+    from .generator import generate
+    from .source import to_source
+    from .spec import to_json
+
+    prog = generate(seed, single_thread=o["single"])
+    return {"seed": seed, "family": prog.family, "status": "fail", "step": kind, "signature": kind,
+            "message": message, "source": to_source(prog), "desc": to_json(prog)}
+
+
+def _options(a) -> dict:
+    inject = {}
+    for item in a.inject_crash or ():
+        seed, _, kind = item.partition(":")
+        inject[int(seed)] = kind or "segv"
+    return {"device": a.device, "nvrtc": not a.no_nvrtc, "single": a.no_thread_family, "dry": a.dry_run,
+            "full_opt_every": a.full_opt_every, "inject": inject,
+            "archs": tuple(a.nvrtc_archs.split(",")) if a.nvrtc_archs else None}
+
+
+class _Progress:
+    def __init__(self, every: float, total: int, t0: float, jobs: int):
+        self.every, self.total, self.t0, self.jobs = every, total, t0, jobs
+        self.last = t0
+
+    def maybe(self, counts, busy=None, force=False):
+        now = time.monotonic()
+        if not force and (not self.every or now - self.last < self.every):
+            return
+        self.last = now
+        done = counts["passed"] + counts["failed"]
+        el = now - self.t0
+        run = f", {busy} running" if busy is not None else ""
+        print(f"[fuzz] {el:.0f} s: {done} of {self.total} done, {counts['passed']} passed, "
+              f"{counts['failed']} failed, {done / max(el, 1e-9):.2f}/s{run}", flush=True)
+
+
 def _fuzz(a) -> int:
     """Phase 1 checks every seed (until --time-budget); phase 2 shrinks the first failure of
     each distinct signature (the others print as they are, naming that seed)."""
@@ -110,30 +210,61 @@ def _fuzz(a) -> int:
     budget = a.time_budget or float("inf")
     shrink = not a.no_shrink
     gen_end = t0 + (0.8 * budget if shrink else budget)
-    seeds = [(s, a.device, not a.no_nvrtc, a.no_thread_family) for s in range(a.seed, a.seed + a.n)]
-    counts, steps = collections.Counter(), collections.Counter()
+    gen_cut = t0 + (0.9 * budget if shrink else budget)
+    o = _options(a)
+    seeds = [(s, o) for s in range(a.seed, a.seed + a.n)]
+    counts, steps, fams = collections.Counter(), collections.Counter(), collections.Counter()
     fails: list = []
-    with Pool(a.jobs) as pool:
+    first: dict = {}
+    shrunk: dict = {}
+    timing = collections.defaultdict(float)
+    prog = _Progress(a.progress, a.n, t0, a.jobs)
+    stopped = ""
+    old = signal.signal(signal.SIGTERM, _on_term)
+    pool = Pool(a.jobs, worker_env=worker_env(a.device, a.dry_run), preload=_PRELOAD)
+    try:
         for arg, (kind, value) in pool.map_unordered("tilelang.testing.fuzz.cli:run_seed", seeds, a.timeout,
-                                                     deadline=gen_end):
+                                                     deadline=gen_end, hard_deadline=gen_cut, tick=a.progress):
+            if kind == "tick":
+                prog.maybe(counts, value)
+                continue
+            if kind == "cut":
+                counts["cut"] += 1
+                continue
             if kind != "ok":
-                value = {"seed": arg[0], "family": "?", "status": "fail", "step": kind, "signature": kind,
-                         "message": f"the worker {'died (exit code %s)' % value if kind == 'crash' else 'hung'} "
-                                    f"on seed {arg[0]}"}
-            counts["passed" if value["status"] == "pass" else "failed"] += 1
-            if value["status"] != "pass":
+                what = f"died ({value})" if kind == "crash" else f"hung (over {a.timeout:.0f} s)"
+                value = _lost(arg[0], o, kind, f"the worker {what} on seed {arg[0]}")
+            ok = value["status"] == "pass"
+            counts["passed" if ok else "failed"] += 1
+            fams[f"{value['family']}:{'pass' if ok else 'fail'}"] += 1
+            for k, v in value.get("timings", {}).items():
+                timing[k] += v
+            if not ok:
                 steps[f"{value['status']}:{value['step']}"] += 1
                 fails.append(value)
-        first: dict = {}
+                print(f"FAIL seed {value['seed']} ({value['family']}) at {value['step']}: "
+                      f"{value['message'].splitlines()[0][:300] if value['message'] else ''}", flush=True)
+            prog.maybe(counts)
         for v in sorted(fails, key=lambda v: v["seed"]):
             first.setdefault(v["signature"], v)
-        todo = [(v["desc"], a.device, max(5.0, min(120.0, t0 + budget - time.monotonic())), v["seed"])
-                for v in first.values() if shrink and "desc" in v and v["status"] == "fail"]
-        shrunk = {}
-        for arg, (kind, value) in pool.map_unordered("tilelang.testing.fuzz.cli:run_shrink_seed", todo,
-                                                     a.timeout + 130, deadline=t0 + budget):
-            if kind == "ok":
-                shrunk[arg[3]] = value
+        left = t0 + budget - time.monotonic()
+        todo = [(v["desc"], o, max(5.0, min(120.0, left - 10)), v["seed"])
+                for v in first.values() if shrink and "desc" in v and v["status"] == "fail"
+                and v["step"] not in ("crash", "hang")]
+        if todo and left > 15:
+            print(f"[fuzz] shrinking {len(todo)} distinct failure(s)", flush=True)
+            for arg, (kind, value) in pool.map_unordered("tilelang.testing.fuzz.cli:run_shrink_seed", todo,
+                                                         a.timeout + 130, deadline=t0 + budget,
+                                                         hard_deadline=t0 + budget, tick=a.progress):
+                if kind == "ok":
+                    shrunk[arg[3]] = value
+    except (KeyboardInterrupt, _Stop):
+        stopped = ", interrupted"
+        for v in sorted(fails, key=lambda v: v["seed"]):
+            first.setdefault(v["signature"], v)
+    finally:
+        pool.close()
+        signal.signal(signal.SIGTERM, old)
     for v in sorted(fails, key=lambda v: v["seed"]):
         lead = first[v["signature"]]
         if lead is v:
@@ -141,7 +272,7 @@ def _fuzz(a) -> int:
                 v = {**v, **shrunk[v["seed"]]}
                 note = " (shrunk)"
             else:
-                note = " (not shrunk)" if shrink and "desc" in v else ""
+                note = " (not shrunk)" if shrink and "desc" in v and v["step"] not in ("crash", "hang") else ""
         else:
             note = f" (same failure as seed {lead['seed']}; not shrunk)"
         _report(v, a.out, note)
@@ -149,35 +280,69 @@ def _fuzz(a) -> int:
     if steps:
         print("by step: " + ", ".join(f"{k} {v}" for k, v in sorted(steps.items())))
         print(f"distinct failures: {len(first)}")
-    stop = f", stopped by --time-budget after {ran} of {a.n}" if ran < a.n else ""
-    print(f"({ran} programs in {time.monotonic() - t0:.0f} s, {a.jobs} jobs, device {a.device}{stop})")
-    print(f"{counts['passed']} passed, {counts['failed']} failed")
-    return 1 if counts["failed"] else 0
-
-
-def run_shrink_seed(arg) -> dict:
-    """run_shrink with the seed riding along in arg (so the parent can match results)."""
-    return run_shrink(arg[:3])
+    print("by family: " + ", ".join(f"{k} {v}" for k, v in sorted(fams.items())))
+    if ran:
+        print("mean seconds per program: " + ", ".join(f"{k} {v / ran:.2f}" for k, v in sorted(timing.items())))
+    wall = time.monotonic() - t0
+    if ran < a.n and not stopped:
+        stopped = f", stopped by --time-budget after {ran} of {a.n}"
+    cut = f", {counts['cut']} cut at the budget's end" if counts["cut"] else ""
+    print(f"({ran} programs in {wall:.0f} s, {a.jobs} jobs, device {a.device}"
+          f"{' (dry run)' if a.dry_run else ''}{stopped}{cut})")
+    if a.json:
+        summary = {"passed": counts["passed"], "failed": counts["failed"], "cut": counts["cut"], "ran": ran,
+                   "asked": a.n, "seed": a.seed, "device": a.device, "dry_run": a.dry_run, "jobs": a.jobs,
+                   "wall_s": round(wall, 1), "per_step": dict(steps), "per_family": dict(fams),
+                   "mean_s": {k: round(v / max(ran, 1), 3) for k, v in timing.items()},
+                   "failures": [{k: v[k] for k in ("seed", "family", "status", "step", "message") if k in v}
+                                for v in sorted(fails, key=lambda v: v["seed"])],
+                   "shrunk": {str(k): v["source"] for k, v in shrunk.items()}}
+        with open(a.json, "w") as f:
+            json.dump(summary, f, indent=1)
+    print(f"{counts['passed']} passed, {counts['failed']} failed", flush=True)
+    return 1 if counts["failed"] or stopped == ", interrupted" else 0
 
 
 def _bad(a) -> int:
     from .bad_inputs import case_ids
     from .pool import Pool
 
+    t0 = time.monotonic()
     counts = collections.Counter()
-    with Pool(a.jobs) as pool:
-        for cid, (kind, value) in pool.map_unordered("tilelang.testing.fuzz.cli:run_bad",
-                                                     case_ids(a.seed, a.bad), a.timeout):
+    kinds = collections.Counter()
+    failures = []
+    old = signal.signal(signal.SIGTERM, _on_term)
+    pool = Pool(a.jobs, worker_env=worker_env(a.device, a.dry_run), preload=_PRELOAD)
+    cases = [c + (a.device, a.dry_run) for c in case_ids(a.seed, a.bad)]
+    try:
+        for cid, (kind, value) in pool.map_unordered("tilelang.testing.fuzz.cli:run_bad", cases, a.timeout,
+                                                     deadline=t0 + a.time_budget if a.time_budget else None):
+            if kind == "cut":
+                continue
             counts["tried"] += 1
             verdict = value["verdict"] if kind == "ok" else kind
             counts[verdict] += 1
+            kinds[f"{cid[1]}:{verdict}"] += 1
             if verdict != "clear":
-                what = value.get("case", cid) if kind == "ok" else cid
-                print(f"--- bad case {what}: {verdict.upper()}: {value.get('message', '') if kind == 'ok' else value}")
-    print(f"tried {counts['tried']}, clear {counts['clear']}, crashes {counts['crash']}, "
-          f"hangs {counts['hang']}, wrong {counts['wrong']}, unclear {counts['unclear']}")
+                msg = value.get("message", "") if kind == "ok" else f"the worker {kind}: {value}"
+                failures.append({"case": list(cid[:3]), "verdict": verdict, "message": msg})
+                print(f"--- bad case {cid[:3]}: {verdict.upper()}: {msg}", flush=True)
+    except (KeyboardInterrupt, _Stop):
+        print("(interrupted)")
+    finally:
+        pool.close()
+        signal.signal(signal.SIGTERM, old)
+    print("by case: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
     bad = counts["tried"] - counts["clear"]
-    print(f"{counts['clear']} passed, {bad} failed")
+    print(f"({counts['tried']} bad inputs in {time.monotonic() - t0:.0f} s, device {a.device}"
+          f"{' (dry run)' if a.dry_run else ''}; {counts['clear']} passed, {bad} failed)")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"tried": counts["tried"], "clear": counts["clear"], "crashes": counts["crash"],
+                       "hangs": counts["hang"], "wrong": counts["wrong"], "unclear": counts["unclear"],
+                       "device": a.device, "per_case": dict(kinds), "failures": failures}, f, indent=1)
+    print(f"tried {counts['tried']}, clear {counts['clear']}, crashes {counts['crash']}, "
+          f"hangs {counts['hang']}, wrong {counts['wrong']}, unclear {counts['unclear']}", flush=True)
     return 1 if bad else 0
 
 
@@ -186,18 +351,36 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--n", type=int, default=100)
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--dry-run", action="store_true",
+                   help="with --device cuda: compile the kernel the GPU would run (sm_90a), call no CUDA")
     p.add_argument("--jobs", type=int, default=None,
-                   help="worker processes (default: the CPU count; 0 runs in this process, no isolation)")
+                   help="worker processes (default min(CPU count, 8); 0 runs in this process, no isolation)")
     p.add_argument("--bad", type=int, default=0, help="try this many bad calls/programs instead")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per program before it is a hang")
     p.add_argument("--no-nvrtc", action="store_true", help="skip the sm_80/sm_90a compile-only checks")
+    p.add_argument("--nvrtc-archs", default=None, metavar="LIST",
+                   help="compile-only NVRTC checks, e.g. sm_80,sm_90a (the default; with --device cuda the "
+                        "device's arch is compiled once for the run and not again)")
+    p.add_argument("--full-opt-every", type=int, default=0, metavar="K",
+                   help="--device cuda: every K-th seed compiles at NVRTC's full optimisation (0: none)")
     p.add_argument("--no-shrink", action="store_true")
     p.add_argument("--out", default=None, help="write each failing program here (fuzz_seed_S.py)")
+    p.add_argument("--json", default=None, help="write a JSON summary here")
+    p.add_argument("--progress", type=float, default=15.0, help="seconds between progress lines (0: none)")
     p.add_argument("--time-budget", type=float, default=0.0,
                    help="seconds for the whole run: no program starts after it (shrinking gets the last 20%%)")
     p.add_argument("--no-thread-family", action="store_true",
                    help="thread-family programs use one thread per block (a backend without a thread model)")
+    p.add_argument("--inject-crash", action="append", metavar="SEED:KIND",
+                   help="self-test: the worker running SEED dies (KIND segv|abort|exit) or hangs (hang)")
     a = p.parse_args(argv)
     if a.jobs is None:
-        a.jobs = os.cpu_count() or 1
+        a.jobs = default_jobs()
+    if a.dry_run and a.device != "cuda":
+        p.error("--dry-run goes with --device cuda")
+    from .runner import ARCHS
+
+    known = [name for _, name in ARCHS]
+    if a.nvrtc_archs and not set(a.nvrtc_archs.split(",")) <= set(known):
+        p.error(f"--nvrtc-archs takes a comma list of {', '.join(known)}, got {a.nvrtc_archs!r}")
     return _bad(a) if a.bad else _fuzz(a)

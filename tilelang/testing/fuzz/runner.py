@@ -6,7 +6,12 @@ Steps (the first that goes wrong is the verdict):
   run-cpu      calling the CPU kernel raised
   mismatch     the CPU result differs from the float64 reference beyond the dtype tolerance
   nvrtc-sm_80 / nvrtc-sm_90a   compiling for that arch with NVRTC raised (compile only)
-  cuda-*       (device="cuda") compiling, running, or comparing the CUDA result
+  cuda-*       (device="cuda") compiling for the device, running, or comparing the CUDA result
+               with the float64 reference and with the CPU result
+With device="cuda" the device's own arch is compiled once (that kernel is the one run), with
+the compile-only flags unless full_opt (NVRTC's full optimisation costs up to a minute for
+some GEMMs); dry=True stops right before CUDA is needed (compiles for sm_90a, runs nothing),
+so the GPU path is exercised on a machine without one.
 A reference that raises or gives NaN marks the description `invalid` (a generator bug).
 
     res = check(generate(7))          # Result(status="pass"|"fail"|"invalid", step, message)
@@ -39,7 +44,15 @@ ARCHS = ((80, "sm_80"), (90, "sm_90a"))
 def nvrtc_flags() -> tuple:
     """Compile-only checks need NVRTC's verdict, not fast code: fast-compile cuts a GEMM's 5 s
     to under 1 s, and a precompiled header of tl/*.h halves what is left."""
-    return ("--Ofast-compile=mid", "--pch", f"--pch-dir={_src_dir()}/pch")
+    return ("--Ofast-compile=mid", "--pch", f"--pch-dir={pch_dir()}")
+
+
+def pch_dir() -> str:
+    """One precompiled-header folder per pool worker (TILELANG_FUZZ_WORKER): NVRTC writes its
+    PCH files there, and processes writing one folder at once could read a half-written one."""
+    d = os.path.join(_src_dir(), "pch", f"w{os.environ.get('TILELANG_FUZZ_WORKER', 'main')}")
+    os.makedirs(d, exist_ok=True)
+    return d
 
 
 @dataclass
@@ -71,7 +84,7 @@ def tolerance(prog: Program) -> float:
 
 def _src_dir() -> str:
     d = os.path.join(tempfile.gettempdir(), f"tilelang-fuzz-{os.getuid()}")
-    os.makedirs(os.path.join(d, "pch"), exist_ok=True)
+    os.makedirs(d, exist_ok=True)
     return d
 
 
@@ -139,8 +152,20 @@ def _fail(step, exc=None, msg="", t0=0.0, timings=None) -> Result:
     return Result("fail", step, msg, time.perf_counter() - t0, timings or {})
 
 
-def check(prog: Program, device: str = "cpu", nvrtc: bool = True) -> Result:
-    """Run every step for `prog` (see the module docstring)."""
+def device_arch(dry: bool) -> tuple:
+    """(sm number, arch name) of this process's CUDA device; sm_90a when dry."""
+    if dry:
+        return 90, "sm_90a"
+    from ...backend.cuda import driver
+
+    arch = driver.arch_of(0)
+    return int(arch[3:].rstrip("af")), arch
+
+
+def check(prog: Program, device: str = "cpu", nvrtc: bool = True, dry: bool = False,
+          full_opt: bool = False, archs=None) -> Result:
+    """Run every step for `prog` (see the module docstring); archs: the compile-only NVRTC
+    checks (names from ARCHS; default all of them)."""
     import tilelang
 
     t0 = time.perf_counter()
@@ -173,9 +198,10 @@ def check(prog: Program, device: str = "cpu", nvrtc: bool = True) -> Result:
         msg = _compare(prog, args, ref, "cpu")
         if msg:
             return _fail("mismatch", msg=msg, t0=t0, timings=tm)
+        dev_sm, dev_arch = device_arch(dry) if device == "cuda" else (0, None)
         if nvrtc:
             for sm, arch in ARCHS:
-                if sm < prog.arch_min:
+                if sm < prog.arch_min or arch == dev_arch or (archs is not None and arch not in archs):
                     continue
                 t = time.perf_counter()
                 try:
@@ -183,26 +209,33 @@ def check(prog: Program, device: str = "cpu", nvrtc: bool = True) -> Result:
                 except Exception as e:  # noqa: BLE001
                     return _fail(f"nvrtc-{arch}", e, t0=t0, timings=tm)
                 tm[arch] = time.perf_counter() - t
-        if device == "cuda":
-            res = _check_cuda(prog, func, inputs, ref, args, t0, tm)
+        if device == "cuda" and dev_sm >= prog.arch_min:
+            res = _check_cuda(prog, func, inputs, ref, args, t0, tm, dev_arch, dry, full_opt)
             if res is not None:
                 return res
     return Result("pass", "", "", time.perf_counter() - t0, tm)
 
 
-def _check_cuda(prog, func, inputs, ref, cpu_out, t0, tm):
+def _check_cuda(prog, func, inputs, ref, cpu_out, t0, tm, arch, dry, full_opt):
     import tilelang
 
+    t = time.perf_counter()
     try:
-        kern = tilelang.compile(func, target="cuda")
+        kern = tilelang.compile(func, target=f"cuda -arch={arch}" if dry else "cuda",
+                                compile_flags=() if full_opt else nvrtc_flags())
     except Exception as e:  # noqa: BLE001
-        return _fail("cuda-compile", e, t0=t0, timings=tm)
+        return _fail(f"cuda-compile-{arch}", e, t0=t0, timings=tm)
+    tm[f"cuda-{arch}"] = time.perf_counter() - t
+    if dry:
+        return None
+    t = time.perf_counter()
     args = {k: v.clone().cuda() for k, v in inputs.items()}
     try:
         kern(*[args[t.name] for t in prog.tensors])
         torch.cuda.synchronize()
     except Exception as e:  # noqa: BLE001
         return _fail("cuda-run", e, t0=t0, timings=tm)
+    tm["cuda-run"] = time.perf_counter() - t
     msg = _compare(prog, args, ref, "cuda vs float64")
     if not msg:
         msg = _compare(prog, args, {k: cpu_out[k].double() for k in ref}, "cuda vs cpu")

@@ -61,9 +61,10 @@ def _candidates(p: Program):
 
 
 def shrink(prog: Program, result: Result, budget: int = 40, device: str = "cpu",
-           deadline: float | None = None) -> tuple[Program, Result]:
+           deadline: float | None = None, **check_kw) -> tuple[Program, Result]:
     """A smaller program failing with result's signature, and its result (or the input's).
-    At most `budget` candidate runs, none started after `deadline` (a time.monotonic() value)."""
+    At most `budget` candidate runs, none started after `deadline` (a time.monotonic() value).
+    check_kw (dry, full_opt) go to every `check`."""
     sig = result.signature
     best, best_res, tries = prog, result, 0
     progress = True
@@ -73,7 +74,7 @@ def shrink(prog: Program, result: Result, budget: int = 40, device: str = "cpu",
             if tries >= budget or (deadline is not None and time.monotonic() > deadline):
                 return best, best_res
             tries += 1
-            res = check(cand, device=device, nvrtc=result.step.startswith("nvrtc"))
+            res = check(cand, device=device, nvrtc=result.step.startswith("nvrtc"), **check_kw)
             if res.status == "fail" and res.signature == sig:
                 best, best_res, progress = cand, res, True
                 break

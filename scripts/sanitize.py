@@ -1,0 +1,172 @@
+"""compute-sanitizer (memcheck, racecheck, synccheck) over every project example and a subset of
+the peer suite's kernels, in parallel, within a wall-clock budget (issue 12, item 4).
+
+    python scripts/sanitize.py OUTDIR [--jobs 12] [--budget 450] [--timeout 240]
+        [--peer-folders gemm,norm,...|all] [--only SUBSTRING] [--dry-run]
+
+Programs: each examples/*.py run as `python ex.py --target cuda` (their default sizes are
+small; quickstart also at an aligned size, which takes the sm_90a TMA / warp-specialized
+path), and per peer folder the first test that passes on the public TileLang
+(baseline-examples-public-h200.txt), run unchanged with pytest from a copy of the peer
+examples. Kernels are ours (NVRTC in-process, loaded with cuModuleLoadData; the sanitizer
+intercepts the driver API, so no toolkit compile is involved) and torch's own.
+Each (program, tool) writes OUTDIR/logs/<program>.<tool>.log; OUTDIR/sanitize.json holds per
+run: the tool's error count ("ERROR SUMMARY: N errors", racecheck's hazards too), rc, seconds,
+status (ok | errors | failed | timeout | not-run: started after the budget). A table is
+printed last; the exit status is 0 only when every run that ran is ok.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SAN = os.environ.get("COMPUTE_SANITIZER", "/usr/local/cuda/bin/compute-sanitizer")
+TOOLS = ("memcheck", "racecheck", "synccheck")
+_P = Path(os.environ.get("PEER", ROOT / ".peer"))  # like .peer/suite.sh: PEER=/path/to/.peer
+PEER = _P / "tilelang-examples"
+BASELINE = _P / "baseline-examples-public-h200.txt"
+# folders whose first baseline test runs in well under a minute on the H200 (racecheck is the slow
+# tool: it serialises every shared-memory access); `--peer-folders all` takes one from every folder
+DEFAULT_PEER = ("elementwise", "gemm", "gemm_splitk", "gemm_streamk", "gemv", "norm", "cast", "topk",
+                "convolution", "warp_specialize", "gemm_fp8", "flash_attention", "flash_decoding",
+                "dequantize_gemm", "blocksparse_gemm", "grouped_gemm", "online_softmax")
+
+
+def programs(peer_folders) -> list:
+    """(name, argv, cwd) for every program to sanitize."""
+    py = sys.executable
+    out = []
+    for ex in sorted((ROOT / "examples").glob("*.py")):
+        out.append((f"example_{ex.stem}", [py, str(ex), "--target", "cuda"], str(ROOT)))
+    out.append(("example_quickstart_tma", [py, str(ROOT / "examples" / "quickstart.py"), "--target", "cuda",
+                                           "--m", "1024", "--n", "768", "--k", "512"], str(ROOT)))
+    if not BASELINE.exists():
+        return out
+    first: dict = {}
+    for ln in BASELINE.read_text().splitlines():
+        parts = ln.split("\t")
+        if len(parts) >= 2 and parts[0] == "PASS" and "/" in parts[1]:
+            first.setdefault(parts[1].split("/")[0], parts[1])
+    folders = sorted(first) if peer_folders == ["all"] else peer_folders
+    for fd in folders:
+        if fd in first:
+            path, _, test = first[fd].partition("::")
+            out.append((f"peer_{fd}", [py, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                                       f"{Path(path).name}::{test}"], str(Path(path).parent)))
+    return out
+
+
+_SUMMARY = re.compile(r"(?:ERROR|RACECHECK) SUMMARY:\s*(\d+)\s+(?:error|hazard)", re.I)
+
+
+def count_errors(text: str):
+    """The tool's own count (the largest SUMMARY line: racecheck prints errors and hazards)."""
+    found = [int(m.group(1)) for m in _SUMMARY.finditer(text)]
+    return max(found) if found else None
+
+
+def run_one(job, out: Path, peer_copy: Path, timeout: float, end: float, dry: bool, env: dict) -> dict:
+    name, argv, cwd, tool = job
+    if not os.path.isabs(cwd):  # a peer test: its folder in the copy
+        cwd = str(peer_copy / cwd)
+    row = {"program": name, "tool": tool, "cmd": " ".join(argv)}
+    left = end - time.monotonic()
+    if left < 10:
+        return {**row, "status": "not-run", "errors": None, "rc": None, "seconds": 0.0}
+    cmd = [SAN, "--tool", tool, "--error-exitcode", "9", "--print-limit", "50"]
+    if os.environ.get("SANITIZE_KERNEL_REGEX"):
+        cmd += ["--kernel-name", f"regex:{os.environ['SANITIZE_KERNEL_REGEX']}"]
+    cmd += argv
+    log = out / "logs" / f"{name}.{tool}.log"
+    t0 = time.monotonic()
+    if dry:
+        log.write_text(" ".join(cmd) + "\n")
+        return {**row, "status": "dry-run", "errors": None, "rc": None, "seconds": 0.0, "cwd": cwd}
+    try:
+        p = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=min(timeout, left), text=True, errors="replace")
+        text, rc = p.stdout, p.returncode
+    except subprocess.TimeoutExpired as e:
+        text = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        rc = "timeout"
+    log.write_text(" ".join(cmd) + "\n" + text)
+    n = count_errors(text)
+    if rc == "timeout":
+        status = "timeout"
+    elif n:
+        status = "errors"
+    elif rc == 0 and n == 0:
+        status = "ok"
+    else:
+        status = "failed"  # the program failed on its own, or the tool never summarised
+    return {**row, "status": status, "errors": n, "rc": rc, "seconds": round(time.monotonic() - t0, 1),
+            "tail": text[-600:] if status != "ok" else ""}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("out")
+    ap.add_argument("--jobs", type=int, default=12)
+    ap.add_argument("--budget", type=float, default=450.0, help="seconds; nothing starts after it")
+    ap.add_argument("--timeout", type=float, default=240.0, help="seconds per (program, tool)")
+    ap.add_argument("--peer-folders", default=",".join(DEFAULT_PEER))
+    ap.add_argument("--only", default="", help="only programs whose name holds this")
+    ap.add_argument("--tools", default=",".join(TOOLS))
+    ap.add_argument("--dry-run", action="store_true", help="write the commands, run nothing")
+    a = ap.parse_args(argv)
+    out = Path(a.out)
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    if not a.dry_run and not Path(SAN).exists():
+        print(f"compute-sanitizer not found at {SAN} (set COMPUTE_SANITIZER)")
+        return 2
+    end = time.monotonic() + a.budget
+    peer_copy = Path(os.environ.get("TMPDIR", "/tmp")) / "tl-sanitize-peer"
+    if PEER.exists() and not a.dry_run:
+        shutil.rmtree(peer_copy, ignore_errors=True)
+        shutil.copytree(PEER, peer_copy)  # the peer folder stays read-only
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               PYTHONUNBUFFERED="1", TILELANG_CACHE_DIR=str(out / "cache"))
+    progs = [p for p in programs(a.peer_folders.split(",")) if a.only in p[0]]
+    # racecheck first (slowest), so the budget cuts the fast tools last
+    order = {"racecheck": 0, "memcheck": 1, "synccheck": 2}
+    jobs = sorted([(n, av, cwd, t) for n, av, cwd in progs for t in a.tools.split(",")],
+                  key=lambda j: (order.get(j[3], 3), j[0]))
+    with ThreadPoolExecutor(max(1, a.jobs)) as ex:
+        futs = [ex.submit(run_one, j, out, peer_copy, a.timeout, end, a.dry_run, env) for j in jobs]
+        rows = []
+        for f in futs:
+            r = f.result()
+            rows.append(r)
+            print(f"[{r['status']}] {r['program']} {r['tool']} errors={r['errors']} rc={r['rc']} {r['seconds']}s",
+                  flush=True)
+    (out / "sanitize.json").write_text(json.dumps(rows, indent=1))
+    names = [p[0] for p in progs]
+    tools = a.tools.split(",")
+    cell = {(r["program"], r["tool"]): r for r in rows}
+    print("\n==== compute-sanitizer: errors per tool (status when not ok) ====")
+    print(f"{'program':34s}" + "".join(f"{t:>16s}" for t in tools))
+    for n in names:
+        cells = []
+        for t in tools:
+            r = cell[(n, t)]
+            cells.append(f"{r['errors']}" if r["status"] == "ok" else f"{r['status']}({r['errors']})")
+        print(f"{n:34s}" + "".join(f"{c:>16s}" for c in cells))
+    ran = [r for r in rows if r["status"] not in ("not-run", "dry-run")]
+    bad = [r for r in ran if r["status"] != "ok"]
+    errs = sum(r["errors"] or 0 for r in ran)
+    print(f"{len(ran)} runs, {len(ran) - len(bad)} ok, {len(bad)} not ok, {errs} sanitizer errors, "
+          f"{sum(r['status'] == 'not-run' for r in rows)} not run (budget)")
+    return 0 if not bad else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
