@@ -19,7 +19,7 @@ from ..errors import TileLangError
 
 __all__ = ["register_cuda_postproc", "register_hip_postproc", "register_c_postproc", "register_metal_postproc",
            "register_cuda_postproc_callback", "register_hip_postproc_callback", "register_c_postproc_callback",
-           "register_metal_postproc_callback", "unregister_postproc", "postprocess"]
+           "register_metal_postproc_callback", "unregister_postproc", "registered", "postprocess"]
 
 _LANGS = ("cuda", "hip", "c", "metal")
 _callbacks: dict[str, Callable] = {}
@@ -96,6 +96,11 @@ def unregister_postproc(lang: str) -> None:
     if lang not in _LANGS:
         raise ValueError(f"unregister_postproc: lang must be one of {_LANGS}, got {lang!r}")
     _callbacks.pop(lang, None)
+
+
+def registered() -> dict:
+    """{lang: callback} registered now (a copy), so a tool can chain to or restore them."""
+    return dict(_callbacks)
 
 
 def postprocess(lang: str, code: str, target) -> str:

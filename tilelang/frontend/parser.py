@@ -307,8 +307,9 @@ class Parser:
         from ..language.hopper import WarpGroups
         from ..language.kernel import KernelSpec
 
-        if len(node.items) != 1:
-            raise self.error(DSLSyntaxError, "use one context manager per `with`", node)
+        if len(node.items) > 1:  # `with a, b:` is `with a:` around `with b:`
+            inner = ast.copy_location(ast.With(items=node.items[1:], body=node.body), node)
+            node = ast.copy_location(ast.With(items=node.items[:1], body=[inner]), node)
         if self.builder.eager is not None and self.builder.eager.symbolic:
             return  # the first eager parse only reads the declarations outside the kernels
         item = node.items[0]

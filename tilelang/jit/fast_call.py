@@ -54,7 +54,8 @@ class FastCall:
             raise ValueError("grids that depend on arguments take the general path")
         self.launch_dims = (art._static_grid(), (art.csource.threads, 1, 1), art.csource.smem_bytes)
         self.simple = all(step[0] == "t" for step in self.arg_plan) \
-            and all(k == "ptr" for k in art.csource.signature)
+            and all(k == "ptr" for k in art.csource.signature) \
+            and getattr(art, "tracer", None) is None  # an iket-instrumented kernel is read after each launch
         # C argument slot of each input / output tensor when every argument is a tensor pointer
         slot = {step[1]: k for k, step in enumerate(self.arg_plan) if step[0] == "t"}
         self.in_specs = tuple((dtype, shape, slot.get(i)) for i, dtype, shape in self.inputs)

@@ -5,12 +5,15 @@ Example (a helper of the dequantize examples)::
     mask = tirx.const((1 << nbit) - 1, T.uint16)
     f4 = (val >> (pos.astype(T.uint16) * tirx.const(nbit, T.uint16))) & mask
     return tirx.reinterpret(T.float16, f4 << tirx.const(10, T.uint16))
+
+`IndexMap` (index_map.py): `IndexMap.from_func(fn, index_dtype=T.int32).map_indices([i, j])`.
 """
 from __future__ import annotations
 
 from ..dtypes import as_dtype
 from ..errors import DSLTypeError
 from ..ir import expr as E
+from .index_map import IndexMap
 
 PrimExpr = E.Expr  # every expression of our IR (vars, constants, loads, arithmetic)
 
@@ -64,4 +67,4 @@ def Max(a, b, span=None) -> E.Expr:  # noqa: N802 - TVM's name
     return E.call("max", a, b)
 
 
-__all__ = ["PrimExpr", "const", "reinterpret", "Select", "Cast", "Min", "Max", "EQ", "NE"]
+__all__ = ["PrimExpr", "IndexMap", "const", "reinterpret", "Select", "Cast", "Min", "Max", "EQ", "NE"]

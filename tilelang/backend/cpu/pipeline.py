@@ -55,9 +55,16 @@ class CPUArtifact:
                     raise TileLangError(f"scalar parameter {obj.name} of dtype {obj.dtype} is not supported on CPU")
                 argtypes.append(ct)
         self.fn = self.lib.function(self.csource.entry, ctypes.c_int32, argtypes)
+        self.tracer = None  # tilelang.tools.cuda.iket: the kernel records events, read after each launch
+        if "__tilelang_iket_tool__" in self.source:
+            from ...tools.cuda.iket.runtime import attach
+
+            self.tracer = attach(self.source, self.csource.entry, "cpu")
 
     def launch(self, values: list):
         rc = self.fn(*values)
+        if self.tracer is not None:
+            self.tracer.collect_cpu(self.lib.cdll, *self.tracer.static_launch_dims(self.lowered))
         if rc != 0:
             msg = self.csource.asserts[rc - 1] if 0 < rc <= len(self.csource.asserts) else f"code {rc}"
             raise RuntimeError(f"T.device_assert failed in kernel {self.csource.entry}: {msg}")

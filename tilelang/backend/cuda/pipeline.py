@@ -211,6 +211,11 @@ class CUDAArtifact:
         self._flags: dict = {}  # device -> driver.AssertFlag, for kernels with T.device_assert
         self._workspaces: dict = {}  # (device, stream, name) -> torch tensor: the hidden global buffers
         self._ws_slots = [(i, obj) for i, (kind, obj) in enumerate(self.csource.arg_kinds) if kind == "workspace"]
+        self.tracer = None  # tilelang.tools.cuda.iket: the kernel records events, read after each launch
+        if "__tilelang_iket_tool__" in self.source:
+            from ...tools.cuda.iket.runtime import attach
+
+            self.tracer = attach(self.source, self.csource.entry, "cuda")
 
     def arg_value(self, kind, obj, values, index):
         """Per-call kernel arguments beyond tensors and scalars: TMA tensor maps, the assert flag."""
@@ -293,6 +298,8 @@ class CUDAArtifact:
                 if buf.name == TIMELINE:  # this launch's records only
                     _zero_on(t, stream)
         fn.launch(grid, (self.csource.threads, 1, 1), self.csource.smem_bytes, values, stream)
+        if self.tracer is not None:
+            self.tracer.collect_cuda(fn.module.handle, grid, (self.csource.threads, 1, 1), stream)
         if self.csource.asserts:
             self.check_asserts(stream)
 

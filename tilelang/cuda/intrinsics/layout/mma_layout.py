@@ -16,7 +16,8 @@ from __future__ import annotations
 from .... import dtypes as dt
 
 
-def _bits(dtype) -> int:
+def operand_bits(dtype) -> int:
+    """Bit width of an mma operand dtype (tf32 counts as 32)."""
     return 32 if str(dtype) in ("tf32", "tfloat32") else dt.as_dtype(str(dtype)).bits
 
 
@@ -79,7 +80,7 @@ def get_swizzle_layout(row_idx, col_idx, row_size, dtype, swizzle_bytes=None):
     bytes)); inside a tile, 16-byte chunk c of row r moves to chunk c ^ ((r % 8) // (8 / n)),
     n = chunks per tile. ldmatrix's 8 row reads of one matrix then hit 8 different bank groups.
     """
-    bits = _bits(dtype)
+    bits = operand_bits(dtype)
     row_bytes = bits * row_size // 8
     if row_bytes % 32:
         raise ValueError(f"get_swizzle_layout: rows of {row_bytes} bytes; the swizzle needs a multiple of 32")
@@ -97,7 +98,7 @@ def make_mma_swizzle_layout(shared_buf, is_smooth: bool = False):
     from ....layout import Layout
 
     shape = tuple(shared_buf.shape)
-    bits = _bits(shared_buf.dtype)
+    bits = operand_bits(shared_buf.dtype)
     if is_smooth or (shape[-1] * bits) % 512:
         return Layout.from_fn(shape, lambda *idx: idx)
 

@@ -2,7 +2,7 @@
 micro tile sizes), written over mma_layout's maps."""
 from __future__ import annotations
 
-from .mma_layout import _bits, mma_store_coords
+from .mma_layout import operand_bits, mma_store_coords
 
 
 def get_ldmatrix_offset(matrix, row_idx, col_idx, stride=None, dtype="float16", transposed=False):
@@ -14,7 +14,7 @@ def get_ldmatrix_offset(matrix, row_idx, col_idx, stride=None, dtype="float16", 
     accepted for compatibility and unused."""
     if matrix not in ("A", "B"):
         raise ValueError(f"get_ldmatrix_offset: matrix must be 'A' or 'B', got {matrix!r}")
-    bits = _bits(dtype)
+    bits = operand_bits(dtype)
     lane = row_idx
     if bits == 16:
         if transposed:

@@ -21,7 +21,8 @@ from ....errors import DSLTypeError
 from ....frontend import builder as B
 from ....ir import expr as E
 from ..layout.mma_layout import ldmatrix_row
-from .mma_macro_generator import TensorCoreIntrinEmitter, _check_local, _elem, _emit_loop, _ldmatrix, _region, _slots
+from .mma_macro_generator import TensorCoreIntrinEmitter
+from .warp_tile_ops import check_local, emit_unrolled, fill_slots, ldmatrix_call, operand_elem, operand_region
 
 __all__ = ["TransformKind", "TensorCoreIntrinEmitterWithLadderTransform"]
 
@@ -70,7 +71,7 @@ class TensorCoreIntrinEmitterWithLadderTransform(TensorCoreIntrinEmitter):
         what = f"ldmatrix_{operand.lower()}"
         B.in_kernel(f"TensorCoreIntrinEmitterWithLadderTransform.{what}")
         kind = self.transform_kind_a if operand == "A" else self.transform_kind_b
-        base, buf = _region(shared, what)
+        base, buf = operand_region(shared, what)
         if len(buf.shape) != 4:
             raise DSLTypeError(f"TensorCoreIntrinEmitterWithLadderTransform.{what}: transform kind {int(kind)} "
                                f"reads a 4-d shared tile (tiles, k tiles, 16, k), got {buf.name}{tuple(buf.shape)}")
@@ -85,21 +86,21 @@ class TensorCoreIntrinEmitterWithLadderTransform(TensorCoreIntrinEmitter):
         if kind == TransformKind.LDMatrixTransform:
             per = size // (self.num_elems_per_byte if operand == "B" else 1)
             inner = int(buf.shape[-1])
-            _check_local(local, count * per, what, operand)
+            check_local(local, count * per, what, operand)
 
             def load(s):
                 f = lane * per + s
-                return _elem(buf, base, (ti, tk, f // inner, f % inner))
-            _emit_loop(t, count, _slots(local, t * per, per, load))
+                return operand_elem(buf, base, (ti, tk, f // inner, f % inner))
+            emit_unrolled(t, count, fill_slots(local, t * per, per, load))
             return
-        _check_local(local, count * size, what, operand)
+        check_local(local, count * size, what, operand)
         if kind == TransformKind.InterWarpTransform:
             r, c = ldmatrix_row(operand, lane, bits, True)
         else:  # IntraWarpTransform: lane l's 16-byte row at flat l * size of the micro tile
             inner = int(buf.shape[-1])
             r, c = (lane * size) // inner, (lane * size) % inner
-        src = _elem(buf, base, (ti, tk, r, c))
-        _emit_loop(t, count, _ldmatrix(False, 4, src, local, t * size, what))
+        src = operand_elem(buf, base, (ti, tk, r, c))
+        emit_unrolled(t, count, ldmatrix_call(False, 4, src, local, t * size, what))
 
     def ldmatrix_a(self, A_local_buf, A_shared_buf, ki, rk=0):
         if self.transform_kind_a == TransformKind.NonTransform:

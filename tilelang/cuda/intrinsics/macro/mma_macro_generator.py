@@ -26,11 +26,12 @@ from ....errors import DSLTypeError
 from ....frontend import builder as B
 from ....ir import expr as E
 from ....ir import stmt as S
-from ....ir.buffer import Buffer, BufferRegion
+from ....ir.buffer import Buffer
 from ....op import ptx as P
 from ..layout.mma_layout import ldmatrix_row, mma_a_coords, mma_b_coords, mma_k, mma_store_coords
+from .warp_tile_ops import (THREAD_LOOP, check_local, emit_unrolled, fill_slots, ldmatrix_call, operand_elem,
+                            operand_region)
 
-_THREAD_LOOP = (("tl.thread_loop", True),)  # one per-thread unit for the barrier planner
 _ABBREV = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "int8": "int8", "uint8": "uint8",
            "int32": "int32", "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
 
@@ -125,8 +126,8 @@ class TensorCoreIntrinEmitter:
     def ldmatrix_a(self, A_local_buf, A_shared_buf, ki, rk=0):
         """A_local[i * local_size_a + s] <- the warp's A tiles of K step `ki` (chunk step `rk`)."""
         B.in_kernel("TensorCoreIntrinEmitter.ldmatrix_a")
-        base, buf = _region(A_shared_buf, "ldmatrix_a")
-        _check_local(A_local_buf, self.warp_rows * self.local_size_a, "ldmatrix_a", "A")
+        base, buf = operand_region(A_shared_buf, "ldmatrix_a")
+        check_local(A_local_buf, self.warp_rows * self.local_size_a, "ldmatrix_a", "A")
         lane, _, warp_m = self._ids()
         bits, kmajor = dt.as_dtype(self.a_dtype).bits, not self.a_transposed
         i = E.Var("mi", dt.int32)
@@ -134,19 +135,19 @@ class TensorCoreIntrinEmitter:
         if bits == 16 or kmajor:
             r, c = ldmatrix_row("A", lane, bits, kmajor)
             at = (wi + r, wk + c) if kmajor else (wk + r, wi + c)
-            body = _ldmatrix(not kmajor, 4, _elem(buf, base, at), A_local_buf, i * self.local_size_a, "ldmatrix_a")
+            body = ldmatrix_call(not kmajor, 4, operand_elem(buf, base, at), A_local_buf, i * self.local_size_a, "ldmatrix_a")
         else:
             def load(s):
                 r, c = mma_a_coords(lane, s, bits)
-                return _elem(buf, base, (wi + r, wk + c) if kmajor else (wk + c, wi + r))
-            body = _slots(A_local_buf, i * self.local_size_a, self.local_size_a, load)
-        _emit_loop(i, self.warp_rows, body)
+                return operand_elem(buf, base, (wi + r, wk + c) if kmajor else (wk + c, wi + r))
+            body = fill_slots(A_local_buf, i * self.local_size_a, self.local_size_a, load)
+        emit_unrolled(i, self.warp_rows, body)
 
     def ldmatrix_b(self, B_local_buf, B_shared_buf, ki, rk=0):
         """B_local[j * local_size_b + s] <- the warp's B tiles of K step `ki` (chunk step `rk`)."""
         B.in_kernel("TensorCoreIntrinEmitter.ldmatrix_b")
-        base, buf = _region(B_shared_buf, "ldmatrix_b")
-        _check_local(B_local_buf, self.warp_cols * self.local_size_b, "ldmatrix_b", "B")
+        base, buf = operand_region(B_shared_buf, "ldmatrix_b")
+        check_local(B_local_buf, self.warp_cols * self.local_size_b, "ldmatrix_b", "B")
         lane, warp_n, _ = self._ids()
         bits, kmajor = dt.as_dtype(self.b_dtype).bits, self.b_transposed
         j = E.Var("nj", dt.int32)
@@ -155,16 +156,16 @@ class TensorCoreIntrinEmitter:
             num = 4 if self.n_dim == 16 else 2
             r, c = ldmatrix_row("B", lane if num == 4 else lane % 16, bits, kmajor)
             at = (wj + r, wk + c) if kmajor else (wk + r, wj + c)
-            body = _ldmatrix(not kmajor, num, _elem(buf, base, at), B_local_buf, j * self.local_size_b, "ldmatrix_b")
+            body = ldmatrix_call(not kmajor, num, operand_elem(buf, base, at), B_local_buf, j * self.local_size_b, "ldmatrix_b")
         else:
             per_tile = 8 * self.k_dim // self.WARP_SIZE  # slots of one k x 8 B tile
 
             def load(s):
                 kk, n = mma_b_coords(lane, s % per_tile, bits)
                 n = n + 8 * (s // per_tile)
-                return _elem(buf, base, (wj + n, wk + kk) if kmajor else (wk + kk, wj + n))
-            body = _slots(B_local_buf, j * self.local_size_b, self.local_size_b, load)
-        _emit_loop(j, self.warp_cols, body)
+                return operand_elem(buf, base, (wj + n, wk + kk) if kmajor else (wk + kk, wj + n))
+            body = fill_slots(B_local_buf, j * self.local_size_b, self.local_size_b, load)
+        emit_unrolled(j, self.warp_cols, body)
 
     # ------------------------------------------------------------ mma
     @property
@@ -181,7 +182,7 @@ class TensorCoreIntrinEmitter:
         i, j = E.Var("mi", dt.int32), E.Var("nj", dt.int32)
         body = self._atom(A_local_buf, B_local_buf, C_local_buf, i, j)
         inner = S.For(j, E.as_expr(0), E.as_expr(self.warp_cols), "unroll", body)
-        B.current().emit(S.For(i, E.as_expr(0), E.as_expr(self.warp_rows), "unroll", inner, _THREAD_LOOP))
+        B.current().emit(S.For(i, E.as_expr(0), E.as_expr(self.warp_rows), "unroll", inner, THREAD_LOOP))
 
     def mma_atom(self, A_local_buf, B_local_buf, C_local_buf, inst_m_idx, inst_n_idx, k_inner=0):
         """The mma.sync of one (inst_m_idx, inst_n_idx) tile (one or two m16n8 instructions)."""
@@ -191,7 +192,7 @@ class TensorCoreIntrinEmitter:
     def _atom(self, a, b, c, i, j):
         for buf, n, nm in ((a, self.warp_rows * self.local_size_a, "A"), (b, self.warp_cols * self.local_size_b, "B"),
                            (c, self.warp_rows * self.warp_cols * self.local_size_out, "C")):
-            _check_local(buf, n, "mma", nm)
+            check_local(buf, n, "mma", nm)
         m, n, k = P.mma_shape(self.a_dtype, self.b_dtype, self.accum_dtype)
         halves = self.n_dim // 8
         out = []
@@ -209,7 +210,7 @@ class TensorCoreIntrinEmitter:
         """C_buf <- C_local: C_buf is 2-d (rows, cols of the block's C tile; of the whole C with
         pid_m / pid_n, the block's tile indices) or 4-d (tile row, tile col, 16, n_dim)."""
         B.in_kernel("TensorCoreIntrinEmitter.stmatrix")
-        _check_local(C_local_buf, self.warp_rows * self.warp_cols * self.local_size_out, "stmatrix", "C")
+        check_local(C_local_buf, self.warp_rows * self.warp_cols * self.local_size_out, "stmatrix", "C")
         nd = len(C_buf.shape) if isinstance(C_buf, Buffer) else 0
         if nd not in (2, 4):
             raise DSLTypeError(f"TensorCoreIntrinEmitter.stmatrix: C must be a 2-d or 4-d buffer, got {C_buf!r}")
@@ -225,54 +226,7 @@ class TensorCoreIntrinEmitter:
         st = S.BufferStore(C_buf, tuple(simplify(E.as_expr(x)) for x in at), E.cast(C_buf.dtype, val))
         body = S.For(s, E.as_expr(0), E.as_expr(self.local_size_out), "unroll", st)
         body = S.For(j, E.as_expr(0), E.as_expr(self.warp_cols), "unroll", body)
-        B.current().emit(S.For(i, E.as_expr(0), E.as_expr(self.warp_rows), "unroll", body, _THREAD_LOOP))
-
-
-def _region(x, what):
-    """(base indices, buffer) of a shared operand: a buffer, a region, or a corner element."""
-    if isinstance(x, Buffer):
-        return tuple(E.as_expr(0) for _ in x.shape), x
-    if isinstance(x, BufferRegion):
-        return tuple(x.starts), x.buffer
-    if isinstance(x, E.BufferLoad):
-        return tuple(x.indices), x.buffer
-    raise DSLTypeError(f"TensorCoreIntrinEmitter.{what}: expected a shared buffer or region, got {x!r}")
-
-
-def _elem(buf, base, at) -> E.BufferLoad:
-    """buf at base + (0, .., 0, at[-2], at[-1]) (or all of `at` for a 4-d store)."""
-    idx = list(base)
-    lead = len(idx) - len(at)
-    for d, v in enumerate(at):
-        idx[lead + d] = simplify(E.as_expr(idx[lead + d]) + v)
-    return E.BufferLoad(buf, tuple(idx), buf.dtype)
-
-
-def _check_local(buf, need, what, nm):
-    if not isinstance(buf, Buffer) or buf.scope != "local":
-        raise DSLTypeError(f"TensorCoreIntrinEmitter.{what}: {nm} must be a T.alloc_local array, got {buf!r}")
-    if buf.numel() < need:
-        raise DSLTypeError(f"TensorCoreIntrinEmitter.{what}: {nm} array {buf.name} has {buf.numel()} elements, "
-                           f"the warp tile needs {need} per thread")
-
-
-def _ldmatrix(trans, num, src: E.BufferLoad, local: Buffer, at, what):
-    if src.buffer.scope not in ("shared", "shared.dyn"):
-        raise DSLTypeError(f"TensorCoreIntrinEmitter.{what}: ldmatrix reads shared memory; {src.buffer.name} is "
-                           f"{src.buffer.scope}")
-    dst = P.address_of(local[simplify(E.as_expr(at))])
-    return P.PtxCall("ldmatrix", (bool(trans), num, P.address_of(src), dst), what=f"TensorCoreIntrinEmitter.{what}")
-
-
-def _slots(local: Buffer, at, n, load):
-    s = E.Var("s", dt.int32)
-    v = load(s)
-    st = S.BufferStore(local, (simplify(E.as_expr(at) + s),), E.cast(local.dtype, v))
-    return S.For(s, E.as_expr(0), E.as_expr(n), "unroll", st)
-
-
-def _emit_loop(v, n, body):
-    B.current().emit(S.For(v, E.as_expr(0), E.as_expr(n), "unroll", body, _THREAD_LOOP))
+        B.current().emit(S.For(i, E.as_expr(0), E.as_expr(self.warp_rows), "unroll", body, THREAD_LOOP))
 
 
 # the Ladder-layout subclass lives next door; importable from here as the public module offers it
