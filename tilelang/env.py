@@ -88,9 +88,16 @@ PERF_REGRESSION_ONLY = EnvVar(
     "comma-separated; fnmatch globs or substrings, case-insensitive).",
     "unset (every case)",
 )
+KERNEL_CACHE = EnvVar(
+    "TILELANG_KERNEL_CACHE",
+    "'0' (or false/no/off): @tilelang.jit factories always run and lower in a new process (the disk "
+    "cache of compiled code still applies); '1': a warm process loads the kernel without either.",
+    "1",
+)
 
 VARIABLES: tuple[EnvVar, ...] = (CACHE_DIR, DEFAULT_TARGET, DUMP_IR, DISABLE_CACHE, CC, SHOW_INTERNAL_FRAMES,
                                  PERF_REGRESSION_FORMAT, PERF_REGRESSION_ONLY)
+VARIABLES += (KERNEL_CACHE,)
 
 
 def _parse_bool(var: EnvVar, default: bool) -> bool:
@@ -138,6 +145,11 @@ def dump_ir_dir() -> Path | None:
 def cache_disabled() -> bool:
     """True when TILELANG_DISABLE_CACHE asks for every build to start from scratch."""
     return _parse_bool(DISABLE_CACHE, default=False)
+
+
+def kernel_cache_enabled() -> bool:
+    """False when TILELANG_KERNEL_CACHE (or TILELANG_DISABLE_CACHE) turns the kernel cache off."""
+    return not cache_disabled() and _parse_bool(KERNEL_CACHE, default=True)
 
 
 def show_internal_frames() -> bool:
@@ -205,6 +217,7 @@ def _public_values() -> dict:
         SHOW_INTERNAL_FRAMES.name: lambda: "1" if show_internal_frames() else "0",
         PERF_REGRESSION_FORMAT.name: perf_regression_format,
         PERF_REGRESSION_ONLY.name: lambda: PERF_REGRESSION_ONLY.raw(),
+        KERNEL_CACHE.name: lambda: "1" if kernel_cache_enabled() else "0",
     }
 
 

@@ -213,6 +213,7 @@ def test_every_example_is_well_formed_after_every_cpu_pass(monkeypatch):
         return func
 
     monkeypatch.setattr(cpu, "run_passes", verified)
+    monkeypatch.setenv("TILELANG_KERNEL_CACHE", "0")  # a warm kernel cache would skip the passes
     cases = _load_cases()
     done = set()
     for name, sizes in cases.CASES:

@@ -207,3 +207,20 @@ def test_kernels_with_an_assert_flag_keep_the_checked_general_path(fake_cuda):
     assert launches == [[a.data_ptr(), b.data_ptr(), 0xF1A6]]
     k(a, b)  # the flag was reset
     assert len(launches) == 2 and rec.calls == []
+
+
+def test_outputs_take_their_own_dtype_and_shape_not_the_inputs(fake_cuda):
+    """Outputs are allocated from the first input (its device); dtype and shape are the output's."""
+    @T.prim_func
+    def narrow(A: T.Tensor((2, 64), "float32"), B: T.Tensor((128,), "float16")):
+        with T.Kernel(1, threads=128) as bx:  # noqa: F841
+            for i in T.Parallel(128):
+                B[i] = T.cast(A[i // 64, i % 64] * 3.0, "float16")
+
+    compile_, rec = fake_cuda
+    k = compile_(narrow, out_idx=[1])
+    a = torch.randn(2, 64)
+    b = k(a)
+    assert b.dtype == torch.float16 and b.shape == (128,) and b.is_contiguous()
+    assert rec.calls[-1]["values"] == [a.data_ptr(), b.data_ptr()]
+    assert "new_empty(out_shape0, dtype=out_dtype0)" in k._fast.simple_source()

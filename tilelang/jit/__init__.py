@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import warnings
 
 from ..errors import TileLangError, hide_internal_frames, user_facing
 from ..ir.stmt import PrimFunc
@@ -80,13 +81,42 @@ class JITImpl:
             key = _key(args, kwargs)
         k = self._cache.get(key)
         if k is None:
-            func = self.fn(*args, **kwargs)
-            if isinstance(func, JITKernel):
-                k = func
-            else:
-                k = JITKernel(func, **self.options)
-                self._debug_dump(k)
+            k = self._disk_kernel(args, kwargs)
+            self._debug_dump(k)
             self._cache[key] = k
+        return k
+
+    def _disk_kernel(self, args, kwargs) -> JITKernel:
+        """The kernel from the kernel cache (no factory run, no passes) or compiled and saved there."""
+        from ..backend.target import resolve
+        from ..cache import kernel_cache
+
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            ckey = kernel_cache.kernel_key(self.fn, dict(bound.arguments), self.options, resolve(self.target))
+        except (TypeError, TileLangError):  # a call Python or resolve() rejects: the factory call reports it
+            ckey = None
+        rec = kernel_cache.load(ckey) if ckey is not None else None
+        if rec is not None:
+            k = JITKernel.from_record(rec["kernel"], functools.partial(self.fn, *args, **kwargs), self.options)
+            if k is not None:
+                replay_warnings(rec["warnings"])
+                if self.verbose:
+                    print(f"[tilelang] loaded {k._name} for {k.target} from the kernel cache")
+                return k
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                func = self.fn(*args, **kwargs)
+                k = func if isinstance(func, JITKernel) else JITKernel(func, **self.options)
+            finally:
+                seen = [(w.category, str(w.message), w.filename, w.lineno) for w in caught]
+        replay_warnings(seen)  # outside the recording: the caller's filters decide what shows
+        if ckey is not None and not isinstance(func, JITKernel):
+            kr = k.record()
+            if kr is not None:
+                kernel_cache.save(ckey, {"kernel": kr, "warnings": seen})
         return k
 
     # -------------------------------------------------------------- eager mode
@@ -199,6 +229,12 @@ class JITImpl:
             f.write(k.get_kernel_source())
         with open(os.path.join(self.debug_root_path, f"tilelang_jit_program_{name}.py"), "w") as f:
             f.write(str(k.prim_func) + "\n")
+
+
+def replay_warnings(seen: list) -> None:
+    """Emit (category, message, filename, lineno) warnings as they were first emitted."""
+    for category, message, filename, lineno in seen:
+        warnings.warn_explicit(message, category, filename, lineno)
 
 
 def _run_parallel(thunks: list, num_workers: int | None, ignore_error: bool) -> list:

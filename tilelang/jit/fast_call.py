@@ -24,7 +24,7 @@ class FastCall:
         import torch
 
         self.torch = torch
-        params = kernel.prim_func.params
+        params = kernel.params
         index = {id(p): i for i, p in enumerate(params)}
         self.inputs = []  # (param index, torch dtype, shape)
         self.outputs = []  # (param index, torch dtype, shape)
@@ -103,8 +103,15 @@ class FastCall:
                       f"    p{i} = a{i}.data_ptr()"]
         if n:
             lines += [f"    if ({' | '.join(f'p{i}' for i in range(n))}) & 15:", "        return MISS"]
-        lines += [f"    o{j} = empty(out_shape{j}, dtype=out_dtype{j}, device=out_device)"
-                  for j in range(len(self.out_specs))]
+        for j, (dtype, _, _) in enumerate(self.out_specs):
+            # new_empty on a checked input: its device without a device argument to parse
+            # (torch.empty(shape, dtype=, device=) costs ~1.5x as much per call)
+            if not n:
+                lines.append(f"    o{j} = empty(out_shape{j}, dtype=out_dtype{j}, device=out_device)")
+            elif dtype is self.in_specs[0][0]:
+                lines.append(f"    o{j} = a0.new_empty(out_shape{j})")
+            else:
+                lines.append(f"    o{j} = a0.new_empty(out_shape{j}, dtype=out_dtype{j})")
         lines += [f"    vals[{k}] = p{i}" for i, (_, _, k) in enumerate(self.in_specs)]
         lines += [f"    vals[{k}] = o{j}.data_ptr()" for j, (_, _, k) in enumerate(self.out_specs)]
         if not self.empty_grid:

@@ -84,7 +84,7 @@ class JITKernel:
         if not isinstance(func, PrimFunc):
             raise TileLangError(f"expected a @T.prim_func, got {type(func).__name__}; a @tilelang.jit factory "
                                 "must return the prim_func it defines")
-        self.prim_func = func
+        self._prim_func, self._params, self._name, self._rebuild = func, func.params, func.name, None
         self.target = resolve(target)
         self.out_idx = _normalize_out_idx(out_idx, len(func.params))
         for i in self.out_idx:
@@ -108,9 +108,55 @@ class JITKernel:
 
     @property
     def params(self):
-        return self.prim_func.params
+        return self._params
+
+    @property
+    def prim_func(self) -> PrimFunc:
+        """The T.prim_func compiled (a kernel from the kernel cache re-runs its factory for it)."""
+        if self._prim_func is None:
+            self._prim_func = self._rebuild()
+        return self._prim_func
+
+    def record(self) -> dict | None:
+        """This kernel as a picklable dict for the kernel cache, or None where it cannot be."""
+        art = getattr(self.artifact, "record", None)
+        art = art() if art is not None else None
+        if art is None:
+            return None
+        return {"artifact": art, "params": self._params, "name": self._name, "out_idx": self.out_idx,
+                "target": self.target, "workspaces": self.workspaces, "compile_seconds": self.compile_seconds,
+                "aligned": self.aligned, "build_args": self._build_args}
+
+    @classmethod
+    def from_record(cls, rec: dict, rebuild, options: dict) -> "JITKernel | None":
+        """The kernel of a kernel-cache record (None if its compiled code is gone); `rebuild()`
+        gives the T.prim_func when someone asks for it, and `artifact.lowered` compiles it
+        again with `options` (the JITKernel arguments) on first use."""
+        t0 = time.perf_counter()
+        art = rec["artifact"]
+        if art["backend"] == "cpu":
+            from ..backend.cpu.pipeline import CPUArtifact
+
+            artifact = CPUArtifact.from_record(art)
+        else:
+            from ..backend.cuda.pipeline import CUDAArtifact
+
+            artifact = CUDAArtifact.from_record(art)
+        if artifact is None:
+            return None
+        self = cls.__new__(cls)
+        self._prim_func, self._params, self._name, self._rebuild = None, rec["params"], rec["name"], rebuild
+        self.target, self.out_idx, self.artifact = rec["target"], rec["out_idx"], artifact
+        self.workspaces = rec["workspaces"]
+        self.aligned, self._build_args = rec.get("aligned"), rec.get("build_args", (None, None))
+        self.compile_seconds = time.perf_counter() - t0
+        self.binder = ArgBinder(self._name, self._params, self.out_idx, "cpu" if self.target.kind == "cpu" else "cuda")
+        artifact.relower = lambda: JITKernel(self.prim_func, **options).artifact.lowered
+        return self
 
     _fast = False  # the FastCall (None where it does not apply), made on the first call
+    aligned = None  # AlignedDims: dynamic dims assumed to be 16-byte row multiples (jit/aligned_dims.py)
+    _build_args = (None, None)  # (pass_configs, compile_flags), to build the unaligned fallback
 
     def __call__(self, *args, stream=None, **kwargs):
         fast = self._fast
@@ -155,20 +201,20 @@ class JITKernel:
 
     def _merge_kwargs(self, args: tuple, kwargs: dict) -> tuple:
         """Inputs may also be passed by parameter name: kernel(A=a, B=b)."""
-        names = [self.prim_func.params[i].name for i in self.binder.inputs]
+        names = [self._params[i].name for i in self.binder.inputs]
         merged = list(args) + [_MISSING] * (len(names) - len(args))
         for k, v in kwargs.items():
             if k not in names:
-                raise TypeError(f"{self.prim_func.name}() got an unexpected keyword argument {k!r}; its inputs are "
+                raise TypeError(f"{self._name}() got an unexpected keyword argument {k!r}; its inputs are "
                                 f"{', '.join(names)}" + (" (outputs in out_idx are allocated for you)"
-                                                         if any(p.name == k for p in self.prim_func.params) else ""))
+                                                         if any(p.name == k for p in self._params) else ""))
             j = names.index(k)
             if j < len(args):
-                raise TypeError(f"{self.prim_func.name}() got multiple values for argument {k!r}")
+                raise TypeError(f"{self._name}() got multiple values for argument {k!r}")
             merged[j] = v
         missing = [n for n, v in zip(names, merged) if v is _MISSING]
         if missing:
-            raise TypeError(f"{self.prim_func.name}() is missing argument(s) {', '.join(missing)}")
+            raise TypeError(f"{self._name}() is missing argument(s) {', '.join(missing)}")
         return tuple(merged)
 
     def _unaligned(self, env_):
@@ -182,7 +228,7 @@ class JITKernel:
     def _c_values(self, values, env_, ws=None, art=None):
         out = []
         art = self.artifact if art is None else art
-        index = {id(p): i for i, p in enumerate(self.prim_func.params)}
+        index = {id(p): i for i, p in enumerate(self._params)}
         for kind, obj in art.csource.arg_kinds:
             if kind == "buffer":
                 out.append(values[index[id(obj)]].data_ptr())

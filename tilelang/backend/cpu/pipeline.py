@@ -3,27 +3,39 @@ from __future__ import annotations
 
 import ctypes
 
-from ...codegen.c import codegen_c
 from ...errors import TileLangError
 from ...ir.stmt import PrimFunc
-from ...transform.check_dtypes import check_dtypes_pass
-from ...transform.cpu_threads import cpu_threads_pass
-from ...transform.legalize_safe_memory import legalize_safe_memory
-from ...transform.lower_gemm_sp import lower_gemm_sp
-from ...transform.lower_tile_ops_cpu import lower_tile_ops_cpu
-from ...transform.thread_scopes import thread_scopes_pass
-from ...transform.pass_manager import PassContext, run_passes, simplify_pass
+from ...transform.pass_manager import PassContext, run_passes
 
-PASSES = [
-    ("check_dtypes", check_dtypes_pass),
-    ("simplify", simplify_pass),
-    ("thread_scopes", thread_scopes_pass),
-    ("lower_gemm_sp", lower_gemm_sp),
-    ("legalize_safe_memory", legalize_safe_memory),
-    ("cpu_threads", cpu_threads_pass),
-    ("lower_tile_ops_cpu", lower_tile_ops_cpu),
-    ("simplify_lowered", simplify_pass),
-]
+
+def passes() -> list:
+    """The CPU pass list, (name, pass) in order; imported on first use so that a kernel
+    loaded from the kernel cache never imports the passes."""
+    from ...transform.check_dtypes import check_dtypes_pass
+    from ...transform.cpu_threads import cpu_threads_pass
+    from ...transform.legalize_safe_memory import legalize_safe_memory
+    from ...transform.lower_gemm_sp import lower_gemm_sp
+    from ...transform.lower_tile_ops_cpu import lower_tile_ops_cpu
+    from ...transform.pass_manager import simplify_pass
+    from ...transform.thread_scopes import thread_scopes_pass
+
+    return [
+        ("check_dtypes", check_dtypes_pass),
+        ("simplify", simplify_pass),
+        ("thread_scopes", thread_scopes_pass),
+        ("lower_gemm_sp", lower_gemm_sp),
+        ("legalize_safe_memory", legalize_safe_memory),
+        ("cpu_threads", cpu_threads_pass),
+        ("lower_tile_ops_cpu", lower_tile_ops_cpu),
+        ("simplify_lowered", simplify_pass),
+    ]
+
+
+def __getattr__(name):
+    if name == "PASSES":
+        return passes()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _CTYPE = {"bool": ctypes.c_bool, "int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32,
           "int64": ctypes.c_int64, "uint8": ctypes.c_uint8, "uint16": ctypes.c_uint16,
@@ -35,14 +47,52 @@ class CPUArtifact:
     """A compiled CPU kernel: `launch(values)` takes one value per C argument."""
 
     def __init__(self, func: PrimFunc, ctx: PassContext):
+        from ...codegen.c import codegen_c
         from .compile import compile_c
 
-        self.lowered = run_passes(func, PASSES, ctx)
+        self.lowered = run_passes(func, passes(), ctx)
         self.csource = codegen_c(self.lowered)
         from ...engine.callback import postprocess
 
         self.source = postprocess("c", self.csource.text, ctx.target)  # register_c_postproc callbacks
         self.lib = compile_c(self.source, ctx.compile_flags)
+        self._bind()
+
+    def record(self) -> dict:
+        """What `from_record` needs to rebuild this artifact in another process (kernel cache)."""
+        return {"backend": "cpu", "csource": self.csource, "source": self.source, "lib_path": str(self.lib.path),
+                "lib_key": self.lib.key, "flags": self.lib.flags}
+
+    @classmethod
+    def from_record(cls, rec: dict) -> "CPUArtifact | None":
+        """The artifact of a kernel-cache record, or None when its library is gone."""
+        import time
+        from pathlib import Path
+
+        from .compile import CLibrary
+
+        path = Path(rec["lib_path"])
+        t0 = time.perf_counter()
+        try:
+            cdll = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
+        except OSError:
+            return None
+        dt = time.perf_counter() - t0
+        self = cls.__new__(cls)
+        self.csource, self.source = rec["csource"], rec["source"]
+        self.lib = CLibrary(path=path, cdll=cdll, key=rec["lib_key"], cache_hit=True, compile_seconds=0.0,
+                            load_seconds=dt, total_seconds=dt, flags=tuple(rec["flags"]))
+        self._bind()
+        return self
+
+    def __getattr__(self, name):
+        # a kernel from the kernel cache lowers again only if someone asks for its lowered IR
+        if name == "lowered" and "relower" in self.__dict__:
+            self.lowered = self.relower()
+            return self.lowered
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _bind(self) -> None:
         argtypes = []
         for kind, obj in self.csource.arg_kinds:
             if kind in ("buffer", "alloc_global"):

@@ -83,8 +83,29 @@ def check(result, what: str):
 
 
 # ------------------------------------------------------------------ devices
+@functools.lru_cache(maxsize=1)
+def libcuda_loadable() -> bool:
+    """False when the driver library cannot be opened (then cuInit cannot succeed either).
+
+    A dlopen costs well under a millisecond; importing cuda.bindings to find the same
+    thing out costs ~80 ms, which `target="auto"` used to pay on every CPU-only machine.
+    Only Linux is pre-checked; elsewhere the bindings decide.
+    """
+    import sys
+
+    if not sys.platform.startswith("linux") or _initialized:
+        return True
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
 def device_available() -> bool:
     """True if at least one CUDA device can be used.  Never raises."""
+    if not libcuda_loadable():
+        return False
     try:
         return device_count() > 0
     except Exception:

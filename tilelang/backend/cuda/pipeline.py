@@ -205,6 +205,29 @@ class CUDAArtifact:
         self._init_launch_state()
         return self
 
+    def record(self) -> dict | None:
+        """What `from_record` needs to rebuild this artifact in another process (kernel cache);
+        None for a kernel of a shared module (a launch sequence)."""
+        if self._module is not None:
+            return None
+        return {"backend": "cuda", "target": self.target, "csource": self.csource, "compiled": self.compiled}
+
+    @classmethod
+    def from_record(cls, rec: dict) -> "CUDAArtifact":
+        """The artifact of a kernel-cache record: the cubin is loaded on first launch."""
+        self = cls.__new__(cls)
+        self.target, self.csource, self.compiled = rec["target"], rec["csource"], rec["compiled"]
+        self.source, self.ptx, self._module = self.csource.text, self.compiled.ptx, None
+        self._init_launch_state()
+        return self
+
+    def __getattr__(self, name):
+        # a kernel from the kernel cache lowers again only if someone asks for its lowered IR
+        if name == "lowered" and "relower" in self.__dict__:
+            self.lowered = self.relower()
+            return self.lowered
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def _init_launch_state(self):
         self._fn = None
         self._tmaps: dict = {}

@@ -1,0 +1,134 @@
+"""Host time per call with out_idx, beside torch's x.add(1), for whichever tilelang is on the path.
+
+    python benchmarks/host_overhead.py [--calls 1000] [--repeats 7] [--n 128]
+    PYTHONPATH=/path/to/public-tilelang python benchmarks/host_overhead.py   # the same program there
+    python benchmarks/host_overhead.py --fake-launch   # no GPU: Python cost with a no-op launcher
+
+The program is one kernel, `B = A + 1` over n float32 elements in one block, compiled with
+out_idx=[-1], so each call checks A, allocates B (torch.empty) and launches. It is written
+in the language both implementations accept, so the same file times ours and the public
+TileLang (the import picks whichever `tilelang` comes first on PYTHONPATH; the first line of
+output says which). Each figure is the median over `--repeats` of (wall time of `--calls`
+back-to-back calls) / calls, with the GPU held busy by torch.cuda._sleep while the host
+enqueues, so what is timed is host work alone, not the GPU.
+
+--fake-launch (no GPU needed, ours only): compiles for sm_90a with NVRTC and replaces the
+driver launch by a no-op Python call, with tensors on the CPU standing in for CUDA ones
+(their device check is relaxed): it measures our Python path (checks, output allocation,
+argument slots) apart from the driver. Torch's figure there is the CPU x.add(1).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+
+def program(tilelang, T, n: int):
+    @tilelang.jit(out_idx=[-1])
+    def add_one(n):
+        @T.prim_func
+        def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+            with T.Kernel(1, threads=128) as bx:  # noqa: F841
+                for i in T.Parallel(n):
+                    B[i] = A[i] + 1.0
+        return main
+    return add_one(n)
+
+
+def per_call_us(fn, calls: int, repeats: int, hold=None) -> float:
+    for _ in range(min(500, calls)):
+        fn()
+    if hold is not None:
+        hold(0)
+    out = []
+    for _ in range(repeats):
+        if hold is not None:
+            hold(calls)
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        out.append((time.perf_counter() - t0) / calls * 1e6)
+    if hold is not None:
+        hold(0)
+    return statistics.median(out)
+
+
+def cuda_hold(torch):
+    """Keeps the GPU busy long enough that enqueueing never waits on it."""
+    def hold(calls):
+        torch.cuda.synchronize()
+        if calls:
+            torch.cuda._sleep(int(calls * 40_000))  # ~20 us of GPU time per call at ~2 GHz
+    return hold
+
+
+def fake_launch(kernel, torch):
+    """Swap the driver launch for a no-op and let CPU tensors pass the device check."""
+    from tilelang.jit import fast_call
+
+    fast = kernel._fast_call()
+    if fast is None or not fast.simple:
+        raise SystemExit("--fake-launch: this kernel does not take the prepared fast path")
+
+    class _Prepared:
+        values = [0] * 8
+
+        def launch(self, stream):
+            return None
+
+    fast.prepared = _Prepared()
+    fast.device = 0
+    fast.check_device = fast.out_device = torch.device("cpu")
+    fast.raw_stream = lambda dev: 0
+    fast.empty_grid = False
+    fast.call = fast.compile_simple()
+    return fast_call
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--calls", type=int, default=1000)
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--n", type=int, default=128)
+    ap.add_argument("--fake-launch", action="store_true")
+    args = ap.parse_args()
+
+    import torch
+    import tilelang
+    import tilelang.language as T
+
+    where = getattr(tilelang, "__file__", "?")
+    print(f"tilelang {getattr(tilelang, '__version__', '?')} from {where}; torch {torch.__version__}")
+    if args.fake_launch:
+        import os
+
+        os.environ.setdefault("TILELANG_DEFAULT_TARGET", "cuda -arch=sm_90a")
+        k = program(tilelang, T, args.n)
+        fake_launch(k, torch)
+        a = torch.randn(args.n)
+        x = torch.randn(args.n)
+        hold = None
+    else:
+        if not torch.cuda.is_available():
+            print("no CUDA device: run with --fake-launch for the Python-side cost")
+            return 0
+        k = program(tilelang, T, args.n)
+        a = torch.randn(args.n, device="cuda")
+        x = torch.randn(args.n, device="cuda")
+        b = k(a)
+        torch.cuda.synchronize()
+        err = (b.double() - (a.double() + 1)).abs().max().item()
+        print(f"add_one correct: max abs err {err:.1e}")
+        hold = cuda_hold(torch)
+    ours = per_call_us(lambda: k(a), args.calls, args.repeats, hold)
+    ref = per_call_us(lambda: x.add(1), args.calls, args.repeats, hold)
+    print(f"kernel(a) with out_idx: {ours:.2f} us/call")
+    print(f"torch x.add(1):         {ref:.2f} us/call")
+    print(f"ratio ours / torch:     {ours / ref:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
