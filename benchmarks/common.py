@@ -8,6 +8,7 @@ Everything here imports without a GPU, so the scripts can be syntax- and CPU-che
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import platform
@@ -17,7 +18,9 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
+# this checkout's tilelang only where none is importable: with another tilelang on PYTHONPATH
+# (the public wheel), the scripts time that one
+if importlib.util.find_spec("tilelang") is None and str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 _L2_FLUSH_BYTES = 256 << 20

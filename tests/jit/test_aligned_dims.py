@@ -76,13 +76,10 @@ def test_cpu_backend_has_no_assumption():
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
-@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
-def test_dynamic_gemm_gpu_aligned_and_fallback(arch):
-    if arch == "sm_90a" and torch.cuda.get_device_capability()[0] != 9:
-        pytest.skip("needs an sm_90 GPU")
+def test_dynamic_gemm_gpu_aligned_and_fallback():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        kern = tilelang.compile(dyn_gemm(), target=f"cuda -arch={arch}")
+        kern = tilelang.compile(dyn_gemm(), target="cuda")  # the device's own arch (cubins do not run elsewhere)
     for (m, n, k) in [(1000, 1032, 1048), (256, 384, 512), (130, 136, 72)]:
         _gpu_check(kern, m, n, k)
     assert getattr(kern, "_unaligned_artifact", None) is None  # every call above met the divisors

@@ -145,3 +145,41 @@ def test_cumsum_negative_dim_still_counts_from_the_end():
     b = torch.zeros(8, 16)
     k(a, b)
     assert torch.equal(b, a.double().cumsum(1).float())
+
+
+def test_fp16_min_on_avx512fp16_hosts(monkeypatch):
+    """fuzz seed 180 (the `tile` family), on the GPU machine's Sapphire Rapids host: gcc
+    -march=native emitted masked `vmovsh` for this _Float16 T.min, which its assembler rejected.
+    The compiler probe now adds -mno-avx512fp16 where the native arch has AVX512-FP16. Here: the
+    program computes right on the CPU backend, and the probe asks for the flag when gcc says so."""
+    m, n = T.dynamic("m"), T.dynamic("n")
+
+    @T.prim_func
+    def main(A1: T.Tensor((m, n), "float16"), O: T.Tensor((m, n), "float16")):
+        with T.Kernel(T.ceildiv(n, 8), T.ceildiv(m, 4), threads=32) as (bx, by):
+            S3 = T.alloc_shared((4, 8), "float16")
+            for i, j in T.Parallel(4, 8):
+                S3[i, j] = T.min((A1[by * 4 + i, bx * 8 + j] - T.Cast("float16", j)) * 0.5, A1[by * 4 + i, bx * 8 + j])
+            T.copy(S3, O[by * 4, bx * 8])
+
+    a = torch.randn(8, 16, dtype=torch.float16)
+    o = torch.empty_like(a)
+    tilelang.compile(main, target="cpu")(a, o)
+    j = torch.arange(16, dtype=torch.float64).remainder(8)
+    ref = torch.minimum((a.double() - j) * 0.5, a.double())
+    assert torch.allclose(o.double(), ref, atol=2e-3, rtol=2e-3)
+
+    import subprocess
+
+    from tilelang.backend.cpu import compile as cc
+
+    real_run = subprocess.run
+
+    def fake_run(cmd, *args, **kwargs):
+        if "-dM" in cmd:
+            return subprocess.CompletedProcess(cmd, 0, "#define __AVX512FP16__ 1\n", "")
+        return real_run(cmd, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    argv, _ = cc._resolve_argv()
+    assert "-mno-avx512fp16" in cc._probe(argv)["flags"]

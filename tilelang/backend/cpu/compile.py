@@ -143,7 +143,7 @@ def compiler_info() -> CompilerInfo:
     ident = (argv, real, st.st_mtime_ns, st.st_size, str(disk.root()))
     info = _info_memo.get(ident)
     if info is None:
-        k = disk.key("cc-info", *argv, real, str(st.st_mtime_ns), str(st.st_size), *BASE_FLAGS)
+        k = disk.key("cc-info-2", *argv, real, str(st.st_mtime_ns), str(st.st_size), *BASE_FLAGS)
         path = disk.get_or_build(_INFO_KIND, k, ".json",
                                  lambda out: out.write_text(json.dumps(_probe(argv))))
         data = json.loads(path.read_text())
@@ -170,6 +170,13 @@ def _probe(argv: tuple[str, ...]) -> dict:
             base = [f for f in BASE_FLAGS if f not in _OPTIONAL_FLAGS]
             keep = {f for f in _OPTIONAL_FLAGS if works(base + [f])}
             flags = [f for f in BASE_FLAGS if f not in _OPTIONAL_FLAGS or f in keep]
+        if "-march=native" in flags:
+            # CPUs with AVX512-FP16 (Sapphire Rapids): gcc emits masked vmovsh for _Float16 code,
+            # which binutils older than 2.38 cannot assemble; our fp16 arithmetic is scalar anyway
+            res = subprocess.run([*argv, "-march=native", "-dM", "-E", "-x", "c", os.devnull],
+                                 capture_output=True, text=True)
+            if "__AVX512FP16__" in res.stdout:
+                flags.append("-mno-avx512fp16")
     return {"version": version, "flags": flags}
 
 

@@ -24,6 +24,9 @@ from ...transform.lower_gemm_sp import lower_gemm_sp
 from ...transform.pass_manager import PassContext, run_passes, simplify_pass
 
 
+_SMEM_LIMIT = 232448  # the most dynamic shared memory one block may use (sm_90; sm_80 allows less)
+
+
 class PerformanceWarning(UserWarning):
     """A fast path (tensor cores, registers, vector/async copies) was not taken, with the reason."""
 
@@ -163,6 +166,15 @@ class CUDAArtifact:
         self.target = ctx.target
         panel = swizzle_panel(func)
         self.lowered, self.csource, self.compiled = _lower_and_compile(func, ctx, panel)
+        from ...transform.pass_config import get as config
+
+        if self.csource.smem_bytes > _SMEM_LIMIT and not config(ctx.pass_configs, "tl.disable_deep_ring", False):
+            # the producer's ring is deepened before later passes add their scratch tiles (a
+            # reduction's, a staging tile): where the total outgrows a block, keep num_stages
+            retry = replace(ctx, pass_configs={**ctx.pass_configs, "tl.disable_deep_ring": True}, warnings=[])
+            lowered, csource, compiled = _lower_and_compile(func, retry, panel)
+            if csource.smem_bytes < self.csource.smem_bytes:
+                ctx, self.lowered, self.csource, self.compiled = retry, lowered, csource, compiled
         spill = _spill_note(self.compiled.ptxas_info())
         if spill and ctx.ws_info is not None and ctx.ws_info.deferred_epilogue:
             # the deferred epilogue keeps the output tile in registers through the next k-loop:
