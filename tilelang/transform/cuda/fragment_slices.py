@@ -46,6 +46,11 @@ class FragmentSlice:
     offsets: tuple  # one Expr per dimension
     box: tuple
     body: S.Stmt
+    whole: bool = False  # the loop runs over the whole tile: at offset 0 it is the plain loop (its `if` per slot)
+
+    def plain_at(self, offsets) -> bool:
+        """At these constant offsets the loop is the plain one over the tile, guard and all."""
+        return self.whole and all(o == 0 for o in offsets)
 
 
 def _split_index(idx, var):
@@ -88,13 +93,12 @@ def fragment_slice(vars_, exts, body, is_fragment) -> FragmentSlice | None:
     bufs = tuple({id(a.buffer): a.buffer for a in accesses}.values())
     if any(b.ndim != len(vars_) for b in bufs):
         return None
+    whole = all(shape_ext[d] == const_int(b.shape[d]) for b in bufs for d in range(len(vars_)))
     box = [(0, n - 1) for n in shape_ext]
-    body, box = _absorb_guard(body, vars_, box)
-    whole = all(const_int(o) == 0 for o in offsets) and all(
-        box[d] == (0, const_int(b.shape[d]) - 1) for b in bufs for d in range(len(vars_)))
-    if whole:
+    body, new_box = _absorb_guard(body, vars_, box)
+    if whole and new_box == box and all(const_int(o) == 0 for o in offsets):
         return None  # the plain loop over the whole tile: its own layout drives it
-    return FragmentSlice(bufs, tuple(offsets), tuple(box), body)
+    return FragmentSlice(bufs, tuple(offsets), tuple(new_box), body, whole)
 
 
 def _absorb_guard(body, vars_, box):

@@ -325,7 +325,8 @@ class _Uses(Visitor):
         if sl is None:
             return False
         b = sl.buffers[0]
-        where = f"indexed as {b.name}[{', '.join(str(v + o) for v, o in zip(vars_, sl.offsets))}] in a " \
+        idx = [str(v) if const_int(o) == 0 else str(v + o) for v, o in zip(vars_, sl.offsets)]
+        where = f"indexed as {b.name}[{', '.join(idx)}] in a " \
                 f"T.Parallel over {tuple(exts)}"
         cases = offset_cases(sl.offsets, self.loops)
         for buf in sl.buffers:
@@ -548,7 +549,7 @@ def _check_slices(uses: _Uses, layouts: dict):
                 uses.bad(buf, f"{where} (its layout {type(lay).__name__} has no per-thread slices)")
                 continue
             for offs in cases:
-                if slice_slots(lay, offs, sl.box) is None:
+                if slice_slots(lay, offs, sl.box) is None and not sl.plain_at(offs):
                     uses.bad(buf, f"{where} (the slice at offset {offs} cuts through its register layout: "
                                   "some threads own only part of a slot's pattern)")
                     break

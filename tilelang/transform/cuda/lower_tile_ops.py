@@ -249,7 +249,7 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
             exts.append(body.extent)
             body = body.body
         sl = fragment_slice(vars_, exts, body, self.plan.in_registers)
-        if sl is not None:
+        if sl is not None and not self.plain_slice(sl):
             return self.slice_loop(s, vars_, sl)
         driver = None
         for ld in collect(body, lambda n: isinstance(n, (E.BufferLoad, S.BufferStore))):
@@ -284,6 +284,12 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
             if sl is not None and any(v.uid == s.var.uid for o in sl.offsets for v in collect(o, lambda n: isinstance(n, E.Var))):
                 return True
         return False
+
+    def plain_slice(self, sl) -> bool:
+        """A guarded loop over the whole tile whose guard does not fall on whole slots: the plain
+        per-slot loop (the guard tested per slot) serves it."""
+        offs = tuple(const_int(o) for o in sl.offsets)
+        return sl.plain_at(offs) and slice_slots(self.plan.layout(sl.buffers[0]), offs, sl.box) is None
 
     def slice_loop(self, s: S.For, vars_, sl):
         """Each thread runs the body for its slots inside the slice; the loop variables are
