@@ -33,6 +33,7 @@ from ...layout.fragment import (FlatFragment, MmaAccFragment, ReshapedFragment, 
 from ...op import tile_ops as O
 from ...op.thread_ops import DeclBuffer
 from ...op.regions import squeezed
+from .fragment_slices import LOOP_KINDS, fragment_slice, offset_cases, slice_slots
 from .lower_async import tile_pointer
 
 
@@ -184,6 +185,8 @@ class _Uses(Visitor):
         self.boxes: list = []  # fragments a box is copied out of before their layout is known
         self.frag_threads: dict = {}  # fragment uid -> threads of the scope using it (T.ws)
         self.outside: set = set()  # fragments used outside every T.ws scope
+        self.loops: list = []  # enclosing serial / unroll loops: (var, start, extent)
+        self.slices: list = []  # (FragmentSlice, its constant offsets per case, where): checked once laid out
 
     def visit_WarpGroupScope(self, s):
         """Fragments used inside `T.ws` are spread over the scope's threads only."""
@@ -281,13 +284,19 @@ class _Uses(Visitor):
 
     def visit_For(self, s: S.For):
         if s.kind != "parallel":
-            self.generic(s)
+            self.loops.append((s.var, s.start, s.extent) if s.kind in LOOP_KINDS else (s.var, None, None))
+            try:
+                self.generic(s)
+            finally:
+                self.loops.pop()
             return
         vars_, exts, body = [], [], s
         while isinstance(body, S.For) and body.kind == "parallel":
             vars_.append(body.var)
             exts.append(const_int(body.extent))
             body = body.body
+        if self.visit_slice(vars_, exts, body):
+            return
         exact, rows = [], []
         for ld in collect(body, lambda n: isinstance(n, (E.BufferLoad, S.BufferStore))):
             buf = ld.buffer
@@ -308,6 +317,30 @@ class _Uses(Visitor):
         for inner in collect(body, lambda n: isinstance(n, S.For) and n.kind == "parallel"):
             for ld in collect(inner, lambda n: isinstance(n, (E.BufferLoad, S.BufferStore))):
                 self.bad(ld.buffer, "used in a nested T.Parallel")
+
+    def visit_slice(self, vars_, exts, body) -> bool:
+        """A T.Parallel over a sub-block of fragments (fragment_slices.py): fine when the offsets
+        are constants over the enclosing loops; whether the slices fit the layout is checked last."""
+        sl = fragment_slice(vars_, exts, body, lambda b: b.uid in self.frags)
+        if sl is None:
+            return False
+        b = sl.buffers[0]
+        idx = [str(v) if const_int(o) == 0 else str(v + o) for v, o in zip(vars_, sl.offsets)]
+        where = f"indexed as {b.name}[{', '.join(idx)}] in a " \
+                f"T.Parallel over {tuple(exts)}"
+        cases = offset_cases(sl.offsets, self.loops)
+        for buf in sl.buffers:
+            if cases is None:
+                self.bad(buf, f"{where} (the offset is not a constant, nor one of a few values of "
+                              "enclosing constant-extent loops)")
+        for a, c in zip(sl.buffers, sl.buffers[1:]):
+            self.links.append((a, c))
+        if cases is not None:
+            self.slices.append((sl, cases, where))
+        for inner in collect(body, lambda n: isinstance(n, S.For) and n.kind == "parallel"):
+            for ld in collect(inner, lambda n: isinstance(n, (E.BufferLoad, S.BufferStore))):
+                self.bad(ld.buffer, "used in a nested T.Parallel")
+        return True
 
     def visit_Reduce(self, op: O.Reduce):
         self.reduces.append(op)
@@ -469,6 +502,7 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
         if la is not None and lb is not None and la != lb:
             victim = b if a.uid in uses.strict else a
             uses.demote.setdefault(victim.uid, f"layout conflict with {(a if victim is b else b).name}")
+    _check_slices(uses, layouts)
     for b in uses.boxes:
         if not isinstance(layouts.get(b.uid), (MmaAccFragment, WgmmaAccFragment)):
             uses.demote.setdefault(b.uid, "T.copy of a slice of it")
@@ -503,6 +537,22 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
 
 
 _ = squeezed
+
+
+def _check_slices(uses: _Uses, layouts: dict):
+    """A sub-block loop keeps its fragments in registers when every slice it takes is a set of
+    whole slots of their layout (the same on every thread)."""
+    for sl, cases, where in uses.slices:
+        for buf in sl.buffers:
+            lay = layouts.get(buf.uid)
+            if lay is None or not hasattr(lay, "threads"):
+                uses.bad(buf, f"{where} (its layout {type(lay).__name__} has no per-thread slices)")
+                continue
+            for offs in cases:
+                if slice_slots(lay, offs, sl.box) is None and not sl.plain_at(offs):
+                    uses.bad(buf, f"{where} (the slice at offset {offs} cuts through its register layout: "
+                                  "some threads own only part of a slot's pattern)")
+                    break
 
 
 def per_thread_fragments(body, frags: dict, views: dict | None = None) -> set:

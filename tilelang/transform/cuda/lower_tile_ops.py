@@ -30,6 +30,7 @@ from ...layout.fragment import FlatFragment, MmaAccFragment, RowFragment, WgmmaA
 from ...op.regions import squeezed, tile_coords
 from ...op.registry import lowering_rule
 from . import ops  # noqa: F401 (importing the package registers the tile-op families' rules)
+from .fragment_slices import LOOP_KINDS, fragment_slice, slice_slots, slot_runs
 from .layout_inference import LayoutPlan, infer_layouts
 from .lower_async import AsyncLowering, async_accumulators
 from .lower_copy import CopyLowering, _bound_in, _Hoist, copy_vector_width, unflatten  # noqa: F401 (re-exports)
@@ -226,6 +227,9 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
 
     # ------------------------------------------------------------ T.Parallel
     def visit_For(self, s: S.For):
+        if s.kind != "parallel" and self.carries_slice_offset(s):
+            n, lo = const_int(s.extent), const_int(s.start)
+            return self.visit(S.seq(*[substitute(s.body, {s.var: E.as_expr(lo + k)}) for k in range(n)]))
         if s.kind != "parallel":
             kind = "serial" if s.kind in ("pipelined", "vectorized") else s.kind
             frame = _Hoist(s, _bound_in(s))
@@ -244,6 +248,9 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
             vars_.append(body.var)
             exts.append(body.extent)
             body = body.body
+        sl = fragment_slice(vars_, exts, body, self.plan.in_registers)
+        if sl is not None and not self.plain_slice(sl):
+            return self.slice_loop(s, vars_, sl)
         driver = None
         for ld in collect(body, lambda n: isinstance(n, (E.BufferLoad, S.BufferStore))):
             if self.plan.in_registers(ld.buffer) and tuple(ld.indices) == tuple(vars_):
@@ -259,6 +266,54 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
                 return self.slot_loop(driver, make, vector="warn")
             return self.flat_loop(exts, lambda cvars: self.visit(substitute(body, dict(zip(vars_, cvars)))),
                                   vector="warn")
+        finally:
+            self.per_thread -= 1
+
+    def carries_slice_offset(self, s: S.For) -> bool:
+        """A constant-extent loop whose variable offsets a register sub-block loop inside it: it is
+        unrolled, so each copy's slice is a fixed set of slots (fragment_slices.py)."""
+        if s.kind not in LOOP_KINDS or const_int(s.start) is None or const_int(s.extent) is None:
+            return False
+        for loop in collect(s.body, lambda n: isinstance(n, S.For) and n.kind == "parallel"):
+            vars_, exts, body = [], [], loop
+            while isinstance(body, S.For) and body.kind == "parallel":
+                vars_.append(body.var)
+                exts.append(body.extent)
+                body = body.body
+            sl = fragment_slice(vars_, exts, body, self.plan.in_registers)
+            if sl is not None and any(v.uid == s.var.uid for o in sl.offsets for v in collect(o, lambda n: isinstance(n, E.Var))):
+                return True
+        return False
+
+    def plain_slice(self, sl) -> bool:
+        """A guarded loop over the whole tile whose guard does not fall on whole slots: the plain
+        per-slot loop (the guard tested per slot) serves it."""
+        offs = tuple(const_int(o) for o in sl.offsets)
+        return sl.plain_at(offs) and slice_slots(self.plan.layout(sl.buffers[0]), offs, sl.box) is None
+
+    def slice_loop(self, s: S.For, vars_, sl):
+        """Each thread runs the body for its slots inside the slice; the loop variables are
+        the slot's coordinates minus the offsets (the other side's indices follow them)."""
+        lay = self.plan.layout(sl.buffers[0])
+        offs = tuple(const_int(o) for o in sl.offsets)
+        slots = slice_slots(lay, offs, sl.box) if None not in offs else None
+        if slots is None:
+            raise LoweringError(f"internal: the sub-block loop over {sl.buffers[0].name} has offsets {sl.offsets} "
+                                "that layout inference did not accept", s.span)
+        self.per_thread += 1
+        self.where = s.span
+        try:
+            loops = []
+            for first, count in slot_runs(slots):
+                k = E.Var("l", dt.int32)
+                l = k + first if first else k
+                cvars = [E.Var("ijkm"[d], dt.int32) for d in range(len(vars_))]
+                lets = [S.LetStmt(v, simplify(c - o)) for v, c, o in zip(cvars, lay.coords(self.tid, l), offs)]
+                with self.ranges.scoped({v: b for v, b in zip(cvars, sl.box)}):
+                    b = self.visit(substitute(sl.body, dict(zip(vars_, cvars))))
+                b = _RegAccess(self, cvars, simplify(l), lay).visit(b)
+                loops.append(S.For(k, E.as_expr(0), E.as_expr(count), "unroll", S.seq(*lets, b), THREAD_LOOP))
+            return S.seq(*loops)
         finally:
             self.per_thread -= 1
 
