@@ -168,7 +168,9 @@ class RowFragment:
     g + 8 of its 16-row slice, so slot s = 2*mi + h. The 4 lanes of a quad (same g) hold
     copies; a row reduction combines a thread's own columns, then the quad with two
     xor-shuffles. Only the row split matters, so accumulators of any width share it.
-    Requires rows not to be split across warps (warps_n == 1 / wg_n == 1).
+    Where the columns are split over warps (warps_n / wg_n > 1) the warps of one row block
+    hold copies too: a row reduction then also combines their partials through a small
+    shared scratch (ops/reduce.py).
     """
 
     kind: str  # "mma" | "wgmma"
@@ -280,11 +282,9 @@ class ReshapedFragment:
 
 
 def row_fragment_ok(acc) -> bool:
-    if isinstance(acc, MmaAccFragment):
-        return acc.warps_n == 1
-    if isinstance(acc, WgmmaAccFragment):
-        return acc.wg_n == 1
-    return False
+    """Any mma / wgmma accumulator's rows can be kept as a RowFragment (a row split over column
+    groups is combined by the reduce lowering through a small shared scratch)."""
+    return isinstance(acc, (MmaAccFragment, WgmmaAccFragment))
 
 
 WGMMA_N = (8, 16, 32, 64, 96, 128, 192, 256)

@@ -47,8 +47,9 @@ def assert_covers_tile_once(lay, threads):
     assert not twice, f"{lay}: elements held by more than one (thread, slot): {twice[:4]}"
 
 
-def assert_rows_follow_accumulator(row: RowFragment, acc, threads):
-    """Thread t's row slots hold exactly the rows t holds in the accumulator; 4 lanes (a quad) per row."""
+def assert_rows_follow_accumulator(row: RowFragment, acc, threads, copies=1):
+    """Thread t's row slots hold exactly the rows t holds in the accumulator; 4 lanes (a quad) per row,
+    in each of `copies` warps (the column groups of a row split over warps)."""
     owners = {}
     for tid in range(threads):
         rows = [row.coords(tid, s)[0] for s in range(row.nlocal)]
@@ -62,9 +63,9 @@ def assert_rows_follow_accumulator(row: RowFragment, acc, threads):
                 assert acc.coords(tid, l)[0] == r and row.slot_of_acc(l, acc) == s
     assert sorted(owners) == list(range(row.rows))
     for r, tids in owners.items():
-        assert len(tids) == 4, f"row {r} held by threads {tids}"
-        assert len({t // 32 for t in tids}) == 1 and len({(t % 32) // 4 for t in tids}) == 1, \
-            f"row {r} is not held by one quad: {tids}"
+        assert len(tids) == 4 * copies, f"row {r} held by threads {tids}"
+        assert len({t // 32 for t in tids}) == copies and len({(t % 32) // 4 for t in tids}) == 1, \
+            f"row {r} is not held by one quad per warp: {tids}"
 
 
 # ----------------------------------------------------------------------------- accumulators
@@ -168,12 +169,15 @@ def test_row_value_follows_the_accumulator_rows_with_row_fragments(sm, kind, gro
     assert_rows_follow_accumulator(row, acc, threads)
 
 
-def test_row_fragment_needs_whole_rows_per_warp(kernels, helpers):
-    """Square policy splits 128x64 over 2x2 warps: a row spans two warps, so m goes to shared."""
-    plan, frags, _, _ = plan_for(kernels.row_softmax(), 80, True, helpers=helpers)
+def test_row_fragment_over_a_row_split_across_warps(kernels, helpers):
+    """Square policy splits 128x64 over 2x2 warps: a row spans two warps. m still takes the row
+    layout (both column warps hold copies; the reduce combines them through a rows x 2 scratch)."""
+    plan, frags, threads, _ = plan_for(kernels.row_softmax(), 80, True, helpers=helpers)
     acc = plan.layout(frags["S_l"])
     assert isinstance(acc, MmaAccFragment) and acc.warps_n == 2
-    assert plan.layout(frags["m"]) is None and "m[i]" in plan.reasons[frags["m"].uid]
+    row = plan.layout(frags["m"])
+    assert row == RowFragment("mma", 128, 2), plan.reasons
+    assert_rows_follow_accumulator(row, acc, threads, copies=2)
 
 
 @pytest.mark.parametrize("threads", [128, 256])

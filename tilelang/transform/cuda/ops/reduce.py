@@ -1,60 +1,138 @@
 """CUDA lowering of T.reduce_sum / max / min / abssum / absmax (O.Reduce).
 
-Takes: a Reduce over one dim of a tile. Gives: for rows of an mma/wgmma accumulator into a row
-fragment (both in registers), a fold of each thread's columns then an xor-shuffle over its quad
-(tl_quad_<op>); otherwise a register source is first stored to a shared scratch tile
-(`<src>_red`) and each destination element runs a serial loop over the reduced dim.
+Takes: a Reduce over one dim of a tile. Gives, for the rows of an mma/wgmma accumulator (dim 1,
+float): a fold of each thread's columns, then an xor-shuffle over its quad (tl_quad_<op>).
+- Rows whole in one warp (warps_n / wg_n == 1) into a row fragment: that is the result, kept
+  in the row fragment's registers.
+- Otherwise (the columns split over G warps / warpgroups, or the destination not a row
+  fragment): each quad's leader stores its partial to a small shared scratch
+  `<src>_rows<n>[rows, G]`, a barrier (thread_sync) follows, and every element of the
+  destination, wherever it lives, folds the G partials of its row in a fixed order (so the
+  copies of a replicated row fragment agree bit for bit).
+Other reductions: a register source is stored to a shared scratch tile (`<src>_red`) and each
+destination element runs a serial loop over the reduced dim.
 
     T.reduce_max(S, m, dim=1)   ->   racc = S_reg[0]; racc = max(racc, S_reg[1]) ...; racc = tl_quad_max(racc); m_reg[s] = racc
+    (S 64x64 over 2 warpgroups)      ... rpart[s] = racc; if (tid % 4 == 0) S_rows[row, tid / 128] = rpart[s];
+                                     <barrier>; m_reg[s] = max(S_rows[row, 0], S_rows[row, 1])
 """
 from __future__ import annotations
 
 from .... import dtypes as dt
+from ....arith.simplify import const_int
 from ....ir import expr as E
 from ....ir import stmt as S
 from ....ir.buffer import Buffer
 from ....layout.fragment import MmaAccFragment, RowFragment, WgmmaAccFragment
 from ....op import tile_ops as O
 from ....op.registry import register_lowering
+from .base import is_local
+
+_COMB = {"sum": lambda x, y: x + y, "abssum": lambda x, y: x + y,
+         "max": lambda x, y: E.call("max", x, y), "absmax": lambda x, y: E.call("max", x, y),
+         "min": lambda x, y: E.call("min", x, y)}
+_QUAD = {"sum": "sum", "abssum": "sum", "max": "max", "absmax": "max", "min": "min"}
 
 
-def row_reduce(low, op: O.Reduce, sreg: Buffer, dreg: Buffer, lay: RowFragment):
-    """Rows of an accumulator: fold this thread's columns, then its quad with xor-shuffles."""
+def column_groups(acc) -> tuple[int, object]:
+    """(G, group(tid)): how many warps (mma) / warpgroups (wgmma) split each row's columns, and
+    which of them thread tid is in."""
+    if isinstance(acc, MmaAccFragment):
+        return acc.warps_n, lambda tid: (tid // 32) // acc.warps_m
+    return acc.wg_n, lambda tid: (tid // 128) // acc.wg_m
+
+
+def fold_rows(low, op: O.Reduce, sreg: Buffer, rows: RowFragment, src_lay, store):
+    """Per row slot s: fold this thread's columns of the row, then its quad; store(s, value)."""
     dt_ = op.dst.dtype
-    comb = {"sum": lambda x, y: x + y, "abssum": lambda x, y: x + y,
-            "max": lambda x, y: E.call("max", x, y), "absmax": lambda x, y: E.call("max", x, y),
-            "min": lambda x, y: E.call("min", x, y)}[op.kind]
-    quad = {"sum": "sum", "abssum": "sum", "max": "max", "absmax": "max", "min": "min"}[op.kind]
+    comb = _COMB[op.kind]
     low.nreduce = getattr(low, "nreduce", 0) + 1
     tmp = Buffer(f"racc{low.nreduce}", (1,), dt_, "local.var")
     out = [S.Allocate(tmp)]
     zero = (E.as_expr(0),)
-    for s in range(lay.nlocal):
-        for n, l in enumerate(lay.acc_slots(s, low.plan.layout(op.src))):  # one statement per column: no nested ternaries
+    for s in range(rows.nlocal):
+        for n, l in enumerate(rows.acc_slots(s, src_lay)):  # one statement per column: no nested ternaries
             v = E.cast(dt_, E.BufferLoad(sreg, (E.as_expr(l),), sreg.dtype))
             if op.kind in ("abssum", "absmax"):
                 v = E.call("abs", v)
             out.append(S.BufferStore(tmp, zero, v if n == 0 else comb(tmp[0], v)))
         # NOTE: the shuffle is a statement of its own, executed by every lane: inside a
         # select (T.max prints as a ternary) only some lanes would reach it and hang.
-        out.append(S.BufferStore(tmp, zero, E.Call(f"tl_quad_{quad}", (tmp[0],), dt_)))
-        total = tmp[0]
+        out.append(S.BufferStore(tmp, zero, E.Call(f"tl_quad_{_QUAD[op.kind]}", (tmp[0],), dt_)))
+        out.append(store(s, tmp[0]))
+    return out
+
+
+def row_reduce(low, op: O.Reduce, sreg: Buffer, dreg: Buffer, lay: RowFragment):
+    """Rows of an accumulator whose rows stay in one warp, into its row fragment."""
+    comb = _COMB[op.kind]
+
+    def store(s, total):
         if not op.clear:
-            total = comb(E.BufferLoad(dreg, (E.as_expr(s),), dt_), total)
-        out.append(S.BufferStore(dreg, (E.as_expr(s),), total))
+            total = comb(E.BufferLoad(dreg, (E.as_expr(s),), op.dst.dtype), total)
+        return S.BufferStore(dreg, (E.as_expr(s),), total)
+
+    return S.seq(*fold_rows(low, op, sreg, lay, low.plan.layout(op.src), store))
+
+
+def split_row_reduce(low, op: O.Reduce, sreg: Buffer, src_lay):
+    """Rows of an accumulator into any destination, combining the column groups in shared."""
+    src, dst, dt_ = op.src, op.dst, op.dst.dtype
+    comb = _COMB[op.kind]
+    rows = RowFragment.of(src_lay)
+    groups, group_of = column_groups(src_lay)
+    part = Buffer(f"rpart{getattr(low, 'nreduce', 0) + 1}", (rows.nlocal,), dt_, "local")
+    scratch = Buffer(f"{src.name}_rows{getattr(low, 'nreduce', 0) + 1}", (rows.rows, groups), dt_, "shared.dyn")
+    out = [S.Allocate(part), S.Allocate(scratch)]
+    out += fold_rows(low, op, sreg, rows, src_lay,
+                     lambda s, v: S.BufferStore(part, (E.as_expr(s),), v))
+    grp = group_of(low.tid)
+    leader = E.binop("==", low.tid % 4, E.as_expr(0))  # the quad's lanes hold copies: one stores
+    out.append(low.slot_loop(rows, lambda l, cv: S.IfThenElse(
+        leader, S.BufferStore(scratch, (cv[0], grp), E.BufferLoad(part, (l,), dt_)))))
+
+    def gather(i, ref):
+        """ref = (ref op) p[i, 0] op p[i, 1] ...: group order, the same on every thread."""
+        tmp = Buffer("rsum", (1,), dt_, "local.var")
+        zero = (E.as_expr(0),)
+        body = [S.Allocate(tmp, (E.BufferLoad(scratch, (i, E.as_expr(0)), dt_),))]
+        for g in range(1, groups):
+            body.append(S.BufferStore(tmp, zero, comb(tmp[0], E.BufferLoad(scratch, (i, E.as_expr(g)), dt_))))
+        body.append(S.BufferStore(ref.buffer, ref.indices, tmp[0] if op.clear else comb(ref, tmp[0])))
+        return S.seq(*body)
+
+    dreg = low.reg(dst)
+    if dreg is not None:
+        out.append(low.slot_loop(low.plan.layout(dst), lambda l, cv: gather(cv[0], E.BufferLoad(dreg, (l,), dt_))))
+    else:
+        loop = low.per_thread_loop if is_local(dst) else low.flat_loop
+        out.append(loop((dst.shape[0],), lambda cv: gather(cv[0], E.BufferLoad(dst, (cv[0],), dt_))))
     return S.seq(*out)
+
+
+def accumulator_rows(low, op: O.Reduce):
+    """The accumulator layout of op's source when op reduces its rows in registers, else None."""
+    src, dst = op.src, op.dst
+    lay = low.plan.layout(src) if low.reg(src) is not None else None
+    if not isinstance(lay, (MmaAccFragment, WgmmaAccFragment)) or lay.threads != low.T:
+        return None
+    if src.ndim != 2 or op.dim != 1 or dst.ndim != 1 or const_int(dst.shape[0]) != lay.shape[0]:
+        return None
+    if not dst.dtype.is_float or dst.dtype.bits > 32:  # the quad shuffles move 32-bit floats
+        return None
+    return lay
 
 
 @register_lowering("cuda", O.Reduce)
 def lower_reduce(low, op: O.Reduce):
     src, dst = op.src, op.dst
-    sreg, dreg = low.reg(src), low.reg(dst)
-    if sreg is not None and dreg is not None and op.dim == src.ndim - 1:
-        lay = low.plan.layout(dst)
-        src_lay = low.plan.layout(src)
-        if isinstance(lay, RowFragment) and isinstance(src_lay, (MmaAccFragment, WgmmaAccFragment)) \
-                and RowFragment.of(src_lay) == lay and dst.dtype.is_float:
-            return row_reduce(low, op, sreg, dreg, lay)
+    src_lay = accumulator_rows(low, op)
+    if src_lay is not None:
+        sreg, dreg = low.reg(src), low.reg(dst)
+        if dreg is not None and low.plan.layout(dst) == RowFragment.of(src_lay) \
+                and column_groups(src_lay)[0] == 1:
+            return row_reduce(low, op, sreg, dreg, low.plan.layout(dst))
+        return split_row_reduce(low, op, sreg, src_lay)
     out = []
     if low.reg(src) is not None:
         scratch = low.scratch_of.get(src.uid)
@@ -76,9 +154,7 @@ def lower_reduce(low, op: O.Reduce):
     else:
         init = E.const(0, dt_)
     red = src.shape[op.dim]
-    comb = {"sum": lambda x, y: x + y, "abssum": lambda x, y: x + y,
-            "max": lambda x, y: E.call("max", x, y), "absmax": lambda x, y: E.call("max", x, y),
-            "min": lambda x, y: E.call("min", x, y)}[op.kind]
+    comb = _COMB[op.kind]
 
     def make(cv, reg_ref):
         keep = [c for c, s in zip(cv, dst.shape)] if len(cv) == dst.ndim else list(cv)
