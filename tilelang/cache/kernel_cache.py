@@ -197,7 +197,7 @@ def kernel_key(fn, arguments: dict, options: dict, target) -> str | None:
     from .. import env
     from ..engine import callback
 
-    if not env.kernel_cache_enabled() or env.dump_ir_dir() is not None or callback.registered():
+    if not env.kernel_cache_enabled() or env.dump_ir_dir() is not None or callback.registered():  # any callback (a dict of them) turns the cache off
         return None
     configs = options.get("pass_configs") or {}
     if not isinstance(configs, dict) or UNSAFE_PASS_CONFIGS & set(configs):

@@ -113,8 +113,3 @@ def postprocess(lang: str, code: str, target) -> str:
         raise TileLangError(f"the {lang} post-processing callback {getattr(fn, '__name__', fn)!r} returned "
                             f"{type(out).__name__}; it must return the (edited) source code as a str")
     return out
-
-
-def registered() -> tuple[str, ...]:
-    """The languages that have a callback now (the kernel cache is off while any has one)."""
-    return tuple(_callbacks)
