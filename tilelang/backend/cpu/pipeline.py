@@ -6,6 +6,7 @@ import ctypes
 from ...errors import TileLangError
 from ...ir.stmt import PrimFunc
 from ...transform.pass_manager import PassContext, run_passes
+from ..artifact import LowersOnDemand
 
 
 def passes() -> list:
@@ -43,7 +44,7 @@ _CTYPE = {"bool": ctypes.c_bool, "int8": ctypes.c_int8, "int16": ctypes.c_int16,
           "float64": ctypes.c_double}
 
 
-class CPUArtifact:
+class CPUArtifact(LowersOnDemand):
     """A compiled CPU kernel: `launch(values)` takes one value per C argument."""
 
     def __init__(self, func: PrimFunc, ctx: PassContext):
@@ -84,13 +85,6 @@ class CPUArtifact:
                             load_seconds=dt, total_seconds=dt, flags=tuple(rec["flags"]))
         self._bind()
         return self
-
-    def __getattr__(self, name):
-        # a kernel from the kernel cache lowers again only if someone asks for its lowered IR
-        if name == "lowered" and "relower" in self.__dict__:
-            self.lowered = self.relower()
-            return self.lowered
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def _bind(self) -> None:
         argtypes = []

@@ -22,6 +22,7 @@ from ...transform.legalize_safe_memory import legalize_safe_memory
 from ...transform.thread_scopes import thread_scopes_pass
 from ...transform.lower_gemm_sp import lower_gemm_sp
 from ...transform.pass_manager import PassContext, run_passes, simplify_pass
+from ..artifact import LowersOnDemand
 
 
 _SMEM_LIMIT = 232448  # the most dynamic shared memory one block may use (sm_90; sm_80 allows less)
@@ -159,7 +160,7 @@ def swizzle_panel(func: PrimFunc) -> int | None:
     return swz[0].panel_size if swz else None
 
 
-class CUDAArtifact:
+class CUDAArtifact(LowersOnDemand):
     """One compiled CUDA kernel: its lowered IR, source, module and launch (see launch())."""
 
     def __init__(self, func: PrimFunc, ctx: PassContext):
@@ -168,22 +169,24 @@ class CUDAArtifact:
         self.lowered, self.csource, self.compiled = _lower_and_compile(func, ctx, panel)
         from ...transform.pass_config import get as config
 
+        def without(key):
+            """The same compile with the optimisation `key` turns off: (ctx, lowered, csource, compiled)."""
+            retry = replace(ctx, pass_configs={**ctx.pass_configs, key: True}, warnings=[])
+            return (retry, *_lower_and_compile(func, retry, panel))
+
         if self.csource.smem_bytes > _SMEM_LIMIT and not config(ctx.pass_configs, "tl.disable_deep_ring", False):
             # the producer's ring is deepened before later passes add their scratch tiles (a
             # reduction's, a staging tile): where the total outgrows a block, keep num_stages
-            retry = replace(ctx, pass_configs={**ctx.pass_configs, "tl.disable_deep_ring": True}, warnings=[])
-            lowered, csource, compiled = _lower_and_compile(func, retry, panel)
-            if csource.smem_bytes < self.csource.smem_bytes:
-                ctx, self.lowered, self.csource, self.compiled = retry, lowered, csource, compiled
+            got = without("tl.disable_deep_ring")
+            if got[2].smem_bytes < self.csource.smem_bytes:
+                ctx, self.lowered, self.csource, self.compiled = got
         spill = _spill_note(self.compiled.ptxas_info())
         if spill and ctx.ws_info is not None and ctx.ws_info.deferred_epilogue:
             # the deferred epilogue keeps the output tile in registers through the next k-loop:
             # where that spills, the epilogue stays between the k-loops
-            retry = replace(ctx, pass_configs={**ctx.pass_configs, "tl.disable_deferred_epilogue": True},
-                            warnings=[])
-            lowered, csource, compiled = _lower_and_compile(func, retry, panel)
-            if _spill_note(compiled.ptxas_info()) is None:
-                ctx, self.lowered, self.csource, self.compiled, spill = retry, lowered, csource, compiled, None
+            got = without("tl.disable_deferred_epilogue")
+            if _spill_note(got[3].ptxas_info()) is None:
+                (ctx, self.lowered, self.csource, self.compiled), spill = got, None
         for m in ctx.warnings:
             warnings.warn(f"{func.name}: {m}", PerformanceWarning, stacklevel=4)
         self.source = self.csource.text
@@ -232,13 +235,6 @@ class CUDAArtifact:
         self.source, self.ptx, self._module = self.csource.text, self.compiled.ptx, None
         self._init_launch_state()
         return self
-
-    def __getattr__(self, name):
-        # a kernel from the kernel cache lowers again only if someone asks for its lowered IR
-        if name == "lowered" and "relower" in self.__dict__:
-            self.lowered = self.relower()
-            return self.lowered
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def _init_launch_state(self):
         self._fn = None

@@ -390,8 +390,7 @@ def _consumer_loop(plan: _Plan) -> S.Stmt:
     from .software_pipeline import _ReplaceBuffers
 
     overlap = stages >= 2 and len(plan.gemms) == 1 and all(g.wg_wait == 0 for g in plan.gemms) \
-        and not _reads_accumulator(plan) \
-        and not _rewritten_operands(plan)
+        and not _batch_must_finish(plan)
     body_ops = [replace(b, wg_wait=1) if overlap and isinstance(b, O.Gemm) and b in plan.gemms else b
                 for b in plan.body]
     rest = _ReplaceBuffers(plan.views).visit(S.seq(*body_ops))
@@ -417,28 +416,22 @@ def _consumer_loop(plan: _Plan) -> S.Stmt:
                  Raw(f"if ({{0}} > 0) {{{{ {plan.arrive(f'({{1}}) % {stages}')} }}}}", (loop.extent, simplify(last))))
 
 
-def _reads_accumulator(plan: _Plan) -> bool:
-    """The loop body touches a gemm's C (or a T.reshape of it) besides the gemm, or the gemm clears
-    it: an iteration then needs its own wgmma batch complete, so batches cannot stay in flight."""
-    acc = {g.C.buffer.uid for g in plan.gemms}
+def _batch_must_finish(plan: _Plan) -> bool:
+    """An iteration needs its own wgmma batch complete (batches cannot stay in flight) when a gemm
+    clears its accumulator, or when another statement of the loop body touches what a gemm uses
+    outside the staged tiles: its C (or a T.reshape of it), or an A / B tile the consumers write
+    (e.g. one they dequantize into), which the next iteration's writes would race."""
     if any(g.clear_accum for g in plan.gemms):
         return True
-    for b in plan.body:
-        if isinstance(b, O.Gemm) and b in plan.gemms:
+    used = {g.C.buffer.uid for g in plan.gemms}
+    used |= {b.uid for g in plan.gemms for b in (g.A.buffer, g.B.buffer)
+             if b.scope in ("shared", "shared.dyn") and b.uid not in plan.views}
+    for st in plan.body:
+        if isinstance(st, O.Gemm) and st in plan.gemms:
             continue
-        if any(getattr(x, "view_base", x).uid in acc for x in buffers_used(b)):
+        if any(getattr(x, "view_base", x).uid in used for x in buffers_used(st)):
             return True
     return False
-
-
-def _rewritten_operands(plan: _Plan) -> list:
-    """Operands of the loop's gemm that are not staged tiles and that the loop body also touches
-    (e.g. a tile the consumers dequantize into): a wgmma left in flight would race the next
-    iteration's writes to them, so such a loop waits for each wgmma."""
-    g = plan.gemms[0]
-    own = [b for b in (g.A.buffer, g.B.buffer) if b.scope in ("shared", "shared.dyn") and b.uid not in plan.views]
-    others = [st for st in plan.body if st is not g]
-    return [b for b in own if any(b.uid == u.uid for st in others for u in buffers_used(st))]
 
 
 def _rewrite(plan: _Plan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.KernelLaunch:
