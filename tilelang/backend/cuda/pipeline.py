@@ -16,7 +16,7 @@ from ...op import tile_ops as O
 from ...transform.cuda.lower_tile_ops import lower_kernel
 from ...transform.cuda.plan_smem import plan_smem_pass
 from ...transform.cuda.thread_sync import insert_syncs
-from ...transform.cuda.warp_specialize import TIMELINE
+from ...transform.cuda.warp_specialize import consumer_registers, TIMELINE
 from ...transform.check_dtypes import check_dtypes_pass
 from ...transform.legalize_safe_memory import legalize_safe_memory
 from ...transform.thread_scopes import thread_scopes_pass
@@ -74,7 +74,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                                    bool(config(ctx.pass_configs, "tl.debug_timeline", False)),
                                    not config(ctx.pass_configs, "tl.disable_k_serpentine", False),
                                    not config(ctx.pass_configs, "tl.disable_deferred_epilogue", False),
-                                   not config(ctx.pass_configs, "tl.disable_deep_ring", False))
+                                   not config(ctx.pass_configs, "tl.disable_deep_ring", False),
+                                   config(ctx.pass_configs, "tl.ws_launch_registers", None))
     if ws is not None:
         k_piped, views = k_ws, []
     elif manual is not None:
@@ -169,10 +170,21 @@ class CUDAArtifact(LowersOnDemand):
         self.lowered, self.csource, self.compiled = _lower_and_compile(func, ctx, panel)
         from ...transform.pass_config import get as config
 
-        def without(key):
+        def without(key, value=True):
             """The same compile with the optimisation `key` turns off: (ctx, lowered, csource, compiled)."""
-            retry = replace(ctx, pass_configs={**ctx.pass_configs, key: True}, warnings=[])
+            retry = replace(ctx, pass_configs={**ctx.pass_configs, key: value}, warnings=[])
             return (retry, *_lower_and_compile(func, retry, panel))
+
+        regs = self.compiled.ptxas_info().get("registers")
+        ws = ctx.ws_info
+        if ws is not None and ws.consumer_regs and regs and consumer_registers(ws.consumer_threads, regs) < ws.consumer_regs:
+            # ptxas gave each thread fewer registers at launch than __launch_bounds__ allows, so the
+            # producer's setmaxnreg_dec frees too few for the consumers' increase (it would wait forever)
+            ctx, self.lowered, self.csource, self.compiled = without("tl.ws_launch_registers", regs)
+            ws, regs = ctx.ws_info, self.compiled.ptxas_info().get("registers")
+            if ws is not None and regs and consumer_registers(ws.consumer_threads, regs) < ws.consumer_regs:
+                raise LoweringError(f"{func.name}: the consumers' setmaxnreg_inc<{ws.consumer_regs}> needs more "
+                                    f"registers than the block holds at launch ({regs} per thread): it would hang")
 
         if self.csource.smem_bytes > _SMEM_LIMIT and not config(ctx.pass_configs, "tl.disable_deep_ring", False):
             # the producer's ring is deepened before later passes add their scratch tiles (a

@@ -57,6 +57,24 @@ class WSInfo:
     persistent: bool = False  # a 1-d grid of blocks looping over tiles (they order tiles themselves)
     workspace: tuple = ()  # hidden global buffers the launcher allocates (stream-K partials and flags)
     deferred_epilogue: bool = False  # the output tile is stored during the next tile's k-loop
+    consumer_regs: int = 0  # the consumers' setmaxnreg_inc (the producer warpgroup decreases to PRODUCER_REGS)
+
+
+PRODUCER_THREADS, PRODUCER_REGS = 128, 40
+
+
+def consumer_registers(T: int, launch_regs: int | None = None) -> int:
+    """The consumers' setmaxnreg_inc for T consumer threads beside the 128-thread producer.
+
+    setmaxnreg moves registers within the block's own allocation, made at launch: the producer's
+    decrease to 40 frees (R - 40) x 128 of them, and an increase that asks the T consumers for
+    more than that waits forever. R is what ptxas gives each thread at launch: `launch_regs` when
+    known (the ptxas report), else the most `__launch_bounds__(T + 128, 1)` allows. 240 / 232 for
+    one / two consumer warpgroups (as where R is the bound); 152 for three, 104 for four."""
+    n = T + PRODUCER_THREADS
+    r = launch_regs if launch_regs else min(255, 65536 // n) // 8 * 8
+    pool = (r * n - PRODUCER_REGS * PRODUCER_THREADS) // T // 8 * 8
+    return min(240, pool)
 
 
 def tma_plan(op: O.Copy):
@@ -117,7 +135,7 @@ def _top_pipelined(body):
 
 def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, clusters: bool = False,
                     stream_k: bool = True, timeline: bool = False, serpentine: bool = True,
-                    defer_epilogue: bool = True, deep_ring: bool = True):
+                    defer_epilogue: bool = True, deep_ring: bool = True, launch_regs: int | None = None):
     """Returns (new kernel, WSInfo) or (k, None) when the kernel keeps the cp.async pipeline.
 
     num_sms: make the kernel persistent -- min(tiles, num_sms) blocks, each looping over the
@@ -133,10 +151,13 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     (see the module docstring).
     defer_epilogue: a persistent plain k-reduction stores its output tile during the next
     tile's k-loop (see `_defer_epilogue`).
-    deep_ring: the producer's ring may hold more stages than num_stages (see `ring_depth`)."""
+    deep_ring: the producer's ring may hold more stages than num_stages (see `ring_depth`).
+    launch_regs: the registers per thread ptxas gave a first build of this kernel, when fewer
+    than `__launch_bounds__` allows (see `consumer_registers`)."""
     plan = _plan(k, warn, num_sms, clusters, stream_k, serpentine, deep_ring)
     if plan is None:
         return k, None
+    plan.launch_regs = launch_regs
     plan.defer_epilogue = plan.defer_epilogue and defer_epilogue
     if timeline and plan.persistent:
         plan.timeline = Buffer(TIMELINE, (num_sms, TIMELINE_UNITS, 4), dt.int64, "global")
@@ -159,6 +180,7 @@ class _Plan:
     info: WSInfo
     num_sms: int | None
     persistent: bool  # stage/phase counters run on across a block's tiles from a per-branch base
+    launch_regs: int | None = None  # registers per thread at launch, when known (consumer_registers)
     storages: dict = field(default_factory=dict)  # tile uid -> multi-stage storage
     views: dict = field(default_factory=dict)  # tile uid -> the window onto the current stage
     tx_bytes: int = 0  # bytes landing in one stage
@@ -474,9 +496,8 @@ def _rewrite(plan: _Plan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.Ke
                + " ".join(f"tl::mbarrier_init(&tl_full[{i}], 1); "
                           f"tl::mbarrier_init(&tl_empty[{i}], {info.cluster * T // 32});" for i in range(plan.stages))
                + " tl::fence_barrier_init(); }} " + sync)
-    regs_c = 240 if T == 128 else (232 if T == 256 else 160)
-    if T >= 512:  # what the register file holds beside the producer's 40: 4 warpgroups get 112
-        regs_c = min(regs_c, (65536 - 128 * 40) // T // 8 * 8)
+    regs_c = consumer_registers(T, plan.launch_regs)
+    info.consumer_regs = regs_c
     setmaxnreg = Raw(f"tl::setmaxnreg_inc<{regs_c}>();")
     if plan.persistent:
         if plan.sk is not None:
