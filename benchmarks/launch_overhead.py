@@ -19,6 +19,9 @@ Variants:
   artifact.launch(values, stream)  prebuilt launch values: packing + launch only
   CudaFunction.launch(...)         the driver-level launch with prebuilt grid/args
   x.add_(1)                        a tiny torch op (dispatcher + launch), for scale
+
+It reaches into our internals (PreparedLaunch, artifacts), so it times this checkout only;
+benchmarks/host_overhead.py times the out_idx call through either implementation of tilelang.
 """
 
 import argparse
