@@ -25,14 +25,6 @@ from .math import (exp, exp2, log, log2, log10, sqrt, rsqrt, tanh, sigmoid, sin,
 from .debug import print, device_assert  # noqa: F401
 from .macro import macro  # noqa: F401
 from .eager import const, empty, dynamic, symbolic  # noqa: F401
-from .ptx import ptx_ldmatrix, ptx_mma  # noqa: F401
-from .gemm_sp import gemm_sp  # noqa: F401
-from .hopper import (ws, WarpSpecialize, mbarrier_wait_parity, mbarrier_arrive, mbarrier_expect_tx,  # noqa: F401
-                     mbarrier_arrive_expect_tx, barrier_wait, barrier_arrive, tma_copy, fence_proxy_async,
-                     set_max_nreg, inc_max_nreg, dec_max_nreg)
-from .hopper import (wgmma_gemm, wait_wgmma, ptx_cp_async, cp_async_barrier_noinc, ptx_commit_group,  # noqa: F401
-                     ptx_wait_group, annotate_producer_reg_dealloc, annotate_consumer_reg_alloc,
-                     ClusterKernel, alloc_cluster_barrier, block_rank_in_cluster, PersistentTileScheduler)
 from .thread import (thread_binding, launch_thread, sync_threads, sync_warp, sync_grid, shfl_xor,  # noqa: F401
                      shfl_down, shfl_up, shfl_sync, tvm_warp_shuffle, tvm_warp_shuffle_down, tvm_warp_shuffle_up,
                      any_sync, all_sync, ballot_sync, ballot, activemask, comm_reducer, attr, evaluate,
@@ -92,3 +84,56 @@ def Fragment(shape, forward_fn=None, forward_thread_fn=None, replicate=1, forwar
     from ..layout import Fragment as _F
 
     return _F.from_fn(shape, forward_fn, forward_thread_fn, replicate, forward_index_fn)
+
+
+# The expert tier (Hopper barriers / TMA / wgmma, inline PTX, 2:4 sparse gemm) loads on first use:
+# most programs never touch it, and its op classes cost a third of `import tilelang.language`.
+_LAZY = {
+    "ptx_ldmatrix": ".ptx",
+    "ptx_mma": ".ptx",
+    "gemm_sp": ".gemm_sp",
+    "ws": ".hopper",
+    "WarpSpecialize": ".hopper",
+    "mbarrier_wait_parity": ".hopper",
+    "mbarrier_arrive": ".hopper",
+    "mbarrier_expect_tx": ".hopper",
+    "mbarrier_arrive_expect_tx": ".hopper",
+    "barrier_wait": ".hopper",
+    "barrier_arrive": ".hopper",
+    "tma_copy": ".hopper",
+    "fence_proxy_async": ".hopper",
+    "set_max_nreg": ".hopper",
+    "inc_max_nreg": ".hopper",
+    "dec_max_nreg": ".hopper",
+    "wgmma_gemm": ".hopper",
+    "wait_wgmma": ".hopper",
+    "ptx_cp_async": ".hopper",
+    "cp_async_barrier_noinc": ".hopper",
+    "ptx_commit_group": ".hopper",
+    "ptx_wait_group": ".hopper",
+    "annotate_producer_reg_dealloc": ".hopper",
+    "annotate_consumer_reg_alloc": ".hopper",
+    "ClusterKernel": ".hopper",
+    "alloc_cluster_barrier": ".hopper",
+    "block_rank_in_cluster": ".hopper",
+    "PersistentTileScheduler": ".hopper",
+}
+
+
+def __getattr__(name):
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'tilelang.language' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(mod, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
+
+# `from tilelang.language import *` still brings every name, the lazy ones included
+__all__ = sorted({n for n in globals() if not n.startswith("_")} | set(_LAZY))
