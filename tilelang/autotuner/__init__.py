@@ -47,13 +47,13 @@ class AutoTuneImpl:
         self._results: dict = {}
         functools.update_wrapper(self, self.jit_impl.fn)
 
-    def _config_list(self, args, kwargs) -> list:
-        from .tuner import _config_list
+    def config_list(self, args, kwargs) -> list:
+        from .tuner import config_list
 
         configs = self.configs
         if callable(configs):
             configs = _call_with_matching(configs, self.jit_impl.signature, args, kwargs)
-        configs = _config_list(configs)
+        configs = config_list(configs)
         params = self.jit_impl.signature.parameters
         takes_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
         for cfg in configs:
@@ -72,13 +72,13 @@ class AutoTuneImpl:
 
     def tune(self, *args, **kwargs) -> AutotuneResult:
         """Tune for these arguments (cached) and return the full `AutotuneResult`."""
-        from ..jit import _key
+        from ..jit import spec_key
 
-        key = _key(args, kwargs)
+        key = spec_key(args, kwargs)
         res = self._results.get(key)
         if res is not None:
             return res
-        configs = self._config_list(args, kwargs)
+        configs = self.config_list(args, kwargs)
         jit_impl = self.jit_impl
         if configs == [{}]:  # the caller fixed every tuned parameter: nothing to time
             kernel = jit_impl.compile(*args, **kwargs)

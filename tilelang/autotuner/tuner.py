@@ -90,7 +90,7 @@ class AutoTuner:
 
     def __init__(self, fn: Callable, configs):
         self.fn = fn
-        self.configs = _config_list(configs)
+        self.configs = config_list(configs)
         self.compile_args: dict = {}
         self.profile_args: dict = dict(supply_type=TensorSupplyType.Auto, ref_prog=None, supply_prog=None,
                                        rtol=1e-2, atol=1e-2, max_mismatched_ratio=0.01, skip_check=False,
@@ -212,7 +212,7 @@ def _clone(x):
     return x.clone() if hasattr(x, "clone") else x
 
 
-def _config_list(configs) -> list:
+def config_list(configs) -> list:
     if configs is None:
         return []
     if isinstance(configs, dict):  # {"block_M": [64, 128], "block_N": [64]} -> the product

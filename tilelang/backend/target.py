@@ -58,7 +58,7 @@ def num_sms(default: int = 132) -> int:
     return default
 
 
-def _cuda_arch() -> str | None:
+def cuda_arch() -> str | None:
     try:
         from .cuda import driver
 
@@ -92,12 +92,12 @@ def resolve(target=None) -> Target:
     kind = parts[0] if parts else "auto"
     opts = dict(p.lstrip("-").split("=", 1) for p in parts[1:] if "=" in p)
     if kind == "auto":
-        arch = _cuda_arch()
+        arch = cuda_arch()
         return Target("cuda", arch) if arch else Target("cpu")
     if kind in ("cpu", "c", "llvm"):
         return Target("cpu")
     if kind == "cuda":
-        arch = opts.get("arch") or _cuda_arch()
+        arch = opts.get("arch") or cuda_arch()
         if arch is None:
             arch = "sm_90a"
         if arch.isdigit():

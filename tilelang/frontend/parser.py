@@ -20,12 +20,12 @@ from . import builder as B
 from .rewrite import Rewriter, helpers
 
 
-class _Return(Exception):
+class ParsedReturn(Exception):
     def __init__(self, value):
         self.value = value
 
 
-class _Source:
+class SourceInfo:
     """A function's AST (rewritten), file and line offsets; cached per function object."""
 
     _cache: dict = {}
@@ -47,11 +47,11 @@ class _Source:
         self.codes: dict = {}
 
     @classmethod
-    def of(cls, fn) -> "_Source":
+    def of(cls, fn) -> "SourceInfo":
         key = fn.__code__
         src = cls._cache.get(key)
         if src is None:
-            src = cls._cache[key] = _Source(fn)
+            src = cls._cache[key] = SourceInfo(fn)
         return src
 
 
@@ -77,7 +77,7 @@ def _range(*args):
 class Parser:
     def __init__(self, fn, builder: B.Builder, scope: dict | None = None):
         self.fn = fn
-        self.src = _Source.of(fn)
+        self.src = SourceInfo.of(fn)
         self.builder = builder
         self.scope = closure_scope(fn) if scope is None else scope
 
@@ -99,7 +99,7 @@ class Parser:
             return eval(code, self.scope)  # noqa: S307  (evaluating the user's own kernel source)
         except TileLangError as e:
             raise _name_the_call(e, node).with_span(self.span(node)) from None
-        except (_Return,):
+        except (ParsedReturn,):
             raise
         except NameError as e:
             where = _find(node, lambda n: isinstance(n, ast.Name) and n.id == e.name) or node
@@ -358,7 +358,7 @@ class Parser:
         self.builder.emit(WarpGroupScope(ctx.lo, ctx.hi, self.block(node.body), span=self.span(node)))
 
     def stmt_Return(self, node):
-        raise _Return(None if node.value is None else self.eval(node.value))
+        raise ParsedReturn(None if node.value is None else self.eval(node.value))
 
     def stmt_Assert(self, node):
         cond = self.eval(node.test)
@@ -448,7 +448,7 @@ def parse_prim_func(fn, outer: dict | None = None) -> S.PrimFunc:
     """
     from ..language.types import TensorSpec
 
-    src = _Source.of(fn)
+    src = SourceInfo.of(fn)
     builder = B.Builder()
     scope = closure_scope(fn)
     if outer:
@@ -477,7 +477,7 @@ def parse_prim_func(fn, outer: dict | None = None) -> S.PrimFunc:
             params.append(p)
         try:
             body = parser.block(src.node.body)
-        except _Return as r:
+        except ParsedReturn as r:
             if r.value is not None:
                 raise DSLSyntaxError("a @T.prim_func cannot return a value; write results into an output "
                                      "tensor (or use eager @tilelang.jit with `return`)") from None

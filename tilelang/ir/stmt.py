@@ -19,20 +19,20 @@ class Stmt:
         return replace(self, span=span)
 
 
-def _span():
+def default_span():
     return field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
 class SeqStmt(Stmt):
     stmts: tuple
-    span: Span | None = _span()
+    span: Span | None = default_span()
 
 
 @dataclass(frozen=True)
 class Evaluate(Stmt):
     value: Expr
-    span: Span | None = _span()
+    span: Span | None = default_span()
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class BufferStore(Stmt):
     buffer: Buffer
     indices: tuple
     value: Expr
-    span: Span | None = _span()
+    span: Span | None = default_span()
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class LetStmt(Stmt):
 
     var: Var
     value: Expr
-    span: Span | None = _span()
+    span: Span | None = default_span()
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ class Allocate(Stmt):
 
     buffer: Buffer
     init: tuple | None = None  # initial values (alloc_var(init=...))
-    span: Span | None = _span()
+    span: Span | None = default_span()
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class For(Stmt):
     kind: str
     body: Stmt
     annotations: tuple = ()  # ((key, value), ...)
-    span: Span | None = _span()
+    span: Span | None = default_span()
 
     def annotation(self, key, default=None):
         for k, v in self.annotations:
@@ -84,7 +84,7 @@ class For(Stmt):
 class While(Stmt):
     cond: Expr
     body: Stmt
-    span: Span | None = _span()
+    span: Span | None = default_span()
 
 
 @dataclass(frozen=True)
@@ -92,17 +92,17 @@ class IfThenElse(Stmt):
     cond: Expr
     then_case: Stmt
     else_case: Stmt | None = None
-    span: Span | None = _span()
+    span: Span | None = default_span()
 
 
 @dataclass(frozen=True)
 class Break(Stmt):
-    span: Span | None = _span()
+    span: Span | None = default_span()
 
 
 @dataclass(frozen=True)
 class Continue(Stmt):
-    span: Span | None = _span()
+    span: Span | None = default_span()
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ class KernelLaunch(Stmt):
     threads: tuple  # (x, y, z) ints
     thread_vars: tuple  # (Var, ...) bound by T.get_thread_binding / thread_binding
     body: Stmt
-    span: Span | None = _span()
+    span: Span | None = default_span()
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ def compile(func: PrimFunc, out_idx=None, execution_backend="auto", target="auto
                      execution_backend=execution_backend, compile_flags=compile_flags)
 
 
-def _key(args, kwargs):
+def spec_key(args, kwargs):
     def norm(v):
         if type(v).__module__.startswith("torch") and hasattr(v, "shape"):
             return ("tensor", tuple(v.shape), str(v.dtype), str(v.device))
@@ -76,9 +76,9 @@ class JITImpl:
         try:  # f(64, block=32) and f(64, 32) are one specialization
             bound = self.signature.bind(*args, **kwargs)
             bound.apply_defaults()
-            key = _key((), bound.arguments)
+            key = spec_key((), bound.arguments)
         except TypeError:  # let the call below raise Python's own message
-            key = _key(args, kwargs)
+            key = spec_key(args, kwargs)
         k = self._cache.get(key)
         if k is None:
             k = self._disk_kernel(args, kwargs)
@@ -144,7 +144,7 @@ class JITImpl:
                 consts[n] = v
         matcher = self._matcher(values, tensors)
         consts = {**infer_consts(matcher, tensors), **consts}
-        key = _key(tuple(values.items()), consts)
+        key = spec_key(tuple(values.items()), consts)
         if FIRST_PARSE_ERROR in matcher:  # named by the error of a T.const left without a value
             consts[FIRST_PARSE_ERROR] = matcher[FIRST_PARSE_ERROR]
         return values, consts, key
@@ -153,7 +153,7 @@ class JITImpl:
         from .eager import const_matcher
 
         py = {n: v for n, v in values.items() if n not in tensors}
-        key = _key((), py)
+        key = spec_key((), py)
         m = self._matchers.get(key)
         if m is None:
             m = self._matchers[key] = const_matcher(self.fn, {**py, **{n: None for n in tensors}})

@@ -18,7 +18,7 @@ import inspect
 from .. import dtypes as dt
 from ..errors import DSLSyntaxError, DSLTypeError, Span, TileLangError
 from ..frontend import builder as B
-from ..frontend.parser import Parser, _Return, _Source, closure_scope
+from ..frontend.parser import Parser, ParsedReturn, SourceInfo, closure_scope
 from ..ir.buffer import Buffer
 from ..ir.expr import Var
 from ..ir.stmt import PrimFunc, seq
@@ -80,7 +80,7 @@ def is_eager(fn) -> bool:
     helper that builds one) is a lazy factory.
     """
     try:
-        node = _Source.of(fn).node
+        node = SourceInfo.of(fn).node
     except DSLSyntaxError:
         return False
     lang = {n for n, v in fn.__globals__.items() if getattr(v, "__name__", None) == "tilelang.language"} or {"T"}
@@ -130,7 +130,7 @@ def tensor_params(fn) -> list[str]:
     """Parameters the body declares as tensors (`A: T.Tensor(...)`), in declaration order."""
     params = inspect.signature(fn).parameters
     out = []
-    for st in ast.walk(_Source.of(fn).node):
+    for st in ast.walk(SourceInfo.of(fn).node):
         if (isinstance(st, ast.AnnAssign) and st.value is None and isinstance(st.target, ast.Name)
                 and st.target.id in params and st.target.id not in out):
             out.append(st.target.id)
@@ -190,7 +190,7 @@ def const_matcher(fn, bound: dict) -> dict:
             for i, d in enumerate(buf.shape if buf is not None else ()):
                 if isinstance(d, Var) and state.symbols.get(d.name) is d and d.name not in out:
                     out[d.name] = (n, i)
-    for st in ast.walk(_Source.of(fn).node):
+    for st in ast.walk(SourceInfo.of(fn).node):
         if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and st.target.id in names:
             for i, c in enumerate(_shape_names(st.annotation)):
                 if c is not None and c not in out:
@@ -212,7 +212,7 @@ def _first_parse(fn, bound: dict) -> EagerState:
     with B.activate(builder):
         try:
             parser.body(parser.src.node.body)
-        except _Return:
+        except ParsedReturn:
             pass
     return state
 
@@ -220,7 +220,7 @@ def _first_parse(fn, bound: dict) -> EagerState:
 def const_names(fn) -> set:
     """Names declared by string-literal `T.const("M, N")` calls in the body."""
     out = set()
-    for st in ast.walk(_Source.of(fn).node):
+    for st in ast.walk(SourceInfo.of(fn).node):
         if isinstance(st, ast.Call) and st.args and isinstance(st.args[0], ast.Constant) \
                 and isinstance(st.args[0].value, str) and isinstance(st.func, ast.Attribute) \
                 and st.func.attr == "const":
@@ -251,7 +251,7 @@ def parse_eager(fn, bound: dict, const_values: dict) -> tuple[PrimFunc, list[int
     with B.activate(builder):
         try:
             parser.body(parser.src.node.body)
-        except _Return as r:
+        except ParsedReturn as r:
             returned = r.value
     while len(builder.frames) > 1:
         inner = builder.pop()

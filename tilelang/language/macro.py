@@ -14,7 +14,7 @@ class Macro:
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
-        from ..frontend.parser import Parser, _Return, closure_scope
+        from ..frontend.parser import Parser, ParsedReturn, closure_scope
 
         b = B.current(f"macro {self.fn.__name__}")
         bound = self.sig.bind(*args, **kwargs)
@@ -25,7 +25,7 @@ class Macro:
         depth = len(b.frames)
         try:
             parser.body(parser.src.node.body)
-        except _Return as r:
+        except ParsedReturn as r:
             while len(b.frames) > depth:  # a return inside a nested block: fold the open frames
                 inner = b.pop()
                 b.emit(inner)

@@ -20,7 +20,7 @@ import itertools
 from ..errors import DSLTypeError
 from ..ir import expr as E
 from ..ir.expr import Expr, Var
-from .layout import (Layout, _repeats, as_outputs, as_shape, check_vars, compile_exprs, evaluate_grid, index_vars,
+from .layout import (Layout, repeat_counts, as_outputs, as_shape, check_vars, compile_exprs, evaluate_grid, index_vars,
                      is_int, substitute)
 
 
@@ -305,7 +305,7 @@ class Fragment:
         threads (thread + b * threads()) when repeat_on_thread, else new slots
         (slot + b * locals_per_thread()) on the same threads.
         """
-        reps = _repeats(repeats, self.ndim)
+        reps = repeat_counts(repeats, self.ndim)
         shape = tuple(s * r for s, r in zip(self.shape, reps))
         order = range(self.ndim - 1, -1, -1) if lower_dim_first else range(self.ndim)
         nthr, nloc = self.threads(), self.locals_per_thread()

@@ -330,7 +330,7 @@ class Layout:
     def repeat(self, repeats) -> "Layout":
         """Tile the layout: shape s -> s * r per dimension; block b of the tiling lands at
         physical block b (physical index + b * output extent, per dimension)."""
-        reps = _repeats(repeats, self.ndim)
+        reps = repeat_counts(repeats, self.ndim)
         if self.out_ndim() != self.ndim:
             raise DSLTypeError("Layout.repeat needs as many physical as logical dimensions")
         ext = self.output_shape()
@@ -395,7 +395,7 @@ def _expr_fn(args: tuple, outs: tuple):
     return fn
 
 
-def _repeats(repeats, ndim: int) -> tuple:
+def repeat_counts(repeats, ndim: int) -> tuple:
     if isinstance(repeats, int):
         repeats = (repeats,) + (1,) * (ndim - 1)
     reps = tuple(repeats)

@@ -26,7 +26,7 @@ from ..errors import Span
 from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.buffer import Buffer, BufferRegion
-from ..ir.stmt import TileOp, _span
+from ..ir.stmt import TileOp, default_span
 from . import tile_ops as O
 from .regions import matrix_dims
 
@@ -51,7 +51,7 @@ class GemmSp(TileOp):
     transpose_B: bool = False
     clear_accum: bool = False
     policy: str = "Square"
-    span: Span | None = _span()
+    span: Span | None = default_span()
 
     @property
     def mnk(self) -> tuple:

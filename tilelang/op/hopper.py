@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from ..errors import Span
 from ..ir.buffer import Buffer, BufferRegion
 from ..ir.expr import Expr
-from ..ir.stmt import Stmt, TileOp, _span
+from ..ir.stmt import Stmt, TileOp, default_span
 
 WARP_GROUP = 128  # threads per warp group (Hopper)
 
@@ -49,7 +49,7 @@ class WarpGroupScope(Stmt):
     lo: int
     hi: int
     body: Stmt
-    span: Span | None = _span()
+    span: Span | None = default_span()
     unit: int = WARP_GROUP
 
     @property
@@ -71,7 +71,7 @@ class BarrierArrive(TileOp):
 
     barrier: Buffer
     index: Expr
-    span: Span | None = _span()
+    span: Span | None = default_span()
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class BarrierWait(TileOp):
     barrier: Buffer
     index: Expr
     parity: Expr
-    span: Span | None = _span()
+    span: Span | None = default_span()
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ class BarrierExpectTx(TileOp):
     index: Expr
     tx: Expr
     arrive: bool = False
-    span: Span | None = _span()
+    span: Span | None = default_span()
 
 
 @dataclass(frozen=True)
@@ -103,19 +103,19 @@ class TmaCopy(TileOp):
     dst: BufferRegion
     barrier: Buffer
     index: Expr
-    span: Span | None = _span()
+    span: Span | None = default_span()
 
 
 @dataclass(frozen=True)
 class SetMaxNReg(TileOp):
     count: int
     inc: bool
-    span: Span | None = _span()
+    span: Span | None = default_span()
 
 
 @dataclass(frozen=True)
 class FenceProxyAsync(TileOp):
-    span: Span | None = _span()
+    span: Span | None = default_span()
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ class WaitWgmma(TileOp):
     this warp group are still in flight; their accumulators are final after it."""
 
     count: int
-    span: Span | None = _span()
+    span: Span | None = default_span()
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ class CpAsync(TileOp):
     src: Expr
     num_elems: Expr
     predicate: Expr | None = None
-    span: Span | None = _span()
+    span: Span | None = default_span()
 
 
 @dataclass(frozen=True)
@@ -149,14 +149,14 @@ class CpAsyncBarrierArrive(TileOp):
 
     barrier: Buffer
     index: Expr
-    span: Span | None = _span()
+    span: Span | None = default_span()
 
 
 @dataclass(frozen=True)
 class CpAsyncCommit(TileOp):
     """cp.async.commit_group: the thread's uncommitted cp.async copies become one group."""
 
-    span: Span | None = _span()
+    span: Span | None = default_span()
 
 
 @dataclass(frozen=True)
@@ -164,4 +164,4 @@ class CpAsyncWait(TileOp):
     """cp.async.wait_group: block until at most `count` of the thread's groups are pending."""
 
     count: int
-    span: Span | None = _span()
+    span: Span | None = default_span()

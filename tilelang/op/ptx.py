@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from .. import dtypes as dt
 from ..errors import LoweringError, Span
 from ..ir import expr as E
-from ..ir.stmt import Stmt, _span
+from ..ir.stmt import Stmt, default_span
 
 # the C++ element types of include/tl (what tl::mma_sync dispatches on)
 CXX_TYPE = {"float16": "tl::half_t", "bfloat16": "tl::bfloat16_t", "float32": "float", "int8": "int8_t",
@@ -48,7 +48,7 @@ class PtxCall(Stmt):
     args: tuple
     types: tuple = ()  # mma: (a dtype, b dtype, acc dtype, m, n, k)
     what: str = ""
-    span: Span | None = _span()
+    span: Span | None = default_span()
 
     def buffers(self) -> list:
         return [a.args[0].buffer for a in self.args if isinstance(a, E.Call) and a.op == "address_of"]

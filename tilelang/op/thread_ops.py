@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ..errors import Span
 from ..ir.buffer import Buffer
 from ..ir.expr import BufferLoad, Expr
-from ..ir.stmt import TileOp, _span
+from ..ir.stmt import TileOp, default_span
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class DeclBuffer(TileOp):
 
     buffer: Buffer
     data: object  # Expr | Buffer
-    span: Span | None = _span()
+    span: Span | None = default_span()
 
     def buffers(self) -> list:
         return [self.buffer] + ([self.data] if isinstance(self.data, Buffer) else [])
@@ -35,7 +35,7 @@ class ImportSource(TileOp):
     """Source text placed once at the top of the generated file (T.import_source)."""
 
     source: str
-    span: Span | None = _span()
+    span: Span | None = default_span()
 
 
 @dataclass(frozen=True)
@@ -49,4 +49,4 @@ class ThreadAllReduce(TileOp):
     axes: tuple
     combine: object  # Python callable (Expr, Expr) -> Expr, compared by identity
     identity: Expr
-    span: Span | None = _span()
+    span: Span | None = default_span()

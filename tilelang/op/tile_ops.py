@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ..errors import Span
 from ..ir.buffer import Buffer, BufferRegion
 from ..ir.expr import Expr
-from ..ir.stmt import TileOp, _span
+from ..ir.stmt import TileOp, default_span
 
 
 @dataclass(frozen=True)
@@ -22,14 +22,14 @@ class Copy(TileOp):
     dst: BufferRegion
     disable_tma: bool = False
     async_group: bool = False  # set by software pipelining: issue cp.async, leave commit/wait to the pipeline
-    span: Span | None = _span()
+    span: Span | None = default_span()
 
 
 @dataclass(frozen=True)
 class Fill(TileOp):
     dst: BufferRegion
     value: Expr
-    span: Span | None = _span()
+    span: Span | None = default_span()
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class Gemm(TileOp):
     policy: str = "Square"
     k_pack: int = 1
     wg_wait: int = 0
-    span: Span | None = _span()
+    span: Span | None = default_span()
 
     @property
     def mnk(self) -> tuple:
@@ -66,7 +66,7 @@ class Reduce(TileOp):
     dst: Buffer
     dim: int
     clear: bool = True
-    span: Span | None = _span()
+    span: Span | None = default_span()
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class CumSum(TileOp):
     dst: Buffer
     dim: int
     reverse: bool = False
-    span: Span | None = _span()
+    span: Span | None = default_span()
     kind: str = "sum"
 
 
@@ -88,7 +88,7 @@ class AtomicTile(TileOp):
     kind: str
     dst: BufferRegion
     src: object  # BufferRegion | Expr
-    span: Span | None = _span()
+    span: Span | None = default_span()
 
 
 @dataclass(frozen=True)
@@ -98,24 +98,24 @@ class Swizzle(TileOp):
     panel_size: int
     order: str = "row"
     enable: bool = True
-    span: Span | None = _span()
+    span: Span | None = default_span()
 
 
 @dataclass(frozen=True)
 class AnnotateLayout(TileOp):
     layouts: tuple  # ((Buffer, layout), ...)
-    span: Span | None = _span()
+    span: Span | None = default_span()
 
 
 @dataclass(frozen=True)
 class DeviceAssert(TileOp):
     cond: Expr
     msg: str = ""
-    span: Span | None = _span()
+    span: Span | None = default_span()
 
 
 @dataclass(frozen=True)
 class Print(TileOp):
     obj: object  # Expr | Buffer
     msg: str = ""
-    span: Span | None = _span()
+    span: Span | None = default_span()

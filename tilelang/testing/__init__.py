@@ -64,9 +64,9 @@ def cuda_available() -> bool:
             return False
     except Exception:  # noqa: BLE001 - a broken torch install means "no CUDA" here
         return False
-    from ..backend.target import _cuda_arch
+    from ..backend.target import cuda_arch
 
-    return _cuda_arch() is not None
+    return cuda_arch() is not None
 
 
 def _compute_version() -> tuple:

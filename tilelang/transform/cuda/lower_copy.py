@@ -311,7 +311,7 @@ class CopyLowering:
 
 
 @dataclass
-class _Hoist:
+class Hoist:
     """An enclosing loop (tile-level), the variables bound inside it, and the per-thread
     declarations to emit before it (keyed by what they compute)."""
 
@@ -343,7 +343,7 @@ def _leaves(e) -> list:
     return collect(e, lambda n: isinstance(n, (E.Var, E.BufferLoad, E.Call)))
 
 
-def _bound_in(loop: S.For) -> set:
+def bound_in(loop: S.For) -> set:
     return {loop.var} | {n.var for n in collect(loop.body, lambda n: isinstance(n, (S.LetStmt, S.For)))}
 
 

@@ -33,7 +33,7 @@ from . import ops  # noqa: F401 (importing the package registers the tile-op fam
 from .fragment_slices import LOOP_KINDS, fragment_slice, slice_slots, slot_runs
 from .layout_inference import LayoutPlan, infer_layouts
 from .lower_async import AsyncLowering, async_accumulators
-from .lower_copy import CopyLowering, _bound_in, _Hoist, copy_vector_width, unflatten  # noqa: F401 (re-exports)
+from .lower_copy import CopyLowering, bound_in, Hoist, copy_vector_width, unflatten  # noqa: F401 (re-exports)
 from .ops.base import THREAD_LOCAL, THREAD_LOOP, addr_of, is_local, sync  # noqa: F401 (re-exported)
 from .raw import Raw  # noqa: F401 (re-exported: passes import it from here)
 from .vectorize import plan_vectors, vector_loop, vector_widths
@@ -85,7 +85,7 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
         self.annotated: dict = {}  # uid -> shared Buffer swizzled by T.annotate_layout
         self.where = None  # span of the T.Parallel being lowered (for warnings)
         self.ranges = Ranges()  # block, loop and element variables: proves bounds guards redundant
-        self.loops: list = []  # enclosing serial loops, innermost last: _Hoist frames
+        self.loops: list = []  # enclosing serial loops, innermost last: Hoist frames
         self.nhoisted = 0
 
     def visit(self, node):
@@ -232,7 +232,7 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
             return self.visit(S.seq(*[substitute(s.body, {s.var: E.as_expr(lo + k)}) for k in range(n)]))
         if s.kind != "parallel":
             kind = "serial" if s.kind in ("pipelined", "vectorized") else s.kind
-            frame = _Hoist(s, _bound_in(s))
+            frame = Hoist(s, bound_in(s))
             self.loops.append(frame)
             try:
                 with self.ranges.loop(s):
@@ -387,7 +387,7 @@ def _detach_scope_changes(body, low: _Lower):
     """Lowering moved some fragments to shared memory by setting Buffer.scope; give the lowered
     IR its own shared-scope copies (same uid) and put the user's buffers back as they were, so
     one prim_func can be built again, for another target."""
-    from .software_pipeline import _ReplaceBuffers
+    from .software_pipeline import ReplaceBuffers
 
     copies = {}
     for buf, _ in low.scope_changes:
@@ -400,7 +400,7 @@ def _detach_scope_changes(body, low: _Lower):
     for buf, old in reversed(low.scope_changes):
         buf.scope = old
     low.scope_changes = []
-    return _ReplaceBuffers(copies).visit(body) if copies else body
+    return ReplaceBuffers(copies).visit(body) if copies else body
 
 
 class _MmaPanels(Mutator):

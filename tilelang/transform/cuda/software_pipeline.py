@@ -34,7 +34,7 @@ from .lower_tile_ops import Raw, copy_vector_width
 _DRAIN = "tl::cp_async_wait<0>(); __syncthreads();"  # after a pipelined loop: every stage landed and read
 
 
-class _ReplaceBuffers(Mutator):
+class ReplaceBuffers(Mutator):
     def __init__(self, mapping: dict):
         self.mapping = mapping
 
@@ -111,7 +111,7 @@ class _Pipeline(Mutator):
             k_load = k_expr
             if self.reverse is not None and self.reverse[0] is ko:
                 k_load = E.select(self.reverse[1], simplify(2 * s.start + n - 1 - k_expr), k_expr)
-            ps = [_ReplaceBuffers(write_map).visit(substitute(replace(p, async_group=True), {ko: k_load}))
+            ps = [ReplaceBuffers(write_map).visit(substitute(replace(p, async_group=True), {ko: k_load}))
                   for p in producers]
             # stage of iteration k is (k - start) % stages, the same rule the readers use
             views = [Raw(f"{wv.name} = {st.name} + ({{0}}) * {numel};", (E.binop("%", k_expr - s.start, stages),))
@@ -122,7 +122,7 @@ class _Pipeline(Mutator):
             return S.seq(body_, Raw("tl::cp_async_commit();"))
 
         prologue = [issue(s.start + k, E.binop("<", E.as_expr(k), n)) for k in range(stages - 1)]
-        rest = _ReplaceBuffers(read_map).visit(S.seq(*stmts))
+        rest = ReplaceBuffers(read_map).visit(S.seq(*stmts))
         ahead = ko + (stages - 1)
         loop_body = S.seq(
             Raw(f"tl::cp_async_wait<{stages - 2}>(); __syncthreads();"),
@@ -311,9 +311,9 @@ def _wave_reverse(k: S.KernelLaunch, num_sms: int):
     would split."""
     from .raster import panel_rank
     from .stream_k import plain_reduction
-    from .warp_specialize import _top_pipelined
+    from .warp_specialize import top_pipelined
 
-    stmts, loops = _top_pipelined(k.body)
+    stmts, loops = top_pipelined(k.body)
     if len(loops) != 1 or not 1 <= len(k.block_vars) <= 2:
         return None
     loop = stmts[loops[0]]

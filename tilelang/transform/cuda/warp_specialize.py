@@ -127,7 +127,7 @@ def _hoistable_copies(body: list) -> list:
     return out
 
 
-def _top_pipelined(body):
+def top_pipelined(body):
     stmts = list(body.stmts) if isinstance(body, S.SeqStmt) else [body]
     loops = [i for i, s in enumerate(stmts) if isinstance(s, S.For) and s.kind == "pipelined"]
     return stmts, loops
@@ -166,7 +166,7 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
 
 
 @dataclass
-class _Plan:
+class WSPlan:
     """What warp specialization decided for one kernel; `_rewrite` applies it."""
 
     k: S.KernelLaunch
@@ -216,10 +216,10 @@ class _Plan:
 
 
 def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine=False,
-          deep_ring=False) -> _Plan | None:
+          deep_ring=False) -> WSPlan | None:
     """The plan, or None (with a warning where wgmma or TMA is what is missing)."""
     T = k.threads[0] * k.threads[1] * k.threads[2]
-    stmts, loops = _top_pipelined(k.body)
+    stmts, loops = top_pipelined(k.body)
     if len(loops) != 1 or T % 128:
         return None
     loop = stmts[loops[0]]
@@ -248,7 +248,7 @@ def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine
     persistent = num_sms is not None and len(k.block_vars) <= 3
     stages = max(1, loop.annotation("num_stages", 0) or 1)
     stages = ring_depth(stages, producers, gemms, k.body) if deep_ring else stages
-    plan = _Plan(k, T, stmts, loops[0], stages,
+    plan = WSPlan(k, T, stmts, loops[0], stages,
                  [b for b in body if not any(b is p for p in producers)], gemms, [], WSInfo(T, persistent=persistent),
                  num_sms, persistent)
     _stage_tiles(plan, producers, tma)
@@ -284,7 +284,7 @@ def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine
 _SCALAR = ("local", "local.var")
 
 
-def _producer_prefix(plan: _Plan) -> list | None:
+def _producer_prefix(plan: WSPlan) -> list | None:
     """The statements before the loop that compute the T.alloc_var values its bounds and the
     producer's tile coordinates read (`for i in T.serial(4): lo = T.min(lo, Starts[bx * 4 + i])`),
     with their allocations, in order: the producer thread runs them too. None when one of
@@ -348,7 +348,7 @@ def ring_depth(user: int, producers: list, gemms: list, body: S.Stmt) -> int:
     return max(user, min(want, free // stage_bytes))
 
 
-def _stage_tiles(plan: _Plan, producers: list, tma: list) -> None:
+def _stage_tiles(plan: WSPlan, producers: list, tma: list) -> None:
     """Multi-stage storage, a movable view and a tensor map for each tile the producer loads."""
     info = plan.info
     for p, (box, swz, panels) in zip(producers, tma):
@@ -363,7 +363,7 @@ def _stage_tiles(plan: _Plan, producers: list, tma: list) -> None:
         plan.pairs.append((p, (box, swz, panels), info.descs[-1]))
 
 
-def _producer_loop(plan: _Plan) -> S.For:
+def _producer_loop(plan: WSPlan) -> S.For:
     """One thread: per iteration, wait until the stage is free, arm full[stage], issue the loads."""
     loop, stages, stage, it, cl = plan.loop, plan.stages, plan.stage, plan.it, plan.cluster
     kmap = {}
@@ -403,19 +403,19 @@ def _producer_loop(plan: _Plan) -> S.For:
     return S.For(loop.var, loop.start, loop.extent, "serial", prod_body, (), span=loop.span)
 
 
-def _consumer_loop(plan: _Plan) -> S.Stmt:
+def _consumer_loop(plan: WSPlan) -> S.Stmt:
     """The user's threads: per iteration, wait for full[stage], point the tile names at it,
     compute, release empty. With one gemm on the staged tiles and >= 2 stages its wgmma batch
     stays in flight across iterations (wg_wait=1): iteration it releases the stage of it - 1,
     and the tile's last stage is released after the final wgmma wait."""
     loop, stages, stage, it, ko = plan.loop, plan.stages, plan.stage, plan.it, plan.loop.var
-    from .software_pipeline import _ReplaceBuffers
+    from .software_pipeline import ReplaceBuffers
 
     overlap = stages >= 2 and len(plan.gemms) == 1 and all(g.wg_wait == 0 for g in plan.gemms) \
         and not _batch_must_finish(plan)
     body_ops = [replace(b, wg_wait=1) if overlap and isinstance(b, O.Gemm) and b in plan.gemms else b
                 for b in plan.body]
-    rest = _ReplaceBuffers(plan.views).visit(S.seq(*body_ops))
+    rest = ReplaceBuffers(plan.views).visit(S.seq(*body_ops))
     if overlap:
         release = Raw(f"if ({{0}} > {{1}}) {{{{ {plan.arrive(f'({{2}} - 1) % {stages}')} }}}}", (ko, loop.start, it))
     else:
@@ -438,7 +438,7 @@ def _consumer_loop(plan: _Plan) -> S.Stmt:
                  Raw(f"if ({{0}} > 0) {{{{ {plan.arrive(f'({{1}}) % {stages}')} }}}}", (loop.extent, simplify(last))))
 
 
-def _batch_must_finish(plan: _Plan) -> bool:
+def _batch_must_finish(plan: WSPlan) -> bool:
     """An iteration needs its own wgmma batch complete (batches cannot stay in flight) when a gemm
     clears its accumulator, or when another statement of the loop body touches what a gemm uses
     outside the staged tiles: its C (or a T.reshape of it), or an A / B tile the consumers write
@@ -456,7 +456,7 @@ def _batch_must_finish(plan: _Plan) -> bool:
     return False
 
 
-def _rewrite(plan: _Plan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.KernelLaunch:
+def _rewrite(plan: WSPlan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.KernelLaunch:
     """The kernel: barriers and stage storage, then `if (tid >= T) producer else consumers`,
     the statements before the loop going to the consumers (LetStmts to both), those after it
     (the epilogue, through TMA stores where `_tma_store_epilogue` applies) to the consumers."""
@@ -553,7 +553,7 @@ TIMELINE = "tl_timeline"
 TIMELINE_UNITS = 64
 
 
-def _timed(unit: S.Stmt, plan: _Plan, n: Buffer) -> S.Stmt:
+def _timed(unit: S.Stmt, plan: WSPlan, n: Buffer) -> S.Stmt:
     """unit with consumer thread 0's timestamps around it and after its k-loop."""
     k = plan.k
     cnt = E.BufferLoad(n, (E.as_expr(0),), dt.int32)

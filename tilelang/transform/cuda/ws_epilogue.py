@@ -23,7 +23,7 @@ from ...op import tile_ops as O
 from .lower_tile_ops import Raw
 
 if TYPE_CHECKING:
-    from .warp_specialize import _Plan
+    from .warp_specialize import WSPlan
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ class Epilogue:
 DEFER_STRIDE = 2  # deferred chunk h is stored in k-iteration 2h of the next tile: the TMA has read chunk h - 1
 
 
-def defer_fits(plan: _Plan) -> bool:
+def defer_fits(plan: WSPlan) -> bool:
     """Where the register copy of the output tile fits beside the next accumulator without
     spills, as measured with ptxas: two consumer warpgroups on a 128-row tile (128 accumulator
     registers per thread for a 128x256 tile, plus 64 for the packed copy), and no stream-K
@@ -121,7 +121,7 @@ def defer_fits(plan: _Plan) -> bool:
     return plan.sk is None and ((plan.T == 256 and rows == 128) or (plan.T == 128 and c.numel() == 128 * 128))
 
 
-def defer_epilogue(plan: _Plan, epi: Epilogue, consumer_loop: S.Stmt):
+def defer_epilogue(plan: WSPlan, epi: Epilogue, consumer_loop: S.Stmt):
     """The epilogue's TMA-store chunks moved into the next tile's k-loop (a persistent plain
     k-reduction): the tile's end converts the accumulator into a register copy (the output
     dtype) and notes the tile's corner; iteration start + 2h of the next tile's k-loop, with its
