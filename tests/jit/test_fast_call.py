@@ -223,4 +223,4 @@ def test_outputs_take_their_own_dtype_and_shape_not_the_inputs(fake_cuda):
     b = k(a)
     assert b.dtype == torch.float16 and b.shape == (128,) and b.is_contiguous()
     assert rec.calls[-1]["values"] == [a.data_ptr(), b.data_ptr()]
-    assert "new_empty(out_shape0, dtype=out_dtype0)" in k._fast.simple_source()
+    assert "a0.new_empty(128, dtype=out_dtype0)" in k._fast.simple_source()  # int sizes: cheaper to parse
