@@ -279,3 +279,24 @@ def test_outputs_are_fresh_per_call_and_contiguous(fake_cuda):
         assert not o.requires_grad
         assert call["values"] == [a.data_ptr(), b.data_ptr(), c.data_ptr(), o.data_ptr()]
     assert outs[0].untyped_storage().data_ptr() != outs[1].untyped_storage().data_ptr()
+
+
+def test_the_kernel_call_is_the_generated_entry_and_keeps_every_call_form(fake_cuda):
+    """After the first call k(...) runs the generated entry; a stream, inputs by name and
+    misses keep their semantics (by name: the general binder and the artifact's launch)."""
+    compile_, rec = fake_cuda
+    k = compile_(three())
+    assert k._launcher.__code__.co_filename.startswith("<tilelang launcher")
+    a, b, c = good3()
+    o = torch.empty(4, 32)
+    assert k(a, b, c, o, stream=0x99) is None
+    assert rec.calls[-1]["stream"] == 0x99 and rec.calls[-1]["values"] == [t.data_ptr() for t in (a, b, c, o)]
+    general = []
+    k.artifact._fn.launch = lambda grid, block, smem, args, stream=None: general.append((list(args), stream))
+    assert k(a, b, Out=o, C=c, stream=0x42) is None
+    assert general == [([t.data_ptr() for t in (a, b, c, o)], 0x42)]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'D'"):
+        k(a, b, c, D=o)
+    with pytest.raises(TypeError, match=r"expects 4 arguments"):
+        k(a, b, c)
+    assert len(rec.calls) == 1 and len(general) == 1
