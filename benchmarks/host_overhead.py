@@ -13,9 +13,10 @@ back-to-back calls) / calls, with the GPU held busy by torch.cuda._sleep while t
 enqueues, so what is timed is host work alone, not the GPU.
 
 --fake-launch (no GPU needed, ours only): compiles for sm_90a with NVRTC and replaces the
-driver launch by a no-op Python call, with tensors on the CPU standing in for CUDA ones
-(their device check is relaxed): it measures our Python path (checks, output allocation,
-argument slots) apart from the driver. Torch's figure there is the CPU x.add(1).
+driver's cuLaunchKernel by a no-op Python call, with tensors on the CPU standing in for CUDA
+ones (their device check is relaxed): it measures our Python path (checks, output allocation,
+argument slots, the launch tuple) apart from the driver. Torch's figure there is the CPU
+x.add(1).
 """
 from __future__ import annotations
 
@@ -65,26 +66,30 @@ def cuda_hold(torch):
 
 
 def fake_launch(kernel, torch):
-    """Swap the driver launch for a no-op and let CPU tensors pass the device check."""
-    from tilelang.jit import fast_call
+    """Our real launcher with the driver call made a no-op and CPU tensors passing the device check.
+
+    The module load is stubbed (no GPU), cuLaunchKernel becomes a Python function returning
+    0 and torch's raw-stream lookup returns 0; everything else (checks, output allocation,
+    argument slots, PreparedLaunch's argument tuple) is the code that runs on the GPU machine.
+    """
+    import types
+
+    from tilelang.backend.cuda import driver
 
     fast = kernel._fast_call()
     if fast is None or not fast.simple:
         raise SystemExit("--fake-launch: this kernel does not take the prepared fast path")
-
-    class _Prepared:
-        values = [0] * 8
-
-        def launch(self, stream):
-            return None
-
-    fast.prepared = _Prepared()
-    fast.device = 0
+    art = kernel.artifact
+    sig = art.csource.signature
+    art._fn = types.SimpleNamespace(name=art.csource.entry, module=types.SimpleNamespace(device=0),
+                                    _raw_handle=0, _smem_limit=48 * 1024,
+                                    packer=types.SimpleNamespace(signature=sig))
+    driver._launch_holding_gil = lambda: (lambda *args: 0)
+    torch._C._cuda_getCurrentRawStream = lambda dev: 0
+    fast.prepare()
     fast.check_device = fast.out_device = torch.device("cpu")
-    fast.raw_stream = lambda dev: 0
-    fast.empty_grid = False
     fast.call = fast.compile_simple()
-    return fast_call
+    return fast
 
 
 def main() -> int:

@@ -223,4 +223,80 @@ def test_outputs_take_their_own_dtype_and_shape_not_the_inputs(fake_cuda):
     b = k(a)
     assert b.dtype == torch.float16 and b.shape == (128,) and b.is_contiguous()
     assert rec.calls[-1]["values"] == [a.data_ptr(), b.data_ptr()]
-    assert "new_empty(out_shape0, dtype=out_dtype0)" in k._fast.simple_source()
+    assert "a0.new_empty(128, dtype=out_dtype0)" in k._fast.simple_source()  # int sizes: cheaper to parse
+
+
+def three():
+    """Out (4x32 float32) = A (4x32 float32) * B (4x32 float32) + C (32 float16), broadcast over rows."""
+    @T.prim_func
+    def three(A: T.Tensor((4, 32), "float32"), B: T.Tensor((4, 32), "float32"), C: T.Tensor((32,), "float16"),
+              Out: T.Tensor((4, 32), "float32")):
+        with T.Kernel(1, threads=128) as bx:  # noqa: F841
+            for i, j in T.Parallel(4, 32):
+                Out[i, j] = A[i, j] * B[i, j] + T.cast(C[j], "float32")
+    return three
+
+
+def good3():
+    return [torch.randn(4, 32), torch.randn(4, 32), torch.randn(32).half()]
+
+
+@pytest.mark.parametrize("pos", [0, 1, 2])
+@pytest.mark.parametrize("bad,error,match", [
+    (lambda t: t.double(), TypeError, r"expected dtype"),
+    (lambda t: t.reshape(-1) if t.dim() == 2 else t.reshape(2, 16), ValueError, r"expected \d dims"),
+    (lambda t: torch.randn(4, 16, dtype=t.dtype) if t.dim() == 2 else t[:16], ValueError, r"expected shape"),
+    (lambda t: torch.empty(t.shape[::-1], dtype=t.dtype).t() if t.dim() == 2
+     else torch.empty(64, dtype=t.dtype)[::2], ValueError, r"contiguous"),
+    (lambda t: t.tolist(), TypeError, r"expected a torch.Tensor"),
+])
+def test_the_generated_launcher_checks_every_argument(fake_cuda, pos, bad, error, match):
+    """Each input position, each kind of mismatch: the launcher misses, the binder names it, nothing launches."""
+    compile_, rec = fake_cuda
+    k = compile_(three(), out_idx=[-1])
+    names = ["A", "B", "C"]
+    args = good3()
+    args[pos] = bad(args[pos])
+    assert k._fast.call(tuple(args), None) is MISS
+    with pytest.raises(error, match=match) as info:
+        k(*args)
+    assert f"'{names[pos]}'" in str(info.value)
+    assert rec.calls == []
+    out = k(*good3())  # the same kernel still launches on good arguments
+    assert out.shape == (4, 32) and len(rec.calls) == 1
+
+
+def test_outputs_are_fresh_per_call_and_contiguous(fake_cuda):
+    compile_, rec = fake_cuda
+    k = compile_(three(), out_idx=[-1])
+    assert "a0.new_empty(4, 32)" in k._fast.simple_source()  # same dtype as A: no dtype/device to parse
+    a, b, c = good3()
+    outs = [k(a, b, c) for _ in range(3)]  # all kept alive: no storage may be shared
+    ptrs = [o.data_ptr() for o in outs]
+    assert len(set(ptrs) | {a.data_ptr(), b.data_ptr(), c.data_ptr()}) == 6
+    for o, call in zip(outs, rec.calls):
+        assert o.shape == (4, 32) and o.dtype == torch.float32 and o.is_contiguous() and o.stride() == (32, 1)
+        assert not o.requires_grad
+        assert call["values"] == [a.data_ptr(), b.data_ptr(), c.data_ptr(), o.data_ptr()]
+    assert outs[0].untyped_storage().data_ptr() != outs[1].untyped_storage().data_ptr()
+
+
+def test_the_kernel_call_is_the_generated_entry_and_keeps_every_call_form(fake_cuda):
+    """After the first call k(...) runs the generated entry; a stream, inputs by name and
+    misses keep their semantics (by name: the general binder and the artifact's launch)."""
+    compile_, rec = fake_cuda
+    k = compile_(three())
+    assert k._launcher.__code__.co_filename.startswith("<tilelang launcher")
+    a, b, c = good3()
+    o = torch.empty(4, 32)
+    assert k(a, b, c, o, stream=0x99) is None
+    assert rec.calls[-1]["stream"] == 0x99 and rec.calls[-1]["values"] == [t.data_ptr() for t in (a, b, c, o)]
+    general = []
+    k.artifact._fn.launch = lambda grid, block, smem, args, stream=None: general.append((list(args), stream))
+    assert k(a, b, Out=o, C=c, stream=0x42) is None
+    assert general == [([t.data_ptr() for t in (a, b, c, o)], 0x42)]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'D'"):
+        k(a, b, c, D=o)
+    with pytest.raises(TypeError, match=r"expects 4 arguments"):
+        k(a, b, c)
+    assert len(rec.calls) == 1 and len(general) == 1

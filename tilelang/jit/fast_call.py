@@ -24,6 +24,7 @@ class FastCall:
         import torch
 
         self.torch = torch
+        self.kernel = kernel
         params = kernel.params
         index = {id(p): i for i, p in enumerate(params)}
         self.inputs = []  # (param index, torch dtype, shape)
@@ -88,49 +89,79 @@ class FastCall:
         return self.call(args, stream)
 
     def simple_source(self) -> str:
-        """Python source of this kernel's launcher, unrolled over its tensors.
+        """Python source of this kernel's launchers, unrolled over its tensors.
 
         Unrolled because a generic loop over (tensor, spec) pairs costs ~0.1 us per tensor
-        more; the checks are ArgBinder._check_tensor's, plus "on the module's device".
+        more; the checks are ArgBinder._check_tensor's, plus "on the module's device". The
+        source defines `make()`, which returns two launchers sharing one closure (the driver's
+        argument tuple for the last stream; cuLaunchKernel is called inline, one frame less
+        than PreparedLaunch.launch): `launch(args, stream)`, which returns MISS on any
+        mismatch, and `entry(*args, stream=None, **kwargs)`, the kernel's own call, which
+        hands a mismatch (or inputs by name) to the kernel's general path, so a call is a
+        single Python frame.
         """
+        body = ["        nonlocal stream_now, cargs"]
         n = len(self.in_specs)
-        lines = ["def launch(args, stream=None):", f"    if len(args) != {n}:", "        return MISS"]
+        body += [f"        if len(args) != {n}:", "            MISSED"]
         if n:
-            lines.append(f"    {', '.join(f'a{i}' for i in range(n))}, = args")
+            body.append(f"        {', '.join(f'a{i}' for i in range(n))}, = args")
         for i in range(n):
-            lines += [f"    if a{i}.__class__ is not Tensor or a{i}.dtype is not in_dtype{i} or a{i}.shape != in_shape{i}"
-                      f" or a{i}.device != check_device or not a{i}.is_contiguous():", "        return MISS",
-                      f"    p{i} = a{i}.data_ptr()"]
+            body += [f"        if a{i}.__class__ is not Tensor or a{i}.dtype is not in_dtype{i} or a{i}.shape != in_shape{i}"
+                     f" or a{i}.device != check_device or not a{i}.is_contiguous():", "            MISSED",
+                     f"        p{i} = a{i}.data_ptr()"]
         if n:
-            lines += [f"    if ({' | '.join(f'p{i}' for i in range(n))}) & 15:", "        return MISS"]
-        for j, (dtype, _, _) in enumerate(self.out_specs):
-            # new_empty on a checked input: its device without a device argument to parse
-            # (torch.empty(shape, dtype=, device=) costs ~1.5x as much per call)
-            if not n:
-                lines.append(f"    o{j} = empty(out_shape{j}, dtype=out_dtype{j}, device=out_device)")
-            elif dtype is self.in_specs[0][0]:
-                lines.append(f"    o{j} = a0.new_empty(out_shape{j})")
-            else:
-                lines.append(f"    o{j} = a0.new_empty(out_shape{j}, dtype=out_dtype{j})")
-        lines += [f"    vals[{k}] = p{i}" for i, (_, _, k) in enumerate(self.in_specs)]
-        lines += [f"    vals[{k}] = o{j}.data_ptr()" for j, (_, _, k) in enumerate(self.out_specs)]
+            body += [f"        if ({' | '.join(f'p{i}' for i in range(n))}) & 15:", "            MISSED"]
+        for j, (dtype, shape, _) in enumerate(self.out_specs):
+            body.append(f"        o{j} = {self.allocation(dtype, shape, j)}")
+        body += [f"        vals[{k}] = p{i}" for i, (_, _, k) in enumerate(self.in_specs)]
+        body += [f"        vals[{k}] = o{j}.data_ptr()" for j, (_, _, k) in enumerate(self.out_specs)]
         if not self.empty_grid:
-            lines.append("    launch_on(raw_stream(device_index) if stream is None else stream)")
+            body += ["        s = raw_stream(device_index) if stream is None else stream",
+                     "        if s != stream_now:", "            cargs, stream_now = args_for(s), s",
+                     "        rc = cu_launch(*cargs)", "        if rc:", "            failed_launch(rc, cargs)"]
         outs = [f"o{j}" for j in range(len(self.out_specs))]
-        lines.append("    return " + ("None" if not outs else outs[0] if len(outs) == 1 else f"[{', '.join(outs)}]"))
+        body.append("        return " + ("None" if not outs else outs[0] if len(outs) == 1 else f"[{', '.join(outs)}]"))
+        lines = ["def make():", "    stream_now, cargs = None, None", "", "    def launch(args, stream=None):"]
+        lines += [ln.replace("MISSED", "return MISS") for ln in body]
+        lines += ["", "    def entry(*args, stream=None, **kwargs):", "        if kwargs:",
+                  "            return general(args, stream, kwargs)"]
+        lines += [ln.replace("MISSED", "return general(args, stream, kwargs)") for ln in body]
+        lines += ["", "    return launch, entry"]
         return "\n".join(lines) + "\n"
+
+    def allocation(self, dtype, shape, j: int) -> str:
+        """The expression allocating output j (contiguous, on the inputs' device).
+
+        The size goes as separate int arguments, not as a torch.Size: torch parses a sequence
+        size ~1.5 us slower than int varargs (new_empty(sz) 3.1 us against new_empty(128)
+        1.4 us for the CPU allocator, torch 2.13). new_empty on an input of the same dtype
+        needs neither a dtype nor a device argument; torch.empty(dims, dtype=, device=)
+        serves kernels without inputs.
+        """
+        dims = ", ".join(str(d) for d in shape) if len(shape) else "()"
+        if not self.in_specs:
+            return f"empty({dims}, dtype=out_dtype{j}, device=out_device)"
+        same = next((i for i, (dt, _, _) in enumerate(self.in_specs) if dt is dtype), None)
+        if same is not None:
+            return f"a{same}.new_empty({dims})"
+        return f"a0.new_empty({dims}, dtype=out_dtype{j})"
 
     def compile_simple(self):
         """The launcher of `simple_source`, bound to this kernel's specs, device and slots."""
+        prep = self.prepared
         ns = {"MISS": MISS, "Tensor": self.torch.Tensor, "empty": self.torch.empty,
               "check_device": self.check_device, "out_device": self.out_device, "device_index": self.device,
-              "raw_stream": self.raw_stream, "vals": self.prepared.values, "launch_on": self.prepared.launch}
+              "raw_stream": self.raw_stream, "vals": prep.values, "cu_launch": prep.call,
+              "args_for": prep.args_for, "failed_launch": prep.failed}
         for i, (dtype, shape, _) in enumerate(self.in_specs):
             ns[f"in_dtype{i}"], ns[f"in_shape{i}"] = dtype, shape
         for j, (dtype, shape, _) in enumerate(self.out_specs):
-            ns[f"out_dtype{j}"], ns[f"out_shape{j}"] = dtype, shape
+            ns[f"out_dtype{j}"] = dtype
+        ns["general"] = self.kernel._general_call
         exec(compile(self.simple_source(), f"<tilelang launcher of {self.artifact.csource.entry}>", "exec"), ns)
-        return ns["launch"]
+        launch, entry = ns["make"]()
+        self.kernel._launcher = entry  # kernel(...) runs `entry` from now on
+        return launch
 
     def launch_general(self, args, stream=None):
         """Kernels with flag / tensor-map arguments: per-call argument list, artifact launch."""

@@ -347,23 +347,31 @@ class PreparedLaunch:
         self.params_address = ctypes.addressof(self._params)
         self._head = (ctypes.c_void_p(fn._raw_handle),) + dims
         self._tail = (ctypes.c_void_p(self.params_address), None)
-        self._call = _launch_holding_gil()
+        self.call = _launch_holding_gil()
         self._stream = None
         self._args = None
 
     def launch(self, stream: int) -> None:
         """Launch with the current `values` on `stream` (a raw CUstream int, 0 = legacy default)."""
         if stream != self._stream:  # the c_void_p is rebuilt only when the stream changes
-            self._args = self._head + (ctypes.c_void_p(stream),) + self._tail
-            self._stream = stream
-        rc = self._call(*self._args)
+            self.args_for(stream)
+        rc = self.call(*self._args)
         if rc:
-            self._failed(rc)
+            self.failed(rc)
 
-    def _failed(self, rc: int) -> None:
+    def args_for(self, stream: int) -> tuple:
+        """The untyped call's arguments for `stream`: `call(*args_for(s))` is `launch(s)` inlined
+        (jit/fast_call.py keeps the tuple while the stream stays the same), then `failed(rc)`."""
+        self._args = self._head + (ctypes.c_void_p(stream),) + self._tail
+        self._stream = stream
+        return self._args
+
+    def failed(self, rc: int, args: tuple | None = None) -> None:
+        """A nonzero cuLaunchKernel result of the call with `args` (default: the last stream's):
+        retried once on a fresh thread's context, else raised."""
         if rc == _CUDA_ERROR_INVALID_CONTEXT:  # a thread torch never made current
             _ensure_context(self.fn.module.device)
-            rc = self._call(*self._args)
+            rc = self.call(*(args or self._args))
             if not rc:
                 return
         driver = _driver()
