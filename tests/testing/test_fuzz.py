@@ -12,8 +12,8 @@ from tilelang.testing.fuzz.spec import Ew
 
 
 def test_fixed_seed_slice(capsys):
-    # seeds 0-19 cover every family but `thread` (the CPU backend has no T.get_thread_binding yet:
-    # see tests/testing/test_fuzz_found.py); each failure would be printed shrunk, with its seed
+    # seeds 0-19 cover tile, gemm, thread, atomic, pipe and trans (multi has its own test below);
+    # each failure would be printed shrunk, with its seed
     rc = main(["--seed", "0", "--n", "20", "--jobs", "2", "--no-shrink"])
     out = capsys.readouterr().out
     assert out.strip().splitlines()[-1] == "20 passed, 0 failed", out[-4000:]
@@ -120,3 +120,67 @@ def test_gpu_tier_dry_run_compiles_the_device_kernel(capsys):
     assert out.strip().splitlines()[-1] == "2 passed, 0 failed", out[-3000:]
     assert "cuda-sm_90a" in out and "sm_80" in out  # both compiles ran (mean-seconds line)
     assert rc == 0
+
+
+def _first_seeds(family, n, pred=lambda p: True):
+    out, s = [], 0
+    while len(out) < n:
+        p = generate(s, family=family)
+        if pred(p):
+            out.append(p)
+        s += 1
+    return out
+
+
+def test_multi_kernel_family_runs_against_float64():
+    """Two or three kernels sharing T.alloc_global workspaces; the reference runs them in order."""
+    progs = _first_seeds("multi", 3, lambda p: p.kernels and p.workspaces)
+    assert any(len(p.kernels) == 2 for p in _first_seeds("multi", 12))  # the three-kernel chain occurs
+    for p in progs:
+        src = to_source(p)
+        assert src.count("with T.Kernel(") == 1 + len(p.kernels) and "T.alloc_global(" in src
+        assert from_json(to_json(p)) == p
+        res = check(p, archs=("sm_80",))
+        assert res.status == "pass", (p.seed, res.step, res.message[:2000])
+
+
+def test_multi_kernel_reference_needs_the_first_kernel():
+    """Without the kernel that writes the workspace the reference reads NaN: an invalid program."""
+    p = _first_seeds("multi", 1, lambda p: p.kernels)[0]
+    first_writes = p.kernels[0]
+    q = p.with_(grid=first_writes.grid, threads=first_writes.threads, allocs=first_writes.allocs,
+                body=first_writes.body, kernels=p.kernels[1:])
+    assert check(q, nvrtc=False).status == "invalid"
+
+
+@pytest.mark.parametrize("path", ["ws", "cp_async"])
+def test_pipe_family_takes_its_intended_path_on_sm90a(path):
+    from tilelang.testing.fuzz.spec import Pipelined
+
+    p = _first_seeds("pipe", 1, lambda p: p.path == path)[0]
+    loop = next(s for s in p.body if isinstance(s, Pipelined))
+    assert 1 <= loop.stages <= 4
+    res = check(p, archs=("sm_90a",))
+    assert res.status == "pass", (p.seed, res.step, res.message[:2000])
+    # the check notices a program whose lowering is not the one it names
+    other = "cp_async" if path == "ws" else "ws"
+    res = check(p.with_(path=other), archs=("sm_90a",))
+    assert res.status == "fail" and res.step == "path-sm_90a", res
+
+
+def test_trans_family_and_local_rows_run_against_float64():
+    from tilelang.testing.fuzz.spec import Ew, Gemm, walk
+
+    tiles = _first_seeds("trans", 1, lambda p: not any(isinstance(s, Gemm) for s in walk(p.body)))
+    gemms = _first_seeds("trans", 1, lambda p: any(isinstance(s, Gemm) and (s.ta or s.tb) and isinstance(
+        next(iter(walk(p.body[1].body))), Ew) for s in walk(p.body)))
+    local = _first_seeds("tile", 1, lambda p: any(a.scope == "local" for a in p.allocs))
+    for p in tiles + gemms + local:
+        res = check(p, archs=("sm_90a",))
+        assert res.status == "pass", (p.seed, p.family, res.step, res.message[:2000])
+
+
+def test_family_mix_keeps_the_later_families_to_about_a_quarter():
+    fams = [generate(s).family for s in range(400)]
+    share = sum(f in ("multi", "pipe", "trans") for f in fams) / len(fams)
+    assert 0.15 < share < 0.35 and all(f in fams for f in ("multi", "pipe", "trans"))

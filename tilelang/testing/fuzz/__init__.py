@@ -5,7 +5,7 @@ compiled for sm_80 and sm_90a with NVRTC, and on a GPU (`--device cuda`) run the
     python -m tilelang.testing.fuzz --seed 0 --n 300 [--device cuda] [--jobs 2]
     python -m tilelang.testing.fuzz --bad 200          # bad calls and DSL misuse
 
-Modules: spec (the description), generator/families/gen_base (random programs), source
+Modules: spec (the description), generator/families/families_ext/gen_base (random programs), source
 (description -> TileLang source), reference (the float64 oracle), runner (compile, run,
 compare), shrinker (delta debugging of a failure), bad_inputs (errors that must be clear),
 cli (the command line). A failure prints as a runnable file: `python that_file.py` replays it.

@@ -1,6 +1,7 @@
 """The oracle: a float64 torch interpreter of a program description.
 
-It never looks at our compiler. Blocks run one after another; tile statements act on whole
+It never looks at our compiler. Kernels run in order, and each one's blocks one after
+another; workspaces (T.alloc_global) start as NaN; tile statements act on whole
 tiles; thread-level statements (anything touching a `local` buffer, `T.serial` loops, an
 `if` on `tx`) run once per thread. Every store rounds to the stored buffer's dtype (so the
 interpreter sees the same fp16/bf16/fp8 values a kernel stores), arithmetic is float64.
@@ -66,12 +67,13 @@ class _Interp:
             return self.tiles[name][0 if tx is None else tx]
         return self.tiles[name]
 
-    def new_block(self):
+    def new_block(self, kernel):
         self.tiles = {}
-        for a in self.p.allocs:
+        self.threads = kernel.threads
+        for a in kernel.allocs:
             shape = tuple(a.shape)
             if a.scope in ("local", "var"):
-                shape = (self.p.threads,) + shape
+                shape = (self.threads,) + shape
             t = torch.full(shape, math.nan, dtype=torch.float64)
             if a.init is not None:
                 t.fill_(a.init)
@@ -188,7 +190,7 @@ class _Interp:
     def run(self, body):
         for s in body:
             if self.thread_level(s) and self.env.get("tx") is None:
-                for t in range(self.p.threads):
+                for t in range(self.threads):
                     self.env["tx"] = t
                     self.stmt(s)
                 self.env["tx"] = None
@@ -285,11 +287,16 @@ def _uses(e, var) -> bool:
 def run_reference(prog: Program, inputs: dict) -> dict:
     """Run `prog` on float64 copies of `inputs` (every tensor parameter); return the outputs."""
     g = {k: v.detach().to("cpu", torch.float64).clone() for k, v in inputs.items()}
+    for w in prog.workspaces:  # T.alloc_global: contents undefined until a kernel writes them
+        g[w.name] = torch.full(prog.shape_of(w.name), math.nan, dtype=torch.float64)
     it = _Interp(prog, g)
-    gx, gy = (-(-prog.value(d) // b) for d, b in prog.grid)
-    for by in range(gy):
-        for bx in range(gx):
-            it.env = {**prog.consts, **prog.dims, "bx": bx, "by": by, "tx": None}
-            it.new_block()
-            it.run(prog.body)
+    for k in prog.launches():  # kernels in order; each one's blocks one after another
+        counts = [-(-prog.value(d) // b) for d, b in k.grid]
+        for flat in range(math.prod(counts)):
+            env = {**prog.consts, **prog.dims, "tx": None}
+            for name, n in zip(("bx", "by", "bz"), counts):
+                env[name], flat = flat % n, flat // n
+            it.env = env
+            it.new_block(k)
+            it.run(k.body)
     return {t.name: g[t.name] for t in prog.tensors if t.role == "out"}

@@ -6,6 +6,7 @@ Steps (the first that goes wrong is the verdict):
   run-cpu      calling the CPU kernel raised
   mismatch     the CPU result differs from the float64 reference beyond the dtype tolerance
   nvrtc-sm_80 / nvrtc-sm_90a   compiling for that arch with NVRTC raised (compile only)
+  path-<arch>  the program names a pipeline path (spec.Program.path) that the source lacks
   cuda-*       (device="cuda") compiling for the device, running, or comparing the CUDA result
                with the float64 reference and with the CPU result
 With device="cuda" the device's own arch is compiled once (that kernel is the one run), with
@@ -34,7 +35,7 @@ from .reference import TORCH_DTYPES, ReferenceError_, run_reference
 from .source import to_source
 from .spec import Program
 
-__all__ = ["Result", "check", "load_kernel", "make_inputs", "TOLERANCE", "tolerance"]
+__all__ = ["Result", "check", "load_kernel", "make_inputs", "TOLERANCE", "tolerance", "path_error", "PATH_MARKS"]
 
 TOLERANCE = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 4e-2, "float8_e4m3fn": 0.13,
              "float8_e5m2": 0.26, "int8": 0.0, "int32": 0.0}
@@ -78,7 +79,7 @@ class Result:
 
 def tolerance(prog: Program) -> float:
     """The loosest tolerance among every dtype the program stores."""
-    dts = {t.dtype for t in prog.tensors} | {a.dtype for a in prog.allocs}
+    dts = {t.dtype for t in prog.tensors + prog.workspaces} | {a.dtype for k in prog.launches() for a in k.allocs}
     return max(TOLERANCE.get(d, 1e-4) for d in dts)
 
 
@@ -186,7 +187,7 @@ def check(prog: Program, device: str = "cpu", nvrtc: bool = True, dry: bool = Fa
             return _fail("frontend", e, t0=t0)
         t = time.perf_counter()
         try:
-            kern = tilelang.compile(func, target="cpu")
+            kern = tilelang.compile(func, target="cpu", pass_configs=dict(prog.pass_configs))
         except Exception as e:  # noqa: BLE001
             return _fail("compile-cpu", e, t0=t0)
         tm["cpu"] = time.perf_counter() - t
@@ -205,15 +206,39 @@ def check(prog: Program, device: str = "cpu", nvrtc: bool = True, dry: bool = Fa
                     continue
                 t = time.perf_counter()
                 try:
-                    tilelang.compile(func, target=f"cuda -arch={arch}", compile_flags=nvrtc_flags())
+                    ck = tilelang.compile(func, target=f"cuda -arch={arch}", compile_flags=nvrtc_flags(),
+                                          pass_configs=dict(prog.pass_configs))
                 except Exception as e:  # noqa: BLE001
                     return _fail(f"nvrtc-{arch}", e, t0=t0, timings=tm)
                 tm[arch] = time.perf_counter() - t
+                msg = path_error(prog, sm, ck.get_kernel_source())
+                if msg:
+                    return _fail(f"path-{arch}", msg=msg, t0=t0, timings=tm)
         if device == "cuda" and dev_sm >= prog.arch_min:
             res = _check_cuda(prog, func, inputs, ref, args, t0, tm, dev_arch, dry, full_opt)
             if res is not None:
                 return res
     return Result("pass", "", "", time.perf_counter() - t0, tm)
+
+
+# What each pipeline lowering leaves in the CUDA source: (must contain all, must contain none).
+PATH_MARKS = {"ws": (("tma_load", "setmaxnreg", "mbarrier"), ("cp_async",)),
+              "cp_async": (("cp_async",), ("tma_load", "setmaxnreg"))}
+
+
+def path_error(prog: Program, sm: int, src: str) -> str:
+    """Why the generated source did not take the program's intended pipeline path, or "".
+    The intent names sm_90's choice; below sm_90 every pipelined copy is a cp.async one."""
+    if not prog.path:
+        return ""
+    path = prog.path if sm >= 90 else "cp_async"
+    need, bad = PATH_MARKS[path]
+    missing = [m for m in need if m not in src]
+    present = [m for m in bad if m in src]
+    if not missing and not present:
+        return ""
+    return (f"the {path} pipeline was intended on sm_{sm} (num_stages per the program), but the source "
+            f"lacks {missing} and has {present}; a silent change of lowering path")
 
 
 def _check_cuda(prog, func, inputs, ref, cpu_out, t0, tm, arch, dry, full_opt):
@@ -222,9 +247,13 @@ def _check_cuda(prog, func, inputs, ref, cpu_out, t0, tm, arch, dry, full_opt):
     t = time.perf_counter()
     try:
         kern = tilelang.compile(func, target=f"cuda -arch={arch}" if dry else "cuda",
-                                compile_flags=() if full_opt else nvrtc_flags())
+                                compile_flags=() if full_opt else nvrtc_flags(), pass_configs=dict(prog.pass_configs))
     except Exception as e:  # noqa: BLE001
         return _fail(f"cuda-compile-{arch}", e, t0=t0, timings=tm)
+    sm = int(arch[3:].rstrip("af"))
+    msg = path_error(prog, sm, kern.get_kernel_source())
+    if msg:
+        return _fail(f"path-{arch}", msg=msg, t0=t0, timings=tm)
     tm[f"cuda-{arch}"] = time.perf_counter() - t
     if dry:
         return None

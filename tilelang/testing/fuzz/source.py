@@ -117,6 +117,24 @@ def _shape(shape) -> str:
     return f"({inner},)" if len(shape) == 1 else f"({inner})"
 
 
+def _kernel(k, prog: Program, out: list) -> None:
+    grid = ", ".join(_trip(g) for g in k.grid)
+    names = ("bx", "by", "bz")[:len(k.grid)]
+    bound = names[0] if len(names) == 1 else f"({', '.join(names)})"
+    out.append(f"    with T.Kernel({grid}, threads={k.threads}) as {bound}:")
+    ind = " " * 8
+    if k.uses_tx:
+        out.append(f"{ind}tx = T.get_thread_binding()")
+    for a in k.allocs:
+        if a.scope == "var":
+            init = "" if a.init is None else f", init={a.init!r}"
+            out.append(f'{ind}{a.name} = T.alloc_var("{a.dtype}"{init})')
+        else:
+            fn = {"shared": "alloc_shared", "fragment": "alloc_fragment", "local": "alloc_local"}[a.scope]
+            out.append(f'{ind}{a.name} = T.{fn}({_shape(a.shape)}, "{a.dtype}")')
+    _body(k.body, prog, ind, out)
+
+
 def to_source(prog: Program) -> str:
     """The whole runnable file for `prog`."""
     out = [f"# TileLang fuzz program: seed={prog.seed} family={prog.family}",
@@ -125,22 +143,15 @@ def to_source(prog: Program) -> str:
         out.append(f"{name} = {v}")
     for name in prog.dims:
         out.append(f'{name} = T.dynamic("{name}")')
+    if prog.pass_configs:
+        out.append(f"PASS_CONFIGS = {prog.pass_configs!r}  # tilelang.compile(main, pass_configs=PASS_CONFIGS)")
     out += ["", "", "@T.prim_func"]
     params = ", ".join(f'{t.name}: T.Tensor({_shape(t.shape)}, "{t.dtype}")' for t in prog.tensors)
     out.append(f"def main({params}):")
-    grid = ", ".join(_trip(g) for g in prog.grid)
-    out.append(f"    with T.Kernel({grid}, threads={prog.threads}) as (bx, by):")
-    ind = " " * 8
-    if prog.uses_tx:
-        out.append(f"{ind}tx = T.get_thread_binding()")
-    for a in prog.allocs:
-        if a.scope == "var":
-            init = "" if a.init is None else f", init={a.init!r}"
-            out.append(f'{ind}{a.name} = T.alloc_var("{a.dtype}"{init})')
-        else:
-            fn = {"shared": "alloc_shared", "fragment": "alloc_fragment", "local": "alloc_local"}[a.scope]
-            out.append(f'{ind}{a.name} = T.{fn}({_shape(a.shape)}, "{a.dtype}")')
-    _body(prog.body, prog, ind, out)
+    for w in prog.workspaces:
+        out.append(f'    {w.name} = T.alloc_global({_shape(w.shape)}, "{w.dtype}")')
+    for k in prog.launches():
+        _kernel(k, prog, out)
     out += ["", "", f"DESC = {to_json(prog)!r}", "",
             'if __name__ == "__main__":',
             "    from tilelang.testing.fuzz import replay_file",

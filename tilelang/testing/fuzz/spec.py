@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, fields, replace
 
-__all__ = ["Lin", "Tensor", "Alloc", "Ref", "Copy", "Fill", "Ew", "Reduce", "CumSum", "Gemm", "Atomic",
+__all__ = ["Lin", "Tensor", "Alloc", "Ref", "Kernel", "Copy", "Fill", "Ew", "Reduce", "CumSum", "Gemm", "Atomic",
            "Pipelined", "SetVar", "If", "Program", "STMT_TYPES", "UNARY", "to_json", "from_json",
            "walk", "map_bodies"]
 
@@ -64,7 +64,7 @@ class Tensor:
     name: str
     shape: tuple
     dtype: str
-    role: str = "in"  # in | out (written; poisoned before the run)
+    role: str = "in"  # in | out (written; poisoned before the run) | ws (a workspace)
 
 
 @dataclass(frozen=True)
@@ -169,8 +169,24 @@ STMT_TYPES = {c.__name__: c for c in (Copy, Fill, Ew, Reduce, CumSum, Gemm, Atom
 
 
 @dataclass(frozen=True)
+class Kernel:
+    """A `with T.Kernel` block after a program's first one (a multi-kernel prim_func)."""
+
+    grid: tuple
+    threads: int
+    allocs: tuple
+    body: tuple
+    uses_tx: bool = False
+
+
+@dataclass(frozen=True)
 class Program:
-    """One kernel. `dims` gives each symbolic dim's value for the run, `consts` each named one's."""
+    """The first kernel (grid, threads, allocs, body) and any `kernels` launched after it, in
+    order, sharing `workspaces` (global Tensors, role "ws", declared with T.alloc_global).
+    `dims` gives each symbolic dim's value for the run, `consts` each named one's.
+    `pass_configs` go to every tilelang.compile; `path` names the pipeline lowering sm_90a is
+    meant to take ("ws": warp-specialized TMA, "cp_async": the cp.async pipeline; "" any),
+    which the compile check asserts from the generated source."""
 
     seed: int
     family: str
@@ -183,12 +199,21 @@ class Program:
     consts: dict = field(default_factory=dict)  # name -> int, emitted before the kernel
     uses_tx: bool = False
     arch_min: int = 80  # the lowest sm this program is valid for (fp8 gemm: 89)
+    kernels: tuple = ()  # Kernel blocks after the first
+    workspaces: tuple = ()  # Tensor(role="ws"): T.alloc_global buffers
+    pass_configs: dict = field(default_factory=dict)
+    path: str = ""  # "" | ws | cp_async (sm_90a's intended pipeline lowering)
 
     def tensor(self, name: str) -> Tensor | None:
-        return next((t for t in self.tensors if t.name == name), None)
+        return next((t for t in self.tensors + self.workspaces if t.name == name), None)
 
     def alloc(self, name: str) -> Alloc | None:
-        return next((a for a in self.allocs if a.name == name), None)
+        allocs = self.allocs + tuple(a for k in self.kernels for a in k.allocs)
+        return next((a for a in allocs if a.name == name), None)
+
+    def launches(self) -> tuple:
+        """Every kernel block in launch order, the first included, as Kernel records."""
+        return (Kernel(self.grid, self.threads, self.allocs, self.body, self.uses_tx),) + tuple(self.kernels)
 
     def buffer(self, name: str):
         return self.tensor(name) or self.alloc(name)
@@ -246,12 +271,13 @@ def _dec(x):
         kind = x.get("_")
         if kind == "Lin":
             return Lin(x["c"], tuple((v, c) for v, c in x["t"]))
-        classes = {**STMT_TYPES, "Ref": Ref, "Tensor": Tensor, "Alloc": Alloc, "Program": Program}
+        classes = {**STMT_TYPES, "Ref": Ref, "Tensor": Tensor, "Alloc": Alloc, "Program": Program, "Kernel": Kernel}
         if kind in classes:
             kw = {k: _dec(v) for k, v in x.items() if k != "_"}
             if kind == "Program":
                 kw["dims"] = dict(x["dims"])
                 kw["consts"] = dict(x["consts"])
+                kw["pass_configs"] = dict(x.get("pass_configs", {}))
             return classes[kind](**kw)
         return {k: _dec(v) for k, v in x.items()}
     return x
