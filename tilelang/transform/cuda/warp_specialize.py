@@ -66,11 +66,12 @@ PRODUCER_THREADS, PRODUCER_REGS = 128, 40
 def consumer_registers(T: int, launch_regs: int | None = None) -> int:
     """The consumers' setmaxnreg_inc for T consumer threads beside the 128-thread producer.
 
-    setmaxnreg moves registers within the block's own allocation, made at launch: the producer's
+    setmaxnreg moves registers within the block's own pool (PTX ISA: per CTA): the producer's
     decrease to 40 frees (R - 40) x 128 of them, and an increase that asks the T consumers for
-    more than that waits forever. R is what ptxas gives each thread at launch: `launch_regs` when
-    known (the ptxas report), else the most `__launch_bounds__(T + 128, 1)` allows. 240 / 232 for
-    one / two consumer warpgroups (as where R is the bound); 152 for three, 104 for four."""
+    more than that blocks forever. R is the per-thread allocation at launch: `launch_regs`, else
+    the most `__launch_bounds__(T + 128, 1)` allows (96 at 640 threads, where the fp8 lighting
+    indexer's 4 consumer warpgroups asked for 112 and hung). 240 / 232 for one / two consumer
+    warpgroups, 152 for three, 104 for four."""
     n = T + PRODUCER_THREADS
     r = launch_regs if launch_regs else min(255, 65536 // n) // 8 * 8
     pool = (r * n - PRODUCER_REGS * PRODUCER_THREADS) // T // 8 * 8
@@ -135,7 +136,7 @@ def top_pipelined(body):
 
 def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, clusters: bool = False,
                     stream_k: bool = True, timeline: bool = False, serpentine: bool = True,
-                    defer_epilogue: bool = True, deep_ring: bool = True, launch_regs: int | None = None):
+                    defer_epilogue: bool = True, deep_ring: bool = True, rebalance_regs: bool = True):
     """Returns (new kernel, WSInfo) or (k, None) when the kernel keeps the cp.async pipeline.
 
     num_sms: make the kernel persistent -- min(tiles, num_sms) blocks, each looping over the
@@ -152,12 +153,12 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     defer_epilogue: a persistent plain k-reduction stores its output tile during the next
     tile's k-loop (see `_defer_epilogue`).
     deep_ring: the producer's ring may hold more stages than num_stages (see `ring_depth`).
-    launch_regs: the registers per thread ptxas gave a first build of this kernel, when fewer
-    than `__launch_bounds__` allows (see `consumer_registers`)."""
+    rebalance_regs: False leaves out setmaxnreg (for kernels that use fewer registers than the
+    producer's decrease names, which ptxas rejects)."""
     plan = _plan(k, warn, num_sms, clusters, stream_k, serpentine, deep_ring)
     if plan is None:
         return k, None
-    plan.launch_regs = launch_regs
+    plan.rebalance_regs = rebalance_regs
     plan.defer_epilogue = plan.defer_epilogue and defer_epilogue
     if timeline and plan.persistent:
         plan.timeline = Buffer(TIMELINE, (num_sms, TIMELINE_UNITS, 4), dt.int64, "global")
@@ -180,7 +181,7 @@ class WSPlan:
     info: WSInfo
     num_sms: int | None
     persistent: bool  # stage/phase counters run on across a block's tiles from a per-branch base
-    launch_regs: int | None = None  # registers per thread at launch, when known (consumer_registers)
+    rebalance_regs: bool = True  # setmaxnreg: the producer gives registers to the consumers
     storages: dict = field(default_factory=dict)  # tile uid -> multi-stage storage
     views: dict = field(default_factory=dict)  # tile uid -> the window onto the current stage
     tx_bytes: int = 0  # bytes landing in one stage
@@ -496,9 +497,13 @@ def _rewrite(plan: WSPlan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.K
                + " ".join(f"tl::mbarrier_init(&tl_full[{i}], 1); "
                           f"tl::mbarrier_init(&tl_empty[{i}], {info.cluster * T // 32});" for i in range(plan.stages))
                + " tl::fence_barrier_init(); }} " + sync)
-    regs_c = consumer_registers(T, plan.launch_regs)
-    info.consumer_regs = regs_c
-    setmaxnreg = Raw(f"tl::setmaxnreg_inc<{regs_c}>();")
+    if plan.rebalance_regs:
+        regs_c = consumer_registers(T)
+        info.consumer_regs = regs_c
+        setmaxnreg = Raw(f"tl::setmaxnreg_inc<{regs_c}>();")
+        dec = Raw(f"tl::setmaxnreg_dec<{PRODUCER_REGS}>();")
+    else:  # ptxas refuses a decrease to more registers than the whole program uses
+        setmaxnreg = dec = S.seq()
     if plan.persistent:
         if plan.sk is not None:
             tiles, coords = _tile_space(k)
@@ -534,7 +539,7 @@ def _rewrite(plan: WSPlan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.K
     else:
         consumer_branch = S.seq(setmaxnreg, *cons_prefix, consumer_loop, *suffix, *store_wait)
         producer = S.seq(*plan.pprefix, producer)
-    producer_branch = S.seq(Raw("tl::setmaxnreg_dec<40>();"),
+    producer_branch = S.seq(dec,
                             S.IfThenElse(E.binop("==", E.Var("tid", dt.int32), T), producer))
     # a block of a cluster leaves only once its partner has stopped writing into its shared memory
     fini = [Raw("tl::cluster_sync();")] if plan.cluster is not None else []
