@@ -17,7 +17,7 @@ trans  tiles read transposed in a T.Parallel: from global into shared (S[i, j] =
 from __future__ import annotations
 
 from .families import gemm_shape
-from .gen_base import FLOATS, Gen, as_dtype, expr, ragged, tile_ref, warp_split_ok, ws_accumulators_ok
+from .gen_base import FLOATS, Gen, as_dtype, expr, ragged, tile_ref, warp_split_ok
 from .spec import Copy, Ew, Fill, Gemm, Kernel, Lin, Pipelined, Reduce, Ref, Tensor
 
 __all__ = ["gen_multi", "gen_pipe", "gen_trans"]
@@ -157,8 +157,6 @@ def _ws_shape(g: Gen):
             continue
         if not tb and threads == 256 and BM == 64 and BN < 128:  # two warpgroups side by side: each
             continue  # needs 64 N-major columns of B for wgmma
-        if not ws_accumulators_ok(BM, BN, threads):  # a ptxas failure (see gen_base)
-            continue
         return dt, BM, BN, BK, threads, tb, policy
 
 

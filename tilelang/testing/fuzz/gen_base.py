@@ -6,7 +6,7 @@ import random
 
 from .spec import Alloc, Lin, Program, Ref, Tensor
 
-__all__ = ["FAMILIES", "FLOATS", "Gen", "warp_split_ok", "ws_accumulators_ok", "ragged", "tile_ref", "expr", "cond", "as_dtype"]
+__all__ = ["FAMILIES", "FLOATS", "Gen", "warp_split_ok", "ragged", "tile_ref", "expr", "cond", "as_dtype"]
 
 FAMILIES = ("tile", "gemm", "thread", "atomic", "multi", "pipe", "trans")
 FLOATS = ("float16", "bfloat16", "float32")
@@ -18,17 +18,6 @@ def warp_split_ok(policy: str, M: int, N: int, nwarps: int, group: int = 1) -> b
         return False
     return any(nwarps % m == 0 and m % group == 0 and M % (m * 16) == 0 and N % ((nwarps // m) * 8) == 0
                for m in range(1, nwarps + 1))
-
-
-def ws_accumulators_ok(BM: int, BN: int, threads: int) -> bool:
-    """Excluded, a bug reported to the lead: with NVRTC's --Ofast-compile=mid (the fuzzer's
-    compile-only flags) a warp-specialized kernel whose consumer threads hold fewer than 32
-    accumulators each (BM x BN / threads; e.g. a 128x16 tile on 128 threads) fails in ptxas:
-    "C7406 setmaxnreg.dec has register count (40) which is larger than the largest temporal
-    register count in the program (24)" -- the producer's fixed decrease to 40 exceeds what the
-    kernel uses (fuzz seeds: pipe 4 and 29, gemm 171 before this rule). Full optimisation
-    compiles them. Shapes sm_90a would warp-specialize keep to 32 or more per thread."""
-    return threads % 128 != 0 or BM * BN // threads >= 32
 
 
 class Gen:

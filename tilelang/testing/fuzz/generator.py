@@ -235,12 +235,7 @@ def _gen_tile(g: Gen) -> Program:
     if cols and g.coin(0.6):  # a column vector out through a unit-extent slice
         W = g.tensor("W", (gy, Nd), T_.t[cols[0]][2], "out")
         body.append(Copy(Ref(cols[0]), Ref(W, "slice", (Lin.of(("by", 1)), Lin.of(("bx", BN))), (1, BN))))
-    # Excluded, a bug reported to the lead: with 128k threads sm_90a warp-specializes the sweep,
-    # and under NVRTC's --Ofast-compile=mid (the compile-only flags) ptxas rejects the producer's
-    # setmaxnreg.dec 40 when the kernel needs fewer registers: "C7406 setmaxnreg.dec has register
-    # count (40) which is larger than the largest temporal register count in the program (32)"
-    # (tile seed 34 of this generator). The sweep keeps to 1-2 warps.
-    threads = g.pick((32, 64)) if sweep else g.pick((32, 64, 128, 256))
+    threads = g.pick((32, 64, 128, 256))
     return g.program("tile", ((Nd, BN), (Md, BM)), threads, body)
 
 
