@@ -2,7 +2,7 @@
 the peer suite's kernels, in parallel, within a wall-clock budget (issue 12, item 4).
 
     python scripts/sanitize.py OUTDIR [--jobs 12] [--budget 450] [--timeout 240]
-        [--peer-folders gemm,norm,...|all] [--only SUBSTRING] [--dry-run]
+        [--peer-folders gemm,norm,...|all] [--every-test] [--only SUBSTRING] [--dry-run]
 
 Programs: each examples/*.py run as `python ex.py --target cuda` (their default sizes are
 small; quickstart also at an aligned size, which takes the sm_90a TMA / warp-specialized
@@ -41,8 +41,9 @@ DEFAULT_PEER = ("elementwise", "gemm", "gemm_splitk", "gemm_streamk", "gemv", "n
                 "dequantize_gemm", "blocksparse_gemm", "grouped_gemm", "online_softmax")
 
 
-def programs(peer_folders) -> list:
-    """(name, argv, cwd) for every program to sanitize."""
+def programs(peer_folders, every_test: bool = False) -> list:
+    """(name, argv, cwd) for every program to sanitize: the examples, then per peer folder its
+    first baseline-passing test, or (every_test) every test that passes on the public TileLang."""
     py = sys.executable
     out = []
     for ex in sorted((ROOT / "examples").glob("*.py")):
@@ -51,17 +52,18 @@ def programs(peer_folders) -> list:
                                            "--m", "1024", "--n", "768", "--k", "512"], str(ROOT)))
     if not BASELINE.exists():
         return out
-    first: dict = {}
+    passing: dict = {}
     for ln in BASELINE.read_text().splitlines():
         parts = ln.split("\t")
         if len(parts) >= 2 and parts[0] == "PASS" and "/" in parts[1]:
-            first.setdefault(parts[1].split("/")[0], parts[1])
-    folders = sorted(first) if peer_folders == ["all"] else peer_folders
+            passing.setdefault(parts[1].split("/")[0], []).append(parts[1])
+    folders = sorted(passing) if peer_folders == ["all"] else peer_folders
     for fd in folders:
-        if fd in first:
-            path, _, test = first[fd].partition("::")
-            out.append((f"peer_{fd}", [py, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-                                       f"{Path(path).name}::{test}"], str(Path(path).parent)))
+        for t in passing.get(fd, [])[:None if every_test else 1]:
+            path, _, test = t.partition("::")
+            name = f"peer_{fd}" + (f"__{test.removeprefix('test_')}" if every_test else "")
+            out.append((name, [py, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                               f"{Path(path).name}::{test}"], str(Path(path).parent)))
     return out
 
 
@@ -155,6 +157,8 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, default=450.0, help="seconds; nothing starts after it")
     ap.add_argument("--timeout", type=float, default=240.0, help="seconds per (program, tool)")
     ap.add_argument("--peer-folders", default=",".join(DEFAULT_PEER))
+    ap.add_argument("--every-test", action="store_true",
+                    help="every test of those folders that passes on the public TileLang, not the first")
     ap.add_argument("--only", default="", help="only programs whose name holds this")
     ap.add_argument("--tools", default=",".join(TOOLS))
     ap.add_argument("--dry-run", action="store_true", help="write the commands, run nothing")
@@ -171,7 +175,7 @@ def main(argv=None) -> int:
         shutil.copytree(PEER, peer_copy)  # the peer folder stays read-only
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
                PYTHONUNBUFFERED="1", TILELANG_CACHE_DIR=str(out / "cache"))
-    progs = [p for p in programs(a.peer_folders.split(",")) if a.only in p[0]]
+    progs = [p for p in programs(a.peer_folders.split(","), a.every_test) if a.only in p[0]]
     # racecheck first (slowest), so the budget cuts the fast tools last
     order = {"racecheck": 0, "memcheck": 1, "synccheck": 2}
     jobs = sorted([(n, av, cwd, t) for n, av, cwd in progs for t in a.tools.split(",")],
@@ -189,13 +193,14 @@ def main(argv=None) -> int:
     tools = a.tools.split(",")
     cell = {(r["program"], r["tool"]): r for r in rows}
     print("\n==== compute-sanitizer: errors per tool (status when not ok) ====")
-    print(f"{'program':34s}" + "".join(f"{t:>16s}" for t in tools))
+    W = max([34] + [len(n) + 1 for n in names])
+    print(f"{'program':{W}s}" + "".join(f"{t:>16s}" for t in tools))
     for n in names:
         cells = []
         for t in tools:
             r = cell[(n, t)]
             cells.append(f"{r['errors']}" if r["status"] == "ok" else f"{r['status']}({r['errors']})")
-        print(f"{n:34s}" + "".join(f"{c:>16s}" for c in cells))
+        print(f"{n:{W}s}" + "".join(f"{c:>16s}" for c in cells))
     ran = [r for r in rows if r["status"] not in ("not-run", "dry-run")]
     bad = [r for r in ran if r["status"] != "ok"]
     errs = sum(r["errors"] or 0 for r in ran)

@@ -183,3 +183,70 @@ def test_fp16_min_on_avx512fp16_hosts(monkeypatch):
     monkeypatch.setattr(subprocess, "run", fake_run)
     argv, _ = cc._resolve_argv()
     assert "-mno-avx512fp16" in cc._probe(argv)["flags"]
+
+
+def _neg_max_rows():
+    """fuzz seed 50 (the `thread` family), shrunk: per-row max(0, -2*x*x) of int32 rows."""
+    @T.prim_func
+    def main(A: T.Tensor((64, 4), "int32"), O: T.Tensor((64, 4), "int32"), V: T.Tensor((64, 1), "int32")):
+        with T.Kernel(1, 2, threads=32) as (bx, by):
+            tx = T.get_thread_binding()
+            loc = T.alloc_local((4,), "int32")
+            acc = T.alloc_var("int32")
+            T.copy(A[by * 32 + tx:by * 32 + tx + 1, 0:4], loc)
+            for q in T.serial(4):
+                loc[q] = (-2 * loc[q]) * loc[q]
+            acc = 0
+            for q in T.serial(4):
+                acc = T.max(acc, loc[q])
+            T.copy(loc, O[by * 32 + tx:by * 32 + tx + 1, 0:4])
+            V[by * 32 + tx, 0] = acc
+    return main
+
+
+def _neg_max_check(kern, device):
+    a = torch.randint(-9, 10, (64, 4), dtype=torch.int32)
+    o = torch.zeros_like(a)
+    v = torch.zeros((64, 1), dtype=torch.int32)
+    a, o, v = a.to(device), o.to(device), v.to(device)
+    kern(a, o, v)
+    ref = -2 * a.double() * a.double()
+    return torch.equal(o.double(), ref), torch.equal(v[:, 0].double(), ref.max(1).values.clamp(min=0))
+
+
+def test_int_max_of_negated_products_cpu():
+    assert _neg_max_check(tilelang.compile(_neg_max_rows(), target="cpu"), "cpu") == (True, True)
+
+
+def test_known_miscompile_warns_for_nvrtc_13_0(monkeypatch):
+    """Seed 50 was right on the CPU and wrong on the H200: NVRTC 13.0's ptxas reads one operand of
+    a VIMNMX3 before its negation (reproduced with the standalone ptxas 13.0 on CUDA C). A compile
+    with that NVRTC for sm_90+ warns once; the same release for sm_80, or another release, does not."""
+    from tilelang.backend.cuda import nvrtc
+
+    for version, arch, hits in [((13, 0), "sm_90a", 1), ((13, 0), "sm_80", 0), ((13, 5), "sm_90a", 0)]:
+        monkeypatch.setattr(nvrtc, "nvrtc_version", lambda v=version: v)
+        nvrtc.warn_known_miscompiles.cache_clear()
+        with pytest.warns(nvrtc.ToolchainWarning) if hits else __import__("contextlib").nullcontext():
+            assert len(nvrtc.warn_known_miscompiles(arch)) == hits
+    nvrtc.warn_known_miscompiles.cache_clear()
+
+
+@tilelang.testing.requires_cuda
+def test_int_max_of_negated_products_cuda():
+    """Full optimisation, as the fuzz run that found it. Wrong with a known-bad NVRTC (strict xfail
+    there, so a fixed or misjudged release fails this test); right with any other."""
+    import warnings
+
+    from tilelang.backend.cuda import nvrtc
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", nvrtc.ToolchainWarning)
+        kern = tilelang.compile(_neg_max_rows(), target="cuda", compile_flags=())
+    o_ok, v_ok = _neg_max_check(kern, "cuda")
+    assert o_ok
+    major, minor = torch.cuda.get_device_capability()
+    if nvrtc.warn_known_miscompiles(f"sm_{major}{minor}"):
+        assert not v_ok, "NVRTC listed as miscompiling this kernel got it right: update KNOWN_MISCOMPILES"
+    else:
+        assert v_ok

@@ -17,6 +17,7 @@ import os
 import re
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -129,6 +130,31 @@ def nvrtc_available() -> bool:
     return nvrtc_version() is not None
 
 
+class ToolchainWarning(UserWarning):
+    """The installed NVRTC has a known bug that can make a kernel compute wrong numbers."""
+
+
+# (NVRTC version, lowest sm it hits, what goes wrong): found by the fuzzer, reproduced with the
+# standalone ptxas of the same release on a 10-line kernel (tests/backend/cuda/test_toolchain_bugs.py)
+KNOWN_MISCOMPILES = (
+    ((13, 0), 90, "ptxas folds two int32 max/min into a 3-input VIMNMX3 and can read one operand "
+                  "before its negation (e.g. max(0, -2*x*x) over a row gives 2*x*x); NVRTC 13.5 is "
+                  "correct: pip install -U nvidia-cuda-nvrtc"),
+)
+
+
+@functools.lru_cache(maxsize=None)
+def warn_known_miscompiles(arch: str) -> tuple[str, ...]:
+    """Warn (once per process and arch) when this NVRTC has a known wrong-code bug for `arch`;
+    returns the bugs' descriptions."""
+    version, sm = nvrtc_version(), int(re.sub(r"\D", "", arch) or 0)
+    found = tuple(what for v, lo, what in KNOWN_MISCOMPILES if version == v and sm >= lo)
+    for what in found:
+        warnings.warn(f"NVRTC {version[0]}.{version[1]} has a known miscompile on {arch}: {what}",
+                      ToolchainWarning, stacklevel=3)
+    return found
+
+
 def _check(nvrtc, result, what: str):
     err = result[0]
     if int(err) != 0:
@@ -222,6 +248,7 @@ def compile_cuda(source: str, arch: str = "sm_80", *, options=(), name: str = "k
     """
     arch = normalize_arch(arch)
     nvrtc = _nvrtc()
+    warn_known_miscompiles(arch)
     opts = build_options(arch, options, lineinfo=lineinfo, ptxas_verbose=ptxas_verbose)
     t0 = time.perf_counter()
     prog = _check(nvrtc, nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], []),

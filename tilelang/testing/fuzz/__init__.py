@@ -28,14 +28,20 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def replay_file(path: str, device: str = "cpu"):
-    """Re-run the program a fuzz source file describes (its DESC) and print the verdict."""
+def replay_file(path: str, device: str | None = None):
+    """Re-run the program a fuzz source file describes (its DESC) and print the verdict.
+    device: "cpu" or "cuda"; by default `--device D` from the command line, else "cpu"."""
+    import sys
+
+    if device is None:
+        argv = sys.argv[1:]
+        device = argv[argv.index("--device") + 1] if "--device" in argv[:-1] else "cpu"
     import runpy
 
     from .runner import check
     from .spec import from_json
 
-    desc = runpy.run_path(path, run_name="tl_fuzz_replay")["DESC"]
-    res = check(from_json(desc), device=device)
+    ns = runpy.run_path(path, run_name="tl_fuzz_replay")
+    res = check(from_json(ns["DESC"]), device=device, full_opt=bool(ns.get("FULL_OPT", False)))
     print("PASS" if res.status == "pass" else f"{res.status.upper()} [{res.step}] {res.message}")
     return res

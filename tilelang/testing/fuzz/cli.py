@@ -74,8 +74,9 @@ def run_seed(arg) -> dict:
     out = {"seed": seed, "family": prog.family, "status": res.status, "step": res.step,
            "message": res.message, "seconds": res.seconds, "timings": res.timings}
     if res.status != "pass":
-        out["source"] = to_source(prog)
+        out["source"] = to_source(prog, full_opt=full)
         out["desc"] = to_json(prog)
+        out["full_opt"] = full
         out["signature"] = res.signature if res.status == "fail" else f"invalid:{res.message[:60]}"
         if res.step.startswith("cuda-run") and not o["dry"] and _cuda_broken():
             out["retire"] = True
@@ -92,14 +93,14 @@ def run_shrink_seed(arg) -> dict:
     from .source import to_source
     from .spec import from_json
 
-    desc, o, seconds, _seed = arg
+    desc, o, seconds, _seed, full = arg
     prog = from_json(desc)
-    kw = {"dry": o["dry"]}
+    kw = {"dry": o["dry"], "full_opt": full}  # the failing run's compile, or the failure may vanish
     res = check(prog, device=o["device"], **kw)
     if res.status != "fail":  # flaky, or only fails beside other programs: keep it as it is
-        return {"source": to_source(prog), "message": f"(not shrunk: alone it gave {res.status})"}
+        return {"source": to_source(prog, full_opt=full), "message": f"(not shrunk: alone it gave {res.status})"}
     small, sres = shrink(prog, res, device=o["device"], deadline=time.monotonic() + seconds, **kw)
-    out = {"source": to_source(small), "message": sres.message}
+    out = {"source": to_source(small, full_opt=full), "message": sres.message}
     if o["device"] == "cuda" and not o["dry"] and _cuda_broken():
         out["retire"] = True
     return out
@@ -248,7 +249,7 @@ def _fuzz(a) -> int:
         for v in sorted(fails, key=lambda v: v["seed"]):
             first.setdefault(v["signature"], v)
         left = t0 + budget - time.monotonic()
-        todo = [(v["desc"], o, max(5.0, min(120.0, left - 10)), v["seed"])
+        todo = [(v["desc"], o, max(5.0, min(120.0, left - 10)), v["seed"], v.get("full_opt", False))
                 for v in first.values() if shrink and "desc" in v and v["status"] == "fail"
                 and v["step"] not in ("crash", "hang")]
         if todo and left > 15:

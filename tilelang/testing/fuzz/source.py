@@ -135,8 +135,9 @@ def _kernel(k, prog: Program, out: list) -> None:
     _body(k.body, prog, ind, out)
 
 
-def to_source(prog: Program) -> str:
-    """The whole runnable file for `prog`."""
+def to_source(prog: Program, full_opt: bool = False) -> str:
+    """The whole runnable file for `prog`; full_opt: the run that found it compiled at NVRTC's
+    full optimisation (a failure may need it), so its replay does too."""
     out = [f"# TileLang fuzz program: seed={prog.seed} family={prog.family}",
            "import tilelang", "import tilelang.language as T", ""]
     for name, v in prog.consts.items():
@@ -152,7 +153,10 @@ def to_source(prog: Program) -> str:
         out.append(f'    {w.name} = T.alloc_global({_shape(w.shape)}, "{w.dtype}")')
     for k in prog.launches():
         _kernel(k, prog, out)
-    out += ["", "", f"DESC = {to_json(prog)!r}", "",
+    out += ["", "", f"DESC = {to_json(prog)!r}", ""]
+    if full_opt:
+        out += ["FULL_OPT = True  # compile at NVRTC's full optimisation, as the failing run did", ""]
+    out += [
             'if __name__ == "__main__":',
             "    from tilelang.testing.fuzz import replay_file",
             "    replay_file(__file__)", ""]
