@@ -159,6 +159,8 @@ def main(argv=None) -> int:
     ap.add_argument("--peer-folders", default=",".join(DEFAULT_PEER))
     ap.add_argument("--every-test", action="store_true",
                     help="every test of those folders that passes on the public TileLang, not the first")
+    ap.add_argument("--tilelang", default=str(ROOT),
+                    help="the folder `import tilelang` comes from (another implementation, side by side)")
     ap.add_argument("--only", default="", help="only programs whose name holds this")
     ap.add_argument("--tools", default=",".join(TOOLS))
     ap.add_argument("--dry-run", action="store_true", help="write the commands, run nothing")
@@ -173,7 +175,7 @@ def main(argv=None) -> int:
     if PEER.exists() and not a.dry_run:
         shutil.rmtree(peer_copy, ignore_errors=True)
         shutil.copytree(PEER, peer_copy)  # the peer folder stays read-only
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    env = dict(os.environ, PYTHONPATH=str(a.tilelang) + os.pathsep + os.environ.get("PYTHONPATH", ""),
                PYTHONUNBUFFERED="1", TILELANG_CACHE_DIR=str(out / "cache"))
     progs = [p for p in programs(a.peer_folders.split(","), a.every_test) if a.only in p[0]]
     # racecheck first (slowest), so the budget cuts the fast tools last

@@ -206,6 +206,12 @@ class RowFragment:
         wgm = (tid // 128) % self.groups
         return (wgm * tile + (s // 2) * 64 + ((tid // 32) % 4) * 16 + lane // 4 + 8 * (s % 2),)
 
+    def first_copy(self, tid):
+        """True on exactly one of the threads holding each row (lane 0 of the quad, in the first
+        warps / warpgroups of the column split): the one that stores a row to memory others see."""
+        split = E.binop("<", tid // (32 if self.kind == "mma" else 128), self.groups)
+        return E.binop("&&", E.binop("==", tid % 4, 0), split)
+
     @staticmethod
     def _ni(acc) -> int:
         return acc.ni if isinstance(acc, MmaAccFragment) else acc.n_wg // 8

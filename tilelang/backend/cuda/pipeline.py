@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 from dataclasses import replace
 
@@ -413,12 +414,13 @@ def device_options(pass_configs: dict) -> tuple[list[str], list[str]]:
 
     tl.enable_fast_math -> --use_fast_math (unless tl.disable_fast_math); tl.ptxas_register_usage_level
     -> ptxas --register-usage-level; tl.device_compile_flags (and jit's compile_flags) -> as given,
-    translated from nvcc spelling by nvrtc.nvrtc_flags.
+    translated from nvcc spelling by nvrtc.nvrtc_flags. TILELANG_LINEINFO=1 in the environment adds
+    -lineinfo, so compute-sanitizer and ncu name lines of the generated kernel.cu.
     """
     from ...transform.pass_config import get as config
     from .nvrtc import nvrtc_flags
 
-    opts = []
+    opts = ["-lineinfo"] if os.environ.get("TILELANG_LINEINFO") == "1" else []
     if config(pass_configs, "tl.enable_fast_math", False) and not config(pass_configs, "tl.disable_fast_math", False):
         opts.append("--use_fast_math")
     level = config(pass_configs, "tl.ptxas_register_usage_level", None)

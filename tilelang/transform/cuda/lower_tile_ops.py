@@ -262,7 +262,7 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
             if driver is not None:
                 def make(l, cvars):
                     b = self.visit(substitute(body, dict(zip(vars_, cvars))))
-                    return _RegAccess(self, cvars, l, driver).visit(b)
+                    return self.first_copy_stores(driver, _RegAccess(self, cvars, l, driver).visit(b))
                 return self.slot_loop(driver, make, vector="warn")
             return self.flat_loop(exts, lambda cvars: self.visit(substitute(body, dict(zip(vars_, cvars)))),
                                   vector="warn")
@@ -326,10 +326,17 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
         r = self.reg(region.buffer)
         if r is not None:
             lay = self.plan.layout(region.buffer)
-            return self.slot_loop(lay, lambda l, cv: make(tile_coords(region, cv), r[l]), vector="quiet")
+            return self.slot_loop(lay, lambda l, cv: self.first_copy_stores(lay, make(tile_coords(region, cv), r[l])),
+                                  vector="quiet")
         if region.buffer.scope in THREAD_LOCAL:
             return self.per_thread_loop(squeezed(region.extents), lambda cv: make(cv, None))
         return self.flat_loop(squeezed(region.extents), lambda cv: make(cv, None), vector="quiet")
+
+    def first_copy_stores(self, layout, body):
+        """body, run per slot of `layout`, with its stores to memory other threads see run by one
+        of the threads holding each element (a RowFragment keeps copies; _FirstCopyStores)."""
+        return _FirstCopyStores(self, layout.first_copy(self.tid), body).visit(body) \
+            if isinstance(layout, RowFragment) else body
 
     def per_thread_loop(self, extents, make_body):
         """Every thread walks every element: a T.alloc_local tile is each thread's own, so a
@@ -381,6 +388,42 @@ class _RegAccess(Mutator):
         if r is not None:
             return S.BufferStore(r, (self.l,), value, span=s.span)
         return S.BufferStore(s.buffer, tuple(self.visit(i) for i in s.indices), value, span=s.span)
+
+
+class _FirstCopyStores(Mutator):
+    """In a loop driven by a row fragment, each row's body runs on every thread holding a copy of
+    it. Stores other threads can see (shared memory, including fragments kept there, global)
+    and atomics run on one copy only: the copies would race on a read-modify-write such as
+    `m[i] = max(m[i], r[i])` (compute-sanitizer racecheck), and atomics would add once per copy.
+    A store whose buffer the body reads elsewhere stays on every copy: each copy reads back its
+    own value (the same on all), which a store on one copy would leave unordered."""
+
+    def __init__(self, low: _Lower, first, body):
+        self.low, self.first = low, first
+        self.read_elsewhere = {}
+        for st in collect(body, lambda n: isinstance(n, S.Stmt) and not isinstance(n, (S.SeqStmt, S.For, S.IfThenElse))):
+            own = st.buffer.uid if isinstance(st, S.BufferStore) else None
+            for ld in collect(st, lambda n: isinstance(n, E.BufferLoad)):
+                if ld.buffer.uid != own:
+                    self.read_elsewhere[ld.buffer.uid] = True
+        for st in collect(body, lambda n: isinstance(n, (S.For, S.IfThenElse))):
+            for e in (getattr(st, "condition", None), getattr(st, "extent", None)):
+                for ld in collect(e, lambda n: isinstance(n, E.BufferLoad)) if e is not None else ():
+                    self.read_elsewhere[ld.buffer.uid] = True
+        self.stores = collect(body, lambda n: isinstance(n, S.BufferStore))
+
+    def visit_BufferStore(self, s: S.BufferStore):
+        if s.buffer.scope in THREAD_LOCAL or self.low.reg(s.buffer) is not None \
+                or self.read_elsewhere.get(s.buffer.uid) \
+                or sum(1 for o in self.stores if o.buffer.uid == s.buffer.uid) > 1:
+            return s
+        return S.IfThenElse(self.first, s)
+
+    def visit_Evaluate(self, s: S.Evaluate):
+        call = s.value
+        if isinstance(call, E.Call) and call.op.startswith("atomic_"):
+            return S.IfThenElse(self.first, s)
+        return s
 
 
 def _detach_scope_changes(body, low: _Lower):
