@@ -388,3 +388,53 @@ def test_unsupported_annotation_is_reported_not_ignored():
     a = torch.randn(64, 64).half()
     close(run_cpu(annotated(64, 64, layout="transposed"), a, out_shape=(64, 64), out_dtype=torch.float16),
           a.double() * 2 + 1, 1e-2)
+
+
+def vectorized_gemv(N, K, TILE, offset=0):
+    """The peer gemv's T.vectorized form: each thread loads TILE contiguous halves of A and B."""
+    THREADS = 32
+
+    @T.prim_func
+    def main(A: T.Tensor((K,), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((N,), "float32")):
+        with T.Kernel(N, threads=THREADS) as bn:
+            tk = T.get_thread_binding()
+            a = T.alloc_local((TILE,), "float16")
+            b = T.alloc_local((TILE,), "float16")
+            acc = T.alloc_local((1,), "float32")
+            s = T.alloc_shared((1,), "float32")
+            if tk == 0:
+                s[0] = 0
+            acc[0] = 0
+            for bk in T.serial((K - offset) // (THREADS * TILE)):
+                for k in T.vectorized(TILE):
+                    a[k] = A[bk * THREADS * TILE + tk * TILE + k + offset]
+                    b[k] = B[bn, bk * THREADS * TILE + tk * TILE + k + offset]
+                for k in T.serial(TILE):
+                    acc[0] += a[k].astype("float32") * b[k].astype("float32")
+            T.atomic_add(s[0], acc[0])
+            C[bn] = s[0]
+
+    return main
+
+
+def test_vectorized_loop_loads_one_vector_per_buffer():
+    src, warns = cuda(vectorized_gemv(8, 512, 8))
+    assert src.count("tl::load_vec<8>(") == 2, src
+    assert not [w for w in warns if "T.vectorized" in w], warns
+
+
+def test_vectorized_loop_at_an_unaligned_offset_stays_scalar_with_a_warning():
+    src, warns = cuda(vectorized_gemv(8, 512 + 3, 8, offset=3))
+    assert "load_vec" not in src
+    assert any("T.vectorized(8)" in w and "multiple of 8" in w for w in warns), warns
+
+
+@pytest.mark.parametrize("target", ["cpu", pytest.param("cuda", marks=[
+    pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")])])
+def test_vectorized_loop_runs(target):
+    a, b = torch.randn(512).half(), torch.randn(8, 512).half()
+    ref = b.double() @ a.double()
+    k = tilelang.compile(vectorized_gemv(8, 512, 8), target=target)
+    c = torch.full((8,), float("nan"), device=target)
+    k(a.to(target), b.to(target), c)
+    close(c.cpu(), ref, 1e-3)

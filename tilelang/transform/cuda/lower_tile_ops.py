@@ -36,7 +36,7 @@ from .lower_async import AsyncLowering, async_accumulators
 from .lower_copy import CopyLowering, bound_in, Hoist, copy_vector_width, unflatten  # noqa: F401 (re-exports)
 from .ops.base import THREAD_LOCAL, THREAD_LOOP, addr_of, is_local, sync  # noqa: F401 (re-exported)
 from .raw import Raw  # noqa: F401 (re-exported: passes import it from here)
-from .vectorize import plan_vectors, vector_loop, vector_widths
+from .vectorize import plan_vectors, serial_vector_loop, vector_loop, vector_widths
 
 
 @dataclass(frozen=True)
@@ -236,7 +236,10 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
             self.loops.append(frame)
             try:
                 with self.ranges.loop(s):
-                    loop = S.For(s.var, s.start, s.extent, kind, self.visit(s.body), s.annotations, span=s.span)
+                    body = self.visit(s.body)
+                    loop = S.For(s.var, s.start, s.extent, kind, body, s.annotations, span=s.span)
+                    if s.kind == "vectorized":
+                        loop = self.vectorized_loop(loop, s.span)
             finally:
                 self.loops.pop()
             return S.seq(*frame.decls.values(), loop)
@@ -268,6 +271,21 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
                                   vector="warn")
         finally:
             self.per_thread -= 1
+
+    def vectorized_loop(self, loop: S.For, span):
+        """A thread's T.vectorized(n) loop (already lowered) as n-lane vector accesses of its
+        global/shared elements, when they are contiguous and aligned; else the loop, with a warning."""
+        n = const_int(loop.extent)
+        if n is None or n < 2:
+            return loop
+        plan = plan_vectors(loop.body, loop.var, (), n)
+        if plan.ok:
+            self.vectorized += 1
+            return serial_vector_loop(plan, loop, Raw)
+        if plan.why:
+            where = f" (line {span.line})" if getattr(span, "line", None) else ""
+            self.warn(f"T.vectorized({n}){where} uses scalar accesses: {plan.why}")
+        return loop
 
     def carries_slice_offset(self, s: S.For) -> bool:
         """A constant-extent loop whose variable offsets a register sub-block loop inside it: it is

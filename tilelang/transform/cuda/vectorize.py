@@ -8,7 +8,8 @@ Guarantees: `plan_vectors` returns a `VecPlan`: the global/shared accesses that 
 vectors plus the per-lane body rewritten onto their register copies, or why there is none
 (`why` names the buffer, for a warning; None when the loop is plainly not a candidate:
 a reduction, an atomic, nothing in memory). `vector_loop` emits it: per group of `vec`
-lanes, load each vector once, run the body per lane, store each vector once. A condition
+lanes, load each vector once, run the body per lane, store each vector once; `serial_vector_loop`
+does the same for one thread's `T.vectorized(n)` loop (its n lanes are one vector). A condition
 guarding a vector access must have one value on all lanes of a group (a bound on a row
 whose length is a multiple of vec), so it is evaluated once, at the group's first lane.
 
@@ -286,3 +287,25 @@ def vector_loop(plan: VecPlan, layout, tid, lvar: E.Var, cvars: list, raw, annot
         group = S.IfThenElse(E.binop("<", e0, layout.numel), group)
     return S.For(g, E.as_expr(0), E.as_expr(layout.nlocal // vec), "unroll", group, annotations)
 
+
+
+def serial_vector_loop(plan: VecPlan, loop: S.For, raw) -> S.Stmt:
+    """Emit the planned vectors of one thread's `T.vectorized(n)` loop (vec == n): load each
+    vector once, run the body per lane (loop var = start + u), store each vector once."""
+    k, u = loop.var, plan.lane
+    at0 = {k: loop.start}
+    pre, post = [], []
+    for a in plan.accesses:
+        pre.append(S.Allocate(a.regs))
+        mem = _addr(a.buffer, tuple(substitute(i, at0) for i in a.indices))
+        regs = _addr(a.regs, (E.as_expr(0),))
+        shared = (a.buffer,) if a.buffer.scope != "global" else ()
+        pred = simplify(substitute(_all(a.guard), at0))
+        if a.store:
+            st = raw(f"tl::store_vec<{plan.vec}>({{0}}, {{1}});", (mem, regs), writes=shared)
+            post.append(st if const_int(pred) == 1 or pred == E.as_expr(True) else S.IfThenElse(pred, st))
+        else:
+            pre.append(raw(f"tl::load_vec<{plan.vec}>({{0}}, {{1}}, {{2}});", (regs, mem, pred), reads=shared))
+    inner = S.For(u, E.as_expr(0), E.as_expr(plan.vec), "unroll",
+                  S.seq(S.LetStmt(k, simplify(loop.start + u)), plan.body))
+    return S.seq(*pre, inner, *post)
