@@ -43,13 +43,20 @@ TL_DEVICE int panel_offset(int k, int n) {
 }
 
 
-// One warp's share of a block GEMM step: fragments of a 16-wide K slice and the mmas on them.
+// One warp's share of a block GEMM step: fragments of one K slice and the mmas on them. 16-bit
+// inputs take m16n8k16 (a K slice of 16); float inputs are tf32 and take m16n8k8 (a K slice of 8):
+// the same bytes per row slice, so the ldmatrix addressing is shared, except that ldmatrix's
+// transpose moves 16-bit elements: a tf32 tile stored K-major for the mma (A transposed, B not)
+// is loaded with 32-bit shared loads instead.
 // PRA / PRB > 0: that tile is kept in 64-column panels of PRA / PRB rows (tl::panel_offset), the
 // layout a wgmma operand of 16-bit rows longer than 128 B has, when one tile feeds both paths.
 template <int M, int N, int WARPS_M, int WARPS_N, bool TA, bool TB, int LDA, int LDB, bool SWA, bool SWB, class T,
           int PRA = 0, int PRB = 0>
 struct MmaWarpTile {
-  static_assert(sizeof(T) == 2, "tl::gemm_ss: mma.sync path takes 16-bit inputs (half_t / bfloat16_t)");
+  static_assert(sizeof(T) == 2 || sizeof(T) == 4,
+                "tl::gemm_ss: mma.sync path takes 16-bit inputs (half_t / bfloat16_t) or tf32 (float)");
+  static constexpr int KS = 32 / sizeof(T);  // K slice of one mma: 16 (16-bit), 8 (tf32)
+  static constexpr int E8 = KS / 2;          // elements in 16 bytes
   static constexpr int WM = M / WARPS_M, WN = N / WARPS_N;
   static constexpr int MI = WM / 16, NI = WN / 8;
   static constexpr int kWords = MI * 4 + NI * 2;  // 32-bit fragment registers per K slice
@@ -67,41 +74,59 @@ struct MmaWarpTile {
   // Elements between rows r and r + 8: a panel row holds 64 elements.
   static constexpr int RSA = PRA > 0 ? 64 : LDA, RSB = PRB > 0 ? 64 : LDB;
 
-  // f[0 .. 4*MI) <- A rows of this warp, f[4*MI ..) <- B columns, K slice [kk, kk + 16).
+  TL_DEVICE static uint32_t lds32(uint32_t addr) {
+    uint32_t v;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr));
+    return v;
+  }
+
+  // f[0 .. 4*MI) <- A rows of this warp, f[4*MI ..) <- B columns, K slice [kk, kk + KS).
   // A and B are the tiles' shared-window byte addresses (smem_addr).
   // NOTE: swizzle_offset(r + 8k, c) == swizzle_offset(r, c) + 8k * kRow (every swizzle repeats
-  // every 8 rows), so a K slice that moves rows (kk a multiple of 16) is an immediate offset.
+  // every 8 rows), so a K slice that moves rows (kk a multiple of 8) is an immediate offset.
   TL_DEVICE static void load(uint32_t* f, uint32_t A, uint32_t B, int kk) {
     const int lane = threadIdx.x % 32;
     const int warp = (threadIdx.x / 32) % (WARPS_M * WARPS_N);  // T.ws: warps of one warp-group range
     const int wm = warp % WARPS_M, wn = warp / WARPS_M;
+    const int g = lane / 4, t = lane % 4;
     uint32_t* fb = f + MI * 4;
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) {
       const int m0 = wm * WM + mi * 16;
       if constexpr (!TA) {
-        ldmatrix<4, false>(f + mi * 4, A + off<LDA, SWA, PRA>(wm * WM + lane % 16, kk + (lane / 16) * 8) +
+        ldmatrix<4, false>(f + mi * 4, A + off<LDA, SWA, PRA>(wm * WM + lane % 16, kk + (lane / 16) * E8) +
                                                mi * 16 * RSA * sizeof(T));
-      } else {
+      } else if constexpr (sizeof(T) == 2) {
         const int q = lane / 8;
         ldmatrix<4, true>(f + mi * 4, A + off<LDA, SWA, PRA>((q / 2) * 8 + lane % 8, m0 + (q % 2) * 8) + kk * RSA * sizeof(T));
+      } else {  // tf32, A stored K x M: a0 (m g, k t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          f[mi * 4 + r] = lds32(A + off<LDA, SWA>(kk + t + (r / 2) * 4, m0 + g + (r % 2) * 8));
+        }
       }
     }
 #pragma unroll
     for (int ni = 0; ni < NI; ni += 2) {
       const int n0 = wn * WN + ni * 8;
       const int q = lane / 8;
-      if (ni + 1 < NI) {
+      if constexpr (sizeof(T) == 4 && !TB) {  // tf32, B stored K x N: b0 (k t, n g), b1 (t + 4, g)
+#pragma unroll
+        for (int h = 0; h < 2 && ni + h < NI; ++h) {
+          fb[(ni + h) * 2] = lds32(B + off<LDB, SWB>(kk + t, n0 + h * 8 + g));
+          fb[(ni + h) * 2 + 1] = lds32(B + off<LDB, SWB>(kk + t + 4, n0 + h * 8 + g));
+        }
+      } else if (ni + 1 < NI) {
         if constexpr (!TB) {
           ldmatrix<4, true>(fb + ni * 2, B + off<LDB, SWB, PRB>((q % 2) * 8 + lane % 8, n0 + (q / 2) * 8) + kk * RSB * sizeof(T));
         } else {
-          ldmatrix<4, false>(fb + ni * 2, B + off<LDB, SWB, PRB>(n0 + (q / 2) * 8 + lane % 8, kk + (q % 2) * 8));
+          ldmatrix<4, false>(fb + ni * 2, B + off<LDB, SWB, PRB>(n0 + (q / 2) * 8 + lane % 8, kk + (q % 2) * E8));
         }
       } else {
         if constexpr (!TB) {
           ldmatrix<2, true>(fb + ni * 2, B + off<LDB, SWB, PRB>(lane % 16, n0) + kk * RSB * sizeof(T));
         } else {
-          ldmatrix<2, false>(fb + ni * 2, B + off<LDB, SWB, PRB>(n0 + lane % 8, kk + ((lane / 8) % 2) * 8));
+          ldmatrix<2, false>(fb + ni * 2, B + off<LDB, SWB, PRB>(n0 + lane % 8, kk + ((lane / 8) % 2) * E8));
         }
       }
     }
@@ -114,7 +139,7 @@ struct MmaWarpTile {
 #pragma unroll
       for (int ni = 0; ni < NI; ++ni) {
         float* c = C + (mi * NI + ni) * 4;
-        mma_sync<T, T, float, 16, 8, 16>(c, f + mi * 4, fb + ni * 2, c);
+        mma_sync<T, T, float, 16, 8, KS>(c, f + mi * 4, fb + ni * 2, c);
       }
     }
   }
@@ -124,9 +149,9 @@ template <int M, int N, int K, int WARPS_M, int WARPS_N, bool TA, bool TB, int L
           bool SWB, class T, int PRA = 0, int PRB = 0>
 TL_DEVICE void gemm_ss(const T* A, const T* B, float* C) {
   using W = MmaWarpTile<M, N, WARPS_M, WARPS_N, TA, TB, LDA, LDB, SWA, SWB, T, PRA, PRB>;
-  static_assert(K % 16 == 0, "tl::gemm_ss: K must be a multiple of 16");
+  static_assert(K % W::KS == 0, "tl::gemm_ss: K must be a multiple of the mma's K (16; 8 for tf32)");
 #pragma unroll
-  for (int kk = 0; kk < K; kk += 16) {
+  for (int kk = 0; kk < K; kk += W::KS) {
     uint32_t f[W::kWords];
     W::load(f, smem_addr(A), smem_addr(B), kk);
     W::mma(f, C);
@@ -159,13 +184,13 @@ template <int M, int N, int K, int WARPS_M, int WARPS_N, bool TA, bool TB, int L
 TL_DEVICE void gemm_ss_pipe(const T* A, const T* B, float* C, const T* A_next, const T* B_next,
                             GemmPipeState<M, N, K, WARPS_M, WARPS_N, TA, TB, LDA, LDB, SWA, SWB, T>& st) {
   using W = MmaWarpTile<M, N, WARPS_M, WARPS_N, TA, TB, LDA, LDB, SWA, SWB, T>;
-  constexpr int KS = K / 16;
-  static_assert(K % 32 == 0, "tl::gemm_ss_pipe: an even number of 16-wide K slices (slot 0 starts each stage)");
+  constexpr int KS = K / W::KS;
+  static_assert(K % (2 * W::KS) == 0, "tl::gemm_ss_pipe: an even number of K slices (slot 0 starts each stage)");
   const uint32_t a = smem_addr(A), b = smem_addr(B);
 #pragma unroll
   for (int ks = 0; ks < KS; ++ks) {
     if (ks + 1 < KS) {
-      W::load(st.f[(ks + 1) % 2], a, b, (ks + 1) * 16);
+      W::load(st.f[(ks + 1) % 2], a, b, (ks + 1) * W::KS);
     } else {
       cp_async_wait<kWait>();
       __syncthreads();

@@ -69,6 +69,8 @@ def wgmma_ok(op: O.Gemm, threads: int) -> tuple[tuple | None, str | None]:
             return None, f"{kind} operands must be K-major: A as (M, K) and B as (N, K) with transpose_B=True"
         if not (whole(op.A, a) and whole(op.B, b) and whole(op.C, op.C.buffer)):
             return None, "an operand is a slice of a tile"
+    elif a.dtype.name == "tfloat32" and a.dtype == b.dtype:
+        return None, "tf32 wgmma is not implemented (tf32 takes mma.sync m16n8k8)"
     elif not sixteen_bit_wgmma(op):
         return None, "it cannot use tensor cores at all"
     if threads % 128:
@@ -151,8 +153,9 @@ def mma_ok(op: O.Gemm, threads: int, half_acc: bool = False):
     """(warps_m, warps_n) when this gemm can run on mma.sync with C in registers, else None.
     half_acc: also accept fp16 x fp16 into a float16 C (the wgmma path has that form)."""
     a, b, c = op.A.buffer, op.B.buffer, op.C.buffer
-    if a.dtype != b.dtype or a.dtype.name not in ("float16", "bfloat16"):
+    if a.dtype != b.dtype or a.dtype.name not in ("float16", "bfloat16", "tfloat32"):
         return None
+    tf32 = a.dtype.name == "tfloat32"  # m16n8k8 on the fp32 bits (the mma reads their tf32 part)
     if c.dtype.name != "float32" and not (half_acc and a.dtype.name == "float16" and c.dtype.name == "float16"):
         return None
     if a.scope not in ("shared.dyn", "shared", "fragment") or b.scope not in ("shared.dyn", "shared", "fragment"):
@@ -160,7 +163,7 @@ def mma_ok(op: O.Gemm, threads: int, half_acc: bool = False):
     if not (whole(op.A, a) and whole(op.B, b) and whole(op.C, c)) or a.ndim != 2 or b.ndim != 2:
         return None
     m, n, k = op.mnk
-    if any(not isinstance(x, int) for x in (m, n, k)) or k % 16 or threads % 32:
+    if any(not isinstance(x, int) for x in (m, n, k)) or k % (8 if tf32 else 16) or threads % 32:
         return None
     return choose_warps(m, n, threads // 32, op.policy)
 

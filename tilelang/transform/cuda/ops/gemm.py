@@ -79,7 +79,7 @@ def mma_gemm(low, op: O.Gemm, creg: Buffer, lay: MmaAccFragment):
             x.scope = "shared.dyn"
         low.swizzled.add(x.uid)
     m, n, k = op.mnk
-    t = {"float16": "tl::half_t", "bfloat16": "tl::bfloat16_t"}[a.dtype.name]
+    t = {"float16": "tl::half_t", "bfloat16": "tl::bfloat16_t", "tfloat32": "float"}[a.dtype.name]
     pre = []
     if op.clear_accum:
         pre.append(lower_fill(low, O.Fill(op.C, E.const(0, op.C.buffer.dtype))))
