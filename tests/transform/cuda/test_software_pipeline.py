@@ -385,3 +385,50 @@ def test_mma_mainloop_that_would_spill_keeps_the_plain_loop(build):
     """128 x 128 x 64 on 4 warps: the double-buffered fragments do not fit beside the accumulator."""
     b = build("gemm", "sm_80", {}, bK=64)
     assert "tl::gemm_ss_pipe<" not in b.source and "tl::gemm_ss<" in b.source
+
+
+def staged_copy(annotate_inside: bool):
+    """A pipelined copy through a swizzled shared tile, declared at the kernel's top or at the top
+    of the loop body (as the peer suite's deepseek_mhc pre kernel does)."""
+    from tilelang.layout import make_swizzled_layout
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 512), "float16"), B: T.Tensor((64, 512), "float16")):
+        with T.Kernel(1, threads=128) as _bx:
+            if annotate_inside:
+                for k in T.Pipelined(8, num_stages=2):
+                    s = T.alloc_shared((64, 64), "float16")
+                    T.annotate_layout({s: make_swizzled_layout(s)})
+                    T.copy(A[0, k * 64], s)
+                    T.copy(s, B[0, k * 64])
+            else:
+                s = T.alloc_shared((64, 64), "float16")
+                T.annotate_layout({s: make_swizzled_layout(s)})
+                for k in T.Pipelined(8, num_stages=2):
+                    T.copy(A[0, k * 64], s)
+                    T.copy(s, B[0, k * 64])
+
+    return main
+
+
+@pytest.mark.parametrize("inside", [False, True])
+def test_pipelined_tile_keeps_its_swizzle_and_declarations_in_the_body_pipeline(inside):
+    import warnings
+
+    import torch
+
+    nvrtc = pytest.importorskip("tilelang.backend.cuda.nvrtc")
+    if not nvrtc.nvrtc_available():
+        pytest.skip("NVRTC not installed")
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        src = tilelang.compile(staged_copy(inside), target="cuda -arch=sm_80").get_kernel_source()
+    assert not [w for w in rec if "unpipelined" in str(w.message)], [str(w.message) for w in rec]
+    assert "s_stages" in src and "tl::cp_async_wait<0>(); __syncthreads();" in src
+    writes = [ln for ln in src.splitlines() if "cp_async_zfill<16>(&s_w[" in ln]
+    reads = [ln for ln in src.splitlines() if "&s[" in ln]
+    assert writes and reads and all("swizzle_offset<64" in ln for ln in writes + reads), src
+    a = torch.randn(64, 512).half()
+    b = torch.zeros_like(a)
+    tilelang.compile(staged_copy(inside), target="cpu")(a, b)
+    assert torch.equal(a, b)

@@ -62,6 +62,13 @@ class _Pipeline(Mutator):
         if s.kind != "pipelined" or stages < 2:
             return s
         stmts = list(body.stmts) if isinstance(body, S.SeqStmt) else [body]
+        # tiles declared (and laid out) at the top of the body: declared before the loop instead,
+        # so the copies after them can be its stages (an Allocate holds no value to keep per iteration)
+        lead = []
+        while stmts and (isinstance(stmts[0], O.AnnotateLayout) or (
+                isinstance(stmts[0], S.Allocate) and stmts[0].init is None
+                and stmts[0].buffer.scope in ("shared", "shared.dyn", "fragment"))):
+            lead.append(stmts.pop(0))
         producers = []
         while stmts and isinstance(stmts[0], O.Copy) and stmts[0].src.buffer.scope == "global" \
                 and stmts[0].dst.buffer.scope in ("shared", "shared.dyn"):
@@ -131,7 +138,7 @@ class _Pipeline(Mutator):
             issue(ahead, E.binop("<", ahead - s.start, n)),
             rest)
         loop = S.For(ko, s.start, s.extent, "serial", loop_body, (), span=s.span)
-        return S.seq(*prologue, loop, Raw(_DRAIN))
+        return S.seq(*lead, *prologue, loop, Raw(_DRAIN))
 
     def visit_Allocate(self, a: S.Allocate):
         return a
@@ -146,20 +153,35 @@ def pipeline_kernel(k: S.KernelLaunch, warn, num_sms: int | None = None) -> tupl
         return k, []
     if rev is not None:
         body = S.seq(rev[2], body)
-    # storage replaces the original allocation of each pipelined tile
-    out = []
-    for st in (body.stmts if isinstance(body, S.SeqStmt) else (body,)):
-        if isinstance(st, S.Allocate) and st.buffer.uid in p.allocs:
-            x = st.buffer
-            storage = p.allocs[x.uid]
-            out.append(S.Allocate(storage, span=st.span))
-            for orig, stg, rv, wv in p.views:
-                if orig is x:
-                    out.append(S.Allocate(rv))
-                    out.append(S.Allocate(wv))
-        else:
-            out.append(st)
-    return replace(k, body=S.seq(*out)), p.views
+    return replace(k, body=_StageAllocs(p).visit(body)), p.views
+
+
+class _StageAllocs(Mutator):
+    """The stages' storage and its read / write views replace the allocation of each pipelined
+    tile, wherever it is declared (the kernel's top, or just before its loop), and take its
+    T.annotate_layout (a swizzle the tile was given holds for every stage)."""
+
+    def __init__(self, p: _Pipeline):
+        self.p = p
+
+    def visit_AnnotateLayout(self, op: O.AnnotateLayout):
+        views = {orig.uid: (rv, wv) for orig, _stg, rv, wv in self.p.views}
+        if not any(b.uid in views for b, _ in op.layouts):
+            return op
+        out = []
+        for b, lay in op.layouts:
+            out += [(v, lay) for v in views[b.uid]] if b.uid in views else [(b, lay)]
+        return replace(op, layouts=tuple(out))
+
+    def visit_Allocate(self, st: S.Allocate):
+        x = st.buffer
+        if x.uid not in self.p.allocs:
+            return st
+        out = [S.Allocate(self.p.allocs[x.uid], span=st.span)]
+        for orig, _stg, rv, wv in self.p.views:
+            if orig is x:
+                out += [S.Allocate(rv), S.Allocate(wv)]
+        return S.seq(*out)
 
 
 # ----------------------------------------------------------------------------- mma.sync mainloop
