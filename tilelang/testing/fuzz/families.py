@@ -60,8 +60,9 @@ def gen_gemm(g: Gen):
     B = g.tensor("B", (Nd, Kd) if tb else (Kd, Nd), dt)
     out_dt = acc if g.coin(0.6) or acc == "int32" else g.pick(("float16", "bfloat16", "float32"))
     O = g.tensor("O", (Md, Nd), out_dt, "out")
-    As = g.alloc("shared", (BK, BM) if ta else (BM, BK), dt, base="A_s")
-    Bs = g.alloc("shared", (BN, BK) if tb else (BK, BN), dt, base="B_s")
+    sdt = "tfloat32" if dt == "float32" and g.coin(0.5) else dt  # tf32 tiles: the mma.sync m16n8k8 path
+    As = g.alloc("shared", (BK, BM) if ta else (BM, BK), sdt, base="A_s")
+    Bs = g.alloc("shared", (BN, BK) if tb else (BK, BN), sdt, base="B_s")
     C = g.alloc("fragment", (BM, BN), acc, base="C_l")
     rs = not ta and dt in ("float16", "bfloat16") and g.coin(0.2)
     Af = g.alloc("fragment", (BM, BK), dt, base="A_f") if rs else None

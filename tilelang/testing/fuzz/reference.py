@@ -40,6 +40,9 @@ def round_to(x: torch.Tensor, dtype: str) -> torch.Tensor:
         return (((v + half) % (1 << bits)) - half).to(torch.float64)
     if dtype == "float64":
         return x.to(torch.float64)
+    if dtype == "tfloat32":  # float32 storage; reads take its 10-bit-mantissa value
+        bits = x.to(torch.float32).view(torch.int32)
+        return ((bits + 0x1000) & ~0x1FFF).view(torch.float32).to(torch.float64)
     return x.to(TORCH_DTYPES[dtype]).to(torch.float64)
 
 
