@@ -2,7 +2,8 @@
 the peer suite's kernels, in parallel, within a wall-clock budget (issue 12, item 4).
 
     python scripts/sanitize.py OUTDIR [--jobs 12] [--budget 450] [--timeout 240]
-        [--peer-folders gemm,norm,...|all] [--every-test] [--only SUBSTRING] [--dry-run]
+        [--peer-folders gemm,norm,...|all] [--every-test] [--fast-first] [--tilelang PATH]
+        [--only SUBSTRING] [--dry-run]
 
 Programs: each examples/*.py run as `python ex.py --target cuda` (their default sizes are
 small; quickstart also at an aligned size, which takes the sm_90a TMA / warp-specialized
@@ -163,6 +164,8 @@ def main(argv=None) -> int:
                     help="the folder `import tilelang` comes from (another implementation, side by side)")
     ap.add_argument("--only", default="", help="only programs whose name holds this")
     ap.add_argument("--tools", default=",".join(TOOLS))
+    ap.add_argument("--fast-first", action="store_true",
+                    help="memcheck and synccheck of every program before any racecheck")
     ap.add_argument("--dry-run", action="store_true", help="write the commands, run nothing")
     a = ap.parse_args(argv)
     out = Path(a.out)
@@ -178,8 +181,10 @@ def main(argv=None) -> int:
     env = dict(os.environ, PYTHONPATH=str(a.tilelang) + os.pathsep + os.environ.get("PYTHONPATH", ""),
                PYTHONUNBUFFERED="1", TILELANG_CACHE_DIR=str(out / "cache"))
     progs = [p for p in programs(a.peer_folders.split(","), a.every_test) if a.only in p[0]]
-    # racecheck first (slowest), so the budget cuts the fast tools last
-    order = {"racecheck": 0, "memcheck": 1, "synccheck": 2}
+    # racecheck first (slowest), so the budget cuts the fast tools last; --fast-first: memcheck and
+    # synccheck of every program before any racecheck (racecheck of a peer test takes 40-160 s)
+    order = {"memcheck": 0, "synccheck": 1, "racecheck": 2} if a.fast_first else \
+        {"racecheck": 0, "memcheck": 1, "synccheck": 2}
     jobs = sorted([(n, av, cwd, t) for n, av, cwd in progs for t in a.tools.split(",")],
                   key=lambda j: (order.get(j[3], 3), j[0]))
     with ThreadPoolExecutor(max(1, a.jobs)) as ex:
