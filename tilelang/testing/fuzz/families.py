@@ -138,6 +138,8 @@ def gen_thread(g: Gen):
     t: list = []
     if g.coin():
         t.append(Copy(Ref(S, "slice", (Lin.of(("tx", 1)), Lin(0)), (1, L)), Ref(loc)))
+    elif L > 1 and g.coin(0.4):  # one thread's T.vectorized loop: a vector load of its row of S
+        t.append(Ew(loc, (q,), ("ld", S, (Lin.of(("tx", 1)), q)), (L,), "vectorized", ("q",)))
     else:
         t.append(Copy(Ref(A, "slice", (row, Lin.of(("bx", L))), (1, L)), Ref(loc)))
     e = expr(g, [("ld", loc, (q,))], dt, 2, ("q",))

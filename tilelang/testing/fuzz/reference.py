@@ -185,7 +185,7 @@ class _Interp:
         if isinstance(s, Copy):
             return "local" in (self.scope(s.src.buf), self.scope(s.dst.buf))
         if isinstance(s, Ew):
-            return s.loop == "serial" or self.scope(s.dst) == "local"
+            return s.loop in ("serial", "vectorized") or self.scope(s.dst) == "local"
         if isinstance(s, If):
             return _uses(s.cond, "tx")
         return False
@@ -244,7 +244,7 @@ class _Interp:
             raise ReferenceError_(f"unknown statement {s!r}")
 
     def ew(self, s: Ew):
-        if s.loop == "serial":
+        if s.loop in ("serial", "vectorized"):
             for q in range(s.extents[0]):
                 self.env[s.vars[0]] = q
                 self.store(s.dst, [i.eval(self.env) for i in s.idx], self.ev(s.expr))

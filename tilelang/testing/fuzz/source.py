@@ -72,7 +72,7 @@ def _stmt(s, prog: Program, ind: str, out: list) -> None:
     elif isinstance(s, Ew):
         vs = ", ".join(s.vars[:len(s.extents)])
         ext = ", ".join(str(e) for e in s.extents)
-        loop = "T.Parallel" if s.loop == "parallel" else "T.serial"
+        loop = {"parallel": "T.Parallel", "vectorized": "T.vectorized"}.get(s.loop, "T.serial")
         out.append(f"{ind}for {vs} in {loop}({ext}):")
         out.append(f"{ind}    {s.dst}[{_idx(False, s.idx)}] = {expr_src(s.expr, prog)}")
     elif isinstance(s, Reduce):

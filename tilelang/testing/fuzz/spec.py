@@ -101,13 +101,13 @@ class Fill:
 
 @dataclass(frozen=True)
 class Ew:
-    """`for vars in T.Parallel(*extents)` (or T.serial): dst[idx] = expr."""
+    """`for vars in T.Parallel(*extents)` (or T.serial, T.vectorized): dst[idx] = expr."""
 
     dst: str
     idx: tuple
     expr: tuple
     extents: tuple
-    loop: str = "parallel"  # parallel | serial
+    loop: str = "parallel"  # parallel | serial | vectorized (one thread's loop, as vector accesses)
     vars: tuple = ("i", "j")
 
 
