@@ -95,9 +95,25 @@ KERNEL_CACHE = EnvVar(
     "1",
 )
 
+AUTO_TUNING_CPU_UTILITIES = EnvVar(
+    "TILELANG_AUTO_TUNING_CPU_UTILITIES",
+    "Fraction of the CPUs that compile autotuning configs at once (threads), when CPU_COUNTS is unset.",
+    "0.9",
+)
+AUTO_TUNING_CPU_COUNTS = EnvVar(
+    "TILELANG_AUTO_TUNING_CPU_COUNTS",
+    "Number of threads compiling autotuning configs at once; -1: from CPU_UTILITIES.",
+    "-1",
+)
+AUTO_TUNING_MAX_CPU_COUNT = EnvVar(
+    "TILELANG_AUTO_TUNING_MAX_CPU_COUNT",
+    "Upper bound on the threads compiling autotuning configs; -1: no bound.",
+    "-1",
+)
+
 VARIABLES: tuple[EnvVar, ...] = (CACHE_DIR, DEFAULT_TARGET, DUMP_IR, DISABLE_CACHE, CC, SHOW_INTERNAL_FRAMES,
                                  PERF_REGRESSION_FORMAT, PERF_REGRESSION_ONLY)
-VARIABLES += (KERNEL_CACHE,)
+VARIABLES += (KERNEL_CACHE, AUTO_TUNING_CPU_UTILITIES, AUTO_TUNING_CPU_COUNTS, AUTO_TUNING_MAX_CPU_COUNT)
 
 
 def _parse_bool(var: EnvVar, default: bool) -> bool:
@@ -150,6 +166,30 @@ def cache_disabled() -> bool:
 def kernel_cache_enabled() -> bool:
     """False when TILELANG_KERNEL_CACHE (or TILELANG_DISABLE_CACHE) turns the kernel cache off."""
     return not cache_disabled() and _parse_bool(KERNEL_CACHE, default=True)
+
+
+def _number(var: EnvVar, kind):
+    value = var.raw()
+    if value is None:
+        return kind(var.default)
+    try:
+        return kind(value)
+    except ValueError:
+        from tilelang.errors import TileLangError
+
+        raise TileLangError(f"{var.name}={value!r} is not a number (default {var.default})") from None
+
+
+def autotune_compile_workers() -> int:
+    """Threads that compile autotuning configs at once (the public TileLang's three variables):
+    CPU_COUNTS when > 0, else CPU_UTILITIES x the CPUs; at most MAX_CPU_COUNT when > 0; at least 1."""
+    cpus = os.cpu_count() or 1
+    counts = _number(AUTO_TUNING_CPU_COUNTS, int)
+    n = min(counts, cpus) if counts > 0 else int(cpus * _number(AUTO_TUNING_CPU_UTILITIES, float))
+    cap = _number(AUTO_TUNING_MAX_CPU_COUNT, int)
+    if cap > 0:
+        n = min(n, cap)
+    return max(1, n)
 
 
 def show_internal_frames() -> bool:
@@ -218,6 +258,8 @@ def _public_values() -> dict:
         PERF_REGRESSION_FORMAT.name: perf_regression_format,
         PERF_REGRESSION_ONLY.name: lambda: PERF_REGRESSION_ONLY.raw(),
         KERNEL_CACHE.name: lambda: "1" if kernel_cache_enabled() else "0",
+        **{v.name: (lambda v=v: v.raw() or v.default)
+           for v in (AUTO_TUNING_CPU_UTILITIES, AUTO_TUNING_CPU_COUNTS, AUTO_TUNING_MAX_CPU_COUNT)},
     }
 
 

@@ -220,3 +220,46 @@ def test_star_import_gives_the_public_names():
     ns = {}
     exec("from tilelang.autotuner import *", ns)  # noqa: S102
     assert {"autotune", "AutoTuner", "set_autotune_inputs", "get_autotune_inputs"} <= set(ns)
+
+
+def test_configs_compile_on_several_threads_then_time_in_order(monkeypatch):
+    """As the public TileLang's tuner: the configs compile on a thread pool (its
+    TILELANG_AUTO_TUNING_* variables size it), then each is checked and timed; a config that
+    fails to compile is recorded, not fatal."""
+    import threading
+
+    threads = set()
+
+    def make(bM=16, bN=16):
+        threads.add(threading.get_ident())
+        time.sleep(0.05)  # long enough that a pool of 3 runs them side by side
+        if bM == 64:
+            raise TileLangError("this config does not build")
+        return tilelang.compile(gemm_prim(64, 64, 32, bM, bN), out_idx=[-1], target="cpu")
+
+    monkeypatch.setenv("TILELANG_AUTO_TUNING_CPU_COUNTS", "3")
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    res = AutoTuner(make, CONFIGS).set_profile_args(ref_prog=lambda A, B: A @ B).run(warmup=1, rep=3)
+    assert len(threads) >= 2
+    assert [r.config for r in res.results] == CONFIGS
+    assert res.results[2].error is not None and "does not build" in res.results[2].error
+    assert all(r.error is None and r.compile_seconds > 0 for r in res.results[:2])
+    a, b = torch.randn(64, 32), torch.randn(32, 64)
+    torch.testing.assert_close(res.kernel(a, b), a @ b, atol=1e-4, rtol=1e-4)
+
+
+def test_compile_workers_follow_the_public_variables(monkeypatch):
+    from tilelang import env
+
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    for var in ("TILELANG_AUTO_TUNING_CPU_COUNTS", "TILELANG_AUTO_TUNING_CPU_UTILITIES",
+                "TILELANG_AUTO_TUNING_MAX_CPU_COUNT"):
+        monkeypatch.delenv(var, raising=False)
+    assert env.autotune_compile_workers() == 14  # 0.9 of 16
+    monkeypatch.setenv("TILELANG_AUTO_TUNING_MAX_CPU_COUNT", "4")
+    assert env.autotune_compile_workers() == 4
+    monkeypatch.setenv("TILELANG_AUTO_TUNING_CPU_COUNTS", "2")
+    assert env.autotune_compile_workers() == 2
+    monkeypatch.setenv("TILELANG_AUTO_TUNING_CPU_COUNTS", "x")
+    with pytest.raises(TileLangError, match="TILELANG_AUTO_TUNING_CPU_COUNTS"):
+        env.autotune_compile_workers()

@@ -124,8 +124,9 @@ class AutoTuner:
         best: tuple | None = None
         ref_latency = None
         cached_inputs: dict = {}
-        for cfg in self.configs:
-            r, kernel, ins = self._try_config(cfg, warmup, rep, timeout, cached_inputs)
+        built = self._compile_all()
+        for n, cfg in enumerate(self.configs):
+            r, kernel, ins = self._try_config(cfg, warmup, rep, timeout, cached_inputs, built.get(n))
             results.append(r)
             if r.error is not None:
                 logger.info("autotune: config %s skipped: %s", cfg, r.error)
@@ -144,15 +145,41 @@ class AutoTuner:
         kernel.config, kernel.latency, kernel.ref_latency = dict(best[1]), best[0], ref_latency
         return AutotuneResult(best[0], dict(best[1]), kernel, ref_latency, results)
 
-    def _try_config(self, cfg: dict, warmup, rep, timeout, cached_inputs: dict):
-        """Compile, check and time one config: (ConfigResult, kernel or None, inputs or None)."""
+    def _compile_all(self) -> dict:
+        """Every config compiled on a thread pool (env.autotune_compile_workers threads; NVRTC and
+        the C compiler run outside the GIL) before any is timed: {index: (kernel, seconds) or
+        the exception}. Empty with one config or one worker: each then compiles in turn."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from .. import env
+
+        workers = min(len(self.configs), env.autotune_compile_workers())
+        if workers < 2:
+            return {}
+
+        def build(cfg):
+            t0 = time.perf_counter()
+            try:
+                return self._compile(cfg), time.perf_counter() - t0
+            except Exception as e:  # noqa: BLE001 - re-raised (or recorded) where this config is tried
+                return e
+
+        with ThreadPoolExecutor(workers) as ex:
+            return dict(enumerate(ex.map(build, self.configs)))
+
+    def _try_config(self, cfg: dict, warmup, rep, timeout, cached_inputs: dict, built=None):
+        """Compile (unless `built` has it), check and time one config: (ConfigResult, kernel or
+        None, inputs or None)."""
         r = ConfigResult(dict(cfg))
         kernel = ins = None
         try:
             t0 = time.perf_counter()
             with _time_limit(timeout):
-                kernel = self._compile(cfg)
-                r.compile_seconds = time.perf_counter() - t0
+                if isinstance(built, BaseException):
+                    raise built
+                kernel, r.compile_seconds = built if built is not None else (self._compile(cfg), None)
+                if r.compile_seconds is None:
+                    r.compile_seconds = time.perf_counter() - t0
                 ins = self._inputs(kernel, cached_inputs)
                 self._check(kernel, ins)
             r.latency = kernel.get_profiler().do_bench(kernel, warmup=warmup, rep=rep, input_tensors=ins)
