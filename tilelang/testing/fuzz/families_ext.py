@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from .families import gemm_shape
 from .gen_base import FLOATS, Gen, as_dtype, expr, ragged, tile_ref, warp_split_ok
-from .spec import Copy, Ew, Fill, Gemm, Kernel, Lin, Pipelined, Reduce, Ref, Tensor
+from .spec import Copy, Ew, Fill, Gemm, Kernel, Lin, Pipelined, Reduce, Ref, Swizzle, Tensor
 
 __all__ = ["gen_multi", "gen_pipe", "gen_trans"]
 
@@ -190,7 +190,8 @@ def gen_pipe(g: Gen):
     loop = (Copy(Ref(A, "corner", (Lin.of(("by", BM)), Lin.of(("k", BK)))), Ref(As)),
             Copy(Ref(B, "corner", b_at), Ref(Bs)),
             Gemm(As, Bs, C, False, tb, policy))
-    body = [Fill(C, 0.0), Pipelined("k", (Kd, BK), g.r.randint(1, 4), loop)]
+    swz = [Swizzle(t) for t in (As, Bs) if g.coin(0.25)]  # a swizzle the stages must keep
+    body = [*swz, Fill(C, 0.0), Pipelined("k", (Kd, BK), g.r.randint(1, 4), loop)]
     if g.coin(0.4):
         body.append(Ew(C, (_I, _J), ("bin", "max", ("ld", C, (_I, _J)), ("c", 0.0)), (BM, BN)))
     body.append(Copy(Ref(C), tile_ref(g, O, M, N, BM, BN)))

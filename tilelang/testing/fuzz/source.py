@@ -7,7 +7,7 @@ The text is a runnable file: the kernel `main`, the description as `DESC` (JSON)
 """
 from __future__ import annotations
 
-from .spec import (Atomic, Copy, CumSum, Ew, Fill, Gemm, If, Pipelined, Program, Reduce, Ref, SetVar,
+from .spec import (Atomic, Copy, CumSum, Ew, Fill, Gemm, If, Pipelined, Program, Reduce, Ref, SetVar, Swizzle,
                    to_json)
 
 __all__ = ["to_source", "expr_src"]
@@ -96,6 +96,8 @@ def _stmt(s, prog: Program, ind: str, out: list) -> None:
     elif isinstance(s, If):
         out.append(f"{ind}if {expr_src(s.cond, prog)}:")
         _body(s.body, prog, ind + "    ", out)
+    elif isinstance(s, Swizzle):
+        out.append(f"{ind}T.annotate_layout({{{s.buf}: tilelang.layout.make_swizzled_layout({s.buf})}})")
     else:
         raise ValueError(f"unknown statement {s!r}")
 

@@ -165,7 +165,13 @@ class If:
     body: tuple
 
 
-STMT_TYPES = {c.__name__: c for c in (Copy, Fill, Ew, Reduce, CumSum, Gemm, Atomic, Pipelined, SetVar, If)}
+@dataclass(frozen=True)
+class Swizzle:
+    """`T.annotate_layout({buf: make_swizzled_layout(buf)})` of a shared tile (values unchanged)."""
+    buf: str
+
+
+STMT_TYPES = {c.__name__: c for c in (Copy, Fill, Ew, Reduce, CumSum, Gemm, Atomic, Pipelined, SetVar, If, Swizzle)}
 
 
 @dataclass(frozen=True)
