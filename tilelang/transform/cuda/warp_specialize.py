@@ -33,10 +33,9 @@ from ...ir import stmt as S
 from ...ir.buffer import Buffer
 from ...ir.visitor import buffers_used, collect, substitute
 from ...op import tile_ops as O
-from ...op.regions import squeezed
 from .layout_inference import wgmma_ok, wgmma_rs_ok
 from .lower_tile_ops import Raw
-from .raster import panel_raster
+from .persistent import cluster_plan, persistent_tiles, tile_space
 from .stream_k import (
     StreamK,
     plain_reduction,
@@ -142,7 +141,7 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     num_sms: make the kernel persistent -- min(tiles, num_sms) blocks, each looping over the
     tiles (see `_persistent`); None keeps one block per tile.
     clusters: let a persistent kernel run as 2-block clusters whose blocks take neighbouring
-    tiles and multicast the tile they share (see `_cluster_plan`). Off by default: on the H200
+    tiles and multicast the tile they share (see `persistent.cluster_plan`). Off by default: on the H200
     the 128x256x64 GEMMs ran 0-2 % slower clustered (L2 bandwidth is not what limits them).
     stream_k: a persistent GEMM without clusters shares its last partial wave's k-iterations
     among all blocks (see stream_k.py) where its loop allows.
@@ -185,7 +184,7 @@ class WSPlan:
     storages: dict = field(default_factory=dict)  # tile uid -> multi-stage storage
     views: dict = field(default_factory=dict)  # tile uid -> the window onto the current stage
     tx_bytes: int = 0  # bytes landing in one stage
-    cluster: tuple | None = None  # (grid axis, indices of multicast pairs), see _cluster_plan
+    cluster: tuple | None = None  # (grid axis, indices of multicast pairs), see persistent.cluster_plan
     sk: StreamK | None = None  # stream-K on the last wave; the loop then runs a unit's [k0, k1)
     timeline: Buffer | None = None  # tl.debug_timeline: consumer timestamps per block and unit
     ki: E.Expr | None = None  # the user's k-iterations per tile (with sk, the loop's extent is k1 - k0)
@@ -255,9 +254,9 @@ def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine
     _stage_tiles(plan, producers, tma)
     prefix_lets = [s for s in stmts[:loops[0]] if isinstance(s, S.LetStmt)]
     if persistent and clusters and num_sms >= 2:
-        plan.cluster = _cluster_plan(k, loop, prefix_lets, plan.pairs)
+        plan.cluster = cluster_plan(k, loop, prefix_lets, plan.pairs)
     if persistent and plan.cluster is None and stream_k:
-        plan.sk = stream_k_plan(loop, plan.body, gemms, stmts[:loops[0]], k.block_vars, num_sms, _tile_space(k)[0])
+        plan.sk = stream_k_plan(loop, plan.body, gemms, stmts[:loops[0]], k.block_vars, num_sms, tile_space(k)[0])
     plain = persistent and plain_reduction(loop, plan.body, gemms, stmts[:loops[0]], k.block_vars) is not None
     # not with clusters (opt-in): that combination has not run on a GPU yet
     plan.serpentine = plain and serpentine and plan.cluster is None
@@ -506,13 +505,13 @@ def _rewrite(plan: WSPlan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.K
         setmaxnreg = dec = S.seq()
     if plan.persistent:
         if plan.sk is not None:
-            tiles, coords = _tile_space(k)
+            tiles, coords = tile_space(k)
             grid, tile_loop = stream_k_units(plan.sk, tiles, plan.num_sms, plan.ki, list(k.block_vars), coords)
             grid = grid + tuple(E.as_expr(1) for _ in k.grid[1:])
             suffix = [stream_k_finish(plan.sk, plan.ki, suffix)]
             store_wait = [plan.sk.publish()] + store_wait
         else:
-            grid, tile_loop = _persistent(k, plan.num_sms, plan.cluster[0] if plan.cluster else None, plan.rank)
+            grid, tile_loop = persistent_tiles(k, plan.num_sms, plan.cluster[0] if plan.cluster else None, plan.rank)
 
         def advance(base):
             ld = E.BufferLoad(base, (E.as_expr(0),), dt.int32)
@@ -580,97 +579,6 @@ def _timed(unit: S.Stmt, plan: WSPlan, n: Buffer) -> S.Stmt:
                  S.BufferStore(n, (E.as_expr(0),), cnt + 1))
 
 
-def _cluster_plan(k: S.KernelLaunch, loop: S.For, prefix_lets: list, pairs: list):
-    """(axis, shared) for 2-block clusters, or None: blocks 2c and 2c + 1 take neighbouring tiles
-    along grid axis `axis`, and each copy pairs[i] for i in `shared` -- one whose tile does not
-    depend on that axis -- is loaded half by each block and multicast to both. The axis sharing
-    the most bytes wins; it needs an even, static extent and a k-loop both blocks run alike."""
-    bvars = list(k.block_vars)
-    if len(bvars) < 2:
-        return None
-    let_vars = {s.var for s in prefix_lets}
-    loop_vars = {v for e in (loop.start, loop.extent) for v in collect(E.as_expr(e), lambda n: isinstance(n, E.Var))}
-    best = None
-    for axis in (0, 1):
-        n = const_int(k.grid[axis])
-        v = bvars[axis]
-        if n is None or n % 2 or v in loop_vars or loop_vars & let_vars:
-            continue
-        shared, nbytes = [], 0
-        for i, (p, (box, _, panels), _) in enumerate(pairs):
-            used = set(collect(p.src, lambda n: isinstance(n, E.Var)))
-            if v in used or used & let_vars or p.src.buffer.ndim > 3:
-                continue
-            if panels % 2 and box[-2] % 16:  # halves of rows must keep whole 8-row swizzle atoms
-                continue
-            shared.append(i)
-            nbytes += p.dst.buffer.numel() * p.dst.buffer.dtype.bytes
-        if shared and (best is None or nbytes > best[2]):
-            best = (axis, shared, nbytes)
-    return best[:2] if best else None
-
-
-def _tile_space(k: S.KernelLaunch, axis: int | None = None, rank: E.Var | None = None):
-    """(tiles, coords): the number of tiles of the kernel's grid and coords(t), the block
-    variables' values for tile t -- through the T.use_swizzle panels when the kernel asks.
-
-    axis: the blocks run as 2-block clusters. The tile grid is walked in pairs of tiles
-    neighbouring along `axis` (t counts pairs); tile r of a pair goes to the block of rank r."""
-    ext = [E.as_expr(g) for g in k.grid]
-    if axis is not None:
-        ext[axis] = E.as_expr(const_int(ext[axis]) // 2)
-    tiles = ext[0]
-    for g in ext[1:]:
-        tiles = tiles * g
-    swz = [op for op in collect(k.body, lambda n: isinstance(n, O.Swizzle)) if op.enable]
-    panel = swz[0].panel_size if swz else None
-    if panel and axis == 1:
-        panel = max(1, panel // 2)  # rows of pairs
-    nvars = len(k.block_vars)
-
-    def coords(t):
-        if nvars == 1:
-            values = [t]
-        else:
-            gx, gy = ext[0], ext[1]
-            rest, out_z = t, []
-            if nvars == 3:
-                out_z = [t // (gx * gy)]
-                rest = t % (gx * gy)
-            values = (list(panel_raster(rest, gx, gy, panel)) if panel else [rest % gx, rest // gx]) + out_z
-        if axis is not None:
-            values[axis] = values[axis] * 2 + rank
-        return [simplify(c) for c in values]
-
-    return simplify(tiles), coords
-
-
-def _persistent(k: S.KernelLaunch, num_sms: int, axis: int | None = None, rank: E.Var | None = None):
-    """(new grid, wrap) for a persistent kernel: min(tiles, num_sms) blocks on a 1-d grid, and
-    `wrap(body)` runs body once per tile of the block -- tiles cta, cta + blocks, ... -- with the
-    block variables rebound to the tile (see `_tile_space`). On the 1-d grid the codegen's block
-    variables are (blockIdx.x, 0, 0), so bx is the block. axis: 2-block clusters (`_tile_space`)."""
-    size = 1 if axis is None else 2
-    tiles, coords = _tile_space(k, axis, rank)
-    blocks = simplify(E.binop("min", tiles, num_sms // size))  # clusters
-    grid = (simplify(blocks * size),) + tuple(E.as_expr(1) for _ in k.grid[1:])
-    cta = E.Var("tl_cta", dt.int32)
-    j = E.Var("tl_tile_iter", dt.int32)
-    t = E.Var("tl_tile", dt.int32)
-    bvars = list(k.block_vars)
-
-    def wrap(body):
-        count = simplify((tiles - cta + blocks - 1) // blocks)
-        inner = S.seq(S.LetStmt(t, cta + j * blocks),
-                      *[S.LetStmt(v, x) for v, x in zip(bvars, coords(t))], body)
-        head = [S.LetStmt(cta, bvars[0])]
-        if axis is not None:
-            head = [S.LetStmt(cta, bvars[0] // 2), S.LetStmt(rank, bvars[0] % 2)]
-        return S.seq(*head, S.For(j, E.as_expr(0), count, "serial", inner, ()))
-
-    return grid, wrap
-
-
 @dataclass(frozen=True)
 class WSSplit(S.Stmt):
     """`if (tid >= consumers) producer else consumer`; codegen prints it, passes see both branches."""
@@ -680,5 +588,3 @@ class WSSplit(S.Stmt):
     consumer: S.Stmt
     span: object = field(default=None, compare=False, repr=False)
 
-
-_ = squeezed

@@ -1,0 +1,113 @@
+"""Persistent tile scheduling for warp-specialized kernels: the tile space, the per-block tile
+loop, and the 2-block cluster pairing.
+
+Takes: a KernelLaunch (its grid, block variables and any enabled T.use_swizzle panel).
+Gives: `tile_space` -- the number of tiles and the block variables' values for tile t (through
+the swizzle panels); `persistent_tiles` -- a 1-d grid of min(tiles, SMs) blocks and a wrapper
+running a body once per tile of the block; `cluster_plan` -- the grid axis along which
+neighbouring tiles pair up in 2-block clusters and which TMA copies they multicast.
+
+    grid (gx, gy), body(bx, by)        ->   grid (min(gx*gy, sms),)
+                                            for j in 0 .. ceil((tiles - cta) / blocks):
+                                                t = cta + j * blocks; bx, by = coords(t); body
+"""
+from __future__ import annotations
+
+from ... import dtypes as dt
+from ...arith.simplify import const_int, simplify
+from ...ir import expr as E
+from ...ir import stmt as S
+from ...ir.visitor import collect
+from ...op import tile_ops as O
+from .raster import panel_raster
+
+
+def cluster_plan(k: S.KernelLaunch, loop: S.For, prefix_lets: list, pairs: list):
+    """(axis, shared) for 2-block clusters, or None: blocks 2c and 2c + 1 take neighbouring tiles
+    along grid axis `axis`, and each copy pairs[i] for i in `shared` -- one whose tile does not
+    depend on that axis -- is loaded half by each block and multicast to both. The axis sharing
+    the most bytes wins; it needs an even, static extent and a k-loop both blocks run alike."""
+    bvars = list(k.block_vars)
+    if len(bvars) < 2:
+        return None
+    let_vars = {s.var for s in prefix_lets}
+    loop_vars = {v for e in (loop.start, loop.extent) for v in collect(E.as_expr(e), lambda n: isinstance(n, E.Var))}
+    best = None
+    for axis in (0, 1):
+        n = const_int(k.grid[axis])
+        v = bvars[axis]
+        if n is None or n % 2 or v in loop_vars or loop_vars & let_vars:
+            continue
+        shared, nbytes = [], 0
+        for i, (p, (box, _, panels), _) in enumerate(pairs):
+            used = set(collect(p.src, lambda n: isinstance(n, E.Var)))
+            if v in used or used & let_vars or p.src.buffer.ndim > 3:
+                continue
+            if panels % 2 and box[-2] % 16:  # halves of rows must keep whole 8-row swizzle atoms
+                continue
+            shared.append(i)
+            nbytes += p.dst.buffer.numel() * p.dst.buffer.dtype.bytes
+        if shared and (best is None or nbytes > best[2]):
+            best = (axis, shared, nbytes)
+    return best[:2] if best else None
+
+
+def tile_space(k: S.KernelLaunch, axis: int | None = None, rank: E.Var | None = None):
+    """(tiles, coords): the number of tiles of the kernel's grid and coords(t), the block
+    variables' values for tile t -- through the T.use_swizzle panels when the kernel asks.
+
+    axis: the blocks run as 2-block clusters. The tile grid is walked in pairs of tiles
+    neighbouring along `axis` (t counts pairs); tile r of a pair goes to the block of rank r."""
+    ext = [E.as_expr(g) for g in k.grid]
+    if axis is not None:
+        ext[axis] = E.as_expr(const_int(ext[axis]) // 2)
+    tiles = ext[0]
+    for g in ext[1:]:
+        tiles = tiles * g
+    swz = [op for op in collect(k.body, lambda n: isinstance(n, O.Swizzle)) if op.enable]
+    panel = swz[0].panel_size if swz else None
+    if panel and axis == 1:
+        panel = max(1, panel // 2)  # rows of pairs
+    nvars = len(k.block_vars)
+
+    def coords(t):
+        if nvars == 1:
+            values = [t]
+        else:
+            gx, gy = ext[0], ext[1]
+            rest, out_z = t, []
+            if nvars == 3:
+                out_z = [t // (gx * gy)]
+                rest = t % (gx * gy)
+            values = (list(panel_raster(rest, gx, gy, panel)) if panel else [rest % gx, rest // gx]) + out_z
+        if axis is not None:
+            values[axis] = values[axis] * 2 + rank
+        return [simplify(c) for c in values]
+
+    return simplify(tiles), coords
+
+
+def persistent_tiles(k: S.KernelLaunch, num_sms: int, axis: int | None = None, rank: E.Var | None = None):
+    """(new grid, wrap) for a persistent kernel: min(tiles, num_sms) blocks on a 1-d grid, and
+    `wrap(body)` runs body once per tile of the block -- tiles cta, cta + blocks, ... -- with the
+    block variables rebound to the tile (see `tile_space`). On the 1-d grid the codegen's block
+    variables are (blockIdx.x, 0, 0), so bx is the block. axis: 2-block clusters (`tile_space`)."""
+    size = 1 if axis is None else 2
+    tiles, coords = tile_space(k, axis, rank)
+    blocks = simplify(E.binop("min", tiles, num_sms // size))  # clusters
+    grid = (simplify(blocks * size),) + tuple(E.as_expr(1) for _ in k.grid[1:])
+    cta = E.Var("tl_cta", dt.int32)
+    j = E.Var("tl_tile_iter", dt.int32)
+    t = E.Var("tl_tile", dt.int32)
+    bvars = list(k.block_vars)
+
+    def wrap(body):
+        count = simplify((tiles - cta + blocks - 1) // blocks)
+        inner = S.seq(S.LetStmt(t, cta + j * blocks),
+                      *[S.LetStmt(v, x) for v, x in zip(bvars, coords(t))], body)
+        head = [S.LetStmt(cta, bvars[0])]
+        if axis is not None:
+            head = [S.LetStmt(cta, bvars[0] // 2), S.LetStmt(rank, bvars[0] % 2)]
+        return S.seq(*head, S.For(j, E.as_expr(0), count, "serial", inner, ()))
+
+    return grid, wrap
