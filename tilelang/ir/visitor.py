@@ -134,3 +134,20 @@ def map_stmts(func: PrimFunc, mutator: Mutator) -> PrimFunc:
 
 
 __all__ = ["Mutator", "Visitor", "substitute", "collect", "buffers_used", "map_stmts", "Expr", "Stmt"]
+
+
+class ReplaceBuffers(Mutator):
+    """Every reference to a buffer whose uid is in `mapping` (loads, stores, regions, tile ops,
+    allocations) becomes the mapped buffer."""
+
+    def __init__(self, mapping: dict):
+        self.mapping = mapping
+
+    def visit(self, node):
+        if isinstance(node, Buffer):
+            return self.mapping.get(node.uid, node)
+        return super().visit(node)
+
+    def visit_BufferLoad(self, e: BufferLoad):
+        b = self.mapping.get(e.buffer.uid, e.buffer)
+        return BufferLoad(b, tuple(self.visit(i) for i in e.indices), e.dtype)

@@ -28,7 +28,7 @@ from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.buffer import Buffer
 from ..ir.stmt import PrimFunc
-from ..ir.visitor import Mutator, buffers_used, collect
+from ..ir.visitor import ReplaceBuffers, buffers_used, collect
 
 
 def _wider_shapes(body) -> dict:
@@ -54,19 +54,6 @@ def _wider_shapes(body) -> dict:
     return {uid: (b, s) for uid, (b, s) in out.items() if s != tuple(const_int(d) for d in b.shape)}
 
 
-class _Replace(Mutator):
-    def __init__(self, mapping: dict):
-        self.mapping = mapping
-
-    def visit(self, node):
-        if isinstance(node, Buffer):
-            return self.mapping.get(node.uid, node)
-        return super().visit(node)
-
-    def visit_BufferLoad(self, e: E.BufferLoad):
-        return E.BufferLoad(self.visit(e.buffer), tuple(self.visit(i) for i in e.indices), e.dtype)
-
-
 def widen_fragments(func: PrimFunc) -> PrimFunc:
     wider = _wider_shapes(func.body)
     if not wider:
@@ -75,7 +62,7 @@ def widen_fragments(func: PrimFunc) -> PrimFunc:
     for uid, (old, shape) in wider.items():
         new = Buffer(old.name, shape, old.dtype, old.scope)
         mapping[uid] = new
-    return replace(func, body=_Replace(mapping).visit(func.body))
+    return replace(func, body=ReplaceBuffers(mapping).visit(func.body))
 
 
 def widen_fragments_pass(func: PrimFunc, ctx) -> PrimFunc:

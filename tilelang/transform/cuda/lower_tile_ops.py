@@ -25,7 +25,7 @@ from ...errors import LoweringError
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer, BufferRegion
-from ...ir.visitor import Mutator, collect, substitute
+from ...ir.visitor import Mutator, ReplaceBuffers, collect, substitute
 from ...layout.fragment import FlatFragment, MmaAccFragment, RowFragment, WgmmaAccFragment
 from ...op.regions import squeezed, tile_coords
 from ...op.registry import lowering_rule
@@ -448,8 +448,6 @@ def _detach_scope_changes(body, low: _Lower):
     """Lowering moved some fragments to shared memory by setting Buffer.scope; give the lowered
     IR its own shared-scope copies (same uid) and put the user's buffers back as they were, so
     one prim_func can be built again, for another target."""
-    from .software_pipeline import ReplaceBuffers
-
     copies = {}
     for buf, _ in low.scope_changes:
         if buf.uid not in copies:

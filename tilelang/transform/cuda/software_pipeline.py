@@ -27,25 +27,11 @@ from ...arith.simplify import const_int, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer, BufferRegion
-from ...ir.visitor import Mutator, collect, substitute
+from ...ir.visitor import Mutator, ReplaceBuffers, collect, substitute
 from ...op import tile_ops as O
 from .lower_tile_ops import Raw, copy_vector_width
 
 _DRAIN = "tl::cp_async_wait<0>(); __syncthreads();"  # after a pipelined loop: every stage landed and read
-
-
-class ReplaceBuffers(Mutator):
-    def __init__(self, mapping: dict):
-        self.mapping = mapping
-
-    def visit(self, node):
-        if isinstance(node, Buffer):
-            return self.mapping.get(node.uid, node)
-        return super().visit(node)
-
-    def visit_BufferLoad(self, e: E.BufferLoad):
-        b = self.mapping.get(e.buffer.uid, e.buffer)
-        return E.BufferLoad(b, tuple(self.visit(i) for i in e.indices), e.dtype)
 
 
 class _Pipeline(Mutator):

@@ -254,19 +254,10 @@ def _all(conds) -> E.Expr:
     return E.as_expr(True) if out is None else out
 
 
-def vector_loop(plan: VecPlan, layout, tid, lvar: E.Var, cvars: list, raw, annotations=()) -> S.For:
-    """Emit the planned group loop over a FlatFragment `layout` (vec == plan.vec)."""
-    from .lower_tile_ops import unflatten
-
-    vec, j = plan.vec, cvars[-1]
-    g, u = E.Var("g", dt.int32), plan.lane
-    j0 = E.Var(f"{j.name}0", dt.int32)
-    e0 = (g * layout.threads + tid) * vec
-    coords = unflatten(e0, layout.shape)
-    lets = [S.LetStmt(v, simplify(c)) for v, c in zip(cvars[:-1], coords[:-1])]
-    lets.append(S.LetStmt(j0, simplify(coords[-1])))
-    at0 = {j: j0}
-    pre, post = [], []
+def _vector_accesses(plan: VecPlan, at0: dict, raw) -> tuple[list, list]:
+    """(before the lanes, after them): each access's register copy and its vector load, and
+    each vector store, at the group's first lane (`at0` maps the lane var to it)."""
+    vec, pre, post = plan.vec, [], []
     for a in plan.accesses:
         pre.append(S.Allocate(a.regs))
         mem = _addr(a.buffer, tuple(substitute(i, at0) for i in a.indices))
@@ -278,6 +269,21 @@ def vector_loop(plan: VecPlan, layout, tid, lvar: E.Var, cvars: list, raw, annot
             post.append(st if const_int(pred) == 1 or pred == E.as_expr(True) else S.IfThenElse(pred, st))
         else:
             pre.append(raw(f"tl::load_vec<{vec}>({{0}}, {{1}}, {{2}});", (regs, mem, pred), reads=shared))
+    return pre, post
+
+
+def vector_loop(plan: VecPlan, layout, tid, lvar: E.Var, cvars: list, raw, annotations=()) -> S.For:
+    """Emit the planned group loop over a FlatFragment `layout` (vec == plan.vec)."""
+    from .lower_tile_ops import unflatten
+
+    vec, j = plan.vec, cvars[-1]
+    g, u = E.Var("g", dt.int32), plan.lane
+    j0 = E.Var(f"{j.name}0", dt.int32)
+    e0 = (g * layout.threads + tid) * vec
+    coords = unflatten(e0, layout.shape)
+    lets = [S.LetStmt(v, simplify(c)) for v, c in zip(cvars[:-1], coords[:-1])]
+    lets.append(S.LetStmt(j0, simplify(coords[-1])))
+    pre, post = _vector_accesses(plan, {j: j0}, raw)
     lane = [S.LetStmt(j, j0 + u)]
     if lvar in _vars(plan.body):
         lane.insert(0, S.LetStmt(lvar, g * vec + u))
@@ -288,24 +294,11 @@ def vector_loop(plan: VecPlan, layout, tid, lvar: E.Var, cvars: list, raw, annot
     return S.For(g, E.as_expr(0), E.as_expr(layout.nlocal // vec), "unroll", group, annotations)
 
 
-
 def serial_vector_loop(plan: VecPlan, loop: S.For, raw) -> S.Stmt:
     """Emit the planned vectors of one thread's `T.vectorized(n)` loop (vec == n): load each
     vector once, run the body per lane (loop var = start + u), store each vector once."""
     k, u = loop.var, plan.lane
-    at0 = {k: loop.start}
-    pre, post = [], []
-    for a in plan.accesses:
-        pre.append(S.Allocate(a.regs))
-        mem = _addr(a.buffer, tuple(substitute(i, at0) for i in a.indices))
-        regs = _addr(a.regs, (E.as_expr(0),))
-        shared = (a.buffer,) if a.buffer.scope != "global" else ()
-        pred = simplify(substitute(_all(a.guard), at0))
-        if a.store:
-            st = raw(f"tl::store_vec<{plan.vec}>({{0}}, {{1}});", (mem, regs), writes=shared)
-            post.append(st if const_int(pred) == 1 or pred == E.as_expr(True) else S.IfThenElse(pred, st))
-        else:
-            pre.append(raw(f"tl::load_vec<{plan.vec}>({{0}}, {{1}}, {{2}});", (regs, mem, pred), reads=shared))
+    pre, post = _vector_accesses(plan, {k: loop.start}, raw)
     inner = S.For(u, E.as_expr(0), E.as_expr(plan.vec), "unroll",
                   S.seq(S.LetStmt(k, simplify(loop.start + u)), plan.body))
     return S.seq(*pre, inner, *post)

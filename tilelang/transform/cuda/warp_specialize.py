@@ -31,7 +31,7 @@ from ...arith.simplify import const_int, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
-from ...ir.visitor import buffers_used, collect, substitute
+from ...ir.visitor import ReplaceBuffers, buffers_used, collect, substitute
 from ...op import tile_ops as O
 from .layout_inference import wgmma_ok, wgmma_rs_ok
 from .lower_tile_ops import Raw
@@ -409,7 +409,6 @@ def _consumer_loop(plan: WSPlan) -> S.Stmt:
     stays in flight across iterations (wg_wait=1): iteration it releases the stage of it - 1,
     and the tile's last stage is released after the final wgmma wait."""
     loop, stages, stage, it, ko = plan.loop, plan.stages, plan.stage, plan.it, plan.loop.var
-    from .software_pipeline import ReplaceBuffers
 
     overlap = stages >= 2 and len(plan.gemms) == 1 and all(g.wg_wait == 0 for g in plan.gemms) \
         and not _batch_must_finish(plan)
