@@ -175,11 +175,13 @@ class AutoTuner:
         try:
             t0 = time.perf_counter()
             with _time_limit(timeout):
-                if isinstance(built, BaseException):
-                    raise built
-                kernel, r.compile_seconds = built if built is not None else (self._compile(cfg), None)
-                if r.compile_seconds is None:
+                if built is None:
+                    kernel = self._compile(cfg)
                     r.compile_seconds = time.perf_counter() - t0
+                elif isinstance(built, BaseException):
+                    raise built
+                else:
+                    kernel, r.compile_seconds = built
                 ins = self._inputs(kernel, cached_inputs)
                 self._check(kernel, ins)
             r.latency = kernel.get_profiler().do_bench(kernel, warmup=warmup, rep=rep, input_tensors=ins)

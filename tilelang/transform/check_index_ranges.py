@@ -6,9 +6,12 @@ loop variables bounded over the loops' ranges, narrowed by enclosing `if v < c` 
 T.if_then_else's branches are not narrowed). Where the index can leave [0, dim) of a constant dim, an
 `IndexRangeWarning` names the buffer, the index, its range and the user's source line.
 
-    sinks = T.alloc_fragment([1], dtype)
-    for i in T.Parallel(64):                    IndexRangeWarning: line 7: sinks[i]: i runs over
-        sinks[i] = Sinks[by]              ->    0 .. 63 but dim 0 of sinks has 1 element
+    s = T.alloc_shared([1], dtype)
+    for i in T.Parallel(64):                    IndexRangeWarning: line 7: s[i]: i runs over
+        s[i] = A[by]                      ->    0 .. 63 but dim 0 of s has 1 element
+
+(A fragment indexed by its loop's own variables holds the loop's extents: widen_fragments runs
+first and declares it so.)
 
 The access is compiled as written: out of range it reads and writes memory that is not the
 tile's (another tile's, or past the block's shared memory), so this is a warning about the

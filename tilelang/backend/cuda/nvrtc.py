@@ -135,7 +135,7 @@ class ToolchainWarning(UserWarning):
 
 
 # (NVRTC version, lowest sm it hits, what goes wrong): found by the fuzzer, reproduced with the
-# standalone ptxas of the same release on a 10-line kernel (tests/backend/cuda/test_toolchain_bugs.py)
+# standalone ptxas of the same release on a 10-line kernel (tests/testing/test_fuzz_found.py)
 KNOWN_MISCOMPILES = (
     ((13, 0), 90, "ptxas folds two int32 max/min into a 3-input VIMNMX3 and can read one operand "
                   "before its negation (e.g. max(0, -2*x*x) over a row gives 2*x*x); NVRTC 13.5 is "

@@ -16,6 +16,7 @@ arrays indexed by unrolled slot loops; demoted fragments are shared memory;
 """
 from __future__ import annotations
 
+import collections
 from dataclasses import dataclass, field, replace
 
 from ... import dtypes as dt
@@ -418,21 +419,16 @@ class _FirstCopyStores(Mutator):
 
     def __init__(self, low: _Lower, first, body):
         self.low, self.first = low, first
-        self.read_elsewhere = {}
-        for st in collect(body, lambda n: isinstance(n, S.Stmt) and not isinstance(n, (S.SeqStmt, S.For, S.IfThenElse))):
-            own = st.buffer.uid if isinstance(st, S.BufferStore) else None
-            for ld in collect(st, lambda n: isinstance(n, E.BufferLoad)):
-                if ld.buffer.uid != own:
-                    self.read_elsewhere[ld.buffer.uid] = True
-        for st in collect(body, lambda n: isinstance(n, (S.For, S.IfThenElse))):
-            for e in (getattr(st, "condition", None), getattr(st, "extent", None)):
-                for ld in collect(e, lambda n: isinstance(n, E.BufferLoad)) if e is not None else ():
-                    self.read_elsewhere[ld.buffer.uid] = True
         self.stores = collect(body, lambda n: isinstance(n, S.BufferStore))
+        loads = collections.Counter(ld.buffer.uid for ld in collect(body, lambda n: isinstance(n, E.BufferLoad)))
+        for st in self.stores:  # a store's reads of its own buffer (m[i] = max(m[i], r[i])) do not count
+            loads[st.buffer.uid] -= sum(1 for ld in collect(st, lambda n: isinstance(n, E.BufferLoad))
+                                        if ld.buffer.uid == st.buffer.uid)
+        self.read_elsewhere = {uid for uid, n in loads.items() if n > 0}
 
     def visit_BufferStore(self, s: S.BufferStore):
         if s.buffer.scope in THREAD_LOCAL or self.low.reg(s.buffer) is not None \
-                or self.read_elsewhere.get(s.buffer.uid) \
+                or s.buffer.uid in self.read_elsewhere \
                 or sum(1 for o in self.stores if o.buffer.uid == s.buffer.uid) > 1:
             return s
         return S.IfThenElse(self.first, s)
