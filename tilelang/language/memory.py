@@ -8,7 +8,7 @@ from ..frontend import builder as B
 from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.buffer import Buffer
-from ..op.im2col import im2col_loop
+from ..op.im2col import im2col_op
 from .thread import EMITTED
 
 _ORDERS = ("relaxed", "consume", "acquire", "release", "acq_rel", "seq_cst")
@@ -76,7 +76,7 @@ def im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad, annotation
         raise DSLTypeError(f"T.im2col: img must be a 4-d NHWC tensor, got {img!r}")
     if not isinstance(col, Buffer) or col.ndim != 2:
         raise DSLTypeError(f"T.im2col: col must be a 2-d tile, got {col!r}")
-    B.current().emit(im2col_loop(img, col, E.as_expr(nhw_step), E.as_expr(c_step), kernel, stride, dilation, pad))
+    B.current().emit(im2col_op(img, col, E.as_expr(nhw_step), E.as_expr(c_step), kernel, stride, dilation, pad))
     return EMITTED
 
 

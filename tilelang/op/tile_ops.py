@@ -26,6 +26,24 @@ class Copy(TileOp):
 
 
 @dataclass(frozen=True)
+class Im2Col(TileOp):
+    """dst = block (nhw, cblk) of the im2col matrix of the NHWC image src (T.im2col, see op/im2col.py):
+    row m is output pixel nhw*block_M + m, column k is (kh, kw, c) = cblk*block_K + k; padding reads 0.
+    Made only where whole vectors of channels move at once (`im2col.im2col_vector`)."""
+
+    src: BufferRegion  # the whole image
+    dst: BufferRegion  # the (block_M, block_K) tile
+    nhw: Expr
+    cblk: Expr
+    kernel: int
+    stride: int
+    dilation: int
+    pad: int
+    async_group: bool = False  # set by software pipelining, as on Copy
+    span: Span | None = default_span()
+
+
+@dataclass(frozen=True)
 class Fill(TileOp):
     dst: BufferRegion
     value: Expr

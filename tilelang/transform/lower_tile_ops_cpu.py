@@ -196,6 +196,12 @@ class LowerTileOpsCPU(HopperCPU, TrackRanges, Mutator):
 
         return serial_loops(ext, body, prefix="ai") if ext else body([])
 
+    def visit_Im2Col(self, op: O.Im2Col):
+        from ..op.im2col import im2col_loop
+
+        return self.visit(im2col_loop(op.src.buffer, op.dst.buffer, op.nhw, op.cblk, op.kernel, op.stride,
+                                      op.dilation, op.pad, kind="serial"))
+
     def visit_Swizzle(self, op):
         return S.seq()
 

@@ -56,14 +56,14 @@ class _Pipeline(Mutator):
                 and stmts[0].buffer.scope in ("shared", "shared.dyn", "fragment"))):
             lead.append(stmts.pop(0))
         producers = []
-        while stmts and isinstance(stmts[0], O.Copy) and stmts[0].src.buffer.scope == "global" \
+        while stmts and isinstance(stmts[0], (O.Copy, O.Im2Col)) and stmts[0].src.buffer.scope == "global" \
                 and stmts[0].dst.buffer.scope in ("shared", "shared.dyn"):
             producers.append(stmts.pop(0))
         if not producers:
             self.warn(f"T.Pipelined(num_stages={stages}) runs unpipelined: its body does not start with "
                       "global -> shared T.copy ops")
             return s
-        for p in producers:
+        for p in (p for p in producers if isinstance(p, O.Copy)):  # an Im2Col is always made of vectors
             vec, why = copy_vector_width(p)
             if vec == 1:
                 self.warn(f"T.Pipelined(num_stages={stages}) runs unpipelined: T.copy {p.src.buffer.name} -> "

@@ -225,6 +225,10 @@ def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine
     loop = stmts[loops[0]]
     body = list(loop.body.stmts) if isinstance(loop.body, S.SeqStmt) else [loop.body]
     producers = _hoistable_copies(body)
+    if collect(S.seq(*body), lambda n: isinstance(n, O.Im2Col)):
+        warn("no warp specialization (TMA pipeline): T.im2col has no TMA im2col lowering here; the loop runs as a "
+             "cp.async pipeline")
+        return None
     if not producers or len({p.dst.buffer.uid for p in producers}) != len(producers):
         return None
     tiles = {p.dst.buffer.uid for p in producers}
