@@ -33,6 +33,7 @@ from ...layout.fragment import (FlatFragment, MmaAccFragment, ReshapedFragment, 
 from ...op import tile_ops as O
 from ...op.thread_ops import DeclBuffer
 from ...op.regions import squeezed
+from .column_fragments import column_layout, column_read
 from .fragment_slices import LOOP_KINDS, fragment_slice, offset_cases, slice_slots
 from .lower_async import tile_pointer
 
@@ -183,6 +184,7 @@ class _Uses(Visitor):
         self.wgmma_gemms: set = set()
         self.rs_gemms: dict = {}  # id(gemm) -> (gemm, layout its register A must have)
         self.row_uses: list = []  # (1-d fragment read as R[i], the loop's exact fragments)
+        self.col_uses: list = []  # (fragment read as F[x, j] or D[j], the loop's exact fragments)
         self.reduces: list = []
         self.notes: list = []
         self.boxes: list = []  # fragments a box is copied out of before their layout is known
@@ -300,7 +302,7 @@ class _Uses(Visitor):
             body = body.body
         if self.visit_slice(vars_, exts, body):
             return
-        exact, rows = [], []
+        exact, rows, cols = [], [], []
         for ld in collect(body, lambda n: isinstance(n, (E.BufferLoad, S.BufferStore))):
             buf = ld.buffer
             if buf.uid not in self.frags:
@@ -310,6 +312,8 @@ class _Uses(Visitor):
             elif isinstance(ld, E.BufferLoad) and len(vars_) == 2 and buf.ndim == 1 and \
                     tuple(ld.indices) == (vars_[0],) and const_int(buf.shape[0]) == exts[0]:
                 rows.append(buf)  # a per-row value read across a row: fine if it follows the row layout
+            elif column_read(ld, vars_, exts, body):
+                cols.append(buf)  # read along the thread's own columns: fine in a column-stable layout
             else:
                 self.bad(buf, f"indexed as {buf.name}[{', '.join(str(i) for i in ld.indices)}] in a T.Parallel "
                               f"over {tuple(exts)}")
@@ -317,6 +321,8 @@ class _Uses(Visitor):
             self.links.append((a, b))
         for r in rows:
             self.row_uses.append((r, exact))
+        for c in cols:
+            self.col_uses.append((c, exact))
         for inner in collect(body, lambda n: isinstance(n, S.For) and n.kind == "parallel"):
             for ld in collect(inner, lambda n: isinstance(n, (E.BufferLoad, S.BufferStore))):
                 self.bad(ld.buffer, "used in a nested T.Parallel")
@@ -499,6 +505,13 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
             layouts[uid] = FlatFragment(shape, nt, vec)
             if views:  # its views (and what they are linked to) follow before the next free choice
                 _propagate(uses.links, layouts, views)
+    # F[x, j] / D[j] read in a loop over a column-stable flat layout: they take that layout's columns
+    linked = {b.uid for pair in uses.links for b in pair} | set(uses.strict) | set(views) | \
+        {src.uid for _, src in views.values()}
+    for c, exact in uses.col_uses:
+        want = column_layout(layouts.get(exact[0].uid), c) if exact else None
+        if want is not None and c.uid not in linked and c.uid in frags:
+            layouts[c.uid] = want
     # links whose layouts still disagree: demote the non-strict side
     for a, b in uses.links:
         la, lb = layouts.get(a.uid), layouts.get(b.uid)
@@ -522,6 +535,12 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
         want = acc_rows(layouts.get(live[0].uid)) if live else None
         if want is None or layouts.get(r.uid) != want:
             uses.demote.setdefault(r.uid, f"read as {r.name}[i] across rows of a tile it is not laid out with")
+    for c, exact in uses.col_uses:  # the loop must still be driven by that layout
+        live = [b for b in exact if b.uid not in uses.demote]
+        want = column_layout(layouts.get(live[0].uid), c) if live else None
+        if want is None or layouts.get(c.uid) != want:
+            uses.demote.setdefault(c.uid, f"read along the columns of a T.Parallel whose layout does not give "
+                                          f"each thread the same columns in every row")
     _demote_views(views, layouts, uses.demote)
     plan = LayoutPlan()
     plan.per_thread = per_thread_fragments(kernel.body, frags, views)

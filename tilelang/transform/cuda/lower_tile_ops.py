@@ -31,6 +31,7 @@ from ...layout.fragment import FlatFragment, MmaAccFragment, RowFragment, WgmmaA
 from ...op.regions import squeezed, tile_coords
 from ...op.registry import lowering_rule
 from . import ops  # noqa: F401 (importing the package registers the tile-op families' rules)
+from .column_fragments import column_slot
 from .fragment_slices import LOOP_KINDS, fragment_slice, slice_slots, slot_runs
 from .layout_inference import LayoutPlan, infer_layouts
 from .lower_async import AsyncLowering, async_accumulators
@@ -390,6 +391,13 @@ class _RegAccess(Mutator):
 
     def __init__(self, low: _Lower, cvars, l, driver=None):
         self.low, self.cvars, self.l, self.driver = low, tuple(cvars), l, driver
+        self.unroll: set = set()  # variables of column-read slots: their serial loops unroll
+
+    def visit_For(self, s: S.For):
+        s = self.generic(s)
+        if s.var in self.unroll and s.kind == "serial" and const_int(s.extent) is not None:
+            return replace(s, kind="unroll")  # a constant register index per iteration
+        return s
 
     def visit_BufferLoad(self, e: E.BufferLoad):
         r = self.low.reg(e.buffer)
@@ -398,6 +406,10 @@ class _RegAccess(Mutator):
             if isinstance(lay, RowFragment) and isinstance(self.driver, (MmaAccFragment, WgmmaAccFragment)) \
                     and RowFragment.of(self.driver) == lay:  # R[i] in a loop over an accumulator
                 return E.BufferLoad(r, (simplify(lay.slot_of_acc(self.l, self.driver)),), e.dtype)
+            col = column_slot(self.driver, lay, e.indices, self.cvars, self.l)
+            if col is not None:  # F[x, j] / D[j] along the thread's own columns
+                self.unroll |= {v for v in collect(col, lambda n: isinstance(n, E.Var))}
+                return E.BufferLoad(r, (col,), e.dtype)
             return E.BufferLoad(r, (self.l,), e.dtype)
         return self.generic(e)
 

@@ -1,0 +1,75 @@
+"""Register fragments read along a column of a flat element loop (mhc_post:
+`x[i, j] += a[k, i] * b[k, j]` over `for k in T.serial(4)`, `x[i, j] = c[i] * d[j]`).
+
+A T.Parallel(H, W) loop driven by a flat fragment layout whose rows are whole multiples of one
+pass of the block (W % (threads * vec) == 0) gives each thread the same columns in every row.
+A fragment F of the loop's shape and layout, read as F[x, j] (j the loop's column, x free of the
+loop's variables), and a 1-d fragment D over the columns, read as D[j] and laid out flat with
+the same threads and vector width, are then read by the thread that holds them: they stay in
+registers instead of going to shared memory.
+
+Takes: (layout inference) a load, the loop's variables and extents; (lowering) the loop's driver
+layout, the slot variable and the load's indices. Gives: whether the load is such a column read
+(`column_read`), the layout its fragment needs (`column_layout`) and the register slot it reads
+(`column_slot`):
+
+    FlatFragment((4, 512), 128, 4): slot l holds row (l // 4) // 1, column tid*4 + l % 4
+    F[k, j] in slot l's iteration   ->  F_reg[l + (k - (l // 4)) * 4]
+    D[j]                            ->  D_reg[l % 4]
+"""
+from __future__ import annotations
+
+from ...arith.simplify import const_int, simplify
+from ...ir import expr as E
+from ...ir import stmt as S
+from ...ir.visitor import collect
+from ...layout.fragment import FlatFragment
+
+
+def column_read(ld, vars_, exts, body) -> bool:
+    """`ld` (a load in a 2-d T.Parallel over vars_ with extents exts) reads F[x, j] or D[j]."""
+    if not isinstance(ld, E.BufferLoad) or len(vars_) != 2:
+        return False
+    buf, idx = ld.buffer, tuple(ld.indices)
+    shape = tuple(const_int(s) for s in buf.shape)
+    if buf.ndim == 1:
+        return idx == (vars_[1],) and shape == (exts[1],)
+    if buf.ndim != 2 or shape != tuple(exts) or idx[1] is not vars_[1]:
+        return False
+    bound = {st.var for st in collect(body, lambda n: isinstance(n, S.LetStmt))}
+    used = set(collect(idx[0], lambda n: isinstance(n, E.Var)))
+    return not (used & (set(vars_) | bound))
+
+
+def _columns_stable(lay) -> bool:
+    return isinstance(lay, FlatFragment) and len(lay.shape) == 2 and lay.shape[-1] % (lay.threads * lay.vec) == 0
+
+
+def column_layout(driver, buf):
+    """The layout `buf` needs for its column reads in a loop driven by `driver`, or None."""
+    if not _columns_stable(driver):
+        return None
+    if buf.ndim == 1:
+        return FlatFragment((driver.shape[-1],), driver.threads, driver.vec)
+    return driver if tuple(const_int(s) for s in buf.shape) == driver.shape else None
+
+
+def column_slot(driver, lay, indices, cvars, l):
+    """The register slot of a column read in slot l's iteration (None: not a column read)."""
+    if tuple(indices) == tuple(cvars) or len(cvars) != 2 or column_layout(driver, _Shape(lay)) != lay:
+        return None
+    per_row = driver.shape[-1] // (driver.threads * driver.vec)  # slot groups of one row
+    vec = driver.vec
+    if len(indices) == 1 and indices[0] is cvars[1]:
+        return simplify(((l // vec) % per_row) * vec + l % vec)
+    if len(indices) == 2 and indices[1] is cvars[1]:
+        return simplify(l + (indices[0] - (l // vec) // per_row) * (per_row * vec))
+    return None
+
+
+class _Shape:
+    """The rank and shape `column_layout` reads, from a layout."""
+
+    def __init__(self, lay):
+        self.shape = getattr(lay, "shape", ())
+        self.ndim = len(self.shape)
