@@ -229,7 +229,7 @@ def test_disable_pipeline_keeps_one_buffer_per_tile(build):
     assert loop.split("tl::gemm_ss<")[1].split("}")[0].count("__syncthreads();") == 1
 
 
-def test_loop_not_starting_with_copies_warns_and_runs_unpipelined(helpers):
+def test_loop_not_starting_with_copies_pipelines_its_later_copy(helpers):
     @T.prim_func
     def scale(A: T.Tensor((64, 256), "float32"), B: T.Tensor((64, 32), "float32")):
         with T.Kernel(1, threads=128) as bx:
@@ -239,6 +239,29 @@ def test_loop_not_starting_with_copies_warns_and_runs_unpipelined(helpers):
             for ko in T.Pipelined(8, num_stages=2):
                 for i, j in T.Parallel(64, 32):
                     acc[i, j] = acc[i, j] * 0.5
+                T.copy(A[0, ko * 32], A_s)
+                for i, j in T.Parallel(64, 32):
+                    acc[i, j] = acc[i, j] + A_s[i, j]
+            T.copy(acc, B)
+
+    k = helpers.tile_kernel(scale, "sm_80")
+    msgs = []
+    piped, views = pipeline_kernel(k, msgs.append)
+    assert [v[0].name for v in views] == ["A_s"] and not msgs
+    assert all(c.async_group for c in collect(piped.body, lambda x: isinstance(x, O.Copy) and x.src.buffer.name == "A"))
+
+
+def test_loop_without_stageable_copies_warns_and_runs_unpipelined(helpers):
+    @T.prim_func
+    def scale(A: T.Tensor((64, 256), "float32"), B: T.Tensor((64, 32), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            acc = T.alloc_fragment((64, 32), "float32")
+            A_s = T.alloc_shared((64, 32), "float32")
+            T.clear(acc)
+            T.clear(A_s)
+            for ko in T.Pipelined(8, num_stages=2):
+                for i, j in T.Parallel(64, 32):
+                    acc[i, j] = acc[i, j] * 0.5 + A_s[i, j]  # reads the tile before this iteration's copy
                 T.copy(A[0, ko * 32], A_s)
                 for i, j in T.Parallel(64, 32):
                     acc[i, j] = acc[i, j] + A_s[i, j]
@@ -432,3 +455,46 @@ def test_pipelined_tile_keeps_its_swizzle_and_declarations_in_the_body_pipeline(
     b = torch.zeros_like(a)
     tilelang.compile(staged_copy(inside), target="cpu")(a, b)
     assert torch.equal(a, b)
+
+
+def later_copy(stages, read_first=False, K=256, bK=32):
+    """Body: two leading copies, a gemm, then a third copy its second gemm reads (flash attention's
+    backward loads dO and lse after its first gemm). read_first: the third tile is read before its copy."""
+
+    @T.prim_func
+    def later_copy(A: T.Tensor((64, K), "float16"), B: T.Tensor((K, 64), "float16"), D: T.Tensor((K, 64), "float16"),
+                   C: T.Tensor((64, 64), "float16")):
+        with T.Kernel(1, 1, threads=128) as (bx, by):
+            A_s = T.alloc_shared((64, bK), "float16")
+            B_s = T.alloc_shared((bK, 64), "float16")
+            D_s = T.alloc_shared((bK, 64), "float16")
+            C_l = T.alloc_fragment((64, 64), "float32")
+            T.clear(C_l)
+            T.clear(D_s)
+            for ko in T.Pipelined(K // bK, num_stages=stages):
+                T.copy(A[by * 64, ko * bK], A_s)
+                T.copy(B[ko * bK, bx * 64], B_s)
+                if read_first:
+                    T.gemm(A_s, D_s, C_l)
+                T.gemm(A_s, B_s, C_l)
+                T.copy(D[ko * bK, bx * 64], D_s)
+                T.gemm(A_s, D_s, C_l)
+            T.copy(C_l, C[by * 64, bx * 64])
+
+    return later_copy
+
+
+@pytest.mark.parametrize("stages", [2, 3])
+def test_copy_after_compute_joins_the_stage_group(stages, helpers):
+    m, piped, msgs, n = run_pipeline(later_copy(stages), helpers)
+    assert not msgs
+    assert m.reads == ["A_s", "B_s", "A_s", "D_s"] * n
+    staged = {c.dst.buffer.name for c in collect(piped.body, lambda x: isinstance(x, O.Copy) and x.async_group)}
+    assert staged == {"A_s_w", "B_s_w", "D_s_w"}
+
+
+def test_copy_whose_tile_is_read_first_stays_in_place(helpers):
+    k = helpers.tile_kernel(later_copy(3, read_first=True), "sm_80")
+    piped, _ = pipeline_kernel(k, [].append)
+    sync = [c for c in collect(piped.body, lambda x: isinstance(x, O.Copy)) if c.dst.buffer.name == "D_s"]
+    assert len(sync) == 1 and not sync[0].async_group  # it still overwrites the tile the first gemm read

@@ -27,7 +27,7 @@ from ...arith.simplify import const_int, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer, BufferRegion
-from ...ir.visitor import Mutator, ReplaceBuffers, collect, substitute
+from ...ir.visitor import Mutator, ReplaceBuffers, buffers_used, collect, substitute
 from ...op import tile_ops as O
 from .lower_tile_ops import Raw, copy_vector_width
 
@@ -35,8 +35,9 @@ _DRAIN = "tl::cp_async_wait<0>(); __syncthreads();"  # after a pipelined loop: e
 
 
 class _Pipeline(Mutator):
-    def __init__(self, warn, reverse=None):
+    def __init__(self, warn, reverse=None, smem_bytes=0):
         self.warn = warn
+        self.smem_bytes = smem_bytes  # shared memory the kernel declares, stages included as they are made
         self.reverse = reverse  # (loop var, condition): that loop's loads walk k backwards where it holds
         self.views: list = []  # (storage, read_view, write_view)
         self.allocs: dict = {}  # original uid -> storage Buffer
@@ -56,12 +57,17 @@ class _Pipeline(Mutator):
                 and stmts[0].buffer.scope in ("shared", "shared.dyn", "fragment"))):
             lead.append(stmts.pop(0))
         producers = []
-        while stmts and isinstance(stmts[0], (O.Copy, O.Im2Col)) and stmts[0].src.buffer.scope == "global" \
-                and stmts[0].dst.buffer.scope in ("shared", "shared.dyn"):
+        while stmts and _global_to_shared(stmts[0]):
             producers.append(stmts.pop(0))
+        if all(copy_vector_width(p)[0] > 1 for p in producers if isinstance(p, O.Copy)):
+            later = _later_producers(stmts, producers, stages, self.smem_bytes)
+            producers += later
+            stmts = [st for st in stmts if not any(st is p for p in later)]
+            self.smem_bytes += (stages - 1) * sum(p.dst.buffer.numel() * p.dst.buffer.dtype.bytes for p in later)
         if not producers:
             self.warn(f"T.Pipelined(num_stages={stages}) runs unpipelined: its body does not start with "
-                      "global -> shared T.copy ops")
+                      "global -> shared T.copy ops, and no later one can be staged (its tile is used before it, "
+                      "written elsewhere, or its source reads values the body computes)")
             return s
         for p in (p for p in producers if isinstance(p, O.Copy)):  # an Im2Col is always made of vectors
             vec, why = copy_vector_width(p)
@@ -133,13 +139,62 @@ class _Pipeline(Mutator):
 def pipeline_kernel(k: S.KernelLaunch, warn, num_sms: int | None = None) -> tuple[S.KernelLaunch, list]:
     """num_sms: walk k backwards in the blocks of every other wave (see `_wave_reverse`)."""
     rev = _wave_reverse(k, num_sms) if num_sms else None
-    p = _Pipeline(warn, rev[:2] if rev else None)
+    smem = sum(a.buffer.numel() * a.buffer.dtype.bytes for a in collect(k.body, lambda n: isinstance(n, S.Allocate))
+               if a.buffer.scope in ("shared", "shared.dyn") and const_int(a.buffer.numel()) is not None)
+    p = _Pipeline(warn, rev[:2] if rev else None, smem)
     body = p.visit(k.body)
     if not p.views:
         return k, []
     if rev is not None:
         body = S.seq(rev[2], body)
     return replace(k, body=_StageAllocs(p).visit(body)), p.views
+
+
+def _global_to_shared(st) -> bool:
+    return isinstance(st, (O.Copy, O.Im2Col)) and st.src.buffer.scope == "global" \
+        and st.dst.buffer.scope in ("shared", "shared.dyn")
+
+
+_LATER_SMEM = 99 * 1024  # later copies get stages while the kernel's declared shared memory stays under this
+
+
+def _later_producers(stmts: list, producers: list, stages: int, smem: int) -> list:
+    """Global -> shared copies further down the body that can join the stage group (issued
+    `stages - 1` iterations ahead): nothing in the body before them uses their tile, nothing else
+    writes it, and their source reads nothing the body computes or writes (flash attention's
+    backward: dO, lse and Delta after the first gemm). A later copy that could not use cp.async
+    vectors stays where it is."""
+    body = S.seq(*stmts)
+    bound = {st.var for st in collect(body, lambda n: isinstance(n, (S.LetStmt, S.For)))}
+    written = {n.buffer.uid for n in collect(body, lambda n: isinstance(n, S.BufferStore))}
+    written |= {n.dst.buffer.uid for n in collect(body, lambda n: isinstance(n, O.TileOp) and hasattr(n, "dst")
+                                                  and hasattr(n.dst, "buffer"))}
+    taken = {p.dst.buffer.uid for p in producers}
+    out = []
+    for i, st in enumerate(stmts):
+        if not _global_to_shared(st) or st.dst.buffer.uid in taken:
+            continue
+        x = st.dst.buffer
+        if isinstance(st, O.Copy) and copy_vector_width(st)[0] == 1:
+            continue
+        if any(b.uid == x.uid for b in buffers_used(S.seq(*stmts[:i]))):
+            continue
+        others = [n for n in collect(body, lambda n: isinstance(n, O.TileOp) and hasattr(n, "dst")
+                                     and getattr(getattr(n, "dst", None), "buffer", None) is x) if n is not st]
+        if others or x.uid in {n.buffer.uid for n in collect(body, lambda n: isinstance(n, S.BufferStore))}:
+            continue
+        where = st.src if isinstance(st, O.Copy) else st  # an Im2Col's block coordinates too
+        src_vars = set(collect(where, lambda n: isinstance(n, E.Var)))
+        src_reads = {n.buffer.uid for n in collect(where, lambda n: isinstance(n, E.BufferLoad))}
+        if src_vars & bound or src_reads & written or st.src.buffer.uid in written:
+            continue
+        size = x.numel() * x.dtype.bytes
+        if smem + (stages - 1) * size > _LATER_SMEM:
+            continue
+        smem += (stages - 1) * size
+        taken.add(x.uid)
+        out.append(st)
+    return out
 
 
 class _StageAllocs(Mutator):
