@@ -161,12 +161,29 @@ def mma_ok(op: O.Gemm, threads: int, half_acc: bool = False):
         return None
     if a.scope not in ("shared.dyn", "shared", "fragment") or b.scope not in ("shared.dyn", "shared", "fragment"):
         return None
-    if not (whole(op.A, a) and whole(op.B, b) and whole(op.C, c)) or a.ndim != 2 or b.ndim != 2:
+    if not (mma_operand_ok(op.A) and mma_operand_ok(op.B) and whole(op.C, c)) or a.ndim != 2 or b.ndim != 2:
         return None
     m, n, k = op.mnk
     if any(not isinstance(x, int) for x in (m, n, k)) or k % (8 if tf32 else 16) or threads % 32:
         return None
     return choose_warps(m, n, threads // 32, op.policy)
+
+
+def panel_slice(r) -> bool:
+    """r takes whole rows and a range of 64-column panels of a 16-bit 2-d shared tile whose rows are
+    longer than 128 bytes (sparse MLA's `Q_shared[:, :D]`): read as 64-column panels, it is a tile of its own."""
+    x = r.buffer
+    if x.ndim != 2 or x.dtype.bytes != 2 or x.scope not in ("shared", "shared.dyn") or not kmajor_panels(x):
+        return False
+    (r0, rn), (c0, cn) = r.ranges
+    c0, cn = const_int(c0), const_int(cn)
+    return const_int(r0) == 0 and const_int(rn) == const_int(x.shape[0]) and c0 is not None and cn is not None \
+        and c0 % 64 == 0 and cn % 64 == 0
+
+
+def mma_operand_ok(r) -> bool:
+    """An mma.sync operand region: a whole tile, or a panel slice of one (`panel_slice`)."""
+    return whole(r, r.buffer) or panel_slice(r)
 
 
 class _Uses(Visitor):

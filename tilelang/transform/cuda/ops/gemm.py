@@ -13,6 +13,7 @@ cannot use wgmma is an error naming why.
 from __future__ import annotations
 
 from .... import dtypes as dt
+from ....arith.simplify import const_int
 from ....ir import expr as E
 from ....ir import stmt as S
 from ....ir.buffer import Buffer
@@ -21,7 +22,7 @@ from ....op import tile_ops as O
 from ....op.regions import matrix_coords, matrix_indices
 from ....op.registry import register_lowering
 from ...lower_tile_ops_cpu import region_indices
-from ..layout_inference import kmajor_panels, kmajor_rows_ok, wgmma_ok
+from ..layout_inference import kmajor_panels, kmajor_rows_ok, wgmma_ok, whole
 from ..lower_async import not_wgmma, tile_pointer
 from ..raw import Raw
 from .base import addr_of
@@ -73,20 +74,29 @@ def lower_gemm(low, op: O.Gemm):
 
 def mma_gemm(low, op: O.Gemm, creg: Buffer, lay: MmaAccFragment):
     a, b = op.A.buffer, op.B.buffer
-    for x in (a, b):
+    ptrs, lds = [], []
+    for r in (op.A, op.B):
+        x = r.buffer
         if x.scope == "fragment":
             low.scope_changes.append((x, x.scope))
             x.scope = "shared.dyn"
-        low.swizzled.add(x.uid)
+        if whole(r, x):
+            low.swizzled.add(x.uid)
+            ptrs.append(addr_of(x))
+            lds.append(x.shape[-1])
+        else:  # a panel slice (layout_inference.panel_slice): the tile is kept in 64-column panels
+            low.panels.add(x.uid)
+            ptrs.append(tile_pointer(r, True, "T.gemm operand", op.span)[0])
+            lds.append(const_int(r.ranges[-1][1]))
     m, n, k = op.mnk
     t = {"float16": "tl::half_t", "bfloat16": "tl::bfloat16_t", "tfloat32": "float"}[a.dtype.name]
     pre = []
     if op.clear_accum:
         pre.append(lower_fill(low, O.Fill(op.C, E.const(0, op.C.buffer.dtype))))
     call = Raw(f"tl::gemm_ss<{m}, {n}, {k}, {lay.warps_m}, {lay.warps_n}, {str(op.transpose_A).lower()}, "
-               f"{str(op.transpose_B).lower()}, {a.shape[-1]}, {b.shape[-1]}, true, true, {t}>"
+               f"{str(op.transpose_B).lower()}, {lds[0]}, {lds[1]}, true, true, {t}>"
                "({0}, {1}, {2});",
-               (addr_of(a), addr_of(b), addr_of(creg)), reads=(a, b))
+               (ptrs[0], ptrs[1], addr_of(creg)), reads=(a, b))
     return S.seq(*pre, call)
 
 
