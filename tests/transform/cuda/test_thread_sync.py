@@ -385,3 +385,81 @@ def _shared_trip_count(A: T.Tensor((128,), "int32"), B: T.Tensor((128,), "int32"
 def test_loop_extent_read_from_shared_memory_is_race_free(helpers):
     _, after = lowered(_shared_trip_count, helpers=helpers)
     assert races(after) == []
+
+
+# ----------------------------------------------------------------------------- passes writing disjoint elements
+def _pass_loop(per_thread, inner):
+    """for i in 0..4: for v in 0..inner: S[i*128*per_thread + tid*per_thread + v] = 1 (S of 4*128*per_thread)."""
+    big = Buffer("S", (4 * 128 * per_thread,), "float32", "shared.dyn")
+    i, v = E.Var("i", dt.int32), E.Var("v", dt.int32)
+    st = S.BufferStore(big, (i * (128 * per_thread) + tid * per_thread + v,), E.as_expr(1.0, dt.float32))
+    return big, S.For(i, E.as_expr(0), E.as_expr(4), "serial", S.For(v, E.as_expr(0), E.as_expr(inner), "serial", st))
+
+
+def _barriers(st):
+    return len(collect(st, lambda n: isinstance(n, Raw) and "__syncthreads" in n.fmt))
+
+
+def test_passes_writing_disjoint_elements_need_no_barrier_between_them():
+    _, lp = _pass_loop(8, 8)
+    assert _barriers(insert_syncs(lp, (tid,), (128,))) == 0
+
+
+def test_passes_whose_writes_overlap_keep_their_barriers():
+    _, lp = _pass_loop(4, 8)  # v runs past the thread's 4 elements into the next thread's
+    assert _barriers(insert_syncs(lp, (tid,), (128,))) > 0
+    _, lp = _pass_loop(8, 8)
+    assert _barriers(insert_syncs(lp, (tid,), ())) > 0  # no thread range known: no proof
+
+
+def test_a_pass_reading_what_another_thread_wrote_keeps_its_barrier():
+    big, lp = _pass_loop(8, 8)
+    r = S.BufferStore(local("r"), (E.as_expr(0),), E.BufferLoad(big, ((tid + 1) % 128,), big.dtype))
+    body = S.seq(lp.body, r)
+    assert _barriers(insert_syncs(dataclasses.replace(lp, body=body), (tid,), (128,))) > 0
+
+
+def _thread_level_fill():
+    import tilelang.language as T
+
+    @T.prim_func
+    def fill(A: T.Tensor((8 * 2048,), "float32"), B: T.Tensor((128, 128), "float32")):
+        with T.Kernel(1, threads=256) as _:
+            S_s = T.alloc_shared((128, 128), "float32")
+            loc = T.alloc_local((8,), "float32")
+            tx = T.get_thread_binding()
+            for i in T.serial(8):
+                for v in T.vectorized(8):
+                    loc[v] = A[i * 2048 + tx * 8 + v] * 2.0
+                for v in T.vectorized(8):
+                    index = i * 2048 + tx * 8 + v
+                    S_s[index // 128, index % 128] = loc[v] + 1.0
+            T.copy(S_s, B)
+
+    return fill
+
+
+def test_thread_level_passes_over_disjoint_elements_get_one_barrier_and_run_right():
+    import importlib.util
+    import os
+    import warnings
+
+    import torch
+
+    import tilelang
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        kern = tilelang.compile(_thread_level_fill(), target="cuda -arch=sm_90a")
+    src = kern.get_kernel_source()
+    body = src.split("for (int i = 0;")[1]
+    assert body.count("__syncthreads") == 1, src  # after the loop, before the copy reads other threads' rows
+    spec = importlib.util.spec_from_file_location("host_cuda", os.path.join(os.path.dirname(__file__), "host_cuda.py"))
+    host = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(host)
+    if not host.available():
+        pytest.skip("g++ not installed")
+    a = torch.randn(8 * 2048)
+    b = torch.full((128, 128), float("nan"))
+    host.HostProgram({"fill": kern}).run("fill", [a, b])
+    torch.testing.assert_close(b.double(), (a.double() * 2 + 1).reshape(128, 128), rtol=1e-6, atol=1e-6)

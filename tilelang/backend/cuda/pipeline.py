@@ -102,7 +102,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
 
     new = lower_thread_level(new, info.tid)
     if not config(ctx.pass_configs, "tl.disable_thread_storage_sync", False):
-        new = replace(new, body=insert_syncs(new.body, (info.tid, *new.thread_vars)))
+        dims = [new.threads[{"tx": 0, "ty": 1, "tz": 2}.get(tv.name, 0)] for tv in new.thread_vars]  # as codegen binds them
+        new = replace(new, body=insert_syncs(new.body, (info.tid, *new.thread_vars), (info.threads, *dims)))
     if ws is None and not info.uses_wgmma:
         new = replace(new, body=fuse_mma_mainloops(new.body))
     if ws is not None:

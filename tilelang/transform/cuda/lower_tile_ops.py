@@ -239,7 +239,9 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
             try:
                 with self.ranges.loop(s):
                     body = self.visit(s.body)
-                    loop = S.For(s.var, s.start, s.extent, kind, body, s.annotations, span=s.span)
+                    # a T.vectorized loop is one thread's lanes: one unit for barrier insertion
+                    ann = s.annotations + THREAD_LOOP if s.kind == "vectorized" else s.annotations
+                    loop = S.For(s.var, s.start, s.extent, kind, body, ann, span=s.span)
                     if s.kind == "vectorized":
                         loop = self.vectorized_loop(loop, s.span)
             finally:

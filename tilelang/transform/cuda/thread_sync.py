@@ -20,7 +20,8 @@ from dataclasses import replace
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
-from ...ir.visitor import Mutator, collect
+from ...arith.simplify import const_int, linear_form, simplify
+from ...ir.visitor import Mutator, collect, substitute
 from .divergence import Divergence, divergence
 from .lower_tile_ops import Raw, sync
 
@@ -142,9 +143,22 @@ class _Sync:
     """quiet > 0: inside a branch (or loop) whose condition differs between threads, where a
     __syncthreads() some threads never reach would hang the block: barriers go before it."""
 
-    def __init__(self, div: Divergence):
+    def __init__(self, div: Divergence, thread_ranges: dict | None = None):
         self.div = div
         self.quiet = 0
+        self.thread_ranges = thread_ranges or {}  # thread index variable -> its extent
+        self.loops: list = []  # enclosing block-level loops (their passes may overlap in time too)
+
+    def disjoint_passes(self, loop, end, nxt) -> bool:
+        """The next pass of `loop` only overwrites shared elements this pass wrote, and no thread in
+        any pass writes an element another thread or pass writes (`disjoint_writes`): no barrier."""
+        (er, ew), (nr, nw) = end, nxt
+        if not isinstance(loop, S.For) or _hits(ew, nr) or _hits(er, nw):
+            return False
+        both = ew & nw
+        if any(isinstance(x, tuple) for x in both):
+            return False
+        return bool(both) and disjoint_writes(loop, both, self.thread_ranges, self.loops)
 
     def barrier(self, out, pending):
         if self.quiet:
@@ -218,11 +232,15 @@ class _Sync:
         if _conflict(pending, head) or _conflict(pending, body_acc):
             pending = self.barrier(out, pending)
         pending = (pending[0] | head[0], pending[1] | head[1])  # the body must not overwrite them early
-        body, end = self.block(st.body, pending)
+        self.loops.append(st)
+        try:
+            body, end = self.block(st.body, pending)
+        finally:
+            self.loops.pop()
         nr, nw, _ = _exposed(body)  # the next pass, up to its first barrier (a While's condition first)
         if isinstance(st, S.While):
             nr, nw = nr | head[0], nw | head[1]
-        if _conflict(end, (nr, nw)) and not self.quiet:
+        if _conflict(end, (nr, nw)) and not self.quiet and not self.disjoint_passes(st, end, (nr, nw)):
             body = S.seq(body, sync())
             end = (set(), set())
         if isinstance(st, S.For):
@@ -233,11 +251,74 @@ class _Sync:
         return new, (end[0] | pending[0], end[1] | pending[1])
 
 
-def insert_syncs(body: S.Stmt, thread_vars=()) -> S.Stmt:
-    """thread_vars: the thread index variables (tid, tx...): branches on them get no barrier inside."""
-    sync_ = _Sync(divergence(body, thread_vars))
+def insert_syncs(body: S.Stmt, thread_vars=(), thread_extents=()) -> S.Stmt:
+    """thread_vars: the thread index variables (tid, tx...): branches on them get no barrier inside.
+    thread_extents: their ranges (a loop whose passes write disjoint elements needs no barrier between them)."""
+    sync_ = _Sync(divergence(body, thread_vars), dict(zip(thread_vars, thread_extents)))
     out, _ = sync_.seq(body.stmts if isinstance(body, S.SeqStmt) else (body,), (set(), set()))
     return S.seq(*out)
 
 
-_ = Buffer
+def _flat_index(st: S.BufferStore):
+    """The row-major element offset of a store, with `(e // W, e % W)` index pairs (W the last
+    extent) read back as e."""
+    idx, shape = list(st.indices), list(st.buffer.shape)
+    if len(idx) >= 2 and isinstance(idx[-2], E.Binary) and isinstance(idx[-1], E.Binary) \
+            and idx[-2].op == "//" and idx[-1].op == "%" and idx[-2].a == idx[-1].a \
+            and const_int(idx[-2].b) == const_int(idx[-1].b) == const_int(shape[-1]):
+        idx[-2:] = [idx[-1].a]
+        shape[-2:] = [shape[-2] * shape[-1]]
+    flat = E.as_expr(0)
+    for i, n in zip(idx, shape):
+        flat = flat * n + i
+    return simplify(flat)
+
+
+def disjoint_writes(loop: S.For, uids: set, thread_ranges: dict, outer=()) -> bool:
+    """Each shared buffer in `uids` has one store in the loop body, at an element offset that is an
+    injective function of the thread index, the variables of the loop, of the loops around it
+    (`outer`) and of the constant loops inside it (`i*2048 + tx*8 + v` over tx < 256, i < 8,
+    v < 8): no two threads or passes write one element."""
+    lets = {st.var: st.value for st in collect(loop.body, lambda n: isinstance(n, S.LetStmt))}
+    ranges = dict(thread_ranges)
+    for f in [*outer, loop] + collect(loop.body, lambda n: isinstance(n, S.For)):
+        if not isinstance(f, S.For):
+            return False
+        lo, ext = const_int(f.start), const_int(f.extent)
+        if lo is None or ext is None:
+            return False
+        ranges[f.var] = (lo, ext)
+    for uid in uids:
+        stores = collect(loop.body, lambda n: isinstance(n, S.BufferStore) and _storage(n.buffer) == uid)
+        others = [n for n in collect(loop.body, lambda n: isinstance(n, (Raw, E.Call)))
+                  if uid in accesses(S.Evaluate(n) if isinstance(n, E.Call) else n)[1]]
+        if len(stores) != 1 or others:
+            return False
+        flat = _flat_index(stores[0])
+        for _ in range(8):  # the lets inside the body, innermost names first
+            nxt = simplify(substitute(flat, lets))
+            if nxt == flat:
+                break
+            flat = nxt
+        form = linear_form(flat)
+        if form is None or not _mixed_radix(form[0], ranges):
+            return False
+    return True
+
+
+def _mixed_radix(terms: dict, ranges: dict) -> bool:
+    """sum(c * x) over variables of known ranges takes distinct values for distinct points."""
+    spans = []
+    for t, c in terms.items():
+        if not isinstance(t, E.Var) or t not in ranges or c == 0:
+            return False
+        r = ranges[t]
+        n = r[1] if isinstance(r, tuple) else r
+        spans.append((abs(c), n))
+    reach = 0
+    for c, n in sorted(spans):
+        if c <= reach:
+            return False
+        reach += c * (n - 1)
+    return True
+
