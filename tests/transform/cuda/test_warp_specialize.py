@@ -242,6 +242,26 @@ def test_row_not_a_multiple_of_16_bytes_falls_back_with_a_warning(kernels):
     assert "__launch_bounds__(128)" in src and "TensorMap" not in src
 
 
+def test_copy_with_disable_tma_keeps_the_loop_off_tma_with_a_warning():
+    @T.prim_func
+    def g(A: T.Tensor((256, 256), "float16"), B: T.Tensor((256, 256), "float16"), C: T.Tensor((256, 256), "float32")):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            A_s = T.alloc_shared((128, 64), "float16")
+            B_s = T.alloc_shared((64, 128), "float16")
+            acc = T.alloc_fragment((128, 128), "float32")
+            T.clear(acc)
+            for ko in T.Pipelined(4, num_stages=2):
+                T.copy(A[by * 128, ko * 64], A_s, disable_tma=True)
+                T.copy(B[ko * 64, bx * 128], B_s)
+                T.gemm(A_s, B_s, acc)
+            T.copy(acc, C[by * 128, bx * 128])
+
+    with pytest.warns(PerformanceWarning) as rec:
+        k = tilelang.compile(g, target="cuda -arch=sm_90a")
+    assert any("T.copy A -> A_s: it asks for disable_tma=True" in str(w.message) for w in rec)
+    assert "tma_load" not in k.get_kernel_source()
+
+
 def test_box_past_256_rows_falls_back_to_cp_async_with_wgmma(build):
     b = build("gemm_nt-sm90-box")
     msgs = b.messages(PerformanceWarning)

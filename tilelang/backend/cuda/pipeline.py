@@ -86,8 +86,11 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     else:
         from ..target import num_sms
 
+        from ...transform.cuda.raise_copies import raise_element_copies
+
         serp = None if config(ctx.pass_configs, "tl.disable_k_serpentine", False) else num_sms()
-        k_piped, views = pipeline_kernel(k, msgs.append, serp) if not ctx.config("tl.disable_pipeline") else (k, [])
+        k_piped, views = pipeline_kernel(raise_element_copies(k), msgs.append, serp) \
+            if not ctx.config("tl.disable_pipeline") else (k, [])
         if views and not config(ctx.pass_configs, "tl.disable_staged_epilogue", False):
             k_piped = stage_epilogue(k_piped, views)
     sm = ctx.target.sm

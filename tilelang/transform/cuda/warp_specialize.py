@@ -80,6 +80,8 @@ def consumer_registers(T: int, launch_regs: int | None = None) -> int:
 def tma_plan(op: O.Copy):
     """(box outer-first, swizzle, panels) for a TMA-able copy, or (None, reason)."""
     g, s = op.src.buffer, op.dst.buffer
+    if op.disable_tma:
+        return None, "it asks for disable_tma=True"
     if g.dtype != s.dtype:
         return None, "it converts dtypes"
     if not 2 <= g.ndim <= 5 or s.ndim != 2:

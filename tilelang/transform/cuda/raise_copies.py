@@ -1,0 +1,80 @@
+"""Element-copy loops as tile copies, so the cp.async pipeline can stage them.
+
+Takes: a kernel's tile-level IR (the cp.async path, before software pipelining). Gives: each
+`T.Parallel` nest whose whole body is one store of a shared tile at exactly the loop's variables
+from a global tensor at the same variables plus loop-invariant offsets (a box of the tensor),
+same dtype, replaced by the equivalent `T.copy` (gemm_intrinsics' hand-written loads):
+
+    for i, k in T.Parallel(128, 32):                  ->   T.copy(A[by * 128, ko * 32], A_shared)
+        A_shared[i, k] = A[by * 128 + i, ko * 32 + k]
+
+The copy reads the same elements; where the box leaves the tensor, T.copy reads zeros where the
+loop would have read out of bounds.
+"""
+from __future__ import annotations
+
+from ...arith.simplify import const_int, simplify
+from ...ir import expr as E
+from ...ir import stmt as S
+from ...ir.buffer import BufferRegion
+from ...ir.visitor import Mutator, collect
+from ...op import tile_ops as O
+
+
+def _as_copy(s: S.For):
+    vars_, exts, body = [], [], s
+    while isinstance(body, S.For) and body.kind == "parallel" and not body.annotations:
+        vars_.append(body.var)
+        exts.append(const_int(body.extent))
+        if const_int(body.start) != 0:
+            return None
+        body = body.body
+    if not isinstance(body, S.BufferStore) or None in exts:
+        return None
+    dst, val = body.buffer, body.value
+    if dst.scope not in ("shared", "shared.dyn") or tuple(body.indices) != tuple(vars_) \
+            or tuple(const_int(x) for x in dst.shape) != tuple(exts):
+        return None
+    if not isinstance(val, E.BufferLoad) or val.buffer.scope != "global" or val.buffer.dtype != dst.dtype:
+        return None
+    src = val.buffer
+    nv = len(vars_)
+    if src.ndim < nv:
+        return None
+    ranges = []
+    for d, idx in enumerate(val.indices):
+        used = set(collect(idx, lambda n: isinstance(n, E.Var)))
+        if d < src.ndim - nv:  # leading dims: one index per copy
+            if used & set(vars_) or collect(idx, lambda n: isinstance(n, E.BufferLoad)):
+                return None
+            ranges.append((idx, 1))
+            continue
+        v = vars_[d - (src.ndim - nv)]
+        start = simplify(idx - v)
+        if set(collect(start, lambda n: isinstance(n, E.Var))) & set(vars_) or \
+                collect(start, lambda n: isinstance(n, E.BufferLoad)):
+            return None
+        ranges.append((start, exts[d - (src.ndim - nv)]))
+    whole = BufferRegion(dst, tuple((E.as_expr(0), e) for e in exts))
+    return O.Copy(BufferRegion(src, tuple(ranges)), whole, span=s.span)
+
+
+class _Raise(Mutator):
+    def visit_For(self, s: S.For):
+        if s.kind == "parallel":
+            cp = _as_copy(s)
+            return cp if cp is not None else s
+        return self.generic(s)
+
+
+def raise_element_copies(k: S.KernelLaunch) -> S.KernelLaunch:
+    """Only T.Pipelined loop bodies change: elsewhere the loop and the copy run alike."""
+    class _InPipelines(Mutator):
+        def visit_For(self, s: S.For):
+            if s.kind == "pipelined":
+                from dataclasses import replace
+
+                return replace(s, body=_Raise().visit(s.body))
+            return self.generic(s)
+
+    return _InPipelines().visit(k)
