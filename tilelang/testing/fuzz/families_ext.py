@@ -5,7 +5,8 @@ multi  two or three `with T.Kernel` blocks in one prim_func, talking through T.a
        transform/split_kernels.py launches them in order): per-block partial reductions
        combined by a second kernel; rows scaled into a workspace that a second kernel
        (another block shape and thread count) reads transposed; both chained (three kernels).
-pipe   a gemm k-loop under T.Pipelined(num_stages 1-4) meant for one sm_90a lowering, which
+pipe   a gemm k-loop under T.Pipelined(num_stages 1-4) meant for one sm_90a lowering (sometimes
+       with a second tile copied after the first gemm, for a second gemm), which
        the program records (`Program.path`) and the compile check asserts from the source:
        "ws" (a wgmma gemm on TMA-able tiles, 128k threads: the warp-specialized producer)
        or "cp_async" (the same kind of gemm with tl.disable_warp_specialized, or a block of
@@ -190,6 +191,10 @@ def gen_pipe(g: Gen):
     loop = (Copy(Ref(A, "corner", (Lin.of(("by", BM)), Lin.of(("k", BK)))), Ref(As)),
             Copy(Ref(B, "corner", b_at), Ref(Bs)),
             Gemm(As, Bs, C, False, tb, policy))
+    if g.coin(0.3):  # a copy after the first gemm, read by a second one (both paths stage it)
+        D = g.tensor("D", (Nd, Kd) if tb else (Kd, Nd), dt)
+        Ds = g.alloc("shared", (BN, BK) if tb else (BK, BN), dt, base="D_s")
+        loop = loop + (Copy(Ref(D, "corner", b_at), Ref(Ds)), Gemm(As, Ds, C, False, tb, policy))
     swz = [Swizzle(t) for t in (As, Bs) if g.coin(0.25)]  # a swizzle the stages must keep
     body = [*swz, Fill(C, 0.0), Pipelined("k", (Kd, BK), g.r.randint(1, 4), loop)]
     if g.coin(0.4):
