@@ -498,3 +498,51 @@ def test_copy_whose_tile_is_read_first_stays_in_place(helpers):
     piped, _ = pipeline_kernel(k, [].append)
     sync = [c for c in collect(piped.body, lambda x: isinstance(x, O.Copy)) if c.dst.buffer.name == "D_s"]
     assert len(sync) == 1 and not sync[0].async_group  # it still overwrites the tile the first gemm read
+
+
+def masked_sum(stages):
+    """Block-sparse shape: the body is one `if Mask[bx, k]` over the copy and its use."""
+
+    @T.prim_func
+    def masked_sum(A: T.Tensor((128, 256), "float32"), Mask: T.Tensor((2, 8), "int32"),
+                   O: T.Tensor((128, 32), "float32")):
+        with T.Kernel(2, threads=128) as bx:
+            A_s = T.alloc_shared((64, 32), "float32")
+            acc = T.alloc_fragment((64, 32), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(8, num_stages=stages):
+                if Mask[bx, k] != 0:
+                    T.copy(A[bx * 64, k * 32], A_s)
+                    for i, j in T.Parallel(64, 32):
+                        acc[i, j] += A_s[i, j] * (k + 1)
+            T.copy(acc, O[bx * 64, 0])
+
+    return masked_sum
+
+
+@pytest.mark.parametrize("stages", [2, 3])
+def test_body_under_one_if_is_staged_under_the_condition_and_runs_right_on_host(stages):
+    import importlib.util
+    import os
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        kern = tilelang.compile(masked_sum(stages), target="cuda -arch=sm_80")
+    assert not any("runs unpipelined" in str(w.message) for w in got)
+    src = kern.get_kernel_source()
+    assert f"cp_async_wait<{stages - 2}>" in src and f"Mask[(int64_t)bx * 8 + (k + {stages - 1})]" in src, src
+    spec = importlib.util.spec_from_file_location("host_cuda", os.path.join(os.path.dirname(__file__), "host_cuda.py"))
+    host = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(host)
+    if not host.available():
+        pytest.skip("g++ not installed")
+    a = torch.randn(128, 256)
+    mask = torch.randint(0, 2, (2, 8), dtype=torch.int32)
+    o = torch.full((128, 32), float("nan"))
+    host.HostProgram({"m": kern}).run("m", [a, mask, o])
+    w = (torch.arange(1, 9, dtype=torch.float64)[None, :] * mask.double()).repeat_interleave(32, dim=1)  # (2, 256)
+    ref = (a.double().reshape(2, 64, 256) * w[:, None, :]).reshape(2, 64, 8, 32).sum(2).reshape(128, 32)
+    torch.testing.assert_close(o.double(), ref, rtol=1e-5, atol=1e-4)

@@ -56,6 +56,12 @@ class _Pipeline(Mutator):
                 isinstance(stmts[0], S.Allocate) and stmts[0].init is None
                 and stmts[0].buffer.scope in ("shared", "shared.dyn", "fragment"))):
             lead.append(stmts.pop(0))
+        # a body that is one `if` on the iteration (block-sparse GEMM: `if mask[by, bx, k]: copies; gemm`):
+        # the copies for iteration k + S - 1 are issued under the condition at k + S - 1, the rest under
+        # the condition at k; every iteration still commits one group, so the wait depth holds
+        when = _guarded_body(stmts, s.var) if self.reverse is None or self.reverse[0] is not s.var else None
+        if when is not None:
+            when, stmts = when
         producers = []
         while stmts and _global_to_shared(stmts[0]):
             producers.append(stmts.pop(0))
@@ -112,6 +118,8 @@ class _Pipeline(Mutator):
                 k_load = E.select(self.reverse[1], simplify(2 * s.start + n - 1 - k_expr), k_expr)
             ps = [ReplaceBuffers(write_map).visit(substitute(replace(p, async_group=True), {ko: k_load}))
                   for p in producers]
+            if when is not None:
+                ps = [S.IfThenElse(substitute(when, {ko: k_load}), S.seq(*ps))]
             # stage of iteration k is (k - start) % stages, the same rule the readers use
             views = [Raw(f"{wv.name} = {st.name} + ({{0}}) * {numel};", (E.binop("%", k_expr - s.start, stages),))
                      for st, _, wv, numel in sets]
@@ -122,6 +130,8 @@ class _Pipeline(Mutator):
 
         prologue = [issue(s.start + k, E.binop("<", E.as_expr(k), n)) for k in range(stages - 1)]
         rest = ReplaceBuffers(read_map).visit(S.seq(*stmts))
+        if when is not None:
+            rest = S.IfThenElse(when, rest)
         ahead = ko + (stages - 1)
         loop_body = S.seq(
             Raw(f"tl::cp_async_wait<{stages - 2}>(); __syncthreads();"),
@@ -148,6 +158,23 @@ def pipeline_kernel(k: S.KernelLaunch, warn, num_sms: int | None = None) -> tupl
     if rev is not None:
         body = S.seq(rev[2], body)
     return replace(k, body=_StageAllocs(p).visit(body)), p.views
+
+
+def _guarded_body(stmts: list, ko: E.Var):
+    """(condition, the branch's statements) for a body that is one `if` (no else) whose branch starts
+    with a global -> shared copy and whose condition reads nothing the body writes; else None."""
+    if len(stmts) != 1 or not isinstance(stmts[0], S.IfThenElse) or stmts[0].else_case is not None:
+        return None
+    st = stmts[0]
+    inner = list(st.then_case.stmts) if isinstance(st.then_case, S.SeqStmt) else [st.then_case]
+    if not inner or not _global_to_shared(inner[0]):
+        return None
+    written = {n.buffer.uid for n in collect(st.then_case, lambda n: isinstance(n, S.BufferStore))}
+    written |= {n.dst.buffer.uid for n in collect(st.then_case, lambda n: isinstance(n, O.TileOp) and hasattr(n, "dst")
+                                                  and hasattr(n.dst, "buffer"))}
+    if any(n.buffer.uid in written for n in collect(st.cond, lambda n: isinstance(n, E.BufferLoad))):
+        return None
+    return st.cond, inner
 
 
 def _global_to_shared(st) -> bool:
