@@ -1,7 +1,7 @@
 // tl/gemm_sm80.h -- block-level GEMM on mma.sync + ldmatrix (sm_80+), and the shared-memory
 // swizzle every codegen'd access of a swizzled tile uses.
 //
-// C (M x N, f32) is held in registers in the m16n8 accumulator layout tiled over a
+// C (M x N, f32; s32 for int8 inputs) is held in registers in the m16n8 accumulator layout tiled over a
 // WARPS_M x WARPS_N warp grid (warp w -> wm = w % WARPS_M, wn = w / WARPS_M):
 //   slot (mi * NI + ni) * 4 + r  ->  row wm*WM + mi*16 + lane/4 + 8*(r/2),
 //                                    col wn*WN + ni*8 + (lane%4)*2 + r%2
@@ -53,9 +53,10 @@ TL_DEVICE int panel_offset(int k, int n) {
 template <int M, int N, int WARPS_M, int WARPS_N, bool TA, bool TB, int LDA, int LDB, bool SWA, bool SWB, class T,
           int PRA = 0, int PRB = 0>
 struct MmaWarpTile {
-  static_assert(sizeof(T) == 2 || sizeof(T) == 4,
-                "tl::gemm_ss: mma.sync path takes 16-bit inputs (half_t / bfloat16_t) or tf32 (float)");
-  static constexpr int KS = 32 / sizeof(T);  // K slice of one mma: 16 (16-bit), 8 (tf32)
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4,
+                "tl::gemm_ss: mma.sync path takes 8-bit (int8), 16-bit (half_t / bfloat16_t) or tf32 (float) inputs");
+  static_assert(sizeof(T) != 1 || (!TA && TB), "tl::gemm_ss: 8-bit operands must both be K-major (A M x K, B N x K)");
+  static constexpr int KS = 32 / sizeof(T);  // K slice of one mma: 32 (8-bit), 16 (16-bit), 8 (tf32)
   static constexpr int E8 = KS / 2;          // elements in 16 bytes
   static constexpr int WM = M / WARPS_M, WN = N / WARPS_N;
   static constexpr int MI = WM / 16, NI = WN / 8;
@@ -132,24 +133,26 @@ struct MmaWarpTile {
     }
   }
 
-  TL_DEVICE static void mma(const uint32_t* f, float* C) {
+  // Acc: float (16-bit and tf32 inputs), int32_t (int8: m16n8k32.s32.s8.s8)
+  template <class Acc>
+  TL_DEVICE static void mma(const uint32_t* f, Acc* C) {
     const uint32_t* fb = f + MI * 4;
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll
       for (int ni = 0; ni < NI; ++ni) {
-        float* c = C + (mi * NI + ni) * 4;
-        mma_sync<T, T, float, 16, 8, KS>(c, f + mi * 4, fb + ni * 2, c);
+        Acc* c = C + (mi * NI + ni) * 4;
+        mma_sync<T, T, Acc, 16, 8, KS>(c, f + mi * 4, fb + ni * 2, c);
       }
     }
   }
 };
 
 template <int M, int N, int K, int WARPS_M, int WARPS_N, bool TA, bool TB, int LDA, int LDB, bool SWA,
-          bool SWB, class T, int PRA = 0, int PRB = 0>
-TL_DEVICE void gemm_ss(const T* A, const T* B, float* C) {
+          bool SWB, class T, int PRA = 0, int PRB = 0, class Acc>
+TL_DEVICE void gemm_ss(const T* A, const T* B, Acc* C) {
   using W = MmaWarpTile<M, N, WARPS_M, WARPS_N, TA, TB, LDA, LDB, SWA, SWB, T, PRA, PRB>;
-  static_assert(K % W::KS == 0, "tl::gemm_ss: K must be a multiple of the mma's K (16; 8 for tf32)");
+  static_assert(K % W::KS == 0, "tl::gemm_ss: K must be a multiple of the mma's K (16; 8 for tf32, 32 for int8)");
 #pragma unroll
   for (int kk = 0; kk < K; kk += W::KS) {
     uint32_t f[W::kWords];
@@ -180,8 +183,8 @@ TL_DEVICE void gemm_ss_preload(const T* A, const T* B,
 }
 
 template <int M, int N, int K, int WARPS_M, int WARPS_N, bool TA, bool TB, int LDA, int LDB, bool SWA,
-          bool SWB, class T, int kWait>
-TL_DEVICE void gemm_ss_pipe(const T* A, const T* B, float* C, const T* A_next, const T* B_next,
+          bool SWB, class T, int kWait, class Acc>
+TL_DEVICE void gemm_ss_pipe(const T* A, const T* B, Acc* C, const T* A_next, const T* B_next,
                             GemmPipeState<M, N, K, WARPS_M, WARPS_N, TA, TB, LDA, LDB, SWA, SWB, T>& st) {
   using W = MmaWarpTile<M, N, WARPS_M, WARPS_N, TA, TB, LDA, LDB, SWA, SWB, T>;
   constexpr int KS = K / W::KS;

@@ -154,10 +154,13 @@ def mma_ok(op: O.Gemm, threads: int, half_acc: bool = False):
     """(warps_m, warps_n) when this gemm can run on mma.sync with C in registers, else None.
     half_acc: also accept fp16 x fp16 into a float16 C (the wgmma path has that form)."""
     a, b, c = op.A.buffer, op.B.buffer, op.C.buffer
-    if a.dtype != b.dtype or a.dtype.name not in ("float16", "bfloat16", "tfloat32"):
+    if a.dtype != b.dtype or a.dtype.name not in ("float16", "bfloat16", "tfloat32", "int8"):
         return None
     tf32 = a.dtype.name == "tfloat32"  # m16n8k8 on the fp32 bits (the mma reads their tf32 part)
-    if c.dtype.name != "float32" and not (half_acc and a.dtype.name == "float16" and c.dtype.name == "float16"):
+    if a.dtype.name == "int8":  # m16n8k32.s32.s8.s8: both operands K-major (ldmatrix moves 16-bit pairs)
+        if c.dtype.name != "int32" or op.transpose_A or not op.transpose_B or op.mnk[2] % 32:
+            return None
+    elif c.dtype.name != "float32" and not (half_acc and a.dtype.name == "float16" and c.dtype.name == "float16"):
         return None
     if a.scope not in ("shared.dyn", "shared", "fragment") or b.scope not in ("shared.dyn", "shared", "fragment"):
         return None

@@ -45,9 +45,12 @@ def lower_gemm(low, op: O.Gemm):
     if id(op) in low.plan.mma_gemms and isinstance(lay, MmaAccFragment):
         return mma_gemm(low, op, creg, lay)
     m, n, k = op.mnk
+    why = ""
+    if op.A.buffer.dtype.name == "int8" and (op.transpose_A or not op.transpose_B):
+        why = "; int8 mma.sync needs both operands K-major: transpose_A=False, transpose_B=True"
     low.warn(f"T.gemm {op.A.buffer.name} x {op.B.buffer.name} -> {op.C.buffer.name} runs on CUDA cores "
              f"(no tensor-core path for {op.A.buffer.dtype}/{op.C.buffer.dtype}, shape {m}x{n}x{k}, "
-             f"C {'in registers' if creg is not None else 'in shared memory'})")
+             f"C {'in registers' if creg is not None else 'in shared memory'}{why})")
     acc = op.C.buffer.dtype
     kk = E.Var("kk", dt.int32)
 
@@ -89,7 +92,7 @@ def mma_gemm(low, op: O.Gemm, creg: Buffer, lay: MmaAccFragment):
             ptrs.append(tile_pointer(r, True, "T.gemm operand", op.span)[0])
             lds.append(const_int(r.ranges[-1][1]))
     m, n, k = op.mnk
-    t = {"float16": "tl::half_t", "bfloat16": "tl::bfloat16_t", "tfloat32": "float"}[a.dtype.name]
+    t = {"float16": "tl::half_t", "bfloat16": "tl::bfloat16_t", "tfloat32": "float", "int8": "int8_t"}[a.dtype.name]
     pre = []
     if op.clear_accum:
         pre.append(lower_fill(low, O.Fill(op.C, E.const(0, op.C.buffer.dtype))))
