@@ -86,3 +86,12 @@ def test_int8_gemm_with_n_major_b_stays_on_cuda_cores_and_says_why():
 def test_int8_gemm_cuda_exact(M, N, K, bM, bN, bK, threads, a_frag, target):
     kern, _ = _compile(igemm(M, N, K, bM, bN, bK, threads, a_frag=a_frag), target)
     _run(kern, M, N, K, True, a_frag, "cuda")
+
+
+def test_int8_pipelined_gemm_with_one_k_slice_per_stage_compiles():
+    """Fuzz seed 793: a 32-deep int8 k-step is one m16n8k32 slice; the fused mainloop, which takes an even
+    number of slices per stage, must leave it alone (NVRTC's static_assert failed)."""
+    kern, _ = _compile(igemm(64, 128, 96, 16, 128, 32, 128, stages=2), "cuda -arch=sm_80")
+    assert "gemm_ss_pipe" not in kern.get_kernel_source()
+    kern_cpu, _ = _compile(igemm(64, 128, 96, 16, 128, 32, 128, stages=2), "cpu")
+    _run(kern_cpu, 64, 128, 96, True, False, "cpu")

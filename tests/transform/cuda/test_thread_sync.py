@@ -463,3 +463,53 @@ def test_thread_level_passes_over_disjoint_elements_get_one_barrier_and_run_righ
     b = torch.full((128, 128), float("nan"))
     host.HostProgram({"fill": kern}).run("fill", [a, b])
     torch.testing.assert_close(b.double(), (a.double() * 2 + 1).reshape(128, 128), rtol=1e-6, atol=1e-6)
+
+
+def test_passes_where_every_thread_writes_the_same_elements_keep_their_barrier():
+    big = Buffer("S", (32,), "float32", "shared.dyn")
+    i, v = E.Var("i", dt.int32), E.Var("v", dt.int32)
+    st = S.BufferStore(big, (i * 8 + v,), E.as_expr(1.0, dt.float32))  # no thread index: all threads collide
+    lp = S.For(i, E.as_expr(0), E.as_expr(4), "serial", S.For(v, E.as_expr(0), E.as_expr(8), "serial", st))
+    assert _barriers(insert_syncs(lp, (tid,), (128,))) > 0
+
+
+def test_vectorized_thread_level_stores_through_index_lets_are_vectors_with_one_barrier():
+    import importlib.util
+    import os
+    import warnings
+
+    import torch
+
+    import tilelang
+    import tilelang.language as T
+
+    @T.prim_func
+    def fill4(A: T.Tensor((4 * 1024,), "float32"), B: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=256) as _:
+            S_s = T.alloc_shared((64, 64), "float32")
+            loc = T.alloc_local((4,), "float32")
+            tx = T.get_thread_binding()
+            for i in T.serial(4):
+                for v in T.vectorized(4):
+                    loc[v] = A[i * 1024 + tx * 4 + v] * 2.0
+                for v in T.vectorized(4):
+                    index = i * 1024 + tx * 4 + v
+                    S_s[index // 64, index % 64] = loc[v] + 1.0
+            T.copy(S_s, B)
+
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        kern = tilelang.compile(fill4, target="cuda -arch=sm_90a")
+    src = kern.get_kernel_source()
+    assert "tl::store_vec<4>(&S_s[" in src and "tl::load_vec<4>(" in src, src
+    assert not any("T.vectorized" in str(w.message) for w in got)
+    assert src.split("for (int i = 0;")[1].count("__syncthreads") == 1, src
+    spec = importlib.util.spec_from_file_location("host_cuda", os.path.join(os.path.dirname(__file__), "host_cuda.py"))
+    host = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(host)
+    if not host.available():
+        pytest.skip("g++ not installed")
+    a = torch.randn(4 * 1024)
+    b = torch.full((64, 64), float("nan"))
+    host.HostProgram({"fill4": kern}).run("fill4", [a, b])
+    torch.testing.assert_close(b.double(), (a.double() * 2 + 1).reshape(64, 64), rtol=1e-6, atol=1e-6)

@@ -15,13 +15,14 @@ threads that skip it would never arrive; one goes before it instead.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
 from ...arith.simplify import const_int, linear_form, simplify
-from ...ir.visitor import Mutator, collect, substitute
+from ...ir.visitor import Mutator, Visitor, collect, substitute
 from .divergence import Divergence, divergence
 from .lower_tile_ops import Raw, sync
 
@@ -33,9 +34,31 @@ def _storage(b: Buffer) -> int:
     return getattr(b, "view_base", b).uid
 
 
+class _Nodes(Visitor):
+    """The loads, stores, calls and Raw statements of a statement. Inside a Raw, a load of a buffer
+    the Raw declares it writes is its destination address (`tl::store_vec<8>(&X[i], regs)`), not a read."""
+
+    def __init__(self):
+        self.found = []
+
+    def visit_Raw(self, n):
+        self.found.append(n)
+        dst = {_storage(b) for b in n.writes}
+        inner = _Nodes()
+        inner.visit(n.args)
+        self.found += [x for x in inner.found if not (isinstance(x, E.BufferLoad) and _storage(x.buffer) in dst)]
+
+    def generic(self, node):
+        if isinstance(node, (E.BufferLoad, S.BufferStore, E.Call)):
+            self.found.append(node)
+        super().generic(node)
+
+
 def accesses(st) -> tuple[set, set]:
     reads, writes = set(), set()
-    for n in collect(st, lambda x: isinstance(x, (E.BufferLoad, S.BufferStore, Raw, E.Call))):
+    walk = _Nodes()
+    walk.visit(st)
+    for n in walk.found:
         if isinstance(n, Raw):
             reads |= {_storage(b) for b in n.reads if b.scope in _SHARED}
             writes |= {_storage(b) for b in n.writes if b.scope in _SHARED}
@@ -259,6 +282,9 @@ def insert_syncs(body: S.Stmt, thread_vars=(), thread_extents=()) -> S.Stmt:
     return S.seq(*out)
 
 
+_VEC_STORE = re.compile(r"^tl::store_vec<(\d+)>\(\{0\}, \{1\}\);$")
+
+
 def _flat_index(st: S.BufferStore):
     """The row-major element offset of a store, with `(e // W, e % W)` index pairs (W the last
     extent) read back as e."""
@@ -275,10 +301,10 @@ def _flat_index(st: S.BufferStore):
 
 
 def disjoint_writes(loop: S.For, uids: set, thread_ranges: dict, outer=()) -> bool:
-    """Each shared buffer in `uids` has one store in the loop body, at an element offset that is an
-    injective function of the thread index, the variables of the loop, of the loops around it
-    (`outer`) and of the constant loops inside it (`i*2048 + tx*8 + v` over tx < 256, i < 8,
-    v < 8): no two threads or passes write one element."""
+    """Each shared buffer in `uids` has one store (or vector store) in the loop body, at an element
+    offset that is an injective function of the thread index and of the variables it uses among
+    the loop's, the loops' around it (`outer`) and the constant loops' inside it (`i*2048 + tx*8 + v`
+    over tx < 256, i < 8, v < 8): two threads never write one element, whatever passes they are in."""
     lets = {st.var: st.value for st in collect(loop.body, lambda n: isinstance(n, S.LetStmt))}
     ranges = dict(thread_ranges)
     for f in [*outer, loop] + collect(loop.body, lambda n: isinstance(n, S.For)):
@@ -292,9 +318,16 @@ def disjoint_writes(loop: S.For, uids: set, thread_ranges: dict, outer=()) -> bo
         stores = collect(loop.body, lambda n: isinstance(n, S.BufferStore) and _storage(n.buffer) == uid)
         others = [n for n in collect(loop.body, lambda n: isinstance(n, (Raw, E.Call)))
                   if uid in accesses(S.Evaluate(n) if isinstance(n, E.Call) else n)[1]]
-        if len(stores) != 1 or others:
+        vec = [n for n in others if isinstance(n, Raw) and _VEC_STORE.match(n.fmt)]
+        if len(stores) + len(vec) != 1 or len(others) != len(vec):
             return False
-        flat = _flat_index(stores[0])
+        if vec:  # tl::store_vec<n>(&X[idx], regs): elements idx .. idx + n - 1
+            lane = E.Var("tl_lane", E.as_expr(0).dtype)
+            ranges[lane] = (0, int(_VEC_STORE.match(vec[0].fmt).group(1)))
+            dst = vec[0].args[0].args[0]
+            flat = simplify(_flat_index(S.BufferStore(dst.buffer, dst.indices, E.as_expr(0))) + lane)
+        else:
+            flat = _flat_index(stores[0])
         for _ in range(8):  # the lets inside the body, innermost names first
             nxt = simplify(substitute(flat, lets))
             if nxt == flat:
@@ -302,6 +335,10 @@ def disjoint_writes(loop: S.For, uids: set, thread_ranges: dict, outer=()) -> bo
             flat = nxt
         form = linear_form(flat)
         if form is None or not _mixed_radix(form[0], ranges):
+            return False
+        # equal offsets must mean one thread: a term that alone tells the block's threads apart
+        block = max(thread_ranges.values(), default=0)
+        if not any(t in thread_ranges and thread_ranges[t] == block and c for t, c in form[0].items()):
             return False
     return True
 

@@ -73,6 +73,13 @@ def _aligned_rest(terms: dict, const: int, skip, vec: int) -> bool:
     return const % vec == 0 and all(c % vec == 0 for t, c in terms.items() if t is not skip and t != skip)
 
 
+def _row_col_pair(row, col, buf: Buffer) -> bool:
+    """row, col = e // W, e % W with W the buffer's row length: one flat element offset e."""
+    return isinstance(row, E.Binary) and isinstance(col, E.Binary) and row.op == "//" and col.op == "%" \
+        and row.a == col.a and const_int(row.b) is not None and const_int(row.b) == const_int(col.b) \
+        == const_int(buf.shape[-1])
+
+
 class _Planner:
     """Walks the body once: records vector accesses and rewrites them onto register copies."""
 
@@ -181,6 +188,8 @@ class _Planner:
         if buf.strides is not None:
             return "has explicit strides"
         *outer, last = indices
+        if outer and _row_col_pair(outer[-1], last, buf):  # [e // W, e % W], W the row length: flat e
+            outer, last = outer[:-1], last.a
         if any(self.lane & _vars(x) for x in outer):
             return "changes row within a vector (only the last index may follow the loop's last variable)"
         if collect(last, lambda n: isinstance(n, E.BufferLoad)):
@@ -226,12 +235,27 @@ def plan_vectors(body, j: E.Var, lane_vars, vec: int) -> VecPlan:
     """Plan `vec`-lane vectors for a per-element body; `lane_vars` also vary per lane (slot var)."""
     p = _Planner(j, lane_vars, vec)
     try:
-        new = p.stmt(body, ())
+        new = p.stmt(_inline_lets(body), ())
     except NotVector as e:
         return VecPlan(vec, why=e.why)
     if not p.accesses:
         return VecPlan(vec)
     return VecPlan(vec, p.accesses, new, lane=p.u)
+
+
+def _inline_lets(body):
+    """A body whose `let`s compute index arithmetic (no loads, no calls: `index = i*1024 + tx*4 + v`) with
+    each name replaced by its value, so the planner sees the accesses' real indices."""
+    if not isinstance(body, S.SeqStmt):
+        return body
+    out, names = [], {}
+    for st in body.stmts:
+        st = substitute(st, names) if names else st
+        if isinstance(st, S.LetStmt) and not collect(st.value, lambda n: isinstance(n, (E.BufferLoad, E.Call))):
+            names[st.var] = st.value
+            continue
+        out.append(st)
+    return S.SeqStmt(tuple(out), span=body.span)
 
 
 def vector_widths(body, j: E.Var) -> list:
