@@ -335,7 +335,7 @@ class CCodegen:
         if is_subbyte(s.buffer.dtype):
             self.emit(self.store_nibble(s.buffer, s.indices, self.expr(s.value)))
             return
-        val = self.expr.store_value(s.buffer.dtype, self.expr(s.value))
+        val = self.expr.store_expr(s.buffer.dtype, s.value)
         self.emit(f"{self.index(s.buffer, s.indices)} = {val};")
 
     def imported_sources(self, body):

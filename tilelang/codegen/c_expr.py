@@ -27,6 +27,15 @@ EMULATED = {"bfloat16": "bf16", "float8_e4m3fn": "fp8e4m3", "float8_e5m2": "fp8e
 STORAGE_ONLY = frozenset({"tfloat32"})
 
 
+_TF32_EXACT = frozenset({"bfloat16", "float16", "float8_e4m3fn", "float8_e5m2", "bool", "int8", "uint8"})
+
+
+def tf32_exact(e) -> bool:
+    """e is a cast to tfloat32 of a type whose every value tf32 holds exactly (10-bit mantissa and
+    float32's exponent range: bf16, fp16, fp8, 8-bit integers)."""
+    return isinstance(e, E.Cast) and e.dtype.name == "tfloat32" and e.value.dtype.name in _TF32_EXACT
+
+
 def is_subbyte(d: dt.DType) -> bool:
     """Packed below one byte per element (float4_e2m1fn): no C lvalue per element."""
     return d.bits < 8 and d.lanes == 1
@@ -155,6 +164,8 @@ class CExpr:
         v = self(e.value)
         if d.is_bool:
             return f"({v} != 0)"
+        if tf32_exact(e):  # every bf16 / fp16 / fp8 value is a tf32 value: nothing to round
+            return f"((float)({v}))"
         if d.name in EMULATED:
             return self.round_to(d, f"(float)({v})")
         if src.name in EMULATED and d.is_int:
@@ -222,6 +233,10 @@ class CExpr:
         ref = self.index_fn(e.buffer, e.indices)
         k = EMULATED.get(e.buffer.dtype.name)
         return f"tl_{k}_to_f32({ref})" if k else ref
+
+    def store_expr(self, d: dt.DType, e) -> str:
+        """The C value stored for expression e into a `d` element (rounded to d where it may not be a d value)."""
+        return self(e) if tf32_exact(e) and d.name == "tfloat32" else self.store_value(d, self(e))
 
     def store_value(self, d: dt.DType, text: str) -> str:
         k = EMULATED.get(d.name)

@@ -218,7 +218,7 @@ class CudaCodegen(CCodegen):
             return super().s_BufferStore(s)
         assert len(s.indices) == 1, f"packed fragment {s.buffer.name} indexed in {len(s.indices)} dims"
         i = self.expr(s.indices[0])
-        val = self.expr.store_value(s.buffer.dtype, self.expr(s.value))
+        val = self.expr.store_expr(s.buffer.dtype, s.value)
         self.emit(f"tl::set_half<{storage_type(s.buffer.dtype)}>({s.buffer.name}[({i}) >> 1], ({i}) & 1, {val});")
 
     def s_LetStmt(self, s: S.LetStmt):

@@ -113,3 +113,37 @@ def test_cuda_source_rounds_with_cvt_rna(arch):
     header = (Path(tilelang.__file__).parent / "include" / "tl" / "c_compat.h").read_text()
     assert "cvt.rna.tf32.f32" in header
     tilelang.compile(tf32_gemm(64, 32, 48), target=f"cuda -arch={arch}")
+
+
+def test_casts_from_types_tf32_holds_exactly_are_not_rounded():
+    """bf16 / fp16 / fp8 / int8 values are tf32 values: their casts print no rounding (mhc_pre's
+    bf16 -> tf32 staging rounded three times per element), and results stay bit-exact."""
+    import tilelang
+    import tilelang.language as T
+
+    @T.prim_func
+    def k(A: T.Tensor((64,), "bfloat16"), B: T.Tensor((64,), "float16"), C: T.Tensor((64,), "float32"),
+          O: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=1) as _:
+            t = T.alloc_local((64,), "tfloat32")
+            u = T.alloc_local((64,), "tfloat32")
+            for i in T.serial(64):
+                t[i] = T.cast(A[i], "tfloat32")
+                u[i] = T.cast(C[i], "tfloat32") + T.cast(B[i], "tfloat32")
+                O[i] = t[i] * 2.0 + u[i]
+
+    kern = tilelang.compile(k, target="cpu")
+    src = kern.get_kernel_source()
+    assert "tl_f32_to_tf32((float)(tl_bf16_to_f32" not in src, src
+    a = torch.randn(64).bfloat16()
+    b = torch.randn(64).half()
+    c = torch.randn(64)
+    o = torch.full((64,), float("nan"))
+    kern(a, b, c, o)
+
+    def tf32(x):  # round to nearest, ties away (cvt.rna): keep 10 mantissa bits
+        bits = x.float().view(torch.int32)
+        return ((bits + 0x1000) & ~0x1FFF).view(torch.float32)
+
+    want = tf32(a.float()) * 2.0 + tf32(tf32(c) + b.float())
+    torch.testing.assert_close(o, want, rtol=0, atol=0)
