@@ -17,12 +17,14 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from ..ir import expr as E
+from ..ir.visitor import collect
 from .simplify import const_int, linear_form, simplify
 
 
 class Ranges:
     def __init__(self):
         self.of: dict = {}  # Var -> (lo, hi), inclusive ints
+        self.values: dict = {}  # Var -> its LetStmt value, where that is load-free index arithmetic
 
     # ------------------------------------------------------------ recording
     def kernel(self, k) -> None:
@@ -37,6 +39,10 @@ class Ranges:
         NOTE: a later LetStmt may rebind a block variable (persistent kernels recompute bx, by
         per tile); the grid range is then replaced by what the new value proves, never kept."""
         self._set(var, self.bounds(value))
+        if var.dtype.is_int and not collect(value, lambda n: isinstance(n, (E.BufferLoad, E.Call))):
+            self.values[var] = value
+        else:
+            self.values.pop(var, None)
 
     @contextmanager
     def loop(self, s):
@@ -163,11 +169,11 @@ class TrackRanges:
     def visit_SeqStmt(self, s):
         # NOTE: a LetStmt scopes over the rest of its sequence only: its range must not leak out
         # (a persistent kernel's rebound bx is not the bx of the code after its tile loop).
-        saved = dict(self.ranges.of)
+        saved, values = dict(self.ranges.of), dict(self.ranges.values)
         try:
             return self.generic(s)
         finally:
-            self.ranges.of = saved
+            self.ranges.of, self.ranges.values = saved, values
 
     def visit_LetStmt(self, s):
         self.ranges.let(s.var, s.value)

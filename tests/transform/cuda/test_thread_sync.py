@@ -513,3 +513,45 @@ def test_vectorized_thread_level_stores_through_index_lets_are_vectors_with_one_
     b = torch.full((64, 64), float("nan"))
     host.HostProgram({"fill4": kern}).run("fill4", [a, b])
     torch.testing.assert_close(b.double(), (a.double() * 2 + 1).reshape(64, 64), rtol=1e-6, atol=1e-6)
+
+
+def test_ws_consumers_thread_level_passes_over_disjoint_elements_have_no_barrier_inside():
+    """The hopper mxfp4 dequant shape: warp-specialized consumers (threads below 256 of 384) store a
+    shared B tile per pass of a thread-level loop, through an index let bound outside the vector loop."""
+    import warnings
+
+    import tilelang
+    import tilelang.language as T
+
+    @T.prim_func
+    def deq(A: T.Tensor((256, 512), "bfloat16"), B: T.Tensor((128, 512), "bfloat16"), C: T.Tensor((256, 128), "float32")):
+        with T.Kernel(1, 1, threads=256) as (bx, by):
+            A_s = T.alloc_shared((256, 128), "bfloat16")
+            B_s = T.alloc_shared((128, 128), "bfloat16")
+            D_s = T.alloc_shared((128, 128), "bfloat16")
+            acc = T.alloc_fragment((256, 128), "float32")
+            loc = T.alloc_local((8,), "bfloat16")
+            tx = T.get_thread_binding()
+            T.clear(acc)
+            for k in T.Pipelined(4, num_stages=2):
+                T.copy(A[0, k * 128], A_s)
+                T.copy(B[0, k * 128], B_s)
+                for i in T.serial(8):
+                    base = i * 2048 + tx * 8
+                    for v in T.vectorized(8):
+                        loc[v] = B_s[(base + v) // 128, (base + v) % 128]
+                    for v in T.vectorized(8):
+                        D_s[(base + v) // 128, (base + v) % 128] = loc[v] * 2.0
+                T.gemm(A_s, D_s, acc, transpose_B=True)
+            T.copy(acc, C)
+
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        src = tilelang.compile(deq, target="cuda -arch=sm_90a").get_kernel_source()
+    assert "tma_load" in src and "setmaxnreg" in src, src  # warp-specialized
+    assert not any("T.vectorized" in str(w.message) for w in got), [str(w.message) for w in got]
+    import re
+
+    loop = re.split(r"for \(int i\w* = 0; i\w* < 8; \+\+i\w*\) \{", src)[1].split("tl::gemm_ss_sm90")[0]
+    assert "load_vec<8>" in loop and "store_vec<8>" in loop, loop
+    assert loop.count("barrier_sync") + loop.count("__syncthreads") == 1, loop  # after the loop only

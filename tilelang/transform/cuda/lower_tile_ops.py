@@ -282,7 +282,7 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
         n = const_int(loop.extent)
         if n is None or n < 2:
             return loop
-        plan = plan_vectors(loop.body, loop.var, (), n)
+        plan = plan_vectors(loop.body, loop.var, (), n, self.ranges.values)
         if plan.ok:
             self.vectorized += 1
             return serial_vector_loop(plan, loop, Raw)

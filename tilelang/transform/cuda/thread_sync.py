@@ -193,7 +193,12 @@ class _Sync:
         out = []
         for st in stmts:
             if type(st).__name__ == "WSSplit":  # warp-specialized: consumers sync among themselves
-                cons, _ = self.block(st.consumer, (set(), set()))
+                outer = self.thread_ranges  # the consumer branch runs on threads below st.consumers
+                self.thread_ranges = {v: min(n, st.consumers) for v, n in outer.items()}
+                try:
+                    cons, _ = self.block(st.consumer, (set(), set()))
+                finally:
+                    self.thread_ranges = outer
                 out.append(replace(st, consumer=cons))
                 pending = (set(), set())
                 continue
@@ -308,12 +313,9 @@ def disjoint_writes(loop: S.For, uids: set, thread_ranges: dict, outer=()) -> bo
     lets = {st.var: st.value for st in collect(loop.body, lambda n: isinstance(n, S.LetStmt))}
     ranges = dict(thread_ranges)
     for f in [*outer, loop] + collect(loop.body, lambda n: isinstance(n, S.For)):
-        if not isinstance(f, S.For):
-            return False
-        lo, ext = const_int(f.start), const_int(f.extent)
-        if lo is None or ext is None:
-            return False
-        ranges[f.var] = (lo, ext)
+        lo, ext = (const_int(f.start), const_int(f.extent)) if isinstance(f, S.For) else (None, None)
+        if lo is not None and ext is not None:  # a variable of another loop may not appear in an offset
+            ranges[f.var] = (lo, ext)
     for uid in uids:
         stores = collect(loop.body, lambda n: isinstance(n, S.BufferStore) and _storage(n.buffer) == uid)
         others = [n for n in collect(loop.body, lambda n: isinstance(n, (Raw, E.Call)))

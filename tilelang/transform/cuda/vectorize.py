@@ -231,11 +231,12 @@ class _Planner:
         return not any(self.lane & _vars(t) for t in others) and _aligned_rest(terms, const, self.j, self.vec)
 
 
-def plan_vectors(body, j: E.Var, lane_vars, vec: int) -> VecPlan:
-    """Plan `vec`-lane vectors for a per-element body; `lane_vars` also vary per lane (slot var)."""
+def plan_vectors(body, j: E.Var, lane_vars, vec: int, lets: dict | None = None) -> VecPlan:
+    """Plan `vec`-lane vectors for a per-element body; `lane_vars` also vary per lane (slot var).
+    lets: index arithmetic bound outside the body (`index_base = i * 1024 + tx * 4`), read through."""
     p = _Planner(j, lane_vars, vec)
     try:
-        new = p.stmt(_inline_lets(body), ())
+        new = p.stmt(_inline_lets(body, lets or {}), ())
     except NotVector as e:
         return VecPlan(vec, why=e.why)
     if not p.accesses:
@@ -243,12 +244,20 @@ def plan_vectors(body, j: E.Var, lane_vars, vec: int) -> VecPlan:
     return VecPlan(vec, p.accesses, new, lane=p.u)
 
 
-def _inline_lets(body):
+def _inline_lets(body, outer: dict):
     """A body whose `let`s compute index arithmetic (no loads, no calls: `index = i*1024 + tx*4 + v`) with
-    each name replaced by its value, so the planner sees the accesses' real indices."""
+    each name replaced by its value (and the names in `outer`, bound around it), so the planner sees
+    the accesses' real indices."""
+    used = set(collect(body, lambda n: isinstance(n, E.Var)))
+    names = {v: x for v, x in outer.items() if v in used}
+    for _ in range(4):  # outer lets may name earlier ones
+        nxt = {v: substitute(x, names) for v, x in names.items()}
+        if nxt == names:
+            break
+        names = nxt
     if not isinstance(body, S.SeqStmt):
-        return body
-    out, names = [], {}
+        return substitute(body, names) if names else body
+    out = []
     for st in body.stmts:
         st = substitute(st, names) if names else st
         if isinstance(st, S.LetStmt) and not collect(st.value, lambda n: isinstance(n, (E.BufferLoad, E.Call))):
