@@ -23,6 +23,8 @@ from ..ir.buffer import Buffer
 from ..ir.visitor import collect, substitute
 from ..op import tile_ops as O
 from ..op.thread_ops import DeclBuffer, ImportSource
+
+IMPORTED = ("/* T.import_source: begin */", "/* T.import_source: end */")
 from ..transform.split_kernels import workspaces
 from .c_expr import CExpr, is_subbyte, storage_type
 
@@ -341,7 +343,9 @@ class CCodegen:
     def imported_sources(self, body):
         """T.import_source texts, once each, in order, at file scope."""
         for src in dict.fromkeys(n.source for n in collect(body, lambda n: isinstance(n, ImportSource))):
+            self.lines.append(IMPORTED[0])  # the CPU compiler's errors inside these lines are the user's code
             self.lines.extend(src.splitlines())
+            self.lines.append(IMPORTED[1])
         self.emit("")
 
     def s_ImportSource(self, s):

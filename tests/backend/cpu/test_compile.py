@@ -233,3 +233,23 @@ def test_atomics_under_openmp_contention(helpers):
     assert mx[0] == v.max() and mn[0] == v.min()
     ks = np.arange(n, dtype=np.int64) * 7919 % 100003
     assert imx[0] == ks.max() and imn[0] == -ks.max()
+
+
+def test_cuda_only_import_source_on_cpu_names_the_users_code():
+    """A T.import_source text the C compiler rejects (CUDA C++ here) is reported as the kernel's imported
+    code, not as a TileLang bug."""
+    import tilelang
+    import tilelang.language as T
+    from tilelang.errors import CompileError
+
+    cuda_src = "template <typename T> __device__ T twice(T x) { return x + x; }\n"
+
+    @T.prim_func
+    def k(A: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=1) as _:
+            T.import_source(cuda_src)
+            A[0] = A[0] + 1.0
+
+    with pytest.raises(CompileError) as e:
+        tilelang.compile(k, target="cpu")
+    assert "T.import_source code" in str(e.value) and "TileLang bug" not in str(e.value)

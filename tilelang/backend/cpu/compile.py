@@ -264,16 +264,38 @@ def _compile_error(cmd: Sequence[str], rc: int, stderr: str, source: str) -> Com
         if spot not in spots:
             spots.append(spot)
     excerpt = "\n".join(_excerpt(source, line, col) for line, col in spots[:5])
-    msg = (
-        f"the C compiler failed (exit {rc}) on generated CPU code; this is a TileLang bug, "
-        f"please report it with the text below.\ncommand: {shlex.join(cmd)}\n"
-        f"--- compiler output ---\n{diag}"
-    )
+    if spots and all(_in_imported(source, line) for line, _ in spots):
+        msg = (
+            f"the C compiler failed (exit {rc}) on the kernel's T.import_source code, which target cpu compiles as C: "
+            f"CUDA-only code (templates, __device__ functions, inline PTX) needs target cuda.\n"
+            f"command: {shlex.join(cmd)}\n--- compiler output ---\n{diag}"
+        )
+    else:
+        msg = (
+            f"the C compiler failed (exit {rc}) on generated CPU code; this is a TileLang bug, "
+            f"please report it with the text below.\ncommand: {shlex.join(cmd)}\n"
+            f"--- compiler output ---\n{diag}"
+        )
     if excerpt:
         msg += f"\n--- source at the error ---\n{excerpt}"
     err = CompileError(msg)
     err.stderr, err.source = stderr, source
     return err
+
+
+def _in_imported(source: str, line: int) -> bool:
+    """Line `line` (1-based) of the C source lies inside a T.import_source text."""
+    from ...codegen.c import IMPORTED
+
+    inside = False
+    for n, text in enumerate(source.splitlines(), 1):
+        if text == IMPORTED[0]:
+            inside = True
+        elif text == IMPORTED[1]:
+            inside = False
+        if n == line:
+            return inside
+    return False
 
 
 def _excerpt(source: str, line: int, col: int, context: int = 2) -> str:
