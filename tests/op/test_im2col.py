@@ -86,6 +86,7 @@ def test_im2col_without_whole_vectors_warns_and_loops():
 
 
 @cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
 @pytest.mark.parametrize("case", CASES)
 def test_im2col_conv_cuda_matches_float64(case):
     N, H, W, C, F, K, S, D, P, bM, bN, bK = case

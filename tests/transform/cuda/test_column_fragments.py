@@ -80,6 +80,7 @@ def test_column_reads_without_stable_columns_go_to_shared():
 
 
 @pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
 @pytest.mark.parametrize("hb, threads, dtype", [(512, 128, "float32"), (256, 32, "bfloat16"), (64, 128, "float32")])
 def test_column_reads_cuda_match_float64(hb, threads, dtype):
     n, hc = 5, 4

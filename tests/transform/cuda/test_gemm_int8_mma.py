@@ -81,6 +81,7 @@ def test_int8_gemm_with_n_major_b_stays_on_cuda_cores_and_says_why():
 
 
 @pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
 @pytest.mark.parametrize("M, N, K, bM, bN, bK, threads, a_frag", CASES)
 @pytest.mark.parametrize("no_wgmma", [False, True])
 def test_int8_gemm_cuda_exact(M, N, K, bM, bN, bK, threads, a_frag, no_wgmma):
