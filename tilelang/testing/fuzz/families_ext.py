@@ -6,7 +6,8 @@ multi  two or three `with T.Kernel` blocks in one prim_func, talking through T.a
        combined by a second kernel; rows scaled into a workspace that a second kernel
        (another block shape and thread count) reads transposed; both chained (three kernels).
 pipe   a gemm k-loop under T.Pipelined(num_stages 1-4) meant for one sm_90a lowering (sometimes
-       with a second tile copied after the first gemm, for a second gemm), which
+       with a second tile copied after the first gemm, for a second gemm; on the cp.async path
+       sometimes the whole step under `if Mask[by, k] > 0`, as block-sparse GEMMs do), which
        the program records (`Program.path`) and the compile check asserts from the source:
        "ws" (a wgmma gemm on TMA-able tiles, 128k threads: the warp-specialized producer)
        or "cp_async" (the same kind of gemm with tl.disable_warp_specialized, or a block of
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from .families import gemm_shape
 from .gen_base import FLOATS, Gen, as_dtype, expr, ragged, tile_ref, warp_split_ok
-from .spec import Copy, Ew, Fill, Gemm, Kernel, Lin, Pipelined, Reduce, Ref, Swizzle, Tensor
+from .spec import Copy, Ew, Fill, Gemm, If, Kernel, Lin, Pipelined, Reduce, Ref, Swizzle, Tensor
 
 __all__ = ["gen_multi", "gen_pipe", "gen_trans"]
 
@@ -195,6 +196,9 @@ def gen_pipe(g: Gen):
         D = g.tensor("D", (Nd, Kd) if tb else (Kd, Nd), dt)
         Ds = g.alloc("shared", (BN, BK) if tb else (BK, BN), dt, base="D_s")
         loop = loop + (Copy(Ref(D, "corner", b_at), Ref(Ds)), Gemm(As, Ds, C, False, tb, policy))
+    elif path == "cp_async" and g.coin(0.3):  # block-sparse: the whole step under `if Mask[by, k] > 0`
+        Mask = g.tensor("Mask", (-(-M // BM), -(-K // BK)), "float32")
+        loop = (If(("cmp", ">", ("ld", Mask, (Lin.of(("by", 1)), Lin.of(("k", 1)))), ("c", 0.0)), loop),)
     swz = [Swizzle(t) for t in (As, Bs) if g.coin(0.25)]  # a swizzle the stages must keep
     body = [*swz, Fill(C, 0.0), Pipelined("k", (Kd, BK), g.r.randint(1, 4), loop)]
     if g.coin(0.4):
