@@ -271,7 +271,8 @@ def test_loop_without_stageable_copies_warns_and_runs_unpipelined(helpers):
     msgs = []
     piped, views = pipeline_kernel(k, msgs.append)
     assert piped is k and not views
-    assert len(msgs) == 1 and "does not start with global -> shared T.copy" in msgs[0]
+    assert len(msgs) == 2 and "does not start with global -> shared T.copy" in msgs[1], msgs
+    assert "T.copy A -> A_s stays a synchronous copy: the body uses A_s before it" in msgs[0], msgs
 
 
 # ----------------------------------------------------------------------------- the fused mma mainloop
@@ -495,7 +496,9 @@ def test_copy_after_compute_joins_the_stage_group(stages, helpers):
 
 def test_copy_whose_tile_is_read_first_stays_in_place(helpers):
     k = helpers.tile_kernel(later_copy(3, read_first=True), "sm_80")
-    piped, _ = pipeline_kernel(k, [].append)
+    msgs = []
+    piped, _ = pipeline_kernel(k, msgs.append)
+    assert msgs == ["T.Pipelined(num_stages=3): T.copy D -> D_s stays a synchronous copy: the body uses D_s before it"]
     sync = [c for c in collect(piped.body, lambda x: isinstance(x, O.Copy)) if c.dst.buffer.name == "D_s"]
     assert len(sync) == 1 and not sync[0].async_group  # it still overwrites the tile the first gemm read
 

@@ -66,7 +66,7 @@ class _Pipeline(Mutator):
         while stmts and _global_to_shared(stmts[0]):
             producers.append(stmts.pop(0))
         if all(copy_vector_width(p)[0] > 1 for p in producers if isinstance(p, O.Copy)):
-            later = _later_producers(stmts, producers, stages, self.smem_bytes)
+            later = _later_producers(stmts, producers, stages, self.smem_bytes, self.warn)
             producers += later
             stmts = [st for st in stmts if not any(st is p for p in later)]
             self.smem_bytes += (stages - 1) * sum(p.dst.buffer.numel() * p.dst.buffer.dtype.bytes for p in later)
@@ -185,12 +185,19 @@ def _global_to_shared(st) -> bool:
 _LATER_SMEM = 99 * 1024  # later copies get stages while the kernel's declared shared memory stays under this
 
 
-def _later_producers(stmts: list, producers: list, stages: int, smem: int) -> list:
+def _later_producers(stmts: list, producers: list, stages: int, smem: int, warn=None) -> list:
     """Global -> shared copies further down the body that can join the stage group (issued
     `stages - 1` iterations ahead): nothing in the body before them uses their tile, nothing else
     writes it, and their source reads nothing the body computes or writes (flash attention's
-    backward: dO, lse and Delta after the first gemm). A later copy that could not use cp.async
-    vectors stays where it is."""
+    backward: dO, lse and Delta after the first gemm). A later copy that cannot join stays where it
+    is, synchronous, and `warn` says why."""
+
+    def keep(st, why):
+        if warn is not None:
+            name = f"T.copy {st.src.buffer.name} -> {st.dst.buffer.name}" if isinstance(st, O.Copy) else \
+                f"T.im2col into {st.dst.buffer.name}"
+            warn(f"T.Pipelined(num_stages={stages}): {name} stays a synchronous copy: {why}")
+
     body = S.seq(*stmts)
     bound = {st.var for st in collect(body, lambda n: isinstance(n, (S.LetStmt, S.For)))}
     written = {n.buffer.uid for n in collect(body, lambda n: isinstance(n, S.BufferStore))}
@@ -203,20 +210,25 @@ def _later_producers(stmts: list, producers: list, stages: int, smem: int) -> li
             continue
         x = st.dst.buffer
         if isinstance(st, O.Copy) and copy_vector_width(st)[0] == 1:
+            keep(st, f"it cannot use 4-, 8- or 16-byte cp.async ({copy_vector_width(st)[1]})")
             continue
         if any(b.uid == x.uid for b in buffers_used(S.seq(*stmts[:i]))):
+            keep(st, f"the body uses {x.name} before it")
             continue
         others = [n for n in collect(body, lambda n: isinstance(n, O.TileOp) and hasattr(n, "dst")
                                      and getattr(getattr(n, "dst", None), "buffer", None) is x) if n is not st]
         if others or x.uid in {n.buffer.uid for n in collect(body, lambda n: isinstance(n, S.BufferStore))}:
+            keep(st, f"the body also writes {x.name}")
             continue
         where = st.src if isinstance(st, O.Copy) else st  # an Im2Col's block coordinates too
         src_vars = set(collect(where, lambda n: isinstance(n, E.Var)))
         src_reads = {n.buffer.uid for n in collect(where, lambda n: isinstance(n, E.BufferLoad))}
         if src_vars & bound or src_reads & written or st.src.buffer.uid in written:
+            keep(st, "its source reads values the body computes or writes")
             continue
         size = x.numel() * x.dtype.bytes
         if smem + (stages - 1) * size > _LATER_SMEM:
+            keep(st, f"its {stages} stages would take the kernel's shared memory past {_LATER_SMEM // 1024} KB")
             continue
         smem += (stages - 1) * size
         taken.add(x.uid)
