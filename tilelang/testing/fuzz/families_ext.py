@@ -7,7 +7,8 @@ multi  two or three `with T.Kernel` blocks in one prim_func, talking through T.a
        (another block shape and thread count) reads transposed; both chained (three kernels).
 pipe   a gemm k-loop under T.Pipelined(num_stages 1-4) meant for one sm_90a lowering (sometimes
        with a second tile copied after the first gemm, for a second gemm; on the cp.async path
-       sometimes the whole step under `if Mask[by, k] > 0`, as block-sparse GEMMs do), which
+       sometimes the whole step under `if Mask[by, k] > 0`, as block-sparse GEMMs do, or A staged
+       by an element loop), which
        the program records (`Program.path`) and the compile check asserts from the source:
        "ws" (a wgmma gemm on TMA-able tiles, 128k threads: the warp-specialized producer)
        or "cp_async" (the same kind of gemm with tl.disable_warp_specialized, or a block of
@@ -196,6 +197,10 @@ def gen_pipe(g: Gen):
         D = g.tensor("D", (Nd, Kd) if tb else (Kd, Nd), dt)
         Ds = g.alloc("shared", (BN, BK) if tb else (BK, BN), dt, base="D_s")
         loop = loop + (Copy(Ref(D, "corner", b_at), Ref(Ds)), Gemm(As, Ds, C, False, tb, policy))
+    elif path == "cp_async" and M % BM == 0 and K % BK == 0 and g.coin(0.6):
+        # A staged by an element loop (`A_s[i, j] = A[by*BM + i, k*BK + j]`, gemm_intrinsics): made a T.copy
+        load = ("ld", A, (Lin.of(("by", BM), ("i", 1)), Lin.of(("k", BK), ("j", 1))))
+        loop = (Ew(As, (_I, _J), load, (BM, BK)),) + loop[1:]
     elif path == "cp_async" and g.coin(0.3):  # block-sparse: the whole step under `if Mask[by, k] > 0`
         Mask = g.tensor("Mask", (-(-M // BM), -(-K // BK)), "float32")
         loop = (If(("cmp", ">", ("ld", Mask, (Lin.of(("by", 1)), Lin.of(("k", 1)))), ("c", 0.0)), loop),)
