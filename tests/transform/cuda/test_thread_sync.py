@@ -419,6 +419,19 @@ def test_a_pass_reading_what_another_thread_wrote_keeps_its_barrier():
     assert _barriers(insert_syncs(dataclasses.replace(lp, body=body), (tid,), (128,))) > 0
 
 
+def _host_or_skip():
+    """tests/transform/cuda/host_cuda.py (generated CUDA run on the host), or skip without g++."""
+    import importlib.util
+    import os
+
+    spec = importlib.util.spec_from_file_location("host_cuda", os.path.join(os.path.dirname(__file__), "host_cuda.py"))
+    host = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(host)
+    if not host.available():
+        pytest.skip("g++ not installed")
+    return host
+
+
 def _thread_level_fill():
     import tilelang.language as T
 
@@ -440,8 +453,6 @@ def _thread_level_fill():
 
 
 def test_thread_level_passes_over_disjoint_elements_get_one_barrier_and_run_right():
-    import importlib.util
-    import os
     import warnings
 
     import torch
@@ -454,11 +465,7 @@ def test_thread_level_passes_over_disjoint_elements_get_one_barrier_and_run_righ
     src = kern.get_kernel_source()
     body = src.split("for (int i = 0;")[1]
     assert body.count("__syncthreads") == 1, src  # after the loop, before the copy reads other threads' rows
-    spec = importlib.util.spec_from_file_location("host_cuda", os.path.join(os.path.dirname(__file__), "host_cuda.py"))
-    host = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(host)
-    if not host.available():
-        pytest.skip("g++ not installed")
+    host = _host_or_skip()
     a = torch.randn(8 * 2048)
     b = torch.full((128, 128), float("nan"))
     host.HostProgram({"fill": kern}).run("fill", [a, b])
@@ -474,8 +481,6 @@ def test_passes_where_every_thread_writes_the_same_elements_keep_their_barrier()
 
 
 def test_vectorized_thread_level_stores_through_index_lets_are_vectors_with_one_barrier():
-    import importlib.util
-    import os
     import warnings
 
     import torch
@@ -504,11 +509,7 @@ def test_vectorized_thread_level_stores_through_index_lets_are_vectors_with_one_
     assert "tl::store_vec<4>(&S_s[" in src and "tl::load_vec<4>(" in src, src
     assert not any("T.vectorized" in str(w.message) for w in got)
     assert src.split("for (int i = 0;")[1].count("__syncthreads") == 1, src
-    spec = importlib.util.spec_from_file_location("host_cuda", os.path.join(os.path.dirname(__file__), "host_cuda.py"))
-    host = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(host)
-    if not host.available():
-        pytest.skip("g++ not installed")
+    host = _host_or_skip()
     a = torch.randn(4 * 1024)
     b = torch.full((64, 64), float("nan"))
     host.HostProgram({"fill4": kern}).run("fill4", [a, b])

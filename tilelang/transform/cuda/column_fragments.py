@@ -45,18 +45,18 @@ def _columns_stable(lay) -> bool:
     return isinstance(lay, FlatFragment) and len(lay.shape) == 2 and lay.shape[-1] % (lay.threads * lay.vec) == 0
 
 
-def column_layout(driver, buf):
-    """The layout `buf` needs for its column reads in a loop driven by `driver`, or None."""
+def column_layout(driver, shape: tuple):
+    """The layout a fragment of `shape` needs for its column reads in a loop driven by `driver`, or None."""
     if not _columns_stable(driver):
         return None
-    if buf.ndim == 1:
+    if len(shape) == 1:
         return FlatFragment((driver.shape[-1],), driver.threads, driver.vec)
-    return driver if tuple(const_int(s) for s in buf.shape) == driver.shape else None
+    return driver if tuple(shape) == driver.shape else None
 
 
 def column_slot(driver, lay, indices, cvars, l):
     """The register slot of a column read in slot l's iteration (None: not a column read)."""
-    if tuple(indices) == tuple(cvars) or len(cvars) != 2 or column_layout(driver, _Shape(lay)) != lay:
+    if tuple(indices) == tuple(cvars) or len(cvars) != 2 or column_layout(driver, getattr(lay, "shape", ())) != lay:
         return None
     per_row = driver.shape[-1] // (driver.threads * driver.vec)  # slot groups of one row
     vec = driver.vec
@@ -66,10 +66,3 @@ def column_slot(driver, lay, indices, cvars, l):
         return simplify(l + (indices[0] - (l // vec) // per_row) * (per_row * vec))
     return None
 
-
-class _Shape:
-    """The rank and shape `column_layout` reads, from a layout."""
-
-    def __init__(self, lay):
-        self.shape = getattr(lay, "shape", ())
-        self.ndim = len(self.shape)

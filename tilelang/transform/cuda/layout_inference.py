@@ -529,7 +529,7 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
     linked = {b.uid for pair in uses.links for b in pair} | set(uses.strict) | set(views) | \
         {src.uid for _, src in views.values()}
     for c, exact in uses.col_uses:
-        want = column_layout(layouts.get(exact[0].uid), c) if exact else None
+        want = column_layout(layouts.get(exact[0].uid), _static(c) or ()) if exact else None
         if want is not None and c.uid not in linked and c.uid in frags:
             layouts[c.uid] = want
     # links whose layouts still disagree: demote the non-strict side
@@ -557,7 +557,7 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
             uses.demote.setdefault(r.uid, f"read as {r.name}[i] across rows of a tile it is not laid out with")
     for c, exact in uses.col_uses:  # the loop must still be driven by that layout
         live = [b for b in exact if b.uid not in uses.demote]
-        want = column_layout(layouts.get(live[0].uid), c) if live else None
+        want = column_layout(layouts.get(live[0].uid), _static(c) or ()) if live else None
         if want is None or layouts.get(c.uid) != want:
             uses.demote.setdefault(c.uid, f"read along the columns of a T.Parallel whose layout does not give "
                                           f"each thread the same columns in every row")

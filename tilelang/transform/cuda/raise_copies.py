@@ -60,21 +60,21 @@ def _as_copy(s: S.For):
 
 
 class _Raise(Mutator):
+    """Inside T.Pipelined bodies only: elsewhere the loop and the copy run alike."""
+
+    def __init__(self):
+        self.inside = 0
+
     def visit_For(self, s: S.For):
-        if s.kind == "parallel":
+        if s.kind == "parallel" and self.inside:
             cp = _as_copy(s)
             return cp if cp is not None else s
-        return self.generic(s)
+        self.inside += s.kind == "pipelined"
+        try:
+            return self.generic(s)
+        finally:
+            self.inside -= s.kind == "pipelined"
 
 
 def raise_element_copies(k: S.KernelLaunch) -> S.KernelLaunch:
-    """Only T.Pipelined loop bodies change: elsewhere the loop and the copy run alike."""
-    class _InPipelines(Mutator):
-        def visit_For(self, s: S.For):
-            if s.kind == "pipelined":
-                from dataclasses import replace
-
-                return replace(s, body=_Raise().visit(s.body))
-            return self.generic(s)
-
-    return _InPipelines().visit(k)
+    return _Raise().visit(k)

@@ -160,6 +160,13 @@ def pipeline_kernel(k: S.KernelLaunch, warn, num_sms: int | None = None) -> tupl
     return replace(k, body=_StageAllocs(p).visit(body)), p.views
 
 
+def _written(st) -> set:
+    """uids of the buffers `st` stores to or a tile op in it writes (its dst)."""
+    out = {n.buffer.uid for n in collect(st, lambda n: isinstance(n, S.BufferStore))}
+    return out | {n.dst.buffer.uid for n in collect(st, lambda n: isinstance(n, O.TileOp)
+                                                    and isinstance(getattr(n, "dst", None), BufferRegion))}
+
+
 def _guarded_body(stmts: list, ko: E.Var):
     """(condition, the branch's statements) for a body that is one `if` (no else) whose branch starts
     with a global -> shared copy and whose condition reads nothing the body writes; else None."""
@@ -169,9 +176,7 @@ def _guarded_body(stmts: list, ko: E.Var):
     inner = list(st.then_case.stmts) if isinstance(st.then_case, S.SeqStmt) else [st.then_case]
     if not inner or not _global_to_shared(inner[0]):
         return None
-    written = {n.buffer.uid for n in collect(st.then_case, lambda n: isinstance(n, S.BufferStore))}
-    written |= {n.dst.buffer.uid for n in collect(st.then_case, lambda n: isinstance(n, O.TileOp) and hasattr(n, "dst")
-                                                  and hasattr(n.dst, "buffer"))}
+    written = _written(st.then_case)
     if any(n.buffer.uid in written for n in collect(st.cond, lambda n: isinstance(n, E.BufferLoad))):
         return None
     return st.cond, inner
@@ -200,9 +205,7 @@ def _later_producers(stmts: list, producers: list, stages: int, smem: int, warn=
 
     body = S.seq(*stmts)
     bound = {st.var for st in collect(body, lambda n: isinstance(n, (S.LetStmt, S.For)))}
-    written = {n.buffer.uid for n in collect(body, lambda n: isinstance(n, S.BufferStore))}
-    written |= {n.dst.buffer.uid for n in collect(body, lambda n: isinstance(n, O.TileOp) and hasattr(n, "dst")
-                                                  and hasattr(n.dst, "buffer"))}
+    written = _written(body)
     taken = {p.dst.buffer.uid for p in producers}
     out = []
     for i, st in enumerate(stmts):
