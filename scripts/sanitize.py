@@ -110,6 +110,19 @@ def classify(text: str) -> dict:
     return out
 
 
+def _peer_site(target: Path, dry: bool) -> str:
+    """Install the peer's reference wheels (fla-core, which the linear-attention tests compare
+    against; not on the GPU image) into `target`, as .peer/suite.sh does; '' when there are none."""
+    wheels = sorted((_P / "wheels").glob("*.whl"))
+    if not wheels:
+        return ""
+    if not dry and not target.exists():
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps",
+                        "--target", str(target)] + [str(w) for w in wheels],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return str(target)
+
+
 def run_one(job, out: Path, peer_copy: Path, timeout: float, end: float, dry: bool, env: dict) -> dict:
     name, argv, cwd, tool = job
     if not os.path.isabs(cwd):  # a peer test: its folder in the copy
@@ -178,7 +191,9 @@ def main(argv=None) -> int:
     if PEER.exists() and not a.dry_run:
         shutil.rmtree(peer_copy, ignore_errors=True)
         shutil.copytree(PEER, peer_copy)  # the peer folder stays read-only
-    env = dict(os.environ, PYTHONPATH=str(a.tilelang) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    site = _peer_site(peer_copy.parent / "tl-sanitize-site", a.dry_run)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (str(a.tilelang), site,
+                                                                     os.environ.get("PYTHONPATH", "")))),
                PYTHONUNBUFFERED="1", TILELANG_CACHE_DIR=str(out / "cache"))
     progs = [p for p in programs(a.peer_folders.split(","), a.every_test) if a.only in p[0]]
     # racecheck first (slowest), so the budget cuts the fast tools last; --fast-first: memcheck and
