@@ -16,7 +16,6 @@ arrays indexed by unrolled slot loops; demoted fragments are shared memory;
 """
 from __future__ import annotations
 
-import collections
 from dataclasses import dataclass, field, replace
 
 from ... import dtypes as dt
@@ -38,6 +37,7 @@ from .lower_async import AsyncLowering, async_accumulators
 from .lower_copy import CopyLowering, bound_in, Hoist, copy_vector_width, unflatten  # noqa: F401 (re-exports)
 from .ops.base import THREAD_LOCAL, THREAD_LOOP, addr_of, is_local, sync  # noqa: F401 (re-exported)
 from .raw import Raw  # noqa: F401 (re-exported: passes import it from here)
+from .row_copies import row_loop
 from .vectorize import plan_vectors, serial_vector_loop, vector_loop, vector_widths
 
 
@@ -269,8 +269,8 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
             if driver is not None:
                 def make(l, cvars):
                     b = self.visit(substitute(body, dict(zip(vars_, cvars))))
-                    return self.first_copy_stores(driver, _RegAccess(self, cvars, l, driver).visit(b))
-                return self.slot_loop(driver, make, vector="warn")
+                    return _RegAccess(self, cvars, l, driver).visit(b)
+                return self.owned_loop(driver, make, vector="warn")
             return self.flat_loop(exts, lambda cvars: self.visit(substitute(body, dict(zip(vars_, cvars)))),
                                   vector="warn")
         finally:
@@ -348,17 +348,17 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
         r = self.reg(region.buffer)
         if r is not None:
             lay = self.plan.layout(region.buffer)
-            return self.slot_loop(lay, lambda l, cv: self.first_copy_stores(lay, make(tile_coords(region, cv), r[l])),
-                                  vector="quiet")
+            return self.owned_loop(lay, lambda l, cv: make(tile_coords(region, cv), r[l]), vector="quiet")
         if region.buffer.scope in THREAD_LOCAL:
             return self.per_thread_loop(squeezed(region.extents), lambda cv: make(cv, None))
         return self.flat_loop(squeezed(region.extents), lambda cv: make(cv, None), vector="quiet")
 
-    def first_copy_stores(self, layout, body):
-        """body, run per slot of `layout`, with its stores to memory other threads see run by one
-        of the threads holding each element (a RowFragment keeps copies; _FirstCopyStores)."""
-        return _FirstCopyStores(self, layout.first_copy(self.tid), body).visit(body) \
-            if isinstance(layout, RowFragment) else body
+    def owned_loop(self, layout, make_body, vector=None):
+        """slot_loop; over a RowFragment, which keeps copies of each row, the stores other threads
+        see are made by one of the row's threads (row_copies.py)."""
+        if isinstance(layout, RowFragment):
+            return row_loop(self, layout, make_body)
+        return self.slot_loop(layout, make_body, vector=vector)
 
     def per_thread_loop(self, extents, make_body):
         """Every thread walks every element: a T.alloc_local tile is each thread's own, so a
@@ -421,37 +421,6 @@ class _RegAccess(Mutator):
         if r is not None:
             return S.BufferStore(r, (self.l,), value, span=s.span)
         return S.BufferStore(s.buffer, tuple(self.visit(i) for i in s.indices), value, span=s.span)
-
-
-class _FirstCopyStores(Mutator):
-    """In a loop driven by a row fragment, each row's body runs on every thread holding a copy of
-    it. Stores other threads can see (shared memory, including fragments kept there, global)
-    and atomics run on one copy only: the copies would race on a read-modify-write such as
-    `m[i] = max(m[i], r[i])` (compute-sanitizer racecheck), and atomics would add once per copy.
-    A store whose buffer the body reads elsewhere stays on every copy: each copy reads back its
-    own value (the same on all), which a store on one copy would leave unordered."""
-
-    def __init__(self, low: _Lower, first, body):
-        self.low, self.first = low, first
-        self.stores = collect(body, lambda n: isinstance(n, S.BufferStore))
-        loads = collections.Counter(ld.buffer.uid for ld in collect(body, lambda n: isinstance(n, E.BufferLoad)))
-        for st in self.stores:  # a store's reads of its own buffer (m[i] = max(m[i], r[i])) do not count
-            loads[st.buffer.uid] -= sum(1 for ld in collect(st, lambda n: isinstance(n, E.BufferLoad))
-                                        if ld.buffer.uid == st.buffer.uid)
-        self.read_elsewhere = {uid for uid, n in loads.items() if n > 0}
-
-    def visit_BufferStore(self, s: S.BufferStore):
-        if s.buffer.scope in THREAD_LOCAL or self.low.reg(s.buffer) is not None \
-                or s.buffer.uid in self.read_elsewhere \
-                or sum(1 for o in self.stores if o.buffer.uid == s.buffer.uid) > 1:
-            return s
-        return S.IfThenElse(self.first, s)
-
-    def visit_Evaluate(self, s: S.Evaluate):
-        call = s.value
-        if isinstance(call, E.Call) and call.op.startswith("atomic_"):
-            return S.IfThenElse(self.first, s)
-        return s
 
 
 def _detach_scope_changes(body, low: _Lower):

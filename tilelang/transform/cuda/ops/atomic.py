@@ -37,7 +37,7 @@ def lower_atomic_tile(low, op: O.AtomicTile):
 
     if isinstance(op.src, BufferRegion) and sreg is not None:
         lay = low.plan.layout(op.src.buffer)
-        return low.slot_loop(lay, lambda l, cv: low.first_copy_stores(lay, make(tile_coords(op.src, cv), sreg[l])))
+        return low.owned_loop(lay, lambda l, cv: make(tile_coords(op.src, cv), sreg[l]))
     ext = squeezed(op.dst.extents)
     if not ext:
         if low.per_thread:  # one element per iteration of a T.Parallel body: every thread's own
