@@ -164,11 +164,43 @@ class _RowStores(Mutator):
         return S.IfThenElse(self.first, s) if isinstance(call, E.Call) and call.op.startswith("atomic_") else s
 
 
+@dataclass
+class _Registers:
+    """What forwarding adds to one slot's body: regs (uid -> (register, its slot)), pre (its first
+    statements), post (its last), and, for buffers whose old value is read, decls (before the loop)
+    and after (the body of the second slot loop)."""
+
+    regs: dict = field(default_factory=dict)
+    pre: list = field(default_factory=list)
+    post: list = field(default_factory=list)
+    decls: list = field(default_factory=list)
+    after: list = field(default_factory=list)
+
+
+def _registers(low, rows, plan: RowStorePlan, l, first) -> _Registers:
+    out = _Registers()
+    for uid, (buf, idx) in plan.forward.items():
+        low.nrow_regs = getattr(low, "nrow_regs", 0) + 1
+        name = f"{buf.name}_row{low.nrow_regs}"
+        if uid in plan.old:  # every copy reads the old value; the store waits for a barrier
+            reg = Buffer(name, (rows.nlocal,), buf.dtype, "local")
+            out.decls.append(S.Allocate(reg))
+            out.pre.append(S.BufferStore(reg, (l,), E.BufferLoad(buf, idx, buf.dtype)))
+            out.after.append(S.IfThenElse(first, S.BufferStore(buf, idx, E.BufferLoad(reg, (l,), buf.dtype))))
+            out.regs[uid] = (reg, l)
+        else:
+            reg = Buffer(name, (1,), buf.dtype, "local.var")
+            out.pre.append(S.Allocate(reg))
+            out.post.append(S.IfThenElse(first, S.BufferStore(buf, idx, reg[0])))
+            out.regs[uid] = (reg, E.as_expr(0))
+    return out
+
+
 def row_loop(low, rows, make_body):
     """low.slot_loop(rows, make_body), its stores that other threads see made once per row (module
     docstring); the buffers every copy still stores are reported through low.warn."""
     first = rows.first_copy(low.tid)
-    decls, after, seen = [], [], {}
+    made = {}
 
     def visible(b: Buffer) -> bool:
         return b.scope not in THREAD_LOCAL and low.reg(b) is None
@@ -176,34 +208,20 @@ def row_loop(low, rows, make_body):
     def body(l, cvars):
         b = make_body(l, cvars)
         plan = plan_row_stores(b, visible, lambda buf, idx: _owned(buf, idx, cvars[0], rows.rows))
-        regs, pre, post = {}, [], []
-        for uid, (buf, idx) in plan.forward.items():
-            low.nrow_regs = getattr(low, "nrow_regs", 0) + 1
-            name = f"{buf.name}_row{low.nrow_regs}"
-            if uid in plan.old:  # every copy reads the old value; the store waits for a barrier
-                reg = Buffer(name, (rows.nlocal,), buf.dtype, "local")
-                decls.append(S.Allocate(reg))
-                pre.append(S.BufferStore(reg, (l,), E.BufferLoad(buf, idx, buf.dtype)))
-                after.append(S.IfThenElse(first, S.BufferStore(buf, idx, E.BufferLoad(reg, (l,), buf.dtype))))
-                regs[uid] = (reg, l)
-            else:
-                reg = Buffer(name, (1,), buf.dtype, "local.var")
-                pre.append(S.Allocate(reg))
-                post.append(S.IfThenElse(first, S.BufferStore(buf, idx, reg[0])))
-                regs[uid] = (reg, E.as_expr(0))
         for buf, why in plan.kept.values():
             where = f" (line {low.where.line})" if getattr(low.where, "line", None) else ""
             low.warn(f"T.Parallel{where}: every thread holding a row stores {buf.name} and reads it back ({why}); "
                      "copies of a row in other warps may race (compute-sanitizer racecheck)")
-        seen["l"], seen["cvars"] = l, cvars
-        return S.seq(*pre, _RowStores(plan, first, regs).visit(b), *post)
+        r = made["regs"] = _registers(low, rows, plan, l, first)
+        made["l"], made["cvars"] = l, cvars
+        return S.seq(*r.pre, _RowStores(plan, first, r.regs).visit(b), *r.post)
 
     loop = low.slot_loop(rows, body)
-    if not after:
+    if not made["regs"].after:
         return loop
-    l2 = E.Var("l", dt.int32)
-    cv2 = [E.Var(v.name, v.dtype) for v in seen["cvars"]]
+    l2 = E.Var("l", dt.int32)  # the second loop: the same slots, fresh variables
+    cv2 = [E.Var(v.name, v.dtype) for v in made["cvars"]]
     lets = [S.LetStmt(v, simplify(c)) for v, c in zip(cv2, rows.coords(low.tid, l2))]
-    stores = substitute(S.seq(*after), {seen["l"]: l2, **dict(zip(seen["cvars"], cv2))})
-    return S.seq(*decls, loop, S.For(l2, E.as_expr(0), E.as_expr(rows.nlocal), "unroll", S.seq(*lets, stores),
-                                     THREAD_LOOP))
+    stores = substitute(S.seq(*made["regs"].after), {made["l"]: l2, **dict(zip(made["cvars"], cv2))})
+    return S.seq(*made["regs"].decls, loop,
+                 S.For(l2, E.as_expr(0), E.as_expr(rows.nlocal), "unroll", S.seq(*lets, stores), THREAD_LOOP))
