@@ -2,8 +2,11 @@
 
 A reducer is a tile that many threads fold contributions into (`acc[i] += v` inside a
 T.Parallel, or `T.reducer_update(acc[i], v)`); `T.finalize_reducer` makes the combined
-result readable. Here it is a block-shared tile whose updates are atomic on the GPU (the
-CPU runs a block on one thread, so its updates are plain), so finalize only orders them.
+result readable. It is a fragment: on the GPU, folded into across the rows of a T.Parallel
+driven by a register tile, each thread keeps partials of the rows it covers in registers and
+finalize combines them with warp shuffles (transform/cuda/ops/reducer.py); used any other way
+it lives in shared memory, its updates are atomics and finalize only orders them. The CPU runs
+a block on one thread, so its updates are plain and finalize does nothing.
 """
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.buffer import Buffer
 from ..op import tile_ops as O
-from .alloc import alloc_shared
+from .alloc import alloc_fragment
 from .math import infinity
 from .thread import EMITTED
 
@@ -31,8 +34,8 @@ def alloc_reducer(shape, dtype, op="sum", replication=None):
         raise DSLTypeError(f"T.alloc_reducer: op={op!r} needs an integer dtype, got {d}")
     if replication not in (None, "all", "none"):
         raise DSLTypeError(f"T.alloc_reducer: replication must be 'all' or 'none', got {replication!r}")
-    buf = alloc_shared(shape, d)
-    buf.reducer_op = op  # read by the CUDA reducer lowering: updates become atomics
+    buf = alloc_fragment(shape, d)
+    buf.reducer_op = op  # read by layout inference (per-thread partials) and the CUDA lowering (atomics)
     return buf
 
 
@@ -91,6 +94,8 @@ def finalize_reducer(reducer, dst=None, batch=1, annotations=None):
         if tuple(dst.shape) != tuple(buf.shape):
             raise ShapeMismatchError(f"T.finalize_reducer: {dst.name}{tuple(dst.shape)} is not the reducer's shape "
                                      f"{tuple(buf.shape)}")
+    B.current("T.finalize_reducer").emit(O.FinalizeReducer(buf, buf.reducer_op))
+    if dst is not None:
         copy(buf, dst)
     return EMITTED
 

@@ -43,6 +43,10 @@ class FlatFragment:
     def flat(self, tid, l: int):
         return (l // self.vec) * self.threads * self.vec + tid * self.vec + (l % self.vec)
 
+    def group_start(self, g, tid):
+        """Flat index of the first element of thread tid's vector group g (slots g*vec ...)."""
+        return (g * self.threads + tid) * self.vec
+
     def coords(self, tid, l: int) -> tuple:
         e = self.flat(tid, l)
         out = []
@@ -285,6 +289,117 @@ class ReshapedFragment:
 
     def key(self):
         return ("reshape", self.inner.key(), self.shape)
+
+
+@dataclass(frozen=True)
+class LaneRowFragment:
+    """Per-row values of a flat (H, W) loop layout, each row held by the `lanes` threads it is
+    dealt to (a reducer's per-thread partials: `r[i] += a[i, j] * x[j]`).
+
+    FlatFragment((H, W), T, vec) with T*vec a multiple of W deals each row to L = W / vec
+    consecutive threads, P = T / L rows per pass; with W a multiple of T*vec every thread holds
+    a piece of every row (L = T, P = 1). Thread tid keeps row s*P + tid // L in slot s:
+        H=4, W=8, T=8, vec=2 (L=4, P=2):  slot 0: tid 0-3 -> row 0, tid 4-7 -> row 1
+                                          slot 1: tid 0-3 -> row 2, tid 4-7 -> row 3
+    The L copies of a row hold partials until a T.finalize_reducer combines them.
+    """
+
+    rows: int
+    threads: int
+    lanes: int
+
+    exact = True
+
+    @staticmethod
+    def of(driver) -> "LaneRowFragment | None":
+        """The row layout of a flat 2-d driver whose threads keep their rows, or None."""
+        if not isinstance(driver, FlatFragment) or len(driver.shape) != 2 or not driver.exact:
+            return None
+        h, w = driver.shape
+        per_pass = driver.threads * driver.vec
+        if w % driver.vec == 0 and per_pass % w == 0:
+            lanes = w // driver.vec
+        elif w % per_pass == 0:
+            lanes = driver.threads
+        else:
+            return None
+        # the copies are combined with full-warp xor shuffles: whole warps, rows aligned in them
+        ok = lanes == 1 or (driver.threads % 32 == 0 and (32 % lanes == 0 if lanes < 32 else lanes % 32 == 0))
+        return LaneRowFragment(h, driver.threads, lanes) if ok else None
+
+    @property
+    def shape(self) -> tuple:
+        return (self.rows,)
+
+    @property
+    def per_pass(self) -> int:
+        return self.threads // self.lanes
+
+    @property
+    def nlocal(self) -> int:
+        return self.rows // self.per_pass
+
+    def coords(self, tid, s) -> tuple:
+        return (s * self.per_pass + tid // self.lanes,) if self.per_pass > 1 else (s,)
+
+    def slot_of(self, l, driver):
+        """Row slot holding the row of driver slot l."""
+        groups_per_row = max(1, driver.shape[1] // (driver.threads * driver.vec))
+        return (l // driver.vec) // groups_per_row
+
+    replicated = True
+
+    def first_copy(self, tid, l=None):
+        return E.binop("==", tid % self.lanes, 0)
+
+    def key(self):
+        return ("lanerow", self.rows, self.threads, self.lanes)
+
+
+@dataclass(frozen=True)
+class LaneColFragment:
+    """A 1-d tile over the columns of a flat (H, W) loop layout that deals each row to
+    L = W / vec threads: thread tid keeps columns (tid % L) * vec + u, u < vec, so the T / L
+    thread groups of a pass each hold a copy (x in `o[i] += a[i, j] * x[j]`).
+        W=8, T=8, vec=2:  tid 0, 4 -> x[0:2]   tid 1, 5 -> x[2:4]   ...
+    """
+
+    width: int
+    threads: int
+    vec: int
+
+    exact = True
+
+    @property
+    def shape(self) -> tuple:
+        return (self.width,)
+
+    @property
+    def lanes(self) -> int:
+        return self.width // self.vec
+
+    @property
+    def rows(self) -> int:  # extent of dim 0 (row_copies.py)
+        return self.width
+
+    @property
+    def nlocal(self) -> int:
+        return self.vec
+
+    def group_start(self, g, tid):
+        """Flat index of thread tid's vector (its one group, g = 0)."""
+        return (tid % self.lanes) * self.vec
+
+    def coords(self, tid, l) -> tuple:
+        return ((tid % self.lanes) * self.vec + l % self.vec,)
+
+    replicated = True
+
+    def first_copy(self, tid, l=None):
+        return E.binop("<", tid, self.lanes)
+
+    def key(self):
+        return ("lanecol", self.width, self.threads, self.vec)
 
 
 def row_fragment_ok(acc) -> bool:

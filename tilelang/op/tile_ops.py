@@ -88,6 +88,16 @@ class Reduce(TileOp):
 
 
 @dataclass(frozen=True)
+class FinalizeReducer(TileOp):
+    """T.finalize_reducer: combine the partials of a T.alloc_reducer tile that several threads
+    hold (op: sum max min bitand bitor bitxor); afterwards every copy holds the whole result."""
+
+    buffer: Buffer
+    op: str
+    span: Span | None = default_span()
+
+
+@dataclass(frozen=True)
 class CumSum(TileOp):
     """Inclusive scan of src along dim into dst; kind: "sum" (T.cumsum) or "max" (T.cummax)."""
 

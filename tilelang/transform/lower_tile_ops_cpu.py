@@ -208,6 +208,9 @@ class LowerTileOpsCPU(HopperCPU, TrackRanges, Mutator):
     def visit_AnnotateLayout(self, op):
         return S.seq()
 
+    def visit_FinalizeReducer(self, op):  # one thread runs the block: the reducer already holds the result
+        return S.seq()
+
     def visit_KernelLaunch(self, k: S.KernelLaunch):
         from ..op.ptx import PtxCall, cpu_error
 

@@ -61,6 +61,24 @@ TL_DEVICE T warp_allreduce(T value) {
   return value;
 }
 
+struct BitXorOp {
+  template <class T>
+  static TL_DEVICE T apply(T a, T b) {
+    return a ^ b;
+  }
+};
+
+// The same over `lanes` (a run-time power of two up to 32) consecutive lanes: the copies of a
+// T.alloc_reducer row (T.finalize_reducer); the call sites pass a constant, so it unrolls.
+template <class Op, class T>
+TL_DEVICE T lanes_allreduce(T value, int lanes) {
+#pragma unroll
+  for (int offset = lanes / 2; offset > 0; offset /= 2) {
+    value = Op::apply(value, __shfl_xor_sync(0xffffffffu, value, offset, 32));
+  }
+  return value;
+}
+
 template <int Lanes, int Stride = 1, class T>
 TL_DEVICE T warp_reduce_sum(T v) {
   return warp_allreduce<SumOp, Lanes, Stride>(v);
@@ -105,3 +123,11 @@ TL_DEVICE T block_allreduce(T value, T* scratch) {
 }
 
 }  // namespace tl
+
+// Plain names for the lowering's calls (transform/cuda/ops/reducer.py).
+template <class T> TL_DEVICE T tl_lanes_allreduce_sum(T v, int lanes) { return tl::lanes_allreduce<tl::SumOp>(v, lanes); }
+template <class T> TL_DEVICE T tl_lanes_allreduce_max(T v, int lanes) { return tl::lanes_allreduce<tl::MaxOp>(v, lanes); }
+template <class T> TL_DEVICE T tl_lanes_allreduce_min(T v, int lanes) { return tl::lanes_allreduce<tl::MinOp>(v, lanes); }
+template <class T> TL_DEVICE T tl_lanes_allreduce_bitand(T v, int lanes) { return tl::lanes_allreduce<tl::BitAndOp>(v, lanes); }
+template <class T> TL_DEVICE T tl_lanes_allreduce_bitor(T v, int lanes) { return tl::lanes_allreduce<tl::BitOrOp>(v, lanes); }
+template <class T> TL_DEVICE T tl_lanes_allreduce_bitxor(T v, int lanes) { return tl::lanes_allreduce<tl::BitXorOp>(v, lanes); }

@@ -3,6 +3,9 @@
 
 A T.Parallel(H, W) loop driven by a flat fragment layout whose rows are whole multiples of one
 pass of the block (W % (threads * vec) == 0) gives each thread the same columns in every row.
+So does one whose passes are whole rows (threads * vec % W == 0: each row dealt to W / vec
+threads), for the rows each thread holds: there a 1-d D[j] is kept as a LaneColFragment (every
+group of W / vec threads holds a copy), F[x, j] goes to shared memory.
 A fragment F of the loop's shape and layout, read as F[x, j] (j the loop's column, x free of the
 loop's variables), and a 1-d fragment D over the columns, read as D[j] and laid out flat with
 the same threads and vector width, are then read by the thread that holds them: they stay in
@@ -23,7 +26,7 @@ from ...arith.simplify import const_int, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.visitor import collect
-from ...layout.fragment import FlatFragment
+from ...layout.fragment import FlatFragment, LaneColFragment
 
 
 def column_read(ld, vars_, exts, body) -> bool:
@@ -45,8 +48,17 @@ def _columns_stable(lay) -> bool:
     return isinstance(lay, FlatFragment) and len(lay.shape) == 2 and lay.shape[-1] % (lay.threads * lay.vec) == 0
 
 
+def _rows_dealt(lay) -> bool:
+    """A flat 2-d layout whose passes cover whole rows, each row dealt to W / vec threads: each
+    thread has the same columns in every row it holds (but not every row)."""
+    return isinstance(lay, FlatFragment) and len(lay.shape) == 2 and lay.exact and lay.shape[-1] % lay.vec == 0 \
+        and (lay.threads * lay.vec) % lay.shape[-1] == 0
+
+
 def column_layout(driver, shape: tuple):
     """The layout a fragment of `shape` needs for its column reads in a loop driven by `driver`, or None."""
+    if _rows_dealt(driver) and not _columns_stable(driver):
+        return LaneColFragment(driver.shape[-1], driver.threads, driver.vec) if len(shape) == 1 else None
     if not _columns_stable(driver):
         return None
     if len(shape) == 1:
@@ -58,7 +70,7 @@ def column_slot(driver, lay, indices, cvars, l):
     """The register slot of a column read in slot l's iteration (None: not a column read)."""
     if tuple(indices) == tuple(cvars) or len(cvars) != 2 or column_layout(driver, getattr(lay, "shape", ())) != lay:
         return None
-    per_row = driver.shape[-1] // (driver.threads * driver.vec)  # slot groups of one row
+    per_row = max(1, driver.shape[-1] // (driver.threads * driver.vec))  # slot groups of one row
     vec = driver.vec
     if len(indices) == 1 and indices[0] is cvars[1]:
         return simplify(((l // vec) % per_row) * vec + l % vec)

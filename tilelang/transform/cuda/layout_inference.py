@@ -28,7 +28,8 @@ from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
 from ...ir.visitor import Mutator, Visitor, buffers_used, collect
-from ...layout.fragment import (FlatFragment, MmaAccFragment, ReshapedFragment, RowFragment, WgmmaAccFragment,
+from ...layout.fragment import (FlatFragment, LaneRowFragment, MmaAccFragment, ReshapedFragment, RowFragment,
+                                WgmmaAccFragment,
                                 choose_warpgroups, choose_warps, row_fragment_ok)
 from ...op import tile_ops as O
 from ...op.thread_ops import DeclBuffer
@@ -329,9 +330,9 @@ class _Uses(Visitor):
                 continue
             if tuple(ld.indices) == tuple(vars_) and tuple(const_int(x) for x in buf.shape) == tuple(exts):
                 exact.append(buf)
-            elif isinstance(ld, E.BufferLoad) and len(vars_) == 2 and buf.ndim == 1 and \
+            elif (isinstance(ld, E.BufferLoad) or reducer_update(ld)) and len(vars_) == 2 and buf.ndim == 1 and \
                     tuple(ld.indices) == (vars_[0],) and const_int(buf.shape[0]) == exts[0]:
-                rows.append(buf)  # a per-row value read across a row: fine if it follows the row layout
+                rows.append(buf)  # a per-row value read (or a reducer folded into) across a row
             elif column_read(ld, vars_, exts, body):
                 cols.append(buf)  # read along the thread's own columns: fine in a column-stable layout
             else:
@@ -504,6 +505,7 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
     for r, exact in uses.row_uses:
         if layouts.get(r.uid) is None and exact:
             layouts[r.uid] = acc_rows(layouts.get(exact[0].uid))
+    reducer_rows = {r.uid for r, _ in uses.row_uses if is_reducer(r)}
     _propagate(uses.links, layouts, views)
     # an RS gemm's A tile that nothing else laid out takes the layout the instruction reads
     # (a T.copy from shared then fills it with ldmatrix)
@@ -513,7 +515,7 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
     _propagate(uses.links, layouts, views)
     # free
     for uid, buf in frags.items():
-        if layouts[uid] is None:
+        if layouts[uid] is None and uid not in reducer_rows:
             shape = tuple(const_int(s) for s in buf.shape)
             n = 1
             for s in shape:
@@ -532,6 +534,12 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
         want = column_layout(layouts.get(exact[0].uid), _static(c) or ()) if exact else None
         if want is not None and c.uid not in linked and c.uid in frags:
             layouts[c.uid] = want
+    # a reducer folded into across the rows of a flat loop keeps per-thread partials of the rows
+    # its threads cover (finalize_reducer combines them)
+    for r, exact in uses.row_uses:
+        want = LaneRowFragment.of(layouts.get(exact[0].uid)) if exact else None
+        if r.uid in reducer_rows and r.uid not in linked and layouts.get(r.uid) is None and want is not None:
+            layouts[r.uid] = want
     # links whose layouts still disagree: demote the non-strict side
     for a, b in uses.links:
         la, lb = layouts.get(a.uid), layouts.get(b.uid)
@@ -553,6 +561,8 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
     for r, exact in uses.row_uses:
         live = [b for b in exact if b.uid not in uses.demote]
         want = acc_rows(layouts.get(live[0].uid)) if live else None
+        if want is None and live and r.uid in reducer_rows:
+            want = LaneRowFragment.of(layouts.get(live[0].uid))
         if want is None or layouts.get(r.uid) != want:
             uses.demote.setdefault(r.uid, f"read as {r.name}[i] across rows of a tile it is not laid out with")
     for c, exact in uses.col_uses:  # the loop must still be driven by that layout
@@ -611,8 +621,23 @@ def per_thread_fragments(body, frags: dict, views: dict | None = None) -> set:
         in_par |= {uid(s.buffer) for s in collect(loop, lambda n: isinstance(n, S.BufferStore))}
     for op in collect(body, lambda n: isinstance(n, S.TileOp) and not isinstance(n, DeclBuffer)):
         in_ops |= {uid(b) for b in buffers_used(op)}
-    out = scalar - in_par - in_ops
+    out = scalar - in_par - in_ops - {u for u, b in frags.items() if is_reducer(b)}  # reducers fold across threads
     return out | {vu for vu, src in key.items() if src in out}
+
+
+def is_reducer(buf) -> bool:
+    """A T.alloc_reducer tile: its partials are combined across threads, never private to one."""
+    return getattr(buf, "reducer_op", None) is not None
+
+
+def reducer_update(st) -> bool:
+    """st is `r[i] = r[i] op v` (r[i] op= v) on a reducer r."""
+    if not isinstance(st, S.BufferStore) or not is_reducer(st.buffer):
+        return False
+    from .thread_allreduce import _update_operand
+
+    return _update_operand(st.value, E.BufferLoad(st.buffer, st.indices, st.buffer.dtype), st.buffer.reducer_op) \
+        is not None
 
 
 def accumulator_box_ok(r) -> bool:

@@ -26,7 +26,7 @@ from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer, BufferRegion
 from ...ir.visitor import Mutator, ReplaceBuffers, collect, substitute
-from ...layout.fragment import FlatFragment, MmaAccFragment, RowFragment, WgmmaAccFragment
+from ...layout.fragment import FlatFragment, LaneColFragment, LaneRowFragment, MmaAccFragment, RowFragment, WgmmaAccFragment
 from ...op.regions import squeezed, tile_coords
 from ...op.registry import lowering_rule
 from . import ops  # noqa: F401 (importing the package registers the tile-op families' rules)
@@ -166,7 +166,7 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
         cvars = [E.Var(f"{(names or 'ijkm')[d] if names else 'ijkm'[d]}", dt.int32) for d in range(len(layout.shape))]
         with self.ranges.coords(cvars, layout.shape):  # NOTE: inexact layouts guard flat < numel
             body = make_body(lvar, cvars)
-        if vector and isinstance(layout, FlatFragment) and layout.vec > 1:
+        if vector and isinstance(layout, (FlatFragment, LaneColFragment)) and layout.vec > 1:
             out = self.try_vector(layout, lvar, cvars, body, vector)
             if out is not None:
                 return out
@@ -408,6 +408,8 @@ class _RegAccess(Mutator):
             if isinstance(lay, RowFragment) and isinstance(self.driver, (MmaAccFragment, WgmmaAccFragment)) \
                     and RowFragment.of(self.driver) == lay:  # R[i] in a loop over an accumulator
                 return E.BufferLoad(r, (simplify(lay.slot_of_acc(self.l, self.driver)),), e.dtype)
+            if isinstance(lay, LaneRowFragment) and LaneRowFragment.of(self.driver) == lay:
+                return E.BufferLoad(r, (simplify(lay.slot_of(self.l, self.driver)),), e.dtype)  # R[i], flat loop
             col = column_slot(self.driver, lay, e.indices, self.cvars, self.l)
             if col is not None:  # F[x, j] / D[j] along the thread's own columns
                 self.unroll |= {v for v in collect(col, lambda n: isinstance(n, E.Var))}
@@ -419,6 +421,9 @@ class _RegAccess(Mutator):
         r = self.low.reg(s.buffer)
         value = self.visit(s.value)
         if r is not None:
+            lay = self.low.plan.layout(s.buffer)
+            if isinstance(lay, LaneRowFragment) and LaneRowFragment.of(self.driver) == lay:  # a reducer's r[i] += v
+                return S.BufferStore(r, (simplify(lay.slot_of(self.l, self.driver)),), value, span=s.span)
             return S.BufferStore(r, (self.l,), value, span=s.span)
         return S.BufferStore(s.buffer, tuple(self.visit(i) for i in s.indices), value, span=s.span)
 

@@ -306,13 +306,13 @@ def _vector_accesses(plan: VecPlan, at0: dict, raw) -> tuple[list, list]:
 
 
 def vector_loop(plan: VecPlan, layout, tid, lvar: E.Var, cvars: list, raw, annotations=()) -> S.For:
-    """Emit the planned group loop over a FlatFragment `layout` (vec == plan.vec)."""
+    """Emit the planned group loop over a FlatFragment (or LaneColFragment) `layout` (vec == plan.vec)."""
     from .lower_tile_ops import unflatten
 
     vec, j = plan.vec, cvars[-1]
     g, u = E.Var("g", dt.int32), plan.lane
     j0 = E.Var(f"{j.name}0", dt.int32)
-    e0 = (g * layout.threads + tid) * vec
+    e0 = layout.group_start(g, tid)
     coords = unflatten(e0, layout.shape)
     lets = [S.LetStmt(v, simplify(c)) for v, c in zip(cvars[:-1], coords[:-1])]
     lets.append(S.LetStmt(j0, simplify(coords[-1])))
