@@ -309,7 +309,8 @@ def disjoint_writes(loop: S.For, uids: set, thread_ranges: dict, outer=()) -> bo
     """Each shared buffer in `uids` has one store (or vector store) in the loop body, at an element
     offset that is an injective function of the thread index and of the variables it uses among
     the loop's, the loops' around it (`outer`) and the constant loops' inside it (`i*2048 + tx*8 + v`
-    over tx < 256, i < 8, v < 8): two threads never write one element, whatever passes they are in."""
+    over tx < 256, i < 8, v < 8): two threads never write one element, whatever passes they are in
+    (or, with no thread index in it, all threads write the same element of each pass, `X[k]`)."""
     lets = {st.var: st.value for st in collect(loop.body, lambda n: isinstance(n, S.LetStmt))}
     ranges = dict(thread_ranges)
     for f in [*outer, loop] + collect(loop.body, lambda n: isinstance(n, S.For)):
@@ -338,9 +339,13 @@ def disjoint_writes(loop: S.For, uids: set, thread_ranges: dict, outer=()) -> bo
         form = linear_form(flat)
         if form is None or not _mixed_radix(form[0], ranges):
             return False
-        # equal offsets must mean one thread: a term that alone tells the block's threads apart
+        # equal offsets must mean one thread: a term that alone tells the block's threads apart;
+        # or no thread term at all (every thread stores one element per pass, `X[k] = A[k]`): the
+        # offsets are distinct across passes, so threads only meet inside one pass's store, which
+        # no barrier could order
         block = max(thread_ranges.values(), default=0)
-        if not any(t in thread_ranges and thread_ranges[t] == block and c for t, c in form[0].items()):
+        if any(t in thread_ranges for t in form[0]) and \
+                not any(t in thread_ranges and thread_ranges[t] == block and c for t, c in form[0].items()):
             return False
     return True
 
