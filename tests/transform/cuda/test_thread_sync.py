@@ -412,6 +412,19 @@ def test_passes_whose_writes_overlap_keep_their_barriers():
     assert _barriers(insert_syncs(lp, (tid,), ())) > 0  # no thread range known: no proof
 
 
+def test_passes_where_every_thread_writes_the_pass_element_need_no_barrier():
+    """naive gemv's staging loop: for k: A_s[k] = A[k] (all threads alike); B_s[tid*128 + k] = B[..]."""
+    a_s, b_s = Buffer("A_s", (128,), "float32", "shared.dyn"), Buffer("B_s", (128 * 128,), "float32", "shared.dyn")
+    k = E.Var("k", dt.int32)
+    body = S.seq(S.BufferStore(a_s, (k,), E.as_expr(1.0, dt.float32)),
+                 S.BufferStore(b_s, (tid * 128 + k,), E.as_expr(2.0, dt.float32)))
+    lp = S.For(k, E.as_expr(0), E.as_expr(128), "serial", body)
+    assert _barriers(insert_syncs(lp, (tid,), (128,))) == 0
+    # a pass element shifted by the thread (A_s[k + tid]) meets another pass's: barriers stay
+    bad = S.For(k, E.as_expr(0), E.as_expr(4), "serial", S.BufferStore(a_s, (k + tid % 4,), E.as_expr(1.0, dt.float32)))
+    assert _barriers(insert_syncs(bad, (tid,), (128,))) > 0
+
+
 def test_a_pass_reading_what_another_thread_wrote_keeps_its_barrier():
     big, lp = _pass_loop(8, 8)
     r = S.BufferStore(local("r"), (E.as_expr(0),), E.BufferLoad(big, ((tid + 1) % 128,), big.dtype))
@@ -472,12 +485,16 @@ def test_thread_level_passes_over_disjoint_elements_get_one_barrier_and_run_righ
     torch.testing.assert_close(b.double(), (a.double() * 2 + 1).reshape(128, 128), rtol=1e-6, atol=1e-6)
 
 
-def test_passes_where_every_thread_writes_the_same_elements_keep_their_barrier():
+def test_passes_where_every_thread_writes_the_same_elements_need_a_barrier_only_when_passes_overlap():
+    """No thread index: all threads store the same elements within a pass (the program's own race,
+    which no barrier orders); distinct passes store distinct elements (i*8 + v), so they need none
+    between them. i + v reaches the next pass's elements: that keeps its barrier."""
     big = Buffer("S", (32,), "float32", "shared.dyn")
     i, v = E.Var("i", dt.int32), E.Var("v", dt.int32)
-    st = S.BufferStore(big, (i * 8 + v,), E.as_expr(1.0, dt.float32))  # no thread index: all threads collide
-    lp = S.For(i, E.as_expr(0), E.as_expr(4), "serial", S.For(v, E.as_expr(0), E.as_expr(8), "serial", st))
-    assert _barriers(insert_syncs(lp, (tid,), (128,))) > 0
+    for idx, barrier in ((i * 8 + v, False), (i + v, True)):
+        st = S.BufferStore(big, (idx,), E.as_expr(1.0, dt.float32))
+        lp = S.For(i, E.as_expr(0), E.as_expr(4), "serial", S.For(v, E.as_expr(0), E.as_expr(8), "serial", st))
+        assert (_barriers(insert_syncs(lp, (tid,), (128,))) > 0) == barrier, idx
 
 
 def test_vectorized_thread_level_stores_through_index_lets_are_vectors_with_one_barrier():
