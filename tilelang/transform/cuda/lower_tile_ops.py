@@ -437,8 +437,9 @@ def _detach_scope_changes(body, low: _Lower):
         if buf.uid not in copies:
             c = Buffer(buf.name, buf.shape, buf.dtype, buf.scope, strides=buf.strides)
             c.uid = buf.uid
-            if getattr(buf, "view_base", None) is not None:
-                c.view_base = buf.view_base
+            for attr in ("view_base", "reducer_op"):  # a view's base; a reducer's updates become atomics
+                if getattr(buf, attr, None) is not None:
+                    setattr(c, attr, getattr(buf, attr))
             copies[buf.uid] = c
     for buf, old in reversed(low.scope_changes):
         buf.scope = old
