@@ -210,7 +210,9 @@ class RowFragment:
         wgm = (tid // 128) % self.groups
         return (wgm * tile + (s // 2) * 64 + ((tid // 32) % 4) * 16 + lane // 4 + 8 * (s % 2),)
 
-    def first_copy(self, tid):
+    replicated = True
+
+    def first_copy(self, tid, l=None):
         """True on exactly one of the threads holding each row (lane 0 of the quad, in the first
         warps / warpgroups of the column split): the one that stores a row to memory others see."""
         split = E.binop("<", tid // (32 if self.kind == "mma" else 128), self.groups)
@@ -232,6 +234,136 @@ class RowFragment:
 
     def key(self):
         return ("row", self.kind, self.rows, self.groups)
+
+
+def _acc_ni(acc) -> int:
+    return acc.ni if isinstance(acc, MmaAccFragment) else acc.n_wg // 8
+
+
+def _col_group(acc, tid):
+    """(column group of thread tid, its first column, its row group)."""
+    if isinstance(acc, MmaAccFragment):
+        wm, wn, _ = acc.warp_coords(tid)
+        return wn, wn * acc.wn_tile, wm
+    wg = tid // 128
+    return wg // acc.wg_m, (wg // acc.wg_m) * acc.n_wg, wg % acc.wg_m
+
+
+@dataclass(frozen=True)
+class AccColumnFragment:
+    """Per-column values of an mma/wgmma accumulator (a 1-d tile over its columns, read as D[j]
+    in a T.Parallel over the accumulator, or W[q, h] over a (rows, Q, H) reshape of it).
+
+    Each thread keeps the columns it holds in the accumulator, two per 8-column atom:
+        slot s = 2 * ni + c  ->  column (its column group's first) + 8 * ni + 2 * (lane % 4) + c
+    Every thread of the rows of a column group holds copies; the threads of the group's first
+    row (lane // 4 == 0 of its first warp) store them.
+    """
+
+    acc: object
+
+    exact = True
+    replicated = True
+
+    @property
+    def shape(self) -> tuple:
+        return (self.acc.shape[1],)
+
+    @property
+    def rows(self) -> int:  # extent of dim 0 (row_copies.py)
+        return self.acc.shape[1]
+
+    @property
+    def nlocal(self) -> int:
+        return 2 * _acc_ni(self.acc)
+
+    @property
+    def threads(self) -> int:
+        return self.acc.threads
+
+    def coords(self, tid, s) -> tuple:
+        _, base, _ = _col_group(self.acc, tid)
+        return (base + (s // 2) * 8 + ((tid % 32) % 4) * 2 + s % 2,)
+
+    def slot_of_acc(self, l):
+        """Slot holding the column of accumulator slot l."""
+        return ((l // 4) % _acc_ni(self.acc)) * 2 + l % 2
+
+    def first_copy(self, tid, l=None):
+        _, _, rg = _col_group(self.acc, tid)
+        in_warp = (tid % 32) // 4 if isinstance(self.acc, MmaAccFragment) else (tid % 128) // 4
+        return E.binop("&&", E.binop("==", in_warp, 0), E.binop("==", rg, 0))
+
+    def key(self):
+        return ("acc_cols", self.acc.key())
+
+
+@dataclass(frozen=True)
+class RowBlockFragment:
+    """(rows, width) values per row of an mma/wgmma accumulator: T.reduce over the last dim of a
+    (rows, width, H) reshape of an accumulator whose rows are whole in one warp (no column split),
+    H a multiple of 8 (each 8-column atom inside one segment).
+
+    Each thread keeps, for every row slot s of its RowFragment, all `width` values: slot s * width + q.
+    The 4 lanes of a quad hold copies; lane q % 4 stores value q (first_copy), so a warp's stores
+    of one slot cover 8 rows x 4 values instead of 8 rows.
+    """
+
+    row: RowFragment
+    width: int
+
+    exact = True
+    replicated = True
+
+    @property
+    def shape(self) -> tuple:
+        return (self.row.rows, self.width)
+
+    @property
+    def rows(self) -> int:
+        return self.row.rows
+
+    @property
+    def nlocal(self) -> int:
+        return self.row.nlocal * self.width
+
+    def coords(self, tid, l) -> tuple:
+        return (self.row.coords(tid, l // self.width)[0], l % self.width)
+
+    def first_copy(self, tid, l=None):
+        lane = 0 if l is None else (l % self.width) % 4
+        split = E.binop("<", tid // (32 if self.row.kind == "mma" else 128), self.row.groups)
+        return E.binop("&&", E.binop("==", tid % 4, lane), split)
+
+    def key(self):
+        return ("rowblock", self.row.key(), self.width)
+
+
+def acc_of_rows(layout):
+    """The mma/wgmma accumulator whose rows `layout` keeps along dim 0: the accumulator itself, or
+    a T.reshape of it that only splits its columns ((R, C) seen as (R, Q, H)); else None."""
+    if isinstance(layout, (MmaAccFragment, WgmmaAccFragment)):
+        return layout
+    if isinstance(layout, ReshapedFragment) and isinstance(layout.inner, (MmaAccFragment, WgmmaAccFragment)) \
+            and layout.shape[0] == layout.inner.shape[0]:
+        return layout.inner
+    return None
+
+
+def column_groups_of(acc) -> int:
+    """How many warps (mma) / warpgroups (wgmma) split each row's columns."""
+    return acc.warps_n if isinstance(acc, MmaAccFragment) else acc.wg_n
+
+
+def segment_rows(src_layout, shape: tuple):
+    """The RowBlockFragment of T.reduce over the last dim of a tile of `shape` laid out as
+    `src_layout`, when that is a (rows, Q, H) reshape of an accumulator reducible in registers."""
+    acc = acc_of_rows(src_layout)
+    if acc is None or len(shape) != 3 or column_groups_of(acc) != 1 or shape[2] % 8:
+        return None
+    if shape[1] * shape[2] != acc.shape[1]:
+        return None
+    return RowBlockFragment(RowFragment.of(acc), shape[1])
 
 
 @dataclass(frozen=True)
@@ -277,15 +409,30 @@ class ReshapedFragment:
     exact = True
 
     def coords(self, tid, l) -> tuple:
+        inner = tuple(self.inner.coords(tid, l))
+        k = 0  # leading dims both shapes share pass through (a reshape that splits only the columns)
+        while k < min(len(inner), len(self.shape)) - 1 and self.inner.shape[k] == self.shape[k]:
+            k += 1
         e = 0
-        for c, s in zip(self.inner.coords(tid, l), self.inner.shape):
+        for c, s in zip(inner[k:], self.inner.shape[k:]):
             e = e * s + c
         out = []
-        for s in reversed(self.shape[1:]):
+        for s in reversed(self.shape[k + 1:]):
             out.append(e % s)
             e = e // s
         out.append(e)
-        return tuple(reversed(out))
+        return inner[:k] + tuple(reversed(out))
+
+    @property
+    def replicated(self) -> bool:
+        return getattr(self.inner, "replicated", False)
+
+    @property
+    def rows(self) -> int:
+        return self.shape[0]
+
+    def first_copy(self, tid, l=None):
+        return self.inner.first_copy(tid, l)
 
     def key(self):
         return ("reshape", self.inner.key(), self.shape)

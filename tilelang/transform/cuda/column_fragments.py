@@ -26,7 +26,7 @@ from ...arith.simplify import const_int, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.visitor import collect
-from ...layout.fragment import FlatFragment, LaneColFragment
+from ...layout.fragment import AccColumnFragment, FlatFragment, LaneColFragment, ReshapedFragment, acc_of_rows
 
 
 def column_read(ld, vars_, exts, body) -> bool:
@@ -78,3 +78,50 @@ def column_slot(driver, lay, indices, cvars, l):
         return simplify(l + (indices[0] - (l // vec) // per_row) * (per_row * vec))
     return None
 
+
+
+# Accumulator-driven loops: a T.Parallel over an mma/wgmma accumulator, or over a (rows, Q, H)
+# reshape of one, gives each thread the same columns in every row it holds, so a tile over the
+# columns alone (D[j]; W[q, h] of the reshape) read there is kept as an AccColumnFragment:
+#     for i, q, h in T.Parallel(256, 4, 32): S3[i, q, h] = S3[i, q, h] * W[q, h]
+#     W: ReshapedFragment(AccColumnFragment(acc), (4, 32))  ->  W_reg[acc slot l's column slot]
+
+
+def acc_column_read(ld, vars_, exts) -> bool:
+    """`ld` reads a tile over the loop's non-row dims with exactly those variables (D[j], W[q, h])."""
+    if not isinstance(ld, E.BufferLoad) or len(vars_) < 2:
+        return False
+    shape = tuple(const_int(s) for s in ld.buffer.shape)
+    return tuple(ld.indices) == tuple(vars_[1:]) and shape == tuple(exts[1:])
+
+
+def acc_column_layout(driver, shape: tuple):
+    """The AccColumnFragment (seen with `shape`) a column tile needs in a loop driven by `driver`."""
+    acc = acc_of_rows(driver)
+    if acc is None or not shape:
+        return None
+    n = 1
+    for s in shape:
+        n *= s
+    if n != acc.shape[1] or tuple(driver.shape[1:]) != tuple(shape):
+        return None
+    return ReshapedFragment.of(AccColumnFragment(acc), shape)
+
+
+def acc_column_slot(driver, lay, l):
+    """Register slot of a column tile read in accumulator slot l's iteration, or None."""
+    acc = acc_of_rows(driver)
+    if acc is None or lay is None or acc_column_layout(driver, tuple(lay.shape)) != lay:
+        return None
+    return simplify(AccColumnFragment(acc).slot_of_acc(l))
+
+
+def loop_permutation(indices, vars_):
+    """p with indices[k] == vars_[p[k]] (all the loop's variables, in another order), or None."""
+    if len(indices) != len(vars_) or len(vars_) < 2:
+        return None
+    pos = {id(v): n for n, v in enumerate(vars_)}
+    p = tuple(pos.get(id(x)) for x in indices)
+    if None in p or sorted(p) != list(range(len(vars_))) or p == tuple(range(len(vars_))):
+        return None
+    return p

@@ -28,13 +28,14 @@ from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
 from ...ir.visitor import Mutator, Visitor, buffers_used, collect
-from ...layout.fragment import (FlatFragment, LaneRowFragment, MmaAccFragment, ReshapedFragment, RowFragment,
-                                WgmmaAccFragment,
-                                choose_warpgroups, choose_warps, row_fragment_ok)
+from ...layout.fragment import (AccColumnFragment, FlatFragment, LaneRowFragment, MmaAccFragment, ReshapedFragment,
+                                RowFragment,
+                                WgmmaAccFragment, acc_of_rows, choose_warpgroups, choose_warps, row_fragment_ok,
+                                segment_rows)
 from ...op import tile_ops as O
 from ...op.thread_ops import DeclBuffer
 from ...op.regions import squeezed
-from .column_fragments import column_layout, column_read
+from .column_fragments import acc_column_layout, acc_column_read, column_layout, column_read, loop_permutation
 from .fragment_slices import LOOP_KINDS, fragment_slice, offset_cases, slice_slots
 from .lower_async import tile_pointer
 
@@ -323,21 +324,30 @@ class _Uses(Visitor):
             body = body.body
         if self.visit_slice(vars_, exts, body):
             return
-        exact, rows, cols = [], [], []
+        exact, rows, cols, permuted = [], [], [], []
         for ld in collect(body, lambda n: isinstance(n, (E.BufferLoad, S.BufferStore))):
             buf = ld.buffer
             if buf.uid not in self.frags:
                 continue
-            if tuple(ld.indices) == tuple(vars_) and tuple(const_int(x) for x in buf.shape) == tuple(exts):
+            shape = tuple(const_int(x) for x in buf.shape)
+            perm = loop_permutation(ld.indices, vars_)
+            if tuple(ld.indices) == tuple(vars_) and shape == tuple(exts):
                 exact.append(buf)
-            elif (isinstance(ld, E.BufferLoad) or reducer_update(ld)) and len(vars_) == 2 and buf.ndim == 1 and \
+            elif (isinstance(ld, E.BufferLoad) or reducer_update(ld)) and len(vars_) >= 2 and buf.ndim == 1 and \
                     tuple(ld.indices) == (vars_[0],) and const_int(buf.shape[0]) == exts[0]:
                 rows.append(buf)  # a per-row value read (or a reducer folded into) across a row
-            elif column_read(ld, vars_, exts, body):
+            elif column_read(ld, vars_, exts, body) or acc_column_read(ld, vars_, exts):
                 cols.append(buf)  # read along the thread's own columns: fine in a column-stable layout
+            elif perm is not None and shape == tuple(exts[p] for p in perm):
+                permuted.append((buf, perm))  # F[j, i] in a loop over (i, j): the loop follows F's layout
             else:
                 self.bad(buf, f"indexed as {buf.name}[{', '.join(str(i) for i in ld.indices)}] in a T.Parallel "
                               f"over {tuple(exts)}")
+        for buf, perm in permuted:  # one transposed driver per loop, and no fragment indexed in loop order
+            if exact or perm != permuted[0][1]:
+                self.bad(buf, f"indexed in another order than the loop's other fragments in a T.Parallel over "
+                              f"{tuple(exts)}")
+        exact = exact or [b for b, p in permuted if p == permuted[0][1]]
         for a, b in zip(exact, exact[1:]):
             self.links.append((a, b))
         for r in rows:
@@ -495,13 +505,17 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
     def acc_rows(lay):
         if not row_fragments:
             return None
-        return RowFragment.of(lay) if isinstance(lay, (MmaAccFragment, WgmmaAccFragment)) and row_fragment_ok(lay) \
-            else None
+        acc = acc_of_rows(lay)
+        return RowFragment.of(acc) if acc is not None and row_fragment_ok(acc) else None
 
     for op in uses.reduces:
-        if op.src.ndim == 2 and op.dim == 1 and op.dst.ndim == 1 and layouts.get(op.dst.uid) is None \
-                and op.dst.uid in frags and op.src.uid in frags:
+        if layouts.get(op.dst.uid) is not None or op.dst.uid not in frags or op.src.uid not in every:
+            continue
+        if op.src.ndim == 2 and op.dim == 1 and op.dst.ndim == 1 and op.src.uid in frags:
             layouts[op.dst.uid] = acc_rows(layouts.get(op.src.uid))
+        elif op.src.ndim == 3 and op.dim == 2 and row_fragments and _static(op.src) and \
+                _static(op.dst) == _static(op.src)[:2]:  # segments of an accumulator's rows ((R, Q, H) view)
+            layouts[op.dst.uid] = segment_rows(layouts.get(op.src.uid), _static(op.src))
     for r, exact in uses.row_uses:
         if layouts.get(r.uid) is None and exact:
             layouts[r.uid] = acc_rows(layouts.get(exact[0].uid))
@@ -530,8 +544,11 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
     # F[x, j] / D[j] read in a loop over a column-stable flat layout: they take that layout's columns
     linked = {b.uid for pair in uses.links for b in pair} | set(uses.strict) | set(views) | \
         {src.uid for _, src in views.values()}
+    def col_layout(driver, shape):
+        return column_layout(driver, shape) or (acc_column_layout(driver, shape) if row_fragments else None)
+
     for c, exact in uses.col_uses:
-        want = column_layout(layouts.get(exact[0].uid), _static(c) or ()) if exact else None
+        want = col_layout(layouts.get(exact[0].uid), _static(c) or ()) if exact else None
         if want is not None and c.uid not in linked and c.uid in frags:
             layouts[c.uid] = want
     # a reducer folded into across the rows of a flat loop keeps per-thread partials of the rows
@@ -567,10 +584,11 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
             uses.demote.setdefault(r.uid, f"read as {r.name}[i] across rows of a tile it is not laid out with")
     for c, exact in uses.col_uses:  # the loop must still be driven by that layout
         live = [b for b in exact if b.uid not in uses.demote]
-        want = column_layout(layouts.get(live[0].uid), _static(c) or ()) if live else None
+        want = col_layout(layouts.get(live[0].uid), _static(c) or ()) if live else None
         if want is None or layouts.get(c.uid) != want:
             uses.demote.setdefault(c.uid, f"read along the columns of a T.Parallel whose layout does not give "
                                           f"each thread the same columns in every row")
+    _column_budget(frags, layouts, uses, threads)
     _demote_views(views, layouts, uses.demote)
     plan = LayoutPlan()
     plan.per_thread = per_thread_fragments(kernel.body, frags, views)
@@ -589,6 +607,33 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
 
 
 _ = squeezed
+
+
+REG_OVERHEAD = 32  # registers a kernel needs beside its register tiles (addresses, indices, loop state)
+
+
+def _column_budget(frags: dict, layouts: dict, uses: _Uses, threads: int):
+    """Column tiles of an accumulator (AccColumnFragment: every thread keeps a copy of the columns it
+    holds) are read-only broadcasts: where the kernel's register tiles would not fit the per-thread
+    register budget with them, they go to shared memory (conflict-free broadcast reads) instead
+    of making ptxas spill. The fp8 lighting indexer: a 256 x 128 accumulator over 512 threads
+    (64 words), its 32-column weights copy and 10 more words on a budget of 104 spilled 476 bytes."""
+    def words(uid):
+        lay = layouts.get(uid)
+        return 0 if lay is None or uid in uses.demote else lay.nlocal * max(1, frags[uid].dtype.bytes // 4)
+
+    budget = min(255, 65536 // max(1, threads)) // 8 * 8
+    cols = sorted((uid for uid in frags if isinstance(getattr(layouts.get(uid), "inner", layouts.get(uid)),
+                                                      AccColumnFragment) and uid not in uses.demote),
+                  key=words, reverse=True)
+    total = sum(words(uid) for uid in frags)
+    for uid in cols:
+        if total + REG_OVERHEAD <= budget:
+            break
+        w = words(uid)
+        uses.demote.setdefault(uid, f"its copy of the accumulator's columns ({w} registers a thread) would take the "
+                                    f"kernel's register tiles to {total} of {budget} registers a thread")
+        total -= w
 
 
 def _check_slices(uses: _Uses, layouts: dict):

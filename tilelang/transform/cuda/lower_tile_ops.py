@@ -26,11 +26,11 @@ from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer, BufferRegion
 from ...ir.visitor import Mutator, ReplaceBuffers, collect, substitute
-from ...layout.fragment import FlatFragment, LaneColFragment, LaneRowFragment, MmaAccFragment, RowFragment, WgmmaAccFragment
+from ...layout.fragment import FlatFragment, LaneColFragment, LaneRowFragment, RowFragment, acc_of_rows
 from ...op.regions import squeezed, tile_coords
 from ...op.registry import lowering_rule
 from . import ops  # noqa: F401 (importing the package registers the tile-op families' rules)
-from .column_fragments import column_slot
+from .column_fragments import acc_column_slot, column_slot, loop_permutation
 from .fragment_slices import LOOP_KINDS, fragment_slice, slice_slots, slot_runs
 from .layout_inference import LayoutPlan, infer_layouts
 from .lower_async import AsyncLowering, async_accumulators
@@ -258,17 +258,23 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
         sl = fragment_slice(vars_, exts, body, self.plan.in_registers)
         if sl is not None and not self.plain_slice(sl):
             return self.slice_loop(s, vars_, sl)
-        driver = None
+        driver, order = None, tuple(vars_)
         for ld in collect(body, lambda n: isinstance(n, (E.BufferLoad, S.BufferStore))):
             if self.plan.in_registers(ld.buffer) and tuple(ld.indices) == tuple(vars_):
                 driver = self.plan.layout(ld.buffer)
                 break
+        if driver is None:  # F[j, i] in a loop over (i, j): walk F's slots (layout inference allowed one order)
+            for ld in collect(body, lambda n: isinstance(n, (E.BufferLoad, S.BufferStore))):
+                perm = loop_permutation(ld.indices, vars_) if self.plan.in_registers(ld.buffer) else None
+                if perm is not None:
+                    driver, order = self.plan.layout(ld.buffer), tuple(vars_[p] for p in perm)
+                    break
         self.per_thread += 1  # inside: each element belongs to one thread (atomics run per element)
         self.where = s.span
         try:
             if driver is not None:
                 def make(l, cvars):
-                    b = self.visit(substitute(body, dict(zip(vars_, cvars))))
+                    b = self.visit(substitute(body, dict(zip(order, cvars))))
                     return _RegAccess(self, cvars, l, driver).visit(b)
                 return self.owned_loop(driver, make, vector="warn")
             return self.flat_loop(exts, lambda cvars: self.visit(substitute(body, dict(zip(vars_, cvars)))),
@@ -354,9 +360,9 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
         return self.flat_loop(squeezed(region.extents), lambda cv: make(cv, None), vector="quiet")
 
     def owned_loop(self, layout, make_body, vector=None):
-        """slot_loop; over a RowFragment, which keeps copies of each row, the stores other threads
+        """slot_loop; over a layout that keeps copies of each element (RowFragment), the stores other threads
         see are made by one of the row's threads (row_copies.py)."""
-        if isinstance(layout, RowFragment):
+        if getattr(layout, "replicated", False):
             return row_loop(self, layout, make_body)
         return self.slot_loop(layout, make_body, vector=vector)
 
@@ -405,9 +411,12 @@ class _RegAccess(Mutator):
         r = self.low.reg(e.buffer)
         if r is not None:
             lay = self.low.plan.layout(e.buffer)
-            if isinstance(lay, RowFragment) and isinstance(self.driver, (MmaAccFragment, WgmmaAccFragment)) \
-                    and RowFragment.of(self.driver) == lay:  # R[i] in a loop over an accumulator
-                return E.BufferLoad(r, (simplify(lay.slot_of_acc(self.l, self.driver)),), e.dtype)
+            acc = acc_of_rows(self.driver)
+            if isinstance(lay, RowFragment) and acc is not None and RowFragment.of(acc) == lay:  # R[i] over an accumulator
+                return E.BufferLoad(r, (simplify(lay.slot_of_acc(self.l, acc)),), e.dtype)
+            col = acc_column_slot(self.driver, lay, self.l) if tuple(e.indices) == self.cvars[1:] else None
+            if col is not None:  # D[j] / W[q, h] along the accumulator's columns
+                return E.BufferLoad(r, (col,), e.dtype)
             if isinstance(lay, LaneRowFragment) and LaneRowFragment.of(self.driver) == lay:
                 return E.BufferLoad(r, (simplify(lay.slot_of(self.l, self.driver)),), e.dtype)  # R[i], flat loop
             col = column_slot(self.driver, lay, e.indices, self.cvars, self.l)

@@ -1,6 +1,6 @@
 """Stores from a loop over a row fragment, whose rows are each held by several threads.
 
-A RowFragment (layout/fragment.py) keeps each row on every lane of an mma quad, and on each
+A RowFragment (layout/fragment.py; also RowBlockFragment, AccColumnFragment) keeps each row on every lane of an mma quad, and on each
 warp (warpgroup) of a column split, so a T.Parallel driven by one runs a row's body on every
 copy. Registers are private; memory other threads see (shared, fragments kept in shared
 memory, global) is stored by one copy (`RowFragment.first_copy`): the copies would race on a
@@ -198,14 +198,15 @@ def _registers(low, rows, plan: RowStorePlan, l, first) -> _Registers:
 
 def row_loop(low, rows, make_body):
     """low.slot_loop(rows, make_body), its stores that other threads see made once per row (module
-    docstring); the buffers every copy still stores are reported through low.warn."""
-    first = rows.first_copy(low.tid)
+    docstring); the buffers every copy still stores are reported through low.warn. `rows` is any
+    layout that keeps copies (`replicated`): its first_copy(tid, l) picks the storing copy of slot l."""
     made = {}
 
     def visible(b: Buffer) -> bool:
         return b.scope not in THREAD_LOCAL and low.reg(b) is None
 
     def body(l, cvars):
+        first = rows.first_copy(low.tid, l)
         b = make_body(l, cvars)
         plan = plan_row_stores(b, visible, lambda buf, idx: _owned(buf, idx, cvars[0], rows.rows))
         for buf, why in plan.kept.values():

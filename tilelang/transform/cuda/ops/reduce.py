@@ -9,7 +9,9 @@ float): a fold of each thread's columns, then an xor-shuffle over its quad (tl_q
   `<src>_rows<n>[rows, G]`, a barrier (thread_sync) follows, and every element of the
   destination, wherever it lives, folds the G partials of its row in a fixed order (so the
   copies of a replicated row fragment agree bit for bit).
-Other reductions: a register source is stored to a shared scratch tile (`<src>_red`) and each
+The last dim of a (rows, Q, H) reshape of such an accumulator (no column split, H % 8 == 0)
+folds, per row and segment, the thread's columns of the segment and its quad, into a
+RowBlockFragment (segment_reduce). Other reductions: a register source is stored to a shared scratch tile (`<src>_red`) and each
 destination element runs a serial loop over the reduced dim.
 
     T.reduce_max(S, m, dim=1)   ->   racc = S_reg[0]; racc = max(racc, S_reg[1]) ...; racc = tl_quad_max(racc); m_reg[s] = racc
@@ -23,7 +25,8 @@ from ....arith.simplify import const_int
 from ....ir import expr as E
 from ....ir import stmt as S
 from ....ir.buffer import Buffer
-from ....layout.fragment import MmaAccFragment, RowFragment, WgmmaAccFragment
+from ....layout.fragment import (MmaAccFragment, RowBlockFragment, RowFragment, WgmmaAccFragment, acc_of_rows,
+                                 segment_rows)
 from ....op import tile_ops as O
 from ....op.registry import register_lowering
 from .base import is_local
@@ -123,9 +126,41 @@ def accumulator_rows(low, op: O.Reduce):
     return lay
 
 
+def segment_reduce(low, op: O.Reduce, sreg: Buffer, dreg: Buffer, lay: RowBlockFragment, acc):
+    """The last dim of a (rows, Q, H) reshape of an accumulator into its RowBlockFragment: per row
+    slot and segment q, a fold of this thread's columns in [q*H, (q+1)*H), then its quad."""
+    dt_ = op.dst.dtype
+    comb = _COMB[op.kind]
+    h = const_int(op.src.shape[2])
+    low.nreduce = getattr(low, "nreduce", 0) + 1
+    tmp = Buffer(f"racc{low.nreduce}", (1,), dt_, "local.var")
+    out = [S.Allocate(tmp)]
+    zero = (E.as_expr(0),)
+    for s in range(lay.row.nlocal):
+        slots = lay.row.acc_slots(s, acc)  # (mi * NI + n) * 4 + r: column 8 n + 2 (lane % 4) + r % 2
+        for q in range(lay.width):
+            mine = [l for l in slots if ((l // 4) % RowFragment._ni(acc)) * 8 // h == q]
+            for n, l in enumerate(mine):
+                v = E.cast(dt_, E.BufferLoad(sreg, (E.as_expr(l),), sreg.dtype))
+                if op.kind in ("abssum", "absmax"):
+                    v = E.call("abs", v)
+                out.append(S.BufferStore(tmp, zero, v if n == 0 else comb(tmp[0], v)))
+            out.append(S.BufferStore(tmp, zero, E.Call(f"tl_quad_{_QUAD[op.kind]}", (tmp[0],), dt_)))
+            slot = (E.as_expr(s * lay.width + q),)
+            total = tmp[0] if op.clear else comb(E.BufferLoad(dreg, slot, dt_), tmp[0])
+            out.append(S.BufferStore(dreg, slot, total))
+    return S.seq(*out)
+
+
 @register_lowering("cuda", O.Reduce)
 def lower_reduce(low, op: O.Reduce):
     src, dst = op.src, op.dst
+    sreg, dreg = low.reg(src), low.reg(dst)
+    seg = low.plan.layout(dst) if dreg is not None and sreg is not None else None
+    if isinstance(seg, RowBlockFragment) and op.dim == 2 and \
+            seg == segment_rows(low.plan.layout(src), tuple(const_int(x) for x in src.shape)) and \
+            dst.dtype.is_float and dst.dtype.bits <= 32:
+        return segment_reduce(low, op, sreg, dreg, seg, acc_of_rows(low.plan.layout(src)))
     src_lay = accumulator_rows(low, op)
     if src_lay is not None:
         sreg, dreg = low.reg(src), low.reg(dst)
