@@ -1,7 +1,8 @@
 """The gemm, thread-level and atomic program families (the tile family is in generator.py).
 
 gemm: A (M, K) or (K, M), B (K, N) or (N, K) through shared tiles in a T.Pipelined k-loop,
-T.gemm into a fragment (or A through a fragment, the RS form), an epilogue and a store.
+T.gemm into a fragment (or A through a fragment, the RS form), an epilogue (elementwise, a column
+broadcast D[j], a row reduction) and a store.
 Shapes follow the public rules: tile M a multiple of 16, N of 8, K of the instruction's k
 (16 for 16-bit, 32 for 8-bit, 8 for fp32), a warp split that exists for the thread count
 and, where sm_90a would pick wgmma, a warpgroup split too. 8-bit operands are K-major.
@@ -96,6 +97,11 @@ def gen_gemm(g: Gen):
         elif u < 0.7:
             body.append(Ew(C, (_I, _J), expr(g, [("ld", C, (_I, _J))], cd, 2, ("i", "j")) if cd == "float32"
                            else ("bin", "*", ("ld", C, (_I, _J)), ("c", 2 if acc == "int32" else 2.0)), (BM, BN)))
+        elif u < 0.85 and cd == "float32":  # a column broadcast: the thread's columns of D (AccColumnFragment)
+            D = g.alloc("fragment", (BN,), "float32", base="D")
+            Dg = g.tensor("D", (Nd,), "float32")
+            body.append(Copy(Ref(Dg, "corner", (Lin.of(("bx", BN)),)), Ref(D)))
+            body.append(Ew(C, (_I, _J), ("bin", g.pick(("+", "*")), ("ld", C, (_I, _J)), ("ld", D, (_J,))), (BM, BN)))
         elif gx == 1:
             rd = "int32" if acc == "int32" else "float32"
             R = g.alloc("fragment", (BM,), rd, base="R")
