@@ -13,7 +13,8 @@ import tilelang.language as T
 
 # (dtype, block_M, block_N, threads, lanes per row): 16 lanes; 64 lanes = 2 warps a row (scratch);
 # every thread a piece of every row (W = 4 passes of the block; 2 stages of 4 x 2048 floats fit in shared memory)
-# the peer example's configs (the warp-specialized path leaves X_stages undeclared for this program)
+# the peer example's configs (the cp.async pipeline); without them sm_90a takes the warp-specialized
+# path (a TMA producer; see test_ws_inner_alloc.py), except for the float32 case's 8 KB rows
 CONFIGS = {"tl.disable_tma_lower": True, "tl.disable_warp_specialized": True}
 CASES = [("float16", 128, 128, 256, 16), ("float16", 32, 512, 128, 64), ("float32", 4, 2048, 128, 128)]
 
@@ -63,11 +64,12 @@ def test_reducer_gemv_on_cpu(dtype, bM, bN, threads, lanes, op):
 
 @pytest.mark.nvrtc
 @pytest.mark.parametrize("dtype,bM,bN,threads,lanes", CASES)
-def test_reducer_partials_stay_in_registers(dtype, bM, bN, threads, lanes):
+@pytest.mark.parametrize("configs", [CONFIGS, {}], ids=["cp_async", "default"])
+def test_reducer_partials_stay_in_registers(dtype, bM, bN, threads, lanes, configs):
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         kern = tilelang.compile(gemv_kernel(4 * bM, 4 * bN, bM, bN, threads, dtype), target="cuda -arch=sm_90a",
-                                pass_configs=CONFIGS)
+                                pass_configs=configs)
     src = kern.get_kernel_source()
     assert not [str(m.message) for m in w if "kept in shared memory" in str(m.message)], [str(m.message) for m in w]
     assert "atomic" not in src, src
@@ -105,7 +107,8 @@ def test_reducer_outside_a_flat_row_loop_stays_shared_with_atomics():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
 @pytest.mark.parametrize("dtype,bM,bN,threads,lanes", CASES)
 @pytest.mark.parametrize("op", ["sum", "max"])
-def test_reducer_gemv_on_gpu(dtype, bM, bN, threads, lanes, op):
+@pytest.mark.parametrize("configs", [CONFIGS, {}], ids=["cp_async", "default"])
+def test_reducer_gemv_on_gpu(dtype, bM, bN, threads, lanes, op, configs):
     M, N = 4 * bM, 4 * bN
-    run(tilelang.compile(gemv_kernel(M, N, bM, bN, threads, dtype, op), target="cuda", pass_configs=CONFIGS), M, N, dtype,
+    run(tilelang.compile(gemv_kernel(M, N, bM, bN, threads, dtype, op), target="cuda", pass_configs=configs), M, N, dtype,
         op, "cuda")

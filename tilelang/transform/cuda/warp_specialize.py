@@ -251,6 +251,13 @@ def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine
             warn(f"no warp specialization (TMA pipeline): T.copy {p.src.buffer.name} -> {p.dst.buffer.name}: {why}")
             return None
         tma.append(box)
+    hoisted = _hoist_staged_decls(stmts, loops[0], tiles)
+    if hoisted is None:
+        warn("no warp specialization (TMA pipeline): a tile the producer loads is declared inside a nested "
+             "statement of the T.Pipelined body; the loop runs as a cp.async pipeline")
+        return None
+    stmts, li, body = hoisted
+    loops, loop = [li], stmts[li]
     persistent = num_sms is not None and len(k.block_vars) <= 3
     stages = max(1, loop.annotation("num_stages", 0) or 1)
     stages = ring_depth(stages, producers, gemms, k.body) if deep_ring else stages
@@ -285,6 +292,25 @@ def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine
              "computed before it by code the producer thread cannot repeat (tile ops or non-scalar stores)")
         return None
     return plan
+
+
+def _hoist_staged_decls(stmts: list, li: int, tiles: set):
+    """(stmts, loop index, loop body) with the declarations of the staged `tiles` found at the top
+    level of the pipelined loop's body (`a_s = T.alloc_shared(...)` under T.Pipelined), and the
+    T.annotate_layout calls on them alone, moved just before the loop, where `_rewrite` replaces
+    them with the stage storage and the consumers' view: both live across iterations (the view is
+    re-pointed at the top of each). None when such a declaration sits deeper in the body."""
+    loop = stmts[li]
+    body = list(loop.body.stmts) if isinstance(loop.body, S.SeqStmt) else [loop.body]
+    decls = [b for b in body if isinstance(b, S.Allocate) and b.buffer.uid in tiles
+             or isinstance(b, O.AnnotateLayout) and all(x.uid in tiles for x, _ in b.layouts)]
+    body = [b for b in body if not any(b is d for d in decls)]
+    if collect(S.seq(*body), lambda n: isinstance(n, S.Allocate) and n.buffer.uid in tiles):
+        return None
+    if not decls:
+        return stmts, li, body
+    loop = replace(loop, body=S.seq(*body))
+    return stmts[:li] + decls + [loop] + stmts[li + 1:], li + len(decls), body
 
 
 _SCALAR = ("local", "local.var")
