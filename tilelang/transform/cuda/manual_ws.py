@@ -28,7 +28,7 @@ from ...ir.visitor import Mutator, collect
 from ...op import hopper as H
 from ...op import tile_ops as O
 from .lower_tile_ops import Raw
-from .warp_specialize import tma_plan
+from .ws_loads import tma_plan
 from .ws_epilogue import TmaDesc
 
 

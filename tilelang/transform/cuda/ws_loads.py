@@ -1,0 +1,93 @@
+"""Which copies of a T.Pipelined loop the warp-specialized producer takes over, and as what TMA boxes.
+
+`hoistable_copies` picks the loop body's global -> shared T.copy ops the producer thread can issue
+at the top of an iteration; `tma_plan` says how one moves as TMA boxes (or why it cannot);
+`hoist_staged_decls` moves the declarations of those tiles out of the loop body, where
+warp_specialize gives them their stage storage. manual_ws uses `tma_plan` for T.tma_copy.
+
+    for ko in T.Pipelined(n, num_stages=2):            a_s = T.alloc_shared((128, 128))   # hoisted
+        a_s = T.alloc_shared((128, 128))       ->      for ko in T.Pipelined(n, num_stages=2):
+        T.copy(A[by*128, ko*128], a_s)                     T.copy(A[by*128, ko*128], a_s)  # producer: 2 boxes
+        ...                                                ...                            # (64-column panels)
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ...arith.divisibility import is_multiple
+from ...arith.simplify import const_int
+from ...ir import expr as E
+from ...ir import stmt as S
+from ...ir.visitor import collect
+from ...op import tile_ops as O
+
+
+def tma_plan(op: O.Copy):
+    """(box outer-first, swizzle, panels) for a TMA-able copy, or (None, reason)."""
+    g, s = op.src.buffer, op.dst.buffer
+    if op.disable_tma:
+        return None, "it asks for disable_tma=True"
+    if g.dtype != s.dtype:
+        return None, "it converts dtypes"
+    if not 2 <= g.ndim <= 5 or s.ndim != 2:
+        return None, f"{g.name} is {g.ndim}-d and {s.name} {s.ndim}-d (TMA here: 2-5 d global, 2-d tile)"
+    ext = [const_int(e) for e in op.src.extents]
+    if any(e is None for e in ext) or [e for e in ext if e != 1] != [const_int(x) for x in s.shape]:
+        return None, "the tile is not a plain box of the global tensor"
+    if [i for i, e in enumerate(ext) if e != 1] != [g.ndim - 2, g.ndim - 1] and ext[-1] == 1:
+        return None, "the tile's inner dim is not the tensor's inner dim"
+    if const_int(op.src.extents[-1]) != const_int(s.shape[-1]):
+        return None, "the tile's inner dim is not the tensor's inner dim"
+    b = g.dtype.bytes
+    if not is_multiple(g.shape[-1] * b, 16):
+        return None, f"{g.name}'s rows ({g.shape[-1]} elements) are not a multiple of 16 bytes"
+    row = ext[-1] * b
+    if any(e > 256 for e in ext[:-1]):  # the inner dim's box is at most 128 bytes (a panel) below
+        return None, "a tile dim exceeds TMA's 256-element box limit"
+    if row in (32, 64, 128):
+        return (tuple(ext), row, 1), None
+    if row % 128 == 0 and b == 2:
+        box = list(ext)
+        box[-1] = 64
+        return (tuple(box), 128, row // 128), None
+    return None, f"the tile's rows are {row} bytes (TMA here: 32, 64, 128 or whole 128-byte panels)"
+
+
+def hoistable_copies(body: list) -> list:
+    """global -> shared copies of the loop body the producer can issue at the iteration start:
+    their tiles are written nowhere else in the body and their offsets use no value computed in it."""
+    local_vars = {st.var for st in collect(S.seq(*body), lambda n: isinstance(n, S.LetStmt))}
+    local_vars |= {st.var for st in collect(S.seq(*body), lambda n: isinstance(n, S.For))}
+    out = []
+    for st in body:
+        if not (isinstance(st, O.Copy) and st.src.buffer.scope == "global"
+                and st.dst.buffer.scope in ("shared", "shared.dyn")):
+            continue
+        x = st.dst.buffer
+        writers = [n for n in collect(S.seq(*body), lambda n: isinstance(n, (S.BufferStore, O.Copy, O.Fill)))
+                   if n is not st and ((isinstance(n, S.BufferStore) and n.buffer is x)
+                                       or (isinstance(n, O.Copy) and n.dst.buffer is x)
+                                       or (isinstance(n, O.Fill) and n.dst.buffer is x))]
+        used = set(collect(st.src, lambda n: isinstance(n, E.Var)))
+        if not writers and not (used & local_vars):
+            out.append(st)
+    return out
+
+
+def hoist_staged_decls(stmts: list, li: int, tiles: set):
+    """(stmts, loop index, loop body) with the declarations of the staged `tiles` found at the top
+    level of the pipelined loop's body (`a_s = T.alloc_shared(...)` under T.Pipelined), and the
+    T.annotate_layout calls on them alone, moved just before the loop, where warp_specialize's `_rewrite` replaces
+    them with the stage storage and the consumers' view: both live across iterations (the view is
+    re-pointed at the top of each). None when such a declaration sits deeper in the body."""
+    loop = stmts[li]
+    body = list(loop.body.stmts) if isinstance(loop.body, S.SeqStmt) else [loop.body]
+    decls = [b for b in body if isinstance(b, S.Allocate) and b.buffer.uid in tiles
+             or isinstance(b, O.AnnotateLayout) and all(x.uid in tiles for x, _ in b.layouts)]
+    body = [b for b in body if not any(b is d for d in decls)]
+    if collect(S.seq(*body), lambda n: isinstance(n, S.Allocate) and n.buffer.uid in tiles):
+        return None
+    if not decls:
+        return stmts, li, body
+    loop = replace(loop, body=S.seq(*body))
+    return stmts[:li] + decls + [loop] + stmts[li + 1:], li + len(decls), body
