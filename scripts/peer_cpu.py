@@ -159,15 +159,32 @@ def install_tilelang_shims(sm90: bool):
         return
     orig_build = jk.build
 
+    dump = os.environ.get("PEER_CPU_DUMP")  # a folder: each sm_90a source and its ptxas line land there
+
     def build(func, target, pass_configs, *rest):
         try:
-            orig_build(func, tgt.Target("cuda", "sm_90a"), pass_configs, *rest)
+            art = orig_build(func, tgt.Target("cuda", "sm_90a"), pass_configs, *rest)
+            if dump:
+                _dump_sm90(dump, getattr(func, "name", "kernel"), art)
         except Exception as e:  # noqa: BLE001 - report and go on to the CPU run
             print(f"\n[peer_cpu] sm_90a compile of {getattr(func, 'name', func)} failed: "
                   f"{type(e).__name__}: {str(e)[:400]}", file=sys.stderr)
         return orig_build(func, target, pass_configs, *rest)
 
     jk.build = build
+
+
+def _dump_sm90(folder: str, name: str, art) -> None:
+    """folder/<name>.<n>.cu (the CUDA source) and one line of ptxas info in folder/ptxas.tsv."""
+    os.makedirs(folder, exist_ok=True)
+    n = len([f for f in os.listdir(folder) if f.startswith(name + ".")])
+    src = getattr(art, "source", None) or ""
+    with open(os.path.join(folder, f"{name}.{n}.cu"), "w") as f:
+        f.write(str(src))
+    compiled = getattr(art, "compiled", None)
+    line = str(compiled.ptxas_info()) if compiled is not None else ""
+    with open(os.path.join(folder, "ptxas.tsv"), "a") as f:
+        f.write(f"{name}.{n}\t{line}\n")
 
 
 class Plugin:
