@@ -97,6 +97,9 @@ def gen_gemm(g: Gen):
         elif u < 0.7:
             body.append(Ew(C, (_I, _J), expr(g, [("ld", C, (_I, _J))], cd, 2, ("i", "j")) if cd == "float32"
                            else ("bin", "*", ("ld", C, (_I, _J)), ("c", 2 if acc == "int32" else 2.0)), (BM, BN)))
+        elif u < 0.78 and cd == "float32" and [h for h in (8, 16, 32) if BN % h == 0 and BN // h > 1]:
+            _segments(g, body, C, BM, BN, Md, Nd)
+            break
         elif u < 0.85 and cd == "float32":  # a column broadcast: the thread's columns of D (AccColumnFragment)
             D = g.alloc("fragment", (BN,), "float32", base="D")
             Dg = g.tensor("D", (Nd,), "float32")
@@ -119,6 +122,28 @@ def gen_gemm(g: Gen):
         body.append(Copy(Ref(C), tile_ref(g, O, M, N, BM, BN)))
     arch = 89 if dt.startswith("float8") else 80
     return g.program("gemm", ((Nd, BN), (Md, BM)), threads, body, arch_min=arch)
+
+
+def _segments(g: Gen, body: list, C: str, BM: int, BN: int, Md, Nd):
+    """The fp8 lighting indexer's epilogue: C seen as (BM, Q, H), scaled by a per-row and a per-column
+    tile, reduced over H into L (BM, Q), stored transposed (a T.Parallel over (Q, BM) reading L[i, q])."""
+    H = g.pick([h for h in (8, 16, 32) if BN % h == 0 and BN // h > 1])
+    Q = BN // H
+    V = g.view(C, (BM, Q, H), base="C3")
+    i, q, h = Lin.of(("i", 1)), Lin.of(("q", 1)), Lin.of(("h", 1))
+    ld = ("ld", V, (i, q, h))
+    if g.coin(0.7):
+        W = g.alloc("fragment", (Q, H), "float32", base="W")
+        S = g.alloc("fragment", (BM,), "float32", base="Sc")
+        body.append(Copy(Ref(g.tensor("Wg", (Q, H), "float32"), "whole"), Ref(W)))
+        body.append(Copy(Ref(g.tensor("Sg", (Md,), "float32"), "corner", (Lin.of(("by", BM)),)), Ref(S)))
+        val = ("bin", "*", ("bin", "*", ("bin", "max", ld, ("c", 0.0)), ("ld", W, (q, h))), ("ld", S, (i,)))
+        body.append(Ew(V, (i, q, h), val, (BM, Q, H), vars=("i", "q", "h")))
+    L = g.alloc("fragment", (BM, Q), "float32", base="L")
+    body.append(Reduce(g.pick(("sum", "sum", "max")), V, L, 2, True))
+    O2 = g.tensor("O2", (Nd, Md), "float32", "out")  # row q of block bx lands at row bx * Q + q
+    body.append(Ew(O2, (Lin.of(("bx", Q), ("q", 1)), Lin.of(("by", BM), ("i", 1))), ("ld", L, (i, q)), (Q, BM),
+                   vars=("q", "i")))
 
 
 def _const_k(c: Copy) -> Ref:

@@ -57,6 +57,13 @@ class Gen:
         self.allocs.append(Alloc(nm, scope, tuple(shape), dtype, init))
         return nm
 
+    def view(self, src: str, shape, base=None) -> str:
+        """`T.reshape(src, shape)` of an allocated tile (same scope and dtype)."""
+        a = next(x for x in self.allocs if x.name == src)
+        nm = self.name(base or f"{src}_v")
+        self.allocs.append(Alloc(nm, a.scope, tuple(shape), a.dtype, None, src))
+        return nm
+
     def tensor(self, base, shape, dtype, role="in") -> str:
         nm = self.name(base)
         self.tensors.append(Tensor(nm, tuple(shape), dtype, role))

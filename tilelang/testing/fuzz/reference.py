@@ -75,6 +75,9 @@ class _Interp:
         self.threads = kernel.threads
         for a in kernel.allocs:
             shape = tuple(a.shape)
+            if a.view_of is not None:  # T.reshape: the source tile's elements (row-major), shared
+                self.tiles[a.name] = self.tiles[a.view_of].view(shape)
+                continue
             if a.scope in ("local", "var"):
                 shape = (self.threads,) + shape
             t = torch.full(shape, math.nan, dtype=torch.float64)

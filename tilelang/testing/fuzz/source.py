@@ -128,7 +128,9 @@ def _kernel(k, prog: Program, out: list) -> None:
     if k.uses_tx:
         out.append(f"{ind}tx = T.get_thread_binding()")
     for a in k.allocs:
-        if a.scope == "var":
+        if a.view_of is not None:
+            out.append(f'{ind}{a.name} = T.reshape({a.view_of}, {_shape(a.shape)})')
+        elif a.scope == "var":
             init = "" if a.init is None else f", init={a.init!r}"
             out.append(f'{ind}{a.name} = T.alloc_var("{a.dtype}"{init})')
         else:

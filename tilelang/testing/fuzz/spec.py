@@ -74,6 +74,7 @@ class Alloc:
     shape: tuple
     dtype: str
     init: float | None = None
+    view_of: str | None = None  # `name = T.reshape(view_of, shape)`: the same elements, another shape
 
 
 @dataclass(frozen=True)
