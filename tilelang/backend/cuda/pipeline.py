@@ -89,7 +89,9 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
         from ...transform.cuda.raise_copies import raise_element_copies
 
         serp = None if config(ctx.pass_configs, "tl.disable_k_serpentine", False) else num_sms()
-        k_piped, views = pipeline_kernel(raise_element_copies(k), msgs.append, serp) \
+        limit = 0 if config(ctx.pass_configs, "tl.disable_staged_element_copies", False) else \
+            _SMEM_LIMIT if ctx.target.sm >= 90 else 166912 if ctx.target.sm in (80, 87) else 101376
+        k_piped, views = pipeline_kernel(raise_element_copies(k), msgs.append, serp, limit) \
             if not ctx.config("tl.disable_pipeline") else (k, [])
         if views and not config(ctx.pass_configs, "tl.disable_staged_epilogue", False):
             k_piped = stage_epilogue(k_piped, views)
@@ -196,6 +198,13 @@ class CUDAArtifact(LowersOnDemand):
             # the producer's ring is deepened before later passes add their scratch tiles (a
             # reduction's, a staging tile): where the total outgrows a block, keep num_stages
             got = without("tl.disable_deep_ring")
+            if got[2].smem_bytes < self.csource.smem_bytes:
+                ctx, self.lowered, self.csource, self.compiled = got
+        if self.csource.smem_bytes > _SMEM_LIMIT and not config(ctx.pass_configs, "tl.disable_staged_element_copies",
+                                                               False):
+            # staged element copies fill a block's shared memory before later passes add their
+            # scratch tiles (a reduction's): where the total outgrows a block, they stay synchronous
+            got = without("tl.disable_staged_element_copies")
             if got[2].smem_bytes < self.csource.smem_bytes:
                 ctx, self.lowered, self.csource, self.compiled = got
         spill = _spill_note(self.compiled.ptxas_info())

@@ -38,7 +38,7 @@ from .lower_copy import CopyLowering, bound_in, Hoist, copy_vector_width, unflat
 from .ops.base import THREAD_LOCAL, THREAD_LOOP, addr_of, is_local, sync  # noqa: F401 (re-exported)
 from .raw import Raw  # noqa: F401 (re-exported: passes import it from here)
 from .row_copies import row_loop
-from .vectorize import plan_vectors, serial_vector_loop, vector_loop, vector_widths
+from .vectorize import cp_async_copy, plan_vectors, serial_vector_loop, vector_loop, vector_widths
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,7 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
         self.per_thread = 0
         self.scope_changes: list = []  # (buffer, original scope): restored after codegen
         self.vectorized = 0  # element loops given vector accesses
+        self.async_copy = self.async_done = False  # lowering a pipeline's staged element copy; cp.async taken
         self.annotated: dict = {}  # uid -> shared Buffer swizzled by T.annotate_layout
         self.where = None  # span of the T.Parallel being lowered (for warnings)
         self.ranges = Ranges()  # block, loop and element variables: proves bounds guards redundant
@@ -181,7 +182,9 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
         plan = plan_vectors(body, cvars[-1], (lvar,), layout.vec)
         if plan.ok:
             self.vectorized += 1
-            return vector_loop(plan, layout, self.tid, lvar, cvars, Raw, THREAD_LOOP)
+            staged = self.async_copy and cp_async_copy(plan) is not None
+            self.async_done = self.async_done or staged
+            return vector_loop(plan, layout, self.tid, lvar, cvars, Raw, THREAD_LOOP, cp_async=staged)
         if plan.why and mode == "warn":
             where = f" (line {self.where.line})" if getattr(self.where, "line", None) else ""
             self.warn(f"T.Parallel{where} uses scalar accesses instead of {layout.vec}-element vectors: {plan.why}")
@@ -271,16 +274,24 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
                     break
         self.per_thread += 1  # inside: each element belongs to one thread (atomics run per element)
         self.where = s.span
+        # a T.Pipelined stage (software_pipeline._element_copy): cp.async, completed by the pipeline's wait
+        self.async_copy, self.async_done = bool(s.annotation("async_copy")), False
         try:
             if driver is not None:
                 def make(l, cvars):
                     b = self.visit(substitute(body, dict(zip(order, cvars))))
                     return _RegAccess(self, cvars, l, driver).visit(b)
                 return self.owned_loop(driver, make, vector="warn")
-            return self.flat_loop(exts, lambda cvars: self.visit(substitute(body, dict(zip(vars_, cvars)))),
-                                  vector="warn")
+            out = self.flat_loop(exts, lambda cvars: self.visit(substitute(body, dict(zip(vars_, cvars)))),
+                                 vector="warn")
+            if self.async_copy and not self.async_done:  # still right (the stage's barrier orders it), not async
+                self.warn(f"T.Pipelined: the T.Parallel element copy (line {getattr(s.span, 'line', '?')}) is "
+                          "staged but copies with ordinary loads and stores, not cp.async (no 4-, 8- or 16-byte "
+                          "vectors of one global load per shared store)")
+            return out
         finally:
             self.per_thread -= 1
+            self.async_copy = False
 
     def vectorized_loop(self, loop: S.For, span):
         """A thread's T.vectorized(n) loop (already lowered) as n-lane vector accesses of its

@@ -35,8 +35,9 @@ _DRAIN = "tl::cp_async_wait<0>(); __syncthreads();"  # after a pipelined loop: e
 
 
 class _Pipeline(Mutator):
-    def __init__(self, warn, reverse=None, smem_bytes=0):
+    def __init__(self, warn, reverse=None, smem_bytes=0, smem_limit=0):
         self.warn = warn
+        self.smem_limit = smem_limit  # a block's shared memory; 0: stage T.copy ops only (no element copies)
         self.smem_bytes = smem_bytes  # shared memory the kernel declares, stages included as they are made
         self.reverse = reverse  # (loop var, condition): that loop's loads walk k backwards where it holds
         self.views: list = []  # (storage, read_view, write_view)
@@ -66,14 +67,15 @@ class _Pipeline(Mutator):
         while stmts and _global_to_shared(stmts[0]):
             producers.append(stmts.pop(0))
         if all(copy_vector_width(p)[0] > 1 for p in producers if isinstance(p, O.Copy)):
-            later = _later_producers(stmts, producers, stages, self.smem_bytes, self.warn)
+            later = _later_producers(stmts, producers, stages, self.smem_bytes, self.warn, self.smem_limit)
             producers += later
             stmts = [st for st in stmts if not any(st is p for p in later)]
-            self.smem_bytes += (stages - 1) * sum(p.dst.buffer.numel() * p.dst.buffer.dtype.bytes for p in later)
+            self.smem_bytes += (stages - 1) * sum(_tile_bytes(_dst(p)) for p in later)
         if not producers:
             self.warn(f"T.Pipelined(num_stages={stages}) runs unpipelined: its body does not start with "
-                      "global -> shared T.copy ops, and no later one can be staged (its tile is used before it, "
-                      "written elsewhere, or its source reads values the body computes)")
+                      "global -> shared T.copy ops, and no later copy (T.copy or T.Parallel element copy) can "
+                      "be staged (its tile is used before it, written elsewhere, or its source reads values "
+                      "the body computes)")
             return s
         for p in (p for p in producers if isinstance(p, O.Copy)):  # an Im2Col is always made of vectors
             vec, why = copy_vector_width(p)
@@ -87,7 +89,7 @@ class _Pipeline(Mutator):
         n = s.extent
         read_map, write_map, sets = {}, {}, []
         for p in producers:
-            x = p.dst.buffer
+            x = _dst(p)
             if x.uid in read_map:
                 continue
             prev = [v for v in self.views if v[0] is x]
@@ -116,8 +118,7 @@ class _Pipeline(Mutator):
             k_load = k_expr
             if self.reverse is not None and self.reverse[0] is ko:
                 k_load = E.select(self.reverse[1], simplify(2 * s.start + n - 1 - k_expr), k_expr)
-            ps = [ReplaceBuffers(write_map).visit(substitute(replace(p, async_group=True), {ko: k_load}))
-                  for p in producers]
+            ps = [ReplaceBuffers(write_map).visit(substitute(_async(p), {ko: k_load})) for p in producers]
             if when is not None:
                 ps = [S.IfThenElse(substitute(when, {ko: k_load}), S.seq(*ps))]
             # stage of iteration k is (k - start) % stages, the same rule the readers use
@@ -146,12 +147,15 @@ class _Pipeline(Mutator):
         return a
 
 
-def pipeline_kernel(k: S.KernelLaunch, warn, num_sms: int | None = None) -> tuple[S.KernelLaunch, list]:
-    """num_sms: walk k backwards in the blocks of every other wave (see `_wave_reverse`)."""
+def pipeline_kernel(k: S.KernelLaunch, warn, num_sms: int | None = None,
+                    smem_limit: int = 0) -> tuple[S.KernelLaunch, list]:
+    """num_sms: walk k backwards in the blocks of every other wave (see `_wave_reverse`).
+    smem_limit: a block's shared memory in bytes; with it, T.Parallel element copies (row gathers)
+    and copies after register-only statements are staged too while the stages fit (0: not)."""
     rev = _wave_reverse(k, num_sms) if num_sms else None
     smem = sum(a.buffer.numel() * a.buffer.dtype.bytes for a in collect(k.body, lambda n: isinstance(n, S.Allocate))
                if a.buffer.scope in ("shared", "shared.dyn") and const_int(a.buffer.numel()) is not None)
-    p = _Pipeline(warn, rev[:2] if rev else None, smem)
+    p = _Pipeline(warn, rev[:2] if rev else None, smem, smem_limit)
     body = p.visit(k.body)
     if not p.views:
         return k, []
@@ -190,48 +194,118 @@ def _global_to_shared(st) -> bool:
 _LATER_SMEM = 99 * 1024  # later copies get stages while the kernel's declared shared memory stays under this
 
 
-def _later_producers(stmts: list, producers: list, stages: int, smem: int, warn=None) -> list:
+def _element_copy(st) -> bool:
+    """A T.Parallel nest whose body is one store of a shared tile from a global tensor of the same
+    dtype, or zero where a condition fails (`if_then_else(ok, X[..], 0)`, the safe-memory form),
+    the innermost loop variable the last index of the tile and of the tensor's last index: an
+    element copy the cp.async lowering can stage, a row gather included
+    (`KV_s[i, d] = KV[b, Indices[b, s, i], d]`)."""
+    vars_, body = [], st
+    while isinstance(body, S.For) and body.kind == "parallel" and const_int(body.start) == 0:
+        vars_.append(body.var)
+        body = body.body
+    if not vars_ or not isinstance(body, S.BufferStore) or body.buffer.scope not in ("shared", "shared.dyn"):
+        return False
+    ld = body.value.a if isinstance(body.value, E.Select) and _is_zero(body.value.b) else body.value
+    if not isinstance(ld, E.BufferLoad) or ld.buffer.scope != "global" or ld.buffer.dtype != body.buffer.dtype:
+        return False
+    j = vars_[-1]
+    last = body.indices[-1]
+    return isinstance(last, E.Var) and last == j and j in set(collect(ld.indices[-1], lambda n: isinstance(n, E.Var))) \
+        and not any(j in set(collect(x, lambda n: isinstance(n, E.Var))) for x in (*body.indices[:-1], *ld.indices[:-1]))
+
+
+def _is_zero(e) -> bool:
+    while isinstance(e, E.Cast):
+        e = e.value
+    return isinstance(e, E.Const) and not isinstance(e.value, bool) and e.value == 0
+
+
+def _store_of(st) -> S.BufferStore:
+    while isinstance(st, S.For):
+        st = st.body
+    return st
+
+
+def _dst(p) -> Buffer:
+    """The shared tile a producer (T.copy, T.im2col or element copy) fills."""
+    return p.dst.buffer if isinstance(p, O.TileOp) else _store_of(p).buffer
+
+
+def _tile_bytes(x: Buffer) -> int:
+    return x.numel() * x.dtype.bytes
+
+
+def _async(p):
+    """The producer as a pipeline stage: completed by the pipeline's wait + barrier."""
+    if isinstance(p, S.For):
+        return replace(p, annotations=p.annotations + (("async_copy", True),))
+    return replace(p, async_group=True)
+
+
+def _registers_only(st) -> bool:
+    """Touches no shared memory (a mask loaded into a fragment): a staged copy may move past it."""
+    return not any(b.scope in ("shared", "shared.dyn") for b in buffers_used(st))
+
+
+def _later_producers(stmts: list, producers: list, stages: int, smem: int, warn=None, limit: int = 0) -> list:
     """Global -> shared copies further down the body that can join the stage group (issued
     `stages - 1` iterations ahead): nothing in the body before them uses their tile, nothing else
     writes it, and their source reads nothing the body computes or writes (flash attention's
-    backward: dO, lse and Delta after the first gemm). A later copy that cannot join stays where it
-    is, synchronous, and `warn` says why."""
+    backward: dO, lse and Delta after the first gemm). With `limit` (a block's shared memory),
+    T.Parallel element copies count too, and a copy preceded only by staged copies and
+    register-only statements (sparse MLA: a mask loop, then the KV row gathers) is staged while
+    the kernel fits in `limit`, as copies at the top of the body are; others while it stays under
+    _LATER_SMEM. A later copy that cannot join stays where it is, synchronous, and `warn` says why."""
 
     def keep(st, why):
         if warn is not None:
-            name = f"T.copy {st.src.buffer.name} -> {st.dst.buffer.name}" if isinstance(st, O.Copy) else \
-                f"T.im2col into {st.dst.buffer.name}"
+            if isinstance(st, O.Copy):
+                name = f"T.copy {st.src.buffer.name} -> {st.dst.buffer.name}"
+            elif isinstance(st, S.For):
+                name = f"the T.Parallel element copy into {_dst(st).name}"
+            else:
+                name = f"T.im2col into {st.dst.buffer.name}"
             warn(f"T.Pipelined(num_stages={stages}): {name} stays a synchronous copy: {why}")
 
     body = S.seq(*stmts)
     bound = {st.var for st in collect(body, lambda n: isinstance(n, (S.LetStmt, S.For)))}
     written = _written(body)
-    taken = {p.dst.buffer.uid for p in producers}
+    taken = {_dst(p).uid for p in producers}
     out = []
     for i, st in enumerate(stmts):
-        if not _global_to_shared(st) or st.dst.buffer.uid in taken:
+        elem = bool(limit) and _element_copy(st)
+        if not (_global_to_shared(st) or elem) or _dst(st).uid in taken:
             continue
-        x = st.dst.buffer
+        x = _dst(st)
         if isinstance(st, O.Copy) and copy_vector_width(st)[0] == 1:
             keep(st, f"it cannot use 4-, 8- or 16-byte cp.async ({copy_vector_width(st)[1]})")
             continue
         if any(b.uid == x.uid for b in buffers_used(S.seq(*stmts[:i]))):
             keep(st, f"the body uses {x.name} before it")
             continue
+        own = _store_of(st) if elem else None
         others = [n for n in collect(body, lambda n: isinstance(n, O.TileOp) and hasattr(n, "dst")
                                      and getattr(getattr(n, "dst", None), "buffer", None) is x) if n is not st]
-        if others or x.uid in {n.buffer.uid for n in collect(body, lambda n: isinstance(n, S.BufferStore))}:
+        stores = [n for n in collect(body, lambda n: isinstance(n, S.BufferStore)) if n.buffer.uid == x.uid
+                  and n is not own]
+        if others or stores:
             keep(st, f"the body also writes {x.name}")
             continue
-        where = st.src if isinstance(st, O.Copy) else st  # an Im2Col's block coordinates too
-        src_vars = set(collect(where, lambda n: isinstance(n, E.Var)))
+        where = st.src if isinstance(st, O.Copy) else own if elem else st  # an Im2Col's block coordinates too
+        mine = {n.var for n in collect(st, lambda n: isinstance(n, S.For))} if elem else set()
+        src_vars = set(collect(where, lambda n: isinstance(n, E.Var))) - mine
         src_reads = {n.buffer.uid for n in collect(where, lambda n: isinstance(n, E.BufferLoad))}
-        if src_vars & bound or src_reads & written or st.src.buffer.uid in written:
+        src = own.value if elem else st.src
+        src_buf = (src.a if isinstance(src, E.Select) else src).buffer if elem else st.src.buffer
+        if src_vars & (bound - mine) or src_reads & written or src_buf.uid in written:
             keep(st, "its source reads values the body computes or writes")
             continue
-        size = x.numel() * x.dtype.bytes
-        if smem + (stages - 1) * size > _LATER_SMEM:
-            keep(st, f"its {stages} stages would take the kernel's shared memory past {_LATER_SMEM // 1024} KB")
+        lead = bool(limit) and all(any(s_ is p for p in out) or _registers_only(s_) for s_ in stmts[:i])
+        cap = limit if lead else _LATER_SMEM
+        size = _tile_bytes(x)
+        if smem + (stages - 1) * size > cap:
+            keep(st, f"its {stages} stages would take the kernel's shared memory past {cap // 1024} KB")
             continue
         smem += (stages - 1) * size
         taken.add(x.uid)

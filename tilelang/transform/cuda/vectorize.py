@@ -305,8 +305,50 @@ def _vector_accesses(plan: VecPlan, at0: dict, raw) -> tuple[list, list]:
     return pre, post
 
 
-def vector_loop(plan: VecPlan, layout, tid, lvar: E.Var, cvars: list, raw, annotations=()) -> S.For:
-    """Emit the planned group loop over a FlatFragment (or LaneColFragment) `layout` (vec == plan.vec)."""
+def cp_async_copy(plan: VecPlan) -> tuple | None:
+    """(global load, shared store) when the planned body is one vector of a shared tile copied
+    from one global vector, or zeros where the load's condition fails (`if_then_else(ok, X[..], 0)`):
+    what one cp.async with a zero-fill predicate does. None for any other body."""
+    if len(plan.accesses) != 2 or not isinstance(plan.body, S.BufferStore):
+        return None
+    ld, st = plan.accesses
+    if ld.store or not st.store or ld.buffer.scope != "global" or st.buffer.scope not in ("shared", "shared.dyn") \
+            or ld.buffer.dtype != st.buffer.dtype or plan.body.buffer is not st.regs \
+            or plan.vec * st.buffer.dtype.bytes not in (4, 8, 16):
+        return None
+    v = plan.body.value
+    if isinstance(v, E.Select) and _zero(v.b) and ld.guard == st.guard + (v.cond,):
+        v = v.a
+    elif ld.guard != st.guard:
+        return None
+    if not (isinstance(v, E.BufferLoad) and v.buffer is ld.regs):
+        return None
+    return ld, st
+
+
+def _zero(e) -> bool:
+    while isinstance(e, E.Cast):
+        e = e.value
+    return isinstance(e, E.Const) and not isinstance(e.value, bool) and e.value == 0
+
+
+def _cp_async(ld: VecAccess, st: VecAccess, vec: int, at0: dict, raw) -> S.Stmt:
+    """The copy as one cp.async per vector, its completion left to the caller's wait + barrier
+    (a T.Pipelined stage): the shared writes are not recorded for barrier insertion."""
+    nb = vec * st.buffer.dtype.bytes
+    dst = _addr(st.buffer, tuple(substitute(i, at0) for i in st.indices))
+    src = _addr(ld.buffer, tuple(substitute(i, at0) for i in ld.indices))
+    pred = simplify(substitute(_all(ld.guard), at0))
+    cp = raw(f"tl::cp_async_zfill<{nb}>({{0}}, {{1}}, {{2}});", (dst, src, pred))
+    if not st.guard:
+        return cp
+    return S.IfThenElse(simplify(substitute(_all(st.guard), at0)), cp)
+
+
+def vector_loop(plan: VecPlan, layout, tid, lvar: E.Var, cvars: list, raw, annotations=(),
+                cp_async: bool = False) -> S.For:
+    """Emit the planned group loop over a FlatFragment (or LaneColFragment) `layout` (vec == plan.vec).
+    cp_async: a global -> shared copy body (`cp_async_copy`) becomes one cp.async per vector."""
     from .lower_tile_ops import unflatten
 
     vec, j = plan.vec, cvars[-1]
@@ -316,6 +358,12 @@ def vector_loop(plan: VecPlan, layout, tid, lvar: E.Var, cvars: list, raw, annot
     coords = unflatten(e0, layout.shape)
     lets = [S.LetStmt(v, simplify(c)) for v, c in zip(cvars[:-1], coords[:-1])]
     lets.append(S.LetStmt(j0, simplify(coords[-1])))
+    copy = cp_async_copy(plan) if cp_async else None
+    if copy is not None:
+        group = S.seq(*lets, _cp_async(*copy, vec, {j: j0}, raw))
+        if not layout.exact:
+            group = S.IfThenElse(E.binop("<", e0, layout.numel), group)
+        return S.For(g, E.as_expr(0), E.as_expr(layout.nlocal // vec), "unroll", group, annotations)
     pre, post = _vector_accesses(plan, {j: j0}, raw)
     lane = [S.LetStmt(j, j0 + u)]
     if lvar in _vars(plan.body):

@@ -1,0 +1,183 @@
+"""software_pipeline: T.Parallel element copies (row gathers through an index tensor) as cp.async stages.
+
+The sparse-MLA shape: a register-only mask loop, then `KV_s[i, d] = KV[Idx[.., i], d]` loops,
+then compute. The gathers are staged (issued one iteration ahead as cp.async with a zero-fill
+predicate for rows the safe-memory guard rejects); the result is checked against float64 on
+the CPU backend and, for the generated CUDA, on the host (tests/transform/cuda/host_cuda.py).
+"""
+import importlib.util
+import os
+import warnings
+
+import pytest
+import torch
+
+import tilelang
+import tilelang.language as T
+from tilelang.ir import stmt as S
+from tilelang.ir.visitor import collect
+from tilelang.transform.cuda.software_pipeline import pipeline_kernel
+
+N, D, BI, NI, NB = 100, 32, 16, 4, 3  # table rows, row length, rows per step, steps, blocks
+
+
+def gather_sum(stages, read_first=False):
+    """O[b*BI + i, :] = sum_k (k + 1) * X[Idx[b, k*BI + i], :] for rows with Idx >= 0 (zeros past the table)."""
+
+    @T.prim_func
+    def gather_sum(X: T.Tensor((N, D), "float32"), Idx: T.Tensor((NB, NI * BI), "int32"),
+                   O: T.Tensor((NB * BI, D), "float32")):
+        with T.Kernel(NB, threads=128) as bx:
+            X_s = T.alloc_shared((BI, D), "float32")
+            mask = T.alloc_fragment((BI,), "bool")
+            acc = T.alloc_fragment((BI, D), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(NI, num_stages=stages):
+                for i in T.Parallel(BI):
+                    mask[i] = Idx[bx, k * BI + i] >= 0
+                if read_first:
+                    for i, d in T.Parallel(BI, D):
+                        acc[i, d] += X_s[i, d]
+                for i, d in T.Parallel(BI, D):
+                    X_s[i, d] = X[Idx[bx, k * BI + i], d]
+                for i, d in T.Parallel(BI, D):
+                    acc[i, d] += T.if_then_else(mask[i], X_s[i, d] * (k + 1), 0.0)
+            T.copy(acc, O[bx * BI, 0])
+
+    return gather_sum
+
+
+def inputs():
+    x = torch.randn(N, D)
+    idx = torch.randint(0, N, (NB, NI * BI), dtype=torch.int32)
+    idx[0, 3], idx[1, 7], idx[2, 20] = -1, N, N + 5  # masked out / past the table (zero-filled)
+    return x, idx
+
+
+def reference(x, idx):
+    ok = (idx >= 0) & (idx < N)
+    rows = x.double()[idx.clamp(0, N - 1).long()] * ok[..., None]  # (NB, NI*BI, D)
+    w = torch.arange(1, NI + 1, dtype=torch.float64).repeat_interleave(BI)[None, :, None] * (idx >= 0)[..., None]
+    return (rows * w).reshape(NB, NI, BI, D).sum(1).reshape(NB * BI, D)
+
+
+def _host():
+    spec = importlib.util.spec_from_file_location("host_cuda", os.path.join(os.path.dirname(__file__), "host_cuda.py"))
+    host = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(host)
+    return host
+
+
+def test_gather_sum_on_the_cpu_backend_matches_float64():
+    x, idx = inputs()
+    o = torch.full((NB * BI, D), float("nan"))
+    tilelang.compile(gather_sum(2), target="cpu")(x, idx, o)
+    torch.testing.assert_close(o.double(), reference(x, idx), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("stages", [2, 3])
+def test_gathers_are_staged_as_zero_filling_cp_async_and_run_right_on_host(stages):
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        kern = tilelang.compile(gather_sum(stages), target="cuda -arch=sm_80")
+    msgs = [str(w.message) for w in got]
+    assert not any("unpipelined" in m or "synchronous" in m or "ordinary loads" in m for m in msgs), msgs
+    src = kern.get_kernel_source()
+    loop = src.split("for (int k = 0; k < 4; ++k) {")[1]
+    assert f"tl::cp_async_wait<{stages - 2}>" in loop and "X_s_w = X_s_stages +" in loop, src
+    assert "tl::cp_async_zfill<16>(&X_s_w[" in loop and f"Idx[(int64_t)bx * 64 + ((k * 16) + " in loop, src
+    assert "tl::load_vec" not in loop.split("tl::cp_async_commit();")[0], src  # no register round trip
+    host = _host()
+    if not host.available():
+        pytest.skip("g++ not installed")
+    x, idx = inputs()
+    o = torch.full((NB * BI, D), float("nan"))
+    host.HostProgram({"g": kern}).run("g", [x, idx, o])
+    torch.testing.assert_close(o.double(), reference(x, idx), rtol=1e-5, atol=1e-4)
+
+
+def test_gather_stages_only_with_a_shared_memory_limit(helpers):
+    k = helpers.tile_kernel(gather_sum(2), "sm_80")
+    msgs = []
+    piped, views = pipeline_kernel(k, msgs.append)  # no limit: T.copy ops only, as before
+    assert piped is k and not views and "runs unpipelined" in msgs[-1]
+    piped, views = pipeline_kernel(k, [].append, smem_limit=232448)
+    assert [v[0].name for v in views] == ["X_s"]
+    staged = [f for f in collect(piped.body, lambda n: isinstance(n, S.For)) if f.annotation("async_copy")]
+    assert len(staged) == 2  # the prologue's and the loop's issue
+
+
+def test_gather_whose_tile_is_read_first_stays_synchronous(helpers):
+    k = helpers.tile_kernel(gather_sum(2, read_first=True), "sm_80")
+    msgs = []
+    piped, views = pipeline_kernel(k, msgs.append, smem_limit=232448)
+    assert not views
+    assert "the T.Parallel element copy into X_s stays a synchronous copy: the body uses X_s before it" in msgs[0], msgs
+
+
+def test_gather_past_the_block_limit_stays_synchronous(helpers):
+    k = helpers.tile_kernel(gather_sum(2), "sm_80")
+    msgs = []
+    _, views = pipeline_kernel(k, msgs.append, smem_limit=2048 + 1024)  # X_s is 2 KB; a second stage does not fit
+    assert not views
+    assert any("its 2 stages would take the kernel's shared memory past 3 KB" in m for m in msgs), msgs
+
+
+def sparse_mla(H=64, DV=128, DT=64, BI=64, NI=2, threads=256):
+    """The DeepSeek v3.2 sparse MLA forward's shape (smaller dims): gathers feed wgmma gemms."""
+
+    @T.prim_func
+    def sparse_mla(Q: T.Tensor((8, H, DV + DT), "bfloat16"), KV: T.Tensor((512, DV + DT), "bfloat16"),
+                   Idx: T.Tensor((8, BI * NI), "int32"), Out: T.Tensor((8, H, DV), "bfloat16")):
+        with T.Kernel(8, threads=threads) as bx:
+            Q_s = T.alloc_shared((H, DV + DT), "bfloat16")
+            KV_s = T.alloc_shared((BI, DV), "bfloat16")
+            K_tail = T.alloc_shared((BI, DT), "bfloat16")
+            S_s = T.alloc_shared((H, BI), "bfloat16")
+            mask = T.alloc_fragment((BI,), "bool")
+            acc_s = T.alloc_fragment((H, BI), "float32")
+            acc_o = T.alloc_fragment((H, DV), "float32")
+            T.clear(acc_o)
+            T.copy(Q[bx, 0:H, :], Q_s)
+            for it in T.Pipelined(NI, num_stages=2):
+                for i in T.Parallel(BI):
+                    mask[i] = Idx[bx, it * BI + i] <= bx * 64
+                for i, d in T.Parallel(BI, DV):
+                    KV_s[i, d] = KV[Idx[bx, it * BI + i], d]
+                for i, d in T.Parallel(BI, DT):
+                    K_tail[i, d] = KV[Idx[bx, it * BI + i], DV + d]
+                for h, i in T.Parallel(H, BI):
+                    acc_s[h, i] = T.if_then_else(mask[i], 0, -T.infinity("float32"))
+                T.gemm(Q_s[:, :DV], KV_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                T.gemm(Q_s[:, DV:], K_tail, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                T.copy(acc_s, S_s)
+                T.gemm(S_s, KV_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+            T.copy(acc_o, Out[bx, 0:H, :])
+
+    return sparse_mla
+
+
+def test_sparse_mla_shape_stages_its_gathers_for_wgmma_on_sm90a():
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        kern = tilelang.compile(sparse_mla(), target="cuda -arch=sm_90a",
+                                pass_configs={"tl.disable_warp_specialized": True, "tl.disable_tma_lower": True})
+    msgs = [str(w.message) for w in got]
+    assert not any("unpipelined" in m or "synchronous" in m for m in msgs), msgs
+    src = kern.get_kernel_source()
+    loop = src.split("for (int it = 0; it < 2; ++it) {")[1]
+    assert "KV_s_stages" in src and "K_tail_stages" in src
+    assert loop.count("tl::cp_async_zfill<16>(&KV_s_w[") == 1 and loop.count("tl::cp_async_zfill<16>(&K_tail_w[") == 1
+    assert "gemm_ss_sm90" in loop and "tl::load_vec" not in loop, src
+    # one barrier fewer per iteration: the gemm no longer waits on this iteration's gathers
+    assert loop.split("tl::gemm_ss_sm90")[0].count("__syncthreads();") == 1, src
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("stages", [2, 3])
+def test_gather_sum_on_gpu_matches_float64(stages):
+    x, idx = inputs()
+    o = torch.full((NB * BI, D), float("nan"), device="cuda")
+    tilelang.compile(gather_sum(stages), target="cuda")(x.cuda(), idx.cuda(), o)
+    torch.testing.assert_close(o.cpu().double(), reference(x, idx), rtol=1e-5, atol=1e-4)
