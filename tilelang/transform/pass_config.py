@@ -184,7 +184,9 @@ _DOCS = {
     "TL_DISABLE_DEFERRED_EPILOGUE": "Ours. True: persistent GEMMs store C between k-loops.",
     "TL_DISABLE_STAGED_ELEMENT_COPIES": "Ours. True: the cp.async software pipeline stages only T.copy ops (at "
                                         "the top of the body, or later ones under 99 KB of shared memory), not "
-                                        "T.Parallel element copies or copies after register-only statements.",
+                                        "T.Parallel element copies or copies after register-only statements, and "
+                                        "T.copy ops just before a pipelined loop wait for themselves instead of "
+                                        "joining its prologue.",
     "TL_DISABLE_DEEP_RING": "Ours. True: warp-specialized TMA rings keep exactly the user's num_stages.",
     "TL_DISABLE_STAGED_EPILOGUE": "Ours. True: cp.async kernels store C from registers.",
     "TL_DEBUG_TIMELINE": "Ours. True: persistent kernels record per-tile timestamps (kernel.timeline()).",

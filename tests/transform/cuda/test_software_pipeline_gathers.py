@@ -157,6 +157,61 @@ def sparse_mla(H=64, DV=128, DT=64, BI=64, NI=2, threads=256):
     return sparse_mla
 
 
+def weighted_gather(stages, read_before=False):
+    """gather_sum with a per-row weight tile W_s copied (T.copy) right before the pipelined loop."""
+
+    @T.prim_func
+    def weighted_gather(X: T.Tensor((N, D), "float32"), Idx: T.Tensor((NB, NI * BI), "int32"),
+                        W: T.Tensor((NB * BI, D), "float32"), O: T.Tensor((NB * BI, D), "float32")):
+        with T.Kernel(NB, threads=128) as bx:
+            W_s = T.alloc_shared((BI, D), "float32")
+            X_s = T.alloc_shared((BI, D), "float32")
+            acc = T.alloc_fragment((BI, D), "float32")
+            T.clear(acc)
+            if read_before:
+                T.clear(W_s)
+                for i, d in T.Parallel(BI, D):
+                    acc[i, d] = W_s[i, d]
+            T.copy(W[bx * BI, 0], W_s)
+            for k in T.Pipelined(NI, num_stages=stages):
+                for i, d in T.Parallel(BI, D):
+                    X_s[i, d] = X[Idx[bx, k * BI + i], d]
+                for i, d in T.Parallel(BI, D):
+                    acc[i, d] += X_s[i, d] * W_s[i, d]
+            T.copy(acc, O[bx * BI, 0])
+
+    return weighted_gather
+
+
+@pytest.mark.parametrize("stages", [2, 3])
+def test_copy_before_the_loop_joins_its_prologue_and_runs_right_on_host(stages):
+    kern = tilelang.compile(weighted_gather(stages), target="cuda -arch=sm_80")
+    src = kern.get_kernel_source()
+    head = src.split("for (int k = 0; k < 4; ++k) {")[0]
+    # W_s's loads and stage 0's are in flight together: no wait or barrier before the loop's own
+    assert "cp_async_wait" not in head and "__syncthreads" not in head, src
+    assert head.count("tl::cp_async_commit();") == stages, src  # W_s's group and the prologue's stages - 1
+    assert head.index("&W_s[") < head.index("X_s_w = X_s_stages + (0)")
+    host = _host()
+    if not host.available():
+        pytest.skip("g++ not installed")
+    x, idx = inputs()
+    w = torch.randn(NB * BI, D)
+    o = torch.full((NB * BI, D), float("nan"))
+    host.HostProgram({"g": kern}).run("g", [x, idx, w, o])
+    ok = ((idx >= 0) & (idx < N)).double()
+    rows = x.double()[idx.clamp(0, N - 1).long()] * ok[..., None]
+    ref = rows.reshape(NB, NI, BI, D).sum(1).reshape(NB * BI, D) * w.double()
+    torch.testing.assert_close(o.double(), ref, rtol=1e-5, atol=1e-4)
+
+
+def test_copy_into_a_tile_read_before_it_stays_synchronous():
+    kern = tilelang.compile(weighted_gather(2, read_before=True), target="cuda -arch=sm_80")
+    head = kern.get_kernel_source().split("for (int k = 0; k < 4; ++k) {")[0]
+    w_copy = head[head.index("&W_s["):]
+    assert w_copy.index("tl::cp_async_wait<0>();") < w_copy.index("X_s_w = X_s_stages + (0)"), head
+
+
 def test_sparse_mla_shape_stages_its_gathers_for_wgmma_on_sm90a():
     with warnings.catch_warnings(record=True) as got:
         warnings.simplefilter("always")
@@ -171,6 +226,8 @@ def test_sparse_mla_shape_stages_its_gathers_for_wgmma_on_sm90a():
     assert "gemm_ss_sm90" in loop and "tl::load_vec" not in loop, src
     # one barrier fewer per iteration: the gemm no longer waits on this iteration's gathers
     assert loop.split("tl::gemm_ss_sm90")[0].count("__syncthreads();") == 1, src
+    # Q's loads join the prologue: no wait before the loop's first
+    assert "cp_async_wait" not in src.split("for (int it = 0; it < 2; ++it) {")[0], src
 
 
 @pytest.mark.cuda

@@ -9,7 +9,8 @@ same dtype, replaced by the equivalent `T.copy` (gemm_intrinsics' hand-written l
         A_shared[i, k] = A[by * 128 + i, ko * 32 + k]
 
 The copy reads the same elements; where the box leaves the tensor, T.copy reads zeros where the
-loop would have read out of bounds.
+loop would have read out of bounds. Loops that are no box (a row gather through an index tensor)
+stay loops; `element_copy` says whether the pipeline can still stage one as cp.async.
 """
 from __future__ import annotations
 
@@ -57,6 +58,39 @@ def _as_copy(s: S.For):
         ranges.append((start, exts[d - (src.ndim - nv)]))
     whole = BufferRegion(dst, tuple((E.as_expr(0), e) for e in exts))
     return O.Copy(BufferRegion(src, tuple(ranges)), whole, span=s.span)
+
+
+def element_copy(st) -> bool:
+    """A T.Parallel nest whose body is one store of a shared tile from a global tensor of the same
+    dtype, or zero where a condition fails (`if_then_else(ok, X[..], 0)`, the safe-memory form),
+    the innermost loop variable the last index of the tile and of the tensor's last index: an
+    element copy the cp.async lowering can stage, a row gather included
+    (`KV_s[i, d] = KV[b, Indices[b, s, i], d]`)."""
+    vars_, body = [], st
+    while isinstance(body, S.For) and body.kind == "parallel" and const_int(body.start) == 0:
+        vars_.append(body.var)
+        body = body.body
+    if not vars_ or not isinstance(body, S.BufferStore) or body.buffer.scope not in ("shared", "shared.dyn"):
+        return False
+    ld = body.value.a if isinstance(body.value, E.Select) and _is_zero(body.value.b) else body.value
+    if not isinstance(ld, E.BufferLoad) or ld.buffer.scope != "global" or ld.buffer.dtype != body.buffer.dtype:
+        return False
+    j = vars_[-1]
+    last = body.indices[-1]
+    return isinstance(last, E.Var) and last == j and j in set(collect(ld.indices[-1], lambda n: isinstance(n, E.Var))) \
+        and not any(j in set(collect(x, lambda n: isinstance(n, E.Var))) for x in (*body.indices[:-1], *ld.indices[:-1]))
+
+
+def _is_zero(e) -> bool:
+    while isinstance(e, E.Cast):
+        e = e.value
+    return isinstance(e, E.Const) and not isinstance(e.value, bool) and e.value == 0
+
+
+def store_of(st) -> S.BufferStore:
+    while isinstance(st, S.For):
+        st = st.body
+    return st
 
 
 class _Raise(Mutator):

@@ -13,6 +13,9 @@ stage it reads complete and visible, and orders the refill after the previous re
                                                      if ko + 2 < n: T.copy(A[.., (ko+2)*32], A_w)   (async)
                                                      commit; T.gemm(A_r, B_r, C)
 
+T.copy ops global -> shared right before the loop (an attention block's Q) join the prologue as
+one more commit group, so their loads overlap stage 0's (`join_prologues`).
+
 Also here: the k serpentine of one-block-per-SM kernels (`_wave_reverse`: blocks of odd waves
 load their k-slices last first) and the staged epilogue (`stage_epilogue`: the final copy of
 the accumulator goes out through a swizzled window onto a stage's storage, in 16-byte vectors).
@@ -30,6 +33,7 @@ from ...ir.buffer import Buffer, BufferRegion
 from ...ir.visitor import Mutator, ReplaceBuffers, buffers_used, collect, substitute
 from ...op import tile_ops as O
 from .lower_tile_ops import Raw, copy_vector_width
+from .raise_copies import element_copy as _element_copy, store_of as _store_of
 
 _DRAIN = "tl::cp_async_wait<0>(); __syncthreads();"  # after a pipelined loop: every stage landed and read
 
@@ -40,6 +44,8 @@ class _Pipeline(Mutator):
         self.smem_limit = smem_limit  # a block's shared memory; 0: stage T.copy ops only (no element copies)
         self.smem_bytes = smem_bytes  # shared memory the kernel declares, stages included as they are made
         self.reverse = reverse  # (loop var, condition): that loop's loads walk k backwards where it holds
+        self.pipelined: set = set()  # ids of the statements that replaced a pipelined loop
+        self.top = None  # the kernel's body: copies before its pipelined loops join their prologues
         self.views: list = []  # (storage, read_view, write_view)
         self.allocs: dict = {}  # original uid -> storage Buffer
 
@@ -141,7 +147,38 @@ class _Pipeline(Mutator):
             issue(ahead, E.binop("<", ahead - s.start, n)),
             rest)
         loop = S.For(ko, s.start, s.extent, "serial", loop_body, (), span=s.span)
-        return S.seq(*lead, *prologue, loop, Raw(_DRAIN))
+        out = S.seq(*lead, *prologue, loop, Raw(_DRAIN))
+        self.pipelined.add(id(out))
+        return out
+
+    def visit_SeqStmt(self, s: S.SeqStmt):
+        stmts = [self.visit(x) for x in s.stmts]
+        if self.smem_limit and s is self.top:
+            stmts = self.join_prologues(stmts)
+        same = len(stmts) == len(s.stmts) and all(a is b for a, b in zip(stmts, s.stmts))
+        return s if same else replace(s, stmts=tuple(stmts))
+
+    def join_prologues(self, stmts: list) -> list:
+        """T.copy ops global -> shared right before a pipelined loop (Q of an attention block) are
+        issued as one more cp.async group ahead of the loop's prologue instead of waiting for
+        themselves: groups complete in order, so the wait before the first iteration, which
+        completes stage 0, completes them too (and the drain after the loop, if it runs no
+        iteration). Nothing runs between them and the loop."""
+        out = list(stmts)
+        for i, st in enumerate(stmts):
+            if id(st) not in self.pipelined:
+                continue
+            j = i
+            while j > 0 and _joinable(out[j - 1], self.allocs):
+                j -= 1
+            # NOTE: the copies' writes are not seen by barrier insertion (a pipeline's are not): no
+            # statement before them may touch their tiles, and they are in no loop (the kernel's top)
+            decls = (S.Allocate, O.AnnotateLayout)
+            before = {b.uid for b in buffers_used(S.seq(*[x for x in out[:j] if not isinstance(x, decls)]))}
+            keep = [c for c in out[j:i] if c.dst.buffer.uid not in before]
+            if j < i and len(keep) == i - j:
+                out[j:i] = [replace(c, async_group=True) for c in out[j:i]] + [Raw("tl::cp_async_commit();")]
+        return out
 
     def visit_Allocate(self, a: S.Allocate):
         return a
@@ -156,6 +193,7 @@ def pipeline_kernel(k: S.KernelLaunch, warn, num_sms: int | None = None,
     smem = sum(a.buffer.numel() * a.buffer.dtype.bytes for a in collect(k.body, lambda n: isinstance(n, S.Allocate))
                if a.buffer.scope in ("shared", "shared.dyn") and const_int(a.buffer.numel()) is not None)
     p = _Pipeline(warn, rev[:2] if rev else None, smem, smem_limit)
+    p.top = k.body
     body = p.visit(k.body)
     if not p.views:
         return k, []
@@ -194,37 +232,11 @@ def _global_to_shared(st) -> bool:
 _LATER_SMEM = 99 * 1024  # later copies get stages while the kernel's declared shared memory stays under this
 
 
-def _element_copy(st) -> bool:
-    """A T.Parallel nest whose body is one store of a shared tile from a global tensor of the same
-    dtype, or zero where a condition fails (`if_then_else(ok, X[..], 0)`, the safe-memory form),
-    the innermost loop variable the last index of the tile and of the tensor's last index: an
-    element copy the cp.async lowering can stage, a row gather included
-    (`KV_s[i, d] = KV[b, Indices[b, s, i], d]`)."""
-    vars_, body = [], st
-    while isinstance(body, S.For) and body.kind == "parallel" and const_int(body.start) == 0:
-        vars_.append(body.var)
-        body = body.body
-    if not vars_ or not isinstance(body, S.BufferStore) or body.buffer.scope not in ("shared", "shared.dyn"):
-        return False
-    ld = body.value.a if isinstance(body.value, E.Select) and _is_zero(body.value.b) else body.value
-    if not isinstance(ld, E.BufferLoad) or ld.buffer.scope != "global" or ld.buffer.dtype != body.buffer.dtype:
-        return False
-    j = vars_[-1]
-    last = body.indices[-1]
-    return isinstance(last, E.Var) and last == j and j in set(collect(ld.indices[-1], lambda n: isinstance(n, E.Var))) \
-        and not any(j in set(collect(x, lambda n: isinstance(n, E.Var))) for x in (*body.indices[:-1], *ld.indices[:-1]))
-
-
-def _is_zero(e) -> bool:
-    while isinstance(e, E.Cast):
-        e = e.value
-    return isinstance(e, E.Const) and not isinstance(e.value, bool) and e.value == 0
-
-
-def _store_of(st) -> S.BufferStore:
-    while isinstance(st, S.For):
-        st = st.body
-    return st
+def _joinable(st, staged: dict) -> bool:
+    """A synchronous T.copy global -> shared in cp.async vectors into a tile no loop stages."""
+    return isinstance(st, O.Copy) and _global_to_shared(st) and not st.async_group \
+        and st.dst.buffer.uid not in staged and getattr(st.dst.buffer, "view_of", None) is None \
+        and copy_vector_width(st)[0] > 1
 
 
 def _dst(p) -> Buffer:
