@@ -22,22 +22,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ...arith.simplify import aligned, const_int
-from ...errors import LoweringError
+from ...arith.simplify import const_int
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
 from ...ir.visitor import Mutator, Visitor, buffers_used, collect
 from ...layout.fragment import (AccColumnFragment, FlatFragment, LaneRowFragment, MmaAccFragment, ReshapedFragment,
-                                RowFragment,
-                                WgmmaAccFragment, acc_of_rows, choose_warpgroups, choose_warps, row_fragment_ok,
-                                segment_rows)
+                                RowFragment, WgmmaAccFragment, acc_of_rows, row_fragment_ok, segment_rows)
 from ...op import tile_ops as O
 from ...op.thread_ops import DeclBuffer
 from ...op.regions import squeezed
 from .column_fragments import acc_column_layout, acc_column_read, column_layout, column_read, loop_permutation
 from .fragment_slices import LOOP_KINDS, fragment_slice, offset_cases, slice_slots
-from .lower_async import tile_pointer
+from .gemm_paths import accumulator_box_ok, eight_bit_wgmma, mma_ok, whole, wgmma_ok, wgmma_rs_ok
 
 
 @dataclass
@@ -52,143 +49,6 @@ class LayoutPlan:
 
     def in_registers(self, buf: Buffer) -> bool:
         return buf.scope == "fragment" and self.layouts.get(buf.uid) is not None
-
-
-def whole(region, buf: Buffer) -> bool:
-    if region.buffer is not buf:
-        return False
-    for (start, ext), dim in zip(region.ranges, buf.shape):
-        if const_int(start) != 0 or const_int(ext) != const_int(dim):
-            return False
-    return True
-
-
-def wgmma_ok(op: O.Gemm, threads: int) -> tuple[tuple | None, str | None]:
-    """((wg_m, wg_n), None) when this gemm can run on wgmma (sm_90a), else (None, reason)."""
-    a, b = op.A.buffer, op.B.buffer
-    if eight_bit_wgmma(op):
-        kind = "int8" if a.dtype.name == "int8" else "fp8"
-        if not op.transpose_B or op.transpose_A:
-            return None, f"{kind} operands must be K-major: A as (M, K) and B as (N, K) with transpose_B=True"
-        if not (whole(op.A, a) and whole(op.B, b) and whole(op.C, op.C.buffer)):
-            return None, "an operand is a slice of a tile"
-    elif a.dtype.name == "tfloat32" and a.dtype == b.dtype:
-        return None, "tf32 wgmma is not implemented (tf32 takes mma.sync m16n8k8)"
-    elif not sixteen_bit_wgmma(op):
-        return None, "it cannot use tensor cores at all"
-    if threads % 128:
-        return None, f"{threads} threads is not a whole number of warpgroups (128)"
-    if op.transpose_A:
-        return None, "A is transposed (M-major A is not implemented for wgmma yet)"
-    if a.scope == "fragment" or b.scope == "fragment":
-        return None, "an operand is a register fragment"
-    m, n, k = op.mnk
-    if not kmajor_rows_ok(a):
-        return None, (f"A's tile rows are {a.shape[-1]} elements; wgmma needs rows of 32, 64 or 128 bytes, "
-                      "or 16-bit rows of a multiple of 128 bytes")
-    if op.transpose_B and not kmajor_rows_ok(b):
-        return None, f"B's tile rows are {b.shape[-1]} elements; wgmma needs 32, 64, 128 or (16-bit) k * 128 bytes"
-    grid = choose_warpgroups(m, n, threads // 128)
-    if grid is None:
-        return None, f"no split of a {m}x{n} tile over {threads // 128} warpgroups gives m64 rows and a wgmma width"
-    if not op.transpose_B and (n // grid[1]) % 64:
-        return None, "a K x N B needs a multiple of 64 columns per warpgroup"
-    for r, panels in ((op.A, kmajor_panels(a)), (op.B, kmajor_panels(b) or not op.transpose_B)):
-        try:
-            tile_pointer(r, panels, "")
-        except LoweringError as e:
-            return None, str(e).split(": ", 1)[-1].split("\n")[0]
-    return grid, None
-
-
-def sixteen_bit_wgmma(op: O.Gemm) -> bool:
-    """f16 / bf16 operands into a float32 C (or f16 into f16), m, n, k known, k a multiple of 16."""
-    a, b, c = op.A.buffer, op.B.buffer, op.C.buffer
-    if a.dtype != b.dtype or a.dtype.name not in ("float16", "bfloat16"):
-        return False
-    if c.dtype.name != "float32" and not (a.dtype.name == "float16" and c.dtype.name == "float16"):
-        return False
-    m, n, k = op.mnk
-    return all(isinstance(x, int) for x in (m, n, k)) and k % 16 == 0
-
-
-def eight_bit_wgmma(op: O.Gemm) -> bool:
-    """The k32 wgmma forms: fp8 (e4m3 / e5m2) into float32, int8 into int32."""
-    a, b, c = op.A.buffer.dtype.name, op.B.buffer.dtype.name, op.C.buffer.dtype.name
-    return a == b and ((a in ("float8_e4m3fn", "float8_e5m2") and c == "float32") or (a == "int8" and c == "int32"))
-
-
-def kmajor_rows_ok(tile: Buffer) -> bool:
-    """A K-major wgmma operand tile: rows of one swizzle span (32, 64 or 128 bytes), or 16-bit rows
-    of several 128-byte spans, kept as 64-column panels (each k16 slice lies in one panel)."""
-    row = const_int(tile.shape[-1]) * tile.dtype.bytes
-    return row in (32, 64, 128) or (tile.dtype.bytes == 2 and row % 128 == 0)
-
-
-def kmajor_panels(tile: Buffer) -> bool:
-    """The K-major tile is kept as 64-column panels (its rows span several 128-byte swizzles)."""
-    return const_int(tile.shape[-1]) * tile.dtype.bytes > 128
-
-
-def wgmma_rs_ok(op: O.Gemm, threads: int) -> tuple[int | None, str | None]:
-    """(wg_m, None) when this gemm can take A from registers (wgmma RS, warpgroups split M only)."""
-    from ...layout.fragment import WGMMA_N
-
-    a, b, c = op.A.buffer, op.B.buffer, op.C.buffer
-    if a.scope != "fragment" or b.scope not in ("shared", "shared.dyn") or op.transpose_A:
-        return None, "A is not a register tile"
-    if a.dtype != b.dtype or a.dtype.name not in ("float16", "bfloat16") or c.dtype.name != "float32":
-        return None, f"RS wgmma here takes f16/bf16 inputs and f32 accumulators ({a.dtype}, {c.dtype})"
-    if not (whole(op.A, a) and whole(op.B, b) and whole(op.C, c)) or threads % 128:
-        return None, "operands must be whole tiles and threads whole warpgroups"
-    m, n, k = op.mnk
-    groups = threads // 128
-    if m % (groups * 64) or n not in WGMMA_N or k % 16:
-        return None, f"a {m}x{n}x{k} tile does not split over {groups} warpgroups as m64 rows x a wgmma width"
-    if op.transpose_B and not kmajor_rows_ok(b):
-        return None, "B's tile rows must be 32, 64 or 128 bytes, or 16-bit rows of a multiple of 128 bytes"
-    if not op.transpose_B and n % 64:
-        return None, "a K x N B needs a multiple of 64 columns"
-    return groups, None
-
-
-def mma_ok(op: O.Gemm, threads: int, half_acc: bool = False):
-    """(warps_m, warps_n) when this gemm can run on mma.sync with C in registers, else None.
-    half_acc: also accept fp16 x fp16 into a float16 C (the wgmma path has that form)."""
-    a, b, c = op.A.buffer, op.B.buffer, op.C.buffer
-    if a.dtype != b.dtype or a.dtype.name not in ("float16", "bfloat16", "tfloat32", "int8"):
-        return None
-    tf32 = a.dtype.name == "tfloat32"  # m16n8k8 on the fp32 bits (the mma reads their tf32 part)
-    if a.dtype.name == "int8":  # m16n8k32.s32.s8.s8: both operands K-major (ldmatrix moves 16-bit pairs)
-        if c.dtype.name != "int32" or op.transpose_A or not op.transpose_B or op.mnk[2] % 32:
-            return None
-    elif c.dtype.name != "float32" and not (half_acc and a.dtype.name == "float16" and c.dtype.name == "float16"):
-        return None
-    if a.scope not in ("shared.dyn", "shared", "fragment") or b.scope not in ("shared.dyn", "shared", "fragment"):
-        return None
-    if not (mma_operand_ok(op.A) and mma_operand_ok(op.B) and whole(op.C, c)) or a.ndim != 2 or b.ndim != 2:
-        return None
-    m, n, k = op.mnk
-    if any(not isinstance(x, int) for x in (m, n, k)) or k % (8 if tf32 else 16) or threads % 32:
-        return None
-    return choose_warps(m, n, threads // 32, op.policy)
-
-
-def panel_slice(r) -> bool:
-    """r takes whole rows and a range of 64-column panels of a 16-bit 2-d shared tile whose rows are
-    longer than 128 bytes (sparse MLA's `Q_shared[:, :D]`): read as 64-column panels, it is a tile of its own."""
-    x = r.buffer
-    if x.ndim != 2 or x.dtype.bytes != 2 or x.scope not in ("shared", "shared.dyn") or not kmajor_panels(x):
-        return False
-    (r0, rn), (c0, cn) = r.ranges
-    c0, cn = const_int(c0), const_int(cn)
-    return const_int(r0) == 0 and const_int(rn) == const_int(x.shape[0]) and c0 is not None and cn is not None \
-        and c0 % 64 == 0 and cn % 64 == 0
-
-
-def mma_operand_ok(r) -> bool:
-    """An mma.sync operand region: a whole tile, or a panel slice of one (`panel_slice`)."""
-    return whole(r, r.buffer) or panel_slice(r)
 
 
 class _Uses(Visitor):
@@ -683,9 +543,3 @@ def reducer_update(st) -> bool:
 
     return _update_operand(st.value, E.BufferLoad(st.buffer, st.indices, st.buffer.dtype), st.buffer.reducer_op) \
         is not None
-
-
-def accumulator_box_ok(r) -> bool:
-    """A box of a 2-d accumulator that the paired store can copy out: whole column pairs."""
-    w = const_int(r.extents[-1]) if r.buffer.ndim == 2 else None
-    return w is not None and w % 2 == 0 and aligned(r.starts[-1], 2)

@@ -25,7 +25,7 @@ from ...layout.fragment import FlatFragment, MmaAccFragment, WgmmaAccFragment
 from ...op import tile_ops as O
 from ...op.regions import squeezed
 from ..lower_tile_ops_cpu import in_bounds, region_indices
-from .layout_inference import accumulator_box_ok, whole
+from .gemm_paths import accumulator_box_ok, whole
 from .ldmatrix import ldmatrix_candidate, ldmatrix_fill, ldmatrix_unfit
 from .ops.base import THREAD_LOOP
 from .raw import Raw

@@ -32,7 +32,7 @@ from ...ir import stmt as S
 from ...ir.buffer import Buffer
 from ...ir.visitor import ReplaceBuffers, buffers_used, collect, substitute
 from ...op import tile_ops as O
-from .layout_inference import wgmma_ok, wgmma_rs_ok
+from .gemm_paths import wgmma_ok, wgmma_rs_ok
 from .lower_tile_ops import Raw
 from .persistent import cluster_plan, persistent_tiles, tile_space
 from .stream_k import (

@@ -22,7 +22,7 @@ from ....op import tile_ops as O
 from ....op.regions import matrix_coords, matrix_indices
 from ....op.registry import register_lowering
 from ...lower_tile_ops_cpu import region_indices
-from ..layout_inference import kmajor_panels, kmajor_rows_ok, wgmma_ok, whole
+from ..gemm_paths import kmajor_panels, kmajor_rows_ok, wgmma_ok, whole
 from ..lower_async import not_wgmma, tile_pointer
 from ..raw import Raw
 from .base import addr_of
