@@ -105,8 +105,10 @@ def test_column_tile_over_the_register_budget_goes_to_shared_memory():
 def test_rows_split_over_warps_reduce_through_shared_memory():
     """mma.sync with the columns split over warps (2 x 4 warps): a row's segments are in other
     warps, so the reduction takes the shared scratch; the numbers are checked on the GPU test."""
-    src, _ = source(128, 4, 32, 64, 256, "sm_80", policy=T.GemmWarpPolicy.Square)
+    src, msgs = source(128, 4, 32, 64, 256, "sm_80", policy=T.GemmWarpPolicy.Square)
     assert "s3_red" in src, src
+    why = [m for m in msgs if "reduces through a shared-memory copy of s3" in m]  # never silently
+    assert why and "split over 4 warps" in why[0], msgs
 
 
 @pytest.mark.cuda

@@ -152,6 +152,19 @@ def segment_reduce(low, op: O.Reduce, sreg: Buffer, dreg: Buffer, lay: RowBlockF
     return S.seq(*out)
 
 
+def _why_scratch(lay, op: O.Reduce) -> str:
+    """Why a reduction of a register tile cannot stay in registers (the PerformanceWarning's reason)."""
+    acc = acc_of_rows(lay)
+    if acc is not None and op.src.ndim == 3 and op.dim == 2:
+        groups = column_groups(acc)[0]
+        if groups > 1:
+            return f"each row's columns are split over {groups} warps or warpgroups (a FullRow policy keeps them in one)"
+        return "its segments are not whole 8-column atoms of the accumulator"
+    if acc is not None:
+        return "it is not a reduction of an accumulator's rows into a float tile over those rows"
+    return f"its {type(lay).__name__} layout spreads each reduced line over several threads"
+
+
 @register_lowering("cuda", O.Reduce)
 def lower_reduce(low, op: O.Reduce):
     src, dst = op.src, op.dst
@@ -170,6 +183,8 @@ def lower_reduce(low, op: O.Reduce):
         return split_row_reduce(low, op, sreg, src_lay)
     out = []
     if low.reg(src) is not None:
+        low.warn(f"T.reduce_{op.kind}({src.name}, {dst.name}, dim={op.dim}) reduces through a shared-memory copy of "
+                 f"{src.name}, not in registers: {_why_scratch(low.plan.layout(src), op)}")
         scratch = low.scratch_of.get(src.uid)
         if scratch is None:
             scratch = Buffer(f"{src.name}_red", tuple(src.shape), src.dtype, "shared.dyn")
