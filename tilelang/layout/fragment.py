@@ -164,6 +164,16 @@ class WgmmaAccFragment:
         return ("wgmma", self.shape, self.wg_m, self.wg_n)
 
 
+def acc_ni(acc) -> int:
+    """8-column atoms of an mma/wgmma accumulator in each of its row blocks, per thread."""
+    return acc.ni if isinstance(acc, MmaAccFragment) else acc.n_wg // 8
+
+
+def column_groups_of(acc) -> int:
+    """How many warps (mma) / warpgroups (wgmma) split each row's columns."""
+    return acc.warps_n if isinstance(acc, MmaAccFragment) else acc.wg_n
+
+
 @dataclass(frozen=True)
 class RowFragment:
     """Per-row values (a 1-d tile over the rows of an mma/wgmma accumulator), in registers.
@@ -218,26 +228,18 @@ class RowFragment:
         split = E.binop("<", tid // (32 if self.kind == "mma" else 128), self.groups)
         return E.binop("&&", E.binop("==", tid % 4, 0), split)
 
-    @staticmethod
-    def _ni(acc) -> int:
-        return acc.ni if isinstance(acc, MmaAccFragment) else acc.n_wg // 8
-
     def slot_of_acc(self, l, acc):
         """Row slot holding the row of accumulator slot l."""
-        return (l // (4 * self._ni(acc))) * 2 + (l % 4) // 2
+        return (l // (4 * acc_ni(acc))) * 2 + (l % 4) // 2
 
     def acc_slots(self, s: int, acc) -> list:
         """Accumulator slots (python ints) in row slot s."""
         mi, h = divmod(s, 2)
-        ni = self._ni(acc)
+        ni = acc_ni(acc)
         return [(mi * ni + n) * 4 + h * 2 + c for n in range(ni) for c in range(2)]
 
     def key(self):
         return ("row", self.kind, self.rows, self.groups)
-
-
-def _acc_ni(acc) -> int:
-    return acc.ni if isinstance(acc, MmaAccFragment) else acc.n_wg // 8
 
 
 def _col_group(acc, tid):
@@ -275,7 +277,7 @@ class AccColumnFragment:
 
     @property
     def nlocal(self) -> int:
-        return 2 * _acc_ni(self.acc)
+        return 2 * acc_ni(self.acc)
 
     @property
     def threads(self) -> int:
@@ -287,7 +289,7 @@ class AccColumnFragment:
 
     def slot_of_acc(self, l):
         """Slot holding the column of accumulator slot l."""
-        return ((l // 4) % _acc_ni(self.acc)) * 2 + l % 2
+        return ((l // 4) % acc_ni(self.acc)) * 2 + l % 2
 
     def first_copy(self, tid, l=None):
         _, _, rg = _col_group(self.acc, tid)
@@ -348,11 +350,6 @@ def acc_of_rows(layout):
             and layout.shape[0] == layout.inner.shape[0]:
         return layout.inner
     return None
-
-
-def column_groups_of(acc) -> int:
-    """How many warps (mma) / warpgroups (wgmma) split each row's columns."""
-    return acc.warps_n if isinstance(acc, MmaAccFragment) else acc.wg_n
 
 
 def segment_rows(src_layout, shape: tuple):

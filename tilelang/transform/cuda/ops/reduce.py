@@ -25,8 +25,8 @@ from ....arith.simplify import const_int
 from ....ir import expr as E
 from ....ir import stmt as S
 from ....ir.buffer import Buffer
-from ....layout.fragment import (MmaAccFragment, RowBlockFragment, RowFragment, WgmmaAccFragment, acc_of_rows,
-                                 segment_rows)
+from ....layout.fragment import (MmaAccFragment, RowBlockFragment, RowFragment, WgmmaAccFragment, acc_ni, acc_of_rows,
+                                 column_groups_of, segment_rows)
 from ....op import tile_ops as O
 from ....op.registry import register_lowering
 from .base import is_local
@@ -41,8 +41,8 @@ def column_groups(acc) -> tuple[int, object]:
     """(G, group(tid)): how many warps (mma) / warpgroups (wgmma) split each row's columns, and
     which of them thread tid is in."""
     if isinstance(acc, MmaAccFragment):
-        return acc.warps_n, lambda tid: (tid // 32) // acc.warps_m
-    return acc.wg_n, lambda tid: (tid // 128) // acc.wg_m
+        return column_groups_of(acc), lambda tid: (tid // 32) // acc.warps_m
+    return column_groups_of(acc), lambda tid: (tid // 128) // acc.wg_m
 
 
 def fold_rows(low, op: O.Reduce, sreg: Buffer, rows: RowFragment, src_lay, store):
@@ -139,7 +139,7 @@ def segment_reduce(low, op: O.Reduce, sreg: Buffer, dreg: Buffer, lay: RowBlockF
     for s in range(lay.row.nlocal):
         slots = lay.row.acc_slots(s, acc)  # (mi * NI + n) * 4 + r: column 8 n + 2 (lane % 4) + r % 2
         for q in range(lay.width):
-            mine = [l for l in slots if ((l // 4) % RowFragment._ni(acc)) * 8 // h == q]
+            mine = [l for l in slots if ((l // 4) % acc_ni(acc)) * 8 // h == q]
             for n, l in enumerate(mine):
                 v = E.cast(dt_, E.BufferLoad(sreg, (E.as_expr(l),), sreg.dtype))
                 if op.kind in ("abssum", "absmax"):
