@@ -94,13 +94,10 @@ def test_column_reads_cuda_match_float64(hb, threads, dtype):
 
 @pytest.mark.parametrize("hb, threads, dtype", [(512, 128, "float32"), (256, 32, "float32"), (64, 128, "float32")])
 def test_column_reads_generated_cuda_on_host(hb, threads, dtype):
-    """The sm_90a source itself, each block thread a host thread (tests/transform/cuda/host_cuda.py)."""
-    import importlib.util
+    """The sm_90a source itself, each block thread a host thread (tilelang/testing/host_cuda)."""
     import os
 
-    spec = importlib.util.spec_from_file_location("host_cuda", os.path.join(os.path.dirname(__file__), "host_cuda.py"))
-    host = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(host)
+    from tilelang.testing import host_cuda as host
     if not host.available():
         pytest.skip("g++ not installed")
     n, hc = 3, 4

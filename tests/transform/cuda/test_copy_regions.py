@@ -3,7 +3,7 @@ regions, in every copy direction, with tiles whose rank differs from the region'
 vs (N,), unit dims in the middle, trailing unit dims), on every way we can run them:
 
   cpu        the CPU backend;
-  host_cuda  the CUDA source compiled for sm_90a by NVRTC, run on the host (host_cuda.py:
+  host_cuda  the CUDA source compiled for sm_90a by NVRTC, run on the host (tilelang/testing/host_cuda:
              each block thread is a host thread; no GPU needed);
   gpu        the same CUDA kernels on a GPU (marked cuda, run by the GPU tier).
 
@@ -12,8 +12,6 @@ copy that drops an index (rms_norm's `A[bx * N + i]` for `A[bx, j]`) or skips el
 """
 from __future__ import annotations
 
-import importlib.util
-import os
 import warnings
 
 import pytest
@@ -27,9 +25,7 @@ F32 = "float32"
 
 
 def _load_host_cuda():
-    spec = importlib.util.spec_from_file_location("host_cuda", os.path.join(os.path.dirname(__file__), "host_cuda.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    from tilelang.testing import host_cuda as mod
     return mod
 
 

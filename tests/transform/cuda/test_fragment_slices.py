@@ -8,10 +8,8 @@
 The slots each thread runs are checked by enumeration (every element of the slice exactly once),
 the kernel on the CPU backend against float64, the generated CUDA (NVRTC, sm_90a / sm_80) for
 the accumulator staying in registers, a flat-layout version of the CUDA source run on the host
-(host_cuda.py), and the kernel on a GPU (marked cuda).
+(tilelang/testing/host_cuda), and the kernel on a GPU (marked cuda).
 """
-import importlib.util
-import os
 import warnings
 
 import pytest
@@ -164,9 +162,7 @@ def test_misaligned_or_runtime_offsets_demote(kw):
 
 # ----------------------------------------------------------------------------- CUDA source on the host
 def _host():
-    spec = importlib.util.spec_from_file_location("host_cuda", os.path.join(os.path.dirname(__file__), "host_cuda.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    from tilelang.testing import host_cuda as mod
     return mod
 
 

@@ -1,8 +1,6 @@
 """raise_copies: element-copy loops global -> shared inside T.Pipelined become T.copy, so the cp.async
 pipeline stages them (gemm_intrinsics loads its tiles this way); other loops stay loops. The generated
-CUDA runs on the host (host_cuda.py) against float64."""
-import importlib.util
-import os
+CUDA runs on the host (tilelang/testing/host_cuda) against float64."""
 import warnings
 
 import pytest
@@ -50,9 +48,7 @@ def test_element_copy_loop_is_staged_and_runs_right_on_host(offset_cols):
     kern, src, msgs = _src(rowsum(offset_cols))
     assert "cp_async_zfill" in src and "cp_async_wait<1>" in src, src
     assert not any("runs unpipelined" in m for m in msgs), msgs
-    spec = importlib.util.spec_from_file_location("host_cuda", os.path.join(os.path.dirname(__file__), "host_cuda.py"))
-    host = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(host)
+    from tilelang.testing import host_cuda as host
     if not host.available():
         pytest.skip("g++ not installed")
     a = torch.randn(128, 512 + offset_cols)

@@ -525,7 +525,6 @@ def masked_sum(stages):
 
 @pytest.mark.parametrize("stages", [2, 3])
 def test_body_under_one_if_is_staged_under_the_condition_and_runs_right_on_host(stages):
-    import importlib.util
     import os
     import warnings
 
@@ -537,9 +536,7 @@ def test_body_under_one_if_is_staged_under_the_condition_and_runs_right_on_host(
     assert not any("runs unpipelined" in str(w.message) for w in got)
     src = kern.get_kernel_source()
     assert f"cp_async_wait<{stages - 2}>" in src and f"Mask[(int64_t)bx * 8 + (k + {stages - 1})]" in src, src
-    spec = importlib.util.spec_from_file_location("host_cuda", os.path.join(os.path.dirname(__file__), "host_cuda.py"))
-    host = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(host)
+    from tilelang.testing import host_cuda as host
     if not host.available():
         pytest.skip("g++ not installed")
     a = torch.randn(128, 256)

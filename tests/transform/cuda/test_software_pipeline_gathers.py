@@ -3,10 +3,8 @@
 The sparse-MLA shape: a register-only mask loop, then `KV_s[i, d] = KV[Idx[.., i], d]` loops,
 then compute. The gathers are staged (issued one iteration ahead as cp.async with a zero-fill
 predicate for rows the safe-memory guard rejects); the result is checked against float64 on
-the CPU backend and, for the generated CUDA, on the host (tests/transform/cuda/host_cuda.py).
+the CPU backend and, for the generated CUDA, on the host (tilelang/testing/host_cuda).
 """
-import importlib.util
-import os
 import warnings
 
 import pytest
@@ -62,9 +60,7 @@ def reference(x, idx):
 
 
 def _host():
-    spec = importlib.util.spec_from_file_location("host_cuda", os.path.join(os.path.dirname(__file__), "host_cuda.py"))
-    host = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(host)
+    from tilelang.testing import host_cuda as host
     return host
 
 

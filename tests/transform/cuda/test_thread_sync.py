@@ -433,13 +433,10 @@ def test_a_pass_reading_what_another_thread_wrote_keeps_its_barrier():
 
 
 def _host_or_skip():
-    """tests/transform/cuda/host_cuda.py (generated CUDA run on the host), or skip without g++."""
-    import importlib.util
+    """tilelang/testing/host_cuda (generated CUDA run on the host), or skip without g++."""
     import os
 
-    spec = importlib.util.spec_from_file_location("host_cuda", os.path.join(os.path.dirname(__file__), "host_cuda.py"))
-    host = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(host)
+    from tilelang.testing import host_cuda as host
     if not host.available():
         pytest.skip("g++ not installed")
     return host

@@ -9,6 +9,8 @@ read or write past its end crashes the run (reported as a failure, never silentl
 
     prog = HostProgram({"copy": jit_kernel})        # one g++ build for all kernels
     prog.run("copy", [a, b])                        # torch CPU tensors, updated in place
+
+A test aid shipped with the package so that tests and the fuzzer can both use it; g++ is needed.
 """
 from __future__ import annotations
 
