@@ -322,7 +322,7 @@ def test_examples_never_race_on_reused_bytes(name, arch, monkeypatch):
         assert_no_alias_race(low)
         p = low.attr(ATTR)
         assert k.artifact.csource.smem_bytes == p.total
-        if (name, arch) in (("softmax", "sm_80"), ("softmax", "sm_90a"), ("flash_attention", "sm_80")):
+        if (name, arch) == ("flash_attention", "sm_80"):  # (softmax keeps its rows in registers: one tile)
             separate = sum(-(-s.nbytes // 1024) * 1024 for s in p.slots)
             assert p.total < separate - 1024, str(p)
 

@@ -387,20 +387,75 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
         if layouts.get(op.A.buffer.uid) is None:
             layouts[op.A.buffer.uid] = a_lay
     _propagate(uses.links, layouts, views)
-    # free
+    # free: tiles of two or more dims first, so that the rows a T.reduce folds a flat tile into can
+    # take that tile's lane rows before the 1-d tiles linked to them choose
+    def free_layout(uid, buf):
+        shape = tuple(const_int(s) for s in buf.shape)
+        n = 1
+        for s in shape:
+            n *= s
+        vec = max(1, 16 // buf.dtype.bytes)
+        nt = uses.frag_threads.get(uid, threads)
+        while vec > 1 and (n % (nt * vec) or shape[-1] % vec):
+            vec //= 2
+        return FlatFragment(shape, nt, vec)
+
+    def free(uid, buf, lay=None):
+        layouts[uid] = lay or free_layout(uid, buf)
+        # what it is linked to (and its views) follow before the next free choice: a T.copy between two
+        # fragments of different dtypes would otherwise give each its own vector width and a conflict
+        _propagate(uses.links, layouts, views)
+
+    # Linked 2-d tiles, and those whose rows one 1-d tile serves (the source of T.reduce(F, R) and the
+    # loops reading R[i]), take one flat layout: the widest vector any of them would take. Then R can
+    # hold the rows each thread covers in all of them, and a cast copy keeps 16-byte vectors.
+    comp = {uid: uid for uid in frags}
+
+    def root(u):
+        while comp[u] != u:
+            comp[u] = comp[comp[u]]
+            u = comp[u]
+        return u
+
+    def join(a, b):
+        if a.uid in comp and b.uid in comp and _static(a) is not None and _static(a) == _static(b):
+            comp[root(a.uid)] = root(b.uid)
+
+    for a, b in uses.links:
+        join(a, b)
+    if row_fragments:
+        served: dict = {}
+        for r, exact in uses.row_uses:
+            if exact:
+                served.setdefault(r.uid, []).append(exact[0])
+        for op in uses.reduces:
+            if op.src.ndim == 2 and op.dim == 1 and op.dst.ndim == 1:
+                served.setdefault(op.dst.uid, []).append(op.src)
+        for tiles in served.values():
+            for a, b in zip(tiles, tiles[1:]):
+                join(a, b)
+    members: dict = {}
+    for uid in frags:
+        members.setdefault(root(uid), []).append(uid)
+    for uid, buf in frags.items():
+        if layouts[uid] is not None or uid in reducer_rows or buf.ndim < 2:
+            continue
+        nt = uses.frag_threads.get(uid, threads)
+        cands = [free_layout(m, frags[m]) for m in members[root(uid)] if m not in uses.strict and
+                 m not in reducer_rows and uses.frag_threads.get(m, threads) == nt]
+        free(uid, buf, max(cands, key=lambda f: f.vec) if cands else None)
+    _propagate(uses.links, layouts, views)
+    for op in uses.reduces:  # T.reduce(F, R, dim=1) over a flat F: R holds the rows F's threads cover
+        if row_fragments and op.src.ndim == 2 and op.dim == 1 and op.dst.ndim == 1 and op.dst.uid in frags and \
+                layouts.get(op.dst.uid) is None and op.dst.uid not in uses.strict and \
+                op.dst.dtype.bits <= 32 and not is_reducer(op.dst):
+            want = LaneRowFragment.of(layouts.get(op.src.uid))
+            if want is not None and (want.rows,) == _static(op.dst):
+                layouts[op.dst.uid] = want
+                _propagate(uses.links, layouts, views)
     for uid, buf in frags.items():
         if layouts[uid] is None and uid not in reducer_rows:
-            shape = tuple(const_int(s) for s in buf.shape)
-            n = 1
-            for s in shape:
-                n *= s
-            vec = max(1, 16 // buf.dtype.bytes)
-            nt = uses.frag_threads.get(uid, threads)
-            while vec > 1 and (n % (nt * vec) or shape[-1] % vec):
-                vec //= 2
-            layouts[uid] = FlatFragment(shape, nt, vec)
-            if views:  # its views (and what they are linked to) follow before the next free choice
-                _propagate(uses.links, layouts, views)
+            free(uid, buf)
     # F[x, j] / D[j] read in a loop over a column-stable flat layout: they take that layout's columns
     linked = {b.uid for pair in uses.links for b in pair} | set(uses.strict) | set(views) | \
         {src.uid for _, src in views.values()}
@@ -438,7 +493,7 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
     for r, exact in uses.row_uses:
         live = [b for b in exact if b.uid not in uses.demote]
         want = acc_rows(layouts.get(live[0].uid)) if live else None
-        if want is None and live and r.uid in reducer_rows:
+        if want is None and live and (r.uid in reducer_rows or isinstance(layouts.get(r.uid), LaneRowFragment)):
             want = LaneRowFragment.of(layouts.get(live[0].uid))
         if want is None or layouts.get(r.uid) != want:
             uses.demote.setdefault(r.uid, f"read as {r.name}[i] across rows of a tile it is not laid out with")

@@ -11,7 +11,11 @@ float): a fold of each thread's columns, then an xor-shuffle over its quad (tl_q
   copies of a replicated row fragment agree bit for bit).
 The last dim of a (rows, Q, H) reshape of such an accumulator (no column split, H % 8 == 0)
 folds, per row and segment, the thread's columns of the segment and its quad, into a
-RowBlockFragment (segment_reduce). Other reductions: a register source is stored to a shared scratch tile (`<src>_red`) and each
+RowBlockFragment (segment_reduce). A flat (H, W) register tile whose layout deals each row to L
+threads (LaneRowFragment), over dim 1 into that row layout (lane_row_reduce): each thread folds its
+slots of a row, an xor-shuffle all-reduce over min(L, 32) lanes combines the row's lanes in a warp,
+and where a row spans L / 32 > 1 warps, lane 0 of each warp stores its partial to a shared scratch
+`<src>_lanes<n>[rows, L / 32]` that every copy folds in warp order after a barrier. Other reductions: a register source is stored to a shared scratch tile (`<src>_red`) and each
 destination element runs a serial loop over the reduced dim.
 
     T.reduce_max(S, m, dim=1)   ->   racc = S_reg[0]; racc = max(racc, S_reg[1]) ...; racc = tl_quad_max(racc); m_reg[s] = racc
@@ -25,8 +29,8 @@ from ....arith.simplify import const_int
 from ....ir import expr as E
 from ....ir import stmt as S
 from ....ir.buffer import Buffer
-from ....layout.fragment import (MmaAccFragment, RowBlockFragment, RowFragment, WgmmaAccFragment, acc_ni, acc_of_rows,
-                                 column_groups_of, segment_rows)
+from ....layout.fragment import (FlatFragment, LaneRowFragment, MmaAccFragment, RowBlockFragment, RowFragment,
+                                 WgmmaAccFragment, acc_ni, acc_of_rows, column_groups_of, segment_rows)
 from ....op import tile_ops as O
 from ....op.registry import register_lowering
 from .base import is_local
@@ -152,6 +156,47 @@ def segment_reduce(low, op: O.Reduce, sreg: Buffer, dreg: Buffer, lay: RowBlockF
     return S.seq(*out)
 
 
+def lane_row_reduce(low, op: O.Reduce, sreg: Buffer, dreg: Buffer, lay: LaneRowFragment, src_lay: FlatFragment):
+    """A flat (H, W) tile into its LaneRowFragment: per row slot, this thread's slots of the row, an
+    xor all-reduce over the row's lanes of a warp, then (rows spanning warps) a shared fold."""
+    dt_ = op.dst.dtype
+    comb = _COMB[op.kind]
+    low.nreduce = getattr(low, "nreduce", 0) + 1
+    n = low.nreduce
+    part = Buffer(f"rpart{n}", (lay.nlocal,), dt_, "local")
+    out = [S.Allocate(part)]
+    lanes = min(lay.lanes, 32)
+    for s in range(lay.nlocal):
+        mine = [l for l in range(src_lay.nlocal) if lay.slot_of(l, src_lay) == s]
+        for k, l in enumerate(mine):  # one statement per slot: no nested ternaries
+            v = E.cast(dt_, E.BufferLoad(sreg, (E.as_expr(l),), sreg.dtype))
+            if op.kind in ("abssum", "absmax"):
+                v = E.call("abs", v)
+            out.append(S.BufferStore(part, (E.as_expr(s),), v if k == 0 else comb(part[s], v)))
+        if lanes > 1:  # a statement of its own, reached by every lane of the warp
+            out.append(S.BufferStore(part, (E.as_expr(s),),
+                                     E.Call(f"tl_lanes_allreduce_{_QUAD[op.kind]}", (part[s], E.as_expr(lanes)), dt_)))
+    warps = lay.lanes // 32
+    if warps > 1:
+        scratch = Buffer(f"{op.src.name}_lanes{n}", (lay.rows, warps), dt_, "shared.dyn")
+        warp = (low.tid % lay.lanes) // 32
+        lead = E.binop("==", low.tid % 32, E.as_expr(0))
+        out.append(S.Allocate(scratch))
+        out.append(low.slot_loop(lay, lambda l, cv: S.IfThenElse(lead, S.BufferStore(scratch, (cv[0], warp), part[l]))))
+
+        def gather(l, cv):
+            acc = E.BufferLoad(scratch, (cv[0], E.as_expr(0)), dt_)
+            for w in range(1, warps):
+                acc = comb(acc, E.BufferLoad(scratch, (cv[0], E.as_expr(w)), dt_))
+            return S.BufferStore(part, (l,), acc)
+
+        out.append(low.slot_loop(lay, gather))
+    for s in range(lay.nlocal):
+        total = part[s] if op.clear else comb(E.BufferLoad(dreg, (E.as_expr(s),), dt_), part[s])
+        out.append(S.BufferStore(dreg, (E.as_expr(s),), total))
+    return S.seq(*out)
+
+
 def _why_scratch(lay, op: O.Reduce) -> str:
     """Why a reduction of a register tile cannot stay in registers (the PerformanceWarning's reason)."""
     acc = acc_of_rows(lay)
@@ -174,6 +219,9 @@ def lower_reduce(low, op: O.Reduce):
             seg == segment_rows(low.plan.layout(src), tuple(const_int(x) for x in src.shape)) and \
             dst.dtype.is_float and dst.dtype.bits <= 32:
         return segment_reduce(low, op, sreg, dreg, seg, acc_of_rows(low.plan.layout(src)))
+    if isinstance(seg, LaneRowFragment) and op.dim == 1 and src.ndim == 2 and \
+            seg == LaneRowFragment.of(low.plan.layout(src)) and dst.dtype.bits <= 32:
+        return lane_row_reduce(low, op, sreg, dreg, seg, low.plan.layout(src))
     src_lay = accumulator_rows(low, op)
     if src_lay is not None:
         sreg, dreg = low.reg(src), low.reg(dst)
@@ -192,7 +240,7 @@ def lower_reduce(low, op: O.Reduce):
             out.append(S.Allocate(scratch))
         lay = low.plan.layout(src)
         sreg = low.reg(src)
-        out.append(low.slot_loop(lay, lambda l, cv: S.BufferStore(scratch, tuple(cv), sreg[l])))
+        out.append(low.owned_loop(lay, lambda l, cv: S.BufferStore(scratch, tuple(cv), sreg[l])))  # one copy stores
         src_buf = scratch
     else:
         src_buf = src
