@@ -27,6 +27,8 @@ EMULATED = {"bfloat16": "bf16", "float8_e4m3fn": "fp8e4m3", "float8_e5m2": "fp8e
 STORAGE_ONLY = frozenset({"tfloat32"})
 
 
+# emulated dtypes whose store is one rounding of a float (bits of the dtype in, the same bits out)
+_ROUND_ON_STORE = frozenset({"bfloat16", "float8_e4m3fn", "float8_e5m2"})
 _TF32_EXACT = frozenset({"bfloat16", "float16", "float8_e4m3fn", "float8_e5m2", "bool", "int8", "uint8"})
 
 
@@ -236,7 +238,16 @@ class CExpr:
 
     def store_expr(self, d: dt.DType, e) -> str:
         """The C value stored for expression e into a `d` element (rounded to d where it may not be a d value)."""
-        return self(e) if tf32_exact(e) and d.name == "tfloat32" else self.store_value(d, self(e))
+        if tf32_exact(e) and d.name == "tfloat32":
+            return self(e)
+        if d.name in _ROUND_ON_STORE:
+            # the store rounds to d: a cast to d just before it rounds the same value twice, and a d
+            # value stored as d is its bits (an fp8 copy was f32_to_fp8(fp8_to_f32(f32_to_fp8(x))))
+            while isinstance(e, E.Cast) and e.dtype == d and (e.value.dtype.is_float or e.value.dtype.is_int):
+                e = e.value
+            if isinstance(e, E.BufferLoad) and e.buffer.dtype == d and e.dtype == d:
+                return self.index_fn(e.buffer, e.indices)
+        return self.store_value(d, self(e))
 
     def store_value(self, d: dt.DType, text: str) -> str:
         k = EMULATED.get(d.name)
