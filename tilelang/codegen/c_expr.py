@@ -114,7 +114,7 @@ class CExpr:
             return e in self.nonneg
         if isinstance(e, E.Binary) and e.op in ("+", "*", "//", "%", "min", "max"):
             return self.nonnegative(e.a) and self.nonnegative(e.b)
-        if isinstance(e, E.Call) and e.op in ("max", "min"):
+        if isinstance(e, E.Call) and e.op in ("max", "min", "tl_fresh_index"):  # (the last: its argument)
             return all(self.nonnegative(a) for a in e.args)
         return False
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import warnings
 
+from ...transform.pass_config import get as config
 from ...transform.pass_manager import PassContext
 from ...transform.split_kernels import split_kernels
+from .nvrtc import parse_ptxas_log_by_entry, spilled
 from .pipeline import CUDAArtifact, PerformanceWarning, compile_cached, device_options, lower_to_source, swizzle_panel
 
 
@@ -52,14 +54,34 @@ class CUDASequence:
     def __init__(self, func, ctx: PassContext):
         self.target = ctx.target
         self.plan = split_kernels(func)
-        parts = []
+        parts, notes = [], []
         for sub in self.plan.kernels:
             sctx = PassContext(target=ctx.target, pass_configs=ctx.pass_configs, dump_dir=ctx.dump_dir)
             parts.append(lower_to_source(sub, sctx, swizzle_panel(sub)))
-            for m in dict.fromkeys(sctx.warnings):
-                warnings.warn(f"{sub.name}: {m}", PerformanceWarning, stacklevel=5)
+            notes.append(sctx.warnings)
+        options = tuple(device_options(ctx.pass_configs)[0])
         self.source = join_sources([c.text for _, c in parts])
-        self.compiled = compile_cached(self.source, ctx.target.arch, tuple(device_options(ctx.pass_configs)[0]))
+        self.compiled = compile_cached(self.source, ctx.target.arch, options)
+        # a kernel that spills: again with fresh copy indices (fresh_index.py), kept where it spills less
+        spills = {name: spilled(info) for name, info in parse_ptxas_log_by_entry(self.compiled.log).items()}
+        if any(spills.values()) and config(ctx.pass_configs, "tl.fresh_copy_index", None) is None:
+            fresh = {**ctx.pass_configs, "tl.fresh_copy_index": True}
+            tried = list(parts)
+            for i, sub in enumerate(self.plan.kernels):
+                if spills.get(parts[i][1].entry):
+                    tried[i] = lower_to_source(sub, PassContext(target=ctx.target, pass_configs=fresh,
+                                                                dump_dir=ctx.dump_dir), swizzle_panel(sub))
+            source = join_sources([c.text for _, c in tried])
+            compiled = compile_cached(source, ctx.target.arch, options)
+            now = {name: spilled(info) for name, info in parse_ptxas_log_by_entry(compiled.log).items()}
+            if sum(now.values()) < sum(spills.values()):
+                parts, self.source, self.compiled, spills = tried, source, compiled, now
+        for sub, ms, (_, c) in zip(self.plan.kernels, notes, parts):
+            for m in dict.fromkeys(ms):
+                warnings.warn(f"{sub.name}: {m}", PerformanceWarning, stacklevel=5)
+            if spills.get(c.entry):
+                warnings.warn(f"{sub.name}: ptxas spills {spills[c.entry]} bytes per thread to local memory",
+                              PerformanceWarning, stacklevel=5)
         self.ptx = self.compiled.ptx
         module = _SharedModule(self.compiled.cubin)
         self.kernels = [CUDAArtifact.in_module(lowered, csource, self.compiled, ctx.target, module)

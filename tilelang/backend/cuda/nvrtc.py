@@ -310,6 +310,20 @@ _PTXAS_RE = {
 }
 
 
+def spilled(info: dict) -> int:
+    """Bytes per thread a parse_ptxas_log report says ptxas spilled (the larger of stores, loads)."""
+    return max(info.get("spill_stores", 0), info.get("spill_loads", 0))
+
+
+def parse_ptxas_log_by_entry(log: str) -> dict:
+    """{entry name: parse_ptxas_log of its part} for a log that compiled several kernels."""
+    out = {}
+    parts = re.split(r"Compiling entry function '([^']+)'", log or "")
+    for name, text in zip(parts[1::2], parts[2::2]):
+        out[name] = parse_ptxas_log(text)
+    return out
+
+
 def parse_ptxas_log(log: str) -> dict:
     """{"registers": .., "spill_stores": .., ...} for the last function in the log."""
     info = {}

@@ -150,6 +150,17 @@ def unique_names_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     return unique_var_names(func)
 
 
+def fresh_index_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
+    from ...transform.cuda.fresh_index import fresh_copy_indices
+    from ...transform.pass_config import get as config
+
+    if not config(ctx.pass_configs, "tl.fresh_copy_index", False):
+        return func
+    k = _the_kernel(func)
+    new = fresh_copy_indices(k)
+    return replace(func, body=new if func.body is k else _replace_kernel(func.body, k, new))
+
+
 PASSES = [
     ("check_dtypes", check_dtypes_pass),
     ("widen_fragments", widen_fragments_pass),
@@ -162,6 +173,7 @@ PASSES = [
     ("lower_cuda", lower_cuda),
     ("simplify_lowered", simplify_pass),
     ("unique_names", unique_names_pass),
+    ("fresh_copy_index", fresh_index_pass),
     ("plan_smem", plan_smem_pass),  # after barrier insertion: adds the barriers byte reuse needs
 ]
 
@@ -214,6 +226,15 @@ class CUDAArtifact(LowersOnDemand):
             got = without("tl.disable_deferred_epilogue")
             if _spill_note(got[3].ptxas_info()) is None:
                 (ctx, self.lowered, self.csource, self.compiled), spill = got, None
+        if spill and config(ctx.pass_configs, "tl.fresh_copy_index", None) is None:
+            # tile-invariant copy addresses hoisted out of a persistent tile loop and spilled
+            # (fresh_index.py): the build that spills less wins
+            from .nvrtc import spilled
+
+            got = without("tl.fresh_copy_index")
+            if spilled(got[3].ptxas_info()) < spilled(self.compiled.ptxas_info()):
+                ctx, self.lowered, self.csource, self.compiled = got
+                spill = _spill_note(self.compiled.ptxas_info())
         for m in ctx.warnings:
             warnings.warn(f"{func.name}: {m}", PerformanceWarning, stacklevel=4)
         self.source = self.csource.text

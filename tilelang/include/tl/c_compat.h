@@ -114,6 +114,14 @@ namespace tl {
 TL_DEVICE void sync_all_threads() { __syncthreads(); }
 }  // namespace tl
 
+// The thread index as a value ptxas cannot move: a tile-level copy loop computes its addresses
+// from it where it runs, not hoisted out of a persistent tile loop to live across the k-loop
+// (transform/cuda/fresh_index.py).
+TL_DEVICE int tl_fresh_index(int v) {
+  asm volatile("" : "+r"(v));
+  return v;
+}
+
 // Two adjacent elements in one store (accumulator pairs in the epilogue).
 template <class T>
 TL_DEVICE void tl_store2(T* p, T a, T b) {

@@ -453,6 +453,17 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
             if want is not None and (want.rows,) == _static(op.dst):
                 layouts[op.dst.uid] = want
                 _propagate(uses.links, layouts, views)
+    # a 1-d tile read as R[i] across the rows of flat loops that all deal rows alike holds the rows
+    # each thread covers there (the 1-d loops computing it run on every copy of a row)
+    wanted: dict = {}
+    for r, exact in uses.row_uses:
+        if row_fragments and r.uid in frags and not is_reducer(r) and r.uid not in uses.strict:
+            wanted.setdefault(r.uid, set()).add(LaneRowFragment.of(layouts.get(exact[0].uid)) if exact else None)
+    for uid, want in wanted.items():
+        lay = next(iter(want))
+        if layouts.get(uid) is None and len(want) == 1 and lay is not None and (lay.rows,) == _static(frags[uid]):
+            layouts[uid] = lay
+            _propagate(uses.links, layouts, views)
     for uid, buf in frags.items():
         if layouts[uid] is None and uid not in reducer_rows:
             free(uid, buf)
