@@ -50,3 +50,34 @@ def test_expert_tier_loads_on_first_use():
     out = res.stdout.strip().splitlines()
     assert eval(out[0]) == ([], True, True, True)  # noqa: S307 - our own probe's repr
     assert "no_such_name" in eval(out[1])  # noqa: S307
+
+
+LAZY = r"""
+import sys, types
+import tilelang.language.macro as macro_module  # the submodule first: T.macro must stay the decorator
+import tilelang.language.gemm_sp
+import tilelang.language as T
+compile_only = [m for m in ("tilelang.ir.stmt", "tilelang.frontend.parser", "tilelang.op.tile_ops",
+                            "tilelang.transform.pass_manager") if m in sys.modules]
+import tilelang.language.macro as again
+loaded = "tilelang.ir.stmt" in sys.modules  # importing macro needs the builder, hence the IR
+print(repr((isinstance(T.macro, types.FunctionType), isinstance(T.gemm_sp, types.FunctionType),
+            isinstance(again, types.FunctionType), T.float16 == "float16", T.dtype("half") is T.float16,
+            T.PrimFunc.__name__, T.Tensor.__module__, callable(T.prim_func), loaded)))
+"""
+
+
+def test_language_names_load_on_first_use():
+    """`import tilelang.language` imports no IR statements, parser or ops; each name loads its module
+    when read, and names that are also submodules (T.macro, T.gemm_sp) stay the functions."""
+    res = subprocess.run([sys.executable, "-c", "import sys, tilelang.language as T\nprint(repr([m for m in "
+                          "('tilelang.ir.stmt', 'tilelang.frontend.parser', 'tilelang.op.tile_ops', "
+                          "'tilelang.transform.pass_manager') if m in sys.modules]))"],
+                         capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert res.returncode == 0, res.stderr
+    assert eval(res.stdout.strip().splitlines()[-1]) == []  # noqa: S307 - our own probe's repr
+    res = subprocess.run([sys.executable, "-c", LAZY], capture_output=True, text=True,
+                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert res.returncode == 0, res.stderr
+    assert eval(res.stdout.strip().splitlines()[-1]) == (  # noqa: S307
+        True, True, True, True, True, "PrimFunc", "tilelang.language.types", True, True)

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import types
 from pathlib import Path
 
 import pytest
@@ -46,8 +47,10 @@ k = make(CLOSURE, CONFIGS)(N)
 a = torch.randn(N)
 b = k(a)
 ref = a.double() * SCALE + CLOSURE
+compile_only = [m for m in ("tilelang.ir.stmt", "tilelang.frontend.parser", "tilelang.op.tile_ops",
+                            "tilelang.transform.pass_manager", "tilelang.codegen.c") if m in sys.modules]
 print(json.dumps({"lowered": len(ran), "err": (b.double() - ref).abs().max().item(),
-                  "cached": k._prim_func is None}))
+                  "cached": k._prim_func is None, "compile_only": compile_only}))
 '''
 
 
@@ -71,6 +74,9 @@ def test_warm_process_skips_lowering(tmp_path):
     assert first["lowered"] == 1 and not first["cached"] and first["err"] < 1e-5
     warm = _run(tmp_path, cache)
     assert warm["lowered"] == 0 and warm["cached"] and warm["err"] < 1e-5
+    assert warm["compile_only"] == [], f"a warm process imported {warm['compile_only']}"
+    assert set(first["compile_only"]) == {"tilelang.ir.stmt", "tilelang.frontend.parser", "tilelang.op.tile_ops",
+                                          "tilelang.transform.pass_manager", "tilelang.codegen.c"}
 
 
 SCALE = 2.0
@@ -172,6 +178,41 @@ def test_key_refuses_what_it_cannot_see_through(monkeypatch):
     k = _key(_uses_global_constant, n=4)
     monkeypatch.setitem(globals(), "SIZE", 128)
     assert _key(_uses_global_constant, n=4) != k
+
+
+def _uses_language(n):
+    return T.ceildiv(n, 4)
+
+
+def test_key_sees_the_target_and_through_tilelang_language():
+    """`T` is a ModuleType subclass (its names load lazily): a factory reading it still gets a key,
+    and the key changes with the target."""
+    import types
+
+    from tilelang.backend.target import resolve
+    from tilelang.cache import kernel_cache
+
+    assert type(T) is not types.ModuleType and _key(_uses_language, n=4) is not None
+    opts = {"out_idx": None, "pass_configs": None}
+    cpu = kernel_cache.kernel_key(_uses_language, {"n": 4}, opts, resolve("cpu"))
+    cuda = kernel_cache.kernel_key(_uses_language, {"n": 4}, opts, resolve("cuda -arch=sm_90a"))
+    sm80 = kernel_cache.kernel_key(_uses_language, {"n": 4}, opts, resolve("cuda -arch=sm_80"))
+    assert len({cpu, cuda, sm80}) == 3 and None not in (cpu, cuda, sm80)
+
+
+class _OtherModule(types.ModuleType):
+    pass
+
+
+FOREIGN = _OtherModule("somewhere_else")
+
+
+def _uses_foreign_module(n):
+    return FOREIGN.x * n
+
+
+def test_key_refuses_an_untrusted_module_subclass():
+    assert _key(_uses_foreign_module, n=4) is None
 
 
 def test_key_sees_environment_and_callbacks(monkeypatch):

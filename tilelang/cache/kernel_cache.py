@@ -117,7 +117,7 @@ class _Hasher:
             for x in items:
                 self.value(x, depth + 1)
             self.put(")")
-        elif t is types.ModuleType:
+        elif isinstance(v, types.ModuleType):  # tilelang.language is a ModuleType subclass
             name = v.__name__
             if name.split(".")[0] not in _TRUSTED_MODULES:
                 raise _Unsafe(f"module {name}")

@@ -13,7 +13,7 @@ it runs. The function returns 0, or the 1-based index of a failed T.device_asser
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from ..arith.simplify import const_int
 from ..errors import LoweringError
@@ -27,14 +27,7 @@ from ..op.thread_ops import DeclBuffer, ImportSource
 IMPORTED = ("/* T.import_source: begin */", "/* T.import_source: end */")
 from ..transform.split_kernels import workspaces
 from .c_expr import CExpr, is_subbyte, storage_type
-
-
-@dataclass(frozen=True)
-class CSource:
-    text: str
-    entry: str
-    arg_kinds: tuple  # per C argument: ("buffer", Buffer) | ("scalar", Var) | ("dim", Var) | ("alloc_global", Buffer)
-    asserts: tuple  # messages of T.device_assert, by index
+from .c_source import CSource
 
 
 def shape_vars(params) -> list[E.Var]:

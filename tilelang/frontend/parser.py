@@ -8,8 +8,6 @@ loops, `if` on an IR condition becomes IfThenElse, stores become BufferStore.
 from __future__ import annotations
 
 import ast
-import inspect
-import textwrap
 
 from .. import dtypes as dt
 from ..errors import (DSLNameError, DSLSyntaxError, DSLTypeError, Span, TileLangError, user_facing)
@@ -17,42 +15,13 @@ from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.buffer import Buffer, BufferRegion
 from . import builder as B
-from .rewrite import Rewriter, helpers
+from .rewrite import helpers
+from .source import SourceInfo
 
 
 class ParsedReturn(Exception):
     def __init__(self, value):
         self.value = value
-
-
-class SourceInfo:
-    """A function's AST (rewritten), file and line offsets; cached per function object."""
-
-    _cache: dict = {}
-
-    def __init__(self, fn):
-        try:
-            lines, start = inspect.getsourcelines(fn)
-            self.file = inspect.getsourcefile(fn) or "<unknown>"
-        except (OSError, TypeError) as e:
-            raise DSLSyntaxError(f"cannot read the source of {fn.__name__!r} ({e}); kernels must be "
-                                 "defined in a file, not typed at an interactive prompt") from None
-        text = "".join(lines)
-        dedented = textwrap.dedent(text)
-        self.indent = len(text.split("\n", 1)[0]) - len(dedented.split("\n", 1)[0])
-        tree = ast.parse(dedented)
-        ast.increment_lineno(tree, start - 1)
-        self.node: ast.FunctionDef = Rewriter().visit(tree).body[0]
-        ast.fix_missing_locations(self.node)
-        self.codes: dict = {}
-
-    @classmethod
-    def of(cls, fn) -> "SourceInfo":
-        key = fn.__code__
-        src = cls._cache.get(key)
-        if src is None:
-            src = cls._cache[key] = SourceInfo(fn)
-        return src
 
 
 def closure_scope(fn) -> dict:

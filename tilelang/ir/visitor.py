@@ -8,10 +8,13 @@ they walk every dataclass field.
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from .buffer import Buffer
 from .expr import BufferLoad, Expr, Var
-from .stmt import PrimFunc, Stmt
+
+if TYPE_CHECKING:  # the traversal is generic; statements are imported by whoever builds them
+    from .stmt import PrimFunc
 
 
 _FIELDS: dict = {}  # type -> names of the fields a traversal visits (None: not an IR node)
@@ -133,7 +136,7 @@ def map_stmts(func: PrimFunc, mutator: Mutator) -> PrimFunc:
     return func if body is func.body else dataclasses.replace(func, body=body)
 
 
-__all__ = ["Mutator", "Visitor", "substitute", "collect", "buffers_used", "map_stmts", "Expr", "Stmt"]
+__all__ = ["Mutator", "Visitor", "substitute", "collect", "buffers_used", "map_stmts", "Expr"]
 
 
 class ReplaceBuffers(Mutator):

@@ -5,9 +5,13 @@ import functools
 import inspect
 import warnings
 
+from typing import TYPE_CHECKING
+
 from ..errors import TileLangError, hide_internal_frames, user_facing
-from ..ir.stmt import PrimFunc
 from .kernel import JITKernel
+
+if TYPE_CHECKING:
+    from ..ir.stmt import PrimFunc
 
 
 @user_facing()
@@ -46,7 +50,7 @@ class JITImpl:
     def __init__(self, fn, out_idx=None, target="auto", pass_configs=None, verbose=False,
                  execution_backend="auto", compile_flags=None, target_host=None, debug_root_path=None,
                  **_ignored):
-        from .eager import const_names, is_eager, tensor_params
+        from .mode import is_eager
 
         self.fn = self.func = self.orig_func = fn
         self.out_idx, self.target, self.target_host = out_idx, target, target_host
@@ -60,6 +64,8 @@ class JITImpl:
         self._cache: dict = {}
         self._matchers: dict = {}  # Python (non-tensor) args -> {T.const name: (tensor param, dim)}
         if self.eager:
+            from .eager import const_names, tensor_params
+
             self._tensor_params = tensor_params(fn)
             self._const_names = const_names(fn)
         functools.update_wrapper(self, fn)

@@ -22,6 +22,7 @@ from ..frontend.parser import Parser, ParsedReturn, SourceInfo, closure_scope
 from ..ir.buffer import Buffer
 from ..ir.expr import Var
 from ..ir.stmt import PrimFunc, seq
+from .mode import is_eager  # noqa: F401  (it was defined here)
 
 
 class EagerState:
@@ -72,44 +73,6 @@ def _assign_target() -> str | None:
     line = linecache.getline(b.span.file, b.span.line).strip()
     lhs = line.split("=", 1)[0].strip() if "=" in line else ""
     return lhs if lhs.isidentifier() else None
-
-
-def is_eager(fn) -> bool:
-    """Eager iff the function's own body is kernel code: a `with T.Kernel(...)`, T.const/T.empty,
-    or an `X: T.Tensor(...)` declaration. Anything else (a nested @T.prim_func, or a call to a
-    helper that builds one) is a lazy factory.
-    """
-    try:
-        node = SourceInfo.of(fn).node
-    except DSLSyntaxError:
-        return False
-    lang = {n for n, v in fn.__globals__.items() if getattr(v, "__name__", None) == "tilelang.language"} or {"T"}
-    for st in _own_nodes(node):
-        if isinstance(st, ast.withitem) and _calls(st.context_expr, lang, "Kernel"):
-            return True
-        if isinstance(st, ast.Call) and _calls(st, lang, "const", "empty"):
-            return True
-        if isinstance(st, ast.AnnAssign) and st.value is None and _calls(st.annotation, lang, "Tensor"):
-            return True
-    return False
-
-
-def _own_nodes(node):
-    """Nodes of `node`'s body, not descending into nested functions or classes."""
-    stack = list(node.body)
-    while stack:
-        n = stack.pop()
-        yield n
-        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            stack.extend(ast.iter_child_nodes(n))
-
-
-def _calls(expr, lang: set, *names) -> bool:
-    """`T.<name>(...)` or `T.<name>[...]`, where T is any name bound to tilelang.language."""
-    if isinstance(expr, (ast.Call, ast.Subscript)):
-        expr = expr.func if isinstance(expr, ast.Call) else expr.value
-    return (isinstance(expr, ast.Attribute) and expr.attr in names and isinstance(expr.value, ast.Name)
-            and expr.value.id in lang)
 
 
 def _shape_names(annotation) -> list:

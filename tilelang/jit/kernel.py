@@ -1,20 +1,24 @@
-"""JITKernel: a compiled kernel callable on torch tensors."""
+"""JITKernel: a compiled kernel callable on torch tensors.
+
+What only compiling needs (the IR statements, the pass manager, kernel splitting) is
+imported where a kernel is compiled, so that a kernel loaded from the kernel cache
+(`from_record`) imports none of it.
+"""
 from __future__ import annotations
 
 import operator
 import time
+from typing import TYPE_CHECKING
 
 from .. import env
-from ..backend.target import Target, resolve
+from ..backend.target import resolve
 from ..errors import TileLangError, hide_internal_frames, user_facing
-from ..ir.buffer import Buffer
-from ..ir.stmt import PrimFunc
-from ..transform.pass_manager import PassContext
-from ..transform.split_kernels import is_multi_kernel, workspaces
-from ..arith.divisibility import assume_divisors
-from .aligned_dims import AlignedDims
 from .args import ArgBinder
 from .fast_call import MISS as _FAST_MISS
+
+if TYPE_CHECKING:
+    from ..backend.target import Target
+    from ..ir.stmt import PrimFunc
 
 
 _MISSING = object()
@@ -50,6 +54,8 @@ def build(func: PrimFunc, target: Target, pass_configs: dict | None, compile_fla
     from pathlib import Path
 
     from ..transform.pass_config import get as config
+    from ..transform.pass_manager import PassContext
+    from ..transform.split_kernels import is_multi_kernel
 
     configs = dict(pass_configs or {})
     dump_dir = env.dump_ir_dir()
@@ -82,6 +88,12 @@ class JITKernel:
     @user_facing()
     def __init__(self, func: PrimFunc, out_idx=None, target="auto", pass_configs=None, verbose=False,
                  execution_backend="auto", target_host=None, compile_flags=None):
+        from ..arith.divisibility import assume_divisors
+        from ..ir.buffer import Buffer
+        from ..ir.stmt import PrimFunc
+        from ..transform.split_kernels import is_multi_kernel, workspaces
+        from .aligned_dims import AlignedDims
+
         if not isinstance(func, PrimFunc):
             raise TileLangError(f"expected a @T.prim_func, got {type(func).__name__}; a @tilelang.jit factory "
                                 "must return the prim_func it defines")

@@ -2,49 +2,28 @@
 
 Thin wrappers only: each function checks its arguments and appends IR to the
 kernel being parsed; lowering lives in `transform/` and `backend/`.
+
+Every name loads its module on first use (PEP 562 `__getattr__`): a process that takes
+its kernels from the kernel cache never runs a factory, so it never imports the IR
+statements, the parser or the op classes (most of the import time), while a process
+that parses a kernel imports what that kernel's `T.<name>`s need, as it always did.
+`dir(T)`, `T.__all__` and `from tilelang.language import *` load everything.
 """
-from .dtypes import *  # noqa: F401,F403  (T.float16, T.int, T.tfloat32, T.float16x4 ...)
-from .dtypes import dtype  # noqa: F401
-from ..frontend.parser import parse_prim_func as _parse_prim_func
-from ..ir.stmt import PrimFunc  # noqa: F401
-from .types import Tensor, Buffer, StridedTensor, TensorSpec  # noqa: F401
-from .kernel import (Kernel, get_thread_binding, get_thread_bindings, get_block_binding,  # noqa: F401
-                     get_block_bindings)
-from .alloc import alloc_shared, alloc_fragment, alloc_local, alloc_var, alloc_barrier  # noqa: F401
-from .alloc import alloc_global  # noqa: F401
-from .loops import Parallel, Pipelined, serial, Serial, unroll, Unroll, grid, vectorized, Persistent  # noqa: F401
-from .tile import (copy, fill, clear, gemm, reduce_sum, reduce_max, reduce_min, reduce_abssum,  # noqa: F401
-                   reduce_absmax, cumsum, atomic_add, atomic_max, atomic_min, atomic_addx2, use_swizzle,
-                   annotate_layout, annotate_padding, annotate_l2_hit_ratio, no_set_max_nreg,
-                   disable_warp_group_reg_alloc, GemmWarpPolicy)
-from .math import (exp, exp2, log, log2, log10, sqrt, rsqrt, tanh, sigmoid, sin, cos, erf, floor, ceil,  # noqa: F401
-                   round, trunc, log1p, expm1, exp10, abs, max, min, pow, if_then_else, Select, cast, Cast,
-                   infinity, max_value, min_value, ceildiv, floordiv, floormod, truncdiv, truncmod,
-                   bitwise_and, bitwise_or, bitwise_xor, bitwise_not, shift_left, shift_right, And, Or, Not,
-                   reinterpret, clamp, fast_exp, fast_exp2, fast_log, fast_log2)
-from .debug import print, device_assert  # noqa: F401
-from .macro import macro  # noqa: F401
-from .eager import const, empty, dynamic, symbolic  # noqa: F401
-from .thread import (thread_binding, launch_thread, sync_threads, sync_warp, sync_grid, shfl_xor,  # noqa: F401
-                     shfl_down, shfl_up, shfl_sync, tvm_warp_shuffle, tvm_warp_shuffle_down, tvm_warp_shuffle_up,
-                     any_sync, all_sync, ballot_sync, ballot, activemask, comm_reducer, attr, evaluate,
-                     tvm_thread_allreduce, assume)
-from .extern import call_extern, import_source, access_ptr, dp4a  # noqa: F401
-from .views import ptr, make_tensor, reshape, view, SharedBuffer, FragmentBuffer, LocalBuffer, alloc_buffer  # noqa: F401
-from .reducer import alloc_reducer, reducer_init, reducer_update, finalize_reducer, cummax  # noqa: F401
-from .memory import atomic_addx4, atomic_load, atomic_store, im2col, index_to_coordinates  # noqa: F401
-from .random import rng_init, rng_rand, rng_rand_float  # noqa: F401
-from .loops import Parallel as _Parallel
+import importlib as _importlib
+import sys as _sys
+import types as _types
+
+from ..dtypes import DType as dtype  # the object language/dtypes.py exports as T.dtype
 
 handle = dtype("handle")  # addresses: T.access_ptr results, T.call_extern("handle", ...)
 
 
 def parallel(start, stop=None, *, annotations=None):
     """TVM's lowercase spelling of a one-dimensional T.Parallel loop over [start, stop)."""
-    if stop is None:
-        return _Parallel(start)
-    from .loops import ForSpec
+    from .loops import ForSpec, Parallel
 
+    if stop is None:
+        return Parallel(start)
     return ForSpec("parallel", (start,), (stop - start,))
 
 
@@ -63,15 +42,15 @@ def prim_func(func=None, *, private=False, check_well_formed=False):
                 for i in T.Parallel(128):
                     B[bx * 128 + i] = A[bx * 128 + i] + 1
     """
-    import sys
+    from ..frontend.parser import parse_prim_func
 
     # The defining scope, for annotations that are only strings (`from __future__ import
     # annotations`) and name factory locals the body never mentions.
-    caller = sys._getframe(1)
+    caller = _sys._getframe(1)
     outer = {**caller.f_globals, **caller.f_locals}
     if func is None:
-        return lambda f: _parse_prim_func(f, outer)
-    return _parse_prim_func(func, outer)
+        return lambda f: parse_prim_func(f, outer)
+    return parse_prim_func(func, outer)
 
 
 def Layout(shape, forward_fn):
@@ -86,8 +65,38 @@ def Fragment(shape, forward_fn=None, forward_thread_fn=None, replicate=1, forwar
     return _F.from_fn(shape, forward_fn, forward_thread_fn, replicate, forward_index_fn)
 
 
-# The expert tier (Hopper barriers / TMA / wgmma, inline PTX, 2:4 sparse gemm) loads on first use:
-# most programs never touch it, and its op classes cost a third of `import tilelang.language`.
+# name -> the module that defines it, loaded on first use
+_MODULES = {
+    "types": "Tensor Buffer StridedTensor TensorSpec",
+    "kernel": ("Kernel get_thread_binding get_thread_bindings get_block_binding "
+        "get_block_bindings"),
+    "alloc": "alloc_shared alloc_fragment alloc_local alloc_var alloc_barrier alloc_global",
+    "loops": "Parallel Pipelined serial Serial unroll Unroll grid vectorized Persistent",
+    "tile": ("copy fill clear gemm reduce_sum reduce_max reduce_min reduce_abssum "
+        "reduce_absmax cumsum atomic_add atomic_max atomic_min atomic_addx2 use_swizzle annotate_layout "
+        "annotate_padding annotate_l2_hit_ratio no_set_max_nreg disable_warp_group_reg_alloc GemmWarpPolicy"),
+    "math": ("exp exp2 log log2 log10 sqrt rsqrt tanh sigmoid sin cos erf floor ceil "
+        "round trunc log1p expm1 exp10 abs max min pow if_then_else Select cast Cast infinity max_value "
+        "min_value ceildiv floordiv floormod truncdiv truncmod bitwise_and bitwise_or bitwise_xor bitwise_not "
+        "shift_left shift_right And Or Not reinterpret clamp fast_exp fast_exp2 fast_log fast_log2"),
+    "debug": "print device_assert",
+    "macro": "macro",
+    "eager": "const empty dynamic symbolic",
+    "thread": ("thread_binding launch_thread sync_threads sync_warp sync_grid shfl_xor "
+        "shfl_down shfl_up shfl_sync tvm_warp_shuffle tvm_warp_shuffle_down tvm_warp_shuffle_up any_sync "
+        "all_sync ballot_sync ballot activemask comm_reducer attr evaluate tvm_thread_allreduce assume"),
+    "extern": "call_extern import_source access_ptr dp4a",
+    "views": "ptr make_tensor reshape view SharedBuffer FragmentBuffer LocalBuffer alloc_buffer",
+    "reducer": "alloc_reducer reducer_init reducer_update finalize_reducer cummax",
+    "memory": "atomic_addx4 atomic_load atomic_store im2col index_to_coordinates",
+    "random": "rng_init rng_rand rng_rand_float",
+}
+_HOME = {n: "." + m for m, names in _MODULES.items() for n in names.split()}
+_HOME["PrimFunc"] = "..ir.stmt"
+_HOME["dtype"] = ".dtypes"
+
+# The expert tier (Hopper barriers / TMA / wgmma, inline PTX, 2:4 sparse gemm): no program that
+# does not use it imports it, even when it is parsed.
 _LAZY = {
     "ptx_ldmatrix": ".ptx",
     "ptx_mma": ".ptx",
@@ -118,22 +127,56 @@ _LAZY = {
     "block_rank_in_cluster": ".hopper",
     "PersistentTileScheduler": ".hopper",
 }
+_HOME.update(_LAZY)
+
+# names that are also submodules (T.macro, T.gemm_sp): the function, not the module, whoever
+# imports the submodule first (the import system sets a package attribute per submodule)
+_SHADOWED = frozenset(n for n, m in _HOME.items() if m == "." + n)
+
+
+class _Language(_types.ModuleType):
+    def __setattr__(self, name, value):
+        if name in _SHADOWED and isinstance(value, _types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+_sys.modules[__name__].__class__ = _Language
 
 
 def __getattr__(name):
-    mod = _LAZY.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'tilelang.language' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(mod, __name__), name)
+    if name == "__all__":
+        _load_all()
+        return globals()["__all__"]
+    mod = _HOME.get(name)
+    if mod is not None:
+        value = getattr(_importlib.import_module(mod, __name__), name)
+    else:  # the dtype names (T.float16, T.int, T.float16x4 ...) and their helpers
+        dtypes = _importlib.import_module(".dtypes", __name__)
+        if name not in dtypes.__all__:
+            raise AttributeError(f"module 'tilelang.language' has no attribute {name!r}", name=name,
+                                 obj=_sys.modules[__name__])
+        value = getattr(dtypes, name)
     globals()[name] = value
     return value
 
 
+def _load_all() -> None:
+    """Bind every name (what the eager import did), and `__all__`."""
+    g = globals()
+    if "__all__" in g:
+        return
+    for name in _HOME:
+        if name not in g or name in _SHADOWED:
+            __getattr__(name)
+    dtypes = _importlib.import_module(".dtypes", __name__)
+    for name in dtypes.__all__:
+        g.setdefault(name, getattr(dtypes, name))
+    # every public name and, as before, the submodules of the names outside the expert tier
+    expert = {m[1:] for m in _LAZY.values()} - set(_HOME)
+    g["__all__"] = sorted(n for n in g if not n.startswith("_") and n not in expert)
+
+
 def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
-
-
-# `from tilelang.language import *` still brings every name, the lazy ones included
-__all__ = sorted({n for n in globals() if not n.startswith("_")} | set(_LAZY))
+    _load_all()
+    return sorted(globals())
