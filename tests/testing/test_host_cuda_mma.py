@@ -153,3 +153,101 @@ def test_sm80_flash_attention_runs_on_host_and_matches_float64(host):
     prog.run("fa", [q, kk, v, o])
     ref = torch.softmax(q.double() @ kk.double().T / 8, dim=1) @ v.double()
     assert (o.double() - ref).abs().max().item() < 2e-3
+
+
+# (A/B dtype, ptx abbreviation, C dtype, ptx abbreviation, K, target)
+MMA_TYPES = {
+    "f16_f32": ("float16", "fp16", "float32", "fp32", 16, SM80),
+    "f16_f16": ("float16", "fp16", "float16", "fp16", 16, SM80),
+    "bf16_f32": ("bfloat16", "bf16", "float32", "fp32", 16, SM80),
+    "s8_s32": ("int8", "int8", "int32", "int32", 32, SM80),
+    "tf32_f32": ("float32", "tf32", "float32", "fp32", 8, SM80),
+    "e4m3_f32": ("float8_e4m3fn", "e4m3", "float32", "fp32", 32, "cuda -arch=sm_89"),
+}
+
+
+def one_mma(ab, ab_ptx, c_dt, c_ptx, K):
+    """One warp, one mma.sync; each lane loads its fragment elements from global memory by the PTX
+    ISA's layout (written out here, independently of the emulation): C = A (16 x K) @ B (K x 8) + C."""
+    epr, kh = {1: 4, 2: 2, 4: 1}[torch.tensor([], dtype=TORCH.get(ab, torch.float8_e4m3fn)).element_size()], K // 2
+    na, nb = 16 * K // 32, 8 * K // 32
+    loc = "float32" if ab == "float32" else ab
+
+    @T.prim_func
+    def k(A: T.Tensor((16, K), ab), B: T.Tensor((K, 8), ab), C: T.Tensor((16, 8), c_dt)):
+        with T.Kernel(1, threads=32) as _:
+            a = T.alloc_local((na,), loc)
+            b = T.alloc_local((nb,), loc)
+            c = T.alloc_local((4,), c_dt)
+            tx = T.get_thread_binding()
+            g, t = tx // 4, tx % 4
+            for i in T.unroll(na):
+                a[i] = A[g + 8 * ((i // epr) % 2), epr * t + kh * ((i // epr) // 2) + i % epr]
+            for i in T.unroll(nb):
+                b[i] = B[epr * t + kh * (i // epr) + i % epr, g]
+            for s in T.unroll(4):
+                c[s] = C[g + 8 * (s // 2), 2 * t + s % 2]
+            T.ptx_mma(c_dt, f"m16n8k{K}", "row", "col", ab_ptx, ab_ptx, c_ptx, a.data, 0, b.data, 0, c.data, 0, False)
+            for s in T.unroll(4):
+                C[g + 8 * (s // 2), 2 * t + s % 2] = c[s]
+
+    return k
+
+
+TORCH["float8_e4m3fn"] = torch.float8_e4m3fn
+
+
+@pytest.mark.parametrize("name", list(MMA_TYPES))
+def test_one_mma_sync_of_each_type_matches_float64(host, name):
+    ab, ab_ptx, c_dt, c_ptx, K, target = MMA_TYPES[name]
+    kern = tilelang.compile(one_mma(ab, ab_ptx, c_dt, c_ptx, K), target=target)
+    assert "tl::mma_frag" in kern.get_kernel_source()
+    prog = host.HostProgram({name: kern})
+    g = torch.Generator().manual_seed(11)
+    a, b = _operand((16, K), ab, g), _operand((K, 8), ab, g)
+    c = _operand((16, 8), "int8", g).to(TORCH[c_dt])
+    c0 = c.clone()
+    prog.run(name, [a, b, c])
+    av, bv = a.double(), b.double()
+    if ab == "float32":  # tf32: the tensor core reads the top 19 bits of each operand
+        av = (a.view(torch.int32) & -8192).view(torch.float32).double()
+        bv = (b.view(torch.int32) & -8192).view(torch.float32).double()
+    ref = av @ bv + c0.double()
+    if c_dt == "int32":
+        assert torch.equal(c.long(), ref.long())
+    else:
+        tol = (1e-3 if c_dt == "float16" else 1e-6) * ref.abs().max().item()
+        assert (c.double() - ref).abs().max().item() <= tol
+
+
+def ldsm(num, trans):
+    """Lane l gives the address of row l % 8 of matrix l // 8 (matrix i: columns 8i..8i+7 of a
+    8 x 32 tile); its registers are stored back as loaded."""
+    @T.prim_func
+    def k(A: T.Tensor((8, 32), "float16"), R: T.Tensor((32, 2 * num), "float16")):
+        with T.Kernel(1, threads=32) as _:
+            A_s = T.alloc_shared((8, 32), "float16")
+            r = T.alloc_local((2 * num,), "float16")
+            tx = T.get_thread_binding()
+            T.copy(A, A_s)
+            T.ptx_ldmatrix(trans, num, T.access_ptr(A_s[tx % 8, 8 * ((tx // 8) % num)], "r"), T.access_ptr(r[0], "w"))
+            for i in T.unroll(2 * num):
+                R[tx, i] = r[i]
+
+    return k
+
+
+@pytest.mark.parametrize("num", [1, 2, 4])
+@pytest.mark.parametrize("trans", [False, True])
+def test_ldmatrix_gives_each_lane_its_documented_elements(host, num, trans):
+    prog = host.HostProgram({"ld": tilelang.compile(ldsm(num, trans), target=SM80)})
+    a = torch.randn(8, 32).half()
+    r = torch.zeros(32, 2 * num).half()
+    prog.run("ld", [a, r])
+    ref = torch.zeros(32, 2 * num).half()
+    for lane in range(32):
+        for i in range(num):
+            m = a[:, 8 * i:8 * i + 8]
+            m = m.T if trans else m
+            ref[lane, 2 * i:2 * i + 2] = m[lane // 4, 2 * (lane % 4):2 * (lane % 4) + 2]
+    assert torch.equal(r, ref)
