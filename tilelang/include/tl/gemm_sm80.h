@@ -76,9 +76,13 @@ struct MmaWarpTile {
   static constexpr int RSA = PRA > 0 ? 64 : LDA, RSB = PRB > 0 ? 64 : LDB;
 
   TL_DEVICE static uint32_t lds32(uint32_t addr) {
+#ifdef TL_HOST_EMU  // tilelang/testing/host_cuda runs this header on the host
+    return tl_host_lds32(addr);
+#else
     uint32_t v;
     asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr));
     return v;
+#endif
   }
 
   // f[0 .. 4*MI) <- A rows of this warp, f[4*MI ..) <- B columns, K slice [kk, kk + KS).

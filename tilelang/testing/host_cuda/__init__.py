@@ -2,10 +2,15 @@
 
 The generated CUDA source is compiled with g++ against host_cuda.h: each thread of a block
 is a host thread, so the per-thread index math, the distribution of a tile over threads and
-the barriers run exactly as generated. What it cannot see: timing, the asynchrony of
-cp.async / TMA (copies are synchronous here), warp shuffles and tensor-core instructions
-(kernels using them are refused). Each buffer sits right before an inaccessible page, so a
-read or write past its end crashes the run (reported as a failure, never silently passing).
+the barriers run exactly as generated.  Warp collectives (shuffles, votes, ldmatrix,
+mma.sync) meet the lanes of a warp in an exchange and compute the documented PTX result.
+The tl primitive headers (common, mma, ldmatrix, cp_async, sync) have host versions
+(host_tl.h); every other tl header (gemm_sm80.h, reduce.h, c_compat.h ...) is the shipped
+one, so the GEMM templates we ship are what runs.  What it cannot see: timing and the
+asynchrony of cp.async (copies are synchronous here).  Refused (NotImplementedError): TMA,
+mbarrier, wgmma, clusters, inline PTX.  Each buffer sits right before an inaccessible page,
+so a read or write past its end crashes the run; a barrier or warp collective that not every
+thread reaches fails the run (after `barrier_timeout` seconds), never silently passing.
 
     prog = HostProgram({"copy": jit_kernel})        # one g++ build for all kernels
     prog.run("copy", [a, b])                        # torch CPU tensors, updated in place
@@ -25,7 +30,12 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SMEM_BYTES = 232448
-UNSUPPORTED = ("tl::tma", "wgmma", "mma_sync", "ldmatrix", "__shfl", "tl_quad_", "mbarrier", "gemm_s")
+INCLUDE = os.path.join(os.path.dirname(HERE), os.pardir, "include", "tl")
+# tl headers replaced on the host: host_tl.h provides the first five; the rest are refused.
+HOST_PROVIDED = ("common.h", "mma.h", "ldmatrix.h", "cp_async.h", "sync.h",
+                 "mbarrier.h", "tma.h", "wgmma.h", "wgmma_ops.h", "gemm_sm90.h")
+UNSUPPORTED = ("tl::tma", "wgmma", "mbarrier", "_sm90", "cluster_", "block_rank_in_cluster",
+               "tl_atomic_load", "tl_atomic_store", "asm(", "asm volatile")
 
 _MAIN = r"""
 #include <sys/mman.h>
@@ -107,6 +117,8 @@ int main(int argc, char** argv) {
   dim3 grid;
   grid.x = std::atoi(argv[3]); grid.y = std::atoi(argv[4]); grid.z = std::atoi(argv[5]);
   int threads = std::atoi(argv[6]), rc = 5;
+  tl_host_smem_used = std::atoi(argv[7]);
+  tl_host_timeout_s = std::atof(argv[8]);
   switch (which) {
 %(cases)s
   }
@@ -131,16 +143,20 @@ def available() -> bool:
 class HostProgram:
     """Every kernel of `kernels` (name -> tilelang JITKernel compiled for CUDA) in one host executable."""
 
+    barrier_timeout = 20.0  # seconds a thread waits at a barrier / warp collective before failing
+
     def __init__(self, kernels: dict):
         self.kernels = dict(kernels)
         self.dir = tempfile.mkdtemp(prefix="tl_host_cuda_")
         self.index = {}
+        _stage_headers(os.path.join(self.dir, "tl"))
         parts = [f"#define TL_HOST_SMEM_BYTES {SMEM_BYTES}", f'#include "{os.path.join(HERE, "host_cuda.h")}"']
         cases = []
         for i, (name, k) in enumerate(self.kernels.items()):
             cs = k.artifact.csource
-            text = "\n".join(line for line in cs.text.splitlines() if not line.startswith('#include "tl/'))
-            bad = [w for w in UNSUPPORTED if w in text]
+            text = cs.text
+            own = "\n".join(line for line in text.splitlines() if not line.startswith("#include"))
+            bad = [w for w in UNSUPPORTED if w in own]
             if bad or any(kind not in ("buffer", "scalar", "dim") for kind, _ in cs.arg_kinds):
                 raise NotImplementedError(f"host_cuda: kernel {name} uses {bad or 'TMA / workspace args'}")
             if cs.smem_bytes > SMEM_BYTES:
@@ -154,7 +170,7 @@ class HostProgram:
         with open(src, "w") as f:
             f.write("\n".join(parts) + _MAIN.replace("%(cases)s", "\n".join(cases)))
         self.exe = os.path.join(self.dir, "kernels")
-        r = subprocess.run(["g++", "-std=c++20", "-O1", "-pthread", "-w", "-o", self.exe, src],
+        r = subprocess.run(["g++", "-std=c++20", "-O1", "-pthread", "-w", "-I", self.dir, "-o", self.exe, src],
                            capture_output=True, text=True)
         if r.returncode:
             raise RuntimeError(f"host_cuda: g++ failed on {src}:\n{r.stderr[-4000:]}")
@@ -172,7 +188,7 @@ class HostProgram:
             if kind == "buffer":
                 t = by_param[id(obj)]
                 assert t.is_contiguous() and t.device.type == "cpu", f"{name}: {obj.name} must be a contiguous CPU tensor"
-                payload, is_buf = t.numpy().tobytes(), 1
+                payload, is_buf = t.reshape(-1).view(torch.uint8).numpy().tobytes(), 1
                 values.append(t)
             elif kind == "scalar":
                 v = by_param[id(obj)]
@@ -187,10 +203,11 @@ class HostProgram:
         path = os.path.join(self.dir, f"{name}.bin")
         with open(path, "wb") as f:
             f.write(blob)
-        r = subprocess.run([self.exe, str(self.index[name]), path, *map(str, grid), str(cs.threads)],
+        r = subprocess.run([self.exe, str(self.index[name]), path, *map(str, grid), str(cs.threads),
+                            str(cs.smem_bytes), str(self.barrier_timeout)],
                            capture_output=True, text=True, timeout=timeout)
         if r.returncode:
-            why = {3: "a barrier was not reached by every thread", -11: "a memory access out of bounds (SIGSEGV)"}
+            why = {3: "a barrier or warp collective failed", -11: "a memory access out of bounds (SIGSEGV)"}
             raise AssertionError(f"host_cuda: kernel {name} failed (exit {r.returncode}: "
                                  f"{why.get(r.returncode, 'crashed')}) {r.stderr[-2000:]}")
         with open(path, "rb") as f:
@@ -203,6 +220,21 @@ class HostProgram:
                 t = by_param[id(obj)]
                 t.view(-1).view(torch.uint8).copy_(torch.frombuffer(bytearray(out[pos:pos + n]), dtype=torch.uint8))
             pos += n
+
+
+def _stage_headers(dst: str) -> None:
+    """dst <- the shipped tl headers, with those in HOST_PROVIDED as empty stand-ins: the shipped
+    headers' own `#include "common.h"` then finds the stand-in beside them (host_cuda.h, included
+    first, defines what they declare)."""
+    os.makedirs(dst, exist_ok=True)
+    for fn in os.listdir(INCLUDE):
+        if not fn.endswith(".h"):
+            continue
+        if fn in HOST_PROVIDED:
+            with open(os.path.join(dst, fn), "w") as f:
+                f.write("#pragma once\n// host_cuda: provided by host_tl.h, or refused on the host\n")
+        else:
+            shutil.copyfile(os.path.join(INCLUDE, fn), os.path.join(dst, fn))
 
 
 def _scalar_bytes(v, dtype: str) -> bytes:

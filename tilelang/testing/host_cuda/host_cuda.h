@@ -1,23 +1,35 @@
-// host_cuda.h -- runs generated CUDA kernels on the host, for tests without a GPU.
+// host_cuda.h -- the CUDA runtime a generated kernel sees, on the host (tests without a GPU).
 //
 // A test aid, not a GPU model: every thread of a block is a real host thread (so the
 // generated per-thread index math, the distribution of elements over threads and the
-// __syncthreads barriers all run as written), blocks run one after another, and the tl::
-// helpers a copy / elementwise kernel calls are plain host equivalents of their documented
-// meaning (cp.async is a synchronous copy: a missing cp_async_wait is NOT detected).
-// Only what float32 / int32 copy, fill, elementwise and reduce kernels use is provided;
-// anything else fails to compile, and the test says so.
+// barriers run as written), blocks run one after another.  Warp collectives (__shfl_*_sync,
+// __ballot_sync, __syncwarp, and, in host_tl.h, ldmatrix and mma.sync) meet the lanes of one
+// warp in a per-warp exchange: every participating lane deposits its operands, the last one
+// to arrive computes every lane's result from them, each lane takes its own.  A barrier or
+// collective that waits longer than the timeout (threads that never arrive: divergent code),
+// lanes of one warp at different collectives or with different masks, or a read of a lane
+// outside the mask, marks the launch broken: every thread leaves its kernel through longjmp
+// and the run fails with the reason on stderr.  Never a hang, never a silent pass.
+//
+// The tl:: primitives (tl/common.h, mma.h, ldmatrix.h, cp_async.h, sync.h) are host_tl.h;
+// every other tl header is the shipped one, compiled as is.
 #pragma once
+
+#include <math.h>
+#include <setjmp.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdarg>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
-#include <setjmp.h>
+
+#define TL_HOST_EMU 1
 
 struct dim3 {
   unsigned x = 1, y = 1, z = 1;
@@ -29,25 +41,57 @@ static thread_local dim3 threadIdx, blockIdx;
 #endif
 alignas(1024) unsigned char tl_smem[TL_HOST_SMEM_BYTES];  // the block's dynamic shared memory
 static dim3 gridDim, blockDim;
+static int tl_host_smem_used = TL_HOST_SMEM_BYTES;  // what the kernel asked for (ldmatrix checks it)
 
 #define __global__
 #define __device__
+#define __host__
 #define __forceinline__ inline
+#define __noinline__
 #define __launch_bounds__(...)
 #define __shared__
 #define __align__(n) __attribute__((aligned(n)))
 #define __restrict__ __restrict
 
+// ------------------------------------------------------------------ failure
+static std::atomic<bool> tl_host_broken{false};
+static std::atomic<bool> tl_host_reported{false};
+static thread_local jmp_buf tl_host_escape;
+static double tl_host_timeout_s = 20.0;
+static void tl_host_wake_all();
+
+// Marks the launch broken (the first reason goes to stderr) and leaves the kernel.
+[[noreturn]] static void tl_host_fail(const char* fmt, ...) {
+  if (!tl_host_reported.exchange(true)) {
+    va_list ap;
+    va_start(ap, fmt);
+    std::fprintf(stderr, "host_cuda: thread %u of block (%u, %u, %u): ", threadIdx.x, blockIdx.x, blockIdx.y,
+                 blockIdx.z);
+    std::vfprintf(stderr, fmt, ap);
+    std::fprintf(stderr, "\n");
+    va_end(ap);
+  }
+  tl_host_broken = true;
+  tl_host_wake_all();
+  longjmp(tl_host_escape, 1);
+}
+
+// Waits on cv until done() (lk held); a timeout or a broken launch leaves the kernel.
+template <class F>
+static void tl_host_wait(std::unique_lock<std::mutex>& lk, std::condition_variable& cv, F done, const char* what) {
+  bool ok = cv.wait_for(lk, std::chrono::duration<double>(tl_host_timeout_s), [&] { return done() || tl_host_broken; });
+  if (!ok || tl_host_broken) {
+    lk.unlock();
+    if (!ok) tl_host_fail("%s waited %.0f s: not every thread it waits for reached it (divergent code?)", what, tl_host_timeout_s);
+    longjmp(tl_host_escape, 1);
+  }
+}
+
 // ------------------------------------------------------------------ block barrier
-// A reusable barrier over the block's threads.  A thread that waits more than a few
-// seconds (threads that never arrive: a barrier inside divergent code) marks the launch
-// broken and every thread leaves its kernel through longjmp.
 static std::mutex tl_host_mu;
 static std::condition_variable tl_host_cv;
 static int tl_host_count = 0, tl_host_threads = 0;
 static long tl_host_generation = 0;
-static std::atomic<bool> tl_host_broken{false};
-static thread_local jmp_buf tl_host_escape;
 
 static void tl_host_barrier() {
   std::unique_lock<std::mutex> lk(tl_host_mu);
@@ -62,90 +106,292 @@ static void tl_host_barrier() {
     tl_host_cv.notify_all();
     return;
   }
-  bool ok = tl_host_cv.wait_for(lk, std::chrono::seconds(20),
-                                [&] { return tl_host_generation != gen || tl_host_broken; });
-  if (!ok || tl_host_broken) {
-    tl_host_broken = true;
-    tl_host_cv.notify_all();
-    lk.unlock();
-    longjmp(tl_host_escape, 1);
-  }
+  tl_host_wait(lk, tl_host_cv, [&] { return tl_host_generation != gen; }, "__syncthreads");
 }
 
 inline void __syncthreads() { tl_host_barrier(); }
 
-// ------------------------------------------------------------------ scalar helpers
+// Named barriers (bar.sync id, count): done when `count` threads have arrived at `id`.
+struct TlHostNamedBarrier {
+  int count = 0;
+  long gen = 0;
+};
+static TlHostNamedBarrier tl_host_named[16];
+
+static void tl_host_bar_sync(int id, int count, bool wait) {
+  if (id < 0 || id >= 16 || count <= 0 || count % 32 || count > tl_host_threads)
+    tl_host_fail("bar.sync %d, %d: id must be in [0, 16), count a multiple of 32 up to the block's %d threads", id,
+                 count, tl_host_threads);
+  if (id == 0 && count == tl_host_threads && wait) return tl_host_barrier();
+  std::unique_lock<std::mutex> lk(tl_host_mu);
+  TlHostNamedBarrier& b = tl_host_named[id];
+  long gen = b.gen;
+  if (++b.count == count) {
+    b.count = 0;
+    ++b.gen;
+    tl_host_cv.notify_all();
+    return;
+  }
+  if (wait) tl_host_wait(lk, tl_host_cv, [&] { return b.gen != gen; }, "a named barrier (bar.sync)");
+}
+
+// ------------------------------------------------------------------ warp exchange
+// The lanes of `mask` that exist meet; each passes kIn words and gets kOut words back.  The
+// last to arrive runs complete(in, out, participants) for the whole warp under the lock.
+constexpr int kTlIn = 12, kTlOut = 4;
+struct TlHostWarp {
+  std::mutex mu;
+  std::condition_variable cv;
+  int count = 0;
+  long gen = 0;
+  unsigned mask = 0;
+  const char* op = nullptr;
+  uint32_t in[32][kTlIn];
+  uint32_t out[2][32][kTlOut];
+  int unread[2] = {0, 0};
+};
+static TlHostWarp tl_host_warps[32];
+
+static void tl_host_wake_all() {
+  { std::lock_guard<std::mutex> g(tl_host_mu); tl_host_cv.notify_all(); }
+  for (auto& w : tl_host_warps) { std::lock_guard<std::mutex> g(w.mu); w.cv.notify_all(); }
+}
+
+inline int tl_host_lane() { return static_cast<int>(threadIdx.x) & 31; }
+// Lanes of this thread's warp that exist (a last warp may be partial).
+inline unsigned tl_host_warp_lanes() {
+  int n = tl_host_threads - static_cast<int>(threadIdx.x / 32) * 32;
+  return n >= 32 ? 0xffffffffu : ((1u << n) - 1u);
+}
+
+template <class F>
+static void tl_host_collective(const char* op, unsigned mask, const uint32_t* mine, int n_in, uint32_t* result,
+                               int n_out, F complete) {
+  const int lane = tl_host_lane();
+  const unsigned parts = mask & tl_host_warp_lanes();
+  if (!((mask >> lane) & 1u)) tl_host_fail("%s: lane %d calls it with mask 0x%08x, which leaves it out", op, lane, mask);
+  TlHostWarp& w = tl_host_warps[threadIdx.x / 32];
+  std::unique_lock<std::mutex> lk(w.mu);
+  if (tl_host_broken) {
+    lk.unlock();
+    longjmp(tl_host_escape, 1);
+  }
+  if (w.count == 0) {
+    w.mask = parts;
+    w.op = op;
+  } else if (w.mask != parts || std::strcmp(w.op, op) != 0) {
+    const char* other = w.op;
+    unsigned om = w.mask;
+    lk.unlock();
+    tl_host_fail("lanes of warp %u meet at different warp collectives (%s with lanes 0x%08x, %s with 0x%08x): "
+                 "divergent code", threadIdx.x / 32, other, om, op, parts);
+  }
+  std::memcpy(w.in[lane], mine, n_in * 4);
+  const long gen = w.gen;
+  const int buf = gen & 1;
+  if (++w.count == __builtin_popcount(parts)) {
+    tl_host_wait(lk, w.cv, [&] { return w.unread[buf] == 0; }, op);
+    const char* err = complete(w.in, w.out[buf], parts);
+    if (err) {
+      lk.unlock();
+      tl_host_fail("%s: %s", op, err);
+    }
+    w.count = 0;
+    w.unread[buf] = __builtin_popcount(parts);
+    ++w.gen;
+    w.cv.notify_all();
+  } else {
+    tl_host_wait(lk, w.cv, [&] { return w.gen != gen; }, op);
+  }
+  std::memcpy(result, w.out[buf][lane], n_out * 4);
+  if (--w.unread[buf] == 0) w.cv.notify_all();
+}
+
+// ------------------------------------------------------------------ shuffles, votes
+// The lane a shfl reads (PTX shfl.sync: c = segment mask << 8 | clamp), or -1 for "own value".
+inline int tl_host_shfl_src(int mode, int lane, int b, int width) {
+  const int seg = lane & ~(width - 1);
+  int j;
+  switch (mode) {
+    case 0: return seg | (b & (width - 1));           // idx
+    case 1: j = lane - b; return j >= seg ? j : -1;   // up
+    case 2: j = lane + b; return j < seg + width ? j : -1;  // down
+    default: j = lane ^ b; return j < seg + width ? j : -1;  // bfly (xor): earlier segments allowed
+  }
+}
+
+template <class T>
+inline T tl_host_shfl(const char* op, int mode, unsigned mask, T v, int b, int width) {
+  static_assert(sizeof(T) <= 8, "__shfl_*_sync: values of at most 8 bytes");
+  if (width <= 0 || width > 32 || (width & (width - 1)))
+    tl_host_fail("%s: width %d is not a power of two up to 32", op, width);
+  uint32_t mine[4] = {0, 0, (uint32_t)b, (uint32_t)width}, got[2];
+  std::memcpy(mine, &v, sizeof(T));
+  tl_host_collective(op, mask, mine, 4, got, 2, [&](uint32_t (*in)[kTlIn], uint32_t (*out)[kTlOut], unsigned parts) -> const char* {
+    static thread_local char msg[160];
+    for (int l = 0; l < 32; ++l) {
+      if (!((parts >> l) & 1u)) continue;
+      if ((int)in[l][3] != width) return "lanes pass different widths";
+      int s = tl_host_shfl_src(mode, l, (int)in[l][2], width);
+      if (s < 0) s = l;
+      if (!((parts >> s) & 1u)) {
+        std::snprintf(msg, sizeof msg, "lane %d reads lane %d, which does not take part (mask 0x%08x)", l, s, parts);
+        return msg;
+      }
+      out[l][0] = in[s][0];
+      out[l][1] = in[s][1];
+    }
+    return nullptr;
+  });
+  T r;
+  std::memcpy(&r, got, sizeof(T));
+  return r;
+}
+
+template <class T>
+inline T __shfl_sync(unsigned mask, T v, int src, int width = 32) { return tl_host_shfl("__shfl_sync", 0, mask, v, src, width); }
+template <class T>
+inline T __shfl_up_sync(unsigned mask, T v, unsigned d, int width = 32) { return tl_host_shfl("__shfl_up_sync", 1, mask, v, (int)d, width); }
+template <class T>
+inline T __shfl_down_sync(unsigned mask, T v, unsigned d, int width = 32) { return tl_host_shfl("__shfl_down_sync", 2, mask, v, (int)d, width); }
+template <class T>
+inline T __shfl_xor_sync(unsigned mask, T v, int m, int width = 32) { return tl_host_shfl("__shfl_xor_sync", 3, mask, v, m, width); }
+
+inline unsigned tl_host_vote(const char* op, unsigned mask, int pred) {
+  uint32_t mine[1] = {pred ? 1u : 0u}, got[1];
+  tl_host_collective(op, mask, mine, 1, got, 1, [&](uint32_t (*in)[kTlIn], uint32_t (*out)[kTlOut], unsigned parts) -> const char* {
+    unsigned bal = 0;
+    for (int l = 0; l < 32; ++l)
+      if (((parts >> l) & 1u) && in[l][0]) bal |= 1u << l;
+    for (int l = 0; l < 32; ++l) out[l][0] = bal;
+    return nullptr;
+  });
+  return got[0];
+}
+inline unsigned __ballot_sync(unsigned mask, int p) { return tl_host_vote("__ballot_sync", mask, p); }
+inline int __any_sync(unsigned mask, int p) { return tl_host_vote("__any_sync", mask, p) != 0; }
+inline int __all_sync(unsigned mask, int p) {
+  return tl_host_vote("__all_sync", mask, p) == (mask & tl_host_warp_lanes());
+}
+inline void __syncwarp(unsigned mask = 0xffffffffu) { tl_host_vote("__syncwarp", mask, 0); }
+// The host cannot see which lanes are converged: every lane of the warp is taken as active.
+inline unsigned __activemask() { return tl_host_warp_lanes(); }
+
+// ------------------------------------------------------------------ scalar builtins
+using std::signbit;
 template <class T>
 inline T max(T a, T b) { return a > b ? a : b; }
 template <class T>
 inline T min(T a, T b) { return a < b ? a : b; }
-inline float __int_as_float(int x) { float f; std::memcpy(&f, &x, 4); return f; }
+template <class To, class From>
+inline To tl_host_bits(From x) {
+  static_assert(sizeof(To) == sizeof(From), "same size");
+  To r;
+  std::memcpy(&r, &x, sizeof(To));
+  return r;
+}
+inline float __int_as_float(int x) { return tl_host_bits<float>(x); }
+inline int __float_as_int(float x) { return tl_host_bits<int>(x); }
+inline float __uint_as_float(unsigned x) { return tl_host_bits<float>(x); }
+inline unsigned __float_as_uint(float x) { return tl_host_bits<unsigned>(x); }
+inline double __longlong_as_double(long long x) { return tl_host_bits<double>(x); }
+inline long long __double_as_longlong(double x) { return tl_host_bits<long long>(x); }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline float __expf(float x) { return std::exp(x); }
-inline float exp2f_(float x) { return std::exp2(x); }
-
-inline int32_t tl_floordiv_i32(int32_t a, int32_t b) {
-  int32_t q = a / b;
-  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
+inline float __logf(float x) { return std::log(x); }
+inline float __sinf(float x) { return std::sin(x); }
+inline float __cosf(float x) { return std::cos(x); }
+inline float __fdividef(float a, float b) { return a / b; }
+inline float __frcp_rn(float x) { return 1.0f / x; }
+inline float __saturatef(float x) { return x != x ? 0.0f : std::min(1.0f, std::max(0.0f, x)); }
+inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
+inline int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
+inline int __ffs(int x) { return __builtin_ffs(x); }
+inline unsigned __brev(unsigned x) {
+  unsigned r = 0;
+  for (int i = 0; i < 32; ++i) r |= ((x >> i) & 1u) << (31 - i);
+  return r;
 }
-inline int64_t tl_floordiv_i64(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
+inline int __dp4a(int a, int b, int c) {
+  for (int i = 0; i < 4; ++i) c += (int)(int8_t)(a >> (8 * i)) * (int)(int8_t)(b >> (8 * i));
+  return c;
 }
-inline int32_t tl_floormod_i32(int32_t a, int32_t b) { return a - tl_floordiv_i32(a, b) * b; }
-inline int64_t tl_floormod_i64(int64_t a, int64_t b) { return a - tl_floordiv_i64(a, b) * b; }
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 
+struct alignas(16) uint4 { unsigned x, y, z, w; };
+struct alignas(8) uint2 { unsigned x, y; };
+struct alignas(8) float2 { float x, y; };
+struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(16) int4 { int x, y, z, w; };
+struct alignas(8) int2 { int x, y; };
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+inline uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }
+inline float2 make_float2(float x, float y) { return {x, y}; }
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+
+#include "host_types.h"
+
+// ------------------------------------------------------------------ atomics
 static std::mutex tl_host_atomic_mu;
-template <class T, class V>
-inline void tl_host_atomic_add(T* p, V v) {
-  std::lock_guard<std::mutex> g(tl_host_atomic_mu);
-  *p = *p + v;
-}
-inline void tl_atomic_add_f32(float* p, float v) { tl_host_atomic_add(p, v); }
-inline void tl_atomic_add_i32(int32_t* p, int32_t v) { tl_host_atomic_add(p, v); }
-inline void tl_atomic_add_f64(double* p, double v) { tl_host_atomic_add(p, v); }
 template <class T, class V>
 inline T atomicAdd(T* p, V v) {
   std::lock_guard<std::mutex> g(tl_host_atomic_mu);
   T old = *p;
-  *p = old + v;
+  *p = old + static_cast<T>(v);
+  return old;
+}
+template <class T>
+inline T atomicMax(T* p, T v) {
+  std::lock_guard<std::mutex> g(tl_host_atomic_mu);
+  T old = *p;
+  *p = old > v ? old : v;
+  return old;
+}
+template <class T>
+inline T atomicMin(T* p, T v) {
+  std::lock_guard<std::mutex> g(tl_host_atomic_mu);
+  T old = *p;
+  *p = old < v ? old : v;
+  return old;
+}
+template <class T>
+inline T atomicExch(T* p, T v) {
+  std::lock_guard<std::mutex> g(tl_host_atomic_mu);
+  T old = *p;
+  *p = v;
+  return old;
+}
+template <class T>
+inline T atomicCAS(T* p, T cmp, T v) {
+  std::lock_guard<std::mutex> g(tl_host_atomic_mu);
+  T old = *p;
+  if (old == cmp) *p = v;
+  return old;
+}
+template <class T>
+inline T atomicXor(T* p, T v) {
+  std::lock_guard<std::mutex> g(tl_host_atomic_mu);
+  T old = *p;
+  *p = old ^ v;
+  return old;
+}
+template <class T>
+inline T atomicOr(T* p, T v) {
+  std::lock_guard<std::mutex> g(tl_host_atomic_mu);
+  T old = *p;
+  *p = old | v;
+  return old;
+}
+template <class T>
+inline T atomicAnd(T* p, T v) {
+  std::lock_guard<std::mutex> g(tl_host_atomic_mu);
+  T old = *p;
+  *p = old & v;
   return old;
 }
 
-// ------------------------------------------------------------------ tl:: copies
-namespace tl {
-
-template <int N>
-inline void cp_async_zfill(void* dst, const void* src, bool pred) {
-  if (pred) std::memcpy(dst, src, N); else std::memset(dst, 0, N);
-}
-template <int N>
-inline void cp_async(void* dst, const void* src) { std::memcpy(dst, src, N); }
-inline void cp_async_commit() {}
-template <int N>
-inline void cp_async_wait() {}
-inline void cp_async_wait_all() {}
-
-inline void copy_vec16(void* dst, const void* src, bool pred) {
-  if (pred) std::memcpy(dst, src, 16); else std::memset(dst, 0, 16);
-}
-inline void copy_vec8(void* dst, const void* src, bool pred) {
-  if (pred) std::memcpy(dst, src, 8); else std::memset(dst, 0, 8);
-}
-inline void copy_vec4(void* dst, const void* src, bool pred) {
-  if (pred) std::memcpy(dst, src, 4); else std::memset(dst, 0, 4);
-}
-
-template <int N, class T>
-inline void load_vec(T* regs, const T* src, bool pred = true) {
-  if (pred) std::memcpy(regs, src, N * sizeof(T)); else std::memset(regs, 0, N * sizeof(T));
-}
-template <int N, class T>
-inline void store_vec(T* dst, const T* regs) { std::memcpy(dst, regs, N * sizeof(T)); }
-
-inline void sync_all_threads() { __syncthreads(); }
-
-}  // namespace tl
-
-template <class T>
-inline void tl_store2(T* p, T a, T b) { p[0] = a; p[1] = b; }
+#include "host_tl.h"
