@@ -2,7 +2,7 @@
 stays in registers: each thread folds its slots of a row, an xor all-reduce combines the row's
 lanes of a warp, and rows spanning several warps fold their warps' partials through a small
 shared scratch. The row values then keep the lanes' layout, so `x[i, j] / s[i]` reads a register.
-Results against float64 on the CPU backend and (marked
+Results against float64 on the CPU backend, in the generated CUDA run on the host, and (marked
 cuda) on the GPU."""
 import warnings
 
@@ -102,6 +102,24 @@ def test_lane_rows_stay_in_registers(case):
     assert "xs_red" not in src, src
     assert ("xs_lanes" in src) == (lanes > 32), src
     assert not [m_ for m_ in msgs if "shared" in m_], msgs
+
+
+@pytest.mark.parametrize("kind", ["sum", "absmax"])
+@pytest.mark.parametrize("case", CASES)
+def test_lane_rows_generated_cuda_on_host(case, kind):
+    """The sm_90a source itself, each block thread a host thread (tilelang/testing/host_cuda)."""
+    from tilelang.testing import host_cuda as host
+    if not host.available():
+        pytest.skip("g++ not installed")
+    m, w, bm, threads, chunks = case
+    kern, _ = _compile(rows_kernel(m, w, bm, threads, kind, chunks=chunks), "cuda -arch=sm_90a")
+    x = torch.randn(m, w * chunks)
+    r = torch.full((m,), float("nan"))
+    o = torch.full((m, w * chunks), float("nan"))
+    host.HostProgram({"k": kern}).run("k", [x, r, o])
+    rr, oo = reference(x, kind, chunks)
+    torch.testing.assert_close(r.double(), rr, rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(o.double(), oo, rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.cuda
