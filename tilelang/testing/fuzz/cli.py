@@ -217,6 +217,7 @@ class _HostTally:
 
     def __init__(self):
         self.c, self.arch, self.why = collections.Counter(), collections.Counter(), collections.Counter()
+        self.seeds: dict = {}  # reason -> the seeds refused for it (the JSON summary)
         self.shared = 0  # sm_90a sources equal to the sm_80 one but for tl/ includes: one run serves both
 
     def add(self, r: dict) -> None:
@@ -233,6 +234,7 @@ class _HostTally:
             self.c["refused"] += 1
             for why in dict.fromkeys(v.split(": ", 1)[1] for v in h.values() if v.startswith("refused")):
                 self.why[why] += 1
+                self.seeds.setdefault(why, []).append(r["seed"])
         else:
             self.c["not reached"] += 1
 
@@ -246,7 +248,8 @@ class _HostTally:
 
     def summary(self) -> dict:
         return {"ran": self.c["ran"], "refused": self.c["refused"], "failed": self.c["failed"],
-                "not_reached": self.c["not reached"], "per_arch": dict(self.arch), "one_source_for_both": self.shared, "reasons": dict(self.why)}
+                "not_reached": self.c["not reached"], "per_arch": dict(self.arch), "one_source_for_both": self.shared, "reasons": dict(self.why),
+                "reason_seeds": {k: sorted(v) for k, v in self.seeds.items()}}
 
 
 def _fuzz(a) -> int:

@@ -16,14 +16,18 @@ out-of-bounds access, a barrier not every thread reaches or a timeout raises Hos
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 
 import torch
 
 from ...ir.expr import Var
-from ..host_cuda import HostProgram, available
+from ..host_cuda import HERE, HostProgram, available
 
 __all__ = ["HostRefused", "HostRunError", "run_on_host", "refusal_category", "available", "build", "unaligned_call",
            "source_key"]
@@ -50,8 +54,10 @@ class _Part:
     prim_func: object
 
 
-def refusal_category(exc: Exception) -> str:
-    """A few words for why host_cuda refused: the unsupported markers it named, or the limit."""
+def refusal_category(exc: Exception, source: str = "", defined=()) -> str:
+    """A few words for why host_cuda refused: the unsupported markers it named, the limit, or
+    for a g++ failure the tl names `source` uses that host_cuda.h does not define (else the
+    first g++ error); `defined`: names the source defines itself (its kernels' entries)."""
     msg = str(exc)
     if isinstance(exc, NotImplementedError):
         names = re.findall(r"'([^']+)'", msg)
@@ -62,11 +68,23 @@ def refusal_category(exc: Exception) -> str:
         if "args" in msg:
             return "kernel args (TMA / workspace)"
         return msg.split(":", 1)[-1].strip()[:40]
-    m = re.search(r"error: ['‘]([\w:]+)['’] (?:is not a member of|was not declared)", msg)
-    if m:
-        return f"g++: {m.group(1)} missing"
-    m = re.search(r"error: (.{0,50})", msg)
+    own = set(re.findall(r"\b(?:void|struct|class|using|define)\s+(\w+)", source)) | _header_names() | set(defined)
+    missing = sorted({m for m in re.findall(r"\btl(?:::|_)\w+", source) if m.split("::")[-1] not in own})
+    if missing:
+        return f"g++: {'+'.join(missing[:3])} missing"
+    m = re.search(r"error: (.{0,60})", msg)
     return f"g++: {m.group(1).strip()}" if m else "g++ failed"
+
+
+_HEADER: set = set()
+
+
+def _header_names() -> set:
+    """Every identifier host_cuda.h mentions (read once; its tl:: helpers sit in namespace tl)."""
+    if not _HEADER:
+        with open(os.path.join(HERE, "host_cuda.h")) as f:
+            _HEADER.update(re.findall(r"\w+", f.read()))
+    return _HEADER
 
 
 def _parts(kernel) -> list:
@@ -99,7 +117,9 @@ def build(kernel) -> HostProgram:
     except RuntimeError as e:
         if "g++ failed" not in str(e):
             raise
-        raise HostRefused(refusal_category(e), str(e)[:4000]) from None
+        cs = [p.artifact.csource for _, p in _parts(kernel)]
+        raise HostRefused(refusal_category(e, "\n".join(c.text for c in cs), [c.entry for c in cs]),
+                          str(e)[:4000]) from None
 
 
 def _env(kernel, values: list) -> dict:
@@ -122,10 +142,30 @@ def unaligned_call(kernel, tensors: dict, order: list) -> bool:
     return not aligned.holds(_env(kernel, [tensors[n] for n in order]))
 
 
+@contextlib.contextmanager
+def _scratch():
+    """HostProgram's build folders (made even for a kernel it refuses) go in one folder that
+    is removed afterwards: a fuzz run builds two per program."""
+    old, d = tempfile.tempdir, tempfile.mkdtemp(prefix="tl_fuzz_host_")
+    tempfile.tempdir = d
+    try:
+        yield
+    finally:
+        tempfile.tempdir = old
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def run_on_host(kernel, tensors: dict, order: list, program: HostProgram | None = None) -> dict:
     """Run `kernel`'s CUDA source on the host on copies of `tensors` (name -> CPU tensor; `order`:
-    the prim_func's parameter order); return the updated copies by name."""
-    program = program or build(kernel)
+    the prim_func's parameter order); return the updated copies by name. Without `program`
+    it is built here (in a scratch folder removed afterwards)."""
+    if program is None:
+        with _scratch():
+            return _run(kernel, tensors, order, build(kernel))
+    return _run(kernel, tensors, order, program)
+
+
+def _run(kernel, tensors: dict, order: list, program: HostProgram) -> dict:
     args = {k: v.clone().contiguous() for k, v in tensors.items()}
     values = [args[n] for n in order]
     env = _env(kernel, values)
