@@ -1,8 +1,10 @@
 """A differential fuzzer: random valid TileLang programs, run on the CPU backend against a
 float64 torch reference derived from the program's description (never from our compiler),
-compiled for sm_80 and sm_90a with NVRTC, and on a GPU (`--device cuda`) run there too.
+compiled for sm_80 and sm_90a with NVRTC (with --host-cuda that CUDA source also runs on the
+host through testing.host_cuda: host_exec), and on a GPU (`--device cuda`) run there too.
 
     python -m tilelang.testing.fuzz --seed 0 --n 300 [--device cuda] [--jobs 2]
+    python -m tilelang.testing.fuzz --seed 0 --n 40 --host-cuda   # + the CUDA source run on the host
     python -m tilelang.testing.fuzz --bad 200          # bad calls and DSL misuse
 
 Modules: spec (the description), generator/families/families_ext/gen_base (random programs), source
@@ -28,9 +30,11 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def replay_file(path: str, device: str | None = None):
+def replay_file(path: str, device: str | None = None, host_cuda: bool | None = None):
     """Re-run the program a fuzz source file describes (its DESC) and print the verdict.
-    device: "cpu" or "cuda"; by default `--device D` from the command line, else "cpu"."""
+    device: "cpu" or "cuda"; by default `--device D` from the command line, else "cpu".
+    host_cuda: also run its CUDA source on the host; by default when the file says HOST_CUDA
+    or the command line has --host-cuda."""
     import sys
 
     if device is None:
@@ -42,6 +46,8 @@ def replay_file(path: str, device: str | None = None):
     from .spec import from_json
 
     ns = runpy.run_path(path, run_name="tl_fuzz_replay")
-    res = check(from_json(ns["DESC"]), device=device, full_opt=bool(ns.get("FULL_OPT", False)))
+    if host_cuda is None:
+        host_cuda = bool(ns.get("HOST_CUDA", False)) or "--host-cuda" in sys.argv[1:]
+    res = check(from_json(ns["DESC"]), device=device, full_opt=bool(ns.get("FULL_OPT", False)), host_cuda=host_cuda)
     print("PASS" if res.status == "pass" else f"{res.status.upper()} [{res.step}] {res.message}")
     return res

@@ -17,6 +17,12 @@ they are fuzzer bugs).
 --device cuda compiles the device's arch once (with NVRTC's fast-compile flags, so one
 compile serves the sm_90a check and the run; --full-opt-every K compiles every K-th seed
 at full optimisation instead) and compares CUDA with float64 and with the CPU result.
+--host-cuda also runs each program's sm_80 and sm_90a CUDA source on the host
+(testing.host_cuda: g++, each block thread a host thread; an identical source runs once)
+and compares it like the GPU run. Kernels host_cuda cannot emulate count as host-refused
+(no verdict; the program stands on its other executions); the line before the last says
+`host-cuda: K ran (per arch), R refused (reasons), F failed, X not reached`. Off by default:
+g++ costs ~2 s per program and source.
 --dry-run (with --device cuda) goes as far as a machine without a GPU can: the sm_90a
 compile of the kernel that would run, no CUDA calls.
 
@@ -70,11 +76,12 @@ def run_seed(arg) -> dict:
         selftest_task(o["inject"][seed])
     prog = generate(seed, single_thread=o["single"])
     full = bool(o["full_opt_every"]) and seed % o["full_opt_every"] == 0
-    res = check(prog, device=o["device"], nvrtc=o["nvrtc"], dry=o["dry"], full_opt=full, archs=o["archs"])
+    res = check(prog, device=o["device"], nvrtc=o["nvrtc"], dry=o["dry"], full_opt=full, archs=o["archs"],
+                host_cuda=o["host_cuda"])
     out = {"seed": seed, "family": prog.family, "status": res.status, "step": res.step,
-           "message": res.message, "seconds": res.seconds, "timings": res.timings}
+           "message": res.message, "seconds": res.seconds, "timings": res.timings, "host": res.host}
     if res.status != "pass":
-        out["source"] = to_source(prog, full_opt=full)
+        out["source"] = to_source(prog, full_opt=full, host_cuda=res.step.startswith("host-"))
         out["desc"] = to_json(prog)
         out["full_opt"] = full
         out["signature"] = res.signature if res.status == "fail" else f"invalid:{res.message[:60]}"
@@ -95,12 +102,14 @@ def run_shrink_seed(arg) -> dict:
 
     desc, o, seconds, _seed, full = arg
     prog = from_json(desc)
-    kw = {"dry": o["dry"], "full_opt": full}  # the failing run's compile, or the failure may vanish
+    kw = {"dry": o["dry"], "full_opt": full, "host_cuda": o["host_cuda"]}  # the failing run's checks
     res = check(prog, device=o["device"], **kw)
+    host = res.step.startswith("host-")
     if res.status != "fail":  # flaky, or only fails beside other programs: keep it as it is
-        return {"source": to_source(prog, full_opt=full), "message": f"(not shrunk: alone it gave {res.status})"}
+        return {"source": to_source(prog, full_opt=full, host_cuda=host),
+                "message": f"(not shrunk: alone it gave {res.status})"}
     small, sres = shrink(prog, res, device=o["device"], deadline=time.monotonic() + seconds, **kw)
-    out = {"source": to_source(small, full_opt=full), "message": sres.message}
+    out = {"source": to_source(small, full_opt=full, host_cuda=host), "message": sres.message}
     if o["device"] == "cuda" and not o["dry"] and _cuda_broken():
         out["retire"] = True
     return out
@@ -181,7 +190,7 @@ def _options(a) -> dict:
         seed, _, kind = item.partition(":")
         inject[int(seed)] = kind or "segv"
     return {"device": a.device, "nvrtc": not a.no_nvrtc, "single": a.no_thread_family, "dry": a.dry_run,
-            "full_opt_every": a.full_opt_every, "inject": inject,
+            "full_opt_every": a.full_opt_every, "inject": inject, "host_cuda": a.host_cuda,
             "archs": tuple(a.nvrtc_archs.split(",")) if a.nvrtc_archs else None}
 
 
@@ -202,6 +211,47 @@ class _Progress:
               f"{counts['failed']} failed, {done / max(el, 1e-9):.2f}/s{run}", flush=True)
 
 
+class _HostTally:
+    """The --host-cuda counts: per program, whether some arch's CUDA source ran on the host,
+    all were refused (and why), the host step failed, or an earlier step stopped it first."""
+
+    def __init__(self):
+        self.c, self.arch, self.why = collections.Counter(), collections.Counter(), collections.Counter()
+        self.seeds: dict = {}  # reason -> the seeds refused for it (the JSON summary)
+        self.shared = 0  # sm_90a sources equal to the sm_80 one but for tl/ includes: one run serves both
+
+    def add(self, r: dict) -> None:
+        h = r.get("host") or {}
+        for arch, v in h.items():
+            if v.startswith("ran"):
+                self.arch[arch] += 1
+                self.shared += v != "ran"
+        if r["status"] != "pass" and r["step"].startswith("host-"):
+            self.c["failed"] += 1
+        elif any(v.startswith("ran") for v in h.values()):
+            self.c["ran"] += 1
+        elif h:
+            self.c["refused"] += 1
+            for why in dict.fromkeys(v.split(": ", 1)[1] for v in h.values() if v.startswith("refused")):
+                self.why[why] += 1
+                self.seeds.setdefault(why, []).append(r["seed"])
+        else:
+            self.c["not reached"] += 1
+
+    def line(self) -> str:
+        arch = ", ".join(f"{k} {v}" for k, v in sorted(self.arch.items()))
+        if self.shared:
+            arch += f"; {self.shared} of them one source for both"
+        why = ", ".join(f"{k} {v}" for k, v in self.why.most_common())
+        return (f"host-cuda: {self.c['ran']} ran ({arch or 'none'}), {self.c['refused']} refused"
+                f" ({why or 'none'}), {self.c['failed']} failed, {self.c['not reached']} not reached")
+
+    def summary(self) -> dict:
+        return {"ran": self.c["ran"], "refused": self.c["refused"], "failed": self.c["failed"],
+                "not_reached": self.c["not reached"], "per_arch": dict(self.arch), "one_source_for_both": self.shared, "reasons": dict(self.why),
+                "reason_seeds": {k: sorted(v) for k, v in self.seeds.items()}}
+
+
 def _fuzz(a) -> int:
     """Phase 1 checks every seed (until --time-budget); phase 2 shrinks the first failure of
     each distinct signature (the others print as they are, naming that seed)."""
@@ -219,6 +269,7 @@ def _fuzz(a) -> int:
     first: dict = {}
     shrunk: dict = {}
     timing = collections.defaultdict(float)
+    host = _HostTally() if a.host_cuda else None
     prog = _Progress(a.progress, a.n, t0, a.jobs)
     stopped = ""
     old = signal.signal(signal.SIGTERM, _on_term)
@@ -240,6 +291,8 @@ def _fuzz(a) -> int:
             fams[f"{value['family']}:{'pass' if ok else 'fail'}"] += 1
             for k, v in value.get("timings", {}).items():
                 timing[k] += v
+            if host is not None and kind == "ok":
+                host.add(value)
             if not ok:
                 steps[f"{value['status']}:{value['step']}"] += 1
                 fails.append(value)
@@ -284,6 +337,8 @@ def _fuzz(a) -> int:
     print("by family: " + ", ".join(f"{k} {v}" for k, v in sorted(fams.items())))
     if ran:
         print("mean seconds per program: " + ", ".join(f"{k} {v / ran:.2f}" for k, v in sorted(timing.items())))
+    if host is not None:
+        print(host.line())
     wall = time.monotonic() - t0
     if ran < a.n and not stopped:
         stopped = f", stopped by --time-budget after {ran} of {a.n}"
@@ -298,6 +353,8 @@ def _fuzz(a) -> int:
                    "failures": [{k: v[k] for k in ("seed", "family", "status", "step", "message") if k in v}
                                 for v in sorted(fails, key=lambda v: v["seed"])],
                    "shrunk": {str(k): v["source"] for k, v in shrunk.items()}}
+        if host is not None:
+            summary["host_cuda"] = host.summary()
         with open(a.json, "w") as f:
             json.dump(summary, f, indent=1)
     print(f"{counts['passed']} passed, {counts['failed']} failed", flush=True)
@@ -364,6 +421,8 @@ def main(argv=None) -> int:
                         "device's arch is compiled once for the run and not again)")
     p.add_argument("--full-opt-every", type=int, default=0, metavar="K",
                    help="--device cuda: every K-th seed compiles at NVRTC's full optimisation (0: none)")
+    p.add_argument("--host-cuda", action="store_true",
+                   help="also run the sm_80/sm_90a CUDA source on the host (testing.host_cuda, needs g++)")
     p.add_argument("--no-shrink", action="store_true")
     p.add_argument("--out", default=None, help="write each failing program here (fuzz_seed_S.py)")
     p.add_argument("--json", default=None, help="write a JSON summary here")
@@ -379,6 +438,11 @@ def main(argv=None) -> int:
         a.jobs = default_jobs()
     if a.dry_run and a.device != "cuda":
         p.error("--dry-run goes with --device cuda")
+    if a.host_cuda and not a.bad:
+        from .host_exec import available
+
+        if not available():
+            p.error("--host-cuda needs g++ on the PATH")
     from .runner import ARCHS
 
     known = [name for _, name in ARCHS]

@@ -7,6 +7,11 @@ Steps (the first that goes wrong is the verdict):
   mismatch     the CPU result differs from the float64 reference beyond the dtype tolerance
   nvrtc-sm_80 / nvrtc-sm_90a   compiling for that arch with NVRTC raised (compile only)
   path-<arch>  the program names a pipeline path (spec.Program.path) that the source lacks
+  host-*       (host_cuda=True) the sm_80 / sm_90a CUDA source run on the host by
+               testing.host_cuda (host_exec.py) and compared like the GPU run: host-build-<arch>,
+               host-run-<arch> (a crash, an out-of-bounds access, a barrier not every thread
+               reaches), host-mismatch-<arch>; a kernel host_cuda cannot emulate is recorded in
+               Result.host as "refused: <why>" and is no verdict
   cuda-*       (device="cuda") compiling for the device, running, or comparing the CUDA result
                with the float64 reference and with the CPU result
 With device="cuda" the device's own arch is compiled once (that kernel is the one run), with
@@ -63,6 +68,7 @@ class Result:
     message: str = ""
     seconds: float = 0.0
     timings: dict = field(default_factory=dict)
+    host: dict = field(default_factory=dict)  # arch -> "ran" [(the sm_80 source)] | "refused: <why>" | "error"
 
     @property
     def signature(self) -> str:
@@ -164,9 +170,10 @@ def device_arch(dry: bool) -> tuple:
 
 
 def check(prog: Program, device: str = "cpu", nvrtc: bool = True, dry: bool = False,
-          full_opt: bool = False, archs=None) -> Result:
+          full_opt: bool = False, archs=None, host_cuda: bool = False) -> Result:
     """Run every step for `prog` (see the module docstring); archs: the compile-only NVRTC
-    checks (names from ARCHS; default all of them)."""
+    checks (names from ARCHS; default all of them); host_cuda: also run the sm_80 and sm_90a
+    CUDA sources on the host (the verdict's Result.host says which ran)."""
     import tilelang
 
     t0 = time.perf_counter()
@@ -200,6 +207,7 @@ def check(prog: Program, device: str = "cpu", nvrtc: bool = True, dry: bool = Fa
         if msg:
             return _fail("mismatch", msg=msg, t0=t0, timings=tm)
         dev_sm, dev_arch = device_arch(dry) if device == "cuda" else (0, None)
+        built = {}
         if nvrtc:
             for sm, arch in ARCHS:
                 if sm < prog.arch_min or arch == dev_arch or (archs is not None and arch not in archs):
@@ -214,11 +222,69 @@ def check(prog: Program, device: str = "cpu", nvrtc: bool = True, dry: bool = Fa
                 msg = path_error(prog, sm, ck.get_kernel_source())
                 if msg:
                     return _fail(f"path-{arch}", msg=msg, t0=t0, timings=tm)
+                built[arch] = ck
+        host: dict = {}
+        if host_cuda:
+            res = _check_host(prog, func, built, inputs, ref, args, t0, tm, host)
+            if res is not None:
+                res.host = host
+                return res
         if device == "cuda" and dev_sm >= prog.arch_min:
             res = _check_cuda(prog, func, inputs, ref, args, t0, tm, dev_arch, dry, full_opt)
             if res is not None:
                 return res
-    return Result("pass", "", "", time.perf_counter() - t0, tm)
+    return Result("pass", "", "", time.perf_counter() - t0, tm, host)
+
+
+def _check_host(prog, func, built, inputs, ref, cpu_out, t0, tm, host):
+    """The host_cuda execution of each arch's CUDA build (reusing the NVRTC check's compile);
+    a failing Result, or None with `host` filled in. Sources that differ only in their tl/
+    #include lines (host_cuda drops them; sm_90a adds gemm_sm90.h) run once."""
+    import tilelang
+
+    from . import host_exec
+
+    order = [t.name for t in prog.tensors]
+    seen: dict = {}
+    for sm, arch in ARCHS:
+        if sm < prog.arch_min:
+            continue
+        t = time.perf_counter()
+        cfg = dict(prog.pass_configs)
+        try:
+            ck = built.get(arch) or tilelang.compile(func, target=f"cuda -arch={arch}", compile_flags=nvrtc_flags(),
+                                                     pass_configs=cfg)
+            if host_exec.unaligned_call(ck, inputs, order):  # the JIT would run its unaligned fallback
+                ck = tilelang.compile(func, target=f"cuda -arch={arch}", compile_flags=nvrtc_flags(),
+                                      pass_configs={**cfg, "tl.disable_dynamic_alignment": True})
+        except Exception as e:  # noqa: BLE001
+            return _fail(f"nvrtc-{arch}", e, t0=t0, timings=tm)
+        src = host_exec.source_key(ck)
+        if src in seen:
+            prev = host[seen[src]]
+            host[arch] = f"ran (the {seen[src]} source)" if prev == "ran" else prev
+            continue
+        seen[src] = arch
+        try:
+            out = host_exec.run_on_host(ck, inputs, order)
+        except host_exec.HostRefused as e:
+            host[arch] = f"refused: {e.category}"
+            tm[f"host-{arch}"] = time.perf_counter() - t
+            continue
+        except host_exec.HostRunError as e:
+            host[arch] = "ran"
+            return _fail(f"host-run-{arch}", e, t0=t0, timings=tm)
+        except Exception as e:  # noqa: BLE001 - writing, building or reading back the host program
+            host[arch] = "error"
+            return _fail(f"host-build-{arch}", e, t0=t0, timings=tm)
+        tm[f"host-{arch}"] = time.perf_counter() - t
+        host[arch] = "ran"
+        msg = _compare(prog, out, ref, f"host-cuda {arch} vs float64")
+        if not msg:
+            msg = _compare(prog, out, {k: cpu_out[k].double() for k in ref}, f"host-cuda {arch} vs cpu")
+        if msg:
+            return _fail(f"host-mismatch-{arch}", msg=msg, t0=t0, timings=tm)
+    return None
 
 
 # What each pipeline lowering leaves in the CUDA source: (must contain all, must contain none).

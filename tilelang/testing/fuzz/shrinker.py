@@ -64,8 +64,10 @@ def shrink(prog: Program, result: Result, budget: int = 40, device: str = "cpu",
            deadline: float | None = None, **check_kw) -> tuple[Program, Result]:
     """A smaller program failing with result's signature, and its result (or the input's).
     At most `budget` candidate runs, none started after `deadline` (a time.monotonic() value).
-    check_kw (dry, full_opt) go to every `check`."""
+    check_kw (dry, full_opt, host_cuda) go to every `check`; the host execution only where the
+    failure is one of its steps (host-*), as it costs a g++ build per candidate."""
     sig = result.signature
+    check_kw = {**check_kw, "host_cuda": bool(check_kw.get("host_cuda")) and result.step.startswith("host-")}
     best, best_res, tries = prog, result, 0
     progress = True
     while progress and tries < budget:

@@ -139,9 +139,10 @@ def _kernel(k, prog: Program, out: list) -> None:
     _body(k.body, prog, ind, out)
 
 
-def to_source(prog: Program, full_opt: bool = False) -> str:
+def to_source(prog: Program, full_opt: bool = False, host_cuda: bool = False) -> str:
     """The whole runnable file for `prog`; full_opt: the run that found it compiled at NVRTC's
-    full optimisation (a failure may need it), so its replay does too."""
+    full optimisation (a failure may need it), so its replay does too; host_cuda: it failed on
+    the host execution of its CUDA source (--host-cuda), which the replay then runs."""
     out = [f"# TileLang fuzz program: seed={prog.seed} family={prog.family}",
            "import tilelang", "import tilelang.language as T", ""]
     for name, v in prog.consts.items():
@@ -160,6 +161,8 @@ def to_source(prog: Program, full_opt: bool = False) -> str:
     out += ["", "", f"DESC = {to_json(prog)!r}", ""]
     if full_opt:
         out += ["FULL_OPT = True  # compile at NVRTC's full optimisation, as the failing run did", ""]
+    if host_cuda:
+        out += ["HOST_CUDA = True  # also run the CUDA source on the host (--host-cuda), as the failing run did", ""]
     out += [
             'if __name__ == "__main__":',
             "    from tilelang.testing.fuzz import replay_file",
