@@ -21,7 +21,7 @@ at full optimisation instead) and compares CUDA with float64 and with the CPU re
 (testing.host_cuda: g++, each block thread a host thread; an identical source runs once)
 and compares it like the GPU run. Kernels host_cuda cannot emulate count as host-refused
 (no verdict; the program stands on its other executions); the line before the last says
-`host-cuda: K ran (per arch), R refused (reasons), F failed, X not reached`. Off by default:
+`host-cuda: K ran (per arch), R refused (reasons), F failed, X not reached; sources refused: (per arch)`. Off by default:
 g++ costs ~2 s per program and source.
 --dry-run (with --device cuda) goes as far as a machine without a GPU can: the sm_90a
 compile of the kernel that would run, no CUDA calls.
@@ -219,6 +219,7 @@ class _HostTally:
         self.c, self.arch, self.why = collections.Counter(), collections.Counter(), collections.Counter()
         self.seeds: dict = {}  # reason -> the seeds refused for it (the JSON summary)
         self.shared = 0  # sm_90a sources equal to the sm_80 one but for tl/ includes: one run serves both
+        self.arch_refused, self.arch_why = collections.Counter(), collections.Counter()  # per arch's source
 
     def add(self, r: dict) -> None:
         h = r.get("host") or {}
@@ -226,6 +227,9 @@ class _HostTally:
             if v.startswith("ran"):
                 self.arch[arch] += 1
                 self.shared += v != "ran"
+            elif v.startswith("refused"):
+                self.arch_refused[arch] += 1
+                self.arch_why[f"{arch}: {v.split(': ', 1)[1]}"] += 1
         if r["status"] != "pass" and r["step"].startswith("host-"):
             self.c["failed"] += 1
         elif any(v.startswith("ran") for v in h.values()):
@@ -243,12 +247,16 @@ class _HostTally:
         if self.shared:
             arch += f"; {self.shared} of them one source for both"
         why = ", ".join(f"{k} {v}" for k, v in self.why.most_common())
+        srcs = ", ".join(f"{k} {v}" for k, v in sorted(self.arch_refused.items()))
+        srcs_why = ", ".join(f"{k} {v}" for k, v in self.arch_why.most_common())
         return (f"host-cuda: {self.c['ran']} ran ({arch or 'none'}), {self.c['refused']} refused"
-                f" ({why or 'none'}), {self.c['failed']} failed, {self.c['not reached']} not reached")
+                f" ({why or 'none'}), {self.c['failed']} failed, {self.c['not reached']} not reached; sources refused:"
+                f" {srcs or 'none'}" + (f" ({srcs_why})" if srcs_why else ""))
 
     def summary(self) -> dict:
         return {"ran": self.c["ran"], "refused": self.c["refused"], "failed": self.c["failed"],
                 "not_reached": self.c["not reached"], "per_arch": dict(self.arch), "one_source_for_both": self.shared, "reasons": dict(self.why),
+                "sources_refused": dict(self.arch_refused), "source_reasons": dict(self.arch_why),
                 "reason_seeds": {k: sorted(v) for k, v in self.seeds.items()}}
 
 

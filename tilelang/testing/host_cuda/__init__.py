@@ -158,8 +158,10 @@ class HostProgram:
             own = "\n".join(line for line in text.splitlines() if not line.startswith("#include"))
             bad = [w for w in UNSUPPORTED if w in own]
             if bad or any(kind not in ("buffer", "scalar", "dim") for kind, _ in cs.arg_kinds):
+                self.close()
                 raise NotImplementedError(f"host_cuda: kernel {name} uses {bad or 'TMA / workspace args'}")
             if cs.smem_bytes > SMEM_BYTES:
+                self.close()
                 raise NotImplementedError(f"host_cuda: kernel {name} needs {cs.smem_bytes} bytes of shared memory")
             text, count = re.subn(rf"\b{re.escape(cs.entry)}\(", f"tl_host_k{i}(", text, count=1)
             assert count == 1, f"host_cuda: entry {cs.entry} not found in the source of {name}"
@@ -173,7 +175,18 @@ class HostProgram:
         r = subprocess.run(["g++", "-std=c++20", "-O1", "-pthread", "-w", "-I", self.dir, "-o", self.exe, src],
                            capture_output=True, text=True)
         if r.returncode:
+            self.dir = None  # kept for the message
             raise RuntimeError(f"host_cuda: g++ failed on {src}:\n{r.stderr[-4000:]}")
+
+    def close(self) -> None:
+        """Remove the build folder (also when the program is garbage-collected); a g++ failure keeps
+        it, since its message names the source there."""
+        d, self.dir = getattr(self, "dir", None), None
+        if d:
+            shutil.rmtree(d, ignore_errors=True)
+
+    def __del__(self):
+        self.close()
 
     def run(self, name: str, tensors: list, timeout: float = 120.0) -> None:
         """Launch kernel `name` on the params `tensors` (torch tensors for buffers, numbers for
