@@ -12,14 +12,6 @@ import tilelang.language as T
 SM80 = "cuda -arch=sm_80"
 
 
-@pytest.fixture(scope="module")
-def host():
-    from tilelang.testing import host_cuda
-    if not host_cuda.available():
-        pytest.skip("g++ not installed")
-    return host_cuda
-
-
 def matmul(M, N, K, bm, bn, bk, stages, threads, dtype, out, acc="float32", ta=False, tb=False):
     ashape, bshape = ((K, M) if ta else (M, K)), ((N, K) if tb else (K, N))
 

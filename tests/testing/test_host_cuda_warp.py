@@ -10,14 +10,6 @@ import tilelang.language as T
 SM80 = "cuda -arch=sm_80"
 
 
-@pytest.fixture(scope="module")
-def host():
-    from tilelang.testing import host_cuda
-    if not host_cuda.available():
-        pytest.skip("g++ not installed")
-    return host_cuda
-
-
 def shuffles():
     @T.prim_func
     def f(A: T.Tensor((96,), "float32"), B: T.Tensor((4, 96), "float32")):
