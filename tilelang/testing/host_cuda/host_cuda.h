@@ -337,61 +337,29 @@ inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z,
 
 // ------------------------------------------------------------------ atomics
 static std::mutex tl_host_atomic_mu;
+// Every atomic is a read-modify-write under one lock: the old value out, f(old) in.
+template <class T, class F>
+inline T tl_host_rmw(T* p, F f) {
+  std::lock_guard<std::mutex> g(tl_host_atomic_mu);
+  T old = *p;
+  *p = f(old);
+  return old;
+}
 template <class T, class V>
-inline T atomicAdd(T* p, V v) {
-  std::lock_guard<std::mutex> g(tl_host_atomic_mu);
-  T old = *p;
-  *p = old + static_cast<T>(v);
-  return old;
-}
+inline T atomicAdd(T* p, V v) { return tl_host_rmw(p, [&](T o) { return T(o + static_cast<T>(v)); }); }
 template <class T>
-inline T atomicMax(T* p, T v) {
-  std::lock_guard<std::mutex> g(tl_host_atomic_mu);
-  T old = *p;
-  *p = old > v ? old : v;
-  return old;
-}
+inline T atomicMax(T* p, T v) { return tl_host_rmw(p, [&](T o) { return o > v ? o : v; }); }
 template <class T>
-inline T atomicMin(T* p, T v) {
-  std::lock_guard<std::mutex> g(tl_host_atomic_mu);
-  T old = *p;
-  *p = old < v ? old : v;
-  return old;
-}
+inline T atomicMin(T* p, T v) { return tl_host_rmw(p, [&](T o) { return o < v ? o : v; }); }
 template <class T>
-inline T atomicExch(T* p, T v) {
-  std::lock_guard<std::mutex> g(tl_host_atomic_mu);
-  T old = *p;
-  *p = v;
-  return old;
-}
+inline T atomicExch(T* p, T v) { return tl_host_rmw(p, [&](T) { return v; }); }
 template <class T>
-inline T atomicCAS(T* p, T cmp, T v) {
-  std::lock_guard<std::mutex> g(tl_host_atomic_mu);
-  T old = *p;
-  if (old == cmp) *p = v;
-  return old;
-}
+inline T atomicCAS(T* p, T cmp, T v) { return tl_host_rmw(p, [&](T o) { return o == cmp ? v : o; }); }
 template <class T>
-inline T atomicXor(T* p, T v) {
-  std::lock_guard<std::mutex> g(tl_host_atomic_mu);
-  T old = *p;
-  *p = old ^ v;
-  return old;
-}
+inline T atomicXor(T* p, T v) { return tl_host_rmw(p, [&](T o) { return T(o ^ v); }); }
 template <class T>
-inline T atomicOr(T* p, T v) {
-  std::lock_guard<std::mutex> g(tl_host_atomic_mu);
-  T old = *p;
-  *p = old | v;
-  return old;
-}
+inline T atomicOr(T* p, T v) { return tl_host_rmw(p, [&](T o) { return T(o | v); }); }
 template <class T>
-inline T atomicAnd(T* p, T v) {
-  std::lock_guard<std::mutex> g(tl_host_atomic_mu);
-  T old = *p;
-  *p = old & v;
-  return old;
-}
+inline T atomicAnd(T* p, T v) { return tl_host_rmw(p, [&](T o) { return T(o & v); }); }
 
 #include "host_tl.h"
