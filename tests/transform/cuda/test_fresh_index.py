@@ -72,6 +72,16 @@ def _compile(target, **cfg):
     return k, [str(w.message) for w in got]
 
 
+def _loop_body(src, loop):
+    """The text of the loop starting at `loop`, by brace depth."""
+    depth, i = 0, src.index("{", loop)
+    while True:
+        depth += {"{": 1, "}": -1}.get(src[i], 0)
+        if depth == 0:
+            return src[loop:i]
+        i += 1
+
+
 @pytest.mark.nvrtc
 def test_spilling_consumer_is_rebuilt_with_fresh_indices():
     off, msgs_off = _compile("cuda -arch=sm_90a", **{"tl.fresh_copy_index": False})
@@ -90,19 +100,28 @@ def test_spilling_consumer_is_rebuilt_with_fresh_indices():
 
 
 @pytest.mark.nvrtc
+def test_fresh_indices_keep_the_shared_memory_plan():
+    """The consumer's k-loop (it waits on barriers) keeps the thread index: wrapping it moved the
+    loop out of the place the warp-specialized shared-memory plan looks for it, every tile got
+    bytes of its own, and the peer's MLA decode asked for 296192 bytes (more than a block has)."""
+    off, _ = _compile("cuda -arch=sm_90a", **{"tl.fresh_copy_index": False})
+    on, _ = _compile("cuda -arch=sm_90a", **{"tl.fresh_copy_index": True})
+    assert on.artifact.csource.smem_bytes == off.artifact.csource.smem_bytes
+    src = on.get_kernel_source()
+    body = _loop_body(src, src.rindex("for (int kk"))  # the consumers' k-loop (the producer's is first)
+    assert "mbarrier_wait" in body
+    declared = set(re.findall(r"const int32_t (tl_tid_f\d+) = ", body))
+    assert set(re.findall(r"\btl_tid_f\d+\b", body)) <= declared, body  # none from outside the loop
+
+
+@pytest.mark.nvrtc
 def test_copies_inside_the_k_loop_keep_the_thread_index():
     """On the cp.async path (sm_80) the K/V stage loads run inside the pipelined loop: they keep
     their hoisted addresses; only copies at tile level read a fresh index."""
     k, _ = _compile("cuda -arch=sm_80", **{"tl.fresh_copy_index": True})
     src = k.get_kernel_source()
     loop = src.index("for (int kk")
-    depth, i = 0, src.index("{", loop)
-    while True:  # the k-loop's body, by brace depth
-        depth += {"{": 1, "}": -1}.get(src[i], 0)
-        if depth == 0:
-            break
-        i += 1
-    body = src[loop:i]
+    body = _loop_body(src, loop)
     assert "cp_async" in body and "tl_fresh_index" not in body, body
     assert "tl_fresh_index" in src[:loop], src[:loop]
 

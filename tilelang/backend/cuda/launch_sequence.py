@@ -74,7 +74,8 @@ class CUDASequence:
             source = join_sources([c.text for _, c in tried])
             compiled = compile_cached(source, ctx.target.arch, options)
             now = {name: spilled(info) for name, info in parse_ptxas_log_by_entry(compiled.log).items()}
-            if sum(now.values()) < sum(spills.values()):
+            grew = any(c.smem_bytes > c0.smem_bytes for (_, c), (_, c0) in zip(tried, parts))
+            if sum(now.values()) < sum(spills.values()) and not grew:
                 parts, self.source, self.compiled, spills = tried, source, compiled, now
         for sub, ms, (_, c) in zip(self.plan.kernels, notes, parts):
             for m in dict.fromkeys(ms):

@@ -228,11 +228,12 @@ class CUDAArtifact(LowersOnDemand):
                 (ctx, self.lowered, self.csource, self.compiled), spill = got, None
         if spill and config(ctx.pass_configs, "tl.fresh_copy_index", None) is None:
             # tile-invariant copy addresses hoisted out of a persistent tile loop and spilled
-            # (fresh_index.py): the build that spills less wins
+            # (fresh_index.py): the build that spills less wins, if it needs no more shared memory
             from .nvrtc import spilled
 
             got = without("tl.fresh_copy_index")
-            if spilled(got[3].ptxas_info()) < spilled(self.compiled.ptxas_info()):
+            if spilled(got[3].ptxas_info()) < spilled(self.compiled.ptxas_info()) \
+                    and got[2].smem_bytes <= self.csource.smem_bytes:
                 ctx, self.lowered, self.csource, self.compiled = got
                 spill = _spill_note(self.compiled.ptxas_info())
         for m in ctx.warnings:
