@@ -16,8 +16,9 @@ run: the tool's error count ("ERROR SUMMARY: N errors", racecheck's hazards too)
 status (ok | errors | failed | timeout | not-run: started after the budget). A table is
 printed last; the exit status is 0 only when every run that ran is ok.
 SANITIZE_KERNEL_REGEX limits checking to kernels whose names match; SANITIZE_LAUNCH_COUNT=N makes
-racecheck check only each program's first N kernel launches (compute-sanitizer --launch-count), for
-peer tests whose timing loops make a full racecheck run past its timeout. Not yet tried on the H200.
+racecheck (or the tools in SANITIZE_LAUNCH_TOOLS, comma-separated) check only each program's first N
+kernel launches (compute-sanitizer --launch-count), for peer tests whose timing loops make a full run
+past its timeout; the kernels a test checks come first, its benchmark repeats after them.
 """
 from __future__ import annotations
 
@@ -138,8 +139,9 @@ def run_one(job, out: Path, peer_copy: Path, timeout: float, end: float, dry: bo
     if os.environ.get("SANITIZE_KERNEL_REGEX"):
         cmd += ["--kernel-name", f"regex:{os.environ['SANITIZE_KERNEL_REGEX']}"]
     launches = os.environ.get("SANITIZE_LAUNCH_COUNT")  # check only the first N launches (the benchmark
-    if launches and tool == "racecheck":                 # repeats of a peer test run unchecked)
-        cmd += ["--launch-count", launches]
+    if launches and tool in os.environ.get("SANITIZE_LAUNCH_TOOLS", "racecheck").split(","):  # repeats
+        cmd += ["--launch-count", launches]                                                 # run unchecked
+        row["launch_count"] = int(launches)
     cmd += argv
     log = out / "logs" / f"{name}.{tool}.log"
     t0 = time.monotonic()
