@@ -125,6 +125,7 @@ class WaitWgmma(TileOp):
 
     count: int
     span: Span | None = default_span()
+    fence_first: tuple = ()  # register tiles whose values are computed before the wait (compiler-side fence)
 
 
 @dataclass(frozen=True)

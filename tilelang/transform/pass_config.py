@@ -90,6 +90,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_K_SERPENTINE = "tl.disable_k_serpentine"
     TL_DISABLE_DEFERRED_EPILOGUE = "tl.disable_deferred_epilogue"
     TL_DISABLE_DEEP_RING = "tl.disable_deep_ring"
+    TL_ENABLE_WS_OVERLAP = "tl.enable_ws_overlap"
     TL_DISABLE_STAGED_ELEMENT_COPIES = "tl.disable_staged_element_copies"
     TL_DISABLE_STAGED_EPILOGUE = "tl.disable_staged_epilogue"
     TL_DEBUG_TIMELINE = "tl.debug_timeline"
@@ -183,6 +184,9 @@ _DOCS = {
     "TL_DISABLE_STREAM_K": "Ours. True: persistent GEMMs keep whole tiles in the last wave.",
     "TL_DISABLE_K_SERPENTINE": "Ours. True: persistent GEMMs walk k forward on every tile.",
     "TL_DISABLE_DEFERRED_EPILOGUE": "Ours. True: persistent GEMMs store C between k-loops.",
+    "TL_ENABLE_WS_OVERLAP": "Ours. True: a warp-specialized loop of two chained gemms (attention) keeps the next "
+                            "tile's scores gemm in flight beside this tile's output gemm (ws_overlap.py). Off by "
+                            "default until it is measured faster on the H200.",
     "TL_DISABLE_STAGED_ELEMENT_COPIES": "Ours. True: the cp.async software pipeline stages only T.copy ops (at "
                                         "the top of the body, or later ones under 99 KB of shared memory), not "
                                         "T.Parallel element copies or copies after register-only statements, and "

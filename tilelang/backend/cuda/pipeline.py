@@ -78,7 +78,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                                    not config(ctx.pass_configs, "tl.disable_k_serpentine", False),
                                    not config(ctx.pass_configs, "tl.disable_deferred_epilogue", False),
                                    not config(ctx.pass_configs, "tl.disable_deep_ring", False),
-                                   not config(ctx.pass_configs, "tl.ws_no_setmaxnreg", False))
+                                   not config(ctx.pass_configs, "tl.ws_no_setmaxnreg", False),
+                                   bool(config(ctx.pass_configs, "tl.enable_ws_overlap", False)))
     if ws is not None:
         k_piped, views = k_ws, []
     elif manual is not None:

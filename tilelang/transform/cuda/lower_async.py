@@ -68,12 +68,17 @@ class AsyncLowering:
     async_accs: tuple = ()  # fragments that T.wgmma_gemm accumulates into
 
     def visit_WaitWgmma(self, op: H.WaitWgmma):
+        first = []  # work issued before the wait is computed before it (the compiler may not sink it past)
+        for b in op.fence_first:
+            reg = self.reg(b)
+            if reg is not None and b.dtype.bytes in (2, 4) and reg.shape[0] % (4 // b.dtype.bytes) == 0:
+                first.append(f"tl::fence_accumulator<{reg.shape[0]}>({reg.name}); ")
         fences = []
         for c in self.async_accs:
             reg = self.reg(c)
             if reg is not None:
                 fences.append(f" tl::fence_accumulator<{reg.shape[0]}>({reg.name});")
-        return Raw(f"tl::warpgroup_wait<{op.count}>();" + "".join(fences), span=op.span)
+        return Raw("".join(first) + f"tl::warpgroup_wait<{op.count}>();" + "".join(fences), span=op.span)
 
     def visit_CpAsync(self, op: H.CpAsync):
         dst = op.dst.args[0].buffer
@@ -94,12 +99,16 @@ class AsyncLowering:
 
 
 def async_accumulators(body) -> tuple:
-    """The accumulator buffers of the kernel's T.wgmma_gemm ops."""
+    """The register tiles of the kernel's T.wgmma_gemm ops: accumulators, and A operands in
+    registers (RS form), which must stay allocated -- not reused for other values -- until the
+    wait (else ptxas waits for the batch before the reuse)."""
     from ...ir.visitor import collect
 
     seen = {}
     for g in collect(body, lambda n: isinstance(n, O.Gemm) and n.wg_wait < 0):
         seen.setdefault(g.C.buffer.uid, g.C.buffer)
+        if g.A.buffer.scope in ("fragment", "local"):
+            seen.setdefault(g.A.buffer.uid, g.A.buffer)
     return tuple(seen.values())
 
 

@@ -323,7 +323,8 @@ def ws_plan(kernel: S.KernelLaunch, buffers: list[Buffer], wide=frozenset()) -> 
             used = _touched(st, home, by_name)
         for uid in used:
             spans[uid] = (spans.get(uid, (i, i))[0], i)
-        for r in collect(st, lambda x: isinstance(x, Raw)):
+        raws = collect(st, lambda x: isinstance(x, Raw))
+        for q, r in enumerate(raws):
             for name in re.findall(r"\b\w+\b", r.fmt):
                 uid = by_name.get(name)
                 if uid is None or _view_assignment(r.fmt, name, home, by_name):
@@ -331,8 +332,9 @@ def ws_plan(kernel: S.KernelLaunch, buffers: list[Buffer], wide=frozenset()) -> 
                 pins.setdefault(uid, "read by TMA stores" if "tma_store" in r.fmt else "named in inline code")
             m = _WGMMA_WAIT.search(r.fmt)
             if m and int(m.group(1)) != 0:  # its operands are read until a full wgmma wait
-                end = next((j for j in range(i + 1, n) if isinstance(seq[j], Raw)
-                            and "warpgroup_wait<0>" in seq[j].fmt), None)
+                inside = any("warpgroup_wait<0>" in x.fmt for x in raws[q + 1:])  # in the same statement
+                end = i if inside else next((j for j in range(i + 1, n) if isinstance(seq[j], Raw)
+                                             and "warpgroup_wait<0>" in seq[j].fmt), None)
                 for b in r.reads:
                     uid = home.get(b.uid, b.uid)
                     if end is None:
@@ -350,9 +352,10 @@ def ws_plan(kernel: S.KernelLaunch, buffers: list[Buffer], wide=frozenset()) -> 
 
 
 def _waits_full(st) -> bool:
-    """st is the consumers' k-loop: a loop whose body waits on the full barriers itself."""
-    return isinstance(st, S.For) and any(isinstance(x, Raw) and "mbarrier_wait(&tl_full" in x.fmt
-                                         for x in _top(st.body))
+    """st is the consumers' k-loop: a loop whose body waits on the full barriers itself, or the
+    `if` holding ws_overlap's prologue, loop and epilogue (its own statements wait)."""
+    body = st.body if isinstance(st, S.For) else st.then_case if isinstance(st, S.IfThenElse) else None
+    return body is not None and any(isinstance(x, Raw) and "mbarrier_wait(&tl_full" in x.fmt for x in _top(body))
 
 
 def _holds_full_wait(st) -> bool:

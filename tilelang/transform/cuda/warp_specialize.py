@@ -44,6 +44,7 @@ from .stream_k import (
 )
 from .ws_epilogue import TmaDesc, defer_epilogue, defer_fits, tma_store_epilogue
 from .ws_loads import hoist_staged_decls, hoistable_copies, tma_plan
+from .ws_overlap import chain_plan, overlapped_consumer
 
 
 @dataclass
@@ -85,7 +86,8 @@ def top_pipelined(body):
 
 def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, clusters: bool = False,
                     stream_k: bool = True, timeline: bool = False, serpentine: bool = True,
-                    defer_epilogue: bool = True, deep_ring: bool = True, rebalance_regs: bool = True):
+                    defer_epilogue: bool = True, deep_ring: bool = True, rebalance_regs: bool = True,
+                    chain: bool = False):
     """Returns (new kernel, WSInfo) or (k, None) when the kernel keeps the cp.async pipeline.
 
     num_sms: make the kernel persistent -- min(tiles, num_sms) blocks, each looping over the
@@ -103,11 +105,14 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     tile's k-loop (see `_defer_epilogue`).
     deep_ring: the producer's ring may hold more stages than num_stages (see `ring_depth`).
     rebalance_regs: False leaves out setmaxnreg (for kernels that use fewer registers than the
-    producer's decrease names, which ptxas rejects)."""
+    producer's decrease names, which ptxas rejects).
+    chain: a loop of two chained gemms (attention: scores, then P @ V) keeps the next scores gemm
+    in flight beside this one's output gemm (ws_overlap.py; `tl.enable_ws_overlap`)."""
     plan = _plan(k, warn, num_sms, clusters, stream_k, serpentine, deep_ring)
     if plan is None:
         return k, None
     plan.rebalance_regs = rebalance_regs
+    plan.chain = chain
     plan.defer_epilogue = plan.defer_epilogue and defer_epilogue
     if timeline and plan.persistent:
         plan.timeline = Buffer(TIMELINE, (num_sms, TIMELINE_UNITS, 4), dt.int64, "global")
@@ -141,6 +146,7 @@ class WSPlan:
     serpentine: bool = False  # the producer walks k backwards on every other tile (tl_pdir = 1)
     pprefix: list = field(default_factory=list)  # prefix statements the producer runs too (_producer_prefix)
     defer_epilogue: bool = False  # the TMA-store epilogue runs during the next tile's k-loop
+    chain: bool = False  # two chained gemms stay in flight together where ws_overlap.chain_plan allows
     stage: E.Var = field(default_factory=lambda: E.Var("tl_stage", dt.int32))
     it: E.Var = field(default_factory=lambda: E.Var("tl_it", dt.int32))
     rank: E.Var = field(default_factory=lambda: E.Var("tl_rank", dt.int32))  # the block's rank in its cluster
@@ -370,6 +376,9 @@ def _consumer_loop(plan: WSPlan) -> S.Stmt:
     stays in flight across iterations (wg_wait=1): iteration it releases the stage of it - 1,
     and the tile's last stage is released after the final wgmma wait."""
     loop, stages, stage, it, ko = plan.loop, plan.stages, plan.stage, plan.it, plan.loop.var
+    chain = chain_plan(plan) if plan.chain else None
+    if chain is not None:
+        return overlapped_consumer(plan, chain)
 
     overlap = stages >= 2 and len(plan.gemms) == 1 and all(g.wg_wait == 0 for g in plan.gemms) \
         and not _batch_must_finish(plan)
