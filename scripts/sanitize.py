@@ -29,6 +29,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -195,11 +196,12 @@ def main(argv=None) -> int:
         print(f"compute-sanitizer not found at {SAN} (set COMPUTE_SANITIZER)")
         return 2
     end = time.monotonic() + a.budget
-    peer_copy = Path(os.environ.get("TMPDIR", "/tmp")) / "tl-sanitize-peer"
+    # a copy of its own per invocation (two concurrent runs once shared one and the second failed)
+    work = Path(tempfile.mkdtemp(prefix="tl-sanitize-")) if not a.dry_run else Path("/tmp/tl-sanitize-dry")
+    peer_copy = work / "peer"
     if PEER.exists() and not a.dry_run:
-        shutil.rmtree(peer_copy, ignore_errors=True)
         shutil.copytree(PEER, peer_copy)  # the peer folder stays read-only
-    site = _peer_site(peer_copy.parent / "tl-sanitize-site", a.dry_run)
+    site = _peer_site(work / "site", a.dry_run)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (str(a.tilelang), site,
                                                                      os.environ.get("PYTHONPATH", "")))),
                PYTHONUNBUFFERED="1", TILELANG_CACHE_DIR=str(out / "cache"))
@@ -219,6 +221,8 @@ def main(argv=None) -> int:
             print(f"[{r['status']}] {r['program']} {r['tool']} errors={r['errors']} rc={r['rc']} {r['seconds']}s",
                   flush=True)
     (out / "sanitize.json").write_text(json.dumps(rows, indent=1))
+    if not a.dry_run:
+        shutil.rmtree(work, ignore_errors=True)
     names = [p[0] for p in progs]
     tools = a.tools.split(",")
     cell = {(r["program"], r["tool"]): r for r in rows}
