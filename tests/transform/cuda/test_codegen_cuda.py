@@ -104,3 +104,25 @@ def test_spills_come_with_a_warning(case):
     assert "registers" in info, f"{name}: no ptxas report in the compile log"
     assert bool(notes) == bool(spilled), (name, info, notes)
     assert bool(spilled) == (name in SPILLS), (name, info)
+
+
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("dtype,conv", [("bfloat16", "tl_f32_to_bf16"), ("float8_e4m3fn", "tl_f32_to_fp8e4m3")])
+def test_accumulator_pair_stores_round_once(dtype, conv):
+    """An accumulator copied to a bf16 / fp8 tile is stored in pairs, each value rounded once from
+    float (it was f32 -> bf16 -> f32 -> bf16, exact but three conversions per element)."""
+    @T.prim_func
+    def k(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"), C: T.Tensor((64, 64), dtype)):
+        with T.Kernel(1, threads=128):
+            a = T.alloc_shared((64, 64), "float16")
+            b = T.alloc_shared((64, 64), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, a)
+            T.copy(B, b)
+            T.clear(acc)
+            T.gemm(a, b, acc)
+            T.copy(acc, C)
+
+    src = tilelang.compile(k, target="cuda -arch=sm_80").get_kernel_source()
+    stores = re.findall(r"tl_store2\(&C\[[^;]*;", src)
+    assert stores and all(s.count(conv) == 2 and "_to_f32" not in s for s in stores), stores

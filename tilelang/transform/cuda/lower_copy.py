@@ -273,11 +273,14 @@ class CopyLowering:
             return None
         (r0, R), (c0, W) = ((simplify(E.as_expr(s_)), simplify(E.as_expr(e))) for s_, e in op.src.ranges)
         di = region_indices(op.dst, (ci - r0, cj - c0) if box else (ci, cj))
-        v0 = E.cast(dst.dtype, E.BufferLoad(sreg, (base,), sreg.dtype))
-        v1 = E.cast(dst.dtype, E.BufferLoad(sreg, (base + 1,), sreg.dtype))
         addr = E.Call("address_of", (E.BufferLoad(dst, di, dst.dtype),), dt.uint64)
         conv = {"bfloat16": "tl_f32_to_bf16", "float8_e4m3fn": "tl_f32_to_fp8e4m3",
                 "float8_e5m2": "tl_f32_to_fp8e5m2", "tfloat32": "tl_f32_to_tf32"}.get(dst.dtype.name, "")  # emulated types compute in float
+        # an emulated type is rounded once, by conv, from the float value (a cast to it first printed
+        # as f32 -> bf16 -> f32 before conv rounded again)
+        vt = dt.float32 if conv else dst.dtype
+        v0 = E.cast(vt, E.BufferLoad(sreg, (base,), sreg.dtype))
+        v1 = E.cast(vt, E.BufferLoad(sreg, (base + 1,), sreg.dtype))
         st = Raw(f"tl_store2({{0}}, {conv}({{1}}), {conv}({{2}}));", (addr, v0, v1),
                  writes=(dst,) if dst.scope != "global" else ())
         ok = in_bounds(op.dst, di, self.ranges)
