@@ -119,7 +119,7 @@ class _Uses(Visitor):
             self.mma_gemms.add(id(op))
             self.wgmma_gemms.add(id(op))
             return
-        warps = mma_ok(op, self.threads)
+        warps = mma_ok(op, self.threads, half_acc=True)
         lay = None
         if self.sm >= 90:
             grid, why = wgmma_ok(op, self.threads)
