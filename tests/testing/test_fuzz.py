@@ -184,3 +184,39 @@ def test_family_mix_keeps_the_later_families_to_about_a_quarter():
     fams = [generate(s).family for s in range(400)]
     share = sum(f in ("multi", "pipe", "trans") for f in fams) / len(fams)
     assert 0.15 < share < 0.35 and all(f in fams for f in ("multi", "pipe", "trans"))
+
+
+def test_attention_family_runs_against_float64():
+    """Two chained gemms with an online softmax between them (families_attn.py): a ragged KV length
+    (masked scores) and a whole one; CPU against float64, NVRTC for sm_80 and sm_90a, where the
+    program is the warp-specialized two-gemm consumer (wgmma SS, then RS with P in registers)."""
+    import tilelang
+
+    from tilelang.testing.fuzz.runner import load_kernel
+    from tilelang.testing.fuzz.spec import Ew, Pipelined
+
+    def masked(p):
+        return any(isinstance(s, Ew) for s in next(s for s in p.body if isinstance(s, Pipelined)).body[:3])
+
+    progs = _first_seeds("attn", 1, masked) + _first_seeds("attn", 1, lambda p: not masked(p))
+    for p in progs:
+        assert from_json(to_json(p)) == p
+        res = check(p)
+        assert res.status == "pass", (p.seed, res.step, res.message[:2000])
+    ws = _first_seeds("attn", 1, lambda p: p.threads == 256 and p.tensors[0].shape[1] >= 64)[0]  # N-major V: 64 columns
+    src = tilelang.compile(load_kernel(ws)[0], target="cuda -arch=sm_90a").get_kernel_source()
+    assert "tl_full" in src and "gemm_ss_sm90<" in src and "gemm_rs_sm90<" in src, src[:3000]
+
+
+def test_attention_family_leaves_the_other_seeds_alone():
+    """Attention seeds are drawn apart from the family mix: every other seed's family is the mix's."""
+    import random
+
+    from tilelang.testing.fuzz.gen_base import FAMILIES
+    from tilelang.testing.fuzz.generator import _WEIGHTS
+
+    fams = [generate(s).family for s in range(400)]
+    assert 0.02 < fams.count("attn") / 400 < 0.12
+    for s, f in enumerate(fams):
+        if f != "attn":
+            assert f == random.Random(s * 7919 + 1).choices(FAMILIES[:len(_WEIGHTS)], weights=_WEIGHTS)[0]

@@ -7,7 +7,7 @@ host through testing.host_cuda: host_exec), and on a GPU (`--device cuda`) run t
     python -m tilelang.testing.fuzz --seed 0 --n 40 --host-cuda   # + the CUDA source run on the host
     python -m tilelang.testing.fuzz --bad 200          # bad calls and DSL misuse
 
-Modules: spec (the description), generator/families/families_ext/gen_base (random programs), source
+Modules: spec (the description), generator/families/families_ext/families_attn/gen_base (random programs), source
 (description -> TileLang source), reference (the float64 oracle), runner (compile, run,
 compare), shrinker (delta debugging of a failure), bad_inputs (errors that must be clear),
 cli (the command line). A failure prints as a runnable file: `python that_file.py` replays it.

@@ -1,0 +1,87 @@
+"""The attention program family: two chained gemms with an online softmax between them.
+
+attn   S = Q K^T into a cleared or masked score tile (a ragged KV length masks its last tile
+       to -1e30 before the gemm), a running row max folded in with T.reduce_max(clear=False),
+       the shifted scores through exp(-|x|) (= exp(x) for x <= 0, the spec's only exponential),
+       a running row sum, P = S cast to 16 bits, O = O * scale + P V, over a T.Pipelined KV loop
+       (1-3 stages, the V copy at the top of the body or just before its gemm, as the public
+       examples write it). The outputs are O and the row sums l, unnormalized (the spec has no
+       division). On sm_90a this is the warp-specialized two-gemm consumer (wgmma SS then RS);
+       on sm_80 mma.sync with P in registers; on the CPU backend plain loops.
+"""
+from __future__ import annotations
+
+import math
+
+from .gen_base import Gen, ragged, tile_ref
+from .spec import Copy, Ew, Fill, Gemm, Lin, Pipelined, Reduce, Ref
+
+__all__ = ["gen_attn"]
+
+_I, _J = Lin.of(("i", 1)), Lin.of(("j", 1))
+NEG = -1e30  # a masked score: exp(-|NEG * c - m * c|) is 0, and it never wins a row max
+
+
+def _mul(a, b):
+    return ("bin", "*", a, b)
+
+
+def _shifted_exp(x, m, c):
+    """exp(x * c - m * c) for x <= m, as exp(-|.|)."""
+    return ("un", "expn", ("bin", "-", _mul(x, ("c", c)), _mul(m, ("c", c))))
+
+
+def gen_attn(g: Gen):
+    dt = g.pick(("float16", "bfloat16"))
+    threads = g.pick((128, 256))
+    BM = 64 if threads == 128 else 128  # 16 rows a warp: FullRow keeps each row in one warp
+    D = g.pick((32, 64, 128))
+    BN = g.pick((32, 64, 128))
+    stages = g.pick((1, 2, 2, 3)) if D * BN < 128 * 128 else g.pick((1, 2))
+    gy, nkv = g.pick((1, 2)), g.pick((1, 2, 3, 4))
+    Sq = ragged(g, BM, gy)
+    ragged_kv = g.coin(0.5)
+    Skv = BN * nkv - (8 * g.r.randrange(1, BN // 8) if ragged_kv else 0)
+    c = round(1.0 / math.sqrt(D), 6)
+    Q = g.tensor("Q", (Sq, D), dt)
+    K = g.tensor("K", (Skv, D), dt)
+    V = g.tensor("V", (Skv, D), dt)
+    O = g.tensor("O", (Sq, D), g.pick(("float32", dt)), "out")
+    L = g.tensor("L", (Sq,), "float32", "out")
+    Qs = g.alloc("shared", (BM, D), dt, base="Q_s")
+    Ks = g.alloc("shared", (BN, D), dt, base="K_s")
+    Vs = g.alloc("shared", (BN, D), dt, base="V_s")
+    Sf = g.alloc("fragment", (BM, BN), "float32", base="S_l")
+    P = g.alloc("fragment", (BM, BN), dt, base="P_l")
+    Of = g.alloc("fragment", (BM, D), "float32", base="O_l")
+    m, mp, sc, rs, l = (g.alloc("fragment", (BM,), "float32", base=b) for b in ("m", "m_prev", "scale", "rsum", "l"))
+    row = (_I,)
+    kv_row = Lin.of(("k", BN))
+    copy_k = Copy(Ref(K, "corner", (kv_row, Lin.of())), Ref(Ks))
+    copy_v = Copy(Ref(V, "corner", (kv_row, Lin.of())), Ref(Vs))
+    init, clear = [], False
+    if ragged_kv or g.coin(0.3):  # masked scores: -1e30 past the KV length
+        valid = ("cmp", "<", ("ix", Lin.of(("k", BN), ("j", 1))), ("c", Skv))
+        init = [Ew(Sf, (_I, _J), ("ite", valid, ("c", 0.0), ("c", NEG)), (BM, BN))]
+    elif g.coin():
+        init = [Fill(Sf, 0.0)]
+    else:
+        clear = True
+    late_v = g.coin(0.6)
+    loop = [copy_k] + ([] if late_v else [copy_v]) + init + [
+        Gemm(Qs, Ks, Sf, False, True, "FullRow", clear),
+        Copy(Ref(m), Ref(mp)),
+        Reduce("max", Sf, m, 1, False),
+        Ew(sc, row, _shifted_exp(("ld", mp, row), ("ld", m, row), c), (BM,), vars=("i",)),
+        Ew(Sf, (_I, _J), _shifted_exp(("ld", Sf, (_I, _J)), ("ld", m, row), c), (BM, BN)),
+        Reduce("sum", Sf, rs, 1, True),
+        Ew(l, row, ("bin", "+", _mul(("ld", l, row), ("ld", sc, row)), ("ld", rs, row)), (BM,), vars=("i",)),
+        Copy(Ref(Sf), Ref(P)),
+        Ew(Of, (_I, _J), _mul(("ld", Of, (_I, _J)), ("ld", sc, row)), (BM, D)),
+    ] + ([copy_v] if late_v else []) + [Gemm(P, Vs, Of, False, False, "FullRow")]
+    body = [Copy(Ref(Q, "corner", (Lin.of(("by", BM)), Lin.of())), Ref(Qs)),
+            Fill(Of, 0.0), Fill(l, 0.0), Fill(m, NEG),
+            Pipelined("k", (Skv, BN), stages, tuple(loop)),
+            Copy(Ref(Of), tile_ref(g, O, Sq, D, BM, D)),
+            Copy(Ref(l), Ref(L, "corner", (Lin.of(("by", BM)),)))]
+    return g.program("attn", ((D, D), (Sq, BM)), threads, body)
