@@ -7,7 +7,8 @@ attn   S = Q K^T into a cleared or masked score tile (a ragged KV length masks i
        (1-3 stages, the V copy at the top of the body or just before its gemm, as the public
        examples write it). The outputs are O and the row sums l, unnormalized (the spec has no
        division). On sm_90a this is the warp-specialized two-gemm consumer (wgmma SS then RS);
-       on sm_80 mma.sync with P in registers; on the CPU backend plain loops.
+       on sm_80 mma.sync with P in registers; on the CPU backend plain loops. A third of them set
+       tl.enable_ws_overlap (the next scores gemm in flight beside the output gemm on sm_90a).
 """
 from __future__ import annotations
 
@@ -84,4 +85,7 @@ def gen_attn(g: Gen):
             Pipelined("k", (Skv, BN), stages, tuple(loop)),
             Copy(Ref(Of), tile_ref(g, O, Sq, D, BM, D)),
             Copy(Ref(l), Ref(L, "corner", (Lin.of(("by", BM)),)))]
-    return g.program("attn", ((D, D), (Sq, BM)), threads, body)
+    p = g.program("attn", ((D, D), (Sq, BM)), threads, body)
+    if g.coin(0.3):  # the opt-in schedule that keeps both gemms in flight (transform/cuda/ws_overlap.py)
+        p = p.with_(pass_configs={"tl.enable_ws_overlap": True})
+    return p
