@@ -162,6 +162,19 @@ class WSPlan:
         ko = self.loop.var - self.loop.start
         return E.BufferLoad(base, (E.as_expr(0),), dt.int32) + ko if self.persistent else ko
 
+    def point_view(self, uid, stage) -> Raw:
+        """Point the window of staged tile `uid` at `stage` of its storage."""
+        v, st = self.views[uid], self.storages[uid]
+        return Raw(f"{v.name} = {st.name} + ({{0}}) * {v.numel()};", (stage,))
+
+    def wait_full(self, it, stage) -> Raw:
+        """The consumers wait until iteration `it`'s loads have landed in `stage`."""
+        return Raw(f"tl::mbarrier_wait(&tl_full[{{1}}], ({{0}} / {self.stages}) & 1);", (it, stage))
+
+    def release(self, stage) -> Raw:
+        """Each consumer warp releases `stage` to the producer (after its reads of it)."""
+        return Raw("__syncwarp(); " + self.arrive("{0}"), (stage,))
+
     def arrive(self, slot: str) -> str:
         """Format text releasing tl_empty[slot]: one arrival per consumer warp (lane 0, after the
         warp's wgmma wait / its reads of the stage); in a cluster lane r arrives on the barrier
@@ -388,13 +401,12 @@ def _consumer_loop(plan: WSPlan) -> S.Stmt:
     if overlap:
         release = Raw(f"if ({{0}} > {{1}}) {{{{ {plan.arrive(f'({{2}} - 1) % {stages}')} }}}}", (ko, loop.start, it))
     else:
-        release = Raw("__syncwarp(); " + plan.arrive("{0}"), (stage,))
-    views, storages = plan.views, plan.storages
+        release = plan.release(stage)
     cons_body = S.seq(
         S.LetStmt(it, plan.it_value(plan.cbase)),
         S.LetStmt(stage, it % stages),
-        Raw(f"tl::mbarrier_wait(&tl_full[{{1}}], ({{0}} / {stages}) & 1);", (it, stage)),
-        *[Raw(f"{views[x].name} = {storages[x].name} + ({{0}}) * {views[x].numel()};", (stage,)) for x in views],
+        plan.wait_full(it, stage),
+        *[plan.point_view(x, stage) for x in plan.views],
         rest,
         release)
     consumer_loop = S.For(ko, loop.start, loop.extent, "serial", cons_body, (), span=loop.span)

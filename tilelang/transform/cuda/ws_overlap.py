@@ -146,7 +146,7 @@ def overlapped_consumer(plan, ch: Chain) -> S.Stmt:
     """The consumers' program for one tile (module docstring)."""
     loop, stages = plan.loop, plan.stages
     ko, start, n = loop.var, loop.start, loop.extent
-    views, storages = plan.views, plan.storages
+    views = plan.views
     kx = next(b.uid for b in (ch.g0.A.buffer, ch.g0.B.buffer) if b.uid in views)
     vx = ch.g1.B.buffer.uid
     rb = ReplaceBuffers(views)
@@ -159,31 +159,24 @@ def overlapped_consumer(plan, ch: Chain) -> S.Stmt:
         lets = [S.LetStmt(it, simplify(substitute(plan.it_value(plan.cbase), {ko: k}))), S.LetStmt(stage, it % stages)]
         return lets, it, stage
 
-    def point(x, stage):
-        return Raw(f"{views[x].name} = {storages[x].name} + ({{0}}) * {views[x].numel()};", (stage,))
-
-    def wait_full(it, stage):
-        return Raw(f"tl::mbarrier_wait(&tl_full[{{1}}], ({{0}} / {stages}) & 1);", (it, stage))
-
-    def release(stage):
-        return Raw("__syncwarp(); " + plan.arrive("{0}"), (stage,))
-
     def issue(g, k):
         return rb.visit(substitute(replace(g, wg_wait=-1), {ko: k}))
 
     lets_p, it_p, st_p = stage_of(start, "_p")
-    prologue = [*lets_p, wait_full(it_p, st_p), point(kx, st_p), *at(ch.pre + [ch.g0] + ch.soft + ch.cast, start)]
+    prologue = [*lets_p, plan.wait_full(it_p, st_p), plan.point_view(kx, st_p),
+                *at(ch.pre + [ch.g0] + ch.soft + ch.cast, start)]
     nxt = ko + 1
     lets_n, it_n, st_n = stage_of(nxt, "_n")
     lets_c, _, st_c = stage_of(ko, "_c")
-    body = S.seq(*lets_n, *lets_c, wait_full(it_n, st_n), point(kx, st_n), *at(ch.pre, nxt), issue(ch.g0, nxt),
-                 point(vx, st_c), *at(ch.resc, ko), issue(ch.g1, ko),
+    body = S.seq(*lets_n, *lets_c, plan.wait_full(it_n, st_n), plan.point_view(kx, st_n),
+                 *at(ch.pre, nxt), issue(ch.g0, nxt),
+                 plan.point_view(vx, st_c), *at(ch.resc, ko), issue(ch.g1, ko),
                  H.WaitWgmma(1), *at(ch.soft, nxt),
-                 H.WaitWgmma(0, fence_first=_written_fragments(ch.soft)), release(st_c), *at(ch.cast, nxt))
+                 H.WaitWgmma(0, fence_first=_written_fragments(ch.soft)), plan.release(st_c), *at(ch.cast, nxt))
     main = S.For(ko, start, simplify(n - 1), "serial", body, (), span=loop.span)
     last = simplify(start + n - 1)
     lets_e, _, st_e = stage_of(last, "_e")
-    epilogue = [*lets_e, point(vx, st_e), *at(ch.resc + [ch.g1], last), release(st_e)]
+    epilogue = [*lets_e, plan.point_view(vx, st_e), *at(ch.resc + [ch.g1], last), plan.release(st_e)]
     block = S.seq(*prologue, main, *epilogue)
     # one statement holding the whole k-loop (plan_smem plans around it as around a k-loop)
     return S.IfThenElse(E.compare(">", n, 0), block)
