@@ -196,6 +196,8 @@ def main(argv=None) -> int:
         print(f"compute-sanitizer not found at {SAN} (set COMPUTE_SANITIZER)")
         return 2
     end = time.monotonic() + a.budget
+    if os.environ.get("TMPDIR"):  # compute-sanitizer exits at once (rc 13) when TMPDIR does not exist
+        os.makedirs(os.environ["TMPDIR"], exist_ok=True)
     # a copy of its own per invocation (two concurrent runs once shared one and the second failed)
     work = Path(tempfile.mkdtemp(prefix="tl-sanitize-")) if not a.dry_run else Path("/tmp/tl-sanitize-dry")
     peer_copy = work / "peer"
