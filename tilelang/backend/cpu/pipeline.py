@@ -17,6 +17,7 @@ def passes() -> list:
     loaded from the kernel cache never imports the passes."""
     from ...transform.check_dtypes import check_dtypes_pass
     from ...transform.check_index_ranges import check_index_ranges_pass
+    from ...transform.global_layouts import global_layouts_pass
     from ...transform.widen_fragments import widen_fragments_pass
     from ...transform.cpu_threads import cpu_threads_pass
     from ...transform.legalize_safe_memory import legalize_safe_memory
@@ -29,6 +30,7 @@ def passes() -> list:
         ("check_dtypes", check_dtypes_pass),
         ("widen_fragments", widen_fragments_pass),
         ("check_index_ranges", check_index_ranges_pass),
+        ("global_layouts", global_layouts_pass),
         ("simplify", simplify_pass),
         ("thread_scopes", thread_scopes_pass),
         ("lower_gemm_sp", lower_gemm_sp),

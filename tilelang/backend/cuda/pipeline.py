@@ -20,6 +20,7 @@ from ...transform.cuda.thread_sync import insert_syncs
 from ...transform.cuda.warp_specialize import TIMELINE
 from ...transform.check_dtypes import check_dtypes_pass
 from ...transform.check_index_ranges import check_index_ranges_pass
+from ...transform.global_layouts import global_layouts_pass
 from ...transform.widen_fragments import widen_fragments_pass
 from ...transform.legalize_safe_memory import legalize_safe_memory
 from ...transform.thread_scopes import thread_scopes_pass
@@ -166,6 +167,7 @@ PASSES = [
     ("check_dtypes", check_dtypes_pass),
     ("widen_fragments", widen_fragments_pass),
     ("check_index_ranges", check_index_ranges_pass),
+    ("global_layouts", global_layouts_pass),
     ("legal_names", legal_names_pass),
     ("simplify", simplify_pass),
     ("thread_scopes", thread_scopes_pass),
