@@ -503,6 +503,56 @@ def test_copy_whose_tile_is_read_first_stays_in_place(helpers):
     assert len(sync) == 1 and not sync[0].async_group  # it still overwrites the tile the first gemm read
 
 
+def later_copy_padded(pad_rows):
+    """later_copy(2) beside a (pad_rows, 1024) fp16 shared tile, so the kernel is past 99 KB
+    (flash attention's GQA backward: 123 KB before dO / lse / Delta join the stage group)."""
+
+    @T.prim_func
+    def later_copy_padded(A: T.Tensor((64, 256), "float16"), B: T.Tensor((256, 64), "float16"),
+                          D: T.Tensor((256, 64), "float16"), C: T.Tensor((64, 64), "float16")):
+        with T.Kernel(1, 1, threads=128) as (bx, by):
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            D_s = T.alloc_shared((32, 64), "float16")
+            pad = T.alloc_shared((pad_rows, 1024), "float16")
+            C_l = T.alloc_fragment((64, 64), "float32")
+            T.clear(C_l)
+            T.clear(pad)
+            for ko in T.Pipelined(8, num_stages=2):
+                T.copy(A[by * 64, ko * 32], A_s)
+                T.copy(B[ko * 32, bx * 64], B_s)
+                T.gemm(A_s, B_s, C_l)
+                T.copy(D[ko * 32, bx * 64], D_s)
+                T.gemm(A_s, D_s, C_l)
+            T.copy(C_l, C[by * 64, bx * 64])
+
+    return later_copy_padded
+
+
+@pytest.mark.parametrize("pad_rows,staged", [(56, True), (45, False), (40, True), (32, True)])
+def test_later_copy_past_99_kb_is_staged_while_the_blocks_per_sm_hold(pad_rows, staged, helpers):
+    """Shared memory before D_s's second stage (4 KB), A_s and B_s's second stages counted:
+    56 rows 132 KB, one block per SM before and after: staged. 45 rows 110 KB: the stage would drop
+    an SM from two blocks to one: it stays synchronous, saying so. 40 rows 100 KB: two blocks
+    before and after: staged. 32 rows 84 KB: under 99 KB, staged as before."""
+    k = helpers.tile_kernel(later_copy_padded(pad_rows), "sm_90a")
+    msgs = []
+    piped, _ = pipeline_kernel(k, msgs.append, smem_limit=232448)
+    names = {c.dst.buffer.name for c in collect(piped.body, lambda x: isinstance(x, O.Copy) and x.async_group)}
+    if staged:
+        assert not msgs and names == {"A_s_w", "B_s_w", "D_s_w"}, (msgs, names)
+    else:
+        assert names == {"A_s_w", "B_s_w"}, names
+        assert msgs == ["T.Pipelined(num_stages=2): T.copy D -> D_s stays a synchronous copy: its 2 stages "
+                        "would take the kernel's shared memory past 99 KB"], msgs
+    if staged:  # every iteration still reads its own completed tiles
+        loop = next(s for s in collect(k.body, lambda n: isinstance(n, S.For)) if s.kind == "pipelined")
+        expected = {c.dst.buffer.name: c.src for c in collect(loop.body, lambda n: isinstance(n, O.Copy))}
+        m = CpAsyncMachine(k, expected)
+        m.run(piped.body)
+        assert m.reads == ["A_s", "B_s", "A_s", "D_s"] * 8
+
+
 def masked_sum(stages):
     """Block-sparse shape: the body is one `if Mask[bx, k]` over the copy and its use."""
 

@@ -230,6 +230,18 @@ def _global_to_shared(st) -> bool:
 
 
 _LATER_SMEM = 99 * 1024  # later copies get stages while the kernel's declared shared memory stays under this
+_SMEM_MARGIN = 4096  # room below a block's limit for what plan_smem adds (alignment, staging windows)
+
+
+def same_occupancy(smem: int, grown: int, limit: int) -> bool:
+    """Growing a kernel's shared memory from `smem` to `grown` bytes keeps it within a block's `limit`
+    (less a margin) and keeps the number of blocks an SM can hold by shared memory (an SM holds
+    `limit` + 1 KB, and each block reserves 1 KB more: sm_80's 163 KB, sm_90's 227 KB). A kernel
+    already at one block per SM (flash attention's GQA backward at 123 KB) stages its later copies."""
+    if grown + _SMEM_MARGIN > limit:
+        return False
+    per_sm = limit + 1024
+    return per_sm // (grown + 1024) == per_sm // (smem + 1024)
 
 
 def _joinable(st, staged: dict) -> bool:
@@ -268,7 +280,7 @@ def _later_producers(stmts: list, producers: list, stages: int, smem: int, warn=
     T.Parallel element copies count too, and a copy preceded only by staged copies and
     register-only statements (sparse MLA: a mask loop, then the KV row gathers) is staged while
     the kernel fits in `limit`, as copies at the top of the body are; others while it stays under
-    _LATER_SMEM. A later copy that cannot join stays where it is, synchronous, and `warn` says why."""
+    _LATER_SMEM, or while an SM holds as many of its blocks as before (same_occupancy). A later copy that cannot join stays where it is, synchronous, and `warn` says why."""
 
     def keep(st, why):
         if warn is not None:
@@ -316,7 +328,9 @@ def _later_producers(stmts: list, producers: list, stages: int, smem: int, warn=
         lead = bool(limit) and all(any(s_ is p for p in out) or _registers_only(s_) for s_ in stmts[:i])
         cap = limit if lead else _LATER_SMEM
         size = _tile_bytes(x)
-        if smem + (stages - 1) * size > cap:
+        grown = smem + (stages - 1) * size
+        top = (stages - 1) * sum(_tile_bytes(_dst(p)) for p in producers)  # the leading copies' stages
+        if grown > cap and not (limit and same_occupancy(smem + top, grown + top, limit)):
             keep(st, f"its {stages} stages would take the kernel's shared memory past {cap // 1024} KB")
             continue
         smem += (stages - 1) * size
