@@ -4,11 +4,12 @@ The generated CUDA source is compiled with g++ against host_cuda.h: each thread 
 is a host thread, so the per-thread index math, the distribution of a tile over threads and
 the barriers run exactly as generated.  Warp collectives (shuffles, votes, ldmatrix,
 mma.sync) meet the lanes of a warp in an exchange and compute the documented PTX result.
-The tl primitive headers (common, mma, ldmatrix, cp_async, sync) have host versions
-(host_tl.h); every other tl header (gemm_sm80.h, reduce.h, c_compat.h ...) is the shipped
-one, so the GEMM templates we ship are what runs.  What it cannot see: timing and the
-asynchrony of cp.async (copies are synchronous here).  Refused (NotImplementedError): TMA,
-mbarrier, wgmma, clusters, inline PTX.  Each buffer sits right before an inaccessible page,
+The tl primitive headers (common, mma, ldmatrix, cp_async, sync, wgmma) have host versions
+(host_tl.h, host_wgmma.h); every other tl header (gemm_sm80.h, gemm_sm90.h, reduce.h,
+c_compat.h ...) is the shipped one, so the GEMM templates we ship are what runs.  What it cannot see: timing and the
+asynchrony of cp.async (copies are synchronous here) and of wgmma (computed when issued, by
+host_wgmma.h from the descriptors).  Refused (NotImplementedError): TMA, mbarrier, clusters,
+inline PTX.  Each buffer sits right before an inaccessible page,
 so a read or write past its end crashes the run; a barrier or warp collective that not every
 thread reaches fails the run (after `barrier_timeout` seconds), never silently passing.
 
@@ -31,10 +32,10 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 SMEM_BYTES = 232448
 INCLUDE = os.path.join(os.path.dirname(HERE), os.pardir, "include", "tl")
-# tl headers replaced on the host: host_tl.h provides the first five; the rest are refused.
-HOST_PROVIDED = ("common.h", "mma.h", "ldmatrix.h", "cp_async.h", "sync.h",
-                 "mbarrier.h", "tma.h", "wgmma.h", "wgmma_ops.h", "gemm_sm90.h")
-UNSUPPORTED = ("tl::tma", "wgmma", "mbarrier", "_sm90", "cluster_", "block_rank_in_cluster",
+# tl headers replaced on the host: host_tl.h provides the first seven; the rest are refused.
+HOST_PROVIDED = ("common.h", "mma.h", "ldmatrix.h", "cp_async.h", "sync.h", "wgmma.h", "wgmma_ops.h",
+                 "mbarrier.h", "tma.h")
+UNSUPPORTED = ("tl::tma", "mbarrier", "cluster_", "block_rank_in_cluster",
                "tl_atomic_load", "tl_atomic_store", "asm(", "asm volatile")
 
 _MAIN = r"""

@@ -263,4 +263,5 @@ template <int kGuard = 0> inline void stmatrix_x4_trans(void* s, const uint32_t*
 }  // namespace tl
 
 #include "host_mma.h"
+#include "host_wgmma.h"
 #include "host_sync.h"
