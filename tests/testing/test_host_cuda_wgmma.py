@@ -46,6 +46,11 @@ CASES = {
     "fp8_e4m3": (128, 128, 128, 64, 128, 64, 128, "float8_e4m3fn", "float32", False, True),
     "int8": (64, 64, 128, 64, 64, 64, 128, "int8", "int32", False, True),
     "f16_acc": (64, 64, 64, 64, 64, 64, 128, "float16", "float16", False, True),
+    # M-major A (transpose_A, tnspA): not yet run on a GPU; the descriptor is the N-major B's
+    "f16_mmajor_a": (128, 128, 128, 64, 128, 64, 128, "float16", "float32", True, True),
+    "f16_mmajor_a_nmajor_b": (128, 128, 128, 64, 64, 32, 128, "float16", "float32", True, False),
+    "f16_mmajor_a_panels_two_warpgroups": (256, 128, 128, 128, 128, 64, 256, "float16", "float32", True, True),
+    "bf16_mmajor_a_two_panels_one_warpgroup": (128, 64, 64, 128, 64, 64, 128, "bfloat16", "float32", True, False),
 }
 
 
@@ -68,7 +73,9 @@ def _operand(shape, dtype, g):
 @pytest.mark.parametrize("name", list(CASES))
 def test_sm90a_wgmma_gemm_runs_on_host_and_matches_float64(prog, name):
     M, N, K, bm, bn, bk, th, dt, acc, ta, tb = CASES[name]
-    assert "tl::gemm_ss_sm90" in prog.kernels[name].get_kernel_source()  # the wgmma path
+    src = prog.kernels[name].get_kernel_source()
+    assert "tl::gemm_ss_sm90" in src  # the wgmma path
+    assert (", true>(" in src) == ta  # tnspA exactly for a transposed A
     g = torch.Generator().manual_seed(hash(name) % 1000)
     a = _operand((K, M) if ta else (M, K), dt, g)
     b = _operand((N, K) if tb else (K, N), dt, g)

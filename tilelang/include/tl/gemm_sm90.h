@@ -8,7 +8,8 @@
 //     rows (k * 128 B) are kept as 64-column panels (tl::panel_offset), see kmajor_desc.
 //   MN-major B tile (K x N, N contiguous, !TB): 64-element column panels, each K rows of
 //     128 B with the 128B swizzle (tl::panel_offset). Descriptor: LBO = panel stride
-//     (K * 128 B), SBO = 8 rows * 128 B; one k16 step = +16 rows = +2048 B.
+//     (K * 128 B), SBO = 8 rows * 128 B; one k16 step = +16 rows = +2048 B. An M-major A
+//     (K x M, TA, 16-bit) is the same layout, one panel per 64 rows of C, read with tnspA.
 // C (M x N f32) in registers, warpgroup wg -> (wgm = wg % WG_M, wgn = wg / WG_M), each
 // owning (M/WG_M) x (N/WG_N); slot (mi * N_wg/8 + ni) * 4 + r holds
 //   row wgm*M_wg + mi*64 + warp*16 + lane/4 + 8*(r/2), col wgn*N_wg + ni*8 + 2*(lane%4) + r%2.
@@ -56,7 +57,7 @@ TL_DEVICE void fence_accumulator(TC* C) {
 }
 
 template <int M, int N, int K, int WG_M, int WG_N, bool TB, int LDA, int LDB, class T, int kWait = 0,
-          class TC = float>
+          class TC = float, bool TA = false>
 TL_DEVICE void gemm_ss_sm90(const T* A, const T* B, TC* C) {
   static_assert(sizeof(T) == 2 || sizeof(T) == 1, "tl::gemm_ss_sm90: 16-bit or 8-bit (fp8, int8) inputs");
   static_assert(sizeof(T) == 2 || TB, "tl::gemm_ss_sm90: 8-bit operands must both be K-major (transpose_B=True)");
@@ -85,8 +86,15 @@ TL_DEVICE void gemm_ss_sm90(const T* A, const T* B, TC* C) {
     }
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) {
-      const uint64_t da = kmajor_desc<LDA * sizeof(T), M>(A, wgm * M_WG + mi * 64, kk);
-      wgmma_ss<T, T, TC, N_WG, false, !TB>(da, db, C + mi * (N_WG / 2), 1);
+      uint64_t da;
+      if constexpr (TA) {  // M-major A (K x M): 64-column panels of K rows, as an N-major B
+        static_assert(!TA || sizeof(T) == 2, "tl::gemm_ss_sm90: an M-major A needs 16-bit inputs");
+        da = make_wgmma_desc<128>(A + ((wgm * M_WG + mi * 64) / 64) * (K * 64), K * 128, 1024);
+        da = wgmma_desc_advance(da, kk * 2048);
+      } else {
+        da = kmajor_desc<LDA * sizeof(T), M>(A, wgm * M_WG + mi * 64, kk);
+      }
+      wgmma_ss<T, T, TC, N_WG, TA, !TB>(da, db, C + mi * (N_WG / 2), 1);
     }
   }
   warpgroup_commit_batch();

@@ -43,12 +43,13 @@ def wgmma_ok(op: O.Gemm, threads: int) -> tuple[tuple | None, str | None]:
         return None, "it cannot use tensor cores at all"
     if threads % 128:
         return None, f"{threads} threads is not a whole number of warpgroups (128)"
-    if op.transpose_A:
-        return None, "A is transposed (M-major A is not implemented for wgmma yet)"
     if a.scope == "fragment" or b.scope == "fragment":
         return None, "an operand is a register fragment"
     m, n, k = op.mnk
-    if not kmajor_rows_ok(a):
+    if op.transpose_A:  # M-major A: a K x M tile in 64-column panels, read with tnspA
+        if not whole(op.A, a) or (const_int(a.shape[-1]) or 0) % 64:
+            return None, "a transposed (M-major) A must be a whole tile whose M is a multiple of 64"
+    elif not kmajor_rows_ok(a):
         return None, (f"A's tile rows are {a.shape[-1]} elements; wgmma needs rows of 32, 64 or 128 bytes, "
                       "or 16-bit rows of a multiple of 128 bytes")
     if op.transpose_B and not kmajor_rows_ok(b):
@@ -58,7 +59,7 @@ def wgmma_ok(op: O.Gemm, threads: int) -> tuple[tuple | None, str | None]:
         return None, f"no split of a {m}x{n} tile over {threads // 128} warpgroups gives m64 rows and a wgmma width"
     if not op.transpose_B and (n // grid[1]) % 64:
         return None, "a K x N B needs a multiple of 64 columns per warpgroup"
-    for r, panels in ((op.A, kmajor_panels(a)), (op.B, kmajor_panels(b) or not op.transpose_B)):
+    for r, panels in ((op.A, kmajor_panels(a) or op.transpose_A), (op.B, kmajor_panels(b) or not op.transpose_B)):
         try:
             tile_pointer(r, panels, "")
         except LoweringError as e:

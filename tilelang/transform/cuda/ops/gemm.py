@@ -111,18 +111,21 @@ def wgmma_gemm(low, op: O.Gemm, creg: Buffer, lay: WgmmaAccFragment):
     if a.scope == "fragment":  # demoted A: now shared memory
         low.scope_changes.append((a, a.scope))
         a.scope = "shared.dyn"
-    if not kmajor_rows_ok(a):
+    if not op.transpose_A and not kmajor_rows_ok(a):
         low.warn(f"T.gemm {a.name} x {b.name} runs on CUDA cores: A in shared memory has rows of "
                  f"{a.shape[-1]} elements, not a wgmma tile")
         return None
-    (low.panels if kmajor_panels(a) else low.swizzled).add(a.uid)
+    a_panels = kmajor_panels(a) or op.transpose_A  # an M-major A is kept in 64-column panels of M
+    (low.panels if a_panels else low.swizzled).add(a.uid)
     (low.swizzled if op.transpose_B and not kmajor_panels(b) else low.panels).add(b.uid)
-    pa, _, _ = tile_pointer(op.A, kmajor_panels(a), "T.gemm A", op.span)
+    pa, _, _ = tile_pointer(op.A, a_panels, "T.gemm A", op.span)
     pb, _, _ = tile_pointer(op.B, b.uid in low.panels, "T.gemm B", op.span)
     m, n, k = op.mnk
     t = {"float16": "tl::half_t", "bfloat16": "tl::bfloat16_t", "float8_e4m3fn": "tl::float8_e4m3_t",
          "float8_e5m2": "tl::float8_e5m2_t", "int8": "int8_t"}[a.dtype.name]
     acc = {"int32": ", int32_t", "float16": ", tl::half_t"}.get(creg.dtype.name, "")  # default: float
+    if op.transpose_A:  # the TA parameter follows TC
+        acc = (acc or ", float") + ", true"
     pre = []
     if op.clear_accum:
         pre.append(lower_fill(low, O.Fill(op.C, E.const(0, op.C.buffer.dtype))))
