@@ -438,3 +438,47 @@ def test_vectorized_loop_runs(target):
     c = torch.full((8,), float("nan"), device=target)
     k(a.to(target), b.to(target), c)
     close(c.cpu(), ref, 1e-3)
+
+
+def blocked_tile_store(M, N, blk=16, b=64):
+    """A shared tile kept as (b/blk, b/blk, blk, blk) blocks, stored to global row by row (the
+    public TileLang's gemm_intrinsics epilogue: C_shared[i // 16, j // 16, i % 16, j % 16])."""
+
+    @T.prim_func
+    def blocked_tile_store(A: T.Tensor((M, N), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(N // b, M // b, threads=128) as (bx, by):
+            S = T.alloc_shared((b // blk, b // blk, blk, blk), "float16")
+            for i, j in T.Parallel(b, b):
+                S[i // blk, j // blk, i % blk, j % blk] = A[by * b + i, bx * b + j] * 2
+            for i, j in T.Parallel(b, b):
+                C[by * b + i, bx * b + j] = S[i // blk, j // blk, i % blk, j % blk]
+
+    return blocked_tile_store
+
+
+def test_blocked_tile_indices_keep_vectors_within_a_block():
+    """j // 16 is one value and j % 16 runs through 8 consecutive values over a group of 8 lanes:
+    both loops move 16-byte vectors. The CUDA source run on the host matches float64."""
+    src, msgs = cuda(blocked_tile_store(128, 128))
+    assert not [m for m in msgs if SCALAR in m], msgs
+    assert src.count("load_vec<8>") == 2 and src.count("store_vec<8>") == 2, src
+    host = pytest.importorskip("tilelang.testing.host_cuda")
+    if not host.available():
+        pytest.skip("g++ not installed")
+    k = tilelang.compile(blocked_tile_store(128, 128), target="cuda -arch=sm_90a")
+    a = torch.randn(128, 128).half()
+    c = torch.full((128, 128), float("nan")).half()
+    prog = host.HostProgram({"k": k})
+    prog.run("k", [a, c])
+    prog.close()
+    close(c, a.double() * 2, 0)
+
+
+def test_a_block_narrower_than_the_vector_stays_scalar():
+    """Blocks of 4 columns: j // 4 changes inside a group of 8 lanes, so the accesses stay scalar."""
+    src, msgs = cuda(blocked_tile_store(64, 64, blk=4))
+    warn = [m for m in msgs if SCALAR in m]
+    assert warn and "changes row" in warn[0], msgs
+    a = torch.randn(64, 64).half()
+    out = run_cpu(blocked_tile_store(64, 64, blk=4), a, out_shape=(64, 64), out_dtype=torch.float16)
+    close(out, a.double() * 2, 0)

@@ -30,7 +30,7 @@ from ...arith.simplify import const_int, linear_form, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
-from ...ir.visitor import collect, substitute
+from ...ir.visitor import Mutator, collect, substitute
 
 MEMORY = ("global", "shared", "shared.dyn")
 
@@ -190,19 +190,44 @@ class _Planner:
         *outer, last = indices
         if outer and _row_col_pair(outer[-1], last, buf):  # [e // W, e % W], W the row length: flat e
             outer, last = outer[:-1], last.a
-        if any(self.lane & _vars(x) for x in outer):
+        if any(self.lane & _vars(self.without_group_quotients(x)) for x in outer):
             return "changes row within a vector (only the last index may follow the loop's last variable)"
         if collect(last, lambda n: isinstance(n, E.BufferLoad)):
             return "is indexed through a load"
         terms, const = linear_form(simplify(E.as_expr(last)))
-        if terms.get(self.j, 0) != 1 or any(self.lane & _vars(t) for t in terms if t is not self.j and t != self.j):
+        lead = self.j if terms.get(self.j, 0) == 1 else next(  # j itself, or (j + r) % c: c a multiple of vec
+            (t for t, c in terms.items() if c == 1 and self.group_aligned(t, "%")), None)
+        if lead is None or any(self.lane & _vars(t) for t in terms if t is not lead and t != lead):
             return f"is not contiguous in {self.j.name} (last index {last})"
-        if not _aligned_rest(terms, const, self.j, self.vec):
+        if not _aligned_rest(terms, const, lead, self.vec):
             return f"has a column offset that is not provably a multiple of {self.vec} (last index {last})"
         if buf.ndim > 1:
             if not is_multiple(buf.shape[-1], self.vec):
                 return f"has rows of {buf.shape[-1]} elements, not a multiple of {self.vec}"
         return None
+
+    def group_aligned(self, t, op: str) -> bool:
+        """t is `L // c` or `L % c` (op) with c a multiple of vec and L = j + (a multiple of vec, free
+        of the other lane vars): over the lanes j0 .. j0 + vec - 1 of a group (j0 a multiple of vec)
+        `L // c` keeps one value and `L % c` runs through vec consecutive values."""
+        if not (isinstance(t, E.Binary) and t.op == op and self.lane & _vars(t.a)):
+            return False
+        c = const_int(t.b)
+        if c is None or c <= 0 or c % self.vec:
+            return False
+        terms, const = linear_form(simplify(E.as_expr(t.a)))
+        return terms.get(self.j, 0) == 1 and _aligned_rest(terms, const, self.j, self.vec) and \
+            not any(self.lane & _vars(x) for x in terms if x is not self.j and x != self.j)
+
+    def without_group_quotients(self, x):
+        """x with every group-uniform `L // c` (group_aligned) replaced by a lane-free placeholder:
+        C_shared[i // 16, j // 16, i % 16, j % 16] keeps its tile indices over a group of 8 j's."""
+        class _Sub(Mutator):
+            def visit_Binary(s_, e):
+                if self.group_aligned(e, "//"):
+                    return E.Var("tl_group_quotient", e.dtype)
+                return s_.generic(e)
+        return _Sub().visit(x)
 
     def uniform(self, c) -> bool:
         """Does condition c have one value on every lane j = j0 + u (j0 a multiple of vec)?"""
