@@ -64,8 +64,19 @@ def test_multi_kernel_host_run_uses_its_workspace_in_order():
     assert any(bool(torch.isnan(args[name].double()).any()) for name in ref)
 
 
-def test_refused_kernels_are_counted_by_reason_not_passed(capsys):
-    """Seed 6 (pipe, TMA on sm_90a): whatever host_cuda refuses is reported, never a pass."""
+def test_tma_pipeline_runs_on_the_host_for_both_archs(capsys):
+    """Seed 6 (pipe: TMA, mbarriers and wgmma on sm_90a): both sources run on the host."""
+    main(["--seed", "6", "--n", "1", "--jobs", "0", "--host-cuda", "--progress", "0"])
+    line = _host_line(capsys.readouterr().out)
+    assert "1 ran (sm_80 1, sm_90a 1)" in line and "0 failed" in line, line
+
+
+def test_refused_kernels_are_counted_by_reason_not_passed(capsys, monkeypatch):
+    """Seed 6 with TMA put back on host_cuda's refused list: whatever host_cuda refuses is
+    reported, never a pass."""
+    from tilelang.testing import host_cuda
+
+    monkeypatch.setattr(host_cuda, "UNSUPPORTED", host_cuda.UNSUPPORTED + ("tl::tma",))
     res = check(generate(6), host_cuda=True)
     assert res.status == "pass"  # the program stands on its CPU run and NVRTC compiles
     assert res.host["sm_90a"].startswith("refused: ") and "tma" in res.host["sm_90a"], res.host

@@ -1,6 +1,6 @@
-"""tilelang/testing/host_cuda runs sm_90a wgmma kernels on the host (host_wgmma.h: a warpgroup
+"""tilelang/testing/host_cuda runs sm_90a kernels on the host: wgmma (host_wgmma.h: a warpgroup
 collective reading shared memory through the descriptors, in the PTX ISA's canonical swizzled
-layouts). The kernels are the ones the GPU tier verified on the H200 (K-major A and B with 32, 64
+layouts) and TMA with mbarriers (host_tma.h: synchronous box copies, swizzled in shared memory). The kernels are the ones the GPU tier verified on the H200 (K-major A and B with 32, 64
 and 128-byte rows and 64-column panels, N-major B, bf16, fp8, int8, f16 accumulators, and the RS
 form with A in registers); each is checked against float64 torch on fresh random inputs, so a
 wrong descriptor model (or a wrong tile layout in the compiler) fails here."""
@@ -114,5 +114,73 @@ def test_sm90a_flash_attention_rs_form_runs_on_host(host, causal):
     s = torch.einsum("bqhd,bkhd->bhqk", q.double(), kk.double()) / D ** 0.5
     if causal:
         s = s.masked_fill(torch.triu(torch.ones(S, S, dtype=torch.bool), 1), float("-inf"))
+    ref = torch.einsum("bhqk,bkhd->bqhd", s.softmax(-1), v.double())
+    assert (o.double() - ref).abs().max().item() < 3e-3
+
+
+# ----------------------------------------------------------------------------- TMA + mbarriers
+def ws_gemm(M, N, K, bm, bn, bk, stages, threads, tb):
+    """The default sm_90a GEMM: warp-specialized (a TMA producer warp, mbarrier rings), persistent,
+    with the TMA-store epilogue; ragged shapes exercise TMA's zero fill and clipped stores."""
+
+    @T.prim_func
+    def f(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K) if tb else (K, N), "float16"),
+          C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+            As = T.alloc_shared((bm, bk), "float16")
+            Bs = T.alloc_shared((bn, bk) if tb else (bk, bn), "float16")
+            Cl = T.alloc_fragment((bm, bn), "float32")
+            T.clear(Cl)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
+                T.copy(A[by * bm, k * bk], As)
+                T.copy(B[bx * bn, k * bk] if tb else B[k * bk, bx * bn], Bs)
+                T.gemm(As, Bs, Cl, transpose_B=tb)
+            T.copy(Cl, C[by * bm, bx * bn])
+
+    return f
+
+
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("case", [(256, 256, 256, 128, 128, 64, 3, 256, True),
+                                  (200, 264, 136, 128, 128, 64, 2, 128, False)])
+def test_warp_specialized_tma_gemm_runs_on_host(host, case):
+    M, N, K, bm, bn, bk, st, th, tb = case
+    k = tilelang.compile(ws_gemm(*case), target=SM90)
+    src = k.get_kernel_source()
+    assert all(f in src for f in ("tl::tma_load", "tl::mbarrier_wait", "tl::gemm_ss_sm90", "tl::tma_store"))
+    g = torch.Generator().manual_seed(7)
+    a = torch.randn(M, K, generator=g).half()
+    b = torch.randn((N, K) if tb else (K, N), generator=g).half()
+    c = torch.full((M, N), float("nan")).half()
+    prog = host.HostProgram({"g": k})
+    prog.run("g", [a, b, c])
+    prog.close()
+    ref = a.double() @ (b.double().T if tb else b.double())
+    assert (c.double() - ref).abs().max().item() <= 2e-3 * ref.abs().max().item()
+
+
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("overlap", [False, True])
+def test_warp_specialized_flash_attention_runs_on_host(host, overlap):
+    """The example's attention as sm_90a builds it by default (TMA producer, two-gemm consumer),
+    and with tl.enable_ws_overlap's schedule, causal, 200 ragged keys."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+    from flash_attention import flashattn
+
+    B, H, S, D = 1, 2, 200, 64
+    cfg = {"tl.enable_ws_overlap": True} if overlap else {}
+    k = tilelang.compile(flashattn.get_tir(B, H, S, D, True, 128, 64, 3, 256), target=SM90, pass_configs=cfg)
+    assert "tl::mbarrier_wait" in k.get_kernel_source()
+    g = torch.Generator().manual_seed(9)
+    q, kk, v = (torch.randn(B, S, H, D, generator=g).half() for _ in range(3))
+    o = torch.zeros(B, S, H, D).half()
+    prog = host.HostProgram({"fa": k})
+    prog.run("fa", [q, kk, v, o])
+    prog.close()
+    s = torch.einsum("bqhd,bkhd->bhqk", q.double(), kk.double()) / D ** 0.5
+    s = s.masked_fill(torch.triu(torch.ones(S, S, dtype=torch.bool), 1), float("-inf"))
     ref = torch.einsum("bhqk,bkhd->bqhd", s.softmax(-1), v.double())
     assert (o.double() - ref).abs().max().item() < 3e-3

@@ -4,12 +4,12 @@ The generated CUDA source is compiled with g++ against host_cuda.h: each thread 
 is a host thread, so the per-thread index math, the distribution of a tile over threads and
 the barriers run exactly as generated.  Warp collectives (shuffles, votes, ldmatrix,
 mma.sync) meet the lanes of a warp in an exchange and compute the documented PTX result.
-The tl primitive headers (common, mma, ldmatrix, cp_async, sync, wgmma) have host versions
-(host_tl.h, host_wgmma.h); every other tl header (gemm_sm80.h, gemm_sm90.h, reduce.h,
+The tl primitive headers (common, mma, ldmatrix, cp_async, sync, wgmma, mbarrier, tma) have
+host versions (host_tl.h, host_wgmma.h, host_tma.h); every other tl header (gemm_sm80.h, gemm_sm90.h, reduce.h,
 c_compat.h ...) is the shipped one, so the GEMM templates we ship are what runs.  What it cannot see: timing and the
-asynchrony of cp.async (copies are synchronous here) and of wgmma (computed when issued, by
-host_wgmma.h from the descriptors).  Refused (NotImplementedError): TMA, mbarrier, clusters,
-inline PTX.  Each buffer sits right before an inaccessible page,
+asynchrony of cp.async, TMA and wgmma (copies and products complete when issued: a missing
+wait is NOT detected; host_wgmma.h and host_tma.h).  mbarriers keep phases and transaction
+bytes.  Refused (NotImplementedError): clusters (multicast, cluster barriers), inline PTX.  Each buffer sits right before an inaccessible page,
 so a read or write past its end crashes the run; a barrier or warp collective that not every
 thread reaches fails the run (after `barrier_timeout` seconds), never silently passing.
 
@@ -32,10 +32,10 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 SMEM_BYTES = 232448
 INCLUDE = os.path.join(os.path.dirname(HERE), os.pardir, "include", "tl")
-# tl headers replaced on the host: host_tl.h provides the first seven; the rest are refused.
+# tl headers replaced on the host: host_tl.h provides them (host_wgmma.h, host_tma.h).
 HOST_PROVIDED = ("common.h", "mma.h", "ldmatrix.h", "cp_async.h", "sync.h", "wgmma.h", "wgmma_ops.h",
                  "mbarrier.h", "tma.h")
-UNSUPPORTED = ("tl::tma", "mbarrier", "cluster_", "block_rank_in_cluster",
+UNSUPPORTED = ("cluster_", "block_rank_in_cluster", "tma_load_multicast", "mbarrier_arrive_cluster",
                "tl_atomic_load", "tl_atomic_store", "asm(", "asm volatile")
 
 _MAIN = r"""
@@ -115,6 +115,7 @@ int main(int argc, char** argv) {
     meta.push_back({n, is_buf != 0});
   }
   std::fclose(fp);
+  tl_host_args = args;
   dim3 grid;
   grid.x = std::atoi(argv[3]); grid.y = std::atoi(argv[4]); grid.z = std::atoi(argv[5]);
   int threads = std::atoi(argv[6]), rc = 5;
@@ -158,7 +159,7 @@ class HostProgram:
             text = cs.text
             own = "\n".join(line for line in text.splitlines() if not line.startswith("#include"))
             bad = [w for w in UNSUPPORTED if w in own]
-            if bad or any(kind not in ("buffer", "scalar", "dim") for kind, _ in cs.arg_kinds):
+            if bad or any(kind not in ("buffer", "scalar", "dim", "tensormap") for kind, _ in cs.arg_kinds):
                 self.close()
                 raise NotImplementedError(f"host_cuda: kernel {name} uses {bad or 'TMA / workspace args'}")
             if cs.smem_bytes > SMEM_BYTES:
@@ -208,6 +209,9 @@ class HostProgram:
                 v = by_param[id(obj)]
                 payload, is_buf = _scalar_bytes(v, obj.dtype.name), 0
                 values.append(v)
+            elif kind == "tensormap":
+                payload, is_buf = _tensor_map(obj, cs.arg_kinds, by_param), 0
+                values.append(None)
             else:  # a shape variable: read off the first buffer that has it
                 v = _dim_value(obj, params, by_param)
                 payload, is_buf = struct.pack("<q", v), 0
@@ -234,6 +238,29 @@ class HostProgram:
                 t = by_param[id(obj)]
                 t.view(-1).view(torch.uint8).copy_(torch.frombuffer(bytearray(out[pos:pos + n]), dtype=torch.uint8))
             pos += n
+
+
+def _tensor_map(desc, arg_kinds, by_param) -> bytes:
+    """host_tma.h's 128-byte tensor map for `desc` (a TmaDesc: buffer, box outer-first, swizzle):
+    the index of its base buffer among the arguments, dims innermost first and byte strides, as
+    the device path encodes them (backend/cuda/pipeline.py arg_value)."""
+    base = getattr(desc.buffer, "view_base", desc.buffer)
+    arg = next(i for i, (kind, obj) in enumerate(arg_kinds) if kind == "buffer" and obj is base)
+    t = by_param[id(base)]
+    elem = max(1, desc.buffer.dtype.bits // 8)
+    if base is desc.buffer:
+        shape, strides = list(t.shape), [int(s) * t.element_size() for s in t.stride()]
+    else:  # a view of the parameter with its own constant shape, row-major
+        shape = list(desc.buffer.static_shape)
+        strides, acc = [], elem
+        for d in reversed(shape):
+            strides.insert(0, acc)
+            acc *= d
+    dims, strides, box = shape[::-1], strides[::-1], list(desc.box)[::-1]
+    rank = len(dims)
+    pad = lambda xs: list(xs) + [0] * (5 - len(xs))  # noqa: E731
+    return struct.pack("<IiiiI5i5q5q", 0x544D4150, arg, rank, elem, desc.swizzle, *pad(box), *pad(dims),
+                       *pad(strides)) + b"\0" * 8
 
 
 def _stage_headers(dst: str) -> None:

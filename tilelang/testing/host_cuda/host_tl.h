@@ -264,4 +264,5 @@ template <int kGuard = 0> inline void stmatrix_x4_trans(void* s, const uint32_t*
 
 #include "host_mma.h"
 #include "host_wgmma.h"
+#include "host_tma.h"
 #include "host_sync.h"

@@ -1,0 +1,247 @@
+// host_tma.h -- tl/mbarrier.h and tl/tma.h on the host.
+//
+// mbarrier: a table keyed by the barrier's shared-memory address holds its arrival count, the
+// arrivals still pending, the pending transaction bytes and the phase bit; a phase completes
+// (the bit flips, arrivals re-arm) when no arrival and no byte is pending. Waits block on a
+// condition variable until the phase with the asked parity has completed (failing the run
+// after the barrier timeout, as every host collective does).
+// TMA: copies run synchronously when issued. The tensor map is the host's own 128-byte record
+// (HostProgram packs it: base buffer argument, dims innermost first, byte strides, box,
+// element size, swizzle); a load fills the box densely, innermost dim first, zero outside the
+// tensor, with the swizzle applied to the shared byte address (16-byte chunk bits [4, 7) XOR
+// bits [7, 10) for 128 B, [4, 6) ^ [7, 9) for 64 B, bit 4 ^ bit 7 for 32 B), then completes its
+// bytes on the barrier. A store writes the box back, dropping elements outside the tensor.
+// Multicast and cluster barriers have no host meaning: they fail the run.
+// Part of host_cuda.h (included by host_tl.h).
+#pragma once
+
+#include <map>
+
+static std::vector<char*> tl_host_args;  // the kernel's argument payloads (buffers: their memory)
+
+namespace tl {
+
+struct alignas(64) TensorMap {  // the host's record, 128 bytes as the CUtensorMap it stands for
+  uint32_t magic;
+  int32_t arg;     // index of the base buffer among the kernel's arguments
+  int32_t rank;
+  int32_t elem;    // bytes per element
+  int32_t swizzle; // 0, 32, 64 or 128
+  int32_t box[5];  // innermost first
+  int64_t dims[5];
+  int64_t strides[5];  // bytes; strides[0] = elem
+};
+static_assert(sizeof(TensorMap) == 128, "host TensorMap must be 128 bytes");
+
+namespace detail {
+
+struct HostMbar {
+  int count = 0, pending = 0;
+  long long tx = 0;
+  int phase = 0;
+};
+static std::mutex tl_host_mbar_mu;
+static std::condition_variable tl_host_mbar_cv;
+static std::map<uint32_t, HostMbar> tl_host_mbars;
+
+inline HostMbar& host_mbar(uint64_t* bar, const char* op) {
+  const uint32_t a = smem_addr(bar);
+  auto it = tl_host_mbars.find(a);
+  if (it == tl_host_mbars.end() || it->second.count == 0)
+    tl_host_fail("%s: the mbarrier at shared address 0x%x was not initialised", op, a);
+  return it->second;
+}
+
+inline void host_mbar_settle(HostMbar& b) {
+  if (b.pending == 0 && b.tx == 0) {
+    b.phase ^= 1;
+    b.pending = b.count;
+    tl_host_mbar_cv.notify_all();
+  }
+}
+
+inline void host_complete_tx(uint64_t* bar, long long bytes) {
+  std::lock_guard<std::mutex> g(tl_host_mbar_mu);
+  HostMbar& b = host_mbar(bar, "complete_tx");
+  b.tx -= bytes;
+  host_mbar_settle(b);
+}
+
+// The swizzled shared byte address of byte offset `off` of a box that starts at `base`.
+inline uint32_t host_tma_swizzle(uint32_t a, int swizzle) {
+  const uint32_t bits = swizzle == 128 ? 7u : swizzle == 64 ? 3u : swizzle == 32 ? 1u : 0u;
+  return a ^ (((a >> 7) & bits) << 4);
+}
+
+// Walk the box: f(global byte pointer or nullptr when outside the tensor, shared byte address).
+template <class F>
+inline void host_tma_box(const TensorMap* m, void* smem, const int* c, const char* op, F f) {
+  if (m->magic != 0x544d4150u) tl_host_fail("%s: not a host tensor map", op);
+  char* base = tl_host_args.at(m->arg);
+  const uint32_t s0 = smem_addr(smem);
+  if (m->swizzle && s0 % (8 * m->swizzle)) tl_host_fail("%s: a %d-byte swizzled box at shared 0x%x is not aligned", op, m->swizzle, s0);
+  long long n = 1;
+  for (int d = 0; d < m->rank; ++d) n *= m->box[d];
+  for (long long i = 0; i < n; ++i) {
+    long long rest = i, off = 0;
+    bool inside = true;
+    for (int d = 0; d < m->rank; ++d) {
+      const long long x = c[d] + rest % m->box[d];
+      rest /= m->box[d];
+      if (x < 0 || x >= m->dims[d]) inside = false;
+      off += x * m->strides[d];
+    }
+    const uint32_t sa = host_tma_swizzle(s0 + static_cast<uint32_t>(i * m->elem), m->swizzle);
+    tl_host_smem_at(sa, m->elem, op);
+    f(inside ? base + off : nullptr, sa);
+  }
+}
+
+inline void host_tma_load(const void* desc, uint64_t* bar, void* smem, const int* c) {
+  const TensorMap* m = static_cast<const TensorMap*>(desc);
+  long long bytes = 0;
+  host_tma_box(m, smem, c, "tma_load", [&](const char* g, uint32_t sa) {
+    if (g) std::memcpy(tl_smem + sa, g, m->elem); else std::memset(tl_smem + sa, 0, m->elem);
+    bytes += m->elem;
+  });
+  host_complete_tx(bar, bytes);
+}
+
+inline void host_tma_store(const void* desc, const void* smem, const int* c) {
+  const TensorMap* m = static_cast<const TensorMap*>(desc);
+  host_tma_box(m, const_cast<void*>(smem), c, "tma_store", [&](char* g, uint32_t sa) {
+    if (g) std::memcpy(g, tl_smem + sa, m->elem);
+  });
+}
+
+}  // namespace detail
+
+// ------------------------------------------------------------- mbarrier
+inline void mbarrier_init(uint64_t* bar, uint32_t arrive_count) {
+  std::lock_guard<std::mutex> g(detail::tl_host_mbar_mu);
+  detail::HostMbar& b = detail::tl_host_mbars[smem_addr(bar)];
+  b.count = b.pending = static_cast<int>(arrive_count);
+  b.tx = 0;
+  b.phase = 0;
+}
+inline void mbarrier_inval(uint64_t* bar) {
+  std::lock_guard<std::mutex> g(detail::tl_host_mbar_mu);
+  detail::tl_host_mbars.erase(smem_addr(bar));
+}
+template <int kGuard = 0>
+inline void fence_barrier_init() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+
+inline uint64_t mbarrier_arrive(uint64_t* bar) {
+  std::lock_guard<std::mutex> g(detail::tl_host_mbar_mu);
+  detail::HostMbar& b = detail::host_mbar(bar, "mbarrier_arrive");
+  const uint64_t token = static_cast<uint64_t>(b.phase);
+  if (--b.pending < 0) tl_host_fail("mbarrier_arrive: more arrivals than the barrier's count (%d)", b.count);
+  detail::host_mbar_settle(b);
+  return token;
+}
+template <int kGuard = 0>
+inline void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t tx_bytes) {
+  std::lock_guard<std::mutex> g(detail::tl_host_mbar_mu);
+  detail::HostMbar& b = detail::host_mbar(bar, "mbarrier_arrive_expect_tx");
+  b.tx += tx_bytes;
+  if (--b.pending < 0) tl_host_fail("mbarrier_arrive_expect_tx: more arrivals than the barrier's count (%d)", b.count);
+  detail::host_mbar_settle(b);
+}
+template <int kGuard = 0>
+inline void mbarrier_expect_tx(uint64_t* bar, uint32_t tx_bytes) {
+  std::lock_guard<std::mutex> g(detail::tl_host_mbar_mu);
+  detail::host_mbar(bar, "mbarrier_expect_tx").tx += tx_bytes;
+}
+template <int kGuard = 0>
+inline void mbarrier_arrive_cluster(uint64_t*, uint32_t) {
+  tl_host_fail("mbarrier_arrive_cluster: clusters are not emulated on the host");
+}
+inline bool mbarrier_test_wait(uint64_t* bar, uint32_t phase) {
+  std::lock_guard<std::mutex> g(detail::tl_host_mbar_mu);
+  return static_cast<uint32_t>(detail::host_mbar(bar, "mbarrier_test_wait").phase) != (phase & 1u);
+}
+inline void mbarrier_wait(uint64_t* bar, uint32_t phase) {
+  std::unique_lock<std::mutex> lk(detail::tl_host_mbar_mu);
+  detail::HostMbar* b = &detail::host_mbar(bar, "mbarrier_wait");
+  tl_host_wait(lk, detail::tl_host_mbar_cv, [&] { return static_cast<uint32_t>(b->phase) != (phase & 1u); },
+               "an mbarrier wait");
+}
+inline bool mbarrier_try_wait(uint64_t* bar, uint32_t phase) {
+  mbarrier_wait(bar, phase);  // a try_wait may suspend; here it returns once the phase completed
+  return true;
+}
+
+// ------------------------------------------------------------- TMA
+template <int kG = 0>
+inline void tma_load(const void* desc, uint64_t* bar, void* smem, int c0) {
+  const int c[5] = {c0, 0, 0, 0, 0};
+  detail::host_tma_load(desc, bar, smem, c);
+}
+template <int kG = 0>
+inline void tma_load(const void* desc, uint64_t* bar, void* smem, int c0, int c1) {
+  const int c[5] = {c0, c1, 0, 0, 0};
+  detail::host_tma_load(desc, bar, smem, c);
+}
+template <int kG = 0>
+inline void tma_load(const void* desc, uint64_t* bar, void* smem, int c0, int c1, int c2) {
+  const int c[5] = {c0, c1, c2, 0, 0};
+  detail::host_tma_load(desc, bar, smem, c);
+}
+template <int kG = 0>
+inline void tma_load(const void* desc, uint64_t* bar, void* smem, int c0, int c1, int c2, int c3) {
+  const int c[5] = {c0, c1, c2, c3, 0};
+  detail::host_tma_load(desc, bar, smem, c);
+}
+template <int kG = 0>
+inline void tma_load(const void* desc, uint64_t* bar, void* smem, int c0, int c1, int c2, int c3, int c4) {
+  const int c[5] = {c0, c1, c2, c3, c4};
+  detail::host_tma_load(desc, bar, smem, c);
+}
+template <int kG = 0, class... C>
+inline void tma_load_multicast(const void*, uint64_t*, void*, uint16_t, C...) {
+  tl_host_fail("tma_load_multicast: clusters are not emulated on the host");
+}
+template <int kG = 0>
+inline void tma_store(const void* desc, const void* smem, int c0) {
+  const int c[5] = {c0, 0, 0, 0, 0};
+  detail::host_tma_store(desc, smem, c);
+}
+template <int kG = 0>
+inline void tma_store(const void* desc, const void* smem, int c0, int c1) {
+  const int c[5] = {c0, c1, 0, 0, 0};
+  detail::host_tma_store(desc, smem, c);
+}
+template <int kG = 0>
+inline void tma_store(const void* desc, const void* smem, int c0, int c1, int c2) {
+  const int c[5] = {c0, c1, c2, 0, 0};
+  detail::host_tma_store(desc, smem, c);
+}
+template <int kG = 0>
+inline void tma_store(const void* desc, const void* smem, int c0, int c1, int c2, int c3) {
+  const int c[5] = {c0, c1, c2, c3, 0};
+  detail::host_tma_store(desc, smem, c);
+}
+template <int kG = 0>
+inline void tma_store(const void* desc, const void* smem, int c0, int c1, int c2, int c3, int c4) {
+  const int c[5] = {c0, c1, c2, c3, c4};
+  detail::host_tma_store(desc, smem, c);
+}
+template <int kG = 0>
+inline void tma_store_commit() {}
+template <int N>
+inline void tma_store_wait() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+template <int kG = 0>
+inline void tma_store_wait_all() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+template <int kG = 0>
+inline void tma_prefetch_descriptor(const void*) {}
+template <int kG = 0>
+inline void bulk_copy_g2s(void* smem_dst, const void* gmem_src, uint32_t bytes, uint64_t* bar) {
+  std::memcpy(const_cast<unsigned char*>(tl_host_smem_at(smem_addr(smem_dst), 16, "bulk_copy_g2s")), gmem_src, bytes);
+  detail::host_complete_tx(bar, bytes);
+}
+template <int kG = 0>
+inline void bulk_copy_s2g(void* gmem_dst, const void* smem_src, uint32_t bytes) {
+  std::memcpy(gmem_dst, smem_src, bytes);
+}
+
+}  // namespace tl
