@@ -7,8 +7,9 @@ mma.sync) meet the lanes of a warp in an exchange and compute the documented PTX
 The tl primitive headers (common, mma, ldmatrix, cp_async, sync, wgmma, mbarrier, tma) have
 host versions (host_tl.h, host_wgmma.h, host_tma.h); every other tl header (gemm_sm80.h, gemm_sm90.h, reduce.h,
 c_compat.h ...) is the shipped one, so the GEMM templates we ship are what runs.  What it cannot see: timing and the
-asynchrony of cp.async, TMA and wgmma (copies and products complete when issued: a missing
-wait is NOT detected; host_wgmma.h and host_tma.h).  mbarriers keep phases and transaction
+asynchrony of TMA (its copies complete when issued: a missing mbarrier wait is NOT detected).
+cp.async bytes land at the cp_async_wait of their group and wgmma results reach the registers at
+the warpgroup_wait of their batch, so a read before its wait sees stale values.  mbarriers keep phases and transaction
 bytes.  Refused (NotImplementedError): clusters (multicast, cluster barriers), inline PTX.  Each buffer sits right before an inaccessible page,
 so a read or write past its end crashes the run; a barrier or warp collective that not every
 thread reaches fails the run (after `barrier_timeout` seconds), never silently passing.
@@ -79,6 +80,8 @@ static int tl_host_launch(void (*f)(P...), char** a, dim3 grid, int threads) {
         for (unsigned y = 0; y < grid.y; ++y)
           for (unsigned x = 0; x < grid.x; ++x) {
             blockIdx.x = x; blockIdx.y = y; blockIdx.z = z;
+            tl::tl_host_wgmma_block_start();
+            tl::tl_host_cp_async_block_start();
             tl_host_barrier();
             if (t == 0) std::memset(tl_smem, 0xff, sizeof(tl_smem));  // NaN-poisoned shared memory
             tl_host_barrier();

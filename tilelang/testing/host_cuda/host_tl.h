@@ -12,9 +12,11 @@
 //   C / D: element e: row g + 8 (e / 2), col 2t + e % 2 (f16: word e / 2, half e % 2)
 // The lower-indexed element of a register sits in its low bits.  The products are exact and
 // summed in double, rounded once to the accumulator type (s32: wrapping); tf32 operands drop
-// their low 13 mantissa bits (the tensor core reads only the tf32 bits).  cp.async copies
-// synchronously (a missing cp_async_wait is NOT detected).  Part of host_cuda.h.
+// their low 13 mantissa bits (the tensor core reads only the tf32 bits).  cp.async reads its
+// source when issued and lands at the cp_async_wait of its group.  Part of host_cuda.h.
 #pragma once
+
+#include <vector>
 
 #define TL_DEVICE inline
 #define TL_HOST_DEVICE inline
@@ -151,7 +153,7 @@ inline void store_vec(T* dst, const T* regs) {
   std::memcpy(dst, regs, kBytes);
 }
 
-// ------------------------------------------------------------- cp.async (synchronous)
+// ------------------------------------------------------------- cp.async
 namespace detail {
 template <int Bytes, bool Cg>
 inline void check_cp_async(void* dst, const void* src) {
@@ -161,26 +163,63 @@ inline void check_cp_async(void* dst, const void* src) {
   if ((uintptr_t)dst % Bytes || (uintptr_t)src % Bytes) tl_host_fail("cp.async of %d bytes: misaligned %p <- %p", Bytes, dst, src);
 }
 }  // namespace detail
+// The asynchrony of cp.async, per thread: the source is read when the copy is issued and the
+// shared bytes land at the cp_async_wait that completes its commit group (wait_all: every
+// copy), so a read of the tile before its wait sees the old bytes. Copies never waited for are
+// dropped at the block's end.
+namespace detail {
+struct HostCpAsync {
+  void* dst;
+  unsigned char bytes[16];
+  int n;
+};
+static thread_local std::vector<HostCpAsync> tl_host_cp_open;
+static thread_local std::vector<std::vector<HostCpAsync>> tl_host_cp_committed;
+inline void host_cp_async(void* dst, const void* src, int n, int bytes) {
+  HostCpAsync c{dst, {}, bytes};
+  if (n) std::memcpy(c.bytes, src, n);
+  tl_host_cp_open.push_back(c);
+}
+inline void host_cp_land(std::vector<HostCpAsync>& g) {
+  for (auto& c : g) std::memcpy(c.dst, c.bytes, c.n);
+}
+}  // namespace detail
 template <int Bytes, bool Cg = (Bytes == 16)>
 inline void cp_async(void* dst, const void* src) {
   detail::check_cp_async<Bytes, Cg>(dst, src);
-  std::memcpy(dst, src, Bytes);
+  detail::host_cp_async(dst, src, Bytes, Bytes);
 }
 template <int Bytes, bool Cg = (Bytes == 16)>
 inline void cp_async_zfill(void* dst, const void* src, bool pred) {
   detail::check_cp_async<Bytes, Cg>(dst, pred ? src : dst);
-  if (pred) std::memcpy(dst, src, Bytes); else std::memset(dst, 0, Bytes);
+  detail::host_cp_async(dst, src, pred ? Bytes : 0, Bytes);
 }
 template <int Bytes, bool Cg = (Bytes == 16)>
 inline void cp_async_partial(void* dst, const void* src, int src_bytes) {
   detail::check_cp_async<Bytes, Cg>(dst, src_bytes ? src : dst);
-  std::memcpy(dst, src, src_bytes);
-  std::memset(static_cast<char*>(dst) + src_bytes, 0, Bytes - src_bytes);
+  detail::host_cp_async(dst, src, src_bytes, Bytes);
 }
-inline void cp_async_commit() {}
+inline void cp_async_commit() {
+  detail::tl_host_cp_committed.push_back(std::move(detail::tl_host_cp_open));
+  detail::tl_host_cp_open.clear();
+}
 template <int N>
-inline void cp_async_wait() { static_assert(N >= 0, "tl::cp_async_wait<N>: N must be >= 0"); }
-inline void cp_async_wait_all() {}
+inline void cp_async_wait() {
+  static_assert(N >= 0, "tl::cp_async_wait<N>: N must be >= 0");
+  auto& c = detail::tl_host_cp_committed;
+  const size_t done = c.size() > static_cast<size_t>(N) ? c.size() - N : 0;
+  for (size_t b = 0; b < done; ++b) detail::host_cp_land(c[b]);
+  c.erase(c.begin(), c.begin() + done);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+inline void cp_async_wait_all() {
+  cp_async_commit();
+  cp_async_wait<0>();
+}
+inline void tl_host_cp_async_block_start() {
+  detail::tl_host_cp_open.clear();
+  detail::tl_host_cp_committed.clear();
+}
 
 // ------------------------------------------------------------- ldmatrix / stmatrix
 namespace detail {

@@ -245,3 +245,15 @@ inline void bulk_copy_s2g(void* gmem_dst, const void* smem_src, uint32_t bytes) 
 }
 
 }  // namespace tl
+
+namespace tl {
+// cp.async.mbarrier.arrive.noinc: the barrier gets this thread's arrival once its prior
+// cp.async copies land; here they land now (committed or not) and the arrival follows.
+inline void cp_async_mbarrier_arrive(uint64_t* bar) {
+  for (auto& g : detail::tl_host_cp_committed) detail::host_cp_land(g);
+  detail::tl_host_cp_committed.clear();
+  detail::host_cp_land(detail::tl_host_cp_open);
+  detail::tl_host_cp_open.clear();
+  mbarrier_arrive(bar);
+}
+}  // namespace tl

@@ -1,6 +1,7 @@
 // host_wgmma.h -- tl/wgmma.h and tl/wgmma_ops.h on the host: wgmma.mma_async as a warpgroup
-// collective, computed when issued (so arrive / commit / wait / operand fences are no-ops; a
-// kernel that reads an accumulator before its wait still reads the final value here).
+// collective, computed when issued and written to the accumulator registers only at the
+// warpgroup_wait that completes its batch (commit groups as in PTX): a kernel that reads an
+// accumulator before its wait reads the old registers, and a batch never waited for is lost.
 //
 // The 128 threads of a warpgroup meet at each wgmma call; the last to arrive reads A and B from
 // shared memory through the 64-bit descriptors (or A from the threads' registers, RS form) and
@@ -41,13 +42,49 @@ inline uint64_t make_wgmma_desc(const void* smem, uint32_t lbo_bytes, uint32_t s
 }
 inline uint64_t wgmma_desc_advance(uint64_t desc, uint32_t bytes) { return desc + static_cast<uint64_t>(bytes >> 4); }
 
+namespace detail {
+// The asynchrony of wgmma, per thread: a call's results wait in the open batch, commit closes
+// it, and warpgroup_wait<N> writes the registers of every committed batch but the newest N. A
+// later wgmma of the same chain reads the pending values of its accumulator, as the hardware
+// chains them; any other read of an accumulator before its wait sees the old registers.
+struct HostWgWrite {
+  uint32_t* d;
+  std::vector<uint32_t> vals;
+};
+static thread_local std::vector<HostWgWrite> tl_host_wg_open;
+static thread_local std::vector<std::vector<HostWgWrite>> tl_host_wg_committed;
+
+inline uint32_t host_wg_current(uint32_t* p) {  // the newest pending value of register p, else p
+  for (auto g = tl_host_wg_open.rbegin(); g != tl_host_wg_open.rend(); ++g)
+    if (p >= g->d && p < g->d + g->vals.size()) return g->vals[p - g->d];
+  for (auto b = tl_host_wg_committed.rbegin(); b != tl_host_wg_committed.rend(); ++b)
+    for (auto g = b->rbegin(); g != b->rend(); ++g)
+      if (p >= g->d && p < g->d + g->vals.size()) return g->vals[p - g->d];
+  return *p;
+}
+}  // namespace detail
+
+// Called by the host launcher before each block: batches never waited for are dropped.
+inline void tl_host_wgmma_block_start() {
+  detail::tl_host_wg_open.clear();
+  detail::tl_host_wg_committed.clear();
+}
+
 template <int kG = 0>
 inline void warpgroup_arrive() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 template <int kG = 0>
-inline void warpgroup_commit_batch() {}
+inline void warpgroup_commit_batch() {
+  detail::tl_host_wg_committed.push_back(std::move(detail::tl_host_wg_open));
+  detail::tl_host_wg_open.clear();
+}
 template <int N>
 inline void warpgroup_wait() {
   static_assert(N >= 0 && N <= 7, "tl::warpgroup_wait<N>: N must be in [0, 7]");
+  auto& c = detail::tl_host_wg_committed;
+  const size_t done = c.size() > static_cast<size_t>(N) ? c.size() - N : 0;
+  for (size_t b = 0; b < done; ++b)
+    for (auto& w : c[b]) std::memcpy(w.d, w.vals.data(), 4 * w.vals.size());
+  c.erase(c.begin(), c.begin() + done);
 }
 template <int Count, class T>
 inline void warpgroup_fence_operand(T*) {
@@ -160,7 +197,7 @@ inline void host_wgmma(const char* op, uint64_t da, const uint32_t* a_regs, uint
   const bool rs = a_regs != nullptr;
   uint32_t mine[n_in];
   for (int i = 0; i < 4; ++i) mine[i] = rs ? a_regs[i] : 0u;
-  std::memcpy(mine + 4, d, 4 * nd);
+  for (int i = 0; i < nd; ++i) mine[4 + i] = host_wg_current(d + i);
   mine[4 + nd] = static_cast<uint32_t>(scale_d != 0);
   uint32_t got[nd];
   host_warpgroup(op, rs ? 0 : da, db, mine, n_in, got, nd, [&](const uint32_t* in, uint32_t* out) -> const char* {
@@ -218,7 +255,7 @@ inline void host_wgmma(const char* op, uint64_t da, const uint32_t* a_regs, uint
     }
     return nullptr;
   });
-  std::memcpy(d, got, 4 * nd);
+  tl_host_wg_open.push_back(HostWgWrite{d, std::vector<uint32_t>(got, got + nd)});
 }
 
 template <class C> struct HostWgAcc { static constexpr int kind = 0; using Reg = float; };
