@@ -17,7 +17,8 @@ import math
 
 import torch
 
-from .spec import Atomic, Copy, CumSum, Ew, Fill, Gemm, If, Lin, Pipelined, Program, Reduce, Ref, SetVar, Swizzle
+from .spec import (Atomic, Copy, CumSum, Ew, Fill, Gemm, GlobalLayout, If, Lin, Pipelined, Program, Reduce, Ref, SetVar,
+                   Swizzle)
 
 __all__ = ["run_reference", "round_to", "TORCH_DTYPES", "ReferenceError_"]
 
@@ -228,7 +229,7 @@ class _Interp:
             starts, ext = self.region(s.dst, tuple(src.shape))
             cur = self.read_region(s.dst.buf, starts, ext)
             self.write_region(s.dst.buf, starts, ext, cur + src.reshape(ext))
-        elif isinstance(s, Swizzle):
+        elif isinstance(s, (Swizzle, GlobalLayout)):
             pass  # a layout: where the values live, not what they are
         elif isinstance(s, Pipelined):
             dim, block = s.extent

@@ -7,7 +7,7 @@ The text is a runnable file: the kernel `main`, the description as `DESC` (JSON)
 """
 from __future__ import annotations
 
-from .spec import (Atomic, Copy, CumSum, Ew, Fill, Gemm, If, Pipelined, Program, Reduce, Ref, SetVar, Swizzle,
+from .spec import (Atomic, Copy, CumSum, Ew, Fill, Gemm, GlobalLayout, If, Pipelined, Program, Reduce, Ref, SetVar, Swizzle,
                    to_json)
 
 __all__ = ["to_source", "expr_src"]
@@ -98,6 +98,9 @@ def _stmt(s, prog: Program, ind: str, out: list) -> None:
         _body(s.body, prog, ind + "    ", out)
     elif isinstance(s, Swizzle):
         out.append(f"{ind}T.annotate_layout({{{s.buf}: tilelang.layout.make_swizzled_layout({s.buf})}})")
+    elif isinstance(s, GlobalLayout):
+        fn = "[j, i]" if s.kind == "transposed" else f"[j // {s.c}, i, j % {s.c}]"
+        out.append(f"{ind}T.annotate_layout({{{s.buf}: T.Layout({s.buf}.shape, lambda i, j: {fn})}})")
     else:
         raise ValueError(f"unknown statement {s!r}")
 

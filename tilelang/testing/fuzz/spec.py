@@ -172,7 +172,18 @@ class Swizzle:
     buf: str
 
 
-STMT_TYPES = {c.__name__: c for c in (Copy, Fill, Ew, Reduce, CumSum, Gemm, Atomic, Pipelined, SetVar, If, Swizzle)}
+@dataclass(frozen=True)
+class GlobalLayout:
+    """`T.annotate_layout({W: T.Layout(W.shape, fn)})` of a global workspace, in every kernel that
+    touches it: its memory is laid out by fn, values unchanged. kind "transposed": fn(i, j) = [j, i];
+    "blocked": [j // c, i, j % c] (c divides the row length)."""
+    buf: str
+    kind: str
+    c: int = 1
+
+
+STMT_TYPES = {c.__name__: c for c in (Copy, Fill, Ew, Reduce, CumSum, Gemm, Atomic, Pipelined, SetVar, If, Swizzle,
+                                      GlobalLayout)}
 
 
 @dataclass(frozen=True)
