@@ -162,7 +162,8 @@ class HostProgram:
             text = cs.text
             own = "\n".join(line for line in text.splitlines() if not line.startswith("#include"))
             bad = [w for w in UNSUPPORTED if w in own]
-            if bad or any(kind not in ("buffer", "scalar", "dim", "tensormap") for kind, _ in cs.arg_kinds):
+            if bad or any(kind not in ("buffer", "scalar", "dim", "tensormap", "workspace", "assert_flag")
+                          for kind, _ in cs.arg_kinds):
                 self.close()
                 raise NotImplementedError(f"host_cuda: kernel {name} uses {bad or 'TMA / workspace args'}")
             if cs.smem_bytes > SMEM_BYTES:
@@ -215,6 +216,15 @@ class HostProgram:
             elif kind == "tensormap":
                 payload, is_buf = _tensor_map(obj, cs.arg_kinds, by_param), 0
                 values.append(None)
+            elif kind == "assert_flag":  # the failing T.device_assert's 1-based index, 0 when none failed
+                payload, is_buf = bytes(4), 1
+                values.append(None)
+            elif kind == "workspace":  # stream-K partials and flags: a zeroed buffer, as the launcher gives
+                n = max(1, obj.dtype.bits // 8)
+                for d in obj.shape:
+                    n *= int(d)
+                payload, is_buf = bytes(n), 1
+                values.append(None)
             else:  # a shape variable: read off the first buffer that has it
                 v = _dim_value(obj, params, by_param)
                 payload, is_buf = struct.pack("<q", v), 0
@@ -240,6 +250,9 @@ class HostProgram:
             if kind == "buffer":
                 t = by_param[id(obj)]
                 t.view(-1).view(torch.uint8).copy_(torch.frombuffer(bytearray(out[pos:pos + n]), dtype=torch.uint8))
+            elif kind == "assert_flag" and struct.unpack_from("<i", out, pos)[0]:
+                raise AssertionError(f"host_cuda: kernel {name}: T.device_assert number "
+                                     f"{struct.unpack_from('<i', out, pos)[0]} failed")
             pos += n
 
 
