@@ -246,6 +246,8 @@ def test_cuda_source_uses_ldmatrix_and_mma_sync():
         assert re.search(r"for \(int (\w+) = 0; \1 < 32; \+\+\1\) \{\s*C_local\[\1\] = 0.0f;", src)
         # the (col_tile, row, col) swizzle of 64-byte rows is the header's swizzle_offset
         assert "tl::ldmatrix_frag<4, false>(&A_local[(mi * 8)], &A_shared[tl::swizzle_offset<32, " in src
+        # stmatrix stores each accumulator pair (adjacent columns) as one 2-element vector
+        assert "tl::store_vec<2>(&C_shared[" in src, src
 
 
 def test_cpu_backend_names_the_primitive():

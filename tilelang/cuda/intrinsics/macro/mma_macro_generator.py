@@ -28,7 +28,7 @@ from ....ir import expr as E
 from ....ir import stmt as S
 from ....ir.buffer import Buffer
 from ....op import ptx as P
-from ..layout.mma_layout import ldmatrix_row, mma_a_coords, mma_b_coords, mma_k, mma_store_coords
+from ..layout.mma_layout import ldmatrix_row, mma_a_coords, mma_b_coords, mma_k
 from .warp_tile_ops import (THREAD_LOOP, check_local, emit_unrolled, fill_slots, ldmatrix_call, operand_elem,
                             operand_region)
 
@@ -215,8 +215,12 @@ class TensorCoreIntrinEmitter:
         if nd not in (2, 4):
             raise DSLTypeError(f"TensorCoreIntrinEmitter.stmatrix: C must be a 2-d or 4-d buffer, got {C_buf!r}")
         lane, warp_n, warp_m = self._ids()
-        i, j, s = E.Var("mi", dt.int32), E.Var("nj", dt.int32), E.Var("s", dt.int32)
-        row, col = mma_store_coords(lane, s, self.n_dim)
+        i, j, s2, v = E.Var("mi", dt.int32), E.Var("nj", dt.int32), E.Var("s", dt.int32), E.Var("v", dt.int32)
+        s = s2 * 2 + v  # slots 2k, 2k + 1 hold adjacent columns: one 2-element vector store
+        # mma_store_coords(lane, s, n_dim) with the pair written out: slot s % 4 = 2 (s2 % 2) + v,
+        # the 8-column half s // 4 = s2 // 2 (n_dim 16), so the row does not depend on v
+        row = lane // 4 + 8 * (s2 % 2)
+        col = 2 * (lane % 4) + v + (8 * (s2 // 2) if self.n_dim == 16 else 0)
         ti, tj = warp_m * self.warp_rows + i, warp_n * self.warp_cols + j
         if pid_m is not None and pid_n is not None:
             ti = ti + pid_m * (self.block_row_warps * self.warp_rows)
@@ -224,7 +228,8 @@ class TensorCoreIntrinEmitter:
         at = (ti * self.M_DIM + row, tj * self.n_dim + col) if nd == 2 else (ti, tj, row, col)
         val = E.BufferLoad(C_local_buf, (simplify((i * self.warp_cols + j) * self.local_size_out + s),), C_local_buf.dtype)
         st = S.BufferStore(C_buf, tuple(simplify(E.as_expr(x)) for x in at), E.cast(C_buf.dtype, val))
-        body = S.For(s, E.as_expr(0), E.as_expr(self.local_size_out), "unroll", st)
+        body = S.For(s2, E.as_expr(0), E.as_expr(self.local_size_out // 2), "unroll",
+                     S.For(v, E.as_expr(0), E.as_expr(2), "vectorized", st))
         body = S.For(j, E.as_expr(0), E.as_expr(self.warp_cols), "unroll", body)
         B.current().emit(S.For(i, E.as_expr(0), E.as_expr(self.warp_rows), "unroll", body, THREAD_LOOP))
 
