@@ -91,10 +91,10 @@ def test_sm90a_wgmma_gemm_runs_on_host_and_matches_float64(prog, name):
     assert err <= rel * ref.abs().max().item() + 1e-5, f"{name}: max error {err}"
 
 
-@pytest.mark.nvrtc
-@pytest.mark.parametrize("causal", [False, True])
-def test_sm90a_flash_attention_rs_form_runs_on_host(host, causal):
-    """The example's attention: S = Q K^T (SS), P V with P in registers (RS), 200 ragged keys."""
+def run_attention_on_host(host, causal, cfg, configs, seed):
+    """The example's flash attention (B1 H2, 200 ragged keys, D64) built for sm_90a with `cfg` =
+    (block_M, block_N, stages, threads) and pass `configs`, run on the host against float64.
+    Returns the kernel's CUDA source."""
     import sys
     from pathlib import Path
 
@@ -102,10 +102,8 @@ def test_sm90a_flash_attention_rs_form_runs_on_host(host, causal):
     from flash_attention import flashattn
 
     B, H, S, D = 1, 2, 200, 64
-    k = tilelang.compile(flashattn.get_tir(B, H, S, D, causal, 128, 64, 2, 256), target=SM90, pass_configs=CFG)
-    src = k.get_kernel_source()
-    assert "tl::gemm_rs_sm90" in src and "tl::gemm_ss_sm90" in src
-    g = torch.Generator().manual_seed(5)
+    k = tilelang.compile(flashattn.get_tir(B, H, S, D, causal, *cfg), target=SM90, pass_configs=configs)
+    g = torch.Generator().manual_seed(seed)
     q, kk, v = (torch.randn(B, S, H, D, generator=g).half() for _ in range(3))
     o = torch.zeros(B, S, H, D).half()
     prog = host.HostProgram({"fa": k})
@@ -116,6 +114,15 @@ def test_sm90a_flash_attention_rs_form_runs_on_host(host, causal):
         s = s.masked_fill(torch.triu(torch.ones(S, S, dtype=torch.bool), 1), float("-inf"))
     ref = torch.einsum("bhqk,bkhd->bqhd", s.softmax(-1), v.double())
     assert (o.double() - ref).abs().max().item() < 3e-3
+    return k.get_kernel_source()
+
+
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("causal", [False, True])
+def test_sm90a_flash_attention_rs_form_runs_on_host(host, causal):
+    """S = Q K^T (SS), then P V with P in registers (RS), on the cp.async pipeline."""
+    src = run_attention_on_host(host, causal, (128, 64, 2, 256), CFG, seed=5)
+    assert "tl::gemm_rs_sm90" in src and "tl::gemm_ss_sm90" in src
 
 
 # ----------------------------------------------------------------------------- TMA + mbarriers
@@ -162,25 +169,8 @@ def test_warp_specialized_tma_gemm_runs_on_host(host, case):
 @pytest.mark.nvrtc
 @pytest.mark.parametrize("overlap", [False, True])
 def test_warp_specialized_flash_attention_runs_on_host(host, overlap):
-    """The example's attention as sm_90a builds it by default (TMA producer, two-gemm consumer),
-    and with tl.enable_ws_overlap's schedule, causal, 200 ragged keys."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
-    from flash_attention import flashattn
-
-    B, H, S, D = 1, 2, 200, 64
+    """As sm_90a builds it by default (TMA producer, two-gemm consumer), and with
+    tl.enable_ws_overlap's schedule; causal."""
     cfg = {"tl.enable_ws_overlap": True} if overlap else {}
-    k = tilelang.compile(flashattn.get_tir(B, H, S, D, True, 128, 64, 3, 256), target=SM90, pass_configs=cfg)
-    assert "tl::mbarrier_wait" in k.get_kernel_source()
-    g = torch.Generator().manual_seed(9)
-    q, kk, v = (torch.randn(B, S, H, D, generator=g).half() for _ in range(3))
-    o = torch.zeros(B, S, H, D).half()
-    prog = host.HostProgram({"fa": k})
-    prog.run("fa", [q, kk, v, o])
-    prog.close()
-    s = torch.einsum("bqhd,bkhd->bhqk", q.double(), kk.double()) / D ** 0.5
-    s = s.masked_fill(torch.triu(torch.ones(S, S, dtype=torch.bool), 1), float("-inf"))
-    ref = torch.einsum("bhqk,bkhd->bqhd", s.softmax(-1), v.double())
-    assert (o.double() - ref).abs().max().item() < 3e-3
+    src = run_attention_on_host(host, True, (128, 64, 3, 256), cfg, seed=9)
+    assert "tl::mbarrier_wait" in src
