@@ -18,30 +18,9 @@
 
 #include <vector>
 
+#include "tl/wgmma_desc.h"  // the shipped descriptor packing (host smem_addr: offsets in tl_smem)
+
 namespace tl {
-namespace detail {
-
-template <int SwizzleBytes>
-struct DescSwizzle {
-  static_assert(SwizzleBytes == 0 || SwizzleBytes == 32 || SwizzleBytes == 64 || SwizzleBytes == 128,
-                "tl::make_wgmma_desc: swizzle must be 0 (none), 32, 64 or 128 bytes");
-  static constexpr uint64_t kMode = SwizzleBytes == 128 ? 1 : SwizzleBytes == 64 ? 2 : SwizzleBytes == 32 ? 3 : 0;
-};
-inline constexpr uint64_t desc_field(uint32_t bytes) { return static_cast<uint64_t>((bytes & 0x3FFFFu) >> 4); }
-
-}  // namespace detail
-
-template <int SwizzleBytes>
-inline uint64_t make_wgmma_desc(const void* smem, uint32_t lbo_bytes, uint32_t sbo_bytes, uint32_t base_offset = 0) {
-  uint64_t desc = detail::desc_field(smem_addr(smem));
-  desc |= detail::desc_field(lbo_bytes) << 16;
-  desc |= detail::desc_field(sbo_bytes) << 32;
-  desc |= static_cast<uint64_t>(base_offset & 0x7u) << 49;
-  desc |= detail::DescSwizzle<SwizzleBytes>::kMode << 62;
-  return desc;
-}
-inline uint64_t wgmma_desc_advance(uint64_t desc, uint32_t bytes) { return desc + static_cast<uint64_t>(bytes >> 4); }
-
 namespace detail {
 // The asynchrony of wgmma, per thread: a call's results wait in the open batch, commit closes
 // it, and warpgroup_wait<N> writes the registers of every committed batch but the newest N. A
