@@ -7,9 +7,9 @@ mma.sync) meet the lanes of a warp in an exchange and compute the documented PTX
 The tl primitive headers (common, mma, ldmatrix, cp_async, sync, wgmma, mbarrier, tma) have
 host versions (host_tl.h, host_wgmma.h, host_tma.h); every other tl header (gemm_sm80.h, gemm_sm90.h, reduce.h,
 c_compat.h ...) is the shipped one, so the GEMM templates we ship are what runs.  What it cannot see: timing and the
-asynchrony of TMA (its copies complete when issued: a missing mbarrier wait is NOT detected).
-cp.async bytes land at the cp_async_wait of their group and wgmma results reach the registers at
-the warpgroup_wait of their batch, so a read before its wait sees stale values.  mbarriers keep phases and transaction
+order in which the hardware would complete asynchronous work: TMA bytes land at the next wait
+on their mbarrier, cp.async bytes at the cp_async_wait of their group, and wgmma results reach
+the registers at the warpgroup_wait of their batch, so a read before its wait sees stale values.  mbarriers keep phases and transaction
 bytes.  Refused (NotImplementedError): clusters (multicast, cluster barriers), inline PTX.  Each buffer sits right before an inaccessible page,
 so a read or write past its end crashes the run; a barrier or warp collective that not every
 thread reaches fails the run (after `barrier_timeout` seconds), never silently passing.

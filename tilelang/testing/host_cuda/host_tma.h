@@ -5,7 +5,9 @@
 // (the bit flips, arrivals re-arm) when no arrival and no byte is pending. Waits block on a
 // condition variable until the phase with the asked parity has completed (failing the run
 // after the barrier timeout, as every host collective does).
-// TMA: copies run synchronously when issued. The tensor map is the host's own 128-byte record
+// TMA: a load reads global memory when issued; its bytes land in shared memory (and complete
+// their transaction count) when a thread next waits on its barrier, so a read of the tile
+// before that wait sees the old bytes. Stores write through at once. The tensor map is the host's own 128-byte record
 // (HostProgram packs it: base buffer argument, dims innermost first, byte strides, box,
 // element size, swizzle); a load fills the box densely, innermost dim first, zero outside the
 // tensor, with the swizzle applied to the shared byte address (16-byte chunk bits [4, 7) XOR
@@ -39,6 +41,9 @@ struct HostMbar {
   int count = 0, pending = 0;
   long long tx = 0;
   int phase = 0;
+  // TMA bytes issued against this barrier, not yet in shared memory: (shared address, bytes).
+  // They land when a thread next waits on (or probes) the barrier, and complete their tx then.
+  std::vector<std::pair<uint32_t, std::vector<unsigned char>>> landing;
 };
 static std::mutex tl_host_mbar_mu;
 static std::condition_variable tl_host_mbar_cv;
@@ -63,6 +68,28 @@ inline void host_mbar_settle(HostMbar& b) {
 inline void host_complete_tx(uint64_t* bar, long long bytes) {
   std::lock_guard<std::mutex> g(tl_host_mbar_mu);
   HostMbar& b = host_mbar(bar, "complete_tx");
+  b.tx -= bytes;
+  host_mbar_settle(b);
+}
+
+// Queue bytes for `bar` (caller holds no lock): they reach shared memory at its next wait.
+inline void host_tma_defer(uint64_t* bar, std::vector<std::pair<uint32_t, std::vector<unsigned char>>>&& writes) {
+  std::lock_guard<std::mutex> g(tl_host_mbar_mu);
+  HostMbar& b = host_mbar(bar, "a TMA copy's mbarrier");
+  for (auto& w : writes) b.landing.push_back(std::move(w));
+  tl_host_mbar_cv.notify_all();  // a thread already waiting on the barrier lands them
+}
+
+// Land `b`'s queued bytes and complete their transaction count (tl_host_mbar_mu held).
+inline void host_mbar_land(HostMbar& b) {
+  if (b.landing.empty()) return;
+  long long bytes = 0;
+  for (auto& w : b.landing) {
+    std::memcpy(tl_smem + w.first, w.second.data(), w.second.size());
+    bytes += static_cast<long long>(w.second.size());
+  }
+  b.landing.clear();
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   b.tx -= bytes;
   host_mbar_settle(b);
 }
@@ -99,12 +126,13 @@ inline void host_tma_box(const TensorMap* m, void* smem, const int* c, const cha
 
 inline void host_tma_load(const void* desc, uint64_t* bar, void* smem, const int* c) {
   const TensorMap* m = static_cast<const TensorMap*>(desc);
-  long long bytes = 0;
+  std::vector<std::pair<uint32_t, std::vector<unsigned char>>> writes;
   host_tma_box(m, smem, c, "tma_load", [&](const char* g, uint32_t sa) {
-    if (g) std::memcpy(tl_smem + sa, g, m->elem); else std::memset(tl_smem + sa, 0, m->elem);
-    bytes += m->elem;
+    std::vector<unsigned char> v(m->elem, 0);
+    if (g) std::memcpy(v.data(), g, m->elem);  // the global bytes as of the issue
+    writes.emplace_back(sa, std::move(v));
   });
-  host_complete_tx(bar, bytes);
+  host_tma_defer(bar, std::move(writes));
 }
 
 inline void host_tma_store(const void* desc, const void* smem, const int* c) {
@@ -123,6 +151,7 @@ inline void mbarrier_init(uint64_t* bar, uint32_t arrive_count) {
   b.count = b.pending = static_cast<int>(arrive_count);
   b.tx = 0;
   b.phase = 0;
+  b.landing.clear();
 }
 inline void mbarrier_inval(uint64_t* bar) {
   std::lock_guard<std::mutex> g(detail::tl_host_mbar_mu);
@@ -158,13 +187,17 @@ inline void mbarrier_arrive_cluster(uint64_t*, uint32_t) {
 }
 inline bool mbarrier_test_wait(uint64_t* bar, uint32_t phase) {
   std::lock_guard<std::mutex> g(detail::tl_host_mbar_mu);
-  return static_cast<uint32_t>(detail::host_mbar(bar, "mbarrier_test_wait").phase) != (phase & 1u);
+  detail::HostMbar& b = detail::host_mbar(bar, "mbarrier_test_wait");
+  detail::host_mbar_land(b);
+  return static_cast<uint32_t>(b.phase) != (phase & 1u);
 }
 inline void mbarrier_wait(uint64_t* bar, uint32_t phase) {
   std::unique_lock<std::mutex> lk(detail::tl_host_mbar_mu);
   detail::HostMbar* b = &detail::host_mbar(bar, "mbarrier_wait");
-  tl_host_wait(lk, detail::tl_host_mbar_cv, [&] { return static_cast<uint32_t>(b->phase) != (phase & 1u); },
-               "an mbarrier wait");
+  tl_host_wait(lk, detail::tl_host_mbar_cv, [&] {
+    detail::host_mbar_land(*b);  // bytes issued by now land before the phase is judged
+    return static_cast<uint32_t>(b->phase) != (phase & 1u);
+  }, "an mbarrier wait");
 }
 inline bool mbarrier_try_wait(uint64_t* bar, uint32_t phase) {
   mbarrier_wait(bar, phase);  // a try_wait may suspend; here it returns once the phase completed
@@ -236,8 +269,12 @@ template <int kG = 0>
 inline void tma_prefetch_descriptor(const void*) {}
 template <int kG = 0>
 inline void bulk_copy_g2s(void* smem_dst, const void* gmem_src, uint32_t bytes, uint64_t* bar) {
-  std::memcpy(const_cast<unsigned char*>(tl_host_smem_at(smem_addr(smem_dst), 16, "bulk_copy_g2s")), gmem_src, bytes);
-  detail::host_complete_tx(bar, bytes);
+  const uint32_t a = smem_addr(smem_dst);
+  tl_host_smem_at(a, 16, "bulk_copy_g2s");
+  std::vector<std::pair<uint32_t, std::vector<unsigned char>>> writes;
+  const unsigned char* g = static_cast<const unsigned char*>(gmem_src);
+  writes.emplace_back(a, std::vector<unsigned char>(g, g + bytes));
+  detail::host_tma_defer(bar, std::move(writes));
 }
 template <int kG = 0>
 inline void bulk_copy_s2g(void* gmem_dst, const void* smem_src, uint32_t bytes) {
