@@ -114,3 +114,11 @@ def test_host_mismatch_fails_shrinks_and_replays_on_the_host(monkeypatch, tmp_pa
     assert replay_file(str(path), device="cpu").step == "host-mismatch-sm_80"
     monkeypatch.setattr(host_exec, "run_on_host", real)
     assert replay_file(str(path), device="cpu").status == "pass"
+
+
+def test_stream_k_partials_run_on_the_host():
+    """Seed 6064 (a persistent gemm whose last wave takes stream-K on sm_90a: partial sums read
+    back with __ldcg): its sm_90a source runs on the host, not refused, and matches."""
+    res = check(generate(6064), host_cuda=True)
+    assert res.status == "pass", res
+    assert not res.host["sm_90a"].startswith("refused"), res.host

@@ -322,6 +322,12 @@ inline int __dp4a(int a, int b, int c) {
 }
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+// ld.global.cg (a load that skips L1; stream-K reads other blocks' partial sums with it)
+template <class T>
+inline T __ldcg(const T* p) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return *p;
+}
 
 struct alignas(16) uint4 { unsigned x, y, z, w; };
 struct alignas(8) uint2 { unsigned x, y; };
