@@ -146,6 +146,7 @@ class WSPlan:
     serpentine: bool = False  # the producer walks k backwards on every other tile (tl_pdir = 1)
     pprefix: list = field(default_factory=list)  # prefix statements the producer runs too (_producer_prefix)
     defer_epilogue: bool = False  # the TMA-store epilogue runs during the next tile's k-loop
+    guard: E.Expr | None = None  # the loads and compute of an iteration run only where it holds (_guarded_copies)
     chain: bool = False  # two chained gemms stay in flight together where ws_overlap.chain_plan allows
     stage: E.Var = field(default_factory=lambda: E.Var("tl_stage", dt.int32))
     it: E.Var = field(default_factory=lambda: E.Var("tl_it", dt.int32))
@@ -194,6 +195,9 @@ def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine
     loop = stmts[loops[0]]
     body = list(loop.body.stmts) if isinstance(loop.body, S.SeqStmt) else [loop.body]
     producers = hoistable_copies(body)
+    guard = None
+    if not producers:
+        guard, body, producers = _guarded_copies(body)
     if collect(S.seq(*body), lambda n: isinstance(n, O.Im2Col)):
         warn("no warp specialization (TMA pipeline): T.im2col has no TMA im2col lowering here; the loop runs as a "
              "cp.async pipeline")
@@ -218,7 +222,7 @@ def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine
             warn(f"no warp specialization (TMA pipeline): T.copy {p.src.buffer.name} -> {p.dst.buffer.name}: {why}")
             return None
         tma.append(box)
-    hoisted = hoist_staged_decls(stmts, loops[0], tiles)
+    hoisted = hoist_staged_decls(stmts, loops[0], tiles) if guard is None else (stmts, loops[0], body)
     if hoisted is None:
         warn("no warp specialization (TMA pipeline): a tile the producer loads is declared inside a nested "
              "statement of the T.Pipelined body; the loop runs as a cp.async pipeline")
@@ -232,12 +236,15 @@ def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine
                  [b for b in body if not any(b is p for p in producers)], gemms, [], WSInfo(T, persistent=persistent),
                  num_sms, persistent)
     _stage_tiles(plan, producers, tma)
+    if guard is not None:  # the loads of an iteration are conditional: one tile per stage, no extras
+        plan.guard = guard
+        clusters = stream_k = serpentine = False
     prefix_lets = [s for s in stmts[:loops[0]] if isinstance(s, S.LetStmt)]
     if persistent and clusters and num_sms >= 2:
         plan.cluster = cluster_plan(k, loop, prefix_lets, plan.pairs)
     if persistent and plan.cluster is None and stream_k:
         plan.sk = stream_k_plan(loop, plan.body, gemms, stmts[:loops[0]], k.block_vars, num_sms, tile_space(k)[0])
-    plain = persistent and plain_reduction(loop, plan.body, gemms, stmts[:loops[0]], k.block_vars) is not None
+    plain = persistent and guard is None and plain_reduction(loop, plan.body, gemms, stmts[:loops[0]], k.block_vars) is not None
     # not with clusters (opt-in): that combination has not run on a GPU yet
     plan.serpentine = plain and serpentine and plan.cluster is None
     plan.defer_epilogue = plain and plan.cluster is None
@@ -264,6 +271,26 @@ def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine
 _SCALAR = ("local", "local.var")
 
 
+def _guarded_copies(body: list) -> tuple:
+    """(guard, body, copies) for a loop body that is one `if cond:` (no else) whose branch starts
+    with copies the producer can issue (`if BlockMask[by, bx, k]: T.copy(...); T.gemm(...)`): the
+    producer loads only where cond holds, the consumers keep `if cond:` around the rest of the
+    branch. (None, body, []) otherwise. cond may read global memory, the loop and block
+    variables and scalars computed before the loop, nothing computed in the body."""
+    if len(body) != 1 or not isinstance(body[0], S.IfThenElse) or body[0].else_case is not None:
+        return None, body, []
+    br = body[0]
+    inner = list(br.then_case.stmts) if isinstance(br.then_case, S.SeqStmt) else [br.then_case]
+    copies = hoistable_copies(inner)
+    tiles = {c.dst.buffer.uid for c in copies}
+    if not copies or collect(br.then_case, lambda n: isinstance(n, S.Allocate) and n.buffer.uid in tiles) \
+            or any(ld.buffer.scope not in _SCALAR + ("global",)
+                         for ld in collect(br.cond, lambda n: isinstance(n, E.BufferLoad))):
+        return None, body, []
+    rest = [b for b in inner if not any(b is c for c in copies)]
+    return br.cond, [replace(br, then_case=S.seq(*rest))], copies
+
+
 def _producer_prefix(plan: WSPlan) -> list | None:
     """The statements before the loop that compute the T.alloc_var values its bounds and the
     producer's tile coordinates read (`for i in T.serial(4): lo = T.min(lo, Starts[bx * 4 + i])`),
@@ -271,6 +298,8 @@ def _producer_prefix(plan: WSPlan) -> list | None:
     them is more than scalar code (a tile op, a store to a tile, a read of shared memory)."""
     loop = plan.loop
     exprs = [loop.start, loop.extent] + [c for p, _, _ in plan.pairs for c in p.src.starts]
+    if plan.guard is not None:
+        exprs.append(plan.guard)
 
     def reads(node) -> set:
         return {ld.buffer.uid for ld in collect(node, lambda n: isinstance(n, E.BufferLoad))
@@ -373,13 +402,16 @@ def _producer_loop(plan: WSPlan) -> S.For:
             loads.append(Raw(f"{call}(&{desc.name}, &tl_full[{{0}}], {st.name} + ({{0}}) * {x.numel()} + {{1}}"
                              + mask + "".join(f", {{{j + 2}}}" for j in range(len(c))) + ");",
                              (stage, offset) + tuple(c)))
+    issue = S.seq(Raw(f"tl::mbarrier_arrive_expect_tx(&tl_full[{{0}}], {plan.tx_bytes});", (stage,)),
+                  *[substitute(ld, {}) for ld in loads])
+    if plan.guard is not None:  # a skipped iteration still completes its stage's phase, with no bytes
+        issue = S.IfThenElse(plan.guard, issue, Raw("tl::mbarrier_arrive(&tl_full[{0}]);", (stage,)))
     prod_body = S.seq(
         S.LetStmt(it, plan.it_value(plan.pbase)),
         S.LetStmt(stage, it % stages),
         Raw(f"if ({{0}} >= {stages}) tl::mbarrier_wait(&tl_empty[{{1}}], (({{0}} / {stages}) - 1) & 1);",
             (it, stage)),
-        Raw(f"tl::mbarrier_arrive_expect_tx(&tl_full[{{0}}], {plan.tx_bytes});", (stage,)),
-        *[substitute(ld, {}) for ld in loads])
+        issue)
     return S.For(loop.var, loop.start, loop.extent, "serial", prod_body, (), span=loop.span)
 
 
@@ -424,8 +456,8 @@ def _batch_must_finish(plan: WSPlan) -> bool:
     clears its accumulator, or when another statement of the loop body touches what a gemm uses
     outside the staged tiles: its C (or a T.reshape of it), or an A / B tile the consumers write
     (e.g. one they dequantize into), which the next iteration's writes would race."""
-    if any(g.clear_accum for g in plan.gemms):
-        return True
+    if any(g.clear_accum for g in plan.gemms) or plan.guard is not None:
+        return True  # (a guarded gemm may not run: its iteration cannot wait for the last batch)
     used = {g.C.buffer.uid for g in plan.gemms}
     used |= {b.uid for g in plan.gemms for b in (g.A.buffer, g.B.buffer)
              if b.scope in ("shared", "shared.dyn") and b.uid not in plan.views}
