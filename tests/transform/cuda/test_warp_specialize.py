@@ -279,7 +279,8 @@ def test_pass_configs_turn_warp_specialization_off(case, build):
     assert not b.warnings
     assert "tma_load" not in src and "setmaxnreg" not in src and "mbarrier" not in src and "TensorMap" not in src
     assert "__launch_bounds__(128)" in src
-    assert "tl::cp_async_wait<1>();" in src and "A_s_stages" in src  # cp.async pipeline instead
+    # cp.async pipeline instead; on sm_90 the refill goes out before the wait, 3 stages in flight
+    assert "tl::cp_async_wait<2>();" in src and "A_s_stages" in src
     assert "tl::gemm_ss_sm90<128, 128, 32, 1, 1, false," in src      # still on wgmma
 
 

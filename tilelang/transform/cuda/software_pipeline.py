@@ -39,8 +39,9 @@ _DRAIN = "tl::cp_async_wait<0>(); __syncthreads();"  # after a pipelined loop: e
 
 
 class _Pipeline(Mutator):
-    def __init__(self, warn, reverse=None, smem_bytes=0, smem_limit=0):
+    def __init__(self, warn, reverse=None, smem_bytes=0, smem_limit=0, issue_first=False):
         self.warn = warn
+        self.issue_first = issue_first  # refill before the wait (see visit_For)
         self.smem_limit = smem_limit  # a block's shared memory; 0: stage T.copy ops only (no element copies)
         self.smem_bytes = smem_bytes  # shared memory the kernel declares, stages included as they are made
         self.reverse = reverse  # (loop var, condition): that loop's loads walk k backwards where it holds
@@ -140,12 +141,24 @@ class _Pipeline(Mutator):
         if when is not None:
             rest = S.IfThenElse(when, rest)
         ahead = ko + (stages - 1)
-        loop_body = S.seq(
-            Raw(f"tl::cp_async_wait<{stages - 2}>(); __syncthreads();"),
-            *[Raw(f"{rv.name} = {st.name} + ({{0}}) * {numel};", (E.binop("%", ko - s.start, stages),))
-              for st, rv, _, numel in sets],
-            issue(ahead, E.binop("<", ahead - s.start, n)),
-            rest)
+        reads = [Raw(f"{rv.name} = {st.name} + ({{0}}) * {numel};", (E.binop("%", ko - s.start, stages),))
+                 for st, rv, _, numel in sets]
+        if self.issue_first:
+            # the refill of the stage iteration ko - 1 read goes out before the wait for ko's stage,
+            # so S loads are in flight while the block waits (S - 1 the other way round), for one
+            # more barrier per iteration: latency-bound loops (few blocks, short k-steps) gain most
+            loop_body = S.seq(
+                Raw("__syncthreads();"),
+                issue(ahead, E.binop("<", ahead - s.start, n)),
+                Raw(f"tl::cp_async_wait<{stages - 1}>(); __syncthreads();"),
+                *reads,
+                rest)
+        else:
+            loop_body = S.seq(
+                Raw(f"tl::cp_async_wait<{stages - 2}>(); __syncthreads();"),
+                *reads,
+                issue(ahead, E.binop("<", ahead - s.start, n)),
+                rest)
         loop = S.For(ko, s.start, s.extent, "serial", loop_body, (), span=s.span)
         out = S.seq(*lead, *prologue, loop, Raw(_DRAIN))
         self.pipelined.add(id(out))
@@ -185,14 +198,18 @@ class _Pipeline(Mutator):
 
 
 def pipeline_kernel(k: S.KernelLaunch, warn, num_sms: int | None = None,
-                    smem_limit: int = 0) -> tuple[S.KernelLaunch, list]:
+                    smem_limit: int = 0, issue_first: bool = False) -> tuple[S.KernelLaunch, list]:
     """num_sms: walk k backwards in the blocks of every other wave (see `_wave_reverse`).
     smem_limit: a block's shared memory in bytes; with it, T.Parallel element copies (row gathers)
-    and copies after register-only statements are staged too while the stages fit (0: not)."""
+    and copies after register-only statements are staged too while the stages fit (0: not).
+    issue_first: each iteration refills a stage before it waits for its own (barrier, issue,
+    wait<S - 1>, barrier, compute) instead of after (wait<S - 2>, barrier, issue, compute): one
+    more load in flight, one more barrier. Not for loops fuse_mma_mainloops rewrites (it expects
+    the wait first)."""
     rev = _wave_reverse(k, num_sms) if num_sms else None
     smem = sum(a.buffer.numel() * a.buffer.dtype.bytes for a in collect(k.body, lambda n: isinstance(n, S.Allocate))
                if a.buffer.scope in ("shared", "shared.dyn") and const_int(a.buffer.numel()) is not None)
-    p = _Pipeline(warn, rev[:2] if rev else None, smem, smem_limit)
+    p = _Pipeline(warn, rev[:2] if rev else None, smem, smem_limit, issue_first)
     p.top = k.body
     body = p.visit(k.body)
     if not p.views:
