@@ -6,8 +6,8 @@ multi  two or three `with T.Kernel` blocks in one prim_func, talking through T.a
        combined by a second kernel; rows scaled into a workspace that a second kernel
        (another block shape and thread count) reads transposed; both chained (three kernels).
 pipe   a gemm k-loop under T.Pipelined(num_stages 1-4) meant for one sm_90a lowering (sometimes
-       with a second tile copied after the first gemm, for a second gemm; on the cp.async path
-       sometimes the whole step under `if Mask[by, k] > 0`, as block-sparse GEMMs do, or A staged
+       with a second tile copied after the first gemm, for a second gemm; sometimes the whole step
+       under `if Mask[by, k] > 0`, as block-sparse GEMMs do; on the cp.async path sometimes A staged
        by an element loop), which
        the program records (`Program.path`) and the compile check asserts from the source:
        "ws" (a wgmma gemm on TMA-able tiles, 128k threads: the warp-specialized producer)
@@ -213,6 +213,11 @@ def gen_pipe(g: Gen):
         load = ("ld", A, (Lin.of(("by", BM), ("i", 1)), Lin.of(("k", BK), ("j", 1))))
         loop = (Ew(As, (_I, _J), load, (BM, BK)),) + loop[1:]
     elif path == "cp_async" and g.coin(0.3):  # block-sparse: the whole step under `if Mask[by, k] > 0`
+        Mask = g.tensor("Mask", (-(-M // BM), -(-K // BK)), "float32")
+        loop = (If(("cmp", ">", ("ld", Mask, (Lin.of(("by", 1)), Lin.of(("k", 1)))), ("c", 0.0)), loop),)
+    side = random.Random(g.seed * 1000003 + 29)  # (a side RNG: every seed keeps the rest of its program)
+    if path == "ws" and len(loop) == 3 and side.random() < 0.3:
+        # block-sparse on the warp-specialized path: the producer loads only where the mask holds
         Mask = g.tensor("Mask", (-(-M // BM), -(-K // BK)), "float32")
         loop = (If(("cmp", ">", ("ld", Mask, (Lin.of(("by", 1)), Lin.of(("k", 1)))), ("c", 0.0)), loop),)
     swz = [Swizzle(t) for t in (As, Bs) if g.coin(0.25)]  # a swizzle the stages must keep
