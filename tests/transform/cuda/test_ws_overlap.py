@@ -45,7 +45,8 @@ def test_next_scores_gemm_is_issued_before_the_output_gemm(causal):
     assert "warpgroup_wait<1>" not in off.get_kernel_source()
     for k in (on, off):
         assert k.artifact.compiled.ptxas_info().get("spill_stores", 0) == 0
-    assert on.artifact.csource.smem_bytes == off.artifact.csource.smem_bytes
+    # the same tiles; the plain loop adds only V's own full / empty barrier arrays (_barrier_groups)
+    assert 0 <= off.artifact.csource.smem_bytes - on.artifact.csource.smem_bytes <= 256
 
 
 @pytest.mark.nvrtc

@@ -113,6 +113,8 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
         return k, None
     plan.rebalance_regs = rebalance_regs
     plan.chain = chain
+    if not chain:
+        plan.groups = _barrier_groups(plan)
     plan.defer_epilogue = plan.defer_epilogue and defer_epilogue
     if timeline and plan.persistent:
         plan.timeline = Buffer(TIMELINE, (num_sms, TIMELINE_UNITS, 4), dt.int64, "global")
@@ -146,6 +148,7 @@ class WSPlan:
     serpentine: bool = False  # the producer walks k backwards on every other tile (tl_pdir = 1)
     pprefix: list = field(default_factory=list)  # prefix statements the producer runs too (_producer_prefix)
     defer_epilogue: bool = False  # the TMA-store epilogue runs during the next tile's k-loop
+    groups: list | None = None  # [(pair indices, first use, last use)]: a full/empty pair each (_barrier_groups)
     guard: E.Expr | None = None  # the loads and compute of an iteration run only where it holds (_guarded_copies)
     chain: bool = False  # two chained gemms stay in flight together where ws_overlap.chain_plan allows
     stage: E.Var = field(default_factory=lambda: E.Var("tl_stage", dt.int32))
@@ -168,20 +171,20 @@ class WSPlan:
         v, st = self.views[uid], self.storages[uid]
         return Raw(f"{v.name} = {st.name} + ({{0}}) * {v.numel()};", (stage,))
 
-    def wait_full(self, it, stage) -> Raw:
-        """The consumers wait until iteration `it`'s loads have landed in `stage`."""
-        return Raw(f"tl::mbarrier_wait(&tl_full[{{1}}], ({{0}} / {self.stages}) & 1);", (it, stage))
+    def wait_full(self, it, stage, group: int = 0) -> Raw:
+        """The consumers wait until iteration `it`'s loads (of barrier group `group`) have landed in `stage`."""
+        return Raw(f"tl::mbarrier_wait(&tl_full{_sfx(group)}[{{1}}], ({{0}} / {self.stages}) & 1);", (it, stage))
 
-    def release(self, stage) -> Raw:
-        """Each consumer warp releases `stage` to the producer (after its reads of it)."""
-        return Raw("__syncwarp(); " + self.arrive("{0}"), (stage,))
+    def release(self, stage, group: int = 0) -> Raw:
+        """Each consumer warp releases `stage` (of barrier group `group`) to the producer, after its reads of it."""
+        return Raw("__syncwarp(); " + self.arrive("{0}", group), (stage,))
 
-    def arrive(self, slot: str) -> str:
+    def arrive(self, slot: str, group: int = 0) -> str:
         """Format text releasing tl_empty[slot]: one arrival per consumer warp (lane 0, after the
         warp's wgmma wait / its reads of the stage); in a cluster lane r arrives on the barrier
         of the pair's block r, as both blocks write each stage."""
         if self.cluster is None:
-            return f"if (tid % 32 == 0) tl::mbarrier_arrive(&tl_empty[{slot}]);"
+            return f"if (tid % 32 == 0) tl::mbarrier_arrive(&tl_empty{_sfx(group)}[{slot}]);"
         return f"if (tid % 32 < 2) tl::mbarrier_arrive_cluster(&tl_empty[{slot}], tid % 32);"
 
 
@@ -269,6 +272,36 @@ def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine
 
 
 _SCALAR = ("local", "local.var")
+
+
+def _sfx(group: int) -> str:
+    """Name suffix of barrier group `group`'s full / empty arrays (tl_full, tl_full1, ...)."""
+    return str(group) if group else ""
+
+
+def _barrier_groups(plan: WSPlan) -> list | None:
+    """Tiles first read by different statements of the loop body get barriers of their own:
+    [(pair indices, first reader, last reader)] in reading order, or None (one full/empty pair).
+    Attention's K (read by the scores gemm) and V (read by P @ V, statements later): the scores
+    gemm starts once K has landed, V streams in during the softmax, and K's stage goes back to
+    the producer right after the scores gemm, so the next K loads during this P @ V even with
+    num_stages=1. Not with clusters, stream-K or a guarded body (one barrier per stage there)."""
+    if plan.cluster is not None or plan.sk is not None or plan.guard is not None:
+        return None
+    span = {}
+    for i, (p, _, _) in enumerate(plan.pairs):
+        at = [j for j, st in enumerate(plan.body) if p.dst.buffer.uid in {b.uid for b in buffers_used(st)}]
+        if not at:
+            return None
+        span[i] = (at[0], at[-1])
+    firsts = sorted({f for f, _ in span.values()})
+    if len(firsts) < 2:
+        return None
+    out = []
+    for f in firsts:
+        members = [i for i, (a, _) in span.items() if a == f]
+        out.append((members, f, max(span[i][1] for i in members)))
+    return out
 
 
 def _guarded_copies(body: list) -> tuple:
@@ -384,8 +417,11 @@ def _producer_loop(plan: WSPlan) -> S.For:
     if plan.serpentine:  # iteration ko loads the k-slice of start + extent - 1 - (ko - start) on odd tiles
         back = E.compare("!=", E.BufferLoad(plan.pdir, (E.as_expr(0),), dt.int32), 0)
         kmap = {loop.var: E.select(back, simplify(2 * loop.start + loop.extent - 1 - loop.var), loop.var)}
-    loads = []
+    groups = plan.groups or [(list(range(len(plan.pairs))), None, None)]
+    group_of = {i: g for g, (members, _, _) in enumerate(groups) for i in members}
+    loads = {}
     for i, (p, (box, swz, panels), desc) in enumerate(plan.pairs):
+        full = f"tl_full{_sfx(group_of[i])}"
         x = p.dst.buffer
         st = plan.storages[x.uid]
         rows = const_int(x.shape[0])
@@ -404,19 +440,22 @@ def _producer_loop(plan: WSPlan) -> S.For:
             c[0] = simplify(c[0] + q * 64)
             c[1] = simplify(c[1] + r)
             offset = simplify(q * (rows * 64) + r * width)
-            loads.append(Raw(f"{call}(&{desc.name}, &tl_full[{{0}}], {st.name} + ({{0}}) * {x.numel()} + {{1}}"
-                             + mask + "".join(f", {{{j + 2}}}" for j in range(len(c))) + ");",
-                             (stage, offset) + tuple(c)))
-    issue = S.seq(Raw(f"tl::mbarrier_arrive_expect_tx(&tl_full[{{0}}], {plan.tx_bytes});", (stage,)),
-                  *[substitute(ld, {}) for ld in loads])
-    if plan.guard is not None:  # a skipped iteration still completes its stage's phase, with no bytes
-        issue = S.IfThenElse(plan.guard, issue, Raw("tl::mbarrier_arrive(&tl_full[{0}]);", (stage,)))
+            loads.setdefault(i, []).append(
+                Raw(f"{call}(&{desc.name}, &{full}[{{0}}], {st.name} + ({{0}}) * {x.numel()} + {{1}}"
+                    + mask + "".join(f", {{{j + 2}}}" for j in range(len(c))) + ");", (stage, offset) + tuple(c)))
+    issues = []
+    for g, (members, _, _) in enumerate(groups):  # in the order the consumers first read them
+        nbytes = sum(plan.pairs[i][0].dst.buffer.numel() * plan.pairs[i][0].dst.buffer.dtype.bytes for i in members)
+        issue = S.seq(Raw(f"tl::mbarrier_arrive_expect_tx(&tl_full{_sfx(g)}[{{0}}], {nbytes});", (stage,)),
+                      *[ld for i in members for ld in loads[i]])
+        if plan.guard is not None:  # a skipped iteration still completes its stage's phase, with no bytes
+            issue = S.IfThenElse(plan.guard, issue, Raw("tl::mbarrier_arrive(&tl_full[{0}]);", (stage,)))
+        issues += [Raw(f"if ({{0}} >= {stages}) tl::mbarrier_wait(&tl_empty{_sfx(g)}[{{1}}], "
+                       f"(({{0}} / {stages}) - 1) & 1);", (it, stage)), issue]
     prod_body = S.seq(
         S.LetStmt(it, plan.it_value(plan.pbase)),
         S.LetStmt(stage, it % stages),
-        Raw(f"if ({{0}} >= {stages}) tl::mbarrier_wait(&tl_empty[{{1}}], (({{0}} / {stages}) - 1) & 1);",
-            (it, stage)),
-        issue)
+        *issues)
     return S.For(loop.var, loop.start, loop.extent, "serial", prod_body, (), span=loop.span)
 
 
@@ -431,7 +470,17 @@ def _consumer_loop(plan: WSPlan) -> S.Stmt:
         return overlapped_consumer(plan, chain)
 
     overlap = stages >= 2 and len(plan.gemms) == 1 and all(g.wg_wait == 0 for g in plan.gemms) \
-        and not _batch_must_finish(plan)
+        and not _batch_must_finish(plan) and plan.groups is None
+    if plan.groups is not None:  # each group waited for before its first reader, released after its last
+        rb = ReplaceBuffers(plan.views)
+        stmts = []
+        for i, st in enumerate(plan.body):
+            stmts += [plan.wait_full(it, stage, g) for g, (_, first, _) in enumerate(plan.groups) if first == i]
+            stmts.append(rb.visit(st))
+            stmts += [plan.release(stage, g) for g, (_, _, last) in enumerate(plan.groups) if last == i]
+        cons_body = S.seq(S.LetStmt(it, plan.it_value(plan.cbase)), S.LetStmt(stage, it % stages),
+                          *[plan.point_view(x, stage) for x in plan.views], *stmts)
+        return S.For(ko, loop.start, loop.extent, "serial", cons_body, (), span=loop.span)
     body_ops = [replace(b, wg_wait=1) if overlap and isinstance(b, O.Gemm) and b in plan.gemms else b
                 for b in plan.body]
     rest = ReplaceBuffers(plan.views).visit(S.seq(*body_ops))
@@ -510,9 +559,11 @@ def _rewrite(plan: WSPlan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.K
         allocs.append(S.Allocate(epi[1]))
     # empty[s] counts every consumer warp of every block that reads the stage
     sync = "tl::cluster_sync();" if plan.cluster is not None else "tl::sync_all_threads();"
+    sfxs = [_sfx(g) for g in range(len(plan.groups or [None]))]
     init = Raw("if (tid == 0) {{ "
-               + " ".join(f"tl::mbarrier_init(&tl_full[{i}], 1); "
-                          f"tl::mbarrier_init(&tl_empty[{i}], {info.cluster * T // 32});" for i in range(plan.stages))
+               + " ".join(f"tl::mbarrier_init(&tl_full{x}[{i}], 1); "
+                          f"tl::mbarrier_init(&tl_empty{x}[{i}], {info.cluster * T // 32});"
+                          for x in sfxs for i in range(plan.stages))
                + " tl::fence_barrier_init(); }} " + sync)
     if plan.rebalance_regs:
         regs_c = consumer_registers(T)
@@ -560,9 +611,9 @@ def _rewrite(plan: WSPlan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.K
                             S.IfThenElse(E.binop("==", E.Var("tid", dt.int32), T), producer))
     # a block of a cluster leaves only once its partner has stopped writing into its shared memory
     fini = [Raw("tl::cluster_sync();")] if plan.cluster is not None else []
-    full = Buffer("tl_full", (plan.stages,), dt.uint64, "shared.dyn")
-    empty = Buffer("tl_empty", (plan.stages,), dt.uint64, "shared.dyn")
-    new_body = S.seq(S.Allocate(full), S.Allocate(empty), *allocs, *lets, init,
+    bars = [S.Allocate(Buffer(f"tl_{kind}{x}", (plan.stages,), dt.uint64, "shared.dyn"))
+            for x in sfxs for kind in ("full", "empty")]
+    new_body = S.seq(*bars, *allocs, *lets, init,
                      WSSplit(T, producer_branch, consumer_branch), *fini)
     return replace(k, body=new_body)
 
