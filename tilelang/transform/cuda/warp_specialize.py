@@ -243,6 +243,8 @@ def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine
         plan.guard = guard
         clusters = stream_k = serpentine = False
     prefix_lets = [s for s in stmts[:loops[0]] if isinstance(s, S.LetStmt)]
+    if any(not swz for _, swz, _ in tma):  # (multicast splits tiles by rows: not a row tile)
+        clusters = False
     if persistent and clusters and num_sms >= 2:
         plan.cluster = cluster_plan(k, loop, prefix_lets, plan.pairs)
     if persistent and plan.cluster is None and stream_k:
@@ -400,11 +402,15 @@ def _stage_tiles(plan: WSPlan, producers: list, tma: list) -> None:
     info = plan.info
     for p, (box, swz, panels) in zip(producers, tma):
         x = p.dst.buffer
-        st = Buffer(x.name + "_stages", (plan.stages * const_int(x.shape[0]), x.shape[1]), x.dtype, "shared.dyn")
+        if len(x.shape) == 1:  # a row tile (ws_loads._row_plan): the stages side by side
+            st = Buffer(x.name + "_stages", (plan.stages * const_int(x.shape[0]),), x.dtype, "shared.dyn")
+        else:
+            st = Buffer(x.name + "_stages", (plan.stages * const_int(x.shape[0]), x.shape[1]), x.dtype, "shared.dyn")
         rv = Buffer(x.name, x.shape, x.dtype, "shared.dyn")
         rv.view_of = st
         plan.storages[x.uid], plan.views[x.uid] = st, rv
-        (info.panels if panels > 1 else info.swizzled).add(rv.uid)
+        if swz:  # (a row tile keeps the plain layout TMA writes without a swizzle)
+            (info.panels if panels > 1 else info.swizzled).add(rv.uid)
         plan.tx_bytes += x.numel() * x.dtype.bytes
         info.descs.append(TmaDesc(f"tmap_{len(info.descs)}", p.src.buffer, box, swz))
         plan.pairs.append((p, (box, swz, panels), info.descs[-1]))
@@ -424,9 +430,9 @@ def _producer_loop(plan: WSPlan) -> S.For:
         full = f"tl_full{_sfx(group_of[i])}"
         x = p.dst.buffer
         st = plan.storages[x.uid]
-        rows = const_int(x.shape[0])
+        rows = const_int(x.shape[0]) if len(x.shape) == 2 else 1
         coords = [simplify(substitute(c, kmap)) for c in reversed(p.src.starts)]  # innermost first
-        width = 64 if panels > 1 else const_int(x.shape[1])
+        width = 64 if panels > 1 else const_int(x.shape[-1])
         if cl is None or i not in cl[1]:
             boxes = [(E.as_expr(q), E.as_expr(0)) for q in range(panels)]  # (panel, first row)
         elif panels % 2 == 0:  # block r of the pair loads panels r, r + 2, ...

@@ -29,6 +29,8 @@ def tma_plan(op: O.Copy):
         return None, "it asks for disable_tma=True"
     if g.dtype != s.dtype:
         return None, "it converts dtypes"
+    if s.ndim == 1 and 2 <= g.ndim <= 5:
+        return _row_plan(op)
     if not 2 <= g.ndim <= 5 or s.ndim != 2:
         return None, f"{g.name} is {g.ndim}-d and {s.name} {s.ndim}-d (TMA here: 2-5 d global, 2-d tile)"
     ext = [const_int(e) for e in op.src.extents]
@@ -51,6 +53,20 @@ def tma_plan(op: O.Copy):
         box[-1] = 64
         return (tuple(box), 128, row // 128), None
     return None, f"the tile's rows are {row} bytes (TMA here: 32, 64, 128 or whole 128-byte panels)"
+
+
+def _row_plan(op: O.Copy):
+    """A 1-d tile (a row of per-row statistics: lse[b, h, k*64 : k*64 + 64]): one box row with no
+    swizzle -- the tile is read by threads, never by wgmma. (box, 0, 1) or (None, reason)."""
+    g, s = op.src.buffer, op.dst.buffer
+    ext = [const_int(e) for e in op.src.extents]
+    n, b = const_int(s.shape[0]), g.dtype.bytes
+    if any(e is None for e in ext) or n is None or ext[:-1] != [1] * (g.ndim - 1) or ext[-1] != n:
+        return None, f"the 1-d tile {s.name} is not a run of {g.name}'s inner dim"
+    if not is_multiple(g.shape[-1] * b, 16) or (n * b) % 16 or n > 256:
+        return None, f"the 1-d tile {s.name} is {n * b} bytes or {g.name}'s rows are not a multiple of 16 bytes " \
+                     "(TMA here: a multiple of 16 bytes, at most 256 elements)"
+    return (tuple(ext), 0, 1), None
 
 
 def hoistable_copies(body: list) -> list:
