@@ -361,6 +361,10 @@ class CCodegen:
     def s_Evaluate(self, s: S.Evaluate):
         self.emit(f"{self.expr(s.value)};")
 
+    def unrolled(self, s: S.For) -> bool:
+        """Whether loop s gets the unroll pragma: T.unroll loops of a constant trip count."""
+        return s.kind == "unroll" and const_int(s.extent) is not None
+
     def s_For(self, s: S.For):
         v = s.var.name
         start, ext = self.expr(s.start), self.expr(s.extent)
@@ -372,7 +376,7 @@ class CCodegen:
             # bounds that read memory are evaluated once, as the loop's semantics say
             self.emit(f"const int64_t {v}_end = {end};")
             end = f"{v}_end"
-        if s.kind == "unroll" and const_int(s.extent) is not None:
+        if self.unrolled(s):
             self.emit(self.UNROLL_PRAGMA)
         self.emit(f"for ({self.LOOP_TYPE} {v} = {start}; {v} < {end}; ++{v}) {{")
         self.depth += 1
