@@ -2,7 +2,8 @@
 reducer updates (T.alloc_reducer), and reject T.sync_grid.
 
 Expects: lowered per-thread IR (after lower_kernel), `tid` the flat thread index.
-Guarantees: no ThreadAllReduce remains; each became a store of every thread's value to a
+Guarantees: no ThreadAllReduce remains; one over threadIdx.x of a power-of-two extent of at most
+32 became an xor butterfly of warp shuffles, any other a store of every thread's value to a
 shared scratch row and a loop combining its group's entries (barriers between come from
 thread_sync, which runs next); every store `red[i] = red[i] op v` to a reducer tile is an
 atomic `op` (many threads fold into one element).
@@ -32,6 +33,8 @@ class _LowerThreadLevel(Mutator):
 
     def visit_ThreadAllReduce(self, s: ThreadAllReduce):
         x, y, _ = self.threads
+        if tuple(s.axes) == (0,) and x <= 32 and x & (x - 1) == 0:
+            return self._shuffles(s, x)
         total = x * y * self.threads[2]
         self.n += 1
         d = s.result.dtype
@@ -55,6 +58,23 @@ class _LowerThreadLevel(Mutator):
                      S.BufferStore(acc, (E.as_expr(0),), s.identity),
                      body, S.BufferStore(res.buffer, res.indices, E.BufferLoad(acc, (E.as_expr(0),), d),
                                          span=s.span))
+
+    def _shuffles(self, s: ThreadAllReduce, x: int):
+        """A reduction over threadIdx.x of a power-of-two extent of at most 32: its groups are
+        aligned runs of lanes within one warp, combined by an xor butterfly of shuffles (every
+        lane ends with the whole group's value) -- no shared scratch, no barrier."""
+        self.n += 1
+        d = s.result.dtype
+        acc = Buffer(f"tl_red_acc{self.n}", (1,), d, "local")
+        ld = E.BufferLoad(acc, (E.as_expr(0),), d)
+        steps = [S.BufferStore(acc, (E.as_expr(0),), s.value, span=s.span)]
+        off = x // 2
+        while off:
+            other = E.Call("tl_shfl_xor", (E.const(0xFFFFFFFF, dt.uint32), ld, E.as_expr(off), E.as_expr(32)), d)
+            steps.append(S.BufferStore(acc, (E.as_expr(0),), s.combine(ld, other)))
+            off //= 2
+        res = s.result
+        return S.seq(S.Allocate(acc), *steps, S.BufferStore(res.buffer, res.indices, ld, span=s.span))
 
     def visit_BufferStore(self, s: S.BufferStore):
         op = getattr(s.buffer, "reducer_op", None)
