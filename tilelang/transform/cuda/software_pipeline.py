@@ -39,8 +39,9 @@ _DRAIN = "tl::cp_async_wait<0>(); __syncthreads();"  # after a pipelined loop: e
 
 
 class _Pipeline(Mutator):
-    def __init__(self, warn, reverse=None, smem_bytes=0, smem_limit=0, issue_first=False):
+    def __init__(self, warn, reverse=None, smem_bytes=0, smem_limit=0, issue_first=False, one_wave=False):
         self.warn = warn
+        self.one_wave = one_wave  # the grid fits in one wave of one block per SM (see _later_producers)
         self.issue_first = issue_first  # refill before the wait (see visit_For)
         self.smem_limit = smem_limit  # a block's shared memory; 0: stage T.copy ops only (no element copies)
         self.smem_bytes = smem_bytes  # shared memory the kernel declares, stages included as they are made
@@ -74,7 +75,8 @@ class _Pipeline(Mutator):
         while stmts and _global_to_shared(stmts[0]):
             producers.append(stmts.pop(0))
         if all(copy_vector_width(p)[0] > 1 for p in producers if isinstance(p, O.Copy)):
-            later = _later_producers(stmts, producers, stages, self.smem_bytes, self.warn, self.smem_limit)
+            later = _later_producers(stmts, producers, stages, self.smem_bytes, self.warn, self.smem_limit,
+                                     self.one_wave)
             producers += later
             stmts = [st for st in stmts if not any(st is p for p in later)]
             self.smem_bytes += (stages - 1) * sum(_tile_bytes(_dst(p)) for p in later)
@@ -198,18 +200,23 @@ class _Pipeline(Mutator):
 
 
 def pipeline_kernel(k: S.KernelLaunch, warn, num_sms: int | None = None,
-                    smem_limit: int = 0, issue_first: bool = False) -> tuple[S.KernelLaunch, list]:
+                    smem_limit: int = 0, issue_first: bool = False, sms: int | None = None) -> tuple[S.KernelLaunch, list]:
     """num_sms: walk k backwards in the blocks of every other wave (see `_wave_reverse`).
     smem_limit: a block's shared memory in bytes; with it, T.Parallel element copies (row gathers)
     and copies after register-only statements are staged too while the stages fit (0: not).
     issue_first: each iteration refills a stage before it waits for its own (barrier, issue,
     wait<S - 1>, barrier, compute) instead of after (wait<S - 2>, barrier, issue, compute): one
     more load in flight, one more barrier. Not for loops fuse_mma_mainloops rewrites (it expects
-    the wait first)."""
+    the wait first). sms: the GPU's SMs; a constant grid of at most that many blocks may stage
+    later copies past the occupancy rule (see _later_producers)."""
     rev = _wave_reverse(k, num_sms) if num_sms else None
     smem = sum(a.buffer.numel() * a.buffer.dtype.bytes for a in collect(k.body, lambda n: isinstance(n, S.Allocate))
                if a.buffer.scope in ("shared", "shared.dyn") and const_int(a.buffer.numel()) is not None)
-    p = _Pipeline(warn, rev[:2] if rev else None, smem, smem_limit, issue_first)
+    blocks = 1
+    for g in k.grid:
+        blocks = None if blocks is None or const_int(g) is None else blocks * const_int(g)
+    one_wave = sms is not None and blocks is not None and blocks <= sms
+    p = _Pipeline(warn, rev[:2] if rev else None, smem, smem_limit, issue_first, one_wave)
     p.top = k.body
     body = p.visit(k.body)
     if not p.views:
@@ -289,7 +296,8 @@ def _registers_only(st) -> bool:
     return not any(b.scope in ("shared", "shared.dyn") for b in buffers_used(st))
 
 
-def _later_producers(stmts: list, producers: list, stages: int, smem: int, warn=None, limit: int = 0) -> list:
+def _later_producers(stmts: list, producers: list, stages: int, smem: int, warn=None, limit: int = 0,
+                     one_wave: bool = False) -> list:
     """Global -> shared copies further down the body that can join the stage group (issued
     `stages - 1` iterations ahead): nothing in the body before them uses their tile, nothing else
     writes it, and their source reads nothing the body computes or writes (flash attention's
@@ -297,7 +305,10 @@ def _later_producers(stmts: list, producers: list, stages: int, smem: int, warn=
     T.Parallel element copies count too, and a copy preceded only by staged copies and
     register-only statements (sparse MLA: a mask loop, then the KV row gathers) is staged while
     the kernel fits in `limit`, as copies at the top of the body are; others while it stays under
-    _LATER_SMEM, or while an SM holds as many of its blocks as before (same_occupancy). A later copy that cannot join stays where it is, synchronous, and `warn` says why."""
+    _LATER_SMEM, or while an SM holds as many of its blocks as before (same_occupancy), or, with
+    `one_wave` (the grid has no more blocks than the GPU has SMs), while the block fits: how many
+    blocks an SM could hold does not matter then (flash decoding's split kernel: 64 blocks, V).
+    A later copy that cannot join stays where it is, synchronous, and `warn` says why."""
 
     def keep(st, why):
         if warn is not None:
@@ -347,7 +358,8 @@ def _later_producers(stmts: list, producers: list, stages: int, smem: int, warn=
         size = _tile_bytes(x)
         grown = smem + (stages - 1) * size
         top = (stages - 1) * sum(_tile_bytes(_dst(p)) for p in producers)  # the leading copies' stages
-        if grown > cap and not (limit and same_occupancy(smem + top, grown + top, limit)):
+        fits = one_wave and grown + top + _SMEM_MARGIN <= limit
+        if grown > cap and not (limit and (fits or same_occupancy(smem + top, grown + top, limit))):
             keep(st, f"its {stages} stages would take the kernel's shared memory past {cap // 1024} KB")
             continue
         smem += (stages - 1) * size
