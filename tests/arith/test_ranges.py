@@ -78,3 +78,20 @@ def test_a_let_replaces_the_grid_range():
     r.of[j] = (0, 3)
     r.let(bx, (cta + j * 132) % 16)
     assert r.bounds(bx) == (0, 15)
+
+
+def test_decide_comparisons_the_ranges_settle():
+    """Ranges.decide: True / False where every value in range agrees, None otherwise (lower_tile_ops
+    folds such T.if_then_else conditions to their branch)."""
+    k, j, m = v("k"), v("j"), v("m")
+    r = Ranges()
+    with r.scoped({k: (0, 1), j: (0, 127)}):
+        assert r.decide(E.binop(">=", k * 128 + j, 256)) is False
+        assert r.decide(E.binop("<", k * 128 + j, 256)) is True
+        assert r.decide(E.binop(">=", k * 128 + j, 255)) is None  # k = 1, j = 127 reaches it
+        assert r.decide(E.binop("==", k * 128 + j, 300)) is False and r.decide(E.binop("!=", j, -1)) is True
+        assert r.decide(E.binop("<", j, m)) is None  # m unbounded
+        both = E.binop("&&", E.binop("<", j, 128), E.binop("<", j, m))
+        assert r.decide(both) is None
+        assert r.decide(E.binop("&&", E.binop(">", j, 200), E.binop("<", j, m))) is False
+        assert r.decide(E.binop("||", E.binop("<", j, 128), E.binop("<", j, m))) is True

@@ -101,6 +101,28 @@ class Ranges:
         b = self.bounds(e) if nc is not None else self.bounds(E.as_expr(e) - n)
         return b is not None and b[1] < (nc if nc is not None else 0)
 
+    def decide(self, cond) -> bool | None:
+        """True / False where the ranges decide condition `cond` (integer comparisons, combined
+        with and / or), else None (`k * 128 + j >= 256` for k in [0, 1], j in [0, 127]: False)."""
+        if not isinstance(cond, E.Binary):
+            return None
+        if cond.op in ("&&", "||") or (cond.op in ("&", "|") and cond.dtype.name == "bool"):
+            a, b = self.decide(cond.a), self.decide(cond.b)
+            if cond.op in ("&&", "&"):
+                return False if False in (a, b) else True if a is True and b is True else None
+            return True if True in (a, b) else False if a is False and b is False else None
+        if cond.op not in ("<", "<=", ">", ">=", "==", "!=") or not (
+                E.as_expr(cond.a).dtype.is_int and E.as_expr(cond.b).dtype.is_int):
+            return None
+        b = self.bounds(E.as_expr(cond.a) - cond.b)
+        if b is None:
+            return None
+        lo, hi = b
+        table = {"<": (hi < 0, lo >= 0), "<=": (hi <= 0, lo > 0), ">": (lo > 0, hi <= 0), ">=": (lo >= 0, hi < 0),
+                 "==": (lo == hi == 0, lo > 0 or hi < 0), "!=": (lo > 0 or hi < 0, lo == hi == 0)}
+        yes, no = table[cond.op]
+        return True if yes else False if no else None
+
     def nonneg(self, e) -> bool:
         b = self.bounds(e)
         return b is not None and b[0] >= 0

@@ -141,6 +141,15 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
         b.scope = "local" if b.uid in self.plan.per_thread else "shared.dyn"
         return s
 
+    def visit_Select(self, e: E.Select):
+        """T.if_then_else whose condition the block, loop and element ranges decide is its branch
+        (FlashAttention's `k * 128 + j >= seq_len` mask over a sequence of whole tiles: no
+        compare and select per element)."""
+        taken = self.ranges.decide(e.cond)
+        if taken is None:
+            return self.generic(e)
+        return self.visit(e.a if taken else e.b)
+
     def visit_WarpGroupScope(self, s):
         """Tile ops inside `T.ws` are block-level over the scope's threads: tid - t_lo of T."""
         saved = self.T, self.tid
