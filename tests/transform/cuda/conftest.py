@@ -242,3 +242,13 @@ def helpers():
 @pytest.fixture(params=sorted(CASES))
 def case(request, build):
     return request.param, build(request.param)
+
+
+@pytest.fixture(scope="module")
+def host():
+    """tilelang.testing.host_cuda (generated CUDA run on the host), or skip without NVRTC or g++."""
+    _nvrtc_or_skip()
+    from tilelang.testing import host_cuda
+    if not host_cuda.available():
+        pytest.skip("g++ not installed")
+    return host_cuda

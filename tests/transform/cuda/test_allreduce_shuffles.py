@@ -40,17 +40,6 @@ def row_dot(N, K, RX, RY, accum="float32"):
 CASES = {"x32": (64, 512, 32, 4), "x16": (64, 512, 16, 8), "x24": (48, 480, 24, 4)}
 
 
-@pytest.fixture(scope="module")
-def host():
-    nvrtc = pytest.importorskip("tilelang.backend.cuda.nvrtc")
-    if not nvrtc.nvrtc_available():
-        pytest.skip("NVRTC from the pip wheels is not installed")
-    from tilelang.testing import host_cuda
-    if not host_cuda.available():
-        pytest.skip("g++ not installed")
-    return host_cuda
-
-
 @pytest.mark.nvrtc
 @pytest.mark.parametrize("name", list(CASES))
 def test_allreduce_over_lanes(host, name):

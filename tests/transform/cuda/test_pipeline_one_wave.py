@@ -26,17 +26,6 @@ def _build(B, H, S):
     return k, [str(w.message) for w in rec]
 
 
-@pytest.fixture(scope="module")
-def host():
-    nvrtc = pytest.importorskip("tilelang.backend.cuda.nvrtc")
-    if not nvrtc.nvrtc_available():
-        pytest.skip("NVRTC from the pip wheels is not installed")
-    from tilelang.testing import host_cuda
-    if not host_cuda.available():
-        pytest.skip("g++ not installed")
-    return host_cuda
-
-
 @pytest.mark.nvrtc
 def test_many_blocks_keep_v_synchronous(host):
     k, msgs = _build(8, 16, 1024)  # 2048 blocks

@@ -30,17 +30,6 @@ def masked_rowsum(S, n_loop, bN=64, rows=64):
     return f
 
 
-@pytest.fixture(scope="module")
-def host():
-    nvrtc = pytest.importorskip("tilelang.backend.cuda.nvrtc")
-    if not nvrtc.nvrtc_available():
-        pytest.skip("NVRTC from the pip wheels is not installed")
-    from tilelang.testing import host_cuda
-    if not host_cuda.available():
-        pytest.skip("g++ not installed")
-    return host_cuda
-
-
 @pytest.mark.nvrtc
 @pytest.mark.parametrize("S,folded", [(256, True), (200, False)])
 def test_decided_select_folds(host, S, folded):

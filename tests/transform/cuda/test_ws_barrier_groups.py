@@ -87,17 +87,6 @@ def _close(o, q, k, v):
     assert (o.double() - ref).abs().max().item() <= 1e-2
 
 
-@pytest.fixture(scope="module")
-def host():
-    nvrtc = pytest.importorskip("tilelang.backend.cuda.nvrtc")
-    if not nvrtc.nvrtc_available():
-        pytest.skip("NVRTC from the pip wheels is not installed")
-    from tilelang.testing import host_cuda
-    if not host_cuda.available():
-        pytest.skip("g++ not installed")
-    return host_cuda
-
-
 @pytest.mark.nvrtc
 @pytest.mark.parametrize("stages", [1, 2])
 def test_k_and_v_get_barriers_of_their_own(host, stages):

@@ -84,17 +84,6 @@ def test_guarded_copies_are_warp_specialized(host):
     assert src.count("Mask[") == 2
 
 
-@pytest.fixture(scope="module")
-def host():
-    nvrtc = pytest.importorskip("tilelang.backend.cuda.nvrtc")
-    if not nvrtc.nvrtc_available():
-        pytest.skip("NVRTC from the pip wheels is not installed")
-    from tilelang.testing import host_cuda
-    if not host_cuda.available():
-        pytest.skip("g++ not installed")
-    return host_cuda
-
-
 @pytest.mark.nvrtc
 def test_guarded_ws_runs_on_host_and_matches_float64(host):
     k = tilelang.compile(blocksparse(*CASE), target=SM90)

@@ -60,17 +60,6 @@ def _check(c, a, b, w):
     assert (c.double() - ref).abs().max().item() <= 1e-3 * ref.abs().max().item() + 1e-3
 
 
-@pytest.fixture(scope="module")
-def host():
-    nvrtc = pytest.importorskip("tilelang.backend.cuda.nvrtc")
-    if not nvrtc.nvrtc_available():
-        pytest.skip("NVRTC from the pip wheels is not installed")
-    from tilelang.testing import host_cuda
-    if not host_cuda.available():
-        pytest.skip("g++ not installed")
-    return host_cuda
-
-
 @pytest.mark.nvrtc
 def test_row_tile_is_a_tma_load(host):
     with warnings.catch_warnings(record=True) as rec:
