@@ -117,3 +117,34 @@ def test_guarded_ws_on_gpu():
         k(a.cuda(), b.cuda(), mask.cuda(), c)
         torch.cuda.synchronize()
         _check(c.cpu(), a, b, mask)
+
+
+@pytest.mark.nvrtc
+def test_copies_the_producer_cannot_take_say_why(host):
+    """A body that is more than one `if` around its copies keeps the cp.async pipeline, and says so."""
+    import warnings
+
+    M, N, K, bM, bN, bK = CASE
+
+    @T.prim_func
+    def f(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+          Mask: T.Tensor((M // bM, N // bN, K // bK), "bool"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(N // bN, M // bM, threads=128) as (bx, by):
+            A_s = T.alloc_shared((bM, bK), "float16")
+            B_s = T.alloc_shared((bK, bN), "float16")
+            C_l = T.alloc_fragment((bM, bN), "float32")
+            T.clear(C_l)
+            for k in T.Pipelined(K // bK, num_stages=2):
+                C_l[0, 0] = C_l[0, 0] + 0.0
+                if Mask[by, bx, k]:
+                    T.copy(A[by * bM, k * bK], A_s)
+                    T.copy(B[k * bK, bx * bN], B_s)
+                    T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * bM, bx * bN])
+
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        src = tilelang.compile(f, target=SM90).get_kernel_source()
+    assert "tl::tma_load" not in src
+    assert any("no warp specialization (TMA pipeline): T.copy A -> A_s is not one the producer can issue" in str(w.message)
+               for w in rec), [str(w.message) for w in rec]

@@ -205,7 +205,17 @@ def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine
         warn("no warp specialization (TMA pipeline): T.im2col has no TMA im2col lowering here; the loop runs as a "
              "cp.async pipeline")
         return None
-    if not producers or len({p.dst.buffer.uid for p in producers}) != len(producers):
+    if not producers:
+        copies = collect(S.seq(*body), lambda n: isinstance(n, O.Copy) and n.src.buffer.scope == "global"
+                         and n.dst.buffer.scope in ("shared", "shared.dyn"))
+        if copies:  # TMA could take them: say why the producer does not
+            c = copies[0]
+            warn(f"no warp specialization (TMA pipeline): T.copy {c.src.buffer.name} -> {c.dst.buffer.name} is not "
+                 "one the producer can issue at the iteration start (it must sit at the top level of the T.Pipelined "
+                 "body, or under one `if` around the whole body, its tile written by nothing else and its offsets "
+                 "computed by nothing in the body); the loop runs as a cp.async pipeline")
+        return None
+    if len({p.dst.buffer.uid for p in producers}) != len(producers):
         return None
     tiles = {p.dst.buffer.uid for p in producers}
     gemms = [g for g in collect(S.seq(*body), lambda n: isinstance(n, O.Gemm))
