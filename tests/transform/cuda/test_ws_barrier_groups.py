@@ -15,58 +15,9 @@ import pytest
 import torch
 
 import tilelang
-import tilelang.language as T
+from tilelang.testing.kernels import attention
 
 SM90 = "cuda -arch=sm_90a"
-
-
-def attention(B, H, S, D, bM, bN, stages, threads=128):
-    scale = 1.0 / math.sqrt(D) * 1.44269504
-
-    @T.prim_func
-    def fa(Q: T.Tensor((B, S, H, D), "float16"), K: T.Tensor((B, S, H, D), "float16"),
-           V: T.Tensor((B, S, H, D), "float16"), O: T.Tensor((B, S, H, D), "float16")):
-        with T.Kernel(T.ceildiv(S, bM), H, B, threads=threads) as (bx, by, bz):
-            Qs = T.alloc_shared((bM, D), "float16")
-            Ks = T.alloc_shared((bN, D), "float16")
-            Vs = T.alloc_shared((bN, D), "float16")
-            s = T.alloc_fragment((bM, bN), "float32")
-            p = T.alloc_fragment((bM, bN), "float16")
-            o = T.alloc_fragment((bM, D), "float32")
-            m = T.alloc_fragment((bM,), "float32")
-            m_prev = T.alloc_fragment((bM,), "float32")
-            r = T.alloc_fragment((bM,), "float32")
-            l = T.alloc_fragment((bM,), "float32")
-            rs = T.alloc_fragment((bM,), "float32")
-            T.copy(Q[bz, bx * bM:(bx + 1) * bM, by, :], Qs)
-            T.fill(o, 0)
-            T.fill(l, 0)
-            T.fill(m, -T.infinity("float32"))
-            for k in T.Pipelined(T.ceildiv(S, bN), num_stages=stages):
-                T.copy(K[bz, k * bN:(k + 1) * bN, by, :], Ks)
-                T.clear(s)
-                T.gemm(Qs, Ks, s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
-                T.copy(m, m_prev)
-                T.reduce_max(s, m, dim=1, clear=False)
-                for i in T.Parallel(bM):
-                    r[i] = T.exp2(m_prev[i] * scale - m[i] * scale)
-                for i, j in T.Parallel(bM, bN):
-                    s[i, j] = T.exp2(s[i, j] * scale - m[i] * scale)
-                T.reduce_sum(s, rs, dim=1)
-                for i in T.Parallel(bM):
-                    l[i] = l[i] * r[i] + rs[i]
-                T.copy(s, p)
-                for i, j in T.Parallel(bM, D):
-                    o[i, j] *= r[i]
-                T.copy(V[bz, k * bN:(k + 1) * bN, by, :], Vs)
-                T.gemm(p, Vs, o, policy=T.GemmWarpPolicy.FullRow)
-            for i, j in T.Parallel(bM, D):
-                o[i, j] /= l[i]
-            T.copy(o, O[bz, bx * bM:(bx + 1) * bM, by, :])
-
-    return fa
-
-
 CASE = (1, 2, 256, 64, 64, 64)
 
 
