@@ -252,3 +252,17 @@ def host():
     if not host_cuda.available():
         pytest.skip("g++ not installed")
     return host_cuda
+
+
+@pytest.fixture(scope="module")
+def run_on_host(host):
+    """run_on_host(kernel, tensors): one launch of a compiled sm_80 / sm_90a kernel on the host emulator."""
+
+    def run(kernel, tensors):
+        prog = host.HostProgram({"k": kernel})
+        try:
+            prog.run("k", tensors)
+        finally:
+            prog.close()
+
+    return run

@@ -42,7 +42,7 @@ CASES = {"x32": (64, 512, 32, 4), "x16": (64, 512, 16, 8), "x24": (48, 480, 24, 
 
 @pytest.mark.nvrtc
 @pytest.mark.parametrize("name", list(CASES))
-def test_allreduce_over_lanes(host, name):
+def test_allreduce_over_lanes(run_on_host, name):
     N, K, RX, RY = CASES[name]
     k = tilelang.compile(row_dot(N, K, RX, RY), target="cuda -arch=sm_90a")
     src = k.get_kernel_source()
@@ -54,10 +54,6 @@ def test_allreduce_over_lanes(host, name):
     g = torch.Generator().manual_seed(RX)
     a, b = torch.randn(K, generator=g).half(), torch.randn(N, K, generator=g).half()
     c = torch.full((N,), float("nan"))
-    prog = host.HostProgram({"k": k})
-    try:
-        prog.run("k", [a, b, c])
-    finally:
-        prog.close()
+    run_on_host(k, [a, b, c])
     ref = b.double() @ a.double()
     assert (c.double() - ref).abs().max().item() <= 1e-4 * ref.abs().max().item() + 1e-4

@@ -61,15 +61,11 @@ def test_a_gemm_keeps_one_barrier_pair(host):
 
 @pytest.mark.nvrtc
 @pytest.mark.parametrize("stages", [1, 2])
-def test_barrier_groups_run_on_host_and_match_float64(host, stages):
+def test_barrier_groups_run_on_host_and_match_float64(run_on_host, stages):
     k = tilelang.compile(attention(*CASE, stages), target=SM90)
     q, kk, v = _inputs(20 + stages)
     o = torch.full_like(q, float("nan"))
-    prog = host.HostProgram({"k": k})
-    try:
-        prog.run("k", [q, kk, v, o])
-    finally:
-        prog.close()
+    run_on_host(k, [q, kk, v, o])
     _close(o, q, kk, v)
 
 

@@ -72,15 +72,11 @@ def test_row_tile_is_a_tma_load(host):
 
 
 @pytest.mark.nvrtc
-def test_row_tile_runs_on_host_and_matches_float64(host):
+def test_row_tile_runs_on_host_and_matches_float64(run_on_host):
     k = tilelang.compile(scaled_gemm(*CASE), target=SM90)
     a, b, w = _inputs(5)
     c = torch.full((CASE[0], CASE[1]), float("nan"))
-    prog = host.HostProgram({"k": k})
-    try:
-        prog.run("k", [a, b, w, c])
-    finally:
-        prog.close()
+    run_on_host(k, [a, b, w, c])
     _check(c, a, b, w)
 
 
