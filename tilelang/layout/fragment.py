@@ -100,6 +100,7 @@ class MmaAccFragment:
         return self.warps_m * self.warps_n * 32
 
     exact = True
+    pair_cols = True  # slots 2q, 2q + 1: columns c, c + 1 (c even) of one row
 
     def warp_coords(self, tid):
         warp = tid // 32
@@ -148,6 +149,7 @@ class WgmmaAccFragment:
         return self.wg_m * self.wg_n * 128
 
     exact = True
+    pair_cols = True  # slots 2q, 2q + 1: columns c, c + 1 (c even) of one row
 
     def coords(self, tid, l) -> tuple:
         wg = tid // 128

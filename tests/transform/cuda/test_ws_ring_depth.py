@@ -78,7 +78,8 @@ def test_disable_deep_ring_keeps_num_stages():
     ((128, 256, 64, 256, 3), 3),  # 48 KB stages: a 4th beside the 64 KB staging tile does not fit
     ((256, 128, 64, 256, 3), 3),
     ((128, 128, 64, 128, 3), 4),  # 32 KB: n + 1 for the batch in flight, = RING_BYTES
-    ((128, 128, 64, 128, 1), 2),  # no lookahead asked for: a second stage, as it costs no occupancy
+    ((128, 128, 64, 128, 1), 4),  # no lookahead asked for: still RING_BYTES, as it costs no occupancy
+    ((128, 128, 32, 128, 0), 8),  # num_stages=0 (split-K's 16 KB stages): the same
     ((128, 256, 128, 256, 1), 1),  # 96 KB stages: a second beside the staging tile does not fit
     ((128, 128, 32, 128, 10), 11),  # past RING_BYTES: n + 1, the lookahead asked for
 ])

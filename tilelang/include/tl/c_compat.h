@@ -80,6 +80,16 @@ TL_DEVICE int64_t tl_atomic_add_i64(int64_t* p, int64_t v) {
 }
 TL_DEVICE tl_half tl_atomic_add_f16(tl_half* p, tl_half v) { return atomicAdd(p, v); }
 TL_DEVICE tl_bf16 tl_atomic_add_bf16(tl_bf16* p, float v) { return atomicAdd(p, __float2bfloat16_rn(v)); }
+// p[0] += a and p[1] += b, each atomically (p 8-byte aligned, global); no previous values. sm_90 has
+// one vector reduction for both (half the L2 atomic requests of two atomicAdds).
+TL_DEVICE void tl_atomic_add_v2_f32(float* p, float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(a), "f"(b) : "memory");
+#else
+  atomicAdd(p, a);
+  atomicAdd(p + 1, b);
+#endif
+}
 TL_DEVICE float tl_atomic_max_f32(float* p, float v) { return tl::atomic_max(p, v); }
 TL_DEVICE float tl_atomic_min_f32(float* p, float v) { return tl::atomic_min(p, v); }
 TL_DEVICE int32_t tl_atomic_max_i32(int32_t* p, int32_t v) { return atomicMax(p, v); }

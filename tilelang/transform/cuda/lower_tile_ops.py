@@ -38,7 +38,7 @@ from .lower_copy import CopyLowering, bound_in, Hoist, copy_vector_width, unflat
 from .ops.base import THREAD_LOCAL, THREAD_LOOP, addr_of, is_local, sync  # noqa: F401 (re-exported)
 from .raw import Raw  # noqa: F401 (re-exported: passes import it from here)
 from .row_copies import row_loop
-from .vectorize import cp_async_copy, plan_vectors, serial_vector_loop, vector_loop, vector_widths
+from .vectorize import atomic_pair_loop, cp_async_copy, plan_vectors, serial_vector_loop, vector_loop, vector_widths
 
 
 @dataclass(frozen=True)
@@ -176,6 +176,11 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
         cvars = [E.Var(f"{(names or 'ijkm')[d] if names else 'ijkm'[d]}", dt.int32) for d in range(len(layout.shape))]
         with self.ranges.coords(cvars, layout.shape):  # NOTE: inexact layouts guard flat < numel
             body = make_body(lvar, cvars)
+        if vector and getattr(layout, "pair_cols", False):  # an atomic add per element: 2-element reductions
+            out = atomic_pair_loop(layout, body, self.tid, lvar, cvars, Raw, THREAD_LOOP)
+            if out is not None:
+                self.vectorized += 1
+                return out
         if vector and isinstance(layout, (FlatFragment, LaneColFragment)) and layout.vec > 1:
             out = self.try_vector(layout, lvar, cvars, body, vector)
             if out is not None:

@@ -408,3 +408,49 @@ def serial_vector_loop(plan: VecPlan, loop: S.For, raw) -> S.Stmt:
     inner = S.For(u, E.as_expr(0), E.as_expr(plan.vec), "unroll",
                   S.seq(S.LetStmt(k, simplify(loop.start + u)), plan.body))
     return S.seq(*pre, inner, *post)
+
+
+def _atomic_pair_body(body):
+    """(guard, call) when body is `[if guard:] atomic_add(dst[...], value)` with dst a float32 global
+    buffer and no return value; else None."""
+    guard = None
+    if isinstance(body, S.IfThenElse) and body.else_case is None:
+        guard, body = body.cond, body.then_case
+    if not (isinstance(body, S.Evaluate) and isinstance(body.value, E.Call) and body.value.op == "atomic_add"
+            and len(body.value.args) == 2):
+        return None
+    target, value = body.value.args
+    if not (isinstance(target, E.BufferLoad) and target.buffer.scope == "global"
+            and target.buffer.dtype.name == "float32"):
+        return None
+    if collect(value, lambda n: isinstance(n, E.BufferLoad) and n.buffer is target.buffer):
+        return None
+    return guard, body.value
+
+
+def atomic_pair_loop(layout, body, tid, lvar: E.Var, cvars: list, raw, annotations=()) -> S.For | None:
+    """A float32 atomic add per element over an accumulator layout whose slots 2q, 2q + 1 hold two
+    adjacent columns of one row (`pair_cols`) as one 8-byte vector reduction per pair
+    (`tl_atomic_add_v2_f32`: red.global.add.v2.f32 on sm_90, two atomics before it): half the
+    atomic requests to L2. None when the body is not one such atomic, or its two elements are not
+    adjacent and 8-byte aligned, or its condition can differ between them (the loop stays scalar)."""
+    got = _atomic_pair_body(_inline_lets(body, {}))
+    if got is None or not getattr(layout, "pair_cols", False) or layout.nlocal % 2:
+        return None
+    guard, call = got
+    target, value = call.args
+    j = cvars[-1]
+    p = _Planner(j, (lvar,), 2)
+    if p.contiguous(target.buffer, tuple(target.indices)) is not None:
+        return None
+    if guard is not None and not p.uniform(guard):
+        return None
+    q = E.Var("q", dt.int32)
+    coords = layout.coords(tid, q * 2)
+    lets = [S.LetStmt(v, simplify(c)) for v, c in zip(cvars, coords)]
+    v0 = substitute(value, {lvar: q * 2})
+    v1 = substitute(value, {lvar: q * 2 + 1, j: j + 1})
+    st = raw("tl_atomic_add_v2_f32({0}, {1}, {2});", (_addr(target.buffer, tuple(target.indices)), v0, v1))
+    if guard is not None:
+        st = S.IfThenElse(guard, st)
+    return S.For(q, E.as_expr(0), E.as_expr(layout.nlocal // 2), "unroll", S.seq(*lets, st), annotations)

@@ -388,10 +388,11 @@ def ring_depth(user: int, producers: list, gemms: list, body: S.Stmt) -> int:
     consume ~100 KB -- so the ring is deepened further to RING_BYTES where shared memory allows
     (beside the other shared tiles and a whole-tile staging buffer for a TMA-store epilogue).
     Deeper buffering changes no result, only how far the producer runs ahead; a ring that does
-    not fit keeps the user's count. num_stages=1 (no lookahead asked for) gets a second stage
-    where it fits, so iteration i + 1's loads land during iteration i's compute: a warp-specialized
-    block holds its SM alone (setmaxnreg sizes it to the whole register file), so the extra
-    shared memory costs no occupancy (FlashAttention at 128x128 with 128 threads asks for 1)."""
+    not fit keeps the user's count. num_stages=1 or 0 (no lookahead asked for) gets at least a
+    second stage where it fits, so iteration i + 1's loads land during iteration i's compute, and
+    small stages the same RING_BYTES (split-K GEMM at 128x128x32 with num_stages=0: 8 stages): a
+    warp-specialized block holds its SM alone (setmaxnreg sizes it to the whole register file), so
+    the extra shared memory costs no occupancy (FlashAttention at 128x128 with 128 threads asks for 1)."""
     if user < 1:
         return user
     stage_bytes = sum(p.dst.buffer.numel() * p.dst.buffer.dtype.bytes for p in producers)
@@ -400,10 +401,8 @@ def ring_depth(user: int, producers: list, gemms: list, body: S.Stmt) -> int:
                  if a.buffer.scope in ("shared", "shared.dyn") and a.buffer.uid not in staged)
     epilogue = max((g.C.buffer.numel() * 2 for g in gemms if g.C.buffer.scope == "fragment"), default=0)
     free = SMEM_MAX - 2048 - others - epilogue
-    if user == 1:
-        return 2 if 2 * stage_bytes <= free else 1
     overlap = len(gemms) == 1 and all(g.wg_wait == 0 for g in gemms)
-    want = max(user + 1 if overlap else user, -(-RING_BYTES // stage_bytes))
+    want = max(user + 1 if overlap or user == 1 else user, -(-RING_BYTES // stage_bytes))
     return max(user, min(want, free // stage_bytes))
 
 

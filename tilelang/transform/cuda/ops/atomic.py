@@ -2,7 +2,8 @@
 
 Takes: an AtomicTile (a region of equal shape or a scalar as its source). Gives: one
 atomic_<kind>(dst[...], value) call per element (guarded against out-of-range global elements),
-the elements following a register source's layout (one of a row fragment's copies adds) or
+the elements following a register source's layout (one of a row fragment's copies adds; an
+mma/wgmma accumulator's column pairs as one 8-byte float32 reduction, vectorize.atomic_pair_loop) or
 spread over the block's threads; a
 single-element atomic runs on thread 0 only, except inside a T.Parallel body where each
 iteration is already one thread's.
@@ -37,7 +38,7 @@ def lower_atomic_tile(low, op: O.AtomicTile):
 
     if isinstance(op.src, BufferRegion) and sreg is not None:
         lay = low.plan.layout(op.src.buffer)
-        return low.owned_loop(lay, lambda l, cv: make(tile_coords(op.src, cv), sreg[l]))
+        return low.owned_loop(lay, lambda l, cv: make(tile_coords(op.src, cv), sreg[l]), vector="quiet")
     ext = squeezed(op.dst.extents)
     if not ext:
         if low.per_thread:  # one element per iteration of a T.Parallel body: every thread's own

@@ -1,0 +1,104 @@
+"""Atomic adds from an mma / wgmma accumulator as 8-byte float32 vector reductions
+(vectorize.atomic_pair_loop): the split-K GEMM's epilogue, element form (a T.Parallel of
+T.atomic_add) and tile form (T.atomic_add of the whole fragment), on sm_90a (warp-specialized,
+wgmma) and sm_80 (mma.sync), run on the host emulator against float64. An odd row length keeps
+scalar atomics (its pairs are not 8-byte aligned), and still adds right.
+"""
+import warnings
+
+import pytest
+import torch
+
+import tilelang
+import tilelang.language as T
+
+
+def splitk(M, N, K, bM=128, bN=128, bK=32, split=2, tile_form=False, stages=0):
+    sk = K // split
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), split, threads=128) as (bx, by, bz):
+            A_s = T.alloc_shared((bM, bK), "float16")
+            B_s = T.alloc_shared((bK, bN), "float16")
+            C_l = T.alloc_fragment((bM, bN), "float32")
+            T.clear(C_l)
+            for ko in T.Pipelined(T.ceildiv(sk, bK), num_stages=stages):
+                T.copy(A[by * bM, bz * sk + ko * bK], A_s)
+                T.copy(B[bz * sk + ko * bK, bx * bN], B_s)
+                T.gemm(A_s, B_s, C_l)
+            if tile_form:
+                T.atomic_add(C[by * bM, bx * bN], C_l)
+            else:
+                for i, j in T.Parallel(bM, bN):
+                    T.atomic_add(C[by * bM + i, bx * bN + j], C_l[i, j])
+
+    return main
+
+
+def build(func, arch):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return tilelang.compile(func, target=f"cuda -arch={arch}")
+
+
+CASES = [
+    ("sm_90a", dict(M=256, N=256, K=128)),
+    ("sm_90a", dict(M=256, N=256, K=128, tile_form=True)),
+    ("sm_90a", dict(M=200, N=192, K=128, stages=2)),  # ragged rows and columns: bounds guards per pair
+    ("sm_80", dict(M=256, N=128, K=128, stages=2)),
+    ("sm_80", dict(M=128, N=128, K=64, bK=32, tile_form=True)),
+]
+
+
+@pytest.mark.parametrize("arch,cfg", CASES)
+def test_split_k_atomic_pairs(arch, cfg, run_on_host):
+    k = build(splitk(**cfg), arch)
+    src = k.get_kernel_source()
+    assert "tl_atomic_add_v2_f32(" in src and "tl_atomic_add_f32(" not in src, src
+    M, N, K = cfg["M"], cfg["N"], cfg["K"]
+    a = torch.randn(M, K, dtype=torch.float16)
+    b = torch.randn(K, N, dtype=torch.float16)
+    c0 = torch.randn(M, N, dtype=torch.float32)
+    c = c0.clone()
+    run_on_host(k, [a, b, c])
+    ref = c0.double() + a.double() @ b.double()
+    torch.testing.assert_close(c.double(), ref, rtol=1e-3, atol=1e-3)
+
+
+def test_odd_rows_stay_scalar(run_on_host):
+    k = build(splitk(128, 131, 64, bN=128, bK=32, split=2, stages=2), "sm_80")
+    src = k.get_kernel_source()
+    assert "tl_atomic_add_v2_f32(" not in src and "tl_atomic_add_f32(" in src
+    a = torch.randn(128, 64, dtype=torch.float16)
+    b = torch.randn(64, 131, dtype=torch.float16)
+    c = torch.zeros(128, 131)
+    run_on_host(k, [a, b, c])
+    torch.testing.assert_close(c.double(), a.double() @ b.double(), rtol=1e-3, atol=1e-3)
+
+
+def test_sm90_sass_vector_reduction():
+    from tilelang.backend.cuda import nvrtc, sass
+    if not (nvrtc.nvrtc_available() and sass.sass_available()):
+        pytest.skip("NVRTC or nvdisasm not installed")
+    k = build(splitk(256, 256, 128), "sm_90a")
+    text = k.artifact.sass()
+    assert "REDG.E.ADD.F32x2" in text and "REDG.E.ADD.F32.FTZ" not in text
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
+@pytest.mark.parametrize("cfg", [dict(M=1024, N=1024, K=1024, split=4), dict(M=1000, N=904, K=512, stages=2),
+                                 dict(M=512, N=512, K=512, tile_form=True)])
+def test_split_k_atomic_pairs_gpu(cfg):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        k = tilelang.compile(splitk(**cfg), target="cuda")
+    M, N, K = cfg["M"], cfg["N"], cfg["K"]
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+    c0 = torch.randn(M, N, device="cuda")
+    c = c0.clone()
+    k(a, b, c)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(c.double(), c0.double() + a.double() @ b.double(), rtol=1e-3, atol=2e-3)
