@@ -149,7 +149,7 @@ def test_two_kernels_are_two_globals_in_one_module_sm90a():
                          target="cuda -arch=sm_90a")
     src = k.get_kernel_source()
     assert src.count('extern "C" __global__') == 2 and src.count('#include "tl/tl.h"') == 1
-    assert "__launch_bounds__(128) rowsum_kernel_0(" in src and "__launch_bounds__(64) rowsum_kernel_1(" in src
+    assert "__launch_bounds__(128, 1) rowsum_kernel_0(" in src and "__launch_bounds__(64, 1) rowsum_kernel_1(" in src
     k0, k1 = k.artifact.kernels
     assert (k0.csource.threads, k1.csource.threads) == (128, 64)
     assert k0.csource.smem_bytes >= 16 * 32 * 8 and k1.csource.smem_bytes < k0.csource.smem_bytes

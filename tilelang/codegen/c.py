@@ -365,6 +365,10 @@ class CCodegen:
         """Whether loop s gets the unroll pragma: T.unroll loops of a constant trip count."""
         return s.kind == "unroll" and const_int(s.extent) is not None
 
+    def unroll_pragma(self, s: S.For) -> str | None:
+        """The pragma line before loop s: UNROLL_PRAGMA where `unrolled`, else none."""
+        return self.UNROLL_PRAGMA if self.unrolled(s) else None
+
     def s_For(self, s: S.For):
         v = s.var.name
         start, ext = self.expr(s.start), self.expr(s.extent)
@@ -376,8 +380,9 @@ class CCodegen:
             # bounds that read memory are evaluated once, as the loop's semantics say
             self.emit(f"const int64_t {v}_end = {end};")
             end = f"{v}_end"
-        if self.unrolled(s):
-            self.emit(self.UNROLL_PRAGMA)
+        pragma = self.unroll_pragma(s)
+        if pragma:
+            self.emit(pragma)
         self.emit(f"for ({self.LOOP_TYPE} {v} = {start}; {v} < {end}; ++{v}) {{")
         self.depth += 1
         self.stmt(s.body)

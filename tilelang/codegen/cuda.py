@@ -33,6 +33,7 @@ class CudaSource:
 
 
 SMALL_TRIP = 8  # serial loops of at most this many constant iterations are unrolled (CudaCodegen.unrolled)
+STREAM_UNROLL = 8  # longer streaming loops are unrolled by this factor (CudaCodegen.unroll_pragma)
 _SYNC_WORDS = ("sync", "barrier", "gemm", "wgmma", "wait", "fence", "arrive", "cp_async", "tma")
 ASSERT_FLAG = "tl_assert_flag"  # device int: 0, or the 1-based index of the first failed T.device_assert
 
@@ -67,10 +68,31 @@ class CudaCodegen(CCodegen):
         n = const_int(s.extent)
         if s.kind != "serial" or n is None or not 2 <= n <= SMALL_TRIP:
             return False
-        if collect(s.body, lambda x: isinstance(x, S.For) and (const_int(x.extent) is None or x.kind == "pipelined")
+        return self.straight_line(s.body)
+
+    def straight_line(self, body) -> bool:
+        """Only straight-line code and constant loops: no barrier, gemm or other inline synchronisation."""
+        if collect(body, lambda x: isinstance(x, S.For) and (const_int(x.extent) is None or x.kind == "pipelined")
                    or isinstance(x, (S.While, S.KernelLaunch, S.TileOp))):
             return False
-        return not any(any(w in r.fmt for w in _SYNC_WORDS) for r in collect(s.body, lambda x: type(x).__name__ == "Raw"))
+        return not any(any(w in r.fmt for w in _SYNC_WORDS) for r in collect(body, lambda x: type(x).__name__ == "Raw"))
+
+    def unroll_pragma(self, s: S.For) -> str | None:
+        """`unrolled` loops in full; a longer serial loop that streams global memory into registers
+        (straight-line, reads global buffers, writes only thread-local ones: a GEMV's k-loop) by
+        STREAM_UNROLL, so that many iterations' loads are in flight at once. The dequant GEMV's
+        32-iteration loop: NVRTC unrolled it 4x, nvcc the public build's 8x (4 vs 8 loads of B per
+        thread in flight; the kernel is bound by HBM latency x bytes in flight)."""
+        if self.unrolled(s):
+            return self.UNROLL_PRAGMA
+        n = const_int(s.extent)
+        if s.kind != "serial" or n is None or n < 2 * STREAM_UNROLL or not self.straight_line(s.body):
+            return None
+        reads_global = collect(s.body, lambda x: isinstance(x, E.BufferLoad) and x.buffer.scope == "global")
+        writes_shared = collect(s.body, lambda x: isinstance(x, S.BufferStore) and x.buffer.scope != "local"
+                                and x.buffer.scope != "local.var") or any(
+            r.writes for r in collect(s.body, lambda x: type(x).__name__ == "Raw"))
+        return f"#pragma unroll {STREAM_UNROLL}" if reads_global and not writes_shared else None
 
     def packed(self, buf: Buffer) -> bool:
         """A 16-bit register array stored as pairs in uint32_t words (tl::half_at / tl::set_half):
@@ -147,8 +169,11 @@ class CudaCodegen(CCodegen):
         self.emit('#include "tl/c_compat.h"')
         self.emit("")
         self.imported_sources(k.body)
-        setmaxnreg = collect(k.body, lambda n: type(n).__name__ == "Raw" and "setmaxnreg" in n.fmt)
-        bounds = f"{T}, 1" if self.ws or setmaxnreg else f"{T}"  # setmaxnreg needs a known entry budget
+        # minBlocksPerSM 1 always (setmaxnreg needs a known entry budget): with the thread count alone ptxas
+        # kept the dequant GEMV at 32 registers and its 8 unrolled iterations' loads interleaved with their
+        # math (4 in flight); told one block per SM suffices, it issues all 16 first (55 registers), as the
+        # public build does (it declares (threads, 1) on every kernel)
+        bounds = f"{T}, 1"
         if self.ws and self.ws.cluster > 1:  # fixed at compile time: a plain cuLaunchKernel launches it
             bounds += f") __cluster_dims__({self.ws.cluster}, 1, 1"
         from .c import entry_name

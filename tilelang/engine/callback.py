@@ -9,7 +9,7 @@ compatibility but never called: this TileLang has no HIP or Metal backend.
 
     @register_cuda_postproc_callback
     def tilelang_callback_cuda_postproc(code, target):
-        return code.replace("__launch_bounds__(128)", "__launch_bounds__(128, 2)")
+        return code.replace("__launch_bounds__(128, 1)", "__launch_bounds__(128, 2)")
 """
 from __future__ import annotations
 

@@ -239,7 +239,7 @@ def test_row_not_a_multiple_of_16_bytes_falls_back_with_a_warning(kernels):
                "multiple of 16 bytes" in m for m in msgs), msgs
     src = k.artifact.source
     assert "tma_load" not in src and "setmaxnreg" not in src and "mbarrier" not in src
-    assert "__launch_bounds__(128)" in src and "TensorMap" not in src
+    assert "__launch_bounds__(128, 1)" in src and "TensorMap" not in src
 
 
 def test_copy_with_disable_tma_keeps_the_loop_off_tma_with_a_warning():
@@ -278,7 +278,7 @@ def test_pass_configs_turn_warp_specialization_off(case, build):
     src = b.source
     assert not b.warnings
     assert "tma_load" not in src and "setmaxnreg" not in src and "mbarrier" not in src and "TensorMap" not in src
-    assert "__launch_bounds__(128)" in src
+    assert "__launch_bounds__(128, 1)" in src  # no producer warpgroup
     # cp.async pipeline instead; on sm_90 the refill goes out before the wait, 3 stages in flight
     assert "tl::cp_async_wait<2>();" in src and "A_s_stages" in src
     assert "tl::gemm_ss_sm90<128, 128, 32, 1, 1, false," in src      # still on wgmma
