@@ -2,8 +2,9 @@
 
 Expects: tile-level IR of one kernel holding WarpGroupScope statements (op/hopper.py); the
 user's barriers order everything that crosses warp groups.
-Guarantees: no automatic warp specialization or software pipelining (a T.Pipelined loop runs
-serially: the user's barriers, not stage counts, say what overlaps); barriers are initialised
+Guarantees: no automatic warp specialization or software pipelining: a T.Pipelined(num_stages=n)
+loop gets n-stage rings of its TMA tiles and barriers (manual_ws_ring.py) where it can, else runs
+serially (the user's barriers, not stage counts, say what overlaps); barriers are initialised
 by thread 0 (then fence + __syncthreads) right after their allocation; every hopper op is a Raw
 line of our header's PTX wrappers; a 3-d shared tile used as `X[s, :, :]` by a TMA copy or a
 gemm goes through a 2-d window onto stage s. Tile ops inside a scope are lowered later
@@ -28,6 +29,7 @@ from ...ir.visitor import Mutator, collect
 from ...op import hopper as H
 from ...op import tile_ops as O
 from .lower_tile_ops import Raw
+from .manual_ws_ring import ring_loops
 from .ws_loads import tma_plan
 from .ws_epilogue import TmaDesc
 
@@ -71,7 +73,14 @@ class _Rewrite(Mutator):
         self.noted = False
 
     def top(self, body: S.Stmt) -> S.Stmt:
-        stmts = body.stmts if isinstance(body, S.SeqStmt) else (body,)
+        stmts = list(body.stmts if isinstance(body, S.SeqStmt) else (body,))
+        stmts, serial = ring_loops(stmts)
+        for loop, why in serial:
+            self.warn(f"T.Pipelined(num_stages={loop.annotation('num_stages', 0)}) around T.ws (line "
+                      f"{getattr(loop.span, 'line', '?')}) runs as a serial loop, its warp groups overlapping as far "
+                      f"as the kernel's own barriers let them: no {loop.annotation('num_stages', 0)}-stage ring, as "
+                      f"{why}")
+            self.noted = True
         out = []
         for st in stmts:
             if isinstance(st, S.Allocate) and H.is_barrier(st.buffer):
