@@ -95,3 +95,19 @@ def test_decide_comparisons_the_ranges_settle():
         assert r.decide(both) is None
         assert r.decide(E.binop("&&", E.binop(">", j, 200), E.binop("<", j, m))) is False
         assert r.decide(E.binop("||", E.binop("<", j, 128), E.binop("<", j, m))) is True
+
+
+def test_symbolic_loop_bounds_come_from_their_ranges():
+    k = kernel((4, 8))
+    bx, by = k.block_vars
+    kk, t = v("k"), v("t")
+    r = Ranges()
+    r.kernel(k)
+    # the attention backward's `for k in T.Pipelined(by * 4 // 2, 16)`-style loop: start in [0, 14]
+    with r.loop(S.For(kk, by * 2, 16 - by * 2, "serial", S.seq())):
+        assert r.of[kk] == (0, 15)
+        assert r.below(kk * 32 + 31, 512)
+    with r.loop(S.For(t, E.as_expr(0), bx + 1, "serial", S.seq())):  # extent in [1, 4]: t in [0, 3]
+        assert r.of[t] == (0, 3)
+    with r.loop(S.For(t, E.as_expr(0), v("n"), "serial", S.seq())):  # unbounded extent: none
+        assert t not in r.of

@@ -113,7 +113,7 @@ def test_reshaped_accumulator_aliases_registers(arch):
     # the view is the accumulator's registers: no array, pointer or copy of its own
     assert "float s[" in src
     assert "sr[" not in src and "* sr " not in src and "* sr=" not in src
-    assert "s[l_1] = (((s[l_1]) > (0.0f)" in src or "> (0.0f) ? (s[l" in src
+    assert "s[l_1] = fmaxf(s[l_1], 0.0f)" in src or "fmaxf(s[l" in src
 
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])

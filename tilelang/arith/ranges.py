@@ -46,9 +46,17 @@ class Ranges:
 
     @contextmanager
     def loop(self, s):
-        """Within a For loop's body: its variable ranges over [start, start + extent - 1]."""
+        """Within a For loop's body: its variable ranges over [start, start + extent - 1]; with a
+        symbolic start or extent, over [least start, greatest start + extent - 1] by the ranges of
+        what they read (`for k in range(by * 4, 16)`: k in [0, 15] where by >= 0)."""
         lo, ext = const_int(E.as_expr(s.start)), const_int(E.as_expr(s.extent))
-        with self.scoped({s.var: (lo, lo + ext - 1) if lo is not None and ext is not None and ext > 0 else None}):
+        if lo is not None and ext is not None:
+            r = (lo, lo + ext - 1) if ext > 0 else None
+        else:
+            first = self.bounds(s.start)
+            last = self.bounds(simplify(E.as_expr(s.start) + E.as_expr(s.extent) - 1))
+            r = (first[0], last[1]) if first is not None and last is not None and first[0] <= last[1] else None
+        with self.scoped({s.var: r}):
             yield
 
     def coords(self, cvars, shape):

@@ -133,6 +133,11 @@ class CExpr:
                 fl = "floorf" if e.dtype.name != "float64" else "floor"
                 return f"{fl}({a} / {b})" if op == "//" else f"({a} - {fl}({a} / {b}) * {b})"
             if e.dtype.kind == "uint" or (self.nonnegative(e.a) and self.nonnegative(e.b)):
+                c = e.b.value if isinstance(e.b, E.Const) and not isinstance(e.b.value, bool) else None
+                if isinstance(c, int) and c > 1 and c & (c - 1) == 0 and not isinstance(e.a, (E.Var, E.Const)):
+                    # the compiler cannot see that a compound a is >= 0: a signed `/ 8` costs a sign fix-up
+                    # (3 more instructions an index, in k-loops); a thread index it bounds itself
+                    return f"({a} >> {c.bit_length() - 1})" if op == "//" else f"({a} & {c - 1})"
                 return f"({a} {'/' if op == '//' else '%'} {b})"
             w = "i64" if e.dtype.bits == 64 else "i32"
             return f"tl_{'floordiv' if op == '//' else 'floormod'}_{w}({a}, {b})"
@@ -142,6 +147,9 @@ class CExpr:
             # mixed half/float: compute in the wider type (C++ half operators are ambiguous there)
             wide = "double" if "float64" in (e.a.dtype.name, e.b.dtype.name) else "float"
             a, b = f"(({wide}){a})", f"(({wide}){b})"
+        if op in ("min", "max") and e.dtype.name in ("float32", "float64") and e.a.dtype == e.b.dtype == e.dtype:
+            # FMNMX, one instruction (a compare and a select as `a > b ? a : b`: twice the row-max chain)
+            return f"{'f' + op}{'f' if e.dtype.name == 'float32' else ''}({a}, {b})"
         if op in ("min", "max"):
             cmp = "<" if op == "min" else ">"
             return f"(({a}) {cmp} ({b}) ? ({a}) : ({b}))"

@@ -1,8 +1,9 @@
-"""Atomic adds from an mma / wgmma accumulator as 8-byte float32 vector reductions
-(vectorize.atomic_pair_loop): the split-K GEMM's epilogue, element form (a T.Parallel of
-T.atomic_add) and tile form (T.atomic_add of the whole fragment), on sm_90a (warp-specialized,
-wgmma) and sm_80 (mma.sync), run on the host emulator against float64. An odd row length keeps
-scalar atomics (its pairs are not 8-byte aligned), and still adds right.
+"""float32 atomic adds as vector reductions (vectorize.atomic_vector_loop), run on the host
+emulator against float64: from an mma / wgmma accumulator, 8 bytes per column pair (the split-K
+GEMM's epilogue, element form -- a T.Parallel of T.atomic_add -- and tile form, on sm_90a
+warp-specialized with wgmma and on sm_80 with mma.sync); from a shared tile, 16 bytes per four
+row elements (linear attention's `T.atomic_add(O[...], o_shared)`). An odd row length keeps scalar
+atomics (its pairs are not aligned), and still adds right.
 """
 import warnings
 
@@ -102,3 +103,37 @@ def test_split_k_atomic_pairs_gpu(cfg):
     k(a, b, c)
     torch.cuda.synchronize()
     torch.testing.assert_close(c.double(), c0.double() + a.double() @ b.double(), rtol=1e-3, atol=2e-3)
+
+
+def shared_atomic(M, N, rows=64, tile_form=True):
+    """O[rows-block] += X (via a shared tile), twice per block (two blocks add to one O tile)."""
+
+    @T.prim_func
+    def main(X: T.Tensor((2 * M, N), "float32"), O: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(M, rows), 2, threads=128) as (bx, by):
+            S_ = T.alloc_shared((rows, N), "float32")
+            T.copy(X[by * M + bx * rows, 0], S_)
+            if tile_form:
+                T.atomic_add(O[bx * rows, 0], S_)
+            else:
+                for i, j in T.Parallel(rows, N):
+                    T.atomic_add(O[bx * rows + i, j], S_[i, j])
+
+    return main
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+@pytest.mark.parametrize("tile_form", [True, False])
+@pytest.mark.parametrize("M,N,vec", [(128, 64, 4), (96, 64, 4), (128, 6, 2), (64, 7, 1)])
+def test_shared_source_vector_atomics(arch, tile_form, M, N, vec, run_on_host):
+    k = build(shared_atomic(M, N, tile_form=tile_form), arch)
+    src = k.get_kernel_source()
+    if vec > 1:
+        assert f"tl_atomic_add_v{vec}_f32(" in src and "tl_atomic_add_f32(" not in src, src
+    else:
+        assert "tl_atomic_add_v" not in src and "tl_atomic_add_f32(" in src
+    x = torch.randn(2 * M, N)
+    o0 = torch.randn(M, N)
+    o = o0.clone()
+    run_on_host(k, [x, o])
+    torch.testing.assert_close(o.double(), o0.double() + x[:M].double() + x[M:].double(), rtol=1e-5, atol=1e-5)

@@ -16,6 +16,7 @@ from ...ir.visitor import collect, substitute
 from ...op import tile_ops as O
 from ...transform.cuda.lower_tile_ops import lower_kernel
 from ...transform.cuda.plan_smem import plan_smem_pass
+from ...transform.cuda.cp_async_waits import merge_cp_async_waits
 from ...transform.cuda.thread_sync import insert_syncs
 from ...transform.cuda.warp_specialize import TIMELINE
 from ...transform.check_dtypes import check_dtypes_pass
@@ -110,6 +111,7 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     from ...transform.cuda.thread_allreduce import lower_thread_level
 
     new = lower_thread_level(new, info.tid)
+    new = replace(new, body=merge_cp_async_waits(new.body))
     if not config(ctx.pass_configs, "tl.disable_thread_storage_sync", False):
         dims = [new.threads[{"tx": 0, "ty": 1, "tz": 2}.get(tv.name, 0)] for tv in new.thread_vars]  # as codegen binds them
         new = replace(new, body=insert_syncs(new.body, (info.tid, *new.thread_vars), (info.threads, *dims)))

@@ -90,6 +90,17 @@ TL_DEVICE void tl_atomic_add_v2_f32(float* p, float a, float b) {
   atomicAdd(p + 1, b);
 #endif
 }
+// p[0..3] += a..d, each atomically (p 16-byte aligned, global); sm_90: one vector reduction.
+TL_DEVICE void tl_atomic_add_v4_f32(float* p, float a, float b, float c, float d) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+#else
+  atomicAdd(p, a);
+  atomicAdd(p + 1, b);
+  atomicAdd(p + 2, c);
+  atomicAdd(p + 3, d);
+#endif
+}
 TL_DEVICE float tl_atomic_max_f32(float* p, float v) { return tl::atomic_max(p, v); }
 TL_DEVICE float tl_atomic_min_f32(float* p, float v) { return tl::atomic_min(p, v); }
 TL_DEVICE int32_t tl_atomic_max_i32(int32_t* p, int32_t v) { return atomicMax(p, v); }

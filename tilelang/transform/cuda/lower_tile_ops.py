@@ -38,7 +38,7 @@ from .lower_copy import CopyLowering, bound_in, Hoist, copy_vector_width, unflat
 from .ops.base import THREAD_LOCAL, THREAD_LOOP, addr_of, is_local, sync  # noqa: F401 (re-exported)
 from .raw import Raw  # noqa: F401 (re-exported: passes import it from here)
 from .row_copies import row_loop
-from .vectorize import atomic_pair_loop, cp_async_copy, plan_vectors, serial_vector_loop, vector_loop, vector_widths
+from .vectorize import atomic_vector_loop, cp_async_copy, plan_vectors, serial_vector_loop, vector_loop, vector_widths
 
 
 @dataclass(frozen=True)
@@ -176,10 +176,14 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
         cvars = [E.Var(f"{(names or 'ijkm')[d] if names else 'ijkm'[d]}", dt.int32) for d in range(len(layout.shape))]
         with self.ranges.coords(cvars, layout.shape):  # NOTE: inexact layouts guard flat < numel
             body = make_body(lvar, cvars)
-        if vector and getattr(layout, "pair_cols", False):  # an atomic add per element: 2-element reductions
-            out = atomic_pair_loop(layout, body, self.tid, lvar, cvars, Raw, THREAD_LOOP)
+        if vector and (getattr(layout, "pair_cols", False) or isinstance(layout, FlatFragment) and layout.vec > 1):
+            out = atomic_vector_loop(layout, body, self.tid, lvar, cvars, Raw, THREAD_LOOP)  # vector reductions
             if out is not None:
                 self.vectorized += 1
+                return out
+        if vector and getattr(layout, "pair_cols", False):  # an accumulator's column pairs: 2-element vectors
+            out = self.try_vector(layout, lvar, cvars, body, "quiet", vec=2)
+            if out is not None:
                 return out
         if vector and isinstance(layout, (FlatFragment, LaneColFragment)) and layout.vec > 1:
             out = self.try_vector(layout, lvar, cvars, body, vector)
@@ -192,8 +196,8 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
             body = S.IfThenElse(E.binop("<", layout.flat(self.tid, lvar), layout.numel), body)
         return S.For(lvar, E.as_expr(0), E.as_expr(layout.nlocal), "unroll", S.seq(*lets, body), THREAD_LOOP)
 
-    def try_vector(self, layout, lvar, cvars, body, mode):
-        plan = plan_vectors(body, cvars[-1], (lvar,), layout.vec)
+    def try_vector(self, layout, lvar, cvars, body, mode, vec=None):
+        plan = plan_vectors(body, cvars[-1], (lvar,), vec or layout.vec)
         if plan.ok:
             self.vectorized += 1
             staged = self.async_copy and cp_async_copy(plan) is not None

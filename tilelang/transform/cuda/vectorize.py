@@ -372,15 +372,19 @@ def _cp_async(ld: VecAccess, st: VecAccess, vec: int, at0: dict, raw) -> S.Stmt:
 
 def vector_loop(plan: VecPlan, layout, tid, lvar: E.Var, cvars: list, raw, annotations=(),
                 cp_async: bool = False) -> S.For:
-    """Emit the planned group loop over a FlatFragment (or LaneColFragment) `layout` (vec == plan.vec).
+    """Emit the planned group loop over a FlatFragment (or LaneColFragment) `layout` (vec == plan.vec),
+    or over an accumulator's column pairs (`pair_cols`, vec == 2).
     cp_async: a global -> shared copy body (`cp_async_copy`) becomes one cp.async per vector."""
     from .lower_tile_ops import unflatten
 
     vec, j = plan.vec, cvars[-1]
     g, u = E.Var("g", dt.int32), plan.lane
     j0 = E.Var(f"{j.name}0", dt.int32)
-    e0 = layout.group_start(g, tid)
-    coords = unflatten(e0, layout.shape)
+    if getattr(layout, "pair_cols", False):  # an mma / wgmma accumulator: slots 2g, 2g + 1 (vec == 2)
+        e0, coords = None, layout.coords(tid, g * 2)
+    else:
+        e0 = layout.group_start(g, tid)
+        coords = unflatten(e0, layout.shape)
     lets = [S.LetStmt(v, simplify(c)) for v, c in zip(cvars[:-1], coords[:-1])]
     lets.append(S.LetStmt(j0, simplify(coords[-1])))
     copy = cp_async_copy(plan) if cp_async else None
@@ -428,29 +432,47 @@ def _atomic_pair_body(body):
     return guard, body.value
 
 
-def atomic_pair_loop(layout, body, tid, lvar: E.Var, cvars: list, raw, annotations=()) -> S.For | None:
-    """A float32 atomic add per element over an accumulator layout whose slots 2q, 2q + 1 hold two
-    adjacent columns of one row (`pair_cols`) as one 8-byte vector reduction per pair
-    (`tl_atomic_add_v2_f32`: red.global.add.v2.f32 on sm_90, two atomics before it): half the
-    atomic requests to L2. None when the body is not one such atomic, or its two elements are not
-    adjacent and 8-byte aligned, or its condition can differ between them (the loop stays scalar)."""
+def atomic_vector_loop(layout, body, tid, lvar: E.Var, cvars: list, raw, annotations=()) -> S.For | None:
+    """A float32 atomic add per element as one vector reduction (`tl_atomic_add_v{n}_f32`: 8 or 16
+    bytes, red.global.add.v2/v4.f32 on sm_90; n atomics before it) per n adjacent elements of a row:
+    - an mma / wgmma accumulator (`pair_cols`: slots 2q, 2q + 1 are columns c, c + 1 of one row): n = 2;
+    - a flat layout dealing each thread `vec` consecutive row elements (FlatFragment): n = vec (2 or 4),
+      the values read per lane (a shared tile's elements, `T.atomic_add(dQ[...], dq_shared)`).
+    Fewer atomic requests to L2 (the split-K GEMM's epilogue: half; linear attention's: a quarter).
+    None when the body is not one such atomic, its n elements are not adjacent and n * 4-byte
+    aligned, or its condition can differ between them (the loop stays scalar)."""
     got = _atomic_pair_body(_inline_lets(body, {}))
-    if got is None or not getattr(layout, "pair_cols", False) or layout.nlocal % 2:
+    if got is None:
         return None
     guard, call = got
     target, value = call.args
     j = cvars[-1]
-    p = _Planner(j, (lvar,), 2)
+    if getattr(layout, "pair_cols", False) and layout.nlocal % 2 == 0:
+        vec, flat = 2, False
+    elif type(layout).__name__ == "FlatFragment" and layout.vec in (2, 4):
+        vec, flat = layout.vec, True
+    else:
+        return None
+    p = _Planner(j, (lvar,), vec)
     if p.contiguous(target.buffer, tuple(target.indices)) is not None:
         return None
     if guard is not None and not p.uniform(guard):
         return None
     q = E.Var("q", dt.int32)
-    coords = layout.coords(tid, q * 2)
+    if flat:
+        from .lower_tile_ops import unflatten
+
+        e0 = layout.group_start(q, tid)
+        coords = unflatten(e0, layout.shape)
+    else:
+        coords = layout.coords(tid, q * 2)
     lets = [S.LetStmt(v, simplify(c)) for v, c in zip(cvars, coords)]
-    v0 = substitute(value, {lvar: q * 2})
-    v1 = substitute(value, {lvar: q * 2 + 1, j: j + 1})
-    st = raw("tl_atomic_add_v2_f32({0}, {1}, {2});", (_addr(target.buffer, tuple(target.indices)), v0, v1))
+    lanes = [substitute(value, {lvar: q * vec + u, j: j + u} if u else {lvar: q * vec}) for u in range(vec)]
+    args = ", ".join(f"{{{k + 1}}}" for k in range(vec))
+    st = raw(f"tl_atomic_add_v{vec}_f32({{0}}, {args});", (_addr(target.buffer, tuple(target.indices)), *lanes))
     if guard is not None:
         st = S.IfThenElse(guard, st)
-    return S.For(q, E.as_expr(0), E.as_expr(layout.nlocal // 2), "unroll", S.seq(*lets, st), annotations)
+    group = S.seq(*lets, st)
+    if flat and not layout.exact:
+        group = S.IfThenElse(E.binop("<", e0, layout.numel), group)
+    return S.For(q, E.as_expr(0), E.as_expr(layout.nlocal // vec), "unroll", group, annotations)

@@ -3,8 +3,8 @@
 Takes: an AtomicTile (a region of equal shape or a scalar as its source). Gives: one
 atomic_<kind>(dst[...], value) call per element (guarded against out-of-range global elements),
 the elements following a register source's layout (one of a row fragment's copies adds; an
-mma/wgmma accumulator's column pairs as one 8-byte float32 reduction, vectorize.atomic_pair_loop) or
-spread over the block's threads; a
+mma/wgmma accumulator's column pairs as one 8-byte float32 reduction) or spread over the block's threads
+(float32 rows 2 or 4 elements a thread: 8- or 16-byte reductions; vectorize.atomic_vector_loop); a
 single-element atomic runs on thread 0 only, except inside a T.Parallel body where each
 iteration is already one thread's.
 """
@@ -44,4 +44,4 @@ def lower_atomic_tile(low, op: O.AtomicTile):
         if low.per_thread:  # one element per iteration of a T.Parallel body: every thread's own
             return make([], None)
         return S.IfThenElse(E.binop("==", low.tid, 0), make([], None))
-    return low.flat_loop(ext, lambda cv: make(cv, None))
+    return low.flat_loop(ext, lambda cv: make(cv, None), vector="quiet")
