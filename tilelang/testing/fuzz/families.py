@@ -9,6 +9,8 @@ and, where sm_90a would pick wgmma, a warpgroup split too. 8-bit operands are K-
 """
 from __future__ import annotations
 
+import random
+
 from .gen_base import Gen, as_dtype, expr, ragged, tile_ref, warp_split_ok
 from .spec import Atomic, Copy, Ew, Fill, Gemm, If, Lin, Pipelined, Reduce, Ref, SetVar
 
@@ -119,7 +121,13 @@ def gen_gemm(g: Gen):
         body.append(Copy(Ref(C), Ref(Cs)))
         body.append(Copy(Ref(Cs), tile_ref(g, O, M, N, BM, BN)))
     else:
-        body.append(Copy(Ref(C), tile_ref(g, O, M, N, BM, BN)))
+        ref = tile_ref(g, O, M, N, BM, BN)
+        side = random.Random(g.seed * 1000003 + 31)  # (a side RNG: every seed keeps the rest of its program)
+        if out_dt == "float32" and side.random() < 0.25:  # added from the accumulator: its column pairs as
+            # 8-byte vector reductions (vectorize.atomic_vector_loop)
+            body.append(Atomic(Ref(O, "corner", (Lin.of(("by", BM)), Lin.of(("bx", BN)))), C))
+        else:
+            body.append(Copy(Ref(C), ref))
     arch = 89 if dt.startswith("float8") else 80
     return g.program("gemm", ((Nd, BN), (Md, BM)), threads, body, arch_min=arch)
 
