@@ -33,6 +33,7 @@ from ...ir.buffer import Buffer, BufferRegion
 from ...ir.visitor import Mutator, Visitor, collect, substitute
 from ...op import hopper as H
 from ...op import tile_ops as O
+from .gemm_paths import whole
 
 _BARRIER_OPS = (H.BarrierWait, H.BarrierArrive, H.BarrierExpectTx, H.TmaCopy)
 
@@ -75,10 +76,6 @@ def _refs(node) -> Counter:
     r = _Refs()
     r.visit(node)
     return r.n
-
-
-def _whole(r: BufferRegion) -> bool:
-    return all(const_int(st) == 0 and const_int(e) == const_int(n) for (st, e), n in zip(r.ranges, r.buffer.shape))
 
 
 def _unconditional(body, found: list) -> bool:
@@ -130,7 +127,7 @@ def _plan_and_apply(stmts: list, at: int, loop: S.For, n: int):
     for op in ops:
         if isinstance(op, H.TmaCopy):
             x = op.dst.buffer
-            if x.scope not in ("shared", "shared.dyn") or x.ndim != 2 or not _whole(op.dst):
+            if x.scope not in ("shared", "shared.dyn") or x.ndim != 2 or not whole(op.dst, op.dst.buffer):
                 return f"T.tma_copy into {x.name} does not fill a whole 2-d shared tile"
             tiles[x.uid] = x
     if not tiles:
@@ -138,7 +135,7 @@ def _plan_and_apply(stmts: list, at: int, loop: S.For, n: int):
     allowed = Counter()
     for g in collect(loop.body, lambda x: isinstance(x, O.Gemm)):
         for r in (g.A, g.B):
-            if r.buffer.uid in tiles and _whole(r):
+            if r.buffer.uid in tiles and whole(r, r.buffer):
                 allowed[r.buffer.uid] += 1
     for op in ops:
         if isinstance(op, H.TmaCopy):

@@ -370,21 +370,26 @@ def _cp_async(ld: VecAccess, st: VecAccess, vec: int, at0: dict, raw) -> S.Stmt:
     return S.IfThenElse(simplify(substitute(_all(st.guard), at0)), cp)
 
 
+def group_coords(layout, g, tid) -> tuple:
+    """(flat index of the group's first element or None, its coordinates) for thread tid's vector
+    group g: a flat layout's group_start, or an accumulator's column pair (slots 2g, 2g + 1)."""
+    if getattr(layout, "pair_cols", False):
+        return None, layout.coords(tid, g * 2)
+    from .lower_tile_ops import unflatten
+
+    e0 = layout.group_start(g, tid)
+    return e0, unflatten(e0, layout.shape)
+
+
 def vector_loop(plan: VecPlan, layout, tid, lvar: E.Var, cvars: list, raw, annotations=(),
                 cp_async: bool = False) -> S.For:
     """Emit the planned group loop over a FlatFragment (or LaneColFragment) `layout` (vec == plan.vec),
     or over an accumulator's column pairs (`pair_cols`, vec == 2).
     cp_async: a global -> shared copy body (`cp_async_copy`) becomes one cp.async per vector."""
-    from .lower_tile_ops import unflatten
-
     vec, j = plan.vec, cvars[-1]
     g, u = E.Var("g", dt.int32), plan.lane
     j0 = E.Var(f"{j.name}0", dt.int32)
-    if getattr(layout, "pair_cols", False):  # an mma / wgmma accumulator: slots 2g, 2g + 1 (vec == 2)
-        e0, coords = None, layout.coords(tid, g * 2)
-    else:
-        e0 = layout.group_start(g, tid)
-        coords = unflatten(e0, layout.shape)
+    e0, coords = group_coords(layout, g, tid)
     lets = [S.LetStmt(v, simplify(c)) for v, c in zip(cvars[:-1], coords[:-1])]
     lets.append(S.LetStmt(j0, simplify(coords[-1])))
     copy = cp_async_copy(plan) if cp_async else None
@@ -459,13 +464,7 @@ def atomic_vector_loop(layout, body, tid, lvar: E.Var, cvars: list, raw, annotat
     if guard is not None and not p.uniform(guard):
         return None
     q = E.Var("q", dt.int32)
-    if flat:
-        from .lower_tile_ops import unflatten
-
-        e0 = layout.group_start(q, tid)
-        coords = unflatten(e0, layout.shape)
-    else:
-        coords = layout.coords(tid, q * 2)
+    e0, coords = group_coords(layout, q, tid)
     lets = [S.LetStmt(v, simplify(c)) for v, c in zip(cvars, coords)]
     lanes = [substitute(value, {lvar: q * vec + u, j: j + u} if u else {lvar: q * vec}) for u in range(vec)]
     args = ", ".join(f"{{{k + 1}}}" for k in range(vec))
