@@ -21,10 +21,11 @@ from __future__ import annotations
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.visitor import Mutator, buffers_used, collect
+from .lower_copy import COPY_COMMIT_WAIT
 from .raw import Raw
 from .thread_sync import accesses
 
-COMMIT_WAIT = "tl::cp_async_commit(); tl::cp_async_wait<0>();"
+COMMIT_WAIT = COPY_COMMIT_WAIT
 COMMIT = "tl::cp_async_commit();"
 WAIT = "tl::cp_async_wait<0>();"
 # inline code that synchronises or starts other asynchronous work: a wait may not move past it

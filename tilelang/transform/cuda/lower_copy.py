@@ -31,6 +31,10 @@ from .ops.base import THREAD_LOOP
 from .raw import Raw
 
 
+# ends a synchronous cp.async T.copy (cp_async_waits.py merges consecutive ones)
+COPY_COMMIT_WAIT = "tl::cp_async_commit(); tl::cp_async_wait<0>();"
+
+
 def _raw():
     """(Raw, THREAD_LOOP)."""
     return Raw, THREAD_LOOP
@@ -84,7 +88,7 @@ class CopyLowering:
                 S.IfThenElse(E.binop("<", e, total), S.seq(*[S.LetStmt(c, x) for c, x in zip(cvars, coords)], body)))
         loop = S.For(v, E.as_expr(0), E.as_expr(-(-total // per)), "unroll", inner, THREAD_LOOP)
         if g2s and not op.async_group:
-            return S.seq(loop, Raw("tl::cp_async_commit(); tl::cp_async_wait<0>();"))
+            return S.seq(loop, Raw(COPY_COMMIT_WAIT))
         return loop
 
     def hoisted_source(self, op: O.Copy, v: E.Var, vec: int, ext) -> tuple[str, E.Expr] | None:
