@@ -59,3 +59,61 @@ def test_one_wait_for_both_copies(arch, run_on_host):
     ref = torch.cat([((0.5 * Q[c:c + 64].double()) @ K[c:c + 64].double().T).half().double() @ V[c:c + 64].double()
                      for c in range(0, S, 64)])
     torch.testing.assert_close(O.double(), ref, rtol=2e-2, atol=2e-2)
+
+
+def barrier_between():
+    """Fuzz seed 2199 (shrunk): the wait sinks past a row reduction through shared memory whose own
+    barrier sits between the copy and its wait; the reader of S needs a barrier after the wait,
+    since each thread's wait covers only its own cp.async vectors."""
+    m = T.dynamic("m")
+
+    @T.prim_func
+    def main(A: T.Tensor((m, 8), "float32"), O: T.Tensor((m, 8), "float32"), R: T.Tensor((m,), "float32"),
+             W: T.Tensor((m, 8), "float32")):
+        with T.Kernel(1, T.ceildiv(m, 32), threads=128) as (bx, by):
+            S = T.alloc_shared((32, 8), "float32")
+            F = T.alloc_fragment((32, 8), "float32")
+            Rs = T.alloc_fragment((32,), "float32")
+            G = T.alloc_fragment((32, 8), "float32")
+            S2 = T.alloc_shared((32, 8), "float32")
+            T.clear(F)
+            T.reduce_sum(F, Rs, dim=1, clear=True)
+            T.copy(A[by * 32, 0], S)
+            for i, j in T.Parallel(32, 8):
+                G[i, j] = S[i, j]
+            for i, j in T.Parallel(32, 8):
+                S2[i, j] = S[i, j] + Rs[i]
+            T.copy(G, O[by * 32:by * 32 + 32, :])
+            T.copy(Rs, R[by * 32])
+            T.copy(S2, W[by * 32:by * 32 + 32, :])
+
+    return main
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_sunk_wait_gets_its_own_barrier(arch, run_on_host):
+    kern = tilelang.compile(barrier_between(), target=f"cuda -arch={arch}")
+    src = kern.get_kernel_source()
+    body = src[src.index("tl::cp_async_wait<0>();"):]
+    assert body.index("__syncthreads();") < body.index("&S["), body[:600]
+    m = 61
+    A = torch.randn(m, 8)
+    O, W = torch.full((m, 8), float("nan")), torch.full((m, 8), float("nan"))
+    R = torch.full((m,), float("nan"))
+    run_on_host(kern, [A, O, R, W])
+    torch.testing.assert_close(O.double(), A.double(), rtol=0, atol=0)
+    assert torch.equal(R, torch.zeros(m))
+    torch.testing.assert_close(W.double(), A.double(), rtol=0, atol=0)
+
+
+@pytest.mark.cuda
+def test_sunk_wait_gets_its_own_barrier_on_gpu():
+    kern = tilelang.compile(barrier_between(), target="cuda")
+    m = 4001
+    A = torch.randn(m, 8, device="cuda")
+    O, W = torch.full((m, 8), float("nan"), device="cuda"), torch.full((m, 8), float("nan"), device="cuda")
+    R = torch.full((m,), float("nan"), device="cuda")
+    kern(A, O, R, W)
+    torch.testing.assert_close(O.double(), A.double(), rtol=0, atol=0)
+    assert torch.equal(R, torch.zeros(m, device="cuda"))
+    torch.testing.assert_close(W.double(), A.double(), rtol=0, atol=0)

@@ -40,12 +40,13 @@ def _is_commit_wait(st) -> bool:
     return isinstance(st, Raw) and st.fmt == COMMIT_WAIT
 
 
-def _cp_writes(stmts) -> set:
-    """Shared storages the cp.async vectors among stmts write."""
-    out = set()
+def _cp_writes(stmts) -> dict:
+    """The shared buffers the cp.async vectors among stmts write, by storage."""
+    out = {}
     for st in stmts:
         for r in collect(st, lambda x: isinstance(x, Raw) and "cp_async_zfill" in x.fmt):
-            out |= accesses(r)[1]
+            for b in r.writes:
+                out.setdefault(getattr(b, "view_base", b).uid, b)
     return out
 
 
@@ -111,14 +112,14 @@ class _Merge(Mutator):
         stmts = _hoist_copies(stmts)
         out = []
         pending = None  # index in out of a commit + wait that may yet become a commit alone
-        written: set = set()  # what the copies before it write
+        written: dict = {}  # what the copies before it write (storage uid -> buffer)
         since = 0  # first statement after the last commit + wait
         for st in stmts:
             if _is_commit_wait(st):
                 mine = _cp_writes(out[since:])
                 if pending is not None:
                     out[pending] = Raw(COMMIT, span=out[pending].span)
-                    written |= mine
+                    written.update(mine)
                 else:
                     written = mine
                 pending, since = len(out), len(out) + 1
@@ -126,19 +127,22 @@ class _Merge(Mutator):
                 continue
             if pending is not None:
                 reads, writes = accesses(st)
-                if (reads | writes) & written or _orders(st) or _writes_global(st):
-                    out = _sink_wait(out, pending)
-                    pending, written = None, set()
+                if (reads | writes) & written.keys() or _orders(st) or _writes_global(st):
+                    out = _sink_wait(out, pending, written)
+                    pending, written = None, {}
             out.append(st)
         if pending is not None:
-            out = _sink_wait(out, pending)
+            out = _sink_wait(out, pending, written)
         return S.seq(*out)
 
 
-def _sink_wait(out: list, p: int) -> list:
+def _sink_wait(out: list, p: int, written: dict) -> list:
     """The wait of the commit + wait at p moved to the end of `out` (just before the statement that
     needs the copies, which the caller appends next): the statements between issue their own
-    loads while the copies are in flight."""
+    loads while the copies are in flight. The wait declares that it writes what the copies write:
+    their data lands there, so thread_sync's barrier before a reader goes after the wait (a barrier
+    it puts between a copy and the wait for other statements' sake orders nothing of the copy's)."""
+    bufs = tuple(written.values())
     if p == len(out) - 1:
-        return out
-    return out[:p] + [Raw(COMMIT, span=out[p].span)] + out[p + 1:] + [Raw(WAIT, span=out[p].span)]
+        return out[:p] + [Raw(out[p].fmt, writes=bufs, span=out[p].span)]
+    return out[:p] + [Raw(COMMIT, span=out[p].span)] + out[p + 1:] + [Raw(WAIT, writes=bufs, span=out[p].span)]

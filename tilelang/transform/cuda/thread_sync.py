@@ -156,6 +156,10 @@ def _exposed(st) -> tuple[set, set, bool]:
     return r, w, False
 
 
+def _lands_copies(st) -> bool:
+    return isinstance(st, Raw) and "cp_async_wait" in st.fmt and bool(st.writes)
+
+
 def _is_container(st) -> bool:
     if isinstance(st, S.For):
         return not st.annotation("tl.thread_loop", False)
@@ -218,7 +222,10 @@ class _Sync:
                 out.append(new)
             else:
                 acc = accesses(st)
-                if _conflict(pending, acc):
+                # a cp.async wait that names the copies' buffers as written (cp_async_waits.py) is
+                # where their data lands for this thread: pending from here on, whatever barrier
+                # went between the copy and it; the copy itself already raced with what came before
+                if _conflict(pending, acc) and not _lands_copies(st):
                     pending = self.barrier(out, pending)
                 pending = (pending[0] | acc[0], pending[1] | acc[1])
                 out.append(st)
