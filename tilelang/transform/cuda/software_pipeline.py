@@ -46,7 +46,7 @@ class _Pipeline(Mutator):
         self.smem_limit = smem_limit  # a block's shared memory; 0: stage T.copy ops only (no element copies)
         self.smem_bytes = smem_bytes  # shared memory the kernel declares, stages included as they are made
         self.reverse = reverse  # (loop var, condition): that loop's loads walk k backwards where it holds
-        self.pipelined: set = set()  # ids of the statements that replaced a pipelined loop
+        self.pipelined: dict = {}  # id of a statement that replaced a pipelined loop -> tiles read before its first wait
         self.top = None  # the kernel's body: copies before its pipelined loops join their prologues
         self.views: list = []  # (storage, read_view, write_view)
         self.allocs: dict = {}  # original uid -> storage Buffer
@@ -123,28 +123,39 @@ class _Pipeline(Mutator):
             sets.append((storage, rv, wv, x.numel()))
         ko = s.var
 
-        def issue(k_expr, guard):
+        def issue(k_expr, guard, group=None):
             k_load = k_expr
             if self.reverse is not None and self.reverse[0] is ko:
                 k_load = E.select(self.reverse[1], simplify(2 * s.start + n - 1 - k_expr), k_expr)
-            ps = [ReplaceBuffers(write_map).visit(substitute(_async(p), {ko: k_load})) for p in producers]
+            mine = producers if group is None else group
+            tiles = {id(read_map[_dst(p).uid]) for p in mine}
+            ps = [ReplaceBuffers(write_map).visit(substitute(_async(p), {ko: k_load})) for p in mine]
             if when is not None:
                 ps = [S.IfThenElse(substitute(when, {ko: k_load}), S.seq(*ps))]
             # stage of iteration k is (k - start) % stages, the same rule the readers use
             views = [Raw(f"{wv.name} = {st.name} + ({{0}}) * {numel};", (E.binop("%", k_expr - s.start, stages),))
-                     for st, _, wv, numel in sets]
+                     for st, rv, wv, numel in sets if id(rv) in tiles]
             body_ = S.seq(*views, *ps)
             if guard is not True:
                 body_ = S.IfThenElse(guard, body_)
             return S.seq(body_, Raw("tl::cp_async_commit();"))
 
+        reads = [Raw(f"{rv.name} = {st.name} + ({{0}}) * {numel};", (E.binop("%", ko - s.start, stages),))
+                 for st, rv, _, numel in sets]
+        groups = _reader_groups(stmts, producers) if self.issue_first and when is None else None
+        if groups is not None:
+            prologue, loop_body = _split_schedule(groups, stmts, read_map, reads, issue, ko, s.start, n, stages)
+            loop = S.For(ko, s.start, s.extent, "serial", loop_body, (), span=s.span)
+            out = S.seq(*lead, *prologue, loop, Raw(_DRAIN))
+            # tiles the body touches before its first wait: a copy into one may not join the prologue
+            self.pipelined[id(out)] = {b.uid for st in stmts[:min(g[0] for g in groups)]
+                                       for b in buffers_used(st)}
+            return out
         prologue = [issue(s.start + k, E.binop("<", E.as_expr(k), n)) for k in range(stages - 1)]
         rest = ReplaceBuffers(read_map).visit(S.seq(*stmts))
         if when is not None:
             rest = S.IfThenElse(when, rest)
         ahead = ko + (stages - 1)
-        reads = [Raw(f"{rv.name} = {st.name} + ({{0}}) * {numel};", (E.binop("%", ko - s.start, stages),))
-                 for st, rv, _, numel in sets]
         if self.issue_first:
             # the refill of the stage iteration ko - 1 read goes out before the wait for ko's stage,
             # so S loads are in flight while the block waits (S - 1 the other way round), for one
@@ -163,7 +174,7 @@ class _Pipeline(Mutator):
                 rest)
         loop = S.For(ko, s.start, s.extent, "serial", loop_body, (), span=s.span)
         out = S.seq(*lead, *prologue, loop, Raw(_DRAIN))
-        self.pipelined.add(id(out))
+        self.pipelined[id(out)] = set()  # the body starts with its wait
         return out
 
     def visit_SeqStmt(self, s: S.SeqStmt):
@@ -190,7 +201,7 @@ class _Pipeline(Mutator):
             # statement before them may touch their tiles, and they are in no loop (the kernel's top)
             decls = (S.Allocate, O.AnnotateLayout)
             before = {b.uid for b in buffers_used(S.seq(*[x for x in out[:j] if not isinstance(x, decls)]))}
-            keep = [c for c in out[j:i] if c.dst.buffer.uid not in before]
+            keep = [c for c in out[j:i] if c.dst.buffer.uid not in before | self.pipelined[id(st)]]
             if j < i and len(keep) == i - j:
                 out[j:i] = [replace(c, async_group=True) for c in out[j:i]] + [Raw("tl::cp_async_commit();")]
         return out
@@ -224,6 +235,51 @@ def pipeline_kernel(k: S.KernelLaunch, warn, num_sms: int | None = None,
     if rev is not None:
         body = S.seq(rev[2], body)
     return replace(k, body=_StageAllocs(p).visit(body)), p.views
+
+
+def _reader_groups(stmts: list, producers: list):
+    """[(first reader, last reader, producers)] in issue order (by last reader), one group per
+    first reader of the staged tiles among the body's statements; None unless the tiles have two
+    first readers or more (all read by one statement: one group, nothing to gain)."""
+    uses = [{b.uid for b in buffers_used(st)} for st in stmts]
+    by_first: dict = {}
+    for p in producers:
+        at = [i for i, u in enumerate(uses) if _dst(p).uid in u]
+        if not at:
+            return None
+        g = by_first.setdefault(at[0], [at[-1], []])
+        g[0] = max(g[0], at[-1])
+        g[1].append(p)
+    if len(by_first) < 2:
+        return None
+    return sorted(((f, last, ps) for f, (last, ps) in by_first.items()), key=lambda g: g[1])
+
+
+def _split_schedule(groups, stmts, read_map, reads, issue, ko, start, n, stages):
+    """(prologue, loop body) with one cp.async group per reader group: stages 0..S-1 issued ahead,
+    each group waited for (wait + barrier) right before its first reader and refilled for iteration
+    ko + S right after its last reader (barrier, issue, commit), so a gemm on K does not wait for V
+    and up to S loads of each tile are in flight. A group's wait depth counts the groups committed
+    after it: those issued after it in its iteration, S - 1 whole iterations, and those issued
+    before its first reader in the iteration that reads it; the prologue commits in the same order."""
+    count = len(groups)
+    prologue = [issue(start + k, E.binop("<", E.as_expr(k), n), ps)
+                for k in range(stages) for _, _, ps in groups]
+    waits, refills = {}, {}
+    for i, (first, last, ps) in enumerate(groups):
+        depth = (count - 1 - i) + (stages - 1) * count + sum(1 for _, l2, _ in groups if l2 < first)
+        waits.setdefault(first, []).append(depth)
+        refills.setdefault(last, []).append(ps)
+    ahead = ko + stages
+    body = list(reads)
+    for i, st in enumerate(stmts):
+        if i in waits:
+            body.append(Raw(f"tl::cp_async_wait<{min(waits[i])}>(); __syncthreads();"))
+        body.append(ReplaceBuffers(read_map).visit(st))
+        if i in refills:
+            body.append(Raw("__syncthreads();"))  # every thread is done reading the stage it refills
+            body += [issue(ahead, E.binop("<", ahead - start, n), ps) for ps in refills[i]]
+    return prologue, S.seq(*body)
 
 
 def _written(st) -> set:

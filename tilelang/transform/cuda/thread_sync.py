@@ -229,6 +229,8 @@ class _Sync:
                     pending = self.barrier(out, pending)
                 pending = (pending[0] | acc[0], pending[1] | acc[1])
                 out.append(st)
+                if _is_barrier(st) and not self.quiet:  # one already there (a pipeline's) orders what came before
+                    pending = (set(), set())
         return out, pending
 
     def block(self, st, pending):
