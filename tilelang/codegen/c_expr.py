@@ -11,6 +11,7 @@ the other nibble of the byte (global and shared memory).
 from __future__ import annotations
 
 import math
+import struct
 
 from .. import dtypes as dt
 from ..ir import expr as E
@@ -58,6 +59,22 @@ _FLOAT_FN = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "log10"
 
 
 _WRAPPING = ("+", "-", "*", "/", "//", "%", "<<")
+
+# CUDA: + - * of two bf16 values as one bf16 instruction (sm_80+). Bit-identical to rounding the
+# float result (float's 24 bits >= 2 * 8 + 2: double rounding is innocuous for + - *); the `_rn`
+# intrinsics keep ptxas from contracting a mul and an add into an fma, which would round once.
+_BF16_NATIVE = {"+": "__hadd_rn", "-": "__hsub_rn", "*": "__hmul_rn"}
+
+
+def _bf16_bits(v: float) -> int:
+    """v rounded to bfloat16 (nearest, ties to even; NaN quiet), as its 16 bits."""
+    try:
+        u = struct.unpack("<I", struct.pack("<f", v))[0]
+    except OverflowError:  # past float's range: the float literal is +-inf
+        u = struct.unpack("<I", struct.pack("<f", math.copysign(math.inf, v)))[0]
+    if (u & 0x7FFFFFFF) > 0x7F800000:
+        return (u >> 16) | 0x40
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF
 
 
 class CExpr:
@@ -125,8 +142,44 @@ class CExpr:
             return f"(({storage_type(e.dtype)}){text})"
         return text
 
+    def bf16_native(self, e) -> str | None:
+        """CUDA: the tl_bf16 text of a bf16 + - * computed by bf16 instructions, when both operands
+        are bf16 values without float arithmetic (loads, constants, casts, nested native ops)."""
+        if self.target != "cuda" or not isinstance(e, E.Binary) or e.op not in _BF16_NATIVE:
+            return None
+        if not e.dtype.name == e.a.dtype.name == e.b.dtype.name == "bfloat16" or e.dtype.lanes != 1:
+            return None
+        a, b = self.bf16_operand(e.a), self.bf16_operand(e.b)
+        if a is None or b is None:
+            return None
+        return f"{_BF16_NATIVE[e.op]}({a}, {b})"
+
+    def bf16_operand(self, e) -> str | None:
+        """The tl_bf16 text of a bf16 value with no conversion back and forth, or None."""
+        if isinstance(e, E.BufferLoad) and not is_subbyte(e.buffer.dtype) and e.buffer.dtype == e.dtype:
+            return self.index_fn(e.buffer, e.indices)
+        if isinstance(e, E.Const) and e.dtype.name == "bfloat16":
+            return f"__ushort_as_bfloat16((unsigned short){_bf16_bits(float(e.value)):#06x}u)"
+        if isinstance(e, E.Cast) or (isinstance(e, E.Call) and e.op == "reinterpret"):
+            return self.store_expr(e.dtype, e)
+        return self.bf16_native(e)
+
+    def converted(self, e, d: dt.DType) -> str:
+        """Text of e where its value becomes a `d` (a cast, a store, an operand of a `d` op). An 8/16-bit
+        `<<` converted to another type is C's: the operand is promoted to int and the shift does not
+        wrap (`(bfloat16)((uint8)1 << s)` is 2^s, as the public TileLang's C output computes it);
+        a shift by 32 or more is 0, on every target. Used as its own type it wraps."""
+        if (d != e.dtype and isinstance(e, E.Binary) and e.op == "<<" and e.dtype.is_int
+                and e.dtype.bits < 32 and not d.is_bool):
+            a, b = self(e.a), self(e.b)
+            return f"tl_shl_i32((uint32_t)({a}), (uint32_t)({b}))"
+        return self(e)
+
     def _binary(self, e):
-        a, b = self(e.a), self(e.b)
+        native = self.bf16_native(e)
+        if native is not None:
+            return f"tl_bf16_to_f32({native})"
+        a, b = self.converted(e.a, e.dtype), self.converted(e.b, e.dtype)
         op = e.op
         if op in ("//", "%"):
             if e.dtype.is_float:
@@ -171,7 +224,7 @@ class CExpr:
 
     def e_Cast(self, e):
         src, d = e.value.dtype, e.dtype
-        v = self(e.value)
+        v = self.converted(e.value, d)
         if d.is_bool:
             return f"({v} != 0)"
         if tf32_exact(e):  # every bf16 / fp16 / fp8 value is a tf32 value: nothing to round
@@ -255,7 +308,9 @@ class CExpr:
                 e = e.value
             if isinstance(e, E.BufferLoad) and e.buffer.dtype == d and e.dtype == d:
                 return self.index_fn(e.buffer, e.indices)
-        return self.store_value(d, self(e))
+            if e.dtype == d and (native := self.bf16_native(e)) is not None:
+                return native
+        return self.store_value(d, self.converted(e, d))
 
     def store_value(self, d: dt.DType, text: str) -> str:
         k = EMULATED.get(d.name)

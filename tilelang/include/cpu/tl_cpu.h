@@ -211,6 +211,8 @@ TL_INLINE double tl_sigmoid(double x) {
         T q = a / b; return (a % b != 0 && ((a < 0) == (b < 0))) ? q + 1 : q; }
 TL__FLOORDIV(int32_t, i32)
 TL__FLOORDIV(int64_t, i64)
+/* an 8/16-bit `<<` promoted to int, as C computes it; a shift by 32 or more is 0 (as on CUDA) */
+TL_INLINE int32_t tl_shl_i32(uint32_t a, uint32_t b) { return b < 32u ? (int32_t)(a << b) : 0; }
 #define tl_ceildiv(a, b) _Generic((a) + (b), int: tl_ceildiv_i32, default: tl_ceildiv_i64)(a, b)
 #define tl_floordiv(a, b) _Generic((a) + (b), int: tl_floordiv_i32, default: tl_floordiv_i64)(a, b)
 #define tl_floormod(a, b) _Generic((a) + (b), int: tl_floormod_i32, default: tl_floormod_i64)(a, b)

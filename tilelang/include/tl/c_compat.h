@@ -69,6 +69,18 @@ TL_DEVICE int64_t tl_floordiv_i64(int64_t a, int64_t b) {
 TL_DEVICE int32_t tl_floormod_i32(int32_t a, int32_t b) { return a - tl_floordiv_i32(a, b) * b; }
 TL_DEVICE int64_t tl_floormod_i64(int64_t a, int64_t b) { return a - tl_floordiv_i64(a, b) * b; }
 
+// An 8/16-bit `<<` promoted to int, as C computes it; a shift by 32 or more is 0 (PTX shl.b32
+// clamps the amount: one SHF, where a guarded C shift costs a compare and a select more).
+TL_DEVICE int32_t tl_shl_i32(uint32_t a, uint32_t b) {
+#if TL_ARCH_SM80
+  uint32_t r;
+  asm("shl.b32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return (int32_t)r;
+#else
+  return b < 32u ? (int32_t)(a << b) : 0;
+#endif
+}
+
 // All return the element's previous value (T.atomic_add(..., return_prev=True)).
 TL_DEVICE float tl_atomic_add_f32(float* p, float v) { return atomicAdd(p, v); }
 TL_DEVICE double tl_atomic_add_f64(double* p, double v) { return atomicAdd(p, v); }

@@ -113,6 +113,12 @@ inline __half __hmax(__half a, __half b) { return __half(std::fmax(float(a), flo
 inline __half __hmin(__half a, __half b) { return __half(std::fmin(float(a), float(b))); }
 inline __nv_bfloat16 __hmax(__nv_bfloat16 a, __nv_bfloat16 b) { return __nv_bfloat16(std::fmax(float(a), float(b))); }
 inline __nv_bfloat16 __hmin(__nv_bfloat16 a, __nv_bfloat16 b) { return __nv_bfloat16(std::fmin(float(a), float(b))); }
+// The `_rn` bf16 arithmetic (mul.rn / fma.rn with -0.0 on sm_80+): one rounding of the exact
+// result, which the float result rounded once is (float holds a product of two bf16 exactly).
+inline __nv_bfloat16 __hadd_rn(__nv_bfloat16 a, __nv_bfloat16 b) { return a + b; }
+inline __nv_bfloat16 __hsub_rn(__nv_bfloat16 a, __nv_bfloat16 b) { return a - b; }
+inline __nv_bfloat16 __hmul_rn(__nv_bfloat16 a, __nv_bfloat16 b) { return a * b; }
+inline __nv_bfloat162 __hmul2_rn(__nv_bfloat162 a, __nv_bfloat162 b) { return {a.x * b.x, a.y * b.y}; }
 inline __half hexp(__half a) { return __half(std::exp(float(a))); }
 inline __half hsqrt(__half a) { return __half(std::sqrt(float(a))); }
 
