@@ -15,6 +15,7 @@ from ...ir.stmt import PrimFunc
 from ...ir.visitor import collect, substitute
 from ...op import tile_ops as O
 from ...transform.cuda.lower_tile_ops import lower_kernel
+from ...transform.cuda.fold_accum_clear import fold_accum_clears
 from ...transform.cuda.plan_smem import plan_smem_pass
 from ...transform.cuda.cp_async_waits import merge_cp_async_waits
 from ...transform.cuda.thread_sync import insert_syncs
@@ -104,6 +105,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     if config(ctx.pass_configs, "tl.disable_wgmma", False) and sm >= 90:
         sm = 89  # measure / debug the portable mma.sync path on Hopper
     new, info = lower_kernel(k_piped, msgs.append, sm, bool(config(ctx.pass_configs, "tl.enable_row_fragments", True)))
+    if info.uses_wgmma:
+        new = replace(new, body=fold_accum_clears(new.body))
     for _, _, rv, wv in views:  # both views of a staged tile share its layout
         for group in (info.swizzled, info.panels):
             if rv.uid in group or wv.uid in group:

@@ -41,6 +41,8 @@ TL_DEVICE uint64_t kmajor_desc(const T* tile, int r0, int kk) {
   }
 }
 
+// clear: C = A * B instead of C += A * B -- the first k-step's wgmmas run with scale-d = 0 and
+// overwrite every accumulator register of the thread, so C need not be zero-filled before.
 // kWait: wgmma batches left in flight on return (0: C is final; 1: the caller overlaps this
 // batch with the next one and must not reuse this call's shared tiles until a later wait;
 // -1: no wait at all, T.wgmma_gemm -- the caller's tl::warpgroup_wait makes C final).
@@ -58,7 +60,7 @@ TL_DEVICE void fence_accumulator(TC* C) {
 
 template <int M, int N, int K, int WG_M, int WG_N, bool TB, int LDA, int LDB, class T, int kWait = 0,
           class TC = float, bool TA = false>
-TL_DEVICE void gemm_ss_sm90(const T* A, const T* B, TC* C) {
+TL_DEVICE void gemm_ss_sm90(const T* A, const T* B, TC* C, bool clear = false) {
   static_assert(sizeof(T) == 2 || sizeof(T) == 1, "tl::gemm_ss_sm90: 16-bit or 8-bit (fp8, int8) inputs");
   static_assert(sizeof(T) == 2 || TB, "tl::gemm_ss_sm90: 8-bit operands must both be K-major (transpose_B=True)");
   static_assert(detail::is_same<TC, int32_t>::value == detail::is_same<T, int8_t>::value,
@@ -94,7 +96,7 @@ TL_DEVICE void gemm_ss_sm90(const T* A, const T* B, TC* C) {
       } else {
         da = kmajor_desc<LDA * sizeof(T), M>(A, wgm * M_WG + mi * 64, kk);
       }
-      wgmma_ss<T, T, TC, N_WG, TA, !TB>(da, db, C + mi * (N_WG / 2), 1);
+      wgmma_ss<T, T, TC, N_WG, TA, !TB>(da, db, C + mi * (N_WG / 2), (clear && kk == 0) ? 0 : 1);
     }
   }
   warpgroup_commit_batch();
@@ -110,9 +112,10 @@ namespace tl {
 
 // RS form: A (M x K) from registers, in the wgmma accumulator layout of a (WG_M x 1)
 // warpgroup grid (the layout a previous gemm's C -- cast to 16 bits -- already has): for
-// k-step kk, atoms 2kk and 2kk+1 of row block mi are exactly the 4 A registers.
+// k-step kk, atoms 2kk and 2kk+1 of row block mi are exactly the 4 A registers. clear: as
+// gemm_ss_sm90.
 template <int M, int N, int K, int WG_M, bool TB, int LDB, class T, int kWait = 0>
-TL_DEVICE void gemm_rs_sm90(const T* A, const T* B, float* C) {
+TL_DEVICE void gemm_rs_sm90(const T* A, const T* B, float* C, bool clear = false) {
   static_assert(sizeof(T) == 2, "tl::gemm_rs_sm90: 16-bit A and B");
   constexpr int M_WG = M / WG_M, MI = M_WG / 64, N_WG = N;
   static_assert(M % (WG_M * 64) == 0 && K % 16 == 0, "tl::gemm_rs_sm90: m64 rows per warpgroup, K % 16 == 0");
@@ -133,7 +136,8 @@ TL_DEVICE void gemm_rs_sm90(const T* A, const T* B, float* C) {
     }
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) {
-      wgmma_rs<T, T, float, N_WG, !TB>(a32 + (mi * (K / 8) + 2 * kk) * 2, db, C + mi * (N_WG / 2), 1);
+      wgmma_rs<T, T, float, N_WG, !TB>(a32 + (mi * (K / 8) + 2 * kk) * 2, db, C + mi * (N_WG / 2),
+                                       (clear && kk == 0) ? 0 : 1);
     }
   }
   warpgroup_commit_batch();

@@ -12,6 +12,8 @@ cannot use wgmma is an error naming why.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .... import dtypes as dt
 from ....arith.simplify import const_int
 from ....ir import expr as E
@@ -22,6 +24,7 @@ from ....op import tile_ops as O
 from ....op.regions import matrix_coords, matrix_indices
 from ....op.registry import register_lowering
 from ...lower_tile_ops_cpu import region_indices
+from ..fold_accum_clear import clearing_call, wgmma_elems
 from ..gemm_paths import kmajor_panels, kmajor_rows_ok, wgmma_ok, whole
 from ..lower_async import not_wgmma, tile_pointer
 from ..raw import Raw
@@ -126,14 +129,11 @@ def wgmma_gemm(low, op: O.Gemm, creg: Buffer, lay: WgmmaAccFragment):
     acc = {"int32": ", int32_t", "float16": ", tl::half_t"}.get(creg.dtype.name, "")  # default: float
     if op.transpose_A:  # the TA parameter follows TC
         acc = (acc or ", float") + ", true"
-    pre = []
-    if op.clear_accum:
-        pre.append(lower_fill(low, O.Fill(op.C, E.const(0, op.C.buffer.dtype))))
     call = Raw(f"tl::gemm_ss_sm90<{m}, {n}, {k}, {lay.wg_m}, {lay.wg_n}, {str(op.transpose_B).lower()}, "
                f"{a.shape[-1]}, {b.shape[-1]}, {t}, {int(op.wg_wait)}{acc}>" "({0}, {1}, {2});",
                (pa, pb, addr_of(creg)), reads=(a, b))
     low.uses_wgmma = True
-    return S.seq(*pre, call)
+    return _cleared(low, op, creg, call)
 
 
 def wgmma_rs_gemm(low, op: O.Gemm, areg: Buffer, creg: Buffer, lay: WgmmaAccFragment):
@@ -142,11 +142,18 @@ def wgmma_rs_gemm(low, op: O.Gemm, areg: Buffer, creg: Buffer, lay: WgmmaAccFrag
     pb, _, _ = tile_pointer(op.B, b.uid in low.panels, "T.gemm B", op.span)
     m, n, k = op.mnk
     t = {"float16": "tl::half_t", "bfloat16": "tl::bfloat16_t"}[b.dtype.name]
-    pre = []
-    if op.clear_accum:
-        pre.append(lower_fill(low, O.Fill(op.C, E.const(0, op.C.buffer.dtype))))
     call = Raw(f"tl::gemm_rs_sm90<{m}, {n}, {k}, {lay.wg_m}, {str(op.transpose_B).lower()}, {b.shape[-1]}, "
                f"{t}, {int(op.wg_wait)}>" "({0}, {1}, {2});",
                (addr_of(areg), pb, addr_of(creg)), reads=(b,))
     low.uses_wgmma = True
-    return S.seq(*pre, call)
+    return _cleared(low, op, creg, call)
+
+
+def _cleared(low, op: O.Gemm, creg: Buffer, call: Raw):
+    """clear_accum on wgmma: the gemm overwrites C (scale-d = 0 on its first k-step) when it writes
+    all of C's registers, else a zero fill before it."""
+    if not op.clear_accum:
+        return call
+    if const_int(creg.shape[0]) == wgmma_elems(call.fmt):
+        return replace(call, fmt=clearing_call(call.fmt))
+    return S.seq(lower_fill(low, O.Fill(op.C, E.const(0, op.C.buffer.dtype))), call)
