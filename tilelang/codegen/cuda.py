@@ -279,9 +279,7 @@ class CudaCodegen(CCodegen):
             barrier = f"tl::barrier_sync<{self.group[0]}, {self.group[1]}>();"
         elif self.ws:  # consumers only: the producer warpgroup never reaches these barriers
             barrier = f"tl::barrier_sync<1, {self.info.threads}>();"
-        if self.info.uses_wgmma or self.ws:
-            # shared memory written by threads is read by wgmma (async proxy): fence before the barrier
-            barrier = "tl::fence_proxy_async(); " + barrier
+        # wgmma / TMA-store kernels: transform/cuda/proxy_fences put fence.proxy.async where needed
         self.emit(text.replace("__syncthreads();", barrier))
 
     def s_WarpGroupScope(self, s):

@@ -170,6 +170,16 @@ def fresh_index_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     return replace(func, body=new if func.body is k else _replace_kernel(func.body, k, new))
 
 
+def proxy_fences_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
+    """wgmma / warp-specialized kernels: fence.proxy.async before the barriers after generic smem writes."""
+    from ...transform.cuda.proxy_fences import place_proxy_fences
+
+    info = getattr(ctx, "cuda_info", None)
+    if info is None or not (info.uses_wgmma or getattr(ctx, "ws_info", None) is not None):
+        return func
+    return replace(func, body=place_proxy_fences(func.body))
+
+
 PASSES = [
     ("check_dtypes", check_dtypes_pass),
     ("widen_fragments", widen_fragments_pass),
@@ -185,6 +195,7 @@ PASSES = [
     ("unique_names", unique_names_pass),
     ("fresh_copy_index", fresh_index_pass),
     ("plan_smem", plan_smem_pass),  # after barrier insertion: adds the barriers byte reuse needs
+    ("proxy_fences", proxy_fences_pass),  # after every barrier exists
 ]
 
 

@@ -1,0 +1,106 @@
+"""proxy_fences: `fence.proxy.async` before a barrier exactly when this thread may have written
+shared memory through the generic proxy since the last fence (on some path, loops followed
+around their back edge). Hand-built programs pin the placement; lowered FlashAttention kernels
+keep the fence where P / dS / Q written by threads is next read by wgmma and drop the others."""
+import re
+
+import pytest
+
+import tilelang
+from tilelang import dtypes as dt
+from tilelang.ir import expr as E
+from tilelang.ir import stmt as S
+from tilelang.ir.buffer import Buffer
+from tilelang.testing import kernels as tk
+from tilelang.transform.cuda.proxy_fences import place_proxy_fences
+from tilelang.transform.cuda.raw import Raw
+
+SM90 = "cuda -arch=sm_90a"
+tid = E.Var("tid", dt.int32)
+k = E.Var("k", dt.int32)
+P_s = Buffer("P_s", (128,), "float16", "shared.dyn")
+K_s = Buffer("K_s", (128,), "float16", "shared.dyn")
+G = Buffer("G", (128,), "float32", "global")
+
+
+def sync():
+    return Raw("__syncthreads();")
+
+
+def store(buf):
+    return S.BufferStore(buf, (tid,), E.as_expr(1.0, buf.dtype))
+
+
+def gemm(*bufs):
+    return Raw("tl::gemm_ss_sm90<64, 64, 64, 1, 1, true, 64, 64, tl::half_t, 0>({0}, {1}, {2});", reads=bufs)
+
+
+def tma_load(buf):
+    return Raw("tl::tma_load(&tmap_0, &tl_full[0], K_s, 0, 0);", writes=(buf,))
+
+
+def fenced(body) -> list:
+    """Per barrier in program order: does it have a fence in front?"""
+    out = []
+
+    def go(st):
+        if isinstance(st, Raw) and "__syncthreads();" in st.fmt:
+            out.append("fence_proxy_async" in st.fmt)
+        for f in ("stmts", "body", "then_case", "else_case"):
+            x = getattr(st, f, None)
+            for y in (x if isinstance(x, tuple) else (x,)):
+                if isinstance(y, S.Stmt):
+                    go(y)
+
+    go(place_proxy_fences(body))
+    return out
+
+
+def loop(*stmts):
+    return S.For(k, E.as_expr(0), E.as_expr(4), "serial", S.seq(*stmts))
+
+
+def test_a_barrier_after_a_shared_store_is_fenced_the_next_is_not():
+    assert fenced(S.seq(store(P_s), sync(), gemm(P_s, K_s), sync())) == [True, False]
+
+
+def test_global_writes_and_tma_loads_need_no_fence():
+    assert fenced(S.seq(store(G), sync(), tma_load(K_s), sync(), gemm(K_s, K_s), sync())) == [False, False, False]
+
+
+def test_loop_back_edge_carries_a_write_to_the_barrier_at_the_top():
+    # sync ; gemm(P_s) ; store P_s  -- the next iteration's first barrier follows the store
+    assert fenced(loop(sync(), gemm(P_s, K_s), store(P_s))) == [True]
+    assert fenced(loop(sync(), gemm(P_s, K_s), store(G))) == [False]
+
+
+def test_loop_end_barrier_after_only_global_atomics_is_not_fenced():
+    # FlashAttention backward: dS -> shared, sync, dQ gemm, atomics to global, sync
+    body = loop(store(P_s), sync(), gemm(P_s, K_s), store(G), sync())
+    assert fenced(body) == [True, False]
+
+
+def test_a_write_on_either_arm_of_an_if_dirties():
+    cond = E.Binary("<", tid, E.as_expr(64), dt.bool_)
+    then = S.IfThenElse(cond, store(P_s), None)
+    assert fenced(S.seq(then, sync())) == [True]
+    assert fenced(S.seq(S.IfThenElse(cond, store(G), store(P_s)), sync())) == [True]
+    assert fenced(S.seq(S.IfThenElse(cond, store(G), store(G)), sync())) == [False]
+
+
+def test_cp_async_wait_names_its_writes_so_the_barrier_after_it_is_fenced():
+    cp = Raw("tl::cp_async_zfill<16>({0}, {1}, 1);", writes=(P_s,))
+    wait = Raw("tl::cp_async_wait<0>();", writes=(P_s,))
+    assert fenced(S.seq(cp, sync(), wait, sync())) == [True, True]
+
+
+@pytest.mark.nvrtc
+def test_attention_forward_fences_only_the_barrier_after_the_q_copy():
+    src = tilelang.compile(tk.attention(1, 2, 256, 64, 64, 64, stages=2), target=SM90).get_kernel_source()
+    consumer = src.split("setmaxnreg_inc")[1]
+    bars = re.findall(r"(tl::fence_proxy_async\(\); )?tl::barrier_sync<1, \d+>\(\);", consumer)
+    # Q by cp.async then read by wgmma: fenced; the epilogue's barriers order generic accesses only
+    assert bars[0] == "tl::fence_proxy_async(); "
+    assert len(bars) >= 2 and not all(bars)
+    q_copy = consumer.index("cp_async_wait<0>();")
+    assert consumer.index("tl::fence_proxy_async();") > q_copy
