@@ -78,7 +78,7 @@ def _wgmma(a_cols=(0, 64), target="cuda -arch=sm_90a"):
 @pytest.mark.nvrtc
 def test_wgmma_gemm_second_panel():
     src = _wgmma((64, 128)).get_kernel_source()
-    assert "tl::gemm_ss_sm90<64, 64, 64, 1, 1, true, 128, 128, tl::half_t, -1>((A_s + 4096), (B_s + 4096), C_l);" in src
+    assert "tl::gemm_ss_sm90<64, 64, 64, 1, 1, true, 128, 128, tl::half_t, -1>((A_s + 4096), (B_s + 4096), C_l, true);" in src
 
 
 def test_wgmma_gemm_has_no_fallback():
