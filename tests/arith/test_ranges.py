@@ -31,7 +31,23 @@ def test_unknown_terms_give_no_bound():
     r.kernel(k)
     assert r.bounds(x * 128) is None
     assert not r.below(x * 128 + 127, m)
-    assert not r.nonneg(x)
+    assert not r.nonneg(m) and r.upper(x) is None
+
+
+def test_symbolic_grid_bounds_its_block_variable():
+    """A block variable of a grid of G blocks is in [0, G - 1] for a symbolic G too: the guards
+    `by < batch`, `bx < seq_len` of an index of a [batch, seq_len, ...] tensor are proven."""
+    s, b, n, bx, by = v("seq_len"), v("batch"), v("n"), v("bx"), v("by")
+    k = S.KernelLaunch((bx, by), (s * 2, b), (128, 1, 1), (), S.seq())
+    r = Ranges()
+    r.kernel(k)
+    assert r.nonneg(by) and r.below(by, b) and r.below(bx, s * 2)
+    assert not r.below(by + 1, b) and not r.below(bx, s) and not r.below(by, n)
+    assert r.upper(by - b) == -1 and r.lower(by - b) is None and r.lower(1 - by + b) == 2
+    assert r.decide(E.binop("<", by, b)) is True and r.decide(E.binop(">=", by, b)) is False
+    assert r.decide(E.binop("<", by, 3)) is None and r.bounds(by) is None
+    r.let(by, E.as_expr(b) - 5)  # a rebound block variable loses its grid range
+    assert not r.below(by, b)
 
 
 def test_loops_are_scoped_and_ifs_tighten():

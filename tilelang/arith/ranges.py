@@ -25,13 +25,19 @@ class Ranges:
     def __init__(self):
         self.of: dict = {}  # Var -> (lo, hi), inclusive ints
         self.values: dict = {}  # Var -> its LetStmt value, where that is load-free index arithmetic
+        self.sym: dict = {}  # block Var -> its symbolic grid extent G: the Var is in [0, G - 1]
 
     # ------------------------------------------------------------ recording
     def kernel(self, k) -> None:
-        """Block variables of a KernelLaunch range over its (constant) grid."""
+        """Block variables of a KernelLaunch range over its grid: [0, n - 1] for a constant n;
+        for a symbolic extent G (`T.Kernel(seq_len, batch)`) the Var is below G, which `upper`
+        and `lower` use (`by < batch` holds), never `bounds`."""
         for v, g in zip(k.block_vars, k.grid):
             n = const_int(E.as_expr(g))
             self._set(v, (0, n - 1) if n is not None and n > 0 else None)
+            self.sym.pop(v, None)
+            if n is None and E.as_expr(g).dtype.is_int:
+                self.sym[v] = E.as_expr(g)
 
     def let(self, var, value) -> None:
         """`var = value` (a LetStmt, flat): var takes value's bounds, or none when unknown.
@@ -39,6 +45,7 @@ class Ranges:
         NOTE: a later LetStmt may rebind a block variable (persistent kernels recompute bx, by
         per tile); the grid range is then replaced by what the new value proves, never kept."""
         self._set(var, self.bounds(value))
+        self.sym.pop(var, None)
         if var.dtype.is_int and not collect(value, lambda n: isinstance(n, (E.BufferLoad, E.Call))):
             self.values[var] = value
         else:
@@ -103,11 +110,34 @@ class Ranges:
             hi += max(c * b[0], c * b[1])
         return lo, hi
 
+    def upper(self, e) -> int | None:
+        """Greatest value of e, or None; unlike `bounds` it also bounds block variables of a
+        symbolic grid (`by - batch` is at most -1 where by < batch)."""
+        return self._side(e, 1)
+
+    def lower(self, e) -> int | None:
+        """Least value of e, or None (block variables of a symbolic grid are >= 0)."""
+        return self._side(e, 0)
+
+    def _side(self, e, hi: int) -> int | None:
+        # NOTE: e is linear in each such block variable v in [0, G - 1]: its extreme takes v at
+        # an end, G - 1 where the coefficient's sign points the way asked, else 0.
+        e = simplify(E.as_expr(e))
+        lin = linear_form(e)
+        if lin is None:
+            return None
+        sym = {t: c for t, c in lin[0].items() if isinstance(t, E.Var) and t in self.sym and t not in self.of}
+        for t, c in sym.items():
+            e = e - t * c
+            if (c > 0) == bool(hi):
+                e = e + (self.sym[t] - 1) * c
+        b = self.bounds(simplify(e) if sym else e)
+        return None if b is None else b[hi]
+
     def below(self, e, n) -> bool:
-        """Provably e < n (n an int or an expression; e - n is bounded instead when n is symbolic)."""
-        nc = const_int(E.as_expr(n))
-        b = self.bounds(e) if nc is not None else self.bounds(E.as_expr(e) - n)
-        return b is not None and b[1] < (nc if nc is not None else 0)
+        """Provably e < n (n an int or an expression)."""
+        u = self.upper(E.as_expr(e) - n)
+        return u is not None and u < 0
 
     def decide(self, cond) -> bool | None:
         """True / False where the ranges decide condition `cond` (integer comparisons, combined
@@ -122,18 +152,20 @@ class Ranges:
         if cond.op not in ("<", "<=", ">", ">=", "==", "!=") or not (
                 E.as_expr(cond.a).dtype.is_int and E.as_expr(cond.b).dtype.is_int):
             return None
-        b = self.bounds(E.as_expr(cond.a) - cond.b)
-        if b is None:
+        d = E.as_expr(cond.a) - cond.b
+        lo, hi = self.lower(d), self.upper(d)
+        if lo is None and hi is None:
             return None
-        lo, hi = b
+        big = float("inf")  # an unknown side: no comparison with it decides anything
+        lo, hi = (-big if lo is None else lo), (big if hi is None else hi)
         table = {"<": (hi < 0, lo >= 0), "<=": (hi <= 0, lo > 0), ">": (lo > 0, hi <= 0), ">=": (lo >= 0, hi < 0),
                  "==": (lo == hi == 0, lo > 0 or hi < 0), "!=": (lo > 0 or hi < 0, lo == hi == 0)}
         yes, no = table[cond.op]
         return True if yes else False if no else None
 
     def nonneg(self, e) -> bool:
-        b = self.bounds(e)
-        return b is not None and b[0] >= 0
+        lo = self.lower(e)
+        return lo is not None and lo >= 0
 
     def _term(self, t) -> tuple | None:
         if isinstance(t, E.Var):
@@ -199,11 +231,11 @@ class TrackRanges:
     def visit_SeqStmt(self, s):
         # NOTE: a LetStmt scopes over the rest of its sequence only: its range must not leak out
         # (a persistent kernel's rebound bx is not the bx of the code after its tile loop).
-        saved, values = dict(self.ranges.of), dict(self.ranges.values)
+        saved, values, sym = dict(self.ranges.of), dict(self.ranges.values), dict(self.ranges.sym)
         try:
             return self.generic(s)
         finally:
-            self.ranges.of, self.ranges.values = saved, values
+            self.ranges.of, self.ranges.values, self.ranges.sym = saved, values, sym
 
     def visit_LetStmt(self, s):
         self.ranges.let(s.var, s.value)

@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..arith.ranges import Ranges, TrackRanges
-from ..arith.simplify import const_int
 from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.stmt import PrimFunc
@@ -50,14 +49,10 @@ class _Legalize(TrackRanges, Mutator):
     def cond(self, buf, indices):
         out = True
         for idx, dim in zip(indices, buf.shape):
-            b = self.ranges.bounds(idx)
-            n = const_int(dim) if not isinstance(dim, int) else dim
-            if b is not None and n is not None and b[0] >= 0 and b[1] < n:
-                continue
-            c = E.binop("<", idx, dim)
-            if b is None or b[0] < 0:
-                c = E.logical_and(E.binop(">=", idx, 0), c)
-            out = E.logical_and(out, c)
+            if not self.ranges.nonneg(idx):
+                out = E.logical_and(out, E.binop(">=", idx, 0))
+            if not self.ranges.below(idx, dim):
+                out = E.logical_and(out, E.binop("<", idx, dim))
         return out
 
     def visit_BufferLoad(self, e: E.BufferLoad):

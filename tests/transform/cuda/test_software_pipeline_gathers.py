@@ -238,3 +238,51 @@ def test_gather_sum_on_gpu_matches_float64(stages):
     o = torch.full((NB * BI, D), float("nan"), device="cuda")
     tilelang.compile(gather_sum(stages), target="cuda")(x.cuda(), idx.cuda(), o)
     torch.testing.assert_close(o.cpu().double(), reference(x, idx), rtol=1e-5, atol=1e-4)
+
+
+def batched_gather():
+    """gather_sum over symbolic (batch, seq) dims, one block per (s, b) as in sparse MLA:
+    O[b, s, i, :] = sum_k (k + 1) * X[b, Idx[b, s, k*BI + i], :] (zeros for rows past the table)."""
+    batch, seq, rows = T.dynamic("batch"), T.dynamic("seq"), T.dynamic("rows")
+
+    @T.prim_func
+    def batched_gather(X: T.Tensor((batch, rows, D), "float32"), Idx: T.Tensor((batch, seq, NI * BI), "int32"),
+                       O: T.Tensor((batch, seq, BI, D), "float32")):
+        with T.Kernel(seq, batch, threads=128) as (bx, by):
+            X_s = T.alloc_shared((BI, D), "float32")
+            mask = T.alloc_fragment((BI,), "bool")
+            acc = T.alloc_fragment((BI, D), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(NI, num_stages=2):
+                for i in T.Parallel(BI):
+                    mask[i] = Idx[by, bx, k * BI + i] >= 0
+                for i, d in T.Parallel(BI, D):
+                    X_s[i, d] = X[by, Idx[by, bx, k * BI + i], d]
+                for i, d in T.Parallel(BI, D):
+                    acc[i, d] += T.if_then_else(mask[i], X_s[i, d] * (k + 1), 0.0)
+            T.copy(acc, O[by, bx, 0, 0])
+
+    return batched_gather
+
+
+def test_gather_index_over_a_symbolic_grid_is_read_unguarded_and_runs_right_on_host(run_on_host):
+    """`by < batch` and `bx < seq` hold in a T.Kernel(seq, batch): the index load is not wrapped in a
+    guard (`? Idx[..] : 0`, whose conditional loads nvcc issues one branch at a time before each
+    cp.async); only the data-dependent row check stays."""
+    kern = tilelang.compile(batched_gather(), target="cuda -arch=sm_80")
+    src = kern.get_kernel_source()
+    loop = src.split("for (int k = 0; k < 4; ++k) {")[1]
+    assert "tl::cp_async_zfill<16>(&X_s_w[" in loop, src
+    assert "? Idx[" not in src and "< batch" not in src and "< seq)" not in src, src
+    assert "< rows" in loop, src  # the gathered row's own check
+    b, s, rows = 2, 3, 40
+    x = torch.randn(b, rows, D)
+    idx = torch.randint(0, rows, (b, s, NI * BI), dtype=torch.int32)
+    idx[0, 1, 3], idx[1, 2, 17], idx[1, 0, 40], idx[0, 2, 63] = -1, rows, rows + 9, -7
+    o = torch.full((b, s, BI, D), float("nan"))
+    run_on_host(kern, [x, idx, o])
+    ok = (idx >= 0) & (idx < rows)
+    got = x.double()[torch.arange(b)[:, None, None], idx.clamp(0, rows - 1).long()] * ok[..., None]
+    w = torch.arange(1, NI + 1, dtype=torch.float64).repeat_interleave(BI)[None, None, :, None] * (idx >= 0)[..., None]
+    ref = (got * w).reshape(b, s, NI, BI, D).sum(2)
+    torch.testing.assert_close(o.double(), ref, rtol=1e-5, atol=1e-4)
