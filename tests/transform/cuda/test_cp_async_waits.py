@@ -107,6 +107,7 @@ def test_sunk_wait_gets_its_own_barrier(arch, run_on_host):
 
 
 @pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
 def test_sunk_wait_gets_its_own_barrier_on_gpu():
     kern = tilelang.compile(barrier_between(), target="cuda")
     m = 4001
