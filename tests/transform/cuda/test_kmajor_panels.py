@@ -61,4 +61,5 @@ def test_flash_attention_head_dim_128_runs_both_gemms_on_wgmma():
     src = k.get_kernel_source()
     assert "tl::gemm_ss_sm90<64, 64, 128, 1, 1, true, 128, 128, tl::half_t" in src  # Q K^T, both K-major panels
     assert "tl::gemm_rs_sm90<64, 128, 64, 1, false, 128, tl::half_t" in src        # P V
-    assert "Q_shared[tl::panel_offset<64>(" in src
+    # a tile per block (128 tiles): the producer loads Q as two 64-column panels by TMA
+    assert len(re.findall(r"tl::tma_load\(&tmap_\d+, &tl_pre\[0\], Q_shared \+ (?:0|4096),", src)) == 2

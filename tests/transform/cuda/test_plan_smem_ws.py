@@ -67,27 +67,31 @@ def overlap(a, b):
     return a.offset < b.offset + b.nbytes and b.offset < a.offset + a.nbytes
 
 
-@pytest.mark.parametrize("persistent", [True, False])
-def test_epilogue_tile_reuses_dead_bytes_in_a_warp_specialized_kernel(persistent):
-    configs = {} if persistent else {"tl.disable_persistent": True}
-    func = lowered(prefix_stage_epilogue(), configs)
+TILE_LOOP_M = 64 * 512  # more tiles than any GPU has SMs: the kernel keeps its tile loop
+
+
+@pytest.mark.parametrize("M,configs,where", [(TILE_LOOP_M, {}, "tile"), (128, {}, "consumer"),
+                                             (128, {"tl.disable_persistent": True}, "consumer")])
+def test_epilogue_tile_reuses_dead_bytes_in_a_warp_specialized_kernel(M, configs, where):
+    func = lowered(prefix_stage_epilogue(M), configs)
     k = _the_kernel(func)
     assert [st for st in k.body.stmts if isinstance(st, WSSplit)], "the kernel is not warp-specialized"
     p = func.attr(ATTR)
     q, o, st = slot(p, "Q_s"), slot(p, "O_s"), slot(p, "K_s_stages")
     assert not q.pinned and not o.pinned and not overlap(q, st)
     assert overlap(o, q) or overlap(o, st)
-    if persistent:
-        assert p.where == "tile" and not overlap(o, st) and o.offset == q.offset
-    else:
-        assert p.where == "consumer"
-    off = lowered(prefix_stage_epilogue(), {**configs, "tl.disable_smem_reuse": True}).attr(ATTR)
+    assert p.where == where
+    if where == "tile":
+        assert not overlap(o, st) and o.offset == q.offset
+    else:  # one tile per block: the producer loads Q_s first, on tl_pre; O_s takes its bytes after the loop
+        assert any("&tl_pre[0], Q_s" in r.fmt for r in _raws(k)) and q.first == 0 and q.last < o.first
+    off = lowered(prefix_stage_epilogue(M), {**configs, "tl.disable_smem_reuse": True}).attr(ATTR)
     assert p.total <= off.total - 64 * 64 * 2  # O_s (8 KB) costs nothing of its own
     assert_no_alias_race(func)
 
 
 def test_persistent_reuse_has_a_consumer_barrier_both_ways_round_the_tile_loop():
-    func = lowered(prefix_stage_epilogue())
+    func = lowered(prefix_stage_epilogue(TILE_LOOP_M))
     k = _the_kernel(func)
     split = next(st for st in k.body.stmts if isinstance(st, WSSplit))
     tile = next(st for st in split.consumer.stmts if isinstance(st, S.For))
@@ -97,6 +101,41 @@ def test_persistent_reuse_has_a_consumer_barrier_both_ways_round_the_tile_loop()
     bars = [i for i, st in enumerate(body) if isinstance(st, Raw) and st.fmt == "__syncthreads();"]
     assert any(max(uses["Q_s"]) < b < min(uses["O_s"]) for b in bars)
     assert any(b > max(uses["O_s"]) or b < min(uses["Q_s"]) for b in bars)
+
+
+def test_q_loaded_by_the_producer_is_reused_behind_a_consumer_barrier_after_the_last_wgmma_wait():
+    func = lowered(prefix_stage_epilogue())
+    split = next(st for st in _the_kernel(func).body.stmts if isinstance(st, WSSplit))
+    body = split.consumer.stmts
+    uses = {n: [i for i, st in enumerate(body)
+                if not isinstance(st, S.Allocate) and any(b.name == n for b in _used(st))] for n in ("Q_s", "O_s")}
+    waits = [i for i, st in enumerate(body) if any("warpgroup_wait<0>" in r.fmt for r in _raws(st))]
+    bars = [i for i, st in enumerate(body) if isinstance(st, Raw) and st.fmt == "__syncthreads();"]
+    assert uses["Q_s"] and uses["O_s"] and max(uses["Q_s"]) < min(uses["O_s"])
+    assert any(max(uses["Q_s"]) <= w < b < min(uses["O_s"]) for w in waits for b in bars)
+    assert not any(b < max(uses["Q_s"]) for b in bars if "Q_s" in {x.name for x in _used(body[b])})
+
+
+@pytest.mark.nvrtc
+def test_q_loaded_by_the_producer_then_the_epilogue_matches_float64_on_host(run_on_host):
+    M, D, K = 256, 64, 256
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        k = tilelang.compile(prefix_stage_epilogue(M, D, K), target="cuda -arch=sm_90a")
+    p = k.artifact.lowered.attr(ATTR)
+    assert "tl_pre[0], Q_s" in k.get_kernel_source() and slot(p, "Q_s").last < slot(p, "O_s").first
+    g = torch.Generator().manual_seed(11)
+    q, kt = torch.randn(M, D, generator=g).half(), torch.randn(K, D, generator=g).half()
+    out = torch.full((M, D), float("nan")).half()
+    run_on_host(k, [q, kt, out])
+    ref = q.double().numpy() @ kt.double().numpy().reshape(K // 64, 64, D).sum(0)
+    np.testing.assert_allclose(out.double().numpy(), ref, rtol=2e-2, atol=2e-1)
+
+
+def _raws(st):
+    from tilelang.ir.visitor import collect
+
+    return collect(st, lambda x: isinstance(x, Raw))
 
 
 def _used(st):

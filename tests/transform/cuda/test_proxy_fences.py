@@ -96,7 +96,8 @@ def test_cp_async_wait_names_its_writes_so_the_barrier_after_it_is_fenced():
 
 @pytest.mark.nvrtc
 def test_attention_forward_fences_only_the_barrier_after_the_q_copy():
-    src = tilelang.compile(tk.attention(1, 2, 256, 64, 64, 64, stages=2), target=SM90).get_kernel_source()
+    # more tiles than SMs: a persistent kernel, whose consumers load Q themselves
+    src = tilelang.compile(tk.attention(4, 32, 1024, 64, 64, 64, stages=2), target=SM90).get_kernel_source()
     consumer = src.split("setmaxnreg_inc")[1]
     bars = re.findall(r"(tl::fence_proxy_async\(\); )?tl::barrier_sync<1, \d+>\(\);", consumer)
     # Q by cp.async then read by wgmma: fenced; the epilogue's barriers order generic accesses only
@@ -104,3 +105,11 @@ def test_attention_forward_fences_only_the_barrier_after_the_q_copy():
     assert len(bars) >= 2 and not all(bars)
     q_copy = consumer.index("cp_async_wait<0>();")
     assert consumer.index("tl::fence_proxy_async();") > q_copy
+
+
+@pytest.mark.nvrtc
+def test_attention_forward_with_q_loaded_by_the_producer_needs_no_fence():
+    src = tilelang.compile(tk.attention(1, 2, 256, 64, 64, 64, stages=2), target=SM90).get_kernel_source()
+    consumer = src.split("setmaxnreg_inc")[1]
+    # Q written by TMA and read by wgmma: both in the async proxy, ordered by the tl_pre wait
+    assert "tl::mbarrier_wait(&tl_pre[0], 0);" in consumer and "fence_proxy_async" not in consumer

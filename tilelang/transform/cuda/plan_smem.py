@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
 from ...ir.stmt import PrimFunc
-from ...ir.visitor import buffers_used, collect
+from ...ir.visitor import Mutator, buffers_used, collect
 from .lower_tile_ops import Raw, sync
 from .warp_specialize import WSSplit
 
@@ -279,7 +279,11 @@ def ws_plan(kernel: S.KernelLaunch, buffers: list[Buffer], wide=frozenset()) -> 
     concurrently and only writes stage storage, for iterations the consumers wait for: a
     storage is busy from the consumers' first statement (the producer starts at once) to their
     last use of it, and over the whole tile-loop body (the producer is already filling the next
-    tile's stages during this one's epilogue). Anything else the producer or code outside the
+    tile's stages during this one's epilogue). A tile the producer loads once before its ring
+    (tl_pre: attention's Q in a kernel of a tile per block) is busy likewise from the consumers'
+    first statement to their last use; the consumers wait for that load before their first use,
+    and a tile taking its bytes later is behind a consumer barrier after the last wgmma reading
+    it has been waited for, as for stage storage. Anything else the producer or code outside the
     planned statements touches, anything read by TMA stores (asynchronous reads) or named by
     other inline code keeps its own bytes. Barriers are consumer-only (`__syncthreads()` in the
     consumer branch prints as the consumers' named barrier).
@@ -312,7 +316,8 @@ def ws_plan(kernel: S.KernelLaunch, buffers: list[Buffer], wide=frozenset()) -> 
     outside += [st for st in cons if st is not holder[0]] if wrap else []
     for uid in _touched(S.seq(*outside), home, by_name) if outside else ():
         pins.setdefault(uid, "used outside the consumers' planned statements")
-    for uid in _touched(split.producer, home, by_name):
+    early = {home.get(b.uid, b.uid) for r in collect(split.producer, _loads_first) for b in r.writes} - storages
+    for uid in _touched(_DropLoadsFirst().visit(split.producer), home, by_name) | (early if wrap else set()):
         if uid not in storages:
             pins.setdefault(uid, "used by the producer")
     spans: dict = {}
@@ -342,13 +347,25 @@ def ws_plan(kernel: S.KernelLaunch, buffers: list[Buffer], wide=frozenset()) -> 
                     elif uid in spans:
                         spans[uid] = (spans[uid][0], max(spans[uid][1], end))
     for uid, (lo, hi) in list(spans.items()):
-        spans[uid] = (0, n - 1 if wrap else hi) if uid in storages else (lo, _cp_async_end(seq, uid, hi))
+        spans[uid] = (0, n - 1 if wrap else hi) if uid in storages | early else (lo, _cp_async_end(seq, uid, hi))
+    for uid in early - set(spans):  # loaded by the producer, read by no consumer
+        pins.setdefault(uid, "used by the producer")
     for uid in storages - set(spans):  # loaded by the producer, read by no consumer: busy throughout
         spans[uid] = (0, n - 1)
     for b in buffers:
         if b.uid not in spans and b.uid not in pins:
             pins[b.uid] = UNUSED
     return _solve(buffers, spans, pins, n, _barriers_in(seq), wide, wrap, where)
+
+
+def _loads_first(x) -> bool:
+    """x is a TMA load the producer issues before its ring, once (ws_loads.take_prefix_loads)."""
+    return isinstance(x, Raw) and "&tl_pre[" in x.fmt and bool(x.writes)
+
+
+class _DropLoadsFirst(Mutator):
+    def visit_Raw(self, r):
+        return Raw("") if _loads_first(r) else r
 
 
 def _waits_full(st) -> bool:

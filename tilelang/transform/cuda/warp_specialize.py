@@ -43,7 +43,7 @@ from .stream_k import (
     stream_k_units,
 )
 from .ws_epilogue import TmaDesc, defer_epilogue, defer_fits, tma_store_epilogue
-from .ws_loads import hoist_staged_decls, hoistable_copies, tma_plan
+from .ws_loads import hoist_staged_decls, hoistable_copies, plan_prefix_loads, take_prefix_loads, tma_plan
 from .ws_overlap import chain_plan, overlapped_consumer
 
 
@@ -150,6 +150,7 @@ class WSPlan:
     defer_epilogue: bool = False  # the TMA-store epilogue runs during the next tile's k-loop
     groups: list | None = None  # [(pair indices, first use, last use)]: a full/empty pair each (_barrier_groups)
     guard: E.Expr | None = None  # the loads and compute of an iteration run only where it holds (_guarded_copies)
+    pre: list = field(default_factory=list)  # copies before the loop the producer issues first (prefix_loads)
     chain: bool = False  # two chained gemms stay in flight together where ws_overlap.chain_plan allows
     stage: E.Var = field(default_factory=lambda: E.Var("tl_stage", dt.int32))
     it: E.Var = field(default_factory=lambda: E.Var("tl_it", dt.int32))
@@ -259,6 +260,7 @@ def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine
         plan.cluster = cluster_plan(k, loop, prefix_lets, plan.pairs)
     if persistent and plan.cluster is None and stream_k:
         plan.sk = stream_k_plan(loop, plan.body, gemms, stmts[:loops[0]], k.block_vars, num_sms, tile_space(k)[0])
+    persistent = plan_prefix_loads(plan)
     plain = persistent and guard is None and plain_reduction(loop, plan.body, gemms, stmts[:loops[0]], k.block_vars) is not None
     # not with clusters (opt-in): that combination has not run on a GPU yet
     plan.serpentine = plain and serpentine and plan.cluster is None
@@ -548,6 +550,7 @@ def _rewrite(plan: WSPlan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.K
     others = sum(a.buffer.numel() * a.buffer.dtype.bytes for a in collect(k.body, lambda n: isinstance(n, S.Allocate))
                  if a.buffer.scope in ("shared", "shared.dyn") and a.buffer.uid not in storages)
     defer = plan.persistent and plan.defer_epilogue and defer_fits(plan)
+    pre_issue, prefix, allocs, pre_wait = take_prefix_loads(plan.pre, prefix, info)
     epi = tma_store_epilogue(k, suffix, plan.gemms, SMEM_MAX - 2048 - staged - others, len(info.descs), warn,
                               64 if defer else 256)
     store_wait, deferred = [], None
@@ -562,7 +565,7 @@ def _rewrite(plan: WSPlan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.K
             deferred = (hold_allocs, flush)
             store_wait = [flush] + store_wait
     lets = [s for s in prefix if isinstance(s, S.LetStmt)]
-    allocs, cons_prefix = [], []
+    cons_prefix = []
     for s in prefix:
         if isinstance(s, S.LetStmt):
             continue
@@ -579,6 +582,7 @@ def _rewrite(plan: WSPlan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.K
                + " ".join(f"tl::mbarrier_init(&tl_full{x}[{i}], 1); "
                           f"tl::mbarrier_init(&tl_empty{x}[{i}], {info.cluster * T // 32});"
                           for x in sfxs for i in range(plan.stages))
+               + (" tl::mbarrier_init(&tl_pre[0], 1);" if plan.pre else "")
                + " tl::fence_barrier_init(); }} " + sync)
     if plan.rebalance_regs:
         regs_c = consumer_registers(T)
@@ -620,8 +624,8 @@ def _rewrite(plan: WSPlan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.K
                                 tile_loop(unit), *store_wait)
         lets, k = [], replace(k, grid=grid)
     else:
-        consumer_branch = S.seq(setmaxnreg, *cons_prefix, consumer_loop, *suffix, *store_wait)
-        producer = S.seq(*plan.pprefix, producer)
+        consumer_branch = S.seq(setmaxnreg, *cons_prefix, *pre_wait, consumer_loop, *suffix, *store_wait)
+        producer = S.seq(*pre_issue, *plan.pprefix, producer)
     producer_branch = S.seq(dec,
                             S.IfThenElse(E.binop("==", E.Var("tid", dt.int32), T), producer))
     # a block of a cluster leaves only once its partner has stopped writing into its shared memory

@@ -3,7 +3,9 @@
 `hoistable_copies` picks the loop body's global -> shared T.copy ops the producer thread can issue
 at the top of an iteration; `tma_plan` says how one moves as TMA boxes (or why it cannot);
 `hoist_staged_decls` moves the declarations of those tiles out of the loop body, where
-warp_specialize gives them their stage storage. manual_ws uses `tma_plan` for T.tma_copy.
+warp_specialize gives them their stage storage; `prefix_loads` picks the copies before the loop
+the producer issues first (attention's Q), once per block on barrier tl_pre, and
+`take_prefix_loads` moves them there. manual_ws uses `tma_plan` for T.tma_copy.
 
     for ko in T.Pipelined(n, num_stages=2):            a_s = T.alloc_shared((128, 128))   # hoisted
         a_s = T.alloc_shared((128, 128))       ->      for ko in T.Pipelined(n, num_stages=2):
@@ -14,12 +16,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ... import dtypes as dt
 from ...arith.divisibility import is_multiple
-from ...arith.simplify import const_int
+from ...arith.simplify import const_int, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
-from ...ir.visitor import collect
+from ...ir.buffer import Buffer
+from ...ir.visitor import buffers_used, collect
 from ...op import tile_ops as O
+from .persistent import tile_space
+from .raw import Raw
+from .ws_epilogue import TmaDesc
 
 
 def tma_plan(op: O.Copy):
@@ -107,3 +114,93 @@ def hoist_staged_decls(stmts: list, li: int, tiles: set):
         return stmts, li, body
     loop = replace(loop, body=S.seq(*body))
     return stmts[:li] + decls + [loop] + stmts[li + 1:], li + len(decls), body
+
+
+def plan_prefix_loads(plan) -> bool:
+    """Set `plan.pre` (WSPlan) to its prefix_loads where the kernel runs a tile per block, first
+    dropping the persistent tile loop where the tiles fit on the SMs and nothing (stream-K,
+    clusters) needs it. Returns plan.persistent."""
+    k = plan.k
+    pre = prefix_loads(plan.stmts, plan.li, plan.body, plan.gemms, k.block_vars) if plan.guard is None else []
+    tiles = const_int(tile_space(k)[0]) if plan.persistent else None
+    if pre and plan.sk is None and plan.cluster is None and tiles is not None and tiles <= plan.num_sms:
+        plan.persistent = plan.info.persistent = False
+    plan.pre = [] if plan.persistent else pre
+    return plan.persistent
+
+
+def prefix_loads(stmts: list, li: int, body: list, gemms: list, block_vars) -> list:
+    """(copy, (box, swizzle, panels)) for each top-level global -> shared T.copy before the
+    pipelined loop stmts[li] that the producer thread can issue ahead of the ring (attention's
+    Q tile): its tile is 2-d, written by nothing else and read only as an operand of the loop
+    body's wgmma gemms (`body` without the producer's copies; `gemms`, which read the layout TMA
+    writes), by no statement before or after the loop, and its corner reads only block
+    variables and the prefix's lets. Then the consumers wait on one barrier instead of loading
+    the tile themselves, behind the producer's queued K / V boxes."""
+    prefix, rest = stmts[:li], stmts[li + 1:]
+    known = set(block_vars) | {s.var for s in prefix if isinstance(s, S.LetStmt)}
+    out = []
+    for st in prefix:
+        if not (isinstance(st, O.Copy) and st.src.buffer.scope == "global"
+                and st.dst.buffer.scope in ("shared", "shared.dyn") and st.dst.buffer.ndim == 2):
+            continue
+        x = st.dst.buffer
+        if collect(st.src, lambda n: isinstance(n, E.BufferLoad)) \
+                or not set(collect(st.src, lambda n: isinstance(n, E.Var))) <= known:
+            continue
+        if any(s is not st and not (isinstance(s, S.Allocate) and s.buffer is x) and _uses(s, x)
+               for s in prefix + rest):
+            continue
+        readers = [b for b in body if _uses(b, x)]
+        if not readers or not all(_operand_only(b, x, gemms) for b in readers):
+            continue
+        plan, _ = tma_plan(st)
+        if plan is not None and plan[1]:
+            out.append((st, plan))
+    return out
+
+
+def _uses(st, x) -> bool:
+    return x.uid in {b.uid for b in buffers_used(st)}
+
+
+def _operand_only(st, x, gemms: list) -> bool:
+    """st is one of `gemms` and reads x as its (K-major) A or its B, never as C."""
+    return any(st is g for g in gemms) and st.C.buffer is not x and \
+        ((st.A.buffer is x and not st.transpose_A) or st.B.buffer is x)
+
+
+def take_prefix_loads(loads: list, prefix: list, info) -> tuple:
+    """Hand `loads` (prefix_loads) to the producer: a tensor map each in `info.descs` (WSInfo), the
+    tile noted in `info.panels` or `info.swizzled` as TMA writes it.
+    Returns (the producer's statements, on barrier tl_pre; `prefix` without the copies and the
+    tiles' declarations; the declarations, which both branches see, and tl_pre's; the consumers'
+    wait)."""
+    if not loads:
+        return [], prefix, [], []
+    tiles, mine = {p.dst.buffer.uid for p, _ in loads}, []
+    for p, (box, swz, n) in loads:
+        mine.append(TmaDesc(f"tmap_{len(info.descs)}", p.src.buffer, box, swz))
+        info.descs.append(mine[-1])
+        (info.panels if n > 1 else info.swizzled).add(p.dst.buffer.uid)
+    decls = [s for s in prefix if isinstance(s, S.Allocate) and s.buffer.uid in tiles]
+    rest = [s for s in prefix if not any(s is x for x in decls) and not any(s is p for p, _ in loads)]
+    decls.append(S.Allocate(Buffer("tl_pre", (1,), dt.uint64, "shared.dyn")))
+    return (_prefix_issue(loads, mine, "tl_pre[0]"), rest, decls,
+            [Raw("tl::mbarrier_wait(&tl_pre[0], 0);")])
+
+
+def _prefix_issue(loads: list, descs: list, bar: str) -> list:
+    """The producer's statements loading `loads` (prefix_loads, with their tensor maps `descs`)
+    into their tiles, all on barrier `bar` (one phase: the tiles are loaded once per block)."""
+    nbytes = sum(p.dst.buffer.numel() * p.dst.buffer.dtype.bytes for p, _ in loads)
+    out = [Raw(f"tl::mbarrier_arrive_expect_tx(&{bar}, {nbytes});")]
+    for (p, (box, _, panels)), desc in zip(loads, descs):
+        x = p.dst.buffer
+        rows = const_int(x.shape[0])
+        coords = [simplify(c) for c in reversed(p.src.starts)]  # innermost first
+        for q in range(panels):
+            c = [simplify(coords[0] + q * 64)] + coords[1:]
+            out.append(Raw(f"tl::tma_load(&{desc.name}, &{bar}, {x.name} + {q * rows * 64}"
+                           + "".join(f", {{{j}}}" for j in range(len(c))) + ");", tuple(c), writes=(x,)))
+    return out
