@@ -17,6 +17,7 @@ from ...op import tile_ops as O
 from ...transform.cuda.lower_tile_ops import lower_kernel
 from ...transform.cuda.fold_accum_clear import fold_accum_clears
 from ...transform.cuda.plan_smem import plan_smem_pass
+from ...transform.cuda.proxy_fences import place_proxy_fences
 from ...transform.cuda.cp_async_waits import merge_cp_async_waits
 from ...transform.cuda.thread_sync import insert_syncs
 from ...transform.cuda.warp_specialize import TIMELINE
@@ -172,8 +173,6 @@ def fresh_index_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
 
 def proxy_fences_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     """wgmma / warp-specialized kernels: fence.proxy.async before the barriers after generic smem writes."""
-    from ...transform.cuda.proxy_fences import place_proxy_fences
-
     info = getattr(ctx, "cuda_info", None)
     if info is None or not (info.uses_wgmma or getattr(ctx, "ws_info", None) is not None):
         return func

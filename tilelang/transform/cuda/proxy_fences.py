@@ -21,9 +21,10 @@ import re
 from dataclasses import replace
 
 from ...ir import stmt as S
-from ...ir.visitor import collect
+from ...ir.visitor import Mutator, collect
 from .raw import Raw
 from .thread_sync import accesses
+from .warp_specialize import WSSplit
 
 _BARRIER = "__syncthreads();"
 _FENCED = "tl::fence_proxy_async(); " + _BARRIER
@@ -66,7 +67,7 @@ def _walk(st, dirty: bool):
         then, d1 = _walk(st.then_case, dirty)
         other, d2 = _walk(st.else_case, dirty) if st.else_case is not None else (None, dirty)
         return replace(st, then_case=then, else_case=other), d1 or d2
-    if type(st).__name__ == "WSSplit":  # producer and consumer threads each start as the kernel did
+    if isinstance(st, WSSplit):  # producer and consumer threads each start as the kernel did
         prod, d1 = _walk(st.producer, dirty)
         cons, d2 = _walk(st.consumer, dirty)
         return replace(st, producer=prod, consumer=cons), d1 or d2
@@ -76,14 +77,13 @@ def _walk(st, dirty: bool):
     return _fence_all(st), True  # unknown shape: every barrier keeps its fence
 
 
+class _FenceAll(Mutator):
+    def visit_Raw(self, r):
+        return replace(r, fmt=r.fmt.replace(_BARRIER, _FENCED, 1)) if _is_barrier(r) and _FENCED not in r.fmt else r
+
+
 def _fence_all(st):
-    from ...ir.visitor import Mutator
-
-    class _All(Mutator):
-        def visit_Raw(self, r):
-            return replace(r, fmt=r.fmt.replace(_BARRIER, _FENCED, 1)) if _is_barrier(r) and _FENCED not in r.fmt else r
-
-    return _All().visit(st)
+    return _FenceAll().visit(st)
 
 
 def place_proxy_fences(body):
