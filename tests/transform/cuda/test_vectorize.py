@@ -482,3 +482,45 @@ def test_a_block_narrower_than_the_vector_stays_scalar():
     a = torch.randn(64, 64).half()
     out = run_cpu(blocked_tile_store(64, 64, blk=4), a, out_shape=(64, 64), out_dtype=torch.float16)
     close(out, a.double() * 2, 0)
+
+
+def widen_through_float_tile(M=32, N=256):
+    """bf16 rows (8 per thread: 16-byte vectors) widened into a swizzled float32 shared tile and
+    read back: each thread's 8 floats are 32 bytes, two 16-byte chunks the swizzle moves apart."""
+
+    @T.prim_func
+    def widen_through_float_tile(A: T.Tensor((M, N), "bfloat16"), C: T.Tensor((M, N), "bfloat16")):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((M, N), "bfloat16")
+            W = T.alloc_shared((M, N), "float32")
+            A_f = T.alloc_fragment((M, N), "bfloat16")
+            T.annotate_layout({W: make_swizzled_layout(W)})
+            T.copy(A, A_s)
+            T.copy(A_s, A_f)
+            T.copy(A_f, W)
+            for i, j in T.Parallel(M, N):
+                A_f[i, j] = W[i, j] * 2
+            T.copy(A_f, C)
+
+    return widen_through_float_tile
+
+
+def test_wide_shared_vectors_move_one_16_byte_chunk_each():
+    """8 floats per thread into (and out of) a swizzled shared tile: two 16-byte vectors, each at its
+    own chunk's swizzled address (eight 4-byte stores were 8-way bank conflicts); the CUDA source
+    run on the host matches float64."""
+    src, msgs = cuda(widen_through_float_tile())
+    assert not [m for m in msgs if SCALAR in m], msgs
+    assert src.count("store_vec<4>(&W[tl::swizzle_offset") == 2, src
+    assert "store_vec<4>(&W[tl::swizzle_offset<256, sizeof(float)>(i_2, (j0_1 + 4))]" in src, src
+    assert src.count("load_vec<4>(") == 2 and "load_vec<8>(W" not in src, src
+    host = pytest.importorskip("tilelang.testing.host_cuda")
+    if not host.available():
+        pytest.skip("g++ not installed")
+    k = tilelang.compile(widen_through_float_tile(), target="cuda -arch=sm_90a")
+    a = torch.randn(32, 256).bfloat16()
+    c = torch.full((32, 256), float("nan")).bfloat16()
+    prog = host.HostProgram({"k": k})
+    prog.run("k", [a, c])
+    prog.close()
+    close(c, a.double() * 2, 0)

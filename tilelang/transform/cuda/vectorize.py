@@ -150,8 +150,7 @@ class _Planner:
         why = self.contiguous(buf, indices)
         if why is None:
             nbytes = self.vec * buf.dtype.bytes
-            if not (nbytes in (4, 8, 16) or (nbytes % 16 == 0 and buf.scope == "global")):
-                # NOTE: shared vectors stay within one 16-byte chunk, which swizzles keep contiguous
+            if not (nbytes in (4, 8) or nbytes % 16 == 0):
                 why = f"{self.vec} elements of {buf.dtype} are {nbytes} bytes, not a 4/8/16-byte vector"
         if why is not None:
             raise NotVector(f"{name} {why}")
@@ -315,19 +314,40 @@ def _all(conds) -> E.Expr:
 def _vector_accesses(plan: VecPlan, at0: dict, raw) -> tuple[list, list]:
     """(before the lanes, after them): each access's register copy and its vector load, and
     each vector store, at the group's first lane (`at0` maps the lane var to it)."""
-    vec, pre, post = plan.vec, [], []
+    pre, post = [], []
     for a in plan.accesses:
         pre.append(S.Allocate(a.regs))
-        mem = _addr(a.buffer, tuple(substitute(i, at0) for i in a.indices))
-        regs = _addr(a.regs, (E.as_expr(0),))
         shared = (a.buffer,) if a.buffer.scope != "global" else ()
         pred = simplify(substitute(_all(a.guard), at0))
+        fmt, args = [], []  # one statement per access, whatever its words: one write to sync against
+        for n, lane0 in _chunks(plan.vec, a.buffer, at0):
+            mem = _addr(a.buffer, tuple(substitute(i, lane0) for i in a.indices))
+            regs = _addr(a.regs, (E.as_expr(simplify(next(iter(lane0.values())) - next(iter(at0.values())))),))
+            k = len(args)
+            if a.store:
+                fmt.append(f"tl::store_vec<{n}>({{{k}}}, {{{k + 1}}});")
+                args += [mem, regs]
+            else:
+                fmt.append(f"tl::load_vec<{n}>({{{k}}}, {{{k + 1}}}, {{{k + 2}}});")
+                args += [regs, mem, pred]
         if a.store:
-            st = raw(f"tl::store_vec<{vec}>({{0}}, {{1}});", (mem, regs), writes=shared)
+            st = raw(" ".join(fmt), tuple(args), writes=shared)
             post.append(st if const_int(pred) == 1 or pred == E.as_expr(True) else S.IfThenElse(pred, st))
         else:
-            pre.append(raw(f"tl::load_vec<{vec}>({{0}}, {{1}}, {{2}});", (regs, mem, pred), reads=shared))
+            pre.append(raw(" ".join(fmt), tuple(args), reads=shared))
     return pre, post
+
+
+def _chunks(vec: int, buf: Buffer, at0: dict) -> list:
+    """[(lanes, {lane var: first lane})] per word of one vector access: a shared vector wider than
+    16 bytes is one 16-byte word per chunk, each addressed at its own first lane, since a swizzle
+    keeps a 16-byte chunk contiguous but moves chunks apart (a flat row of 8 floats stored into a
+    swizzled tile: two STS.128, not eight bank-conflicting STS.32); global vectors stay whole."""
+    per = 16 // buf.dtype.bytes
+    if buf.scope == "global" or vec * buf.dtype.bytes <= 16:
+        return [(vec, at0)]
+    (j, j0), = at0.items()
+    return [(per, {j: simplify(j0 + c * per) if c else j0}) for c in range(vec // per)]
 
 
 def cp_async_copy(plan: VecPlan) -> tuple | None:
