@@ -76,6 +76,11 @@ def _stand_in(d: str) -> None:
             f.write(_STAND_IN if not sub else _SUB)
     with open(os.path.join(pkg, "nn", "functional.py"), "w") as f:
         f.write(_SUB)
+    # deepseek_v32/utils.py imports triton and packaging: stand-ins last on the path, behind any real one
+    for sub in ("triton", os.path.join("triton", "language"), "packaging"):
+        os.makedirs(os.path.join(d, "last", sub), exist_ok=True)
+        with open(os.path.join(d, "last", sub, "__init__.py"), "w") as f:
+            f.write(_SUB)
 
 
 def _ptxas(cu: str) -> None:
@@ -107,7 +112,7 @@ def main(argv: list) -> int:
             t.extractall(SITE)
     with tempfile.TemporaryDirectory() as d:
         _stand_in(d)
-        env = dict(os.environ, PYTHONPATH=f"{SITE}:{d}", CUDA_HOME=os.environ.get("CUDA_HOME", "/usr/local/cuda"))
+        env = dict(os.environ, PYTHONPATH=f"{SITE}:{d}:{os.path.join(d, 'last')}", CUDA_HOME=os.environ.get("CUDA_HOME", "/usr/local/cuda"))
         r = subprocess.run([py, "-c", _LOWER, *argv[:6], os.path.join(PEER, "tilelang-examples")], env=env)
     if r.returncode == 0 and "--ptxas" in argv[6:]:
         _ptxas(os.path.abspath(argv[5]))

@@ -50,6 +50,26 @@ def test_symbolic_grid_bounds_its_block_variable():
     assert not r.below(by, b)
 
 
+def test_symbolic_grid_divided_by_a_constant():
+    """`s_i = bx // 2`, `H0 = bx % 2 * 64` of a T.Kernel(seq_len * 2, ..) (sparse MLA's two blocks per
+    query row): s_i is in [0, seq_len - 1] and H0 in [0, 64], so `s_i < seq_len` and `H0 + 63 < 128`
+    hold; a divisor that does not divide the extent bounds by ceildiv (`bx // 3 < (2 * seq_len + 2) // 3`)."""
+    s, bx, si, h0, t, a = v("seq_len"), v("bx"), v("s_i"), v("H0"), v("t"), v("a")
+    r = Ranges()
+    r.kernel(S.KernelLaunch((bx,), (s * 2,), (128, 1, 1), (), S.seq()))
+    r.let(si, bx // 2)
+    assert r.below(si, s) and r.nonneg(si) and not r.below(si, s - 1) and r.bounds(si) is None
+    assert r.decide(E.binop("<", si, s)) is True and r.decide(E.binop(">=", si, 0)) is True
+    r.let(h0, bx % 2 * 64)
+    assert r.bounds(h0) == (0, 64) and r.below(h0 + 63, 128) and not r.below(h0 + 64, 128)
+    r.let(t, bx // 3)
+    assert r.below(t, (s * 2 + 2) // 3) and not r.below(t, s // 2)
+    r.let(a, bx)  # an alias keeps the grid's extent
+    assert r.below(a, s * 2) and not r.below(a, s)
+    r.let(si, bx - 1)  # rebound to what no rule bounds: no range
+    assert not r.below(si, s) and not r.nonneg(si)
+
+
 def test_loops_are_scoped_and_ifs_tighten():
     ko, i = v("ko"), v("i")
     r = Ranges()

@@ -46,10 +46,35 @@ class Ranges:
         per tile); the grid range is then replaced by what the new value proves, never kept."""
         self._set(var, self.bounds(value))
         self.sym.pop(var, None)
+        g = self._sym_extent(value) if var not in self.of and var.dtype.is_int else None
+        if g is not None:
+            self.sym[var] = g
         if var.dtype.is_int and not collect(value, lambda n: isinstance(n, (E.BufferLoad, E.Call))):
             self.values[var] = value
         else:
             self.values.pop(var, None)
+
+    def _sym_extent(self, value):
+        """G' where `value` is a block variable of a symbolic grid of G blocks (an alias: G) or
+        one divided by a constant c > 0 (`s_i = bx // 2`: G / c where c divides every term of G,
+        else ceildiv(G, c)); value is then in [0, G' - 1]. None otherwise."""
+        e = simplify(E.as_expr(value))
+        if isinstance(e, E.Var):
+            return self.sym.get(e) if e not in self.of else None
+        if not (isinstance(e, E.Binary) and e.op in ("//", "/") and isinstance(e.a, E.Var)
+                and e.a in self.sym and e.a not in self.of):
+            return None
+        c = const_int(e.b)
+        if c is None or c <= 0:
+            return None
+        g = self.sym[e.a]
+        lin = linear_form(simplify(g))
+        if lin is not None and lin[1] % c == 0 and all(k % c == 0 for k in lin[0].values()):
+            out = E.as_expr(lin[1] // c)
+            for t, k in lin[0].items():
+                out = out + t * (k // c)
+            return simplify(out)
+        return simplify((g + (c - 1)) // c)
 
     @contextmanager
     def loop(self, s):
@@ -183,6 +208,8 @@ class Ranges:
             return f(a[0], b[0]), f(a[1], b[1])
         c = const_int(t.b)
         a = self.bounds(t.a)
+        if c is not None and c > 0 and a is None and t.op == "%" and self.nonneg(t.a):
+            return 0, c - 1  # `bx % 2` of a block variable of a symbolic grid
         if c is None or c <= 0 or a is None:
             return None
         if t.op == "//" or (t.op == "/" and a[0] >= 0):  # C division truncates: floor only for x >= 0

@@ -286,3 +286,52 @@ def test_gather_index_over_a_symbolic_grid_is_read_unguarded_and_runs_right_on_h
     w = torch.arange(1, NI + 1, dtype=torch.float64).repeat_interleave(BI)[None, None, :, None] * (idx >= 0)[..., None]
     ref = (got * w).reshape(b, s, NI, BI, D).sum(2)
     torch.testing.assert_close(o.double(), ref, rtol=1e-5, atol=1e-4)
+
+
+def replicated_gather():
+    """batched_gather with two blocks per query row, as sparse MLA at 128 heads (REPLICATE_H = 2):
+    T.Kernel(seq * 2, batch), s = bx // 2, r = bx % 2; O[b, s, r] = (r + 1) * batched_gather's O[b, s]."""
+    batch, seq, rows = T.dynamic("batch"), T.dynamic("seq"), T.dynamic("rows")
+
+    @T.prim_func
+    def replicated_gather(X: T.Tensor((batch, rows, D), "float32"), Idx: T.Tensor((batch, seq, NI * BI), "int32"),
+                          O: T.Tensor((batch, seq, 2, BI, D), "float32")):
+        with T.Kernel(seq * 2, batch, threads=128) as (bx, by):
+            X_s = T.alloc_shared((BI, D), "float32")
+            mask = T.alloc_fragment((BI,), "bool")
+            acc = T.alloc_fragment((BI, D), "float32")
+            s = bx // 2
+            r = bx % 2
+            T.clear(acc)
+            for k in T.Pipelined(NI, num_stages=2):
+                for i in T.Parallel(BI):
+                    mask[i] = Idx[by, s, k * BI + i] >= 0
+                for i, d in T.Parallel(BI, D):
+                    X_s[i, d] = X[by, Idx[by, s, k * BI + i], d]
+                for i, d in T.Parallel(BI, D):
+                    acc[i, d] += T.if_then_else(mask[i], X_s[i, d] * (k + 1) * (r + 1), 0.0)
+            T.copy(acc, O[by, s, r, 0, 0])
+
+    return replicated_gather
+
+
+def test_gather_index_of_a_replicated_symbolic_grid_is_read_unguarded_and_runs_right_on_host(run_on_host):
+    """`bx // 2 < seq` in a T.Kernel(seq * 2, batch) (ranges bound a block variable divided by a
+    constant): the index loads and the output copy carry no `< seq` guard."""
+    kern = tilelang.compile(replicated_gather(), target="cuda -arch=sm_80")
+    src = kern.get_kernel_source()
+    loop = src.split("for (int k = 0; k < 4; ++k) {")[1]
+    assert "tl::cp_async_zfill<16>(&X_s_w[" in loop, src
+    assert "? Idx[" not in src and "< batch" not in src and "< seq)" not in src, src
+    assert "< rows" in loop, src
+    b, s, rows = 2, 3, 40
+    x = torch.randn(b, rows, D)
+    idx = torch.randint(0, rows, (b, s, NI * BI), dtype=torch.int32)
+    idx[0, 1, 3], idx[1, 2, 17], idx[1, 0, 40], idx[0, 2, 63] = -1, rows, rows + 9, -7
+    o = torch.full((b, s, 2, BI, D), float("nan"))
+    run_on_host(kern, [x, idx, o])
+    ok = (idx >= 0) & (idx < rows)
+    got = x.double()[torch.arange(b)[:, None, None], idx.clamp(0, rows - 1).long()] * ok[..., None]
+    w = torch.arange(1, NI + 1, dtype=torch.float64).repeat_interleave(BI)[None, None, :, None] * (idx >= 0)[..., None]
+    ref = (got * w).reshape(b, s, NI, BI, D).sum(2)
+    torch.testing.assert_close(o.double(), torch.stack([ref, 2 * ref], 2), rtol=1e-5, atol=1e-4)
