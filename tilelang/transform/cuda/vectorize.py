@@ -443,8 +443,9 @@ def _atomic_pair_body(body):
     """(guard, call) when body is `[if guard:] atomic_add(dst[...], value)` with dst a float32 global
     buffer and no return value; else None."""
     guard = None
-    if isinstance(body, S.IfThenElse) and body.else_case is None:
-        guard, body = body.cond, body.then_case
+    while isinstance(body, S.IfThenElse) and body.else_case is None:  # nested guards: their conjunction
+        guard = body.cond if guard is None else E.binop("&&", guard, body.cond)
+        body = body.then_case
     if not (isinstance(body, S.Evaluate) and isinstance(body.value, E.Call) and body.value.op == "atomic_add"
             and len(body.value.args) == 2):
         return None
