@@ -158,8 +158,16 @@ TL_DEVICE int tl_fresh_index(int v) {
 // Two adjacent elements in one store (accumulator pairs in the epilogue).
 template <class T>
 TL_DEVICE void tl_store2(T* p, T a, T b) {
-  struct alignas(2 * sizeof(T)) Pair { T x, y; };
-  *reinterpret_cast<Pair*>(p) = Pair{a, b};
+  if constexpr (sizeof(T) == 2) {
+    // half / bf16 are class types: a struct of two of them is stored member by member (two 16-bit
+    // STG/STS, each sector written twice); their bits packed into one word store once.
+    const unsigned short x = *reinterpret_cast<const unsigned short*>(&a);
+    const unsigned short y = *reinterpret_cast<const unsigned short*>(&b);
+    *reinterpret_cast<unsigned int*>(p) = (unsigned int)x | ((unsigned int)y << 16);
+  } else {
+    struct alignas(2 * sizeof(T)) Pair { T x, y; };
+    *reinterpret_cast<Pair*>(p) = Pair{a, b};
+  }
 }
 
 // Row reductions over an mma/wgmma accumulator: the 4 lanes of a quad hold one row.
