@@ -207,9 +207,14 @@ class Ranges:
             f = min if t.op == "min" else max
             return f(a[0], b[0]), f(a[1], b[1])
         c = const_int(t.b)
+        if t.op == "&" and c is not None and c >= 0:  # any x & m with m >= 0 is in [0, m]
+            a = self.bounds(t.a)
+            return (0, c) if a is None or a[0] < 0 else (0, min(c, a[1]))
         a = self.bounds(t.a)
         if c is not None and c > 0 and a is None and t.op == "%" and self.nonneg(t.a):
             return 0, c - 1  # `bx % 2` of a block variable of a symbolic grid
+        if t.op == ">>" and c is not None and 0 <= c < 63 and a is not None:  # arithmetic shift: floor
+            return a[0] >> c, a[1] >> c
         if c is None or c <= 0 or a is None:
             return None
         if t.op == "//" or (t.op == "/" and a[0] >= 0):  # C division truncates: floor only for x >= 0
