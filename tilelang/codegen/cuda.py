@@ -113,7 +113,8 @@ class CudaCodegen(CCodegen):
             if buf.uid in self.info.panels:
                 return f"{buf.name}[{stage}tl::panel_offset<{rows}>({r}, {c})]"
             t = storage_type(buf.dtype)
-            return f"{buf.name}[{stage}tl::swizzle_offset<{w}, sizeof({t})>({r}, {c})]"
+            fn = "swizzle_xor_offset" if buf.uid in self.info.xor_swizzled else "swizzle_offset"
+            return f"{buf.name}[{stage}tl::{fn}<{w}, sizeof({t})>({r}, {c})]"
         return super().index(buf, indices)
 
     def nibble_ref(self, buf: Buffer, indices) -> tuple[str, str]:

@@ -93,6 +93,8 @@ class PassConfigKey(str, Enum):
     TL_ENABLE_WS_OVERLAP = "tl.enable_ws_overlap"
     TL_DISABLE_STAGED_ELEMENT_COPIES = "tl.disable_staged_element_copies"
     TL_DISABLE_STAGED_EPILOGUE = "tl.disable_staged_epilogue"
+    TL_DISABLE_STAGING_SWIZZLE = "tl.disable_staging_swizzle"
+    TL_DISABLE_INDEX_DIVMOD_FOLDING = "tl.disable_index_divmod_folding"
     TL_DEBUG_TIMELINE = "tl.debug_timeline"
     TL_DISABLE_SMEM_REUSE = "tl.disable_smem_reuse"
     TL_DISABLE_DYNAMIC_ALIGNMENT = "tl.disable_dynamic_alignment"
@@ -194,6 +196,10 @@ _DOCS = {
                                         "joining its prologue.",
     "TL_DISABLE_DEEP_RING": "Ours. True: warp-specialized TMA rings keep exactly the user's num_stages.",
     "TL_DISABLE_STAGED_EPILOGUE": "Ours. True: cp.async kernels store C from registers.",
+    "TL_DISABLE_INDEX_DIVMOD_FOLDING": "Ours. True: global indices keep the divisions of a layout over "
+                                       "fragment coordinates (else split by the coordinates' ranges).",
+    "TL_DISABLE_STAGING_SWIZZLE": "Ours. True: a shared tile an accumulator is copied into stays row-major "
+                                  "(else swizzled: conflict-free pair stores).",
     "TL_DEBUG_TIMELINE": "Ours. True: persistent kernels record per-tile timestamps (kernel.timeline()).",
     "TL_DISABLE_SMEM_REUSE": "Ours; the same as TL_DISABLE_SHARED_MEMORY_REUSE.",
     "TL_DISABLE_DYNAMIC_ALIGNMENT": "Ours. True: CUDA kernels with T.dynamic row lengths are compiled for any "

@@ -132,6 +132,17 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
             for group in (info.swizzled, info.panels):
                 if v.uid in group:
                     group.add(v.view_of.uid)
+    if not config(ctx.pass_configs, "tl.disable_index_divmod_folding", False):
+        from ...transform.cuda.index_divmod import fold_index_divmod
+
+        new = fold_index_divmod(new, info.tid, info.threads)
+    if not config(ctx.pass_configs, "tl.disable_staging_swizzle", False):
+        from ...transform.cuda.staging_swizzle import staging_swizzle
+
+        staged = {u for _, _, rv, wv in views for u in (rv.uid, wv.uid)}
+        if manual is not None:
+            staged |= {u for v in manual.views for u in (v.uid, v.view_of.uid)}
+        staging_swizzle(new.body, info, staged)
     for m in dict.fromkeys(msgs):  # once each (a copy lowered in a prologue and a loop says it twice)
         ctx.warnings.append(m)
     ctx.cuda_info = info

@@ -36,6 +36,28 @@ TL_DEVICE int swizzle_offset(int row, int col) {
   }
 }
 
+// swizzle_offset's value as one XOR on the column: ((c / kPer) ^ s) * kPer + c % kPer == c ^ (s * kPer)
+// for c >= 0. Element accesses of a staging tile use it (transform/cuda/staging_swizzle.py): a
+// pair store's column is a per-thread part plus a per-slot constant, and 3 instructions a store
+// beat swizzle_offset's 7; the gemm templates keep swizzle_offset (ptxas schedules their ldmatrix
+// address math better from it).
+template <int kRow, int kBytes>
+TL_DEVICE int swizzle_xor_offset(int row, int col) {
+  constexpr int kPer = 16 / kBytes;
+  constexpr int kChunks = kRow / kPer;
+  if constexpr (kRow % kPer != 0) {
+    return row * kRow + col;
+  } else if constexpr (kChunks % 8 == 0) {
+    return row * kRow + (col ^ ((row & 7) * kPer));
+  } else if constexpr (kChunks == 4) {
+    return row * kRow + (col ^ (((row >> 1) & 3) * kPer));
+  } else if constexpr (kChunks == 2) {
+    return row * kRow + (col ^ (((row >> 2) & 1) * kPer));
+  } else {
+    return row * kRow + col;
+  }
+}
+
 // Offset of (k, n) in an MN-major panel tile with kRows rows (K) of 64 16-bit elements.
 template <int kRows>
 TL_DEVICE int panel_offset(int k, int n) {

@@ -67,6 +67,7 @@ class CudaKernelInfo:
     scope_changes: list = field(default_factory=list)
     sm: int = 80
     uses_wgmma: bool = False
+    xor_swizzled: set = field(default_factory=set)  # swizzled tiles indexed by tl::swizzle_xor_offset
     tma_descs: list = field(default_factory=list)  # tensor maps of T.tma_copy (manual_ws.py)
 
 
