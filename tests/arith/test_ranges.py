@@ -147,3 +147,15 @@ def test_symbolic_loop_bounds_come_from_their_ranges():
         assert r.of[t] == (0, 3)
     with r.loop(S.For(t, E.as_expr(0), v("n"), "serial", S.seq())):  # unbounded extent: none
         assert t not in r.of
+
+
+def test_shifts_and_masks_are_bounded():
+    t = v("t")
+    r = Ranges()
+    r.of[t] = (0, 255)
+    assert r.bounds(E.binop(">>", t % 32, 2)) == (0, 7)  # a lane's row in an mma fragment
+    assert r.bounds(E.binop("&", t, 3) * 2) == (0, 6)
+    assert r.bounds(E.binop("&", t, 1023)) == (0, 255)  # a mask wider than the value keeps its range
+    r.of[t] = (-4, 3)
+    assert r.bounds(E.binop(">>", t, 1)) == (-2, 1)  # arithmetic shift: floor
+    assert r.bounds(E.binop("&", t, 7)) == (0, 7)
