@@ -165,12 +165,16 @@ class _FoldIndices(TrackRanges, Mutator):
         if not any(_vars(i) & self.unrolled for i in full):
             return None  # the same address in every unrolled copy
         new = [simplify(_Split(self.ranges).visit(i)) if _count(i) else i for i in full]
+        fewer = sum(_mixed(i, self.unrolled) for i in new) < sum(_mixed(i, self.unrolled) for i in full)
+        # a slot-dependent index of an outer dimension is printed `(int64_t)idx * stride`: nvcc
+        # multiplies per element; in the last dimension it folds the slot's constant already
+        outer = any(_vars(i) & self.unrolled for i in full[:-1])
+        if not (fewer or outer):
+            return None
         flat = self._flat(buf, new)
         if flat is not None:
             return flat
-        if sum(_mixed(i, self.unrolled) for i in new) < sum(_mixed(i, self.unrolled) for i in full):
-            return tuple(new)
-        return None
+        return tuple(new) if fewer else None
 
     def _flat(self, buf, idx):
         """idx as one offset into the last dimension: the thread's part (64-bit) plus the part that
