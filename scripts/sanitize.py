@@ -3,7 +3,7 @@ the peer suite's kernels, in parallel, within a wall-clock budget (issue 12, ite
 
     python scripts/sanitize.py OUTDIR [--jobs 12] [--budget 450] [--timeout 240]
         [--peer-folders gemm,norm,...|all] [--every-test] [--fast-first] [--tilelang PATH]
-        [--only SUBSTRING,...] [--dry-run]
+        [--only SUBSTRING,...] [--check-library] [--no-canary] [--dry-run]
 
 Programs: each examples/*.py run as `python ex.py --target cuda` (their default sizes are
 small; quickstart also at an aligned size, which takes the sm_90a TMA / warp-specialized
@@ -19,6 +19,13 @@ SANITIZE_KERNEL_REGEX limits checking to kernels whose names match; SANITIZE_LAU
 racecheck (or the tools in SANITIZE_LAUNCH_TOOLS, comma-separated) check only each program's first N
 kernel launches (compute-sanitizer --launch-count), for peer tests whose timing loops make a full run
 past its timeout; the kernels a test checks come first, its benchmark repeats after them.
+Library kernels (cuBLAS, cuDNN, torch's own: the tests' references and timing baselines) are
+excluded from instrumentation (compute-sanitizer --kernel-name-exclude, LIBRARY_EXCLUDE below), so
+they run at full speed and only our kernels are checked; --check-library checks them too. Before
+anything else each tool runs scripts/sanitize_canary.py, a kernel of ours (extern "C", NVRTC,
+loaded like every TileLang kernel) with one planted bug, under the same filters: a canary the tool
+does not flag means the filters hide our kernels, and the run stops there (exit 3). Programs that
+fail under the tool with no report (parallel load) are run once more, alone, when time is left.
 Caution (H200, 2026-12-03): with --launch-count, racecheck failed in 9 of 37 peer tests with "Internal
 Sanitizer Error: failed to handle a hardware exception" and an illegal address in the program; the
 same 9 ran clean without it. Treat such a run as the tool's failure, not a finding; prefer
@@ -83,6 +90,12 @@ _SUMMARY = re.compile(r"(?:ERROR|RACECHECK) SUMMARY:\s*(\d+)\s+(?:error|hazard)"
 # kernels that are not ours: cuBLAS/cuDNN/torch's own, launched by the tests' references
 _LIBRARY = re.compile(r"^(nvjet|cutlass|cublas|cudnn|sm\d+_xmma|ampere_|volta_|turing_|gemv|gemmk|"
                       r"void at::|at::|void \(anonymous namespace\)|triton_|std::)", re.I)
+# what --kernel-name-exclude skips: C++ (mangled `_Z...` or demangled `void ...`) kernels and the
+# vendor libraries' extern "C" ones. Every TileLang kernel is an unmangled extern "C" symbol named
+# after its prim_func, which the canary stands in for.
+LIBRARY_EXCLUDE = r"^(_Z|void |nvjet|sm[0-9]+_xmma|cutlass|cublas|cudnn|at::)"
+FILTER_KEY = os.environ.get("SANITIZE_FILTER_KEY", "regex:")  # compute-sanitizer's filter syntax
+CANARY = ROOT / "scripts" / "sanitize_canary.py"
 _AT = re.compile(r"\b(?:at|in)\s+(.+?)\+0x[0-9a-f]+")
 
 
@@ -134,7 +147,8 @@ def _peer_site(target: Path, dry: bool) -> str:
     return str(target)
 
 
-def run_one(job, out: Path, peer_copy: Path, timeout: float, end: float, dry: bool, env: dict) -> dict:
+def run_one(job, out: Path, peer_copy: Path, timeout: float, end: float, dry: bool, env: dict,
+            exclude_library: bool = True) -> dict:
     name, argv, cwd, tool = job
     if not os.path.isabs(cwd):  # a peer test: its folder in the copy
         cwd = str(peer_copy / cwd)
@@ -144,7 +158,9 @@ def run_one(job, out: Path, peer_copy: Path, timeout: float, end: float, dry: bo
         return {**row, "status": "not-run", "errors": None, "rc": None, "seconds": 0.0}
     cmd = [SAN, "--tool", tool, "--error-exitcode", "9", "--print-limit", "50"]
     if os.environ.get("SANITIZE_KERNEL_REGEX"):
-        cmd += ["--kernel-name", f"regex:{os.environ['SANITIZE_KERNEL_REGEX']}"]
+        cmd += ["--kernel-name", f"{FILTER_KEY}{os.environ['SANITIZE_KERNEL_REGEX']}"]
+    if exclude_library:
+        cmd += ["--kernel-name-exclude", f"{FILTER_KEY}{LIBRARY_EXCLUDE}"]
     launches = os.environ.get("SANITIZE_LAUNCH_COUNT")  # check only the first N launches (the benchmark
     if launches and tool in os.environ.get("SANITIZE_LAUNCH_TOOLS", "racecheck").split(","):  # repeats
         cmd += ["--launch-count", launches]                                                 # run unchecked
@@ -168,10 +184,10 @@ def run_one(job, out: Path, peer_copy: Path, timeout: float, end: float, dry: bo
     summarised = n is not None
     if rc == "timeout":
         status = "timeout"
+    elif kinds["ours"]:
+        status = "errors"  # (a program our kernel's error made fail is here too)
     elif "process didn't terminate successfully" in text:
         status = "failed"  # the program itself failed under the tool; no report of a hazard
-    elif kinds["ours"]:
-        status = "errors"
     elif summarised and (rc == 0 or (rc == 9 and n == kinds["library"] + kinds["api"])):
         status = "ok"  # every report is a library kernel's or an API return code (counted apart)
     else:
@@ -196,6 +212,9 @@ def main(argv=None) -> int:
     ap.add_argument("--tools", default=",".join(TOOLS))
     ap.add_argument("--fast-first", action="store_true",
                     help="memcheck and synccheck of every program before any racecheck")
+    ap.add_argument("--check-library", action="store_true",
+                    help="instrument cuBLAS / cuDNN / torch kernels too (slow; not ours)")
+    ap.add_argument("--no-canary", action="store_true", help="skip the planted-bug canaries")
     ap.add_argument("--dry-run", action="store_true", help="write the commands, run nothing")
     a = ap.parse_args(argv)
     out = Path(a.out)
@@ -222,14 +241,38 @@ def main(argv=None) -> int:
         {"racecheck": 0, "memcheck": 1, "synccheck": 2}
     jobs = sorted([(n, av, cwd, t) for n, av, cwd in progs for t in a.tools.split(",")],
                   key=lambda j: (order.get(j[3], 3), j[0]))
+    excl = not a.check_library
+    if not a.no_canary:
+        canaries = [run_one((f"canary_{t}", [sys.executable, str(CANARY), t], str(ROOT), t), out, peer_copy,
+                            120.0, end, a.dry_run, env, excl) for t in a.tools.split(",")]
+        for r in canaries:
+            if r["status"] == "dry-run":
+                continue
+            seen = r["status"] == "errors"
+            print(f"[canary {'flagged' if seen else 'MISSED'}] {r['tool']}: {r['errors']} report(s) in our "
+                  f"kernel, status {r['status']}", flush=True)
+            if not seen:
+                print(f"the {r['tool']} canary's planted bug was not reported: the kernel filters hide our "
+                      f"kernels, so this run would check nothing. Log: {out / 'logs'}")
+                print(r.get("tail", ""))
+                return 3
     with ThreadPoolExecutor(max(1, a.jobs)) as ex:
-        futs = [ex.submit(run_one, j, out, peer_copy, a.timeout, end, a.dry_run, env) for j in jobs]
+        futs = [ex.submit(run_one, j, out, peer_copy, a.timeout, end, a.dry_run, env, excl) for j in jobs]
         rows = []
         for f in futs:
             r = f.result()
             rows.append(r)
             print(f"[{r['status']}] {r['program']} {r['tool']} errors={r['errors']} rc={r['rc']} {r['seconds']}s",
                   flush=True)
+    # a program that failed under the tool with no report: once more, alone (parallel load, memory)
+    by_job = {(j[0], j[3]): j for j in jobs}
+    for i, r in enumerate(rows):
+        if r["status"] == "failed" and not a.dry_run:
+            again = run_one(by_job[(r["program"], r["tool"])], out, peer_copy, a.timeout, end, False, env, excl)
+            if again["status"] != "not-run":
+                rows[i] = {**again, "first_try": "failed"}
+                print(f"[retry {again['status']}] {r['program']} {r['tool']} errors={again['errors']} "
+                      f"{again['seconds']}s", flush=True)
     (out / "sanitize.json").write_text(json.dumps(rows, indent=1))
     if not a.dry_run:
         shutil.rmtree(work, ignore_errors=True)
