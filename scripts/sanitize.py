@@ -94,7 +94,7 @@ _LIBRARY = re.compile(r"^(nvjet|cutlass|cublas|cudnn|sm\d+_xmma|ampere_|volta_|t
 # vendor libraries' extern "C" ones. Every TileLang kernel is an unmangled extern "C" symbol named
 # after its prim_func, which the canary stands in for.
 LIBRARY_EXCLUDE = r"^(_Z|void |nvjet|sm[0-9]+_xmma|cutlass|cublas|cudnn|at::)"
-FILTER_KEY = os.environ.get("SANITIZE_FILTER_KEY", "regex:")  # compute-sanitizer's filter syntax
+FILTER_KEY = os.environ.get("SANITIZE_FILTER_KEY", "regex=")  # compute-sanitizer's filter syntax
 CANARY = ROOT / "scripts" / "sanitize_canary.py"
 _AT = re.compile(r"\b(?:at|in)\s+(.+?)\+0x[0-9a-f]+")
 
