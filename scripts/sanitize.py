@@ -19,9 +19,10 @@ SANITIZE_KERNEL_REGEX limits checking to kernels whose names match; SANITIZE_LAU
 racecheck (or the tools in SANITIZE_LAUNCH_TOOLS, comma-separated) check only each program's first N
 kernel launches (compute-sanitizer --launch-count), for peer tests whose timing loops make a full run
 past its timeout; the kernels a test checks come first, its benchmark repeats after them.
-Library kernels (cuBLAS, cuDNN, torch's own: the tests' references and timing baselines) are
-excluded from instrumentation (compute-sanitizer --kernel-name-exclude, LIBRARY_EXCLUDE below), so
-they run at full speed and only our kernels are checked; --check-library checks them too. Before
+Under memcheck and synccheck, library kernels (cuBLAS, cuDNN, torch's own: the tests' references
+and timing baselines) are excluded from instrumentation (compute-sanitizer --kernel-name-exclude,
+LIBRARY_EXCLUDE below), so they run at full speed and only our kernels are checked; --check-library
+checks them too. racecheck always instruments every kernel (see EXCLUDE_TOOLS). Before
 anything else each tool runs scripts/sanitize_canary.py, a kernel of ours (extern "C", NVRTC,
 loaded like every TileLang kernel) with one planted bug, under the same filters: a canary the tool
 does not flag means the filters hide our kernels, and the run stops there (exit 3). Programs that
@@ -94,6 +95,10 @@ _LIBRARY = re.compile(r"^(nvjet|cutlass|cublas|cudnn|sm\d+_xmma|ampere_|volta_|t
 # vendor libraries' extern "C" ones. Every TileLang kernel is an unmangled extern "C" symbol named
 # after its prim_func, which the canary stands in for.
 LIBRARY_EXCLUDE = r"^(_Z|void |nvjet|sm[0-9]+_xmma|cutlass|cublas|cudnn|at::)"
+# racecheck is left whole: with library kernels excluded it failed in 28 of 79 peer tests on the H200
+# (2026-12-03) with "Internal Sanitizer Error: The Sanitizer failed to handle a hardware exception" and
+# an illegal address in the program, as with --launch-count; memcheck and synccheck ran all 79 clean.
+EXCLUDE_TOOLS = ("memcheck", "synccheck")
 FILTER_KEY = os.environ.get("SANITIZE_FILTER_KEY", "regex=")  # compute-sanitizer's filter syntax
 CANARY = ROOT / "scripts" / "sanitize_canary.py"
 _AT = re.compile(r"\b(?:at|in)\s+(.+?)\+0x[0-9a-f]+")
@@ -159,7 +164,7 @@ def run_one(job, out: Path, peer_copy: Path, timeout: float, end: float, dry: bo
     cmd = [SAN, "--tool", tool, "--error-exitcode", "9", "--print-limit", "50"]
     if os.environ.get("SANITIZE_KERNEL_REGEX"):
         cmd += ["--kernel-name", f"{FILTER_KEY}{os.environ['SANITIZE_KERNEL_REGEX']}"]
-    if exclude_library:
+    if exclude_library and tool in EXCLUDE_TOOLS:
         cmd += ["--kernel-name-exclude", f"{FILTER_KEY}{LIBRARY_EXCLUDE}"]
     launches = os.environ.get("SANITIZE_LAUNCH_COUNT")  # check only the first N launches (the benchmark
     if launches and tool in os.environ.get("SANITIZE_LAUNCH_TOOLS", "racecheck").split(","):  # repeats
