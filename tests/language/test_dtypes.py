@@ -1,5 +1,6 @@
 """Every dtype through T.copy (global -> shared -> global with a cast) against torch's own
 conversion, bit for bit: ints, bool, float16/32/64, bfloat16, float8 e4m3fn/e5m2. CPU target."""
+import os
 import pytest
 import torch
 
@@ -32,10 +33,13 @@ def convert({src_params}, {out_params}):
     path = tempfile.NamedTemporaryFile("w", suffix=".py", delete=False, prefix="tl_dtype_")
     path.write("import tilelang.language as T\n" + text)
     path.close()
-    spec = importlib.util.spec_from_file_location(path.name[:-3].split("/")[-1], path.name)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return tilelang.compile(mod.convert, target="cpu")
+    try:
+        spec = importlib.util.spec_from_file_location(path.name[:-3].split("/")[-1], path.name)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return tilelang.compile(mod.convert, target="cpu")
+    finally:
+        os.unlink(path.name)  # parsed and compiled: the file is not needed again
 
 
 def in_range_values(src):
