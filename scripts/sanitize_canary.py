@@ -13,6 +13,7 @@ and the whole run fails.
 - racecheck: 64 threads write a shared array and read a neighbour warp's slot with no barrier
   between (a read-after-write hazard across warps).
 - synccheck: every lane of a warp calls __syncwarp with a mask that names only half of them.
+`control` runs a correctly synchronised kernel (see CONTROL) to tell the tool's false reports apart.
 Without a sanitizer the racecheck and synccheck canaries run to completion (the bugs are silent
 ones); the memcheck canary fails with an illegal address, which is the point.
 """
@@ -38,17 +39,56 @@ extern "C" __global__ void tl_sanitize_canary(int *out, int *null_ptr, int mode)
 """
 MODES = {"memcheck": 0, "racecheck": 1, "synccheck": 2}
 
+# A control, not a canary: correctly synchronised, so any report is the tool's. 1024 threads; the
+# first 256 run an inclusive suffix scan over a shared histogram ordered only by `bar.sync 3, 256`
+# (the others wait at __syncthreads), then read their neighbour's slot: the shape of the peer
+# example deepseek_v32/topk_selector, whose racecheck run reported hazards at that read.
+CONTROL = r"""
+extern "C" __global__ void tl_sanitize_control(int *out) {
+    __shared__ int h[257];
+    __shared__ int found;
+    int t = threadIdx.x;
+    if (t < 257) h[t] = t < 256 ? 1 : 0;
+    if (t == 0) found = -1;
+    __syncthreads();
+    if (t < 256) {
+        int v = 0;
+        for (int i = 0; i < 8; ++i) {
+            int off = 1 << i;
+            asm volatile("bar.sync 3, 256;" ::: "memory");
+            if (t < 256 - off) v = h[t] + h[t + off];
+            asm volatile("bar.sync 3, 256;" ::: "memory");
+            if (t < 256 - off) h[t] = v;
+        }
+        asm volatile("bar.sync 3, 256;" ::: "memory");
+        if (h[t] >= 100 && h[t + 1] < 100) found = t;
+    }
+    __syncthreads();
+    out[t] = found + h[0];
+}
+"""
+
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1 or argv[0] not in MODES:
-        print(f"usage: sanitize_canary.py {'|'.join(MODES)}", file=sys.stderr)
+    if len(argv) != 1 or argv[0] not in (*MODES, "control"):
+        print(f"usage: sanitize_canary.py {'|'.join(MODES)}|control", file=sys.stderr)
         return 2
     import torch
 
     from tilelang.backend.cuda import driver, nvrtc
 
     arch = driver.arch_of(0)
+    if argv[0] == "control":
+        fn = driver.load_kernel(nvrtc.compile_cuda(CONTROL, arch, name="sanitize_control.cu").cubin,
+                                "tl_sanitize_control", ("ptr",))
+        out = torch.zeros(1024, dtype=torch.int32, device="cuda")
+        fn.launch((1, 1, 1), (1024, 1, 1), 0, (out,), stream=torch.cuda.current_stream().cuda_stream)
+        torch.cuda.synchronize()
+        want = 156 + 256  # the suffix count first reaches 100 at bin 156; h[0] is then 256
+        got = set(out.tolist())
+        print(f"control ran; out = {sorted(got)} (want [{want}])")
+        return 0 if got == {want} else 1
     compiled = nvrtc.compile_cuda(SOURCE, arch, name="sanitize_canary.cu")
     fn = driver.load_kernel(compiled.cubin, "tl_sanitize_canary", ("ptr", "ptr", "i32"))
     out = torch.zeros(64, dtype=torch.int32, device="cuda")
