@@ -64,6 +64,13 @@ TL_DEVICE int panel_offset(int k, int n) {
   return (n / 64) * (kRows * 64) + swizzle_offset<64, 2>(k, n % 64);
 }
 
+// panel_offset's value for k, n >= 0 (every element index of a tile) in shifts, masks and one XOR:
+// no signed division, and the slot constants of an unrolled element loop stay additive.
+template <int kRows>
+TL_DEVICE int panel_xor_offset(int k, int n) {
+  return (n >> 6) * (kRows * 64) + k * 64 + ((n & 63) ^ ((k & 7) << 3));
+}
+
 
 // One warp's share of a block GEMM step: fragments of one K slice and the mmas on them. 16-bit
 // inputs take m16n8k16 (a K slice of 16); float inputs are tf32 and take m16n8k8 (a K slice of 8):
