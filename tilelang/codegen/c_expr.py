@@ -86,6 +86,9 @@ class CExpr:
         self.index_fn = index_fn  # (Buffer, indices) -> C lvalue text
         self.nibble_fn = nibble_fn  # (Buffer, indices) -> (base pointer, element offset) of a sub-byte buffer
         self.nonneg = set(nonneg)
+        # nonneg variables whose sign the C compiler cannot see (`tid - 128` of a warp group, an
+        # opaque tl_fresh_index copy): their power-of-two divisions print as shifts and masks too
+        self.opaque = set()
 
     def __call__(self, e) -> str:
         fn = getattr(self, "e_" + type(e).__name__)
@@ -187,7 +190,8 @@ class CExpr:
                 return f"{fl}({a} / {b})" if op == "//" else f"({a} - {fl}({a} / {b}) * {b})"
             if e.dtype.kind == "uint" or (self.nonnegative(e.a) and self.nonnegative(e.b)):
                 c = e.b.value if isinstance(e.b, E.Const) and not isinstance(e.b.value, bool) else None
-                if isinstance(c, int) and c > 1 and c & (c - 1) == 0 and not isinstance(e.a, (E.Var, E.Const)):
+                if isinstance(c, int) and c > 1 and c & (c - 1) == 0 and (
+                        not isinstance(e.a, (E.Var, E.Const)) or e.a in self.opaque):
                     # the compiler cannot see that a compound a is >= 0: a signed `/ 8` costs a sign fix-up
                     # (3 more instructions an index, in k-loops); a thread index it bounds itself
                     return f"({a} >> {c.bit_length() - 1})" if op == "//" else f"({a} & {c - 1})"

@@ -54,6 +54,8 @@ class CudaCodegen(CCodegen):
         self.offsets: dict = {}
         self.declared: set = set()
         self.group = None  # (named barrier id, threads) inside a T.ws scope
+        self.tid_hi = info.threads if info is not None else 1 << 10  # the thread index is below this here
+        self.wg_index: dict = {}  # warp group thread index Var -> the mask its let is printed with
         self.expr.target = "cuda"
 
     def unrolled(self, s: S.For) -> bool:
@@ -111,7 +113,8 @@ class CudaCodegen(CCodegen):
             rows, w = const_int(buf.shape[-2]), const_int(buf.shape[-1])
             r, c = self.expr(indices[-2]), self.expr(indices[-1])
             if buf.uid in self.info.panels:
-                return f"{buf.name}[{stage}tl::panel_offset<{rows}>({r}, {c})]"
+                fn = "panel_xor_offset" if getattr(self.info, "panel_xor", False) else "panel_offset"
+                return f"{buf.name}[{stage}tl::{fn}<{rows}>({r}, {c})]"
             t = storage_type(buf.dtype)
             fn = "swizzle_xor_offset" if buf.uid in self.info.xor_swizzled else "swizzle_offset"
             return f"{buf.name}[{stage}tl::{fn}<{w}, sizeof({t})>({r}, {c})]"
@@ -269,9 +272,20 @@ class CudaCodegen(CCodegen):
     def s_LetStmt(self, s: S.LetStmt):
         from .c_expr import compute_type
 
+        v = s.value
+        if isinstance(v, E.Call) and v.op == "tl_fresh_index" and v.args and v.args[0] == self.info.tid \
+                and getattr(self.info, "thread_ranges", False):
+            # the thread index is below the enclosing branch's end: a mask of that many bits keeps
+            # its value and tells the compiler its range, which the opaque copy hides
+            v = E.Binary("&", v, E.Const((1 << (self.tid_hi - 1).bit_length()) - 1, v.dtype), v.dtype)
+        elif s.var in self.wg_index:  # `tid - lo` of a warp group's branch: below its thread count
+            v = E.Binary("&", v, E.Const(self.wg_index[s.var], v.dtype), v.dtype)
         if self.expr.nonnegative(s.value):
             self.expr.nonneg.add(s.var)
-        self.emit(f"const {compute_type(s.var.dtype)} {s.var.name} = {self.expr(s.value)};")
+            if collect(s.value, lambda n: isinstance(n, E.Call) and n.op == "tl_fresh_index"
+                       or isinstance(n, E.Var) and n in self.expr.opaque):
+                self.expr.opaque.add(s.var)
+        self.emit(f"const {compute_type(s.var.dtype)} {s.var.name} = {self.expr(v)};")
 
     def s_Raw(self, s):
         text = s.fmt.format(*[self.raw_arg(a) for a in s.args])
@@ -295,7 +309,12 @@ class CudaCodegen(CCodegen):
         first = s.body.stmts[0] if isinstance(s.body, S.SeqStmt) and s.body.stmts else s.body
         if isinstance(first, S.LetStmt) and first.var.name.startswith("tid_wg"):  # tid - 128 lo >= 0 here
             self.expr.nonneg.add(first.var)
+            self.expr.opaque.add(first.var)
+            if getattr(self.info, "thread_ranges", False):
+                self.wg_index[first.var] = (1 << (s.threads - 1).bit_length()) - 1
+        outer_hi, self.tid_hi = self.tid_hi, min(self.tid_hi, hi)
         self.stmt(s.body)
+        self.tid_hi = outer_hi
         self.group = outer
         self.depth -= 1
         self.emit("}")

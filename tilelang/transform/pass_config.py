@@ -95,6 +95,8 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_STAGED_EPILOGUE = "tl.disable_staged_epilogue"
     TL_DISABLE_STAGING_SWIZZLE = "tl.disable_staging_swizzle"
     TL_DISABLE_INDEX_DIVMOD_FOLDING = "tl.disable_index_divmod_folding"
+    TL_DISABLE_THREAD_RANGE_FOLDING = "tl.disable_thread_range_folding"
+    TL_DISABLE_PANEL_XOR_INDEX = "tl.disable_panel_xor_index"
     TL_DEBUG_TIMELINE = "tl.debug_timeline"
     TL_DISABLE_SMEM_REUSE = "tl.disable_smem_reuse"
     TL_DISABLE_DYNAMIC_ALIGNMENT = "tl.disable_dynamic_alignment"
@@ -198,6 +200,11 @@ _DOCS = {
     "TL_DISABLE_STAGED_EPILOGUE": "Ours. True: cp.async kernels store C from registers.",
     "TL_DISABLE_INDEX_DIVMOD_FOLDING": "Ours. True: global indices keep the divisions of a layout over "
                                        "fragment coordinates (else split by the coordinates' ranges).",
+    "TL_DISABLE_THREAD_RANGE_FOLDING": "Ours. True: divisions of the thread index stay as the layouts wrote "
+                                       "them (else those a warp group's thread range decides are folded: "
+                                       "transform/cuda/thread_ranges.py).",
+    "TL_DISABLE_PANEL_XOR_INDEX": "Ours. True: element accesses of 64-column panel tiles use tl::panel_offset "
+                                  "(signed division) instead of tl::panel_xor_offset (shifts, masks, one XOR).",
     "TL_DISABLE_STAGING_SWIZZLE": "Ours. True: a shared tile an accumulator is copied into stays row-major "
                                   "(else swizzled: conflict-free pair stores).",
     "TL_DEBUG_TIMELINE": "Ours. True: persistent kernels record per-tile timestamps (kernel.timeline()).",

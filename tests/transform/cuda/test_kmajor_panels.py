@@ -43,7 +43,7 @@ def test_cp_async_path_writes_panels():
     k, msgs = _compile(_gemm_nt(), **{"tl.disable_warp_specialized": True})
     src = k.get_kernel_source()
     assert not [m for m in msgs if "wgmma" in m], msgs
-    assert re.search(r"&\w*A_s\w*\[tl::panel_offset<128>\(", src) and re.search(r"&\w*B_s\w*\[tl::panel_offset<128>\(", src)
+    assert re.search(r"&\w*A_s\w*\[tl::panel_(?:xor_)?offset<128>\(", src) and re.search(r"&\w*B_s\w*\[tl::panel_(?:xor_)?offset<128>\(", src)
     assert "tl::gemm_ss_sm90<128, 128, 128, 1, 1, true, 128, 128," in src
 
 

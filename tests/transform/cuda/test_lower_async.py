@@ -36,7 +36,7 @@ def test_gather_gemm_source():
     assert "tl::warpgroup_wait<0>(); tl::fence_accumulator<32>(acc);" in cons
     assert cons.index("warpgroup_wait<0>") < cons.index("tl::mbarrier_arrive(&mbar_1[")
     # the gathered rows land in stage b_1 % 2, in the panel layout the wgmma descriptors read
-    assert "tl::cp_async<16>(&B_s[((b_1 % 2)) * 16384 + tl::panel_offset<64>(" in prod
+    assert "tl::cp_async<16>(&B_s[((b_1 % 2)) * 16384 + tl::panel_xor_offset<64>(" in prod
     assert "&Bg[(int64_t)Idx[" in prod and "tl::cp_async_mbarrier_arrive(&mbar[(b_1 % 2)]);" in prod
     assert "cp_async_commit" not in prod  # the barrier, not commit groups, completes the copies
 

@@ -53,7 +53,7 @@ def test_rows_in_chunks_beside_four_stages():
     loops = re.findall(r"for \(int (l_\d+) = (\d+); \1 < ([\d +]+); \+\+\1\) \{\n(.*?)\n\s*\}", cons, re.S)
     loops = [x for x in loops if "C_tma" in x[3]]
     assert [(lo, hi.replace(" ", "")) for _, lo, hi, _ in loops] == [("0", "32"), ("32", "32+32")]
-    assert all("if (" not in body and "tl_store2(&C_tma[tl::panel_offset<64>(" in body for *_, body in loops)
+    assert all("if (" not in body and "tl_store2(&C_tma[tl::panel_xor_offset<64>(" in body for *_, body in loops)
     stores = call_args(cons, "tl::tma_store")
     assert [s[3] for s in stores] == ["(by * 128) + 0"] * 4 + ["(by * 128) + 64"] * 4
     # order per chunk: wait until read, barrier, registers -> C_tma, fence + barrier, stores, commit

@@ -132,6 +132,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
             for group in (info.swizzled, info.panels):
                 if v.uid in group:
                     group.add(v.view_of.uid)
+    info.panel_xor = not config(ctx.pass_configs, "tl.disable_panel_xor_index", False)
+    info.thread_ranges = not config(ctx.pass_configs, "tl.disable_thread_range_folding", False)
     if not config(ctx.pass_configs, "tl.disable_index_divmod_folding", False):
         from ...transform.cuda.index_divmod import fold_index_divmod
 
@@ -182,6 +184,19 @@ def fresh_index_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     return replace(func, body=new if func.body is k else _replace_kernel(func.body, k, new))
 
 
+def thread_ranges_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
+    """Divisions of the thread index that a warp group's branch decides, folded (thread_ranges.py)."""
+    from ...transform.cuda.thread_ranges import fold_thread_ranges
+    from ...transform.pass_config import get as config
+
+    info = getattr(ctx, "cuda_info", None)
+    if info is None or config(ctx.pass_configs, "tl.disable_thread_range_folding", False):
+        return func
+    k = _the_kernel(func)
+    new = fold_thread_ranges(k, info.tid, info.threads)
+    return replace(func, body=new if func.body is k else _replace_kernel(func.body, k, new))
+
+
 def proxy_fences_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     """wgmma / warp-specialized kernels: fence.proxy.async before the barriers after generic smem writes."""
     info = getattr(ctx, "cuda_info", None)
@@ -204,6 +219,7 @@ PASSES = [
     ("simplify_lowered", simplify_pass),
     ("unique_names", unique_names_pass),
     ("fresh_copy_index", fresh_index_pass),
+    ("thread_ranges", thread_ranges_pass),  # after fresh_copy_index: its fresh indices have the thread's range
     ("plan_smem", plan_smem_pass),  # after barrier insertion: adds the barriers byte reuse needs
     ("proxy_fences", proxy_fences_pass),  # after every barrier exists
 ]

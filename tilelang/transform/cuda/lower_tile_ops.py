@@ -69,6 +69,8 @@ class CudaKernelInfo:
     uses_wgmma: bool = False
     xor_swizzled: set = field(default_factory=set)  # swizzled tiles indexed by tl::swizzle_xor_offset
     tma_descs: list = field(default_factory=list)  # tensor maps of T.tma_copy (manual_ws.py)
+    panel_xor: bool = True  # element accesses of panel tiles by tl::panel_xor_offset (tl.disable_panel_xor_index)
+    thread_ranges: bool = True  # warp-group thread indices printed masked (tl.disable_thread_range_folding)
 
 
 class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
