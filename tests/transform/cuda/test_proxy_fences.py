@@ -39,8 +39,9 @@ def tma_load(buf):
     return Raw("tl::tma_load(&tmap_0, &tl_full[0], K_s, 0, 0);", writes=(buf,))
 
 
-def fenced(body) -> list:
-    """Per barrier in program order: does it have a fence in front?"""
+def fenced(body, plan=None, all_writes=True) -> list:
+    """Per barrier in program order: does it have a fence in front? (all_writes: every generic shared
+    write dirties, the placement rules alone; False: only writes of memory the async proxy may reach)"""
     out = []
 
     def go(st):
@@ -52,7 +53,7 @@ def fenced(body) -> list:
                 if isinstance(y, S.Stmt):
                     go(y)
 
-    go(place_proxy_fences(body))
+    go(place_proxy_fences(body, plan, all_writes=all_writes))
     return out
 
 
@@ -113,3 +114,38 @@ def test_attention_forward_with_q_loaded_by_the_producer_needs_no_fence():
     consumer = src.split("setmaxnreg_inc")[1]
     # Q written by TMA and read by wgmma: both in the async proxy, ordered by the tl_pre wait
     assert "tl::mbarrier_wait(&tl_pre[0], 0);" in consumer and "fence_proxy_async" not in consumer
+
+
+# ---- which writes dirty: memory the async proxy may reach (a buffer an inline statement names, or
+# one sharing bytes with such a buffer in the shared-memory plan)
+F_s = Buffer("F_s", (128,), "bool", "shared.dyn")  # a flag tile: plain element loads and stores only
+
+
+def load(buf):
+    return E.BufferLoad(buf, (tid,), buf.dtype)
+
+
+def test_a_flag_tile_only_loaded_and_stored_needs_no_fence():
+    body = S.seq(store(F_s), sync(), S.IfThenElse(load(F_s), store(G), None), store(P_s), sync(), gemm(P_s, K_s), sync())
+    assert fenced(body, all_writes=False) == [False, True, False]
+    assert fenced(body) == [True, True, False]  # tl.disable_proxy_fence_reach
+
+
+def test_a_flag_tile_sharing_bytes_with_a_gemm_operand_is_fenced():
+    from tilelang.transform.cuda.plan_smem import SmemPlan, SmemSlot
+
+    body = S.seq(store(F_s), sync(), gemm(P_s, K_s), sync())
+    apart = SmemPlan((SmemSlot("P_s", P_s.uid, 0, 256, 0, 3), SmemSlot("K_s", K_s.uid, 256, 256, 0, 3),
+                      SmemSlot("F_s", F_s.uid, 512, 128, 0, 3)), 640)
+    shared = SmemPlan((SmemSlot("P_s", P_s.uid, 0, 256, 0, 3), SmemSlot("K_s", K_s.uid, 256, 256, 0, 3),
+                       SmemSlot("F_s", F_s.uid, 128, 128, 0, 3)), 512)
+    assert fenced(body, apart, all_writes=False) == [False, False]
+    assert fenced(body, shared, all_writes=False) == [True, False]
+
+
+def test_a_buffer_whose_address_is_taken_or_named_in_inline_code_is_reached():
+    addr = E.Call("address_of", (load(F_s),), dt.handle if hasattr(dt, "handle") else dt.int64)
+    body = S.seq(store(F_s), sync(), S.Evaluate(E.Call("extern:f", (addr,), dt.int32)))
+    assert fenced(body, all_writes=False) == [True]
+    named = S.seq(store(F_s), sync(), Raw("tl::tma_store(&tmap_0, F_s, 0);"))
+    assert fenced(named, all_writes=False) == [True]

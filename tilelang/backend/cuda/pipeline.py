@@ -202,7 +202,11 @@ def proxy_fences_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     info = getattr(ctx, "cuda_info", None)
     if info is None or not (info.uses_wgmma or getattr(ctx, "ws_info", None) is not None):
         return func
-    return replace(func, body=place_proxy_fences(func.body))
+    from ...transform.cuda.plan_smem import ATTR
+    from ...transform.pass_config import get as config
+
+    every = bool(config(ctx.pass_configs, "tl.disable_proxy_fence_reach", False))
+    return replace(func, body=place_proxy_fences(func.body, func.attr(ATTR), all_writes=every))
 
 
 PASSES = [

@@ -11,16 +11,25 @@ with no such write since the last fence needs none: what it orders is generic ag
 or an async read already waited for (wgmma.wait_group, TMA store wait) against a later write.
 TMA loads write through the async proxy and dirty nothing. Loops are followed around their back
 edge; both arms of an if are taken.
+Given the kernel's shared-memory plan, a write dirties only memory the async proxy may reach: a
+buffer that some inline statement names (a wgmma operand, a TMA box, a staging tile: anything
+but a plain element load or store) or whose bytes overlap such a buffer's. A proxy fence orders
+accesses to the same locations through two proxies (PTX memory model, proxies); bytes only ever
+touched by generic loads and stores (a flag tile such as sparse_mla's `is_kv_valid`) are ordered
+by the barrier alone. Without a plan, buffers own their bytes (the codegen's sequential layout).
 
     T.copy(P_l, P_s) ; sync ; gemm(P_s, ...)         fence ; sync     (P_s written: fenced)
     atomic_add(dQ, ...) ; sync  (loop end)           sync             (no shared write: none)
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import replace
 
+from ...ir import expr as E
 from ...ir import stmt as S
+from ...ir.buffer import Buffer
 from ...ir.visitor import Mutator, collect
 from .raw import Raw
 from .thread_sync import accesses
@@ -35,44 +44,116 @@ def _is_barrier(st) -> bool:
     return isinstance(st, Raw) and _BARRIER in st.fmt
 
 
-def _dirties(st) -> bool:
-    """Whether a statement with no barrier inside may write shared memory through the generic proxy."""
+def _dirties(st, reach) -> bool:
+    """Whether a statement with no barrier inside may write shared memory through the generic proxy
+    that the async proxy may reach (reach: storage uids, None: all)."""
     if isinstance(st, Raw) and _ASYNC_WRITE.search(st.fmt):
         return False
-    return bool(accesses(st)[1])
+    writes = accesses(st)[1]
+    return bool(writes) if reach is None else bool(writes & reach)
 
 
-def _walk(st, dirty: bool):
+def _storage(b: Buffer) -> int:
+    """The uid of the memory a buffer names: a T.view alias's base, a stage window's ring."""
+    for _ in range(4):
+        base = getattr(b, "view_base", None) or getattr(b, "view_of", None)
+        if base is None:
+            break
+        b = base
+    return b.uid
+
+
+def _buffers_in(x, out: set) -> None:
+    """Every Buffer reachable through x's fields, tuples and expressions."""
+    if isinstance(x, Buffer):
+        out.add(x)
+        base = getattr(x, "view_base", None) or getattr(x, "view_of", None)
+        if base is not None:
+            out.add(base)
+    elif isinstance(x, (tuple, list)):
+        for y in x:
+            _buffers_in(y, out)
+    elif dataclasses.is_dataclass(x) and not isinstance(x, type):
+        for f in dataclasses.fields(x):
+            _buffers_in(getattr(x, f.name), out)
+
+
+def async_reach(body, plan=None) -> set | None:
+    """Uids of the shared buffers (and of their aliases) the async proxy may touch: named by an inline statement
+    (its reads, writes, arguments or text), or sharing bytes with one in `plan` (a SmemPlan). None
+    (every buffer) where a shared buffer has no slot in a given plan."""
+    shared = {b for a in collect(body, lambda n: isinstance(n, S.Allocate)) for b in (a.buffer,)
+              if b.scope in ("shared", "shared.dyn")}
+    raws = collect(body, lambda n: isinstance(n, Raw))
+    named: set = set()
+    for r in raws:
+        _buffers_in((r.reads, r.writes, r.args), named)
+    for c in collect(body, lambda n: isinstance(n, E.Call) and (n.op == "address_of" or n.op.startswith("extern:"))):
+        _buffers_in(c.args, named)  # an address handed to other code: whatever that code does with it
+    text = "\n".join(r.fmt for r in raws)
+    every: set = set()
+    _buffers_in(body, every)
+    reach = {_storage(b) for b in named if b.scope in ("shared", "shared.dyn")}
+    reach |= {_storage(b) for b in shared | every
+              if b.scope in ("shared", "shared.dyn") and re.search(rf"\b{re.escape(b.name)}\b", text)}
+    if plan is not None:
+        slots = {s.uid: s for s in plan.slots}
+        if any(_storage(b) not in slots for b in shared):
+            return None
+        reach = _overlapping(reach, plan)
+    # the uids statements name a write by (accesses(): a T.view alias's base, a stage window
+    # itself) for every buffer whose memory is reachable
+    return reach | {u for b in every if _storage(b) in reach for u in (b.uid, getattr(b, "view_base", b).uid)}
+
+
+def _overlapping(reach: set, plan) -> set:
+    """reach plus the slots of `plan` whose bytes overlap a reachable slot's, transitively."""
+    slots = {s.uid: s for s in plan.slots}
+    reach = set(reach)
+    changed = True
+    while changed:  # bytes shared with a reachable buffer are reachable
+        changed = False
+        for s in plan.slots:
+            if s.uid in reach or not s.nbytes:
+                continue
+            if any(r in slots and slots[r].offset < s.offset + s.nbytes and s.offset < slots[r].offset + slots[r].nbytes
+                   for r in reach):
+                reach.add(s.uid)
+                changed = True
+    return reach
+
+
+def _walk(st, dirty: bool, reach=None):
     """(statement with fences placed, dirty after it) for entry state `dirty`."""
     if _is_barrier(st):
         pre = st.fmt[: st.fmt.index(_BARRIER)]
-        before = dirty or (bool(pre.strip()) and _dirties(replace(st, fmt=pre)))
+        before = dirty or (bool(pre.strip()) and _dirties(replace(st, fmt=pre), reach))
         fmt = st.fmt.replace(_BARRIER, _FENCED, 1) if before and _FENCED not in st.fmt else st.fmt
         after = st.fmt[st.fmt.index(_BARRIER) + len(_BARRIER):]
-        return replace(st, fmt=fmt), bool(after.strip()) and _dirties(st)
+        return replace(st, fmt=fmt), bool(after.strip()) and _dirties(st, reach)
     if not collect(st, _is_barrier):
-        return st, dirty or _dirties(st)
+        return st, dirty or _dirties(st, reach)
     if isinstance(st, S.SeqStmt):
         out = []
         for x in st.stmts:
-            x, dirty = _walk(x, dirty)
+            x, dirty = _walk(x, dirty, reach)
             out.append(x)
         return replace(st, stmts=tuple(out)), dirty
     if isinstance(st, S.For):
-        _, end = _walk(st.body, dirty)
+        _, end = _walk(st.body, dirty, reach)
         entry = dirty or end  # the back edge: the next iteration starts as this one ended
-        body, end = _walk(st.body, entry)
+        body, end = _walk(st.body, entry, reach)
         return replace(st, body=body), entry or end
     if isinstance(st, S.IfThenElse):
-        then, d1 = _walk(st.then_case, dirty)
-        other, d2 = _walk(st.else_case, dirty) if st.else_case is not None else (None, dirty)
+        then, d1 = _walk(st.then_case, dirty, reach)
+        other, d2 = _walk(st.else_case, dirty, reach) if st.else_case is not None else (None, dirty)
         return replace(st, then_case=then, else_case=other), d1 or d2
     if isinstance(st, WSSplit):  # producer and consumer threads each start as the kernel did
-        prod, d1 = _walk(st.producer, dirty)
-        cons, d2 = _walk(st.consumer, dirty)
+        prod, d1 = _walk(st.producer, dirty, reach)
+        cons, d2 = _walk(st.consumer, dirty, reach)
         return replace(st, producer=prod, consumer=cons), d1 or d2
     if hasattr(st, "body") and isinstance(st.body, S.Stmt):  # kernel launch, T.ws scope, ...
-        body, d = _walk(st.body, dirty)
+        body, d = _walk(st.body, dirty, reach)
         return replace(st, body=body), d
     return _fence_all(st), True  # unknown shape: every barrier keeps its fence
 
@@ -86,6 +167,7 @@ def _fence_all(st):
     return _FenceAll().visit(st)
 
 
-def place_proxy_fences(body):
-    """`body` with `tl::fence_proxy_async();` before each barrier that follows a generic shared write."""
-    return _walk(body, False)[0]
+def place_proxy_fences(body, plan=None, all_writes: bool = False):
+    """`body` with `tl::fence_proxy_async();` before each barrier that follows a generic shared write
+    of memory the async proxy may reach (`plan`: the kernel's SmemPlan; `all_writes`: any write)."""
+    return _walk(body, False, None if all_writes else async_reach(body, plan))[0]
