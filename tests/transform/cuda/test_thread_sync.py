@@ -570,3 +570,42 @@ def test_ws_consumers_thread_level_passes_over_disjoint_elements_have_no_barrier
     loop = re.split(r"for \(int i\w* = 0; i\w* < 8; \+\+i\w*\) \{", src)[1].split("tl::gemm_ss_sm90")[0]
     assert "load_vec<8>" in loop and "store_vec<8>" in loop, loop
     assert loop.count("barrier_sync") + loop.count("__syncthreads") == 1, loop  # after the loop only
+
+
+def _flag_loop(stride, lanes=16, apart=True, n=4):
+    """for r in n: F[r*stride + tid/8] = ... ; (barrier) ; if F[r*stride + tid/8]: X[tid] = ...
+    (a sparse-MLA producer's per-row flag over 128 threads, 8 per row)."""
+    f, x = Buffer("F_s", (64,), "bool", "shared.dyn"), shared("X_s")
+    r = E.Var("r", dt.int32)
+    at = (r * stride + tid // 8,)
+    body = S.seq(S.BufferStore(f, at, E.as_expr(True, dt.bool_)),
+                 S.IfThenElse(E.BufferLoad(f, at, dt.bool_), S.BufferStore(local("o"), (E.as_expr(0),), other(x)), None))
+    return insert_syncs(S.For(r, E.as_expr(0), E.as_expr(n), "serial", body), (tid,), (128,), apart)
+
+
+def test_passes_touching_disjoint_flag_elements_drop_the_loop_end_barrier():
+    # pass r reads flags [16r, 16r + 15], pass r + 1 writes [16r + 16, 16r + 31]: only the RAW barrier
+    out = _flag_loop(16)
+    assert _barriers(out) == 1 and not is_barrier(out.body.stmts[-1])
+    assert _barriers(_flag_loop(16, apart=False)) == 2  # tl.disable_sync_pass_ranges
+
+
+def test_passes_whose_flag_elements_overlap_keep_the_loop_end_barrier():
+    out = _flag_loop(8)  # pass r + 1 writes [8r + 8, 8r + 23], pass r read [8r, 8r + 15]
+    assert _barriers(out) == 2 and is_barrier(out.body.stmts[-1])
+
+
+def test_passes_apart_within_a_warp_group_branch_use_its_thread_range():
+    """Inside `tid >= 256` the flag row is (tid - 256) / 8 in [0, 15]; over the whole block it is not."""
+    from tilelang.op.hopper import WarpGroupScope
+
+    f = Buffer("F_s", (64,), "bool", "shared.dyn")
+    r = E.Var("r", dt.int32)
+    at = (r * 16 + (tid - 256) // 8,)
+    body = S.seq(S.BufferStore(f, at, E.as_expr(True, dt.bool_)),
+                 S.IfThenElse(E.BufferLoad(f, at, dt.bool_), S.BufferStore(local("o"), (E.as_expr(0),),
+                                                                         E.as_expr(1.0, dt.float32)), None))
+    lp = S.For(r, E.as_expr(0), E.as_expr(4), "serial", body)
+    scoped = insert_syncs(WarpGroupScope(2, 3, lp), (tid,), (384,))
+    assert _barriers(scoped) == 1
+    assert _barriers(insert_syncs(lp, (tid,), (384,))) == 2  # tid / 8 spans 48 rows: passes overlap

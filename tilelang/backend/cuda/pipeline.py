@@ -118,7 +118,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     new = replace(new, body=merge_cp_async_waits(new.body))
     if not config(ctx.pass_configs, "tl.disable_thread_storage_sync", False):
         dims = [new.threads[{"tx": 0, "ty": 1, "tz": 2}.get(tv.name, 0)] for tv in new.thread_vars]  # as codegen binds them
-        new = replace(new, body=insert_syncs(new.body, (info.tid, *new.thread_vars), (info.threads, *dims)))
+        new = replace(new, body=insert_syncs(new.body, (info.tid, *new.thread_vars), (info.threads, *dims),
+                                             not config(ctx.pass_configs, "tl.disable_sync_pass_ranges", False)))
     if ws is None and not info.uses_wgmma:
         new = replace(new, body=fuse_mma_mainloops(new.body))
     if ws is not None:

@@ -156,6 +156,20 @@ def _exposed(st) -> tuple[set, set, bool]:
     return r, w, False
 
 
+def _barred(st) -> bool:
+    """Every path through st passes a barrier (a loop of a constant trip count >= 1 whose body does)."""
+    if _is_barrier(st):
+        return True
+    if isinstance(st, S.SeqStmt):
+        return any(_barred(x) for x in st.stmts)
+    if isinstance(st, S.IfThenElse):
+        return st.else_case is not None and _barred(st.then_case) and _barred(st.else_case)
+    if isinstance(st, S.For):
+        n = const_int(E.as_expr(st.extent))
+        return n is not None and n >= 1 and _barred(st.body)
+    return False
+
+
 def _lands_copies(st) -> bool:
     return isinstance(st, Raw) and "cp_async_wait" in st.fmt and bool(st.writes)
 
@@ -170,11 +184,13 @@ class _Sync:
     """quiet > 0: inside a branch (or loop) whose condition differs between threads, where a
     __syncthreads() some threads never reach would hang the block: barriers go before it."""
 
-    def __init__(self, div: Divergence, thread_ranges: dict | None = None):
+    def __init__(self, div: Divergence, thread_ranges: dict | None = None, apart: bool = True):
         self.div = div
+        self.apart = apart  # passes_apart may drop a loop's end barrier (tl.disable_sync_pass_ranges)
         self.quiet = 0
         self.thread_ranges = thread_ranges or {}  # thread index variable -> its extent
         self.loops: list = []  # enclosing block-level loops (their passes may overlap in time too)
+        self.scope = None  # (first thread, end thread) of the enclosing T.ws / thread-index branch
 
     def disjoint_passes(self, loop, end, nxt) -> bool:
         """The next pass of `loop` only overwrites shared elements this pass wrote, and no thread in
@@ -186,6 +202,17 @@ class _Sync:
         if any(isinstance(x, tuple) for x in both):
             return False
         return bool(both) and disjoint_writes(loop, both, self.thread_ranges, self.loops)
+
+    def apart_passes(self, loop, body, end, nxt) -> bool:
+        """Every shared buffer this pass's tail and the next pass's head both touch (one of them
+        writing) is accessed at elements the two passes never share (`passes_apart`): no barrier."""
+        (er, ew), (nr, nw) = end, nxt
+        both = (er & nw) | (ew & nr) | (ew & nw)
+        if not both or any(isinstance(x, tuple) for x in both) or not isinstance(loop, S.For):
+            return False
+        if not _barred(body):  # the new body (its barriers placed) must pass one on every path
+            return False
+        return all(passes_apart(loop, u, self.thread_ranges, self.scope, self.loops) for u in both)
 
     def barrier(self, out, pending):
         if self.quiet:
@@ -210,7 +237,11 @@ class _Sync:
                 acc = _tagged(st)
                 if _conflict(pending, acc):
                     pending = self.barrier(out, pending)
-                inner, _ = self.block(st.body, (set(), set()))
+                outer_scope, self.scope = self.scope, (st.t_lo, st.t_hi)
+                try:
+                    inner, _ = self.block(st.body, (set(), set()))
+                finally:
+                    self.scope = outer_scope
                 out.append(replace(st, body=inner))
                 pending = (pending[0] | acc[0], pending[1] | acc[1])
                 continue
@@ -277,7 +308,8 @@ class _Sync:
         nr, nw, _ = _exposed(body)  # the next pass, up to its first barrier (a While's condition first)
         if isinstance(st, S.While):
             nr, nw = nr | head[0], nw | head[1]
-        if _conflict(end, (nr, nw)) and not self.quiet and not self.disjoint_passes(st, end, (nr, nw)):
+        if _conflict(end, (nr, nw)) and not self.quiet and not self.disjoint_passes(st, end, (nr, nw)) \
+                and not (self.apart and self.apart_passes(st, body, end, (nr, nw))):
             body = S.seq(body, sync())
             end = (set(), set())
         if isinstance(st, S.For):
@@ -288,10 +320,11 @@ class _Sync:
         return new, (end[0] | pending[0], end[1] | pending[1])
 
 
-def insert_syncs(body: S.Stmt, thread_vars=(), thread_extents=()) -> S.Stmt:
+def insert_syncs(body: S.Stmt, thread_vars=(), thread_extents=(), apart: bool = True) -> S.Stmt:
     """thread_vars: the thread index variables (tid, tx...): branches on them get no barrier inside.
-    thread_extents: their ranges (a loop whose passes write disjoint elements needs no barrier between them)."""
-    sync_ = _Sync(divergence(body, thread_vars), dict(zip(thread_vars, thread_extents)))
+    thread_extents: their ranges (a loop whose passes write disjoint elements needs no barrier between them).
+    apart: a loop whose consecutive passes touch disjoint elements (passes_apart) needs none either."""
+    sync_ = _Sync(divergence(body, thread_vars), dict(zip(thread_vars, thread_extents)), apart)
     out, _ = sync_.seq(body.stmts if isinstance(body, S.SeqStmt) else (body,), (set(), set()))
     return S.seq(*out)
 
@@ -375,3 +408,84 @@ def _mixed_radix(terms: dict, ranges: dict) -> bool:
         reach += c * (n - 1)
     return True
 
+
+
+def _flat(buf, indices):
+    """Row-major element offset of buf[indices] (None for a shape that is not static)."""
+    shape = buf.static_shape
+    if shape is None or len(shape) != len(indices):
+        return None
+    flat = E.as_expr(0)
+    for i, n in zip(indices, shape):
+        flat = flat * n + i
+    return simplify(flat)
+
+
+def passes_apart(loop: S.For, uid: int, thread_ranges: dict, scope=None, outer=()) -> bool:
+    """No element of shared buffer `uid` that pass k of `loop` touches is touched by pass k + 1 (one of
+    the two accesses a write), for any two threads: every access is a plain element load or store
+    whose offset, inner lets inlined, is bounded apart from every other's in the next pass (loop
+    variable k + 1, its own thread index and inner loop variables; enclosing loops' variables the
+    same). The caller checks that the body passes a barrier on every path, so that pass k + 2
+    starts after pass k has ended. `scope`: the thread range [lo, hi) of the enclosing warp-group branch, if any.
+
+        for r in 4: flag[r*16 + t/8] = ... ; sync ; if flag[r*16 + t/8]: ...   (t < 128)
+        pass r touches [16r, 16r + 15], pass r + 1 [16r + 16, 16r + 31]: no barrier at the end
+    """
+    from ...arith.ranges import Ranges
+
+    lo, ext = const_int(E.as_expr(loop.start)), const_int(E.as_expr(loop.extent))
+    if lo is None or ext is None:
+        return False
+    if ext < 2:
+        return True
+    raws = collect(loop.body, lambda n: isinstance(n, Raw) and uid in set().union(*accesses(n)))
+    calls = collect(loop.body, lambda n: isinstance(n, E.Call) and (
+        n.op == "address_of" or n.op.startswith(("atomic_", "extern:", "tl_dp4a")) or n.op == "tl_atomic_store")
+        and bool(collect(n, lambda m: isinstance(m, E.BufferLoad) and _storage(m.buffer) == uid)))
+    if raws or calls:
+        return False
+    lets = {st.var: st.value for st in collect(loop.body, lambda n: isinstance(n, S.LetStmt))}
+    acc = [(n, False) for n in collect(loop.body, lambda n: isinstance(n, E.BufferLoad) and _storage(n.buffer) == uid)]
+    acc += [(n, True) for n in collect(loop.body, lambda n: isinstance(n, S.BufferStore) and _storage(n.buffer) == uid)]
+    if not any(w for _, w in acc):
+        return True
+    offs = []
+    for n, w in acc:
+        f = _flat(n.buffer, n.indices)
+        if f is None:
+            return False
+        for _ in range(8):  # the lets inside the body, innermost names first
+            nxt = simplify(substitute(f, lets))
+            if nxt == f:
+                break
+            f = nxt
+        offs.append((f, w))
+    r = Ranges()
+    block = max(thread_ranges.values(), default=0)
+    copies = {}
+    for v, n in thread_ranges.items():
+        a, b = 0, n - 1
+        if scope is not None and n == block:  # the block's thread index (tid, or tx of a 1-d block)
+            a, b = max(a, scope[0]), min(b, scope[1] - 1)
+        r.of[v] = (a, b)
+        copies[v] = E.Var(v.name + "_next", v.dtype)
+        r.of[copies[v]] = (a, b)
+    for f in [*outer] + collect(loop.body, lambda n: isinstance(n, S.For)):
+        a, n = const_int(E.as_expr(f.start)), const_int(E.as_expr(f.extent))
+        if a is None or n is None or n < 1:
+            continue
+        r.of[f.var] = (a, a + n - 1)
+        if f not in outer:  # an inner loop's variable runs afresh in the next pass
+            copies[f.var] = E.Var(f.var.name + "_next", f.var.dtype)
+            r.of[copies[f.var]] = (a, a + n - 1)
+    r.of[loop.var] = (lo, lo + ext - 2)
+    step = {**copies, loop.var: loop.var + 1}
+    for fa, wa in offs:
+        for fb, wb in offs:
+            if not (wa or wb):
+                continue
+            d = r.bounds(simplify(substitute(fb, step) - fa))
+            if d is None or d[0] <= 0 <= d[1]:
+                return False
+    return True

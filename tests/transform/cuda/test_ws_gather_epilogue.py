@@ -1,0 +1,150 @@
+"""A warp-specialized gather kernel shaped like sparse MLA's pipelined forward (three warp groups
+split by `tx` branches, a producer gathering rows by index with a per-row flag tile, wgmma
+consumers, an epilogue staged through a 64-column panel tile), run on the host emulator against
+float64 with and without the passes that shape its code:
+
+- thread_ranges (tl.disable_thread_range_folding): `tid / 128` of a fragment layout folded inside
+  each warp group's branch; a warp group's `tid - lo` printed masked (`& 127`);
+- panel_xor_offset (tl.disable_panel_xor_index): panel tiles' element accesses without division;
+- proxy fences only before barriers after writes the async proxy may reach
+  (tl.disable_proxy_fence_reach): the flag tile's barrier in the producer carries none;
+- thread_sync.passes_apart (tl.disable_sync_pass_ranges): the producer's row loop, whose passes
+  touch disjoint flag elements, has no barrier at the end of its body.
+"""
+import re
+
+import pytest
+import torch
+
+import tilelang
+import tilelang.language as T
+
+H, D, BI, STAGES = 64, 128, 64, 2
+OFF = {"tl.disable_thread_range_folding": True, "tl.disable_panel_xor_index": True,
+       "tl.disable_proxy_fence_reach": True, "tl.disable_sync_pass_ranges": True}
+
+
+def gather_attn(seq, rows, topk):
+    NI = topk // BI
+
+    @T.prim_func
+    def main(Q: T.Tensor((seq, H, D), "bfloat16"), KV: T.Tensor((rows, D), "bfloat16"),
+             Idx: T.Tensor((seq, topk), "int32"), O: T.Tensor((seq, H, D), "bfloat16")):
+        with T.Kernel(seq, threads=384) as bx:
+            Q_shared = T.alloc_shared([H, D], "bfloat16")
+            KV_shared = T.alloc_shared([STAGES, BI, D], "bfloat16")
+            O_shared = Q_shared
+            valid = T.alloc_shared([STAGES, BI], "bool", scope="shared")
+            S_shared = T.alloc_shared([H, BI], "bfloat16")
+            acc_s = T.alloc_fragment([H, BI], "float32")
+            acc_l = T.alloc_fragment([H, D // 2], "float32")
+            acc_r = T.alloc_fragment([H, D // 2], "float32")
+            idx = T.alloc_var("int32")
+            bar_q = T.alloc_barrier(arrive_count=384)
+            k_ready = T.alloc_barrier(arrive_count=[128] * STAGES)
+            k_free = T.alloc_barrier(arrive_count=[256] * STAGES)
+            s_ready = T.alloc_barrier(arrive_count=256)
+            s_free = T.alloc_barrier(arrive_count=256)
+            tx = T.get_thread_binding()
+            T.tma_copy(Q[bx, 0:H, :], Q_shared, barrier=bar_q)
+            T.barrier_arrive(bar_q)
+            if tx < 128:
+                T.set_max_nreg(240, 1)
+                T.fill(acc_l, 0)
+                T.barrier_wait(bar_q, 0)
+                for i_i in T.serial(NI // STAGES):
+                    for st in T.unroll(STAGES):
+                        T.barrier_wait(k_ready[st], i_i & 1)
+                        T.clear(acc_s)
+                        T.wgmma_gemm(Q_shared, KV_shared[st, :, :], acc_s, transpose_B=True)
+                        T.wait_wgmma(0)
+                        if i_i != 0 or st != 0:
+                            T.barrier_arrive(s_free)
+                            T.barrier_wait(s_free, ((i_i * STAGES + st) & 1) ^ 1)
+                        for h, b in T.Parallel(H, BI):
+                            acc_s[h, b] = T.if_then_else(valid[st, b], acc_s[h, b] * 0.125, 0.0)
+                        T.copy(acc_s, S_shared)
+                        T.gemm(S_shared, KV_shared[st, :, : D // 2], acc_l)
+                        T.barrier_arrive(s_ready)
+                        T.barrier_arrive(k_free[st])
+                T.copy(acc_l, O_shared[:, : D // 2])
+                T.copy(O_shared[:, : D // 2], O[bx, 0:H, 0 : D // 2])
+            elif tx >= 128 and tx < 256:
+                T.set_max_nreg(168, 1)
+                T.fill(acc_r, 0)
+                for i_i in T.serial(NI // STAGES):
+                    for st in T.unroll(STAGES):
+                        T.barrier_arrive(s_ready)
+                        T.barrier_wait(s_ready, (i_i * STAGES + st) & 1)
+                        T.gemm(S_shared, KV_shared[st, :, D // 2 : D], acc_r)
+                        T.barrier_arrive(k_free[st])
+                        if st != STAGES - 1 or i_i != NI // STAGES - 1:
+                            T.barrier_arrive(s_free)
+                T.copy(acc_r, O_shared[:, D // 2 : D])
+                T.copy(O_shared[:, D // 2 : D], O[bx, 0:H, D // 2 : D])
+            elif tx >= 256:
+                T.set_max_nreg(80, 0)
+                for i_i in T.serial(NI // STAGES):
+                    for st in T.unroll(STAGES):
+                        T.barrier_wait(k_free[st], (i_i & 1) ^ 1)
+                        for r in T.serial(4):
+                            idx = Idx[bx, (i_i * STAGES + st) * BI + r * 16 + (tx - 256) // 8]
+                            valid[st, r * 16 + (tx - 256) // 8] = idx < rows
+                            if valid[st, r * 16 + (tx - 256) // 8]:
+                                for u in T.serial(D // 64):
+                                    T.ptx_cp_async(
+                                        T.access_ptr(KV_shared[st, r * 16 + (tx - 256) // 8, 64 * u + (tx - 256) % 8 * 8], "w", 8),
+                                        T.access_ptr(KV[idx, 64 * u + (tx - 256) % 8 * 8], "r", 8), 8)
+                        T.cp_async_barrier_noinc(k_ready[st])
+
+    return main
+
+
+def _build(cfg):
+    return tilelang.compile(gather_attn(2, 150, 256), target="cuda -arch=sm_90a", pass_configs=cfg)
+
+
+def _producer(src):
+    return src[src.index("if (tid >= 256"):]
+
+
+def test_code_shape_with_and_without_the_passes():
+    on, off = _build({}).get_kernel_source(), _build(OFF).get_kernel_source()
+    # warp group indices: masked to their range; no `tid / 128` left inside the first warp group
+    assert re.search(r"const int32_t tid_wg\w* = \(\(tid - 128\) & 127\);", on), on
+    first = on[on.index("if (tid < 128) {"):on.index("if (tid >= 128 && tid < 256)")]
+    assert "(tid / 128)" not in first and "(tid / 128)" in off
+    assert "tl::panel_xor_offset<" in on and "tl::panel_xor_offset<" not in off
+    # producer: one barrier per row pass (the flag's RAW), none at the loop end, no proxy fence
+    prod_on, prod_off = _producer(on), _producer(off)
+    assert "fence_proxy_async" not in prod_on and "fence_proxy_async" in prod_off
+    r_on = prod_on[prod_on.index("for (int r = 0"):prod_on.index("cp_async_mbarrier_arrive")]
+    r_off = prod_off[prod_off.index("for (int r = 0"):prod_off.index("cp_async_mbarrier_arrive")]
+    assert r_on.count("barrier_sync<") == 1 and r_off.count("barrier_sync<") == 2, (r_on, r_off)
+    # the consumers' S tile (read by wgmma) keeps its fence
+    assert "tl::fence_proxy_async(); tl::barrier_sync<1, 128>();" in first
+
+
+@pytest.mark.parametrize("cfg", [{}, OFF], ids=["on", "off"])
+def test_host_run_matches_float64(cfg, run_on_host):
+    seq, rows, topk = 2, 150, 256
+    k = _build(cfg)
+    torch.manual_seed(7)
+    q = (torch.randn(seq, H, D) / 4).bfloat16()
+    kv = (torch.randn(rows, D) / 4).bfloat16()
+    idx = torch.randint(0, rows, (seq, topk), dtype=torch.int32)
+    # rows past the end are skipped (flag false): only in the second pass over each stage, whose
+    # tile still holds the first pass's finite rows (the kernel never clears a skipped row)
+    idx[0, 130:140] = rows + 3
+    idx[1, 200:256] = rows
+    o = torch.full((seq, H, D), float("nan")).bfloat16()
+    run_on_host(k, [q, kv, idx, o])
+    ok = (idx < rows).double()
+    kk = kv.double()[idx.clamp(max=rows - 1).long()]  # (seq, topk, D)
+    ref = torch.zeros(seq, H, D, dtype=torch.float64)
+    for s in range(seq):
+        for c in range(topk // BI):
+            sl = slice(c * BI, (c + 1) * BI)
+            p = (q.double()[s] @ kk[s, sl].T * 0.125 * ok[s, sl]).bfloat16().double()
+            ref[s] += p @ kk[s, sl]
+    torch.testing.assert_close(o.double(), ref, rtol=2e-2, atol=2e-2)
