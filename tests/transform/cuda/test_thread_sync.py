@@ -609,3 +609,20 @@ def test_passes_apart_within_a_warp_group_branch_use_its_thread_range():
     scoped = insert_syncs(WarpGroupScope(2, 3, lp), (tid,), (384,))
     assert _barriers(scoped) == 1
     assert _barriers(insert_syncs(lp, (tid,), (384,))) == 2  # tid / 8 spans 48 rows: passes overlap
+
+
+def test_passes_apart_needs_the_thread_index_itself_not_a_value_derived_from_it():
+    """F[16r + w] with w = tid % 16 bound outside the loop: another thread's w in the next pass may meet
+    this pass's element, so the barrier stays; written with the thread index it is proved apart."""
+    f = Buffer("F_s", (64,), "bool", "shared.dyn")
+    r, w = E.Var("r", dt.int32), E.Var("w", dt.int32)
+
+    def prog(col):
+        at = (r * 16 + col,)
+        body = S.seq(S.BufferStore(f, at, E.as_expr(True, dt.bool_)),
+                     S.IfThenElse(E.BufferLoad(f, at, dt.bool_), S.BufferStore(local("o"), (E.as_expr(0),),
+                                                                             E.as_expr(1.0, dt.float32)), None))
+        return S.seq(S.LetStmt(w, tid % 16), S.For(r, E.as_expr(0), E.as_expr(4), "serial", body))
+
+    assert _barriers(insert_syncs(prog(tid % 16), (tid,), (128,))) == 1
+    assert _barriers(insert_syncs(prog(w), (tid,), (128,))) == 2

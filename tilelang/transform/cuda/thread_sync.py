@@ -21,6 +21,7 @@ from dataclasses import replace
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
+from ...arith.ranges import Ranges
 from ...arith.simplify import const_int, linear_form, simplify
 from ...ir.visitor import Mutator, Visitor, collect, substitute
 from .divergence import Divergence, divergence
@@ -212,7 +213,7 @@ class _Sync:
             return False
         if not _barred(body):  # the new body (its barriers placed) must pass one on every path
             return False
-        return all(passes_apart(loop, u, self.thread_ranges, self.scope, self.loops) for u in both)
+        return all(passes_apart(loop, u, self.thread_ranges, self.scope, self.loops, self.div.vars) for u in both)
 
     def barrier(self, out, pending):
         if self.quiet:
@@ -421,19 +422,19 @@ def _flat(buf, indices):
     return simplify(flat)
 
 
-def passes_apart(loop: S.For, uid: int, thread_ranges: dict, scope=None, outer=()) -> bool:
+def passes_apart(loop: S.For, uid: int, thread_ranges: dict, scope=None, outer=(), divergent=frozenset()) -> bool:
     """No element of shared buffer `uid` that pass k of `loop` touches is touched by pass k + 1 (one of
     the two accesses a write), for any two threads: every access is a plain element load or store
     whose offset, inner lets inlined, is bounded apart from every other's in the next pass (loop
     variable k + 1, its own thread index and inner loop variables; enclosing loops' variables the
     same). The caller checks that the body passes a barrier on every path, so that pass k + 2
     starts after pass k has ended. `scope`: the thread range [lo, hi) of the enclosing warp-group branch, if any.
+    An offset that reads memory, or a variable that may differ between threads (`divergent`) other
+    than the thread indices themselves, proves nothing: the two passes' threads see different values.
 
         for r in 4: flag[r*16 + t/8] = ... ; sync ; if flag[r*16 + t/8]: ...   (t < 128)
         pass r touches [16r, 16r + 15], pass r + 1 [16r + 16, 16r + 31]: no barrier at the end
     """
-    from ...arith.ranges import Ranges
-
     lo, ext = const_int(E.as_expr(loop.start)), const_int(E.as_expr(loop.extent))
     if lo is None or ext is None:
         return False
@@ -460,6 +461,9 @@ def passes_apart(loop: S.For, uid: int, thread_ranges: dict, scope=None, outer=(
             if nxt == f:
                 break
             f = nxt
+        if collect(f, lambda m: isinstance(m, E.BufferLoad)) or any(
+                v in divergent and v not in thread_ranges for v in collect(f, lambda m: isinstance(m, E.Var))):
+            return False
         offs.append((f, w))
     r = Ranges()
     block = max(thread_ranges.values(), default=0)
