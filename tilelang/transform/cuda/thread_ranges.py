@@ -16,8 +16,9 @@ statements), its thread index Var and thread count.
 Guarantees: every integer `x // c`, `x % c`, `x >> s`, `x & (2^s - 1)` by a constant whose
 operand x is proven (thread index in [0, threads - 1], narrowed by WarpGroupScope branches and
 `if` conditions; loop, grid and let ranges) to stay in one quotient [q c, q c + c - 1], x >= 0,
-becomes the constant q (quotients) or `x - q c` (remainders). Values are the same for every
-input the ranges admit; nothing else changes.
+becomes the constant q (quotients) or `x - q c` (remainders); a comparison of two constants this
+leaves becomes its truth value, and an `&&` / `||` with a constant side is reduced. Values are the
+same for every input the ranges admit; nothing else changes.
 
     if (tid < 128) { ... j = (tid / 128) * 256 + ... }  ->  if (tid < 128) { ... j = 0 * 256 + ... }
 """
@@ -78,7 +79,7 @@ class _Fold(TrackRanges, Mutator):
         e = self.generic(e)
         m = _modulus(e)
         if m is None:
-            return e
+            return _decided(e)
         kind, d = m
         b = self.ranges.bounds(e.a)
         if b is None or b[0] < 0 or b[0] // d != b[1] // d:
@@ -87,6 +88,23 @@ class _Fold(TrackRanges, Mutator):
         if kind == "q":
             return E.Const(q, e.dtype)
         return e.a if q == 0 else simplify(E.Binary("-", e.a, E.Const(q * d, e.dtype), e.dtype))
+
+
+_CMP = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
+        "==": lambda a, b: a == b, "!=": lambda a, b: a != b}
+
+
+def _decided(e):
+    """A comparison of two constants (a folded `tid / 128 < 1`) as its truth value; `&&` / `||` with a
+    constant side as the other side or the constant."""
+    a, b = const_int(e.a), const_int(e.b)
+    if e.op in _CMP and a is not None and b is not None:
+        return E.Const(bool(_CMP[e.op](a, b)), e.dtype)
+    if e.op in ("&&", "||"):
+        for c, other in ((e.a, e.b), (e.b, e.a)):
+            if isinstance(c, E.Const) and c.dtype.is_bool:
+                return other if bool(c.value) == (e.op == "&&") else c
+    return e
 
 
 def fold_thread_ranges(body: S.Stmt, tid, threads: int) -> S.Stmt:
