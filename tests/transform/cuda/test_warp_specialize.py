@@ -216,7 +216,9 @@ def test_cluster_pairs_share_the_tile_they_multicast(build, helpers):
     assert [x[0] for x in a] == ["&tmap_0"] and [x[0] for x in m] == ["&tmap_1"] * 2
     assert all(x[3] == "(uint16_t)3" for x in m)
     assert m[0][2].endswith("+ (tl_rank * 4096)") and m[1][2].endswith("+ ((tl_rank * 4096) + 8192)")
-    assert "tl_rank = (bx % 2);" in producer and "by = ((tl_tile * 2) + tl_rank);" in producer
+    # (a grid of 2 blocks in x: thread_ranges folds bx % 2 to bx)
+    assert ("tl_rank = (bx % 2);" in producer or "tl_rank = bx;" in producer) \
+        and "by = ((tl_tile * 2) + tl_rank);" in producer
     assert re.search(r"mbarrier_arrive_expect_tx\(&tl_full\[tl_stage\], 49152\)", producer)  # all 48 KB land here
     assert src.count("tl::mbarrier_init(&tl_empty[0], 16);") == 1
     assert src.count("tl::cluster_sync();") == 2 and src.rstrip().endswith("tl::cluster_sync();\n}")
