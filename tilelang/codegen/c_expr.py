@@ -89,6 +89,7 @@ class CExpr:
         # nonneg variables whose sign the C compiler cannot see (`tid - 128` of a warp group, an
         # opaque tl_fresh_index copy): their power-of-two divisions print as shifts and masks too
         self.opaque = set()
+        self.tf32_exact: set = set()  # uids of tfloat32 buffers whose loads need no rounding
 
     def __call__(self, e) -> str:
         fn = getattr(self, "e_" + type(e).__name__)
@@ -299,6 +300,8 @@ class CExpr:
             return f"tl_{EMULATED[e.buffer.dtype.name]}_to_f32(tl_nibble_get({base}, {off}))"
         ref = self.index_fn(e.buffer, e.indices)
         k = EMULATED.get(e.buffer.dtype.name)
+        if k == "tf32" and e.buffer.uid in self.tf32_exact:  # holds tf32 values only (tf32_loads.py)
+            return ref
         return f"tl_{k}_to_f32({ref})" if k else ref
 
     def store_expr(self, d: dt.DType, e) -> str:

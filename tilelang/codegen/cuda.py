@@ -57,6 +57,7 @@ class CudaCodegen(CCodegen):
         self.tid_hi = info.threads if info is not None else 1 << 10  # the thread index is below this here
         self.wg_index: dict = {}  # warp group thread index Var -> the mask its let is printed with
         self.expr.target = "cuda"
+        self.expr.tf32_exact = set(getattr(info, "tf32_exact", ()) or ())
 
     def unrolled(self, s: S.For) -> bool:
         """T.unroll loops, and serial loops of at most SMALL_TRIP constant iterations whose body holds

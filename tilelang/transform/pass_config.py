@@ -99,6 +99,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_PANEL_XOR_INDEX = "tl.disable_panel_xor_index"
     TL_DISABLE_PROXY_FENCE_REACH = "tl.disable_proxy_fence_reach"
     TL_DISABLE_SYNC_PASS_RANGES = "tl.disable_sync_pass_ranges"
+    TL_DISABLE_TF32_EXACT_LOADS = "tl.disable_tf32_exact_loads"
     TL_DEBUG_TIMELINE = "tl.debug_timeline"
     TL_DISABLE_SMEM_REUSE = "tl.disable_smem_reuse"
     TL_DISABLE_DYNAMIC_ALIGNMENT = "tl.disable_dynamic_alignment"
@@ -213,6 +214,8 @@ _DOCS = {
     "TL_DISABLE_SYNC_PASS_RANGES": "Ours. True: a loop whose passes touch one shared buffer gets a barrier at "
                                    "the end of its body even where consecutive passes touch disjoint elements "
                                    "(thread_sync.passes_apart).",
+    "TL_DISABLE_TF32_EXACT_LOADS": "Ours. True: every load of a tfloat32 buffer rounds to tf32 (else buffers that "
+                                   "only the kernel's own rounded stores write are read as they are).",
     "TL_DISABLE_STAGING_SWIZZLE": "Ours. True: a shared tile an accumulator is copied into stays row-major "
                                   "(else swizzled: conflict-free pair stores).",
     "TL_DEBUG_TIMELINE": "Ours. True: persistent kernels record per-tile timestamps (kernel.timeline()).",

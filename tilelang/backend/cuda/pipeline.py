@@ -146,6 +146,10 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
         if manual is not None:
             staged |= {u for v in manual.views for u in (v.uid, v.view_of.uid)}
         staging_swizzle(new.body, info, staged)
+    if not config(ctx.pass_configs, "tl.disable_tf32_exact_loads", False):
+        from ...transform.cuda.tf32_loads import exact_tf32_buffers
+
+        info.tf32_exact = exact_tf32_buffers(new.body, func.params)
     for m in dict.fromkeys(msgs):  # once each (a copy lowered in a prologue and a loop says it twice)
         ctx.warnings.append(m)
     ctx.cuda_info = info

@@ -71,6 +71,7 @@ class CudaKernelInfo:
     tma_descs: list = field(default_factory=list)  # tensor maps of T.tma_copy (manual_ws.py)
     panel_xor: bool = True  # element accesses of panel tiles by tl::panel_xor_offset (tl.disable_panel_xor_index)
     thread_ranges: bool = True  # warp-group thread indices printed masked (tl.disable_thread_range_folding)
+    tf32_exact: set = field(default_factory=set)  # tf32 buffers whose loads need no rounding (tf32_loads.py)
 
 
 class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
