@@ -167,6 +167,8 @@ class CudaCodegen(CCodegen):
         self.expr.nonneg.update(k.block_vars)
         smem = self.plan_smem()
         T = self.info.threads + (128 if self.ws else 0)
+        if not getattr(self.info, "mma_split_chains", True):
+            self.emit("#define TL_MMA_SPLIT_CHAINS 0")
         self.emit('#include "tl/tl.h"')
         self.emit('#include "tl/gemm_sm80.h"')
         if self.info.sm >= 90:

@@ -100,6 +100,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_PROXY_FENCE_REACH = "tl.disable_proxy_fence_reach"
     TL_DISABLE_SYNC_PASS_RANGES = "tl.disable_sync_pass_ranges"
     TL_DISABLE_TF32_EXACT_LOADS = "tl.disable_tf32_exact_loads"
+    TL_DISABLE_MMA_SPLIT_CHAINS = "tl.disable_mma_split_chains"
     TL_DEBUG_TIMELINE = "tl.debug_timeline"
     TL_DISABLE_SMEM_REUSE = "tl.disable_smem_reuse"
     TL_DISABLE_DYNAMIC_ALIGNMENT = "tl.disable_dynamic_alignment"
@@ -216,6 +217,9 @@ _DOCS = {
                                    "(thread_sync.passes_apart).",
     "TL_DISABLE_TF32_EXACT_LOADS": "Ours. True: every load of a tfloat32 buffer rounds to tf32 (else buffers that "
                                    "only the kernel's own rounded stores write are read as they are).",
+    "TL_DISABLE_MMA_SPLIT_CHAINS": "Ours. True: an mma.sync gemm of at most 2 tiles per warp accumulates every K "
+                                   "slice into C in order (else odd slices into a second accumulator set, added at "
+                                   "the end: twice the independent mma chains).",
     "TL_DISABLE_STAGING_SWIZZLE": "Ours. True: a shared tile an accumulator is copied into stays row-major "
                                   "(else swizzled: conflict-free pair stores).",
     "TL_DEBUG_TIMELINE": "Ours. True: persistent kernels record per-tile timestamps (kernel.timeline()).",

@@ -181,16 +181,45 @@ struct MmaWarpTile {
   }
 };
 
+// A warp with at most 2 mma tiles and a long K runs that many dependent mma chains, each mma
+// waiting for the previous one's result (mhc_pre's gemm_sqrsum: 16 x 16 per warp, 32 tf32 K
+// slices: 2 chains of 32). Odd K slices then go into a second set of accumulators, added into C
+// after the last slice: twice the chains, half their length (the sum's order changes, as a
+// different warp split would). Codegen defines TL_MMA_SPLIT_CHAINS 0 under the pass_config
+// `tl.disable_mma_split_chains`.
+#ifndef TL_MMA_SPLIT_CHAINS
+#define TL_MMA_SPLIT_CHAINS 1
+#endif
+
 template <int M, int N, int K, int WARPS_M, int WARPS_N, bool TA, bool TB, int LDA, int LDB, bool SWA,
           bool SWB, class T, int PRA = 0, int PRB = 0, class Acc>
 TL_DEVICE void gemm_ss(const T* A, const T* B, Acc* C) {
   using W = MmaWarpTile<M, N, WARPS_M, WARPS_N, TA, TB, LDA, LDB, SWA, SWB, T, PRA, PRB>;
   static_assert(K % W::KS == 0, "tl::gemm_ss: K must be a multiple of the mma's K (16; 8 for tf32, 32 for int8)");
+  constexpr int kSlices = K / W::KS, kAcc = W::MI * W::NI * 4;
+  constexpr bool kSplit = TL_MMA_SPLIT_CHAINS && W::MI * W::NI <= 2 && kSlices >= 8 && kSlices % 2 == 0 &&
+                          (detail::is_same<Acc, float>::value || detail::is_same<Acc, int32_t>::value);
+  if constexpr (kSplit) {
+    Acc C2[kAcc];
 #pragma unroll
-  for (int kk = 0; kk < K; kk += W::KS) {
-    uint32_t f[W::kWords];
-    W::load(f, smem_addr(A), smem_addr(B), kk);
-    W::mma(f, C);
+    for (int i = 0; i < kAcc; ++i) C2[i] = Acc(0);
+#pragma unroll
+    for (int kk = 0; kk < K; kk += 2 * W::KS) {
+      uint32_t f[W::kWords], g[W::kWords];
+      W::load(f, smem_addr(A), smem_addr(B), kk);
+      W::load(g, smem_addr(A), smem_addr(B), kk + W::KS);
+      W::mma(f, C);
+      W::mma(g, C2);
+    }
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) C[i] += C2[i];
+  } else {
+#pragma unroll
+    for (int kk = 0; kk < K; kk += W::KS) {
+      uint32_t f[W::kWords];
+      W::load(f, smem_addr(A), smem_addr(B), kk);
+      W::mma(f, C);
+    }
   }
 }
 

@@ -72,6 +72,7 @@ class CudaKernelInfo:
     panel_xor: bool = True  # element accesses of panel tiles by tl::panel_xor_offset (tl.disable_panel_xor_index)
     thread_ranges: bool = True  # warp-group thread indices printed masked (tl.disable_thread_range_folding)
     tf32_exact: set = field(default_factory=set)  # tf32 buffers whose loads need no rounding (tf32_loads.py)
+    mma_split_chains: bool = True  # tl::gemm_ss may split short-tile mma chains (TL_MMA_SPLIT_CHAINS)
 
 
 class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
