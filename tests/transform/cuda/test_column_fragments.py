@@ -106,3 +106,62 @@ def test_column_reads_generated_cuda_on_host(hb, threads, dtype):
     x = torch.full((n, hc, hb), float("nan"))
     host.HostProgram({"k": kern}).run("k", [a, bm, c, d, x])
     torch.testing.assert_close(x.double(), reference(a, bm, c, d), rtol=1e-5, atol=1e-5)
+
+
+def apply_mix(n, hc, hb, threads):
+    """mhc_pre's `_pre_apply_mix_fwd`: a 1-d T.Parallel over the columns reads row i_hc of a 2-d
+    fragment, i_hc an enclosing serial loop's variable."""
+    @T.prim_func
+    def k(R: T.Tensor((n, hc, hb), "bfloat16"), P: T.Tensor((n, hc), "float32"), O: T.Tensor((n, hb), "float32")):
+        with T.Kernel(n, threads=threads) as b:
+            xs = T.alloc_shared((hc, hb), "float32")
+            ps = T.alloc_shared((hc,), "float32")
+            xl = T.alloc_fragment((hc, hb), "float32")
+            ol = T.alloc_fragment((hb,), "float32")
+            T.copy(R[b, 0, 0], xs)
+            T.copy(P[b, 0], ps)
+            T.copy(xs, xl)
+            T.clear(ol)
+            for i_hc in T.serial(hc):
+                pre = ps[i_hc]
+                for j in T.Parallel(hb):
+                    ol[j] += pre * xl[i_hc, j]
+            T.copy(ol, O[b, 0])
+
+    return k
+
+
+def _mix_inputs(n, hc, hb):
+    g = torch.Generator().manual_seed(n * hb)
+    return torch.randn(n, hc, hb, generator=g).bfloat16(), torch.randn(n, hc, generator=g)
+
+
+def _mix_reference(r, p):
+    return (r.double() * p.double()[:, :, None]).sum(1)
+
+
+@pytest.mark.parametrize("hb, threads", [(512, 64), (256, 32), (128, 64)])
+def test_row_of_1d_loop_in_registers_cpu_and_host(hb, threads):
+    n, hc = 3, 4
+    kern, msgs = _compile(apply_mix(n, hc, hb, threads), "cuda -arch=sm_90a")
+    src = kern.get_kernel_source()
+    per = hc * hb // threads
+    assert f"float xl[{per}];" in src, src
+    assert not any("fragment xl " in m for m in msgs), msgs
+    r, p = _mix_inputs(n, hc, hb)
+    cpu, _ = _compile(apply_mix(n, hc, hb, threads), "cpu")
+    o = torch.full((n, hb), float("nan"))
+    cpu(r, p, o)
+    torch.testing.assert_close(o.double(), _mix_reference(r, p), rtol=1e-5, atol=1e-5)
+    from tilelang.testing import host_cuda as host
+    if not host.available():
+        pytest.skip("g++ not installed")
+    o = torch.full((n, hb), float("nan"))
+    host.HostProgram({"k": kern}).run("k", [r, p, o])
+    torch.testing.assert_close(o.double(), _mix_reference(r, p), rtol=1e-5, atol=1e-5)
+
+
+def test_row_of_1d_loop_without_whole_passes_goes_to_shared():
+    # 96 columns over 64 threads: a pass of the block is not a whole number of rows of xl
+    _, msgs = _compile(apply_mix(2, 4, 96, 64), "cuda -arch=sm_90a")
+    assert any("fragment xl is kept in shared memory" in m for m in msgs), msgs

@@ -19,6 +19,8 @@ layout, the slot variable and the load's indices. Gives: whether the load is suc
     FlatFragment((4, 512), 128, 4): slot l holds row (l // 4) // 1, column tid*4 + l % 4
     F[k, j] in slot l's iteration   ->  F_reg[l + (k - (l // 4)) * 4]
     D[j]                            ->  D_reg[l % 4]
+    1-d loop over j, driver FlatFragment((512,), 64, 4): F (4, 512) takes FlatFragment((4, 512), 64, 4)
+    F[k, j] in slot l's iteration   ->  F_reg[l + k * 8]
 """
 from __future__ import annotations
 
@@ -30,14 +32,18 @@ from ...layout.fragment import AccColumnFragment, FlatFragment, LaneColFragment,
 
 
 def column_read(ld, vars_, exts, body) -> bool:
-    """`ld` (a load in a 2-d T.Parallel over vars_ with extents exts) reads F[x, j] or D[j]."""
-    if not isinstance(ld, E.BufferLoad) or len(vars_) != 2:
+    """`ld` (a load in a 2-d T.Parallel over vars_ with extents exts) reads F[x, j] or D[j]; in a
+    1-d T.Parallel over j, F[x, j] (mhc_pre: `ol[j] += pre * xl[i_hc, j]` under `for i_hc in T.serial(4)`)."""
+    if not isinstance(ld, E.BufferLoad) or len(vars_) not in (1, 2):
         return False
     buf, idx = ld.buffer, tuple(ld.indices)
     shape = tuple(const_int(s) for s in buf.shape)
-    if buf.ndim == 1:
+    if len(vars_) == 1:
+        if buf.ndim != 2 or shape[1] != exts[0] or shape[0] is None or idx[1] is not vars_[0]:
+            return False
+    elif buf.ndim == 1:
         return idx == (vars_[1],) and shape == (exts[1],)
-    if buf.ndim != 2 or shape != tuple(exts) or idx[1] is not vars_[1]:
+    elif buf.ndim != 2 or shape != tuple(exts) or idx[1] is not vars_[1]:
         return False
     bound = {st.var for st in collect(body, lambda n: isinstance(n, S.LetStmt))}
     used = set(collect(idx[0], lambda n: isinstance(n, E.Var)))
@@ -55,8 +61,18 @@ def _rows_dealt(lay) -> bool:
         and (lay.threads * lay.vec) % lay.shape[-1] == 0
 
 
+def _row_of_columns(driver, shape) -> bool:
+    """A 1-d flat driver over W columns, whole passes of the block (W % (threads * vec) == 0), and
+    an (R, W) fragment: laid out flat with the same threads and width, row x holds in slots
+    [x * W / threads, (x + 1) * W / threads) the columns the driver's slots hold."""
+    return isinstance(driver, FlatFragment) and len(driver.shape) == 1 and len(shape) == 2 and \
+        shape[1] == driver.shape[0] and driver.shape[0] % (driver.threads * driver.vec) == 0
+
+
 def column_layout(driver, shape: tuple):
     """The layout a fragment of `shape` needs for its column reads in a loop driven by `driver`, or None."""
+    if _row_of_columns(driver, tuple(shape)):
+        return FlatFragment(tuple(shape), driver.threads, driver.vec)
     if _rows_dealt(driver) and not _columns_stable(driver):
         return LaneColFragment(driver.shape[-1], driver.threads, driver.vec) if len(shape) == 1 else None
     if not _columns_stable(driver):
@@ -68,6 +84,10 @@ def column_layout(driver, shape: tuple):
 
 def column_slot(driver, lay, indices, cvars, l):
     """The register slot of a column read in slot l's iteration (None: not a column read)."""
+    shape = tuple(getattr(lay, "shape", ()))
+    if len(cvars) == 1 and len(indices) == 2 and indices[1] is cvars[0] and _row_of_columns(driver, shape) \
+            and column_layout(driver, shape) == lay:
+        return simplify(l + indices[0] * driver.nlocal)
     if tuple(indices) == tuple(cvars) or len(cvars) != 2 or column_layout(driver, getattr(lay, "shape", ())) != lay:
         return None
     per_row = max(1, driver.shape[-1] // (driver.threads * driver.vec))  # slot groups of one row
