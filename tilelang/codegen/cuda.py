@@ -117,7 +117,8 @@ class CudaCodegen(CCodegen):
                 fn = "panel_xor_offset" if getattr(self.info, "panel_xor", False) else "panel_offset"
                 return f"{buf.name}[{stage}tl::{fn}<{rows}>({r}, {c})]"
             t = storage_type(buf.dtype)
-            fn = "swizzle_xor_offset" if buf.uid in self.info.xor_swizzled else "swizzle_offset"
+            fn = "swizzle_xor_offset" if buf.uid in self.info.xor_swizzled else \
+                "swizzle_offset" if getattr(self.info, "no_span_swizzle", False) else "swizzle_span_offset"
             return f"{buf.name}[{stage}tl::{fn}<{w}, sizeof({t})>({r}, {c})]"
         return super().index(buf, indices)
 

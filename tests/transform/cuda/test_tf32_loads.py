@@ -119,3 +119,24 @@ def host_cuda_mod():
     if not host_cuda.available():
         pytest.skip("g++ not installed")
     return host_cuda
+
+
+def test_span_swizzle_element_accesses():
+    """Element accesses of the swizzled tiles index through tl::swizzle_span_offset (the same
+    addresses as the gemm's tl::swizzle_offset: the host run above mixes both on one tile)."""
+    src = tilelang.compile(gemm_sqrsum(), target=SM80).get_kernel_source()
+    assert "tl::swizzle_span_offset<" in src
+    off = tilelang.compile(gemm_sqrsum(), target=SM80,
+                           pass_configs={"tl.disable_swizzle_span_offset": True}).get_kernel_source()
+    assert "tl::swizzle_span_offset<" not in off and "tl::swizzle_offset<" in off
+
+
+def test_gemm_sqrsum_without_span_swizzle_matches_float64_on_host(host_cuda_mod):
+    k = tilelang.compile(gemm_sqrsum(), target=SM80, pass_configs={"tl.disable_swizzle_span_offset": True,
+                                                                   "tl.disable_tf32_exact_loads": True,
+                                                                   "tl.disable_mma_split_chains": True})
+    x, fn = _inputs(5)
+    out = torch.full((TOKENS, 24), 7.0)
+    sq = torch.full((TOKENS,), 7.0)
+    host_cuda_mod.HostProgram({"g": k}).run("g", [x, fn, out, sq])
+    _check(x, fn, out, sq)

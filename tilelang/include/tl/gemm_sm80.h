@@ -36,6 +36,23 @@ TL_DEVICE int swizzle_offset(int row, int col) {
   }
 }
 
+// swizzle_offset's value with the XOR confined to the column's 8-chunk span (kChunks % 8 == 0):
+// (c & ~(8 kPer - 1)) + ((c & (8 kPer - 1)) ^ (r % 8) kPer) for c >= 0. Element accesses of a
+// gemm tile use it: where the column is a per-thread part below one chunk plus a constant
+// (unrolled `x[i, jj * 4 + j]`), the first term is an immediate and the second takes 8 values
+// a thread, kept in registers (mhc_pre's sum of squares over its swizzled tf32 A tile).
+template <int kRow, int kBytes>
+TL_DEVICE int swizzle_span_offset(int row, int col) {
+  constexpr int kPer = 16 / kBytes;
+  constexpr int kChunks = kRow / kPer;
+  if constexpr (kRow % kPer == 0 && kChunks % 8 == 0) {
+    constexpr int kSpan = 8 * kPer;
+    return row * kRow + (col & ~(kSpan - 1)) + ((col & (kSpan - 1)) ^ ((row & 7) * kPer));
+  } else {
+    return swizzle_offset<kRow, kBytes>(row, col);
+  }
+}
+
 // swizzle_offset's value as one XOR on the column: ((c / kPer) ^ s) * kPer + c % kPer == c ^ (s * kPer)
 // for c >= 0. Element accesses of a staging tile use it (transform/cuda/staging_swizzle.py): a
 // pair store's column is a per-thread part plus a per-slot constant, and 3 instructions a store

@@ -73,6 +73,7 @@ class CudaKernelInfo:
     thread_ranges: bool = True  # warp-group thread indices printed masked (tl.disable_thread_range_folding)
     tf32_exact: set = field(default_factory=set)  # tf32 buffers whose loads need no rounding (tf32_loads.py)
     mma_split_chains: bool = True  # tl::gemm_ss may split short-tile mma chains (TL_MMA_SPLIT_CHAINS)
+    no_span_swizzle: bool = False  # element accesses of gemm tiles use tl::swizzle_offset, not swizzle_span_offset
 
 
 class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
