@@ -2,7 +2,8 @@
 
 One `extern "C" __global__` function per kernel; every shared buffer is a slice of
 one dynamic shared-memory array; register fragments are local arrays indexed by
-unrolled slot loops; swizzled tiles are indexed through tl::swizzle_offset.
+unrolled slot loops; swizzled tiles are indexed through tl::swizzle_span_offset (the
+gemm swizzle; tl::swizzle_xor_offset for staging tiles).
 """
 from __future__ import annotations
 
