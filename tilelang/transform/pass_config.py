@@ -102,6 +102,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_TF32_EXACT_LOADS = "tl.disable_tf32_exact_loads"
     TL_DISABLE_MMA_SPLIT_CHAINS = "tl.disable_mma_split_chains"
     TL_DISABLE_SWIZZLE_SPAN_OFFSET = "tl.disable_swizzle_span_offset"
+    TL_DISABLE_REPLICATED_INPUTS = "tl.disable_replicated_inputs"
     TL_DEBUG_TIMELINE = "tl.debug_timeline"
     TL_DISABLE_SMEM_REUSE = "tl.disable_smem_reuse"
     TL_DISABLE_DYNAMIC_ALIGNMENT = "tl.disable_dynamic_alignment"
@@ -224,6 +225,8 @@ _DOCS = {
     "TL_DISABLE_SWIZZLE_SPAN_OFFSET": "Ours. True: element accesses of swizzled gemm tiles index through "
                                       "tl::swizzle_offset (else tl::swizzle_span_offset, the same address with the "
                                       "XOR confined to an 8-chunk span: constant column parts become immediates).",
+    "TL_DISABLE_REPLICATED_INPUTS": "Ours. True: a small fragment only copied in from global memory and read "
+                                    "across threads goes to shared memory (else every thread holds it whole).",
     "TL_DISABLE_STAGING_SWIZZLE": "Ours. True: a shared tile an accumulator is copied into stays row-major "
                                   "(else swizzled: conflict-free pair stores).",
     "TL_DEBUG_TIMELINE": "Ours. True: persistent kernels record per-tile timestamps (kernel.timeline()).",

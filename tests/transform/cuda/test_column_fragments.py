@@ -165,3 +165,24 @@ def test_row_of_1d_loop_without_whole_passes_goes_to_shared():
     # 96 columns over 64 threads: a pass of the block is not a whole number of rows of xl
     _, msgs = _compile(apply_mix(2, 4, 96, 64), "cuda -arch=sm_90a")
     assert any("fragment xl is kept in shared memory" in m for m in msgs), msgs
+
+
+def test_small_input_read_across_rows_is_replicated():
+    """mhc_post's a_local (4 x 4, copied in from global, read as al[q, i] across the loop's rows):
+    every thread holds it whole (no shared copy, no stack), and the row of a flat slot is a
+    constant once unrolled."""
+    kern, msgs = _compile(mix(2, 4, 512, 128), "cuda -arch=sm_90a")
+    src = kern.get_kernel_source()
+    assert "float al[16];" in src, src
+    assert not any("fragment al " in m for m in msgs), msgs
+    info = kern.artifact.compiled.ptxas_info()
+    assert info["stack"] == 0 and info["spill_stores"] == 0, info
+    off, msgs = _compile_cfg(mix(2, 4, 512, 128), "cuda -arch=sm_90a", {"tl.disable_replicated_inputs": True})
+    assert any("fragment al is kept in shared memory" in m for m in msgs), msgs
+
+
+def _compile_cfg(fn, target, cfg):
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        kern = tilelang.compile(fn, target=target, pass_configs=cfg)
+    return kern, [str(w.message) for w in got]

@@ -333,7 +333,8 @@ def _propagate(links, layouts, views=None):
                 layouts[a.uid], changed = lb, True
 
 
-def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = False) -> LayoutPlan:
+def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = False,
+                  replicate_inputs: bool = True) -> LayoutPlan:
     threads = kernel.threads[0] * kernel.threads[1] * kernel.threads[2]
     frags = {a.buffer.uid: a.buffer for a in collect(kernel.body, lambda n: isinstance(n, S.Allocate))
              if a.buffer.scope == "fragment"}
@@ -518,8 +519,12 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
     _demote_views(views, layouts, uses.demote)
     plan = LayoutPlan()
     plan.per_thread = per_thread_fragments(kernel.body, frags, views)
+    replicated = replicated_inputs(kernel.body, frags, views, set(uses.demote)) if replicate_inputs else set()
+    plan.per_thread |= replicated
     for uid in every:
-        if uid in uses.demote:
+        if uid in replicated:
+            plan.layouts[uid] = None
+        elif uid in uses.demote:
             plan.layouts[uid] = None
             plan.reasons[uid] = uses.demote[uid]
         else:
@@ -594,6 +599,38 @@ def per_thread_fragments(body, frags: dict, views: dict | None = None) -> set:
         in_ops |= {uid(b) for b in buffers_used(op)}
     out = scalar - in_par - in_ops - {u for u, b in frags.items() if is_reducer(b)}  # reducers fold across threads
     return out | {vu for vu, src in key.items() if src in out}
+
+
+REPLICATED_MAX = 64  # elements of a small input fragment every thread may hold whole (replicated_inputs)
+
+
+def replicated_inputs(body, frags: dict, views: dict, demoted: set) -> set:
+    """Demoted fragments each thread can hold whole instead: at most REPLICATED_MAX elements,
+    written only by whole-tile T.copy from global memory and otherwise only read (mhc_post's 4 x 4
+    `a_local`, read as a_local[k, i] across the rows of a flat loop). Every thread loads the same
+    values, so the per-thread copies agree; the public build keeps such a tile in registers on
+    every thread too. Views, reducers and tiles any other tile op touches are left demoted."""
+    viewed = set(views) | {src.uid for _, src in views.values()}
+    stored = {s.buffer.uid for s in collect(body, lambda n: isinstance(n, S.BufferStore))}
+    ok, touched = set(), set()
+    for op in collect(body, lambda n: isinstance(n, S.TileOp) and not isinstance(n, DeclBuffer)):
+        if isinstance(op, O.Copy) and op.dst.buffer.uid in frags and whole(op.dst, op.dst.buffer) and \
+                op.src.buffer.scope == "global":
+            ok.add(op.dst.buffer.uid)
+            touched |= {b.uid for b in buffers_used(op) if b is not op.dst.buffer}
+        else:
+            touched |= {b.uid for b in buffers_used(op)}
+    out = set()
+    for uid in demoted & ok:
+        b = frags[uid]
+        shape = _static(b)
+        n = 1
+        for x in shape or (REPLICATED_MAX + 1,):
+            n *= x
+        if n <= REPLICATED_MAX and uid not in stored and uid not in touched and uid not in viewed \
+                and not is_reducer(b):
+            out.add(uid)
+    return out
 
 
 def is_reducer(buf) -> bool:

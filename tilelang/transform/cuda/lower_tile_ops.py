@@ -508,11 +508,12 @@ class _MmaPanels(Mutator):
 
 
 
-def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = False):
+def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = False, replicate_inputs: bool = True):
     """-> (lowered kernel, CudaKernelInfo). row_fragments: keep per-row values of accumulators
-    in registers with shuffle reductions (opt-in until it has run on the GPU tier)."""
+    in registers with shuffle reductions (opt-in until it has run on the GPU tier).
+    replicate_inputs: small read-only fragments every thread holds whole (layout_inference.replicated_inputs)."""
     threads = k.threads[0] * k.threads[1] * k.threads[2]
-    plan = infer_layouts(k, sm, row_fragments)
+    plan = infer_layouts(k, sm, row_fragments, replicate_inputs)
     for note in plan.notes:
         warn(note)
     tid = E.Var("tid", dt.int32)
