@@ -103,6 +103,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_MMA_SPLIT_CHAINS = "tl.disable_mma_split_chains"
     TL_DISABLE_SWIZZLE_SPAN_OFFSET = "tl.disable_swizzle_span_offset"
     TL_DISABLE_REPLICATED_INPUTS = "tl.disable_replicated_inputs"
+    TL_DISABLE_COLUMN_ROWS_1D = "tl.disable_column_rows_1d"
     TL_DEBUG_TIMELINE = "tl.debug_timeline"
     TL_DISABLE_SMEM_REUSE = "tl.disable_smem_reuse"
     TL_DISABLE_DYNAMIC_ALIGNMENT = "tl.disable_dynamic_alignment"
@@ -227,6 +228,8 @@ _DOCS = {
                                       "XOR confined to an 8-chunk span: constant column parts become immediates).",
     "TL_DISABLE_REPLICATED_INPUTS": "Ours. True: a small fragment only copied in from global memory and read "
                                     "across threads goes to shared memory (else every thread holds it whole).",
+    "TL_DISABLE_COLUMN_ROWS_1D": "Ours. True: a 2-d fragment read as F[x, j] in a 1-d T.Parallel over j goes to "
+                                 "shared memory (else it takes the loop's flat layout, row by row, in registers).",
     "TL_DISABLE_STAGING_SWIZZLE": "Ours. True: a shared tile an accumulator is copied into stays row-major "
                                   "(else swizzled: conflict-free pair stores).",
     "TL_DEBUG_TIMELINE": "Ours. True: persistent kernels record per-tile timestamps (kernel.timeline()).",

@@ -167,6 +167,11 @@ def test_row_of_1d_loop_without_whole_passes_goes_to_shared():
     assert any("fragment xl is kept in shared memory" in m for m in msgs), msgs
 
 
+def test_row_of_1d_loop_switch_off():
+    _, msgs = _compile_cfg(apply_mix(2, 4, 512, 64), "cuda -arch=sm_90a", {"tl.disable_column_rows_1d": True})
+    assert any("fragment xl is kept in shared memory" in m for m in msgs), msgs
+
+
 def test_small_input_read_across_rows_is_replicated():
     """mhc_post's a_local (4 x 4, copied in from global, read as al[q, i] across the loop's rows):
     every thread holds it whole (no shared copy, no stack), and the row of a flat slot is a

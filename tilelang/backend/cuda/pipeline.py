@@ -106,7 +106,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     if config(ctx.pass_configs, "tl.disable_wgmma", False) and sm >= 90:
         sm = 89  # measure / debug the portable mma.sync path on Hopper
     new, info = lower_kernel(k_piped, msgs.append, sm, bool(config(ctx.pass_configs, "tl.enable_row_fragments", True)),
-                             not config(ctx.pass_configs, "tl.disable_replicated_inputs", False))
+                             not config(ctx.pass_configs, "tl.disable_replicated_inputs", False),
+                             not config(ctx.pass_configs, "tl.disable_column_rows_1d", False))
     if info.uses_wgmma:
         new = replace(new, body=fold_accum_clears(new.body))
     for _, _, rv, wv in views:  # both views of a staged tile share its layout

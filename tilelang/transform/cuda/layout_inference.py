@@ -74,6 +74,7 @@ class _Uses(Visitor):
         self.outside: set = set()  # fragments used outside every T.ws scope
         self.loops: list = []  # enclosing serial / unroll loops: (var, start, extent)
         self.slices: list = []  # (FragmentSlice, its constant offsets per case, where): checked once laid out
+        self.rows_1d = True  # F[x, j] in a 1-d T.Parallel over j (column_fragments.column_read)
 
     def visit_WarpGroupScope(self, s):
         """Fragments used inside `T.ws` are spread over the scope's threads only."""
@@ -196,7 +197,8 @@ class _Uses(Visitor):
             elif (isinstance(ld, E.BufferLoad) or reducer_update(ld)) and len(vars_) >= 2 and buf.ndim == 1 and \
                     tuple(ld.indices) == (vars_[0],) and const_int(buf.shape[0]) == exts[0]:
                 rows.append(buf)  # a per-row value read (or a reducer folded into) across a row
-            elif column_read(ld, vars_, exts, body) or acc_column_read(ld, vars_, exts):
+            elif (column_read(ld, vars_, exts, body) and (len(vars_) == 2 or self.rows_1d)) or \
+                    acc_column_read(ld, vars_, exts):
                 cols.append(buf)  # read along the thread's own columns: fine in a column-stable layout
             elif perm is not None and shape == tuple(exts[p] for p in perm):
                 permuted.append((buf, perm))  # F[j, i] in a loop over (i, j): the loop follows F's layout
@@ -334,13 +336,14 @@ def _propagate(links, layouts, views=None):
 
 
 def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = False,
-                  replicate_inputs: bool = True) -> LayoutPlan:
+                  replicate_inputs: bool = True, rows_1d: bool = True) -> LayoutPlan:
     threads = kernel.threads[0] * kernel.threads[1] * kernel.threads[2]
     frags = {a.buffer.uid: a.buffer for a in collect(kernel.body, lambda n: isinstance(n, S.Allocate))
              if a.buffer.scope == "fragment"}
     views = fragment_views(kernel.body, frags)
     every = {**frags, **{vu: v for vu, (v, _) in views.items()}}
     uses = _Uses(every, threads, sm)
+    uses.rows_1d = rows_1d
     uses.outside = {b.uid for b in buffers_used(_without_scopes(kernel.body)) if b.uid in every}
     uses.visit(kernel.body)
     for vu, (v, src) in views.items():  # a view spreads over the threads its source does

@@ -508,12 +508,14 @@ class _MmaPanels(Mutator):
 
 
 
-def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = False, replicate_inputs: bool = True):
+def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = False, replicate_inputs: bool = True,
+                 rows_1d: bool = True):
     """-> (lowered kernel, CudaKernelInfo). row_fragments: keep per-row values of accumulators
     in registers with shuffle reductions (opt-in until it has run on the GPU tier).
-    replicate_inputs: small read-only fragments every thread holds whole (layout_inference.replicated_inputs)."""
+    replicate_inputs: small read-only fragments every thread holds whole (layout_inference.replicated_inputs).
+    rows_1d: F[x, j] read in a 1-d T.Parallel over j stays in registers (column_fragments.column_read)."""
     threads = k.threads[0] * k.threads[1] * k.threads[2]
-    plan = infer_layouts(k, sm, row_fragments, replicate_inputs)
+    plan = infer_layouts(k, sm, row_fragments, replicate_inputs, rows_1d)
     for note in plan.notes:
         warn(note)
     tid = E.Var("tid", dt.int32)
