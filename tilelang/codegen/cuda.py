@@ -103,7 +103,11 @@ class CudaCodegen(CCodegen):
         two values per register, where a plain array of halves takes one register per value."""
         return getattr(buf, "packed16", False) and buf.dtype.bytes == 2
 
-    def index(self, buf: Buffer, indices) -> str:
+    def index(self, buf: Buffer, indices, raw: bool = False) -> str:
+        """raw: the address is an inline-code argument (a cp.async / vector move destination): the
+        span form (swizzle_span_offset) is for loads and stores, whose constant column parts fold
+        into immediates; for the 16-byte copies of a pipelined tile it cost registers (sm_80 GEMM,
+        4 stages: 4 bytes of spill)."""
         if self.packed(buf):  # read only: stores go through s_BufferStore
             assert len(indices) == 1, f"packed fragment {buf.name} indexed in {len(indices)} dims"
             i = self.expr(indices[0])
@@ -119,7 +123,7 @@ class CudaCodegen(CCodegen):
                 return f"{buf.name}[{stage}tl::{fn}<{rows}>({r}, {c})]"
             t = storage_type(buf.dtype)
             fn = "swizzle_xor_offset" if buf.uid in self.info.xor_swizzled else \
-                "swizzle_offset" if getattr(self.info, "no_span_swizzle", False) else "swizzle_span_offset"
+                "swizzle_offset" if raw or getattr(self.info, "no_span_swizzle", False) else "swizzle_span_offset"
             return f"{buf.name}[{stage}tl::{fn}<{w}, sizeof({t})>({r}, {c})]"
         return super().index(buf, indices)
 
@@ -342,7 +346,7 @@ class CudaCodegen(CCodegen):
                 return ld.buffer.name
             if len(ld.indices) == 1 and ld.buffer.ndim > 1:  # a flat element offset (a tile's stage or panel)
                 return f"({ld.buffer.name} + {self.expr(ld.indices[0])})"
-            return f"&{self.index(ld.buffer, ld.indices)}"
+            return f"&{self.index(ld.buffer, ld.indices, raw=True)}"
         return self.expr(a)
 
     def s_DeviceAssert(self, s):
