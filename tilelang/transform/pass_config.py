@@ -104,6 +104,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_SWIZZLE_SPAN_OFFSET = "tl.disable_swizzle_span_offset"
     TL_DISABLE_REPLICATED_INPUTS = "tl.disable_replicated_inputs"
     TL_DISABLE_COLUMN_ROWS_1D = "tl.disable_column_rows_1d"
+    TL_DISABLE_ATOMIC_RUNS = "tl.disable_atomic_runs"
     TL_DEBUG_TIMELINE = "tl.debug_timeline"
     TL_DISABLE_SMEM_REUSE = "tl.disable_smem_reuse"
     TL_DISABLE_DYNAMIC_ALIGNMENT = "tl.disable_dynamic_alignment"
@@ -232,6 +233,8 @@ _DOCS = {
                                  "shared memory (else it takes the loop's flat layout, row by row, in registers).",
     "TL_DISABLE_STAGING_SWIZZLE": "Ours. True: a shared tile an accumulator is copied into stays row-major "
                                   "(else swizzled: conflict-free pair stores).",
+    "TL_DISABLE_ATOMIC_RUNS": "Ours. True: 2 or 4 adjacent float32 atomic adds (T.atomic_addx4) stay one "
+                              "atomicAdd each (else one red.global.add.v2/v4.f32, transform/cuda/atomic_runs.py).",
     "TL_DEBUG_TIMELINE": "Ours. True: persistent kernels record per-tile timestamps (kernel.timeline()).",
     "TL_DISABLE_SMEM_REUSE": "Ours; the same as TL_DISABLE_SHARED_MEMORY_REUSE.",
     "TL_DISABLE_DYNAMIC_ALIGNMENT": "Ours. True: CUDA kernels with T.dynamic row lengths are compiled for any "

@@ -137,6 +137,10 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                     group.add(v.view_of.uid)
     info.panel_xor = not config(ctx.pass_configs, "tl.disable_panel_xor_index", False)
     info.thread_ranges = not config(ctx.pass_configs, "tl.disable_thread_range_folding", False)
+    if not config(ctx.pass_configs, "tl.disable_atomic_runs", False):
+        from ...transform.cuda.atomic_runs import merge_atomic_runs
+
+        new = replace(new, body=merge_atomic_runs(new.body))
     if not config(ctx.pass_configs, "tl.disable_index_divmod_folding", False):
         from ...transform.cuda.index_divmod import fold_index_divmod
 

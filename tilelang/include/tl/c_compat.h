@@ -113,6 +113,16 @@ TL_DEVICE void tl_atomic_add_v4_f32(float* p, float a, float b, float c, float d
   atomicAdd(p + 3, d);
 #endif
 }
+// p[0..1] += s[0..1] / p[0..3] += s[0..3], each atomically, the values read as one vector (s 8- / 16-byte
+// aligned, shared or global; p as aligned, global): one LDS.64 / LDS.128 and one vector reduction.
+TL_DEVICE void tl_atomic_add_v2_f32_from(float* p, const float* s) {
+  const float2 v = *reinterpret_cast<const float2*>(s);
+  tl_atomic_add_v2_f32(p, v.x, v.y);
+}
+TL_DEVICE void tl_atomic_add_v4_f32_from(float* p, const float* s) {
+  const float4 v = *reinterpret_cast<const float4*>(s);
+  tl_atomic_add_v4_f32(p, v.x, v.y, v.z, v.w);
+}
 TL_DEVICE float tl_atomic_max_f32(float* p, float v) { return tl::atomic_max(p, v); }
 TL_DEVICE float tl_atomic_min_f32(float* p, float v) { return tl::atomic_min(p, v); }
 TL_DEVICE int32_t tl_atomic_max_i32(int32_t* p, int32_t v) { return atomicMax(p, v); }

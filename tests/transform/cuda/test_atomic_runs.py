@@ -1,0 +1,95 @@
+"""Adjacent float32 atomic adds as one vector reduction (transform/cuda/atomic_runs.py), as in the
+sparse MLA backward: rows of a shared tile scattered into a gathered row of dKV by `T.atomic_addx4`."""
+import warnings
+
+import pytest
+import torch
+
+import tilelang
+import tilelang.language as T
+
+R, D, N = 16, 64, 24  # rows per block, row length, rows of the scattered-into tensor
+
+
+def scatter(shift=0, pairs=False):
+    """Out[Idx[r], :] += V[r, :] through a shared tile, four (or two) elements a statement;
+    `shift` moves the scattered columns off the 4-element alignment."""
+    W = D + (4 if shift else 0)
+
+    @T.prim_func
+    def k(Idx: T.Tensor((R,), T.int32), V: T.Tensor((R, D), T.float32), Out: T.Tensor((N, W), T.float32)):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((R, D), T.float32)
+            T.copy(V, s)
+            if pairs:
+                for r, d in T.Parallel(R, D // 2):
+                    T.atomic_add(Out[Idx[r], d * 2 + shift], s[r, d * 2])
+                    T.atomic_add(Out[Idx[r], d * 2 + 1 + shift], s[r, d * 2 + 1])
+            else:
+                for r, d in T.Parallel(R, D // 4):
+                    T.atomic_addx4(Out[Idx[r], d * 4 + shift], s[r, d * 4])
+    return k
+
+
+def build(prog, configs=None):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return tilelang.compile(prog, target="cuda -arch=sm_90a", pass_configs=configs or {})
+
+
+def _needs_tools():
+    nvrtc = pytest.importorskip("tilelang.backend.cuda.nvrtc")
+    if not nvrtc.nvrtc_available():
+        pytest.skip("NVRTC from the pip wheels is not installed")
+
+
+def _host():
+    host = pytest.importorskip("tilelang.testing.host_cuda")
+    if not host.available():
+        pytest.skip("g++ not installed")
+    return host
+
+
+def _indices(g):
+    idx = torch.randint(0, N, (R,), generator=g, dtype=torch.int32)
+    idx[3] = idx[5]  # two rows into one: the adds accumulate
+    idx[7] = N + 2  # out of range: skipped
+    idx[9] = -1
+    return idx
+
+
+@pytest.mark.nvrtc
+def test_addx4_is_one_vector_reduction():
+    _needs_tools()
+    src = build(scatter()).get_kernel_source()
+    assert "tl_atomic_add_v4_f32_from(&Out[" in src and "tl_atomic_add_f32(" not in src, src
+    plain = build(scatter(), {"tl.disable_atomic_runs": True}).get_kernel_source()
+    assert "tl_atomic_add_v4" not in plain and plain.count("tl_atomic_add_f32(") == 4
+
+
+@pytest.mark.nvrtc
+def test_pairs_and_misaligned_runs():
+    _needs_tools()
+    assert "tl_atomic_add_v2_f32_from(&Out[" in build(scatter(pairs=True)).get_kernel_source()
+    src = build(scatter(shift=1)).get_kernel_source()  # columns d * 4 + 1 .. + 4: only the middle pair is aligned
+    assert "tl_atomic_add_v4" not in src and src.count("tl_atomic_add_f32(") == 2, src
+    assert src.count("tl_atomic_add_v2_f32(&Out[") == 1 and "_from" not in src, src  # values at odd columns
+
+
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("shift, pairs, configs", [(0, False, {}), (0, True, {}), (1, False, {}),
+                                                   (0, False, {"tl.disable_atomic_runs": True})])
+def test_scatter_runs_right_on_host(shift, pairs, configs):
+    _needs_tools()
+    host = _host()
+    g = torch.Generator().manual_seed(11)
+    idx = _indices(g)
+    v = torch.randn(R, D, generator=g)
+    out0 = torch.randn(N, D + (4 if shift else 0), generator=g)
+    out = out0.clone()
+    host.HostProgram({"k": build(scatter(shift, pairs), configs)}).run("k", [idx, v, out])
+    ref = out0.double()
+    for r in range(R):
+        if 0 <= idx[r] < N:
+            ref[idx[r], shift:shift + D] += v[r].double()
+    torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-5)
