@@ -1,5 +1,7 @@
-"""Adjacent float32 atomic adds as one vector reduction (transform/cuda/atomic_runs.py), as in the
-sparse MLA backward: rows of a shared tile scattered into a gathered row of dKV by `T.atomic_addx4`."""
+"""Adjacent float32 atomic adds as one vector reduction (transform/cuda/atomic_runs.py) and gathered
+rows copied without a per-element select (transform/cuda/vectorize.py), as in the sparse MLA
+backward: rows of a shared tile scattered into a gathered row of dKV by `T.atomic_addx4`, and rows
+of KV gathered through an index tensor (out-of-range rows read as zeros)."""
 import warnings
 
 import pytest
@@ -28,6 +30,19 @@ def scatter(shift=0, pairs=False):
             else:
                 for r, d in T.Parallel(R, D // 4):
                     T.atomic_addx4(Out[Idx[r], d * 4 + shift], s[r, d * 4])
+    return k
+
+
+def gather():
+    """G[r, :] = KV[Idx[r], :] for the rows Idx names (zeros for out-of-range ones), plus a scale."""
+    @T.prim_func
+    def k(Idx: T.Tensor((R,), T.int32), KV: T.Tensor((N, D), T.bfloat16), G: T.Tensor((R, D), T.float32)):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((R, D), T.bfloat16)
+            for r, d in T.Parallel(R, D):
+                s[r, d] = KV[Idx[r], d]
+            for r, d in T.Parallel(R, D):
+                G[r, d] = s[r, d] * 2.0
     return k
 
 
@@ -93,3 +108,28 @@ def test_scatter_runs_right_on_host(shift, pairs, configs):
         if 0 <= idx[r] < N:
             ref[idx[r], shift:shift + D] += v[r].double()
     torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.nvrtc
+def test_gathered_rows_have_no_select():
+    _needs_tools()
+    src = build(gather()).get_kernel_source()
+    lane = src[src.index("tl::load_vec<8>(KV_v0"):]
+    lane = lane[:lane.index("tl::store_vec")]
+    assert "?" not in lane and "tl_f32_to_bf16" not in lane, lane
+
+
+@pytest.mark.nvrtc
+def test_gather_runs_right_on_host():
+    _needs_tools()
+    host = _host()
+    g = torch.Generator().manual_seed(12)
+    idx = _indices(g)
+    kv = torch.randn(N, D, generator=g).bfloat16()
+    out = torch.full((R, D), float("nan"))
+    host.HostProgram({"k": build(gather())}).run("k", [idx, kv, out])
+    ref = torch.zeros(R, D, dtype=torch.float64)
+    for r in range(R):
+        if 0 <= idx[r] < N:
+            ref[r] = kv[idx[r]].double() * 2.0
+    torch.testing.assert_close(out.double(), ref, rtol=0, atol=0)

@@ -22,6 +22,7 @@ whose length is a multiple of vec), so it is evaluated once, at the group's firs
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ... import dtypes as dt
@@ -116,8 +117,10 @@ class _Planner:
             acc = self.access(e.buffer, tuple(e.indices), False, guard)
             return E.BufferLoad(e.buffer, idx, e.dtype) if acc is None else E.BufferLoad(acc.regs, (self.u,), e.dtype)
         if isinstance(e, E.Select):
-            return E.Select(self.expr(e.cond, guard), self.expr(e.a, guard + (e.cond,)),
-                            self.expr(e.b, guard + (E.logical_not(e.cond),)), e.dtype)
+            a = self.expr(e.a, guard + (e.cond,))
+            if _zero(e.b, positive=True) and self.zero_filled(a, guard + (e.cond,)):
+                return a  # `ok ? X[..] : 0` of a vector load under `ok`: the load's zero fill is the 0
+            return E.Select(self.expr(e.cond, guard), a, self.expr(e.b, guard + (E.logical_not(e.cond),)), e.dtype)
         if isinstance(e, E.Binary):
             a = self.expr(e.a, guard)
             right = {"&&": (e.a,), "||": (E.logical_not(e.a),)}.get(e.op, ())  # short-circuit
@@ -125,7 +128,11 @@ class _Planner:
         if isinstance(e, E.Unary):
             return E.Unary(e.op, self.expr(e.a, guard), e.dtype)
         if isinstance(e, E.Cast):
-            return E.Cast(e.dtype, self.expr(e.value, guard))
+            v = self.expr(e.value, guard)
+            if isinstance(v, E.Cast) and v.value.dtype == e.dtype and e.dtype.is_float and v.dtype.is_float \
+                    and e.dtype.bits < v.dtype.bits <= 64 and v.dtype.bits >= 32:
+                return v.value  # a 16/32-bit float widened and narrowed back: itself
+            return E.Cast(e.dtype, v)
         if isinstance(e, E.Call):
             if e.op == "address_of":
                 raise NotVector()
@@ -135,6 +142,14 @@ class _Planner:
         if collect(e, lambda n: isinstance(n, E.BufferLoad)):
             raise NotVector()
         return e
+
+    def zero_filled(self, x, guard: tuple) -> bool:
+        """x (maybe widened) is a lane of a vector load made under exactly `guard`: zero when it fails."""
+        while isinstance(x, E.Cast) and x.dtype.is_float and x.value.dtype.is_float and x.dtype.bits >= x.value.dtype.bits:
+            x = x.value
+        if not (isinstance(x, E.BufferLoad) and len(x.indices) == 1 and x.indices[0] is self.u):
+            return False
+        return any(a.regs is x.buffer and not a.store and tuple(a.guard) == tuple(guard) for a in self.accesses)
 
     # ---------------------------------------------------------------- accesses
     def access(self, buf: Buffer, indices: tuple, store: bool, guard: tuple) -> VecAccess | None:
@@ -364,17 +379,20 @@ def cp_async_copy(plan: VecPlan) -> tuple | None:
     v = plan.body.value
     if isinstance(v, E.Select) and _zero(v.b) and ld.guard == st.guard + (v.cond,):
         v = v.a
-    elif ld.guard != st.guard:
-        return None
+    elif ld.guard != st.guard and not (len(ld.guard) == len(st.guard) + 1 and ld.guard[:-1] == st.guard):
+        return None  # (one condition more: the planner already dropped its `ok ? X[..] : 0`)
     if not (isinstance(v, E.BufferLoad) and v.buffer is ld.regs):
         return None
     return ld, st
 
 
-def _zero(e) -> bool:
+def _zero(e, positive: bool = False) -> bool:
+    """e is a constant 0 (through casts); positive: not a float -0.0 (whose bits are not all zero)."""
     while isinstance(e, E.Cast):
         e = e.value
-    return isinstance(e, E.Const) and not isinstance(e.value, bool) and e.value == 0
+    if not (isinstance(e, E.Const) and not isinstance(e.value, bool) and e.value == 0):
+        return False
+    return not positive or not isinstance(e.value, float) or math.copysign(1.0, e.value) > 0
 
 
 def _cp_async(ld: VecAccess, st: VecAccess, vec: int, at0: dict, raw) -> S.Stmt:
