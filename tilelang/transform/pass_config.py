@@ -105,6 +105,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_REPLICATED_INPUTS = "tl.disable_replicated_inputs"
     TL_DISABLE_COLUMN_ROWS_1D = "tl.disable_column_rows_1d"
     TL_DISABLE_ATOMIC_RUNS = "tl.disable_atomic_runs"
+    TL_DISABLE_UNIT_GRID_FOLD = "tl.disable_unit_grid_fold"
     TL_DEBUG_TIMELINE = "tl.debug_timeline"
     TL_DISABLE_SMEM_REUSE = "tl.disable_smem_reuse"
     TL_DISABLE_DYNAMIC_ALIGNMENT = "tl.disable_dynamic_alignment"
@@ -235,6 +236,8 @@ _DOCS = {
                                   "(else swizzled: conflict-free pair stores).",
     "TL_DISABLE_ATOMIC_RUNS": "Ours. True: 2 or 4 adjacent float32 atomic adds (T.atomic_addx4) stay one "
                               "atomicAdd each (else one red.global.add.v2/v4.f32, transform/cuda/atomic_runs.py).",
+    "TL_DISABLE_UNIT_GRID_FOLD": "Ours. True: CUDA kernels read blockIdx of grid dimensions of extent 1 "
+                                 "(else those block indices are the constant 0, transform/cuda/unit_grid.py).",
     "TL_DEBUG_TIMELINE": "Ours. True: persistent kernels record per-tile timestamps (kernel.timeline()).",
     "TL_DISABLE_SMEM_REUSE": "Ours; the same as TL_DISABLE_SHARED_MEMORY_REUSE.",
     "TL_DISABLE_DYNAMIC_ALIGNMENT": "Ours. True: CUDA kernels with T.dynamic row lengths are compiled for any "

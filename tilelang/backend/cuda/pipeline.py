@@ -47,7 +47,7 @@ def _the_kernel(func: PrimFunc) -> S.KernelLaunch:
 
 
 def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
-    k = _the_kernel(func)
+    k0 = k = _the_kernel(func)
     msgs = []
     from ...transform.cuda.software_pipeline import (
         fuse_mma_mainloops,
@@ -59,6 +59,10 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
 
     from ...transform.cuda.manual_ws import has_warp_groups, manual_ws
 
+    if not config(ctx.pass_configs, "tl.disable_unit_grid_fold", False):
+        from ...transform.cuda.unit_grid import fold_unit_grid
+
+        k = fold_unit_grid(k)
     ws = manual = None
     if has_warp_groups(k):  # warp specialization by hand: the user's barriers are the schedule
         from ...op import hopper as H
@@ -162,7 +166,7 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
         ctx.warnings.append(m)
     ctx.cuda_info = info
     ctx.ws_info = ws
-    body = new if func.body is k else _replace_kernel(func.body, k, new)
+    body = new if func.body is k0 else _replace_kernel(func.body, k0, new)
     return replace(func, body=body)
 
 
