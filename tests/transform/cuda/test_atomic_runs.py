@@ -133,3 +133,50 @@ def test_gather_runs_right_on_host():
         if 0 <= idx[r] < N:
             ref[r] = kv[idx[r]].double() * 2.0
     torch.testing.assert_close(out.double(), ref, rtol=0, atol=0)
+
+
+def staged_scatter():
+    """An accumulator staged through a shared tile (swizzled by staging_swizzle) and scattered by
+    rows into Out with T.atomic_addx4: the vector reductions read the tile at swizzled addresses."""
+    M, NN, K = 64, 128, 32
+
+    @T.prim_func
+    def k(A: T.Tensor((M, K), T.bfloat16), B: T.Tensor((NN, K), T.bfloat16), Idx: T.Tensor((M,), T.int32),
+          Out: T.Tensor((N, NN), T.float32)):
+        with T.Kernel(1, threads=128):
+            A_s = T.alloc_shared((M, K), T.bfloat16)
+            B_s = T.alloc_shared((NN, K), T.bfloat16)
+            C_s = T.alloc_shared((M, NN), T.float32)
+            acc = T.alloc_fragment((M, NN), T.float32)
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.gemm(A_s, B_s, acc, transpose_B=True, clear_accum=True)
+            T.copy(acc, C_s)
+            for r, d in T.Parallel(M, NN // 4):
+                T.atomic_addx4(Out[Idx[r], d * 4], C_s[r, d * 4])
+    return k
+
+
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("configs", [{}, {"tl.disable_atomic_runs": True}])
+def test_staged_scatter_runs_right_on_host(configs):
+    _needs_tools()
+    host = _host()
+    src = build(staged_scatter(), configs).get_kernel_source()
+    assert "tl_store2(&C_s[tl::swizzle_xor_offset" in src, src
+    if not configs:
+        assert "tl_atomic_add_v4_f32_from(&Out[" in src and "&C_s[tl::swizzle_xor_offset" in src.split("_from(")[-1]
+    g = torch.Generator().manual_seed(13)
+    a = torch.randn(64, 32, generator=g).bfloat16()
+    b = torch.randn(128, 32, generator=g).bfloat16()
+    idx = torch.randint(0, N, (64,), generator=g, dtype=torch.int32)
+    idx[0] = N + 5
+    out0 = torch.randn(N, 128, generator=g)
+    out = out0.clone()
+    host.HostProgram({"k": build(staged_scatter(), configs)}).run("k", [a, b, idx, out])
+    c = a.double() @ b.double().T
+    ref = out0.double()
+    for r in range(64):
+        if 0 <= idx[r] < N:
+            ref[idx[r]] += c[r]
+    torch.testing.assert_close(out.double(), ref, rtol=1e-4, atol=1e-4)

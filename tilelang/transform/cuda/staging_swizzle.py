@@ -14,7 +14,7 @@ Expects: the lowered kernel body (Raw statements) and its CudaKernelInfo, every 
 Guarantees: adds to `info.swizzled` (and `info.xor_swizzled`) each shared 2-d tile whose rows are a multiple of 128 bytes that
 is written by at least one accumulator pair store and is otherwise touched only element-wise through
 the codegen's indexing (BufferLoad / BufferStore, `tl_store2`, `tl::copy_vec*`, `tl::load_vec`,
-`tl::store_vec` at an element's address): no base pointer, gemm, ldmatrix, TMA, cp.async or inline
+`tl::store_vec`, the vector reductions `tl_atomic_add_v*` reading it, at an element's address): no base pointer, gemm, ldmatrix, TMA, cp.async or inline
 code names it, and no layout (annotation, gemm operand, TMA box) was chosen for it already.
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ from ...ir.visitor import Visitor, collect
 
 # inline statements that touch at most 16 bytes at the element address they are given
 _ELEMENTWISE = ("tl_store2(", "tl::copy_vec16(", "tl::copy_vec8(", "tl::copy_vec4(", "tl::load_vec<",
-                "tl::store_vec<")
+                "tl::store_vec<", "tl_atomic_add_v")
 
 
 def _candidate(b: Buffer, taken: set) -> bool:
