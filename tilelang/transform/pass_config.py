@@ -106,6 +106,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_COLUMN_ROWS_1D = "tl.disable_column_rows_1d"
     TL_DISABLE_ATOMIC_RUNS = "tl.disable_atomic_runs"
     TL_DISABLE_UNIT_GRID_FOLD = "tl.disable_unit_grid_fold"
+    TL_DISABLE_SLICE_PAIR_STORES = "tl.disable_slice_pair_stores"
     TL_DEBUG_TIMELINE = "tl.debug_timeline"
     TL_DISABLE_SMEM_REUSE = "tl.disable_smem_reuse"
     TL_DISABLE_DYNAMIC_ALIGNMENT = "tl.disable_dynamic_alignment"
@@ -238,6 +239,9 @@ _DOCS = {
                               "atomicAdd each (else one red.global.add.v2/v4.f32, transform/cuda/atomic_runs.py).",
     "TL_DISABLE_UNIT_GRID_FOLD": "Ours. True: CUDA kernels read blockIdx of grid dimensions of extent 1 "
                                  "(else those block indices are the constant 0, transform/cuda/unit_grid.py).",
+    "TL_DISABLE_SLICE_PAIR_STORES": "Ours. True: a T.Parallel storing row chunks of an accumulator into a shared "
+                                    "tile stores element by element (else column pairs, tl_store2, which "
+                                    "staging_swizzle may then swizzle).",
     "TL_DEBUG_TIMELINE": "Ours. True: persistent kernels record per-tile timestamps (kernel.timeline()).",
     "TL_DISABLE_SMEM_REUSE": "Ours; the same as TL_DISABLE_SHARED_MEMORY_REUSE.",
     "TL_DISABLE_DYNAMIC_ALIGNMENT": "Ours. True: CUDA kernels with T.dynamic row lengths are compiled for any "

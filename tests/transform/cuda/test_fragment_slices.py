@@ -10,6 +10,7 @@ the kernel on the CPU backend against float64, the generated CUDA (NVRTC, sm_90a
 the accumulator staying in registers, a flat-layout version of the CUDA source run on the host
 (tilelang/testing/host_cuda), and the kernel on a GPU (marked cuda).
 """
+import re
 import warnings
 
 import pytest
@@ -147,7 +148,8 @@ def test_accumulator_stays_in_registers(arch, guard):
     assert "float acc[16];" in src, src
     assert "float* acc " not in src and "float* acc=" not in src, src
     # the two chunks read registers 0..7 and 8..15, no guard left per slot
-    assert "= acc[l" in src and "= acc[(l" in src and "+ 8)]" in src, src
+    # (as column pairs: tl_store2(.., acc[(l * 2)], acc[((l * 2) + 1)]) and acc[((l * 2) + 8)], ..)
+    assert ("= acc[l" in src and "= acc[(l" in src or re.search(r"acc\[\(l(_\d+)? \* 2\)\]", src)) and "+ 8)]" in src, src
     # shared memory: A_s (2 KB) + B_s (4 KB), the stage (4 KB) reusing B_s's bytes once the gemm is done
     assert k.artifact.csource.smem_bytes <= 2048 + 4096 + 4096, k.artifact.csource.smem_bytes
 
@@ -224,3 +226,35 @@ def test_guarded_loop_over_the_whole_tile_keeps_its_guard():
     k, msgs = compile_quiet(main, "cuda -arch=sm_90a")
     assert not demoted(msgs), msgs
     assert "float acc[16];" in k.get_kernel_source()
+
+
+# ----------------------------------------------------------------------------- column pairs (slice_pairs)
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+@pytest.mark.parametrize("shape", [(32, 512, 64, 256), (64, 128, 32, 128)], ids=["32x512_8warps", "64x128"])
+@pytest.mark.parametrize("guard", [True, False], ids=["guarded", "chunk_loop"])
+@pytest.mark.parametrize("pairs", [True, False], ids=["pairs", "scalar"])
+def test_row_chunks_store_column_pairs_and_run_on_host(arch, shape, guard, pairs):
+    """The chunk's `stage[i, j] = acc[i + s * rows, j]` is one tl_store2 per column pair (and the
+    stage, only stored to in pairs and read element-wise, is swizzled); the numbers match float64."""
+    host = _host()
+    if not host.available():
+        pytest.skip("g++ not installed")
+    nvrtc_or_skip()
+    M, N, K, threads = shape
+    cfg = {} if pairs else {"tl.disable_slice_pair_stores": True}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        k = tilelang.compile(gemm_chunks(M, N, K, threads=threads, guard=guard), target=f"cuda -arch={arch}",
+                             pass_configs=cfg)
+    src = k.get_kernel_source()
+    if not pairs:
+        assert "tl_store2(&stage[" not in src, src
+    elif shape[0] == 32:  # 8 warps over 32 x 512: the chunk is a slice of each thread's slots
+        assert "tl_store2(&stage[tl::swizzle_xor_offset" in src, src
+    g = torch.Generator().manual_seed(3)
+    a = torch.randn(M, K, generator=g).half()
+    b = torch.randn(K, N, generator=g).half()
+    c = torch.full((M, N), float("nan"))
+    host.HostProgram({"main": k}).run("main", [a, b, c])
+    torch.testing.assert_close(c.double(), 2 * (a.double() @ b.double()), rtol=1e-4, atol=1e-3)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ... import dtypes as dt
+from ...arith.divisibility import is_multiple
 from ...arith.ranges import Ranges, TrackRanges
 from ...arith.simplify import const_int, simplify
 from ...errors import LoweringError
@@ -96,6 +97,7 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
         self.ranges = Ranges()  # block, loop and element variables: proves bounds guards redundant
         self.loops: list = []  # enclosing serial loops, innermost last: Hoist frames
         self.nhoisted = 0
+        self.no_slice_pairs = False  # pass config tl.disable_slice_pair_stores
 
     def visit(self, node):
         """A tile op with a registered "cuda" rule (op/registry.py) lowers through it; the rest
@@ -375,10 +377,40 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
                 with self.ranges.scoped({v: b for v, b in zip(cvars, sl.box)}):
                     b = self.visit(substitute(sl.body, dict(zip(vars_, cvars))))
                 b = _RegAccess(self, cvars, simplify(l), lay).visit(b)
-                loops.append(S.For(k, E.as_expr(0), E.as_expr(count), "unroll", S.seq(*lets, b), THREAD_LOOP))
+                pairs = self.slice_pairs(lay, first, count, offs, cvars, k, b)
+                loops.append(pairs or S.For(k, E.as_expr(0), E.as_expr(count), "unroll", S.seq(*lets, b), THREAD_LOOP))
             return S.seq(*loops)
         finally:
             self.per_thread -= 1
+
+    def slice_pairs(self, lay, first: int, count: int, offs, cvars, k, body):
+        """The slot run's body `tile[.., j] = F_reg[k + first]` (an accumulator's slots 2q, 2q + 1:
+        columns j, j + 1 of one row) as one 2-element store per pair (`tl_store2`), like T.copy's
+        pair_store: the sparse MLA backward's `stage[i, j] = acc[i + s * 16, j]` chunks (half the
+        shared stores, and a pair store is what staging_swizzle swizzles against bank conflicts).
+        None when the body is anything else (it stays one store per slot)."""
+        if not getattr(lay, "pair_cols", False) or first % 2 or count % 2 or offs[-1] % 2 \
+                or self.no_slice_pairs:
+            return None
+        if not (isinstance(body, S.BufferStore) and isinstance(body.value, E.BufferLoad)):
+            return None
+        dst, val, j = body.buffer, body.value, cvars[-1]
+        if dst.scope not in ("shared", "shared.dyn") or dst.strides is not None or val.buffer.scope != "local" \
+                or val.buffer.dtype != dst.dtype or dst.dtype.bits not in (16, 32) or len(val.indices) != 1:
+            return None
+        *outer, last = body.indices
+        if not (isinstance(last, E.Var) and last is j) or any(j in collect(x, lambda n: isinstance(n, E.Var))
+                                                            for x in outer):
+            return None
+        if not is_multiple(dst.shape[-1], 2) or collect(val.indices[0], lambda n: isinstance(n, E.Var)) != [k]:
+            return None
+        g = E.Var("l", dt.int32)
+        lets = [S.LetStmt(v, simplify(c - o)) for v, c, o in zip(cvars, lay.coords(self.tid, g * 2 + first), offs)]
+        v0 = E.BufferLoad(val.buffer, (simplify(substitute(val.indices[0], {k: g * 2})),), val.dtype)
+        v1 = E.BufferLoad(val.buffer, (simplify(substitute(val.indices[0], {k: g * 2 + 1})),), val.dtype)
+        addr = E.Call("address_of", (E.BufferLoad(dst, tuple(body.indices), dst.dtype),), dt.uint64)
+        st = Raw("tl_store2({0}, {1}, {2});", (addr, v0, v1), writes=(dst,))
+        return S.For(g, E.as_expr(0), E.as_expr(count // 2), "unroll", S.seq(*lets, st), THREAD_LOOP)
 
     # ------------------------------------------------------------ tile ops
     def elementwise(self, region: BufferRegion, make):
@@ -509,11 +541,12 @@ class _MmaPanels(Mutator):
 
 
 def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = False, replicate_inputs: bool = True,
-                 rows_1d: bool = True):
+                 rows_1d: bool = True, slice_pairs: bool = True):
     """-> (lowered kernel, CudaKernelInfo). row_fragments: keep per-row values of accumulators
     in registers with shuffle reductions (opt-in until it has run on the GPU tier).
     replicate_inputs: small read-only fragments every thread holds whole (layout_inference.replicated_inputs).
-    rows_1d: F[x, j] read in a 1-d T.Parallel over j stays in registers (column_fragments.column_read)."""
+    rows_1d: F[x, j] read in a 1-d T.Parallel over j stays in registers (column_fragments.column_read).
+    slice_pairs: an accumulator's row chunks stored to a shared tile go as column pairs (slice_pairs)."""
     threads = k.threads[0] * k.threads[1] * k.threads[2]
     plan = infer_layouts(k, sm, row_fragments, replicate_inputs, rows_1d)
     for note in plan.notes:
@@ -522,6 +555,7 @@ def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = Fa
     low = _Lower(plan, threads, tid, warn)
     low.async_accs = async_accumulators(k.body)
     low.sm = sm
+    low.no_slice_pairs = not slice_pairs
     low.ranges.kernel(k)
     body = low.visit(k.body)
     for uid, buf in low.annotated.items():
