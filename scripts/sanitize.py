@@ -27,6 +27,10 @@ anything else each tool runs scripts/sanitize_canary.py, a kernel of ours (exter
 loaded like every TileLang kernel) with one planted bug, under the same filters: a canary the tool
 does not flag means the filters hide our kernels, and the run stops there (exit 3). Programs that
 fail under the tool with no report (parallel load) are run once more, alone, when time is left.
+racecheck and partial barriers (H200, 2026-12-03): `sanitize_canary.py control`, a correctly
+synchronised scan over 256 of 1024 threads ordered by `bar.sync 3, 256`, gets a racecheck report
+(and its right answer), so hazards racecheck reports across a partial named barrier are the tool's
+(the peer example deepseek_v32/topk_selector gets 50 such reports, in the public build too).
 Caution (H200, 2026-12-03): with --launch-count, racecheck failed in 9 of 37 peer tests with "Internal
 Sanitizer Error: failed to handle a hardware exception" and an illegal address in the program; the
 same 9 ran clean without it. Treat such a run as the tool's failure, not a finding; prefer
@@ -39,6 +43,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -152,6 +157,14 @@ def _peer_site(target: Path, dry: bool) -> str:
     return str(target)
 
 
+def kill_group(p: subprocess.Popen) -> None:
+    """SIGKILL `p`'s whole process group (compute-sanitizer and the program it runs)."""
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def run_one(job, out: Path, peer_copy: Path, timeout: float, end: float, dry: bool, env: dict,
             exclude_library: bool = True) -> dict:
     name, argv, cwd, tool = job
@@ -176,12 +189,16 @@ def run_one(job, out: Path, peer_copy: Path, timeout: float, end: float, dry: bo
     if dry:
         log.write_text(" ".join(cmd) + "\n")
         return {**row, "status": "dry-run", "errors": None, "rc": None, "seconds": 0.0, "cwd": cwd}
+    # its own process group: on a timeout the program under the tool goes too (killing only the
+    # sanitizer left a racecheck'd test running on the GPU, which slowed the timings after it)
+    p = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, errors="replace", start_new_session=True)
     try:
-        p = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           timeout=min(timeout, left), text=True, errors="replace")
-        text, rc = p.stdout, p.returncode
-    except subprocess.TimeoutExpired as e:
-        text = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        text, _ = p.communicate(timeout=min(timeout, left))
+        rc = p.returncode
+    except subprocess.TimeoutExpired:
+        kill_group(p)
+        text, _ = p.communicate()
         rc = "timeout"
     log.write_text(" ".join(cmd) + "\n" + text)
     n = count_errors(text)

@@ -55,3 +55,30 @@ def test_dry_run_commands(tmp_path):
                    "--check-library", "--no-canary"])
     cmd = (tmp_path / "lib" / "logs" / "example_elementwise_add.memcheck.log").read_text()
     assert "--kernel-name-exclude" not in cmd
+
+
+def test_a_timeout_kills_the_program_under_the_tool(tmp_path, monkeypatch):
+    """The stand-in 'sanitizer' starts a grandchild that would outlive it; a timeout ends both."""
+    fake = tmp_path / "fake-sanitizer"
+    marker = tmp_path / "grandchild.pid"
+    fake.write_text(f"#!/bin/sh\nsleep 60 &\necho $! > {marker}\nwait\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(sanitize, "SAN", str(fake))
+    (tmp_path / "logs").mkdir()
+    import os
+    import time
+    t0 = time.monotonic()
+    row = sanitize.run_one(("prog", ["true"], str(tmp_path), "memcheck"), tmp_path, tmp_path, 2.0,
+                           time.monotonic() + 60, False, dict(os.environ), False)
+    assert row["status"] == "timeout"
+    assert time.monotonic() - t0 < 30  # not held until the grandchild's sleep ends
+    pid = int(marker.read_text())
+    time.sleep(0.2)
+    alive = True
+    try:
+        os.kill(pid, 0)
+        with open(f"/proc/{pid}/stat") as f:
+            alive = f.read().split()[2] != "Z"
+    except (ProcessLookupError, FileNotFoundError):
+        alive = False
+    assert not alive
