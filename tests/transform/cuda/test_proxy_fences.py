@@ -149,3 +149,24 @@ def test_a_buffer_whose_address_is_taken_or_named_in_inline_code_is_reached():
     assert fenced(body, all_writes=False) == [True]
     named = S.seq(store(F_s), sync(), Raw("tl::tma_store(&tmap_0, F_s, 0);"))
     assert fenced(named, all_writes=False) == [True]
+
+
+# ---- cp.async: its bytes land at the wait that drains them, so the barrier after the wait is fenced
+def cp_async(buf):
+    """As lowered: the destination is an address argument, not a declared write."""
+    dst = E.Call("address_of", (E.BufferLoad(buf, (tid,), buf.dtype),), dt.uint64)
+    src = E.Call("address_of", (E.BufferLoad(G, (tid,), G.dtype),), dt.uint64)
+    return Raw("tl::cp_async_zfill<16>({0}, {1}, true);", (dst, src))
+
+
+def test_the_barrier_after_a_cp_async_wait_is_fenced_before_wgmma_reads_the_tile():
+    # pipelined: the wait for stage k and its barrier, wgmma reads K_s, stage k+1 issued, the
+    # loop-end barrier. The bytes land at the wait, so its barrier is fenced; the loop-end barrier
+    # follows only the issue (nothing landed yet) and needs none.
+    body = loop(Raw("tl::cp_async_wait<1>(); __syncthreads();"), gemm(P_s, K_s), cp_async(K_s),
+                Raw("tl::cp_async_commit();"), sync())
+    assert fenced(body) == [True, False]
+    assert fenced(body, all_writes=False) == [True, False]  # K_s is a wgmma operand: reachable
+    # a wait with no cp.async in the kernel (TMA loads only) lands nothing
+    tma = loop(Raw("tl::cp_async_wait<1>(); __syncthreads();"), gemm(P_s, K_s), tma_load(K_s), sync())
+    assert fenced(tma) == [False, False]

@@ -9,7 +9,10 @@ the generic proxy (stores, cp.async, atomics, extern calls): those bytes may nex
 the async proxy (a wgmma operand, a TMA store's source) once the barrier has passed. A barrier
 with no such write since the last fence needs none: what it orders is generic against generic,
 or an async read already waited for (wgmma.wait_group, TMA store wait) against a later write.
-TMA loads write through the async proxy and dirty nothing. Loops are followed around their back
+TMA loads write through the async proxy and dirty nothing. cp.async writes through the generic
+proxy, and its bytes land at the `cp_async_wait` that drains them, not where it is issued: a wait
+dirties (when some cp.async target is reachable), so the barrier after it is fenced before a wgmma
+reads the tile (a fence placed before the data landed orders nothing). Loops are followed around their back
 edge; both arms of an if are taken.
 Given the kernel's shared-memory plan, a write dirties only memory the async proxy may reach: a
 buffer that some inline statement names (a wgmma operand, a TMA box, a staging tile: anything
@@ -44,9 +47,25 @@ def _is_barrier(st) -> bool:
     return isinstance(st, Raw) and _BARRIER in st.fmt
 
 
-def _dirties(st, reach) -> bool:
+_CP_ASYNC_ISSUE = re.compile(r"cp_async(?!_wait|_commit|_mbarrier)|cp\.async(?!\.wait|\.commit|\.mbarrier)")
+_CP_ASYNC_WAIT = re.compile(r"cp_async_wait|cp\.async\.wait")
+
+
+def cp_async_lands(body, reach) -> bool:
+    """Whether a cp.async in `body` writes memory the async proxy may reach (reach: uids, None: all)."""
+    named: set = set()
+    for r in collect(body, lambda n: isinstance(n, Raw) and _CP_ASYNC_ISSUE.search(n.fmt)):
+        _buffers_in((r.writes, r.args), named)  # the destination is an address argument
+    targets = {u for b in named if b.scope in ("shared", "shared.dyn") for u in (b.uid, _storage(b))}
+    return bool(targets) if reach is None else bool(targets & reach)
+
+
+def _dirties(st, reach, lands: bool = False) -> bool:
     """Whether a statement with no barrier inside may write shared memory through the generic proxy
-    that the async proxy may reach (reach: storage uids, None: all)."""
+    that the async proxy may reach (reach: storage uids, None: all; lands: a cp.async wait lands
+    such bytes)."""
+    if lands and collect(st, lambda n: isinstance(n, Raw) and _CP_ASYNC_WAIT.search(n.fmt)):
+        return True
     if isinstance(st, Raw) and _ASYNC_WRITE.search(st.fmt):
         return False
     writes = accesses(st)[1]
@@ -123,37 +142,37 @@ def _overlapping(reach: set, plan) -> set:
     return reach
 
 
-def _walk(st, dirty: bool, reach=None):
+def _walk(st, dirty: bool, reach=None, lands: bool = False):
     """(statement with fences placed, dirty after it) for entry state `dirty`."""
     if _is_barrier(st):
         pre = st.fmt[: st.fmt.index(_BARRIER)]
-        before = dirty or (bool(pre.strip()) and _dirties(replace(st, fmt=pre), reach))
+        before = dirty or (bool(pre.strip()) and _dirties(replace(st, fmt=pre), reach, lands))
         fmt = st.fmt.replace(_BARRIER, _FENCED, 1) if before and _FENCED not in st.fmt else st.fmt
         after = st.fmt[st.fmt.index(_BARRIER) + len(_BARRIER):]
-        return replace(st, fmt=fmt), bool(after.strip()) and _dirties(st, reach)
+        return replace(st, fmt=fmt), bool(after.strip()) and _dirties(replace(st, fmt=after), reach, lands)
     if not collect(st, _is_barrier):
-        return st, dirty or _dirties(st, reach)
+        return st, dirty or _dirties(st, reach, lands)
     if isinstance(st, S.SeqStmt):
         out = []
         for x in st.stmts:
-            x, dirty = _walk(x, dirty, reach)
+            x, dirty = _walk(x, dirty, reach, lands)
             out.append(x)
         return replace(st, stmts=tuple(out)), dirty
     if isinstance(st, S.For):
-        _, end = _walk(st.body, dirty, reach)
+        _, end = _walk(st.body, dirty, reach, lands)
         entry = dirty or end  # the back edge: the next iteration starts as this one ended
-        body, end = _walk(st.body, entry, reach)
+        body, end = _walk(st.body, entry, reach, lands)
         return replace(st, body=body), entry or end
     if isinstance(st, S.IfThenElse):
-        then, d1 = _walk(st.then_case, dirty, reach)
-        other, d2 = _walk(st.else_case, dirty, reach) if st.else_case is not None else (None, dirty)
+        then, d1 = _walk(st.then_case, dirty, reach, lands)
+        other, d2 = _walk(st.else_case, dirty, reach, lands) if st.else_case is not None else (None, dirty)
         return replace(st, then_case=then, else_case=other), d1 or d2
     if isinstance(st, WSSplit):  # producer and consumer threads each start as the kernel did
-        prod, d1 = _walk(st.producer, dirty, reach)
-        cons, d2 = _walk(st.consumer, dirty, reach)
+        prod, d1 = _walk(st.producer, dirty, reach, lands)
+        cons, d2 = _walk(st.consumer, dirty, reach, lands)
         return replace(st, producer=prod, consumer=cons), d1 or d2
     if hasattr(st, "body") and isinstance(st.body, S.Stmt):  # kernel launch, T.ws scope, ...
-        body, d = _walk(st.body, dirty, reach)
+        body, d = _walk(st.body, dirty, reach, lands)
         return replace(st, body=body), d
     return _fence_all(st), True  # unknown shape: every barrier keeps its fence
 
@@ -170,4 +189,5 @@ def _fence_all(st):
 def place_proxy_fences(body, plan=None, all_writes: bool = False):
     """`body` with `tl::fence_proxy_async();` before each barrier that follows a generic shared write
     of memory the async proxy may reach (`plan`: the kernel's SmemPlan; `all_writes`: any write)."""
-    return _walk(body, False, None if all_writes else async_reach(body, plan))[0]
+    reach = None if all_writes else async_reach(body, plan)
+    return _walk(body, False, reach, cp_async_lands(body, reach))[0]
