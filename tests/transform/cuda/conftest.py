@@ -167,16 +167,23 @@ class Built:
 _BUILDS: dict = {}
 
 
-def _nvrtc_or_skip():
+def nvrtc_or_skip():
     nvrtc = pytest.importorskip("tilelang.backend.cuda.nvrtc")
     if not nvrtc.nvrtc_available():
         pytest.skip("NVRTC from the pip wheels is not installed")
 
 
+def build_sm90(prog, configs=None):
+    """`prog` compiled for sm_90a (warnings silenced), with `configs` as its pass configs."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return tilelang.compile(prog, target="cuda -arch=sm_90a", pass_configs=configs or {})
+
+
 def build_case(name: str, args: dict, arch: str, configs: dict) -> Built:
     key = (name, tuple(sorted(args.items())), arch, tuple(sorted(configs.items())))
     if key not in _BUILDS:
-        _nvrtc_or_skip()
+        nvrtc_or_skip()
         func = KERNELS[name](**args)
         with warnings.catch_warnings(record=True) as rec:
             warnings.simplefilter("always")
@@ -247,7 +254,7 @@ def case(request, build):
 @pytest.fixture(scope="module")
 def host():
     """tilelang.testing.host_cuda (generated CUDA run on the host), or skip without NVRTC or g++."""
-    _nvrtc_or_skip()
+    nvrtc_or_skip()
     from tilelang.testing import host_cuda
     if not host_cuda.available():
         pytest.skip("g++ not installed")

@@ -2,13 +2,14 @@
 rows copied without a per-element select (transform/cuda/vectorize.py), as in the sparse MLA
 backward: rows of a shared tile scattered into a gathered row of dKV by `T.atomic_addx4`, and rows
 of KV gathered through an index tensor (out-of-range rows read as zeros)."""
-import warnings
 
 import pytest
 import torch
 
 import tilelang
 import tilelang.language as T
+
+from .conftest import build_sm90 as build, nvrtc_or_skip
 
 R, D, N = 16, 64, 24  # rows per block, row length, rows of the scattered-into tensor
 
@@ -46,16 +47,6 @@ def gather():
     return k
 
 
-def build(prog, configs=None):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return tilelang.compile(prog, target="cuda -arch=sm_90a", pass_configs=configs or {})
-
-
-def _needs_tools():
-    nvrtc = pytest.importorskip("tilelang.backend.cuda.nvrtc")
-    if not nvrtc.nvrtc_available():
-        pytest.skip("NVRTC from the pip wheels is not installed")
 
 
 def _host():
@@ -75,7 +66,7 @@ def _indices(g):
 
 @pytest.mark.nvrtc
 def test_addx4_is_one_vector_reduction():
-    _needs_tools()
+    nvrtc_or_skip()
     src = build(scatter()).get_kernel_source()
     assert "tl_atomic_add_v4_f32_from(&Out[" in src and "tl_atomic_add_f32(" not in src, src
     plain = build(scatter(), {"tl.disable_atomic_runs": True}).get_kernel_source()
@@ -84,7 +75,7 @@ def test_addx4_is_one_vector_reduction():
 
 @pytest.mark.nvrtc
 def test_pairs_and_misaligned_runs():
-    _needs_tools()
+    nvrtc_or_skip()
     assert "tl_atomic_add_v2_f32_from(&Out[" in build(scatter(pairs=True)).get_kernel_source()
     src = build(scatter(shift=1)).get_kernel_source()  # columns d * 4 + 1 .. + 4: only the middle pair is aligned
     assert "tl_atomic_add_v4" not in src and src.count("tl_atomic_add_f32(") == 2, src
@@ -95,7 +86,7 @@ def test_pairs_and_misaligned_runs():
 @pytest.mark.parametrize("shift, pairs, configs", [(0, False, {}), (0, True, {}), (1, False, {}),
                                                    (0, False, {"tl.disable_atomic_runs": True})])
 def test_scatter_runs_right_on_host(shift, pairs, configs):
-    _needs_tools()
+    nvrtc_or_skip()
     host = _host()
     g = torch.Generator().manual_seed(11)
     idx = _indices(g)
@@ -112,7 +103,7 @@ def test_scatter_runs_right_on_host(shift, pairs, configs):
 
 @pytest.mark.nvrtc
 def test_gathered_rows_have_no_select():
-    _needs_tools()
+    nvrtc_or_skip()
     src = build(gather()).get_kernel_source()
     lane = src[src.index("tl::load_vec<8>(KV_v0"):]
     lane = lane[:lane.index("tl::store_vec")]
@@ -121,7 +112,7 @@ def test_gathered_rows_have_no_select():
 
 @pytest.mark.nvrtc
 def test_gather_runs_right_on_host():
-    _needs_tools()
+    nvrtc_or_skip()
     host = _host()
     g = torch.Generator().manual_seed(12)
     idx = _indices(g)
@@ -160,7 +151,7 @@ def staged_scatter():
 @pytest.mark.nvrtc
 @pytest.mark.parametrize("configs", [{}, {"tl.disable_atomic_runs": True}])
 def test_staged_scatter_runs_right_on_host(configs):
-    _needs_tools()
+    nvrtc_or_skip()
     host = _host()
     src = build(staged_scatter(), configs).get_kernel_source()
     assert "tl_store2(&C_s[tl::swizzle_xor_offset" in src, src

@@ -1,12 +1,13 @@
 """Block indices of extent-1 grid dimensions are 0 (transform/cuda/unit_grid.py): a kernel over
 (rows, batch, heads) launched with one batch and one head block indexes without blockIdx.y / .z."""
-import warnings
 
 import pytest
 import torch
 
 import tilelang
 import tilelang.language as T
+
+from .conftest import build_sm90 as build, nvrtc_or_skip
 
 S, B, H, D = 8, 1, 1, 64
 
@@ -21,16 +22,6 @@ def gather_rows(b=B, h=H):
     return k
 
 
-def build(prog, configs=None):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return tilelang.compile(prog, target="cuda -arch=sm_90a", pass_configs=configs or {})
-
-
-def _needs_tools():
-    nvrtc = pytest.importorskip("tilelang.backend.cuda.nvrtc")
-    if not nvrtc.nvrtc_available():
-        pytest.skip("NVRTC from the pip wheels is not installed")
 
 
 def _body(src):
@@ -39,7 +30,7 @@ def _body(src):
 
 @pytest.mark.nvrtc
 def test_unit_dims_index_without_their_block_vars():
-    _needs_tools()
+    nvrtc_or_skip()
     body = _body(build(gather_rows()).get_kernel_source())
     uses = [ln for ln in body.splitlines() if "by" in ln.replace("by = ", "") or "bz" in ln.replace("bz = ", "")]
     assert not [ln for ln in uses if "blockIdx" not in ln], uses
@@ -52,7 +43,7 @@ def test_unit_dims_index_without_their_block_vars():
 @pytest.mark.nvrtc
 @pytest.mark.parametrize("b, h, configs", [(1, 1, {}), (2, 1, {}), (1, 2, {}), (1, 1, {"tl.disable_unit_grid_fold": True})])
 def test_runs_right_on_host(b, h, configs):
-    _needs_tools()
+    nvrtc_or_skip()
     host = pytest.importorskip("tilelang.testing.host_cuda")
     if not host.available():
         pytest.skip("g++ not installed")
