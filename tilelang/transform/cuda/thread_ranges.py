@@ -90,20 +90,16 @@ class _Fold(TrackRanges, Mutator):
         return e.a if q == 0 else simplify(E.Binary("-", e.a, E.Const(q * d, e.dtype), e.dtype))
 
 
-_CMP = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
-        "==": lambda a, b: a == b, "!=": lambda a, b: a != b}
+_CMP = ("<", "<=", ">", ">=", "==", "!=")
 
 
 def _decided(e):
     """A comparison of two constants (a folded `tid / 128 < 1`) as its truth value; `&&` / `||` with a
-    constant side as the other side or the constant."""
-    a, b = const_int(e.a), const_int(e.b)
-    if e.op in _CMP and a is not None and b is not None:
-        return E.Const(bool(_CMP[e.op](a, b)), e.dtype)
-    if e.op in ("&&", "||"):
-        for c, other in ((e.a, e.b), (e.b, e.a)):
-            if isinstance(c, E.Const) and c.dtype.is_bool:
-                return other if bool(c.value) == (e.op == "&&") else c
+    constant side as the other side or the constant (simplify decides both)."""
+    if e.op in _CMP and const_int(e.a) is not None and const_int(e.b) is not None:
+        return simplify(e)
+    if e.op in ("&&", "||") and any(isinstance(c, E.Const) and c.dtype.is_bool for c in (e.a, e.b)):
+        return simplify(e)
     return e
 
 
