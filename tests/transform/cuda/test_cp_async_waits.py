@@ -118,3 +118,43 @@ def test_sunk_wait_gets_its_own_barrier_on_gpu():
     torch.testing.assert_close(O.double(), A.double(), rtol=0, atol=0)
     assert torch.equal(R, torch.zeros(m, device="cuda"))
     torch.testing.assert_close(W.double(), A.double(), rtol=0, atol=0)
+
+
+def flat_view_conv(N=2, H=6, W=5, C=32, F=64, K=3, bM=64, bN=64, bK=32, stages=3):
+    """The peer convolution's shape: the filter is read through a 2-d T.Tensor view of the 4-d
+    parameter, declared in the kernel body after the accumulator; a pipeline's first stage is a
+    cp.async copy from that view that the wait merging moves up past the accumulator's clear."""
+    OH, OW = H, W
+
+    @T.prim_func
+    def main(data: T.Tensor((N, H, W, C), "float16"), kern: T.Tensor((K, K, C, F), "float16"),
+             out: T.Tensor((N * OH * OW, F), "float32")):
+        with T.Kernel(T.ceildiv(F, bN), T.ceildiv(N * OH * OW, bM), threads=128) as (bx, by):
+            d_s = T.alloc_shared((bM, bK), "float16")
+            k_s = T.alloc_shared((bK, bN), "float16")
+            acc = T.alloc_fragment((bM, bN), "float32")
+            kern_flat = T.Tensor((K * K * C, F), "float16", kern.data)
+            T.clear(acc)
+            for ki in T.Pipelined(T.ceildiv(K * K * C, bK), num_stages=stages):
+                T.im2col(data, d_s, by, ki, K, 1, 1, 1)
+                T.copy(kern_flat[ki * bK, bx * bN], k_s)
+                T.gemm(d_s, k_s, acc)
+            T.copy(acc, out[by * bM, bx * bN])
+
+    return main
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_copy_stays_below_the_view_it_reads(arch, run_on_host):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        kern = tilelang.compile(flat_view_conv(), target=f"cuda -arch={arch}")  # NVRTC: kern_flat undefined before
+    src = kern.get_kernel_source()
+    decl = "tl_half* kern_flat = "
+    assert src.index("kern_flat") == src.index(decl) + len("tl_half* "), src  # declared before any use
+    N, H, W, C, F, K = 2, 6, 5, 32, 64, 3
+    x, w = torch.randn(N, H, W, C).half(), torch.randn(K, K, C, F).half()
+    out = torch.full((N * H * W, F), float("nan"))
+    run_on_host(kern, [x, w, out])
+    ref = torch.nn.functional.conv2d(x.double().permute(0, 3, 1, 2), w.double().permute(3, 2, 0, 1), padding=1)
+    torch.testing.assert_close(out.double(), ref.permute(0, 2, 3, 1).reshape(-1, F), rtol=2e-3, atol=2e-3)

@@ -21,6 +21,7 @@ from __future__ import annotations
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.visitor import Mutator, buffers_used, collect
+from ...op.thread_ops import DeclBuffer
 from .lower_copy import COPY_COMMIT_WAIT
 from .raw import Raw
 from .thread_sync import accesses
@@ -87,8 +88,9 @@ def _hoist_copies(stmts: list) -> list:
             j = i
             while j > 0:
                 prev = stmts[j - 1]
+                # NOTE: never above the declaration of a buffer it uses (a T.Tensor view of a parameter)
                 if isinstance(prev, S.LetStmt) and prev.var in names or \
-                        isinstance(prev, S.Allocate) and prev.buffer.uid in bufs or \
+                        isinstance(prev, (S.Allocate, DeclBuffer)) and prev.buffer.uid in bufs or \
                         _is_copy(prev) or isinstance(prev, Raw) or _orders(prev) or _writes_global(prev):
                     break
                 reads, writes = accesses(prev)
