@@ -107,6 +107,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_ATOMIC_RUNS = "tl.disable_atomic_runs"
     TL_DISABLE_UNIT_GRID_FOLD = "tl.disable_unit_grid_fold"
     TL_DISABLE_SLICE_PAIR_STORES = "tl.disable_slice_pair_stores"
+    TL_DISABLE_WGMMA_INFLIGHT = "tl.disable_wgmma_inflight"
     TL_DEBUG_TIMELINE = "tl.debug_timeline"
     TL_DISABLE_SMEM_REUSE = "tl.disable_smem_reuse"
     TL_DISABLE_DYNAMIC_ALIGNMENT = "tl.disable_dynamic_alignment"
@@ -242,6 +243,9 @@ _DOCS = {
     "TL_DISABLE_SLICE_PAIR_STORES": "Ours. True: a T.Parallel storing row chunks of an accumulator into a shared "
                                     "tile stores element by element (else column pairs, tl_store2, which "
                                     "staging_swizzle may then swizzle).",
+    "TL_DISABLE_WGMMA_INFLIGHT": "Ours. True: a cp.async-pipelined loop's wgmma gemm waits for its own batch "
+                                 "and the loop refills a stage before its wait (else the batch stays in flight "
+                                 "while the next loads are issued, transform/cuda/wgmma_inflight.py).",
     "TL_DEBUG_TIMELINE": "Ours. True: persistent kernels record per-tile timestamps (kernel.timeline()).",
     "TL_DISABLE_SMEM_REUSE": "Ours; the same as TL_DISABLE_SHARED_MEMORY_REUSE.",
     "TL_DISABLE_DYNAMIC_ALIGNMENT": "Ours. True: CUDA kernels with T.dynamic row lengths are compiled for any "

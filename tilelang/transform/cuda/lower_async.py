@@ -99,13 +99,14 @@ class AsyncLowering:
 
 
 def async_accumulators(body) -> tuple:
-    """The register tiles of the kernel's T.wgmma_gemm ops: accumulators, and A operands in
-    registers (RS form), which must stay allocated -- not reused for other values -- until the
-    wait (else ptxas waits for the batch before the reuse)."""
+    """The register tiles of the kernel's gemms that return with their batch in flight (T.wgmma_gemm,
+    or wg_wait > 0: a pipelined loop's gemm, waited for after the loop by a WaitWgmma):
+    accumulators, and A operands in registers (RS form), which must stay allocated -- not reused
+    for other values -- until the wait (else ptxas waits for the batch before the reuse)."""
     from ...ir.visitor import collect
 
     seen = {}
-    for g in collect(body, lambda n: isinstance(n, O.Gemm) and n.wg_wait < 0):
+    for g in collect(body, lambda n: isinstance(n, O.Gemm) and n.wg_wait != 0):
         seen.setdefault(g.C.buffer.uid, g.C.buffer)
         if g.A.buffer.scope in ("fragment", "local"):
             seen.setdefault(g.A.buffer.uid, g.A.buffer)

@@ -31,16 +31,20 @@ from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer, BufferRegion
 from ...ir.visitor import Mutator, ReplaceBuffers, buffers_used, collect, substitute
+from ...op import hopper as H
 from ...op import tile_ops as O
 from .lower_tile_ops import Raw, copy_vector_width
 from .raise_copies import element_copy as _element_copy, store_of as _store_of
+from .wgmma_inflight import inflight_gemms
 
 _DRAIN = "tl::cp_async_wait<0>(); __syncthreads();"  # after a pipelined loop: every stage landed and read
 
 
 class _Pipeline(Mutator):
-    def __init__(self, warn, reverse=None, smem_bytes=0, smem_limit=0, issue_first=False, one_wave=False):
+    def __init__(self, warn, reverse=None, smem_bytes=0, smem_limit=0, issue_first=False, one_wave=False,
+                 inflight_threads=0):
         self.warn = warn
+        self.inflight_threads = inflight_threads  # > 0: wgmma batches may stay in flight (wgmma_inflight.py)
         self.one_wave = one_wave  # the grid fits in one wave of one block per SM (see _later_producers)
         self.issue_first = issue_first  # refill before the wait (see visit_For)
         self.smem_limit = smem_limit  # a block's shared memory; 0: stage T.copy ops only (no element copies)
@@ -152,10 +156,27 @@ class _Pipeline(Mutator):
                                        for b in buffers_used(st)}
             return out
         prologue = [issue(s.start + k, E.binop("<", E.as_expr(k), n)) for k in range(stages - 1)]
+        inflight = inflight_gemms(stmts, self.inflight_threads, set(read_map)) \
+            if self.inflight_threads and when is None else None
+        if inflight is not None:
+            stmts = [replace(st, wg_wait=1) if any(st is g for g in inflight) else st for st in stmts]
         rest = ReplaceBuffers(read_map).visit(S.seq(*stmts))
         if when is not None:
             rest = S.IfThenElse(when, rest)
         ahead = ko + (stages - 1)
+        if inflight is not None:
+            # gemm(ko) leaves its batch in flight and completes ko - 1's; after the barrier no warpgroup
+            # reads the stage of ko - 1, which the refill overwrites while the tensor cores run ko
+            loop_body = S.seq(
+                Raw(f"tl::cp_async_wait<{stages - 2}>(); __syncthreads();"),
+                *reads,
+                rest,
+                Raw("__syncthreads();"),
+                issue(ahead, E.binop("<", ahead - s.start, n)))
+            loop = S.For(ko, s.start, s.extent, "serial", loop_body, (), span=s.span)
+            out = S.seq(*lead, *prologue, loop, H.WaitWgmma(0, span=s.span), Raw(_DRAIN))
+            self.pipelined[id(out)] = set()  # the body starts with its wait
+            return out
         if self.issue_first:
             # the refill of the stage iteration ko - 1 read goes out before the wait for ko's stage,
             # so S loads are in flight while the block waits (S - 1 the other way round), for one
@@ -211,7 +232,8 @@ class _Pipeline(Mutator):
 
 
 def pipeline_kernel(k: S.KernelLaunch, warn, num_sms: int | None = None,
-                    smem_limit: int = 0, issue_first: bool = False, sms: int | None = None) -> tuple[S.KernelLaunch, list]:
+                    smem_limit: int = 0, issue_first: bool = False, sms: int | None = None,
+                    wgmma_inflight: bool = False) -> tuple[S.KernelLaunch, list]:
     """num_sms: walk k backwards in the blocks of every other wave (see `_wave_reverse`).
     smem_limit: a block's shared memory in bytes; with it, T.Parallel element copies (row gathers)
     and copies after register-only statements are staged too while the stages fit (0: not).
@@ -219,7 +241,9 @@ def pipeline_kernel(k: S.KernelLaunch, warn, num_sms: int | None = None,
     wait<S - 1>, barrier, compute) instead of after (wait<S - 2>, barrier, issue, compute): one
     more load in flight, one more barrier. Not for loops fuse_mma_mainloops rewrites (it expects
     the wait first). sms: the GPU's SMs; a constant grid of at most that many blocks may stage
-    later copies past the occupancy rule (see _later_producers)."""
+    later copies past the occupancy rule (see _later_producers). wgmma_inflight: a loop whose gemms
+    may keep their wgmma batch in flight (wgmma_inflight.py) refills a stage after its gemms, beside
+    their batch, instead of before its wait (sm_90a)."""
     rev = _wave_reverse(k, num_sms) if num_sms else None
     smem = sum(a.buffer.numel() * a.buffer.dtype.bytes for a in collect(k.body, lambda n: isinstance(n, S.Allocate))
                if a.buffer.scope in ("shared", "shared.dyn") and const_int(a.buffer.numel()) is not None)
@@ -227,7 +251,8 @@ def pipeline_kernel(k: S.KernelLaunch, warn, num_sms: int | None = None,
     for g in k.grid:
         blocks = None if blocks is None or const_int(g) is None else blocks * const_int(g)
     one_wave = sms is not None and blocks is not None and blocks <= sms
-    p = _Pipeline(warn, rev[:2] if rev else None, smem, smem_limit, issue_first, one_wave)
+    threads = k.threads[0] * k.threads[1] * k.threads[2] if wgmma_inflight else 0
+    p = _Pipeline(warn, rev[:2] if rev else None, smem, smem_limit, issue_first, one_wave, threads)
     p.top = k.body
     body = p.visit(k.body)
     if not p.views:
