@@ -108,6 +108,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_UNIT_GRID_FOLD = "tl.disable_unit_grid_fold"
     TL_DISABLE_SLICE_PAIR_STORES = "tl.disable_slice_pair_stores"
     TL_DISABLE_WGMMA_INFLIGHT = "tl.disable_wgmma_inflight"
+    TL_DISABLE_SINGLE_STAGE_PIPELINE = "tl.disable_single_stage_pipeline"
     TL_DEBUG_TIMELINE = "tl.debug_timeline"
     TL_DISABLE_SMEM_REUSE = "tl.disable_smem_reuse"
     TL_DISABLE_DYNAMIC_ALIGNMENT = "tl.disable_dynamic_alignment"
@@ -246,6 +247,9 @@ _DOCS = {
     "TL_DISABLE_WGMMA_INFLIGHT": "Ours. True: a cp.async-pipelined loop's wgmma gemm waits for its own batch "
                                  "and the loop refills a stage before its wait (else the batch stays in flight "
                                  "while the next loads are issued, transform/cuda/wgmma_inflight.py).",
+    "TL_DISABLE_SINGLE_STAGE_PIPELINE": "Ours. True: a T.Pipelined(num_stages=1) loop on sm_90 runs unpipelined "
+                                        "(else, where its staged tiles have two first readers or more, each tile's "
+                                        "load for the next iteration is issued right after its last reader).",
     "TL_DEBUG_TIMELINE": "Ours. True: persistent kernels record per-tile timestamps (kernel.timeline()).",
     "TL_DISABLE_SMEM_REUSE": "Ours; the same as TL_DISABLE_SHARED_MEMORY_REUSE.",
     "TL_DISABLE_DYNAMIC_ALIGNMENT": "Ours. True: CUDA kernels with T.dynamic row lengths are compiled for any "

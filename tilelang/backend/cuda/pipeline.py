@@ -103,8 +103,9 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
         # sm_90 (T.gemm on wgmma): refill before the wait; mma.sync loops keep the order fuse_mma_mainloops needs
         issue_first = ctx.target.sm >= 90 and not config(ctx.pass_configs, "tl.disable_wgmma", False)
         inflight = issue_first and not config(ctx.pass_configs, "tl.disable_wgmma_inflight", False)
+        single = issue_first and not config(ctx.pass_configs, "tl.disable_single_stage_pipeline", False)
         k_piped, views = pipeline_kernel(raise_element_copies(k), msgs.append, serp, limit, issue_first, num_sms(),
-                                         inflight) \
+                                         inflight, single) \
             if not ctx.config("tl.disable_pipeline") else (k, [])
         if views and not config(ctx.pass_configs, "tl.disable_staged_epilogue", False):
             k_piped = stage_epilogue(k_piped, views)

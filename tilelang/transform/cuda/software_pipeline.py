@@ -45,6 +45,7 @@ class _Pipeline(Mutator):
                  inflight_threads=0):
         self.warn = warn
         self.inflight_threads = inflight_threads  # > 0: wgmma batches may stay in flight (wgmma_inflight.py)
+        self.single_stage = False  # num_stages=1 loops with two reader groups or more are pipelined too
         self.one_wave = one_wave  # the grid fits in one wave of one block per SM (see _later_producers)
         self.issue_first = issue_first  # refill before the wait (see visit_For)
         self.smem_limit = smem_limit  # a block's shared memory; 0: stage T.copy ops only (no element copies)
@@ -59,7 +60,9 @@ class _Pipeline(Mutator):
         body = self.visit(s.body)
         s = replace(s, body=body) if body is not s.body else s
         stages = s.annotation("num_stages", 0) or 0
-        if s.kind != "pipelined" or stages < 2:
+        # num_stages=1 on sm_90: one buffer per tile, refilled for the next iteration right after its
+        # last reader (_split_schedule)
+        if s.kind != "pipelined" or stages < (1 if self.single_stage else 2):
             return s
         stmts = list(body.stmts) if isinstance(body, S.SeqStmt) else [body]
         # tiles declared (and laid out) at the top of the body: declared before the loop instead,
@@ -84,6 +87,8 @@ class _Pipeline(Mutator):
             producers += later
             stmts = [st for st in stmts if not any(st is p for p in later)]
             self.smem_bytes += (stages - 1) * sum(_tile_bytes(_dst(p)) for p in later)
+        if stages < 2 and not producers:
+            return s
         if not producers:
             self.warn(f"T.Pipelined(num_stages={stages}) runs unpipelined: its body does not start with "
                       "global -> shared T.copy ops, and no later copy (T.copy or T.Parallel element copy) can "
@@ -99,6 +104,8 @@ class _Pipeline(Mutator):
             if why:
                 self.warn(f"T.Pipelined: T.copy {p.src.buffer.name} -> {p.dst.buffer.name} uses "
                           f"{vec * p.src.buffer.dtype.bytes}-byte cp.async, not 16-byte ({why})")
+        if stages < 2 and (not self.issue_first or when is not None or _reader_groups(stmts, producers, 1) is None):
+            return s
         n = s.extent
         read_map, write_map, sets = {}, {}, []
         for p in producers:
@@ -146,7 +153,8 @@ class _Pipeline(Mutator):
 
         reads = [Raw(f"{rv.name} = {st.name} + ({{0}}) * {numel};", (E.binop("%", ko - s.start, stages),))
                  for st, rv, _, numel in sets]
-        groups = _reader_groups(stmts, producers) if self.issue_first and when is None else None
+        groups = _reader_groups(stmts, producers, 1 if stages < 2 else 2) \
+            if self.issue_first and when is None else None
         if groups is not None:
             prologue, loop_body = _split_schedule(groups, stmts, read_map, reads, issue, ko, s.start, n, stages)
             loop = S.For(ko, s.start, s.extent, "serial", loop_body, (), span=s.span)
@@ -233,7 +241,7 @@ class _Pipeline(Mutator):
 
 def pipeline_kernel(k: S.KernelLaunch, warn, num_sms: int | None = None,
                     smem_limit: int = 0, issue_first: bool = False, sms: int | None = None,
-                    wgmma_inflight: bool = False) -> tuple[S.KernelLaunch, list]:
+                    wgmma_inflight: bool = False, single_stage: bool = False) -> tuple[S.KernelLaunch, list]:
     """num_sms: walk k backwards in the blocks of every other wave (see `_wave_reverse`).
     smem_limit: a block's shared memory in bytes; with it, T.Parallel element copies (row gathers)
     and copies after register-only statements are staged too while the stages fit (0: not).
@@ -243,7 +251,9 @@ def pipeline_kernel(k: S.KernelLaunch, warn, num_sms: int | None = None,
     the wait first). sms: the GPU's SMs; a constant grid of at most that many blocks may stage
     later copies past the occupancy rule (see _later_producers). wgmma_inflight: a loop whose gemms
     may keep their wgmma batch in flight (wgmma_inflight.py) refills a stage after its gemms, beside
-    their batch, instead of before its wait (sm_90a)."""
+    their batch, instead of before its wait (sm_90a). single_stage: with issue_first, a num_stages=1
+    loop whose staged tiles have two first readers or more keeps one buffer per tile, refilled for the
+    next iteration right after the tile's last reader (the gemm on the next tile runs beside the load)."""
     rev = _wave_reverse(k, num_sms) if num_sms else None
     smem = sum(a.buffer.numel() * a.buffer.dtype.bytes for a in collect(k.body, lambda n: isinstance(n, S.Allocate))
                if a.buffer.scope in ("shared", "shared.dyn") and const_int(a.buffer.numel()) is not None)
@@ -253,6 +263,7 @@ def pipeline_kernel(k: S.KernelLaunch, warn, num_sms: int | None = None,
     one_wave = sms is not None and blocks is not None and blocks <= sms
     threads = k.threads[0] * k.threads[1] * k.threads[2] if wgmma_inflight else 0
     p = _Pipeline(warn, rev[:2] if rev else None, smem, smem_limit, issue_first, one_wave, threads)
+    p.single_stage = single_stage and issue_first
     p.top = k.body
     body = p.visit(k.body)
     if not p.views:
@@ -262,10 +273,11 @@ def pipeline_kernel(k: S.KernelLaunch, warn, num_sms: int | None = None,
     return replace(k, body=_StageAllocs(p).visit(body)), p.views
 
 
-def _reader_groups(stmts: list, producers: list):
+def _reader_groups(stmts: list, producers: list, least: int = 2):
     """[(first reader, last reader, producers)] in issue order (by last reader), one group per
-    first reader of the staged tiles among the body's statements; None unless the tiles have two
-    first readers or more (all read by one statement: one group, nothing to gain)."""
+    first reader of the staged tiles among the body's statements; None unless the tiles have
+    `least` first readers or more (all read by one statement: one group, nothing to gain over the
+    plain schedule; at num_stages=1 one group is the schedule: refill after the last reader)."""
     uses = [{b.uid for b in buffers_used(st)} for st in stmts]
     by_first: dict = {}
     for p in producers:
@@ -275,7 +287,7 @@ def _reader_groups(stmts: list, producers: list):
         g = by_first.setdefault(at[0], [at[-1], []])
         g[0] = max(g[0], at[-1])
         g[1].append(p)
-    if len(by_first) < 2:
+    if len(by_first) < least:
         return None
     return sorted(((f, last, ps) for f, (last, ps) in by_first.items()), key=lambda g: g[1])
 
