@@ -52,3 +52,40 @@ def test_a_fresh_index_has_the_thread_indexs_range_and_ifs_narrow_it():
     cond = E.Binary("<", tid, E.as_expr(64), dt.bool_)
     st = fold_thread_ranges(S.IfThenElse(cond, put(tid // 64), None), tid, 384)
     assert divisions(index_of(st)) == 0
+
+
+def _value(e, env):
+    """e's value for the Vars in env (floor division and remainder, as the IR means them)."""
+    if isinstance(e, E.Const):
+        return int(e.value)
+    if isinstance(e, E.Var):
+        return env[e.name]
+    a, b = _value(e.a, env), _value(e.b, env)
+    ops = {"+": int.__add__, "-": int.__sub__, "*": int.__mul__, "//": int.__floordiv__, "%": int.__mod__,
+           ">>": int.__rshift__, "&": int.__and__}
+    return ops[e.op](a, b)
+
+
+def test_power_of_two_divisions_of_a_nonnegative_compound_become_shifts_and_masks():
+    # the producer warp group's `(tid - 256) // 8` and `% 8`: [0, 127] there, so `>> 3` and `& 7`
+    j = ((tid - 256) // 8) * 64 + (tid - 256) % 8 * 8
+    st = fold_thread_ranges(WarpGroupScope(2, 3, put(j)), tid, 384)
+    got = index_of(st)
+    ops = {n.op for n in collect(got, lambda n: isinstance(n, E.Binary))}
+    assert "//" not in ops and "%" not in ops and {">>", "&"} <= ops, got
+    assert all(_value(got, {"tid": t}) == _value(j, {"tid": t}) for t in range(256, 384))
+    # over the whole block tid - 256 may be negative: left as written
+    assert divisions(index_of(fold_thread_ranges(put(j), tid, 384))) == 2
+    assert "//" in str(index_of(fold_thread_ranges(put(j), tid, 384)))
+    # a plain variable's division is the code generator's (it prints nonnegative ones itself)
+    assert "//" in str(index_of(fold_thread_ranges(WarpGroupScope(2, 3, put(tid // 8)), tid, 384)))
+
+
+def test_the_x_thread_binding_of_a_one_dimensional_block_is_the_thread_index():
+    tx = E.Var("tx", dt.int32)
+    body = WarpGroupScope(2, 3, put((tx - 256) // 8))
+    k = S.KernelLaunch((E.Var("bx", dt.int32),), (4,), (384, 1, 1), (tx,), body)
+    got = index_of(fold_thread_ranges(k, tid, 384))
+    assert "tx" not in str(got) and ">>" in str(got), got  # tid, whose branch range proves tid - 256 >= 0
+    k2 = S.KernelLaunch((E.Var("bx", dt.int32),), (4,), (128, 3, 1), (tx,), body)  # 2-d block: tx is tid % 128
+    assert "tx" in str(index_of(fold_thread_ranges(k2, tid, 384)))

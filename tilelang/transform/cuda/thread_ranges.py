@@ -24,11 +24,13 @@ same for every input the ranges admit; nothing else changes.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ...arith.ranges import Ranges, TrackRanges
 from ...arith.simplify import const_int, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
-from ...ir.visitor import Mutator
+from ...ir.visitor import Mutator, substitute
 
 
 def _modulus(e) -> tuple | None:
@@ -53,6 +55,9 @@ class _Fold(TrackRanges, Mutator):
 
     def visit_KernelLaunch(self, k):
         self.ranges.kernel(k)
+        x = _block_x_var(k)
+        if x is not None:  # `tx` of a one-dimensional block is the thread index: branches narrow it
+            k = replace(k, body=substitute(k.body, {x: self.tid}))
         return self.generic(k)
 
     def visit_For(self, s):
@@ -82,12 +87,35 @@ class _Fold(TrackRanges, Mutator):
             return _decided(e)
         kind, d = m
         b = self.ranges.bounds(e.a)
-        if b is None or b[0] < 0 or b[0] // d != b[1] // d:
+        if b is None or b[0] < 0:
             return e
+        if b[0] // d != b[1] // d:
+            return _as_bit_op(e, kind, d)
         q = b[0] // d
         if kind == "q":
             return E.Const(q, e.dtype)
         return e.a if q == 0 else simplify(E.Binary("-", e.a, E.Const(q * d, e.dtype), e.dtype))
+
+
+def _as_bit_op(e, kind: str, d: int):
+    """A floor division / remainder of a value proven >= 0 by a power of two d as `>> s` / `& (d - 1)`:
+    the same value, and the C compiler sees no signed division (`(tid - 256) / 8` of a warp group
+    printed through tl_floordiv_i32 hides that the quotient and remainder are small and >= 0)."""
+    if e.op not in ("//", "%") or d & (d - 1) or isinstance(e.a, (E.Var, E.Const)):
+        return e  # a plain variable's nonnegative division the code generator prints itself
+    if kind == "q":
+        return E.Binary(">>", e.a, E.Const(d.bit_length() - 1, e.b.dtype), e.dtype)
+    return E.Binary("&", e.a, E.Const(d - 1, e.b.dtype), e.dtype)
+
+
+def _block_x_var(k):
+    """The Var T.get_thread_binding() binds to the x thread index of a one-dimensional block (the
+    code generator prints `tid % threads`: that is tid itself), or None."""
+    t = tuple(k.threads) + (1, 1)
+    if t[1] != 1 or t[2] != 1:
+        return None
+    xs = [v for v in k.thread_vars if v.name not in ("ty", "tz")]
+    return xs[0] if len(xs) == 1 else None
 
 
 _CMP = ("<", "<=", ">", ">=", "==", "!=")
