@@ -13,6 +13,8 @@ it runs. The function returns 0, or the 1-based index of a failed T.device_asser
 """
 from __future__ import annotations
 
+import functools
+
 from dataclasses import replace
 
 from ..arith.simplify import const_int
@@ -180,6 +182,7 @@ class CCodegen:
         self.depth = 0
         self.asserts: list[str] = []
         self.expr = CExpr(self.index, nonneg=(), nibble_fn=self.nibble_ref)
+        self.const_loops: set = set()  # counters of loops with a constant start and trip count
 
     # ---------------------------------------------------------------- helpers
     def emit(self, text: str):
@@ -205,14 +208,33 @@ class CCodegen:
         fn = "tl_nibble_set_atomic" if self.nibble_shared(buf) else "tl_nibble_set"
         return f"{fn}({base}, {off}, {self.expr.store_value(buf.dtype, value)});"
 
+    def split_inner_sum(self, buf: Buffer) -> bool:
+        """Whether the last index of `buf` prints as separate terms of its offset (CUDA, see there)."""
+        return False
+
+    def counter_last(self, e) -> list:
+        """e as [rest, terms...]: the terms of its sum that read counters of constant-trip loops and
+        nothing else (constants once unrolled) apart, last; the rest one sum, as written. (A bare
+        constant stays in the sum: split off, it cost a 4096^3 GEMM's hoisted-pointer loop 2 SASS.)"""
+        parts = sum_terms(e)
+        own = [t for t in parts if (vs := collect(t, lambda n: isinstance(n, E.Var)))
+               and all(v in self.const_loops for v in vs)]
+        rest = [t for t in parts if not any(t is o for o in own)]
+        if not own or not rest:
+            return [e]
+        return [functools.reduce(lambda a, b: E.Binary("+", a, b, e.dtype), rest), *own]
+
     def flat_offset(self, buf: Buffer, indices) -> str:
         if buf.ndim == 0 or buf.scope == "local.var":
             return "0"
         terms, stride = [], "1"
         for d in range(buf.ndim - 1, -1, -1):
-            idx = self.expr(indices[d])
-            if idx != "0":
-                terms.append(idx if stride == "1" else f"(int64_t){idx} * {stride}")
+            if stride == "1" and buf.ndim > 1 and self.split_inner_sum(buf):
+                terms.extend(reversed([t for t in map(self.expr, self.counter_last(indices[d])) if t != "0"]))
+            else:
+                idx = self.expr(indices[d])
+                if idx != "0":
+                    terms.append(idx if stride == "1" else f"(int64_t){idx} * {stride}")
             dim = buf.shape[d]
             c = const_int(dim) if not isinstance(dim, int) else dim
             dim_text = str(c) if c is not None else f"(int64_t){self.expr(dim)}"
@@ -371,6 +393,8 @@ class CCodegen:
 
     def s_For(self, s: S.For):
         v = s.var.name
+        if const_int(s.start) is not None and const_int(s.extent) is not None:
+            self.const_loops.add(s.var)
         start, ext = self.expr(s.start), self.expr(s.extent)
         if self.expr.nonnegative(s.start):
             self.expr.nonneg.add(s.var)
@@ -443,6 +467,13 @@ class CCodegen:
         if name.startswith("s_"):
             raise LoweringError(f"the C backend cannot emit {name[2:]} statements (internal: a pass is missing)")
         raise AttributeError(name)
+
+
+def sum_terms(e) -> list:
+    """The operands of a tree of integer `+` (e itself when it is no sum), left to right."""
+    if isinstance(e, E.Binary) and e.op == "+" and e.dtype.is_int:
+        return sum_terms(e.a) + sum_terms(e.b)
+    return [e]
 
 
 def uses_rng(body) -> bool:

@@ -127,6 +127,12 @@ class CudaCodegen(CCodegen):
             return f"{buf.name}[{stage}tl::{fn}<{w}, sizeof({t})>({r}, {c})]"
         return super().index(buf, indices)
 
+    def split_inner_sum(self, buf: Buffer) -> bool:
+        """A global tensor's last index `u * 64 + (tid & 7) * 8` prints as `... + u * 64 + (tid & 7) * 8`:
+        each term widens to 64 bits on its own, so the unrolled copies' constant parts become immediate
+        offsets of one address (as one 32-bit sum widened, nvcc computes a 64-bit address per copy)."""
+        return buf.scope == "global" and getattr(self.info, "split_global_index", False)
+
     def nibble_ref(self, buf: Buffer, indices) -> tuple[str, str]:
         if buf.uid in self.info.panels or buf.uid in self.info.swizzled or self.packed(buf):
             raise LoweringError(f"buffer {buf.name} of {buf.dtype} (packed two per byte) cannot have a swizzled "

@@ -109,6 +109,8 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_SLICE_PAIR_STORES = "tl.disable_slice_pair_stores"
     TL_DISABLE_WGMMA_INFLIGHT = "tl.disable_wgmma_inflight"
     TL_DISABLE_SINGLE_STAGE_PIPELINE = "tl.disable_single_stage_pipeline"
+    TL_DISABLE_SPLIT_GLOBAL_INDEX = "tl.disable_split_global_index"
+    TL_DISABLE_MANUAL_TMA_STORE = "tl.disable_manual_tma_store"
     TL_DEBUG_TIMELINE = "tl.debug_timeline"
     TL_DISABLE_SMEM_REUSE = "tl.disable_smem_reuse"
     TL_DISABLE_DYNAMIC_ALIGNMENT = "tl.disable_dynamic_alignment"
@@ -228,6 +230,12 @@ _DOCS = {
     "TL_DISABLE_MMA_SPLIT_CHAINS": "Ours. True: an mma.sync gemm of at most 2 tiles per warp accumulates every K "
                                    "slice into C in order (else odd slices into a second accumulator set, added at "
                                    "the end: twice the independent mma chains).",
+    "TL_DISABLE_SPLIT_GLOBAL_INDEX": "Ours. True (CUDA): a global tensor's last index is one 32-bit sum added to "
+                                     "the 64-bit offset (else its terms are added one by one, so the constant "
+                                     "parts of unrolled copies become immediate address offsets).",
+    "TL_DISABLE_MANUAL_TMA_STORE": "Ours. True: in hand warp-specialized kernels a T.copy of a T.tma_copy target "
+                                   "tile to a global box stays an element copy by the scope's threads (else TMA "
+                                   "stores issued by its first thread: transform/cuda/manual_ws.py).",
     "TL_DISABLE_SWIZZLE_SPAN_OFFSET": "Ours. True: element accesses of swizzled gemm tiles index through "
                                       "tl::swizzle_offset (else tl::swizzle_span_offset, the same address with the "
                                       "XOR confined to an 8-chunk span: constant column parts become immediates).",

@@ -25,7 +25,7 @@ PLAIN = "tl::cp_async_zfill<16>({0}, {1}, {2});"
 _OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "//": lambda a, b: a // b,
         "/": lambda a, b: a // b, "%": lambda a, b: a % b, "<": lambda a, b: a < b, "<=": lambda a, b: a <= b,
         ">": lambda a, b: a > b, ">=": lambda a, b: a >= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b,
-        "&&": lambda a, b: a and b, "||": lambda a, b: a or b}
+        "&&": lambda a, b: a and b, "||": lambda a, b: a or b, "&": lambda a, b: a & b, ">>": lambda a, b: a >> b}
 
 
 def gemm(M, N, K, bM, bN, bK, threads, stages):

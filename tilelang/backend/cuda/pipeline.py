@@ -145,6 +145,7 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                     group.add(v.view_of.uid)
     info.panel_xor = not config(ctx.pass_configs, "tl.disable_panel_xor_index", False)
     info.thread_ranges = not config(ctx.pass_configs, "tl.disable_thread_range_folding", False)
+    info.split_global_index = not config(ctx.pass_configs, "tl.disable_split_global_index", False)
     if not config(ctx.pass_configs, "tl.disable_atomic_runs", False):
         from ...transform.cuda.atomic_runs import merge_atomic_runs
 
