@@ -9,7 +9,13 @@ float64 with and without the passes that shape its code:
 - proxy fences only before barriers after writes the async proxy may reach
   (tl.disable_proxy_fence_reach): the flag tile's barrier in the producer carries none;
 - thread_sync.passes_apart (tl.disable_sync_pass_ranges): the producer's row loop, whose passes
-  touch disjoint flag elements, has no barrier at the end of its body.
+  touch disjoint flag elements, has no barrier at the end of its body;
+- thread_ranges again: the producer's `(tx - 256) // 8` and `% 8` (tx is the thread index of the
+  one-dimensional block) print as `>> 3` and `& 7`;
+- split global indices (tl.disable_split_global_index): the gather's last index `64 * u + c` is
+  added term by term to the 64-bit offset;
+- manual TMA stores (tl.disable_manual_tma_store): each consumer's copy of its half of the output
+  tile (a T.tma_copy target, in 64-column panels) to global memory is TMA stores by one thread.
 """
 import re
 
@@ -21,7 +27,8 @@ import tilelang.language as T
 
 H, D, BI, STAGES = 64, 128, 64, 2
 OFF = {"tl.disable_thread_range_folding": True, "tl.disable_panel_xor_index": True,
-       "tl.disable_proxy_fence_reach": True, "tl.disable_sync_pass_ranges": True}
+       "tl.disable_proxy_fence_reach": True, "tl.disable_sync_pass_ranges": True,
+       "tl.disable_split_global_index": True, "tl.disable_manual_tma_store": True}
 
 
 def gather_attn(seq, rows, topk):
@@ -123,6 +130,16 @@ def test_code_shape_with_and_without_the_passes():
     assert r_on.count("barrier_sync<") == 1 and r_off.count("barrier_sync<") == 2, (r_on, r_off)
     # the consumers' S tile (read by wgmma) keeps its fence
     assert "tl::fence_proxy_async(); tl::barrier_sync<1, 128>();" in first
+    # the gather's row and column: shifts and masks of tid - 256; its KV offset term by term
+    assert "((tid - 256) >> 3)" in prod_on and "((tid - 256) & 7)" in prod_on and "tl_floordiv" not in prod_on
+    assert "tl_floordiv_i32((tx - 256), 8)" in prod_off
+    assert "&KV[(int64_t)idx[0] * 128 + (u * 64) + (((tid - 256) & 7) * 8)]" in prod_on, prod_on
+    # the output: TMA stores of each consumer's panel, after the fence and barrier of its writes
+    second = on[on.index("if (tid >= 128 && tid < 256)"):on.index("if (tid >= 256")]
+    assert "tl::fence_proxy_async(); tl::barrier_sync<1, 128>();\n    if (tid == 0) { tl::tma_store(&tmap_1, Q_shared + 0, 0, 0, bx);" in first
+    assert "if (tid == 128) { tl::tma_store(&tmap_1, Q_shared + 4096, 64, 0, bx);" in second
+    assert "tl::tma_store_wait<0>();" in second and "copy_vec16" not in on
+    assert "tma_store" not in off and "copy_vec16(&O[" in off
 
 
 @pytest.mark.parametrize("cfg", [{}, OFF], ids=["on", "off"])

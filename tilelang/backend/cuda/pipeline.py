@@ -73,7 +73,9 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
         if ctx.target.sm < 90 and hopper_only:  # branches over whole warps (named barriers) work on sm_80
             raise LoweringError(f"T.ws (warp specialization by hand) needs sm_90a (Hopper); the target is "
                                 f"{ctx.target.arch}", k.span)
-        k_manual, manual = manual_ws(k, msgs.append)
+        k_manual, manual = manual_ws(k, msgs.append, ctx.target.sm >= 90
+                                     and not config(ctx.pass_configs, "tl.disable_manual_tma_store", False)
+                                     and not config(ctx.pass_configs, "tl.disable_tma_lower", False))
     elif ctx.target.sm >= 90 and not config(ctx.pass_configs, "tl.disable_warp_specialized", False) \
             and not config(ctx.pass_configs, "tl.disable_tma_lower", False) \
             and not config(ctx.pass_configs, "tl.disable_wgmma", False):

@@ -48,9 +48,11 @@ def has_warp_groups(k: S.KernelLaunch) -> bool:
     return bool(collect(k.body, lambda n: isinstance(n, H.WarpGroupScope)))
 
 
-def manual_ws(k: S.KernelLaunch, warn) -> tuple[S.KernelLaunch, ManualWS]:
-    """-> (rewritten kernel, ManualWS). Raises LoweringError for what it cannot lower."""
+def manual_ws(k: S.KernelLaunch, warn, tma_stores: bool = True) -> tuple[S.KernelLaunch, ManualWS]:
+    """-> (rewritten kernel, ManualWS). Raises LoweringError for what it cannot lower.
+    tma_stores: a T.copy of a T.tma_copy target tile to a global box becomes TMA stores (sm_90a)."""
     rw = _Rewrite(warn)
+    rw.tma_stores = tma_stores
     body = rw.top(k.body)
     return replace(k, body=body), rw.info
 
@@ -71,6 +73,7 @@ class _Rewrite(Mutator):
         self.lo = 0  # first thread of the innermost enclosing scope
         self.views: dict = {}  # storage uid -> 2-d window Buffer
         self.noted = False
+        self.tma_stores = True
 
     def top(self, body: S.Stmt) -> S.Stmt:
         stmts = list(body.stmts if isinstance(body, S.SeqStmt) else (body,))
@@ -199,3 +202,45 @@ class _Rewrite(Mutator):
         text = (f"if (tid == {self.lo}) {{{{ tl::mbarrier_expect_tx({{0}}, {nbytes}); "
                 + " ".join(loads) + " }}")
         return S.seq(*pre, Raw(text, tuple(args), span=op.span))
+
+    def visit_Copy(self, op: O.Copy):
+        """T.copy(X[:, c0:c0 + W], Out[..]) of a tile in TMA's layout (a T.tma_copy target: 64-column
+        128B-swizzled panels, or one swizzled box) to a global box: TMA stores issued by the scope's
+        first thread, which waits until they have read the tile. The threads' element copy
+        (a 16-byte shared load, an address and a global store per 8 elements) goes; thread_sync
+        puts the barrier (and proxy_fences the fence) after the tile's writes before it.
+
+            T.copy(O_s[:, 0:256], Out[b, s, 0:64, 0:256])   ->   if (tid == lo) { tma_store(&tmap_1,
+                                                                   O_s + q * 4096, q * 64, 0, s, b) (q < 4);
+                                                                   commit; wait until read }"""
+        x, g = op.src.buffer, op.dst.buffer
+        if not self.tma_stores or x.scope not in ("shared", "shared.dyn") or g.scope != "global" or x.ndim != 2:
+            return op
+        panel = x.uid in self.info.panels
+        if not panel and x.uid not in self.info.swizzled:
+            return op
+        rows, width = (const_int(n) for n in x.shape)
+        (r0, rn), (c0, cn) = ((const_int(a), const_int(b)) for a, b in zip(op.src.starts, op.src.extents))
+        whole = r0 == 0 and rn == rows and (c0 == 0 and cn == width or panel and c0 % 64 == 0 and cn % 64 == 0)
+        if None in (rows, width, r0, rn, c0, cn) or not whole:
+            return op
+        box_tile = Buffer(x.name + "_box", (rows, cn), x.dtype, "shared.dyn")
+        plan, _ = tma_plan(O.Copy(op.dst, box_tile.region(), disable_tma=op.disable_tma))
+        if plan is None or (plan[1], plan[2]) != ((128, cn // 64) if panel else (width * x.dtype.bytes, 1)):
+            return op
+        box, swz, _ = plan
+        desc = next((d for d in self.info.descs if d.buffer is g and d.box == box and d.swizzle == swz), None)
+        if desc is None:
+            desc = TmaDesc(f"tmap_{len(self.info.descs)}", g, box, swz)
+            self.info.descs.append(desc)
+        coords = [simplify(E.as_expr(c)) for c in reversed(op.dst.starts)]  # innermost first
+        args, stores = [], []
+        for q in range(cn // 64 if panel else 1):
+            c = [simplify(coords[0] + q * 64)] + coords[1:]
+            first = len(args)
+            args += [E.as_expr((c0 // 64 + q) * rows * 64 if panel else 0)] + c
+            stores.append(f"tl::tma_store(&{desc.name}, {x.name} + {{{first}}}"
+                          + "".join(f", {{{first + 1 + j}}}" for j in range(len(c))) + ");")
+        text = (f"if (tid == {self.lo}) {{{{ " + " ".join(stores)
+                + " tl::tma_store_commit(); tl::tma_store_wait<0>(); }}")
+        return Raw(text, tuple(args), reads=(x,), span=op.span)
