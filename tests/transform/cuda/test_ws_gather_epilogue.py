@@ -133,7 +133,7 @@ def test_code_shape_with_and_without_the_passes():
     # the gather's row and column: shifts and masks of tid - 256; its KV offset term by term
     assert "((tid - 256) >> 3)" in prod_on and "((tid - 256) & 7)" in prod_on and "tl_floordiv" not in prod_on
     assert "tl_floordiv_i32((tx - 256), 8)" in prod_off
-    assert "&KV[(int64_t)idx[0] * 128 + (u * 64) + (((tid - 256) & 7) * 8)]" in prod_on, prod_on
+    assert "&KV[(int64_t)idx[0] * 128 + (((tid - 256) & 7) * 8) + (u * 64)]" in prod_on, prod_on
     # the output: TMA stores of each consumer's panel, after the fence and barrier of its writes
     second = on[on.index("if (tid >= 128 && tid < 256)"):on.index("if (tid >= 256")]
     assert "tl::fence_proxy_async(); tl::barrier_sync<1, 128>();\n    if (tid == 0) { tl::tma_store(&tmap_1, Q_shared + 0, 0, 0, bx);" in first
