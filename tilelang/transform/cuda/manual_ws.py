@@ -76,6 +76,7 @@ class _Rewrite(Mutator):
         self.tma_stores = True
 
     def top(self, body: S.Stmt) -> S.Stmt:
+        self.body = body
         stmts = list(body.stmts if isinstance(body, S.SeqStmt) else (body,))
         stmts, serial = ring_loops(stmts)
         for loop, why in serial:
@@ -217,7 +218,7 @@ class _Rewrite(Mutator):
         if not self.tma_stores or x.scope not in ("shared", "shared.dyn") or g.scope != "global" or x.ndim != 2:
             return op
         panel = x.uid in self.info.panels
-        if not panel and x.uid not in self.info.swizzled:
+        if not panel and x.uid not in self.info.swizzled or self.elsewhere(g, op):
             return op
         rows, width = (const_int(n) for n in x.shape)
         (r0, rn), (c0, cn) = ((const_int(a), const_int(b)) for a, b in zip(op.src.starts, op.src.extents))
@@ -244,3 +245,15 @@ class _Rewrite(Mutator):
         text = (f"if (tid == {self.lo}) {{{{ " + " ".join(stores)
                 + " tl::tma_store_commit(); tl::tma_store_wait<0>(); }}")
         return Raw(text, tuple(args), reads=(x,), span=op.span)
+
+    def elsewhere(self, g: Buffer, op) -> bool:
+        """Whether the kernel reads global tensor g, or writes it other than by copies of shared tiles
+        (TMA stores land asynchronously: such an access would need them complete). Copies of other
+        shared tiles into g (the other warp group's half of the output) may be TMA stores too."""
+        def touches(n):
+            if isinstance(n, (E.BufferLoad, S.BufferStore)):
+                return n.buffer is g
+            if isinstance(n, O.Copy) and n is not op:
+                return n.src.buffer is g or n.dst.buffer is g and n.src.buffer.scope not in ("shared", "shared.dyn")
+            return isinstance(n, H.TmaCopy) and n.src.buffer is g
+        return bool(collect(self.body, touches))
