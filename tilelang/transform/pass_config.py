@@ -111,6 +111,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_SINGLE_STAGE_PIPELINE = "tl.disable_single_stage_pipeline"
     TL_DISABLE_SPLIT_GLOBAL_INDEX = "tl.disable_split_global_index"
     TL_DISABLE_MANUAL_TMA_STORE = "tl.disable_manual_tma_store"
+    TL_DISABLE_WS_FRAGMENT_GUARD = "tl.disable_ws_fragment_guard"
     TL_DEBUG_TIMELINE = "tl.debug_timeline"
     TL_DISABLE_SMEM_REUSE = "tl.disable_smem_reuse"
     TL_DISABLE_DYNAMIC_ALIGNMENT = "tl.disable_dynamic_alignment"
@@ -258,6 +259,10 @@ _DOCS = {
     "TL_DISABLE_SINGLE_STAGE_PIPELINE": "Ours. True: a T.Pipelined(num_stages=1) loop on sm_90 runs unpipelined "
                                         "(else, where its staged tiles have two first readers or more, each tile's "
                                         "load for the next iteration is issued right after its last reader).",
+    "TL_DISABLE_WS_FRAGMENT_GUARD": "Ours. True: a T.Pipelined body under `if frag[k]:` (a fragment filled by a "
+                                    "T.copy from global before the loop, block-sparse attention's mask) keeps the "
+                                    "cp.async pipeline (else it is warp-specialized, the producer reading the global "
+                                    "elements; transform/cuda/ws_guard.py).",
     "TL_DEBUG_TIMELINE": "Ours. True: persistent kernels record per-tile timestamps (kernel.timeline()).",
     "TL_DISABLE_SMEM_REUSE": "Ours; the same as TL_DISABLE_SHARED_MEMORY_REUSE.",
     "TL_DISABLE_DYNAMIC_ALIGNMENT": "Ours. True: CUDA kernels with T.dynamic row lengths are compiled for any "

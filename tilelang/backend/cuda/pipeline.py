@@ -89,7 +89,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                                    not config(ctx.pass_configs, "tl.disable_deferred_epilogue", False),
                                    not config(ctx.pass_configs, "tl.disable_deep_ring", False),
                                    not config(ctx.pass_configs, "tl.ws_no_setmaxnreg", False),
-                                   bool(config(ctx.pass_configs, "tl.enable_ws_overlap", False)))
+                                   bool(config(ctx.pass_configs, "tl.enable_ws_overlap", False)),
+                                   not config(ctx.pass_configs, "tl.disable_ws_fragment_guard", False))
     if ws is not None:
         k_piped, views = k_ws, []
     elif manual is not None:

@@ -42,6 +42,7 @@ from .stream_k import (
     stream_k_plan,
     stream_k_units,
 )
+from .ws_guard import producer_guard
 from .ws_epilogue import TmaDesc, defer_epilogue, defer_fits, tma_store_epilogue
 from .ws_loads import hoist_staged_decls, hoistable_copies, plan_prefix_loads, take_prefix_loads, tma_plan
 from .ws_overlap import chain_plan, overlapped_consumer
@@ -87,7 +88,7 @@ def top_pipelined(body):
 def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, clusters: bool = False,
                     stream_k: bool = True, timeline: bool = False, serpentine: bool = True,
                     defer_epilogue: bool = True, deep_ring: bool = True, rebalance_regs: bool = True,
-                    chain: bool = False):
+                    chain: bool = False, fragment_guard: bool = True):
     """Returns (new kernel, WSInfo) or (k, None) when the kernel keeps the cp.async pipeline.
 
     num_sms: make the kernel persistent -- min(tiles, num_sms) blocks, each looping over the
@@ -107,8 +108,10 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     rebalance_regs: False leaves out setmaxnreg (for kernels that use fewer registers than the
     producer's decrease names, which ptxas rejects).
     chain: a loop of two chained gemms (attention: scores, then P @ V) keeps the next scores gemm
-    in flight beside this one's output gemm (ws_overlap.py; `tl.enable_ws_overlap`)."""
-    plan = _plan(k, warn, num_sms, clusters, stream_k, serpentine, deep_ring)
+    in flight beside this one's output gemm (ws_overlap.py; `tl.enable_ws_overlap`).
+    fragment_guard: a guarded body's condition may read a fragment filled from global memory
+    before the loop (ws_guard.py; `tl.disable_ws_fragment_guard`)."""
+    plan = _plan(k, warn, num_sms, clusters, stream_k, serpentine, deep_ring, fragment_guard)
     if plan is None:
         return k, None
     plan.rebalance_regs = rebalance_regs
@@ -190,7 +193,7 @@ class WSPlan:
 
 
 def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine=False,
-          deep_ring=False) -> WSPlan | None:
+          deep_ring=False, fragment_guard=False) -> WSPlan | None:
     """The plan, or None (with a warning where wgmma or TMA is what is missing)."""
     T = k.threads[0] * k.threads[1] * k.threads[2]
     stmts, loops = top_pipelined(k.body)
@@ -201,7 +204,7 @@ def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine
     producers = hoistable_copies(body)
     guard = None
     if not producers:
-        guard, body, producers = _guarded_copies(body)
+        guard, body, producers = _guarded_copies(body, k, stmts[:loops[0]], fragment_guard)
     if collect(S.seq(*body), lambda n: isinstance(n, O.Im2Col)):
         warn("no warp specialization (TMA pipeline): T.im2col has no TMA im2col lowering here; the loop runs as a "
              "cp.async pipeline")
@@ -318,24 +321,29 @@ def _barrier_groups(plan: WSPlan) -> list | None:
     return out
 
 
-def _guarded_copies(body: list) -> tuple:
+def _guarded_copies(body: list, k=None, prefix=(), fragment_guard=False) -> tuple:
     """(guard, body, copies) for a loop body that is one `if cond:` (no else) whose branch starts
     with copies the producer can issue (`if BlockMask[by, bx, k]: T.copy(...); T.gemm(...)`): the
     producer loads only where cond holds, the consumers keep `if cond:` around the rest of the
     branch. (None, body, []) otherwise. cond may read global memory, the loop and block
-    variables and scalars computed before the loop, nothing computed in the body."""
+    variables and scalars computed before the loop, nothing computed in the body; with
+    fragment_guard also a fragment a T.copy from global filled before the loop (ws_guard.py: the
+    producer reads the global elements)."""
     if len(body) != 1 or not isinstance(body[0], S.IfThenElse) or body[0].else_case is not None:
         return None, body, []
     br = body[0]
     inner = list(br.then_case.stmts) if isinstance(br.then_case, S.SeqStmt) else [br.then_case]
     copies = hoistable_copies(inner)
     tiles = {c.dst.buffer.uid for c in copies}
-    if not copies or collect(br.then_case, lambda n: isinstance(n, S.Allocate) and n.buffer.uid in tiles) \
-            or any(ld.buffer.scope not in _SCALAR + ("global",)
-                         for ld in collect(br.cond, lambda n: isinstance(n, E.BufferLoad))):
+    if not copies or collect(br.then_case, lambda n: isinstance(n, S.Allocate) and n.buffer.uid in tiles):
         return None, body, []
+    cond = br.cond
+    if any(ld.buffer.scope not in _SCALAR + ("global",) for ld in collect(cond, lambda n: isinstance(n, E.BufferLoad))):
+        cond = producer_guard(cond, k, list(prefix)) if fragment_guard and k is not None else None
+        if cond is None:
+            return None, body, []
     rest = [b for b in inner if not any(b is c for c in copies)]
-    return br.cond, [replace(br, then_case=S.seq(*rest))], copies
+    return cond, [replace(br, then_case=S.seq(*rest))], copies
 
 
 def _producer_prefix(plan: WSPlan) -> list | None:
