@@ -135,6 +135,8 @@ CASES = {
     "gemm_f16acc-sm90": ("gemm_f16acc", {}, "sm_90a", {}),
     "gemm-sm90-no-ws": ("gemm", {}, "sm_90a", {"tl.disable_warp_specialized": True}),
     "gemm-sm90-no-tma": ("gemm", {}, "sm_90a", {"tl.disable_tma_lower": True}),
+    "gemm-sm90-no-ws-no-inflight": ("gemm", {}, "sm_90a", {"tl.disable_warp_specialized": True,
+                                                          "tl.disable_wgmma_inflight": True}),
     "gemm-sm90-K100": ("gemm", {"K": 100}, "sm_90a", {}),
     "bgemm-sm90-ws": ("batched_gemm", {}, "sm_90a", {}),
     "gemm_nt-sm90-box": ("gemm_nt", {}, "sm_90a", {}),

@@ -281,9 +281,19 @@ def test_pass_configs_turn_warp_specialization_off(case, build):
     assert not b.warnings
     assert "tma_load" not in src and "setmaxnreg" not in src and "mbarrier" not in src and "TensorMap" not in src
     assert "__launch_bounds__(128, 1)" in src  # no producer warpgroup
-    # cp.async pipeline instead; on sm_90 the refill goes out before the wait, 3 stages in flight
+    # cp.async pipeline instead, still on wgmma; the gemm's batch stays in flight (wgmma_inflight) and
+    # the refill two stages ahead follows it after a barrier, so the stage wait leaves one group pending
+    assert "tl::cp_async_wait<1>();" in src and "A_s_stages" in src
+    assert "tl::gemm_ss_sm90<128, 128, 32, 1, 1, false," in src and "tl::half_t, 1>(A_s, B_s, C_l)" in src
+    assert "tl::warpgroup_wait<0>();" in src
+
+
+@pytest.mark.parametrize("case", ["gemm-sm90-no-ws-no-inflight"])
+def test_no_ws_gemm_without_inflight_refills_before_the_wait(case, build):
+    src = build(case).source
+    # wgmma_inflight off: on sm_90 the refill goes out before the wait, 3 stages in flight
     assert "tl::cp_async_wait<2>();" in src and "A_s_stages" in src
-    assert "tl::gemm_ss_sm90<128, 128, 32, 1, 1, false," in src      # still on wgmma
+    assert "tl::gemm_ss_sm90<128, 128, 32, 1, 1, false," in src and "warpgroup_wait<0>" not in src
 
 
 # ----------------------------------------------------------------------------- persistent tile loop
