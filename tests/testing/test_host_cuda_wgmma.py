@@ -174,3 +174,70 @@ def test_warp_specialized_flash_attention_runs_on_host(host, overlap):
     cfg = {"tl.enable_ws_overlap": True} if overlap else {}
     src = run_attention_on_host(host, True, (128, 64, 3, 256), cfg, seed=9)
     assert "tl::mbarrier_wait" in src
+
+
+def staged_gemm_3d(Bt, M, N, K, bm, bn, bk):
+    """C[b] = A[b] @ B stored through the kernel's own shared tile (`T.copy(C_l, C_s); T.copy(C_s,
+    C[b, rows, cols])`, as attention stores O): warp specialization takes the pair as one copy
+    through its swizzled staging tile and 3-d TMA stores; ragged M exercises TMA's clipping."""
+
+    @T.prim_func
+    def f(A: T.Tensor((Bt, M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((Bt, M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), Bt, threads=128) as (bx, by, bz):
+            As = T.alloc_shared((bm, bk), "float16")
+            Bs = T.alloc_shared((bk, bn), "float16")
+            Cs = T.alloc_shared((bm, bn), "float16")
+            Cl = T.alloc_fragment((bm, bn), "float32")
+            T.clear(Cl)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
+                T.copy(A[bz, by * bm:(by + 1) * bm, k * bk:(k + 1) * bk], As)
+                T.copy(B[k * bk, bx * bn], Bs)
+                T.gemm(As, Bs, Cl)
+            T.copy(Cl, Cs)
+            T.copy(Cs, C[bz, by * bm:(by + 1) * bm, bx * bn:(bx + 1) * bn])
+
+    return f
+
+
+@pytest.mark.nvrtc
+def test_kernel_staged_output_through_tma_store_runs_on_host(host):
+    Bt, M, N, K = 2, 200, 128, 128
+    k = tilelang.compile(staged_gemm_3d(Bt, M, N, K, 128, 128, 64), target=SM90)
+    src = k.get_kernel_source()
+    assert "tl::tma_store(" in src and "tl_half* Cs = " not in src and "C_tma[tl::panel_" in src
+    g = torch.Generator().manual_seed(11)
+    a = torch.randn(Bt, M, K, generator=g).half()
+    b = torch.randn(K, N, generator=g).half()
+    c = torch.full((Bt, M, N), float("nan")).half()
+    prog = host.HostProgram({"g": k})
+    prog.run("g", [a, b, c])
+    prog.close()
+    ref = a.double() @ b.double()
+    assert (c.double() - ref).abs().max().item() <= 2e-3 * ref.abs().max().item()
+
+
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("cfg", [(128, 128, 1, 128), (64, 64, 2, 128)], ids=["128x128", "64x64"])
+def test_attention_output_through_tma_store_runs_on_host(host, cfg):
+    """The example's attention (Output[b, rows, h, :] of a 4-d tensor, 200 ragged rows) stores O
+    through the swizzled staging tile and 4-d TMA stores; the output starts as NaN."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+    from flash_attention import flashattn
+
+    B, H, S, D = 1, 2, 200, 64
+    k = tilelang.compile(flashattn.get_tir(B, H, S, D, False, *cfg), target=SM90)
+    src = k.get_kernel_source()
+    assert "O_shared" not in src and "copy_vec16(&Output" not in src
+    assert src[src.index("tl::tma_store(&"):].split(";")[0].count(",") == 5  # map, tile, 4 coordinates
+    g = torch.Generator().manual_seed(13)
+    q, kk, v = (torch.randn(B, S, H, D, generator=g).half() for _ in range(3))
+    o = torch.full((B, S, H, D), float("nan")).half()
+    prog = host.HostProgram({"fa": k})
+    prog.run("fa", [q, kk, v, o])
+    prog.close()
+    s = torch.einsum("bqhd,bkhd->bhqk", q.double(), kk.double()) / D ** 0.5
+    ref = torch.einsum("bhqk,bkhd->bqhd", s.softmax(-1), v.double())
+    assert (o.double() - ref).abs().max().item() < 3e-3

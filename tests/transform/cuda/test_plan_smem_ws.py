@@ -47,7 +47,10 @@ def prefix_stage_epilogue(M=128, D=64, K=256, bk=64, stages=2):
                 T.copy(Kt[k * bk, 0], K_s)
                 T.gemm(Q_s, K_s, acc)
             T.copy(acc, O_s)
-            T.copy(O_s, Out[bx * 64, 0])
+            # read out by an element loop: a T.copy(O_s, Out[...]) would make the pair one store
+            # through warp specialization's own TMA staging tile (ws_epilogue.fold_staged_store)
+            for i, j in T.Parallel(64, D):
+                Out[bx * 64 + i, j] = O_s[i, j]
 
     return pse
 

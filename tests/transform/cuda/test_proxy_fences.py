@@ -112,8 +112,11 @@ def test_attention_forward_fences_only_the_barrier_after_the_q_copy():
 def test_attention_forward_with_q_loaded_by_the_producer_needs_no_fence():
     src = tilelang.compile(tk.attention(1, 2, 256, 64, 64, 64, stages=2), target=SM90).get_kernel_source()
     consumer = src.split("setmaxnreg_inc")[1]
-    # Q written by TMA and read by wgmma: both in the async proxy, ordered by the tl_pre wait
-    assert "tl::mbarrier_wait(&tl_pre[0], 0);" in consumer and "fence_proxy_async" not in consumer
+    # Q written by TMA and read by wgmma: both in the async proxy, ordered by the tl_pre wait; the
+    # one fence orders the output tile's generic stores before its TMA store reads them
+    assert "tl::mbarrier_wait(&tl_pre[0], 0);" in consumer and consumer.count("fence_proxy_async") == 1
+    assert consumer.index("fence_proxy_async") > consumer.index("O_tma[") and \
+        consumer.index("fence_proxy_async") < consumer.index("tl::tma_store(")
 
 
 # ---- which writes dirty: memory the async proxy may reach (a buffer an inline statement names, or

@@ -173,3 +173,47 @@ def test_accumulator_box_copies_stay_in_registers_on_cuda(part):
     src = k.get_kernel_source()
     assert "float C_l[" in src and "C_l = reinterpret_cast" not in src
     assert src.count("tl_store2(") == (1 if part == "rows" else 2)
+
+
+def _staged_out(read_back: bool):
+    """A GEMM that stores C through its own shared tile C_s (attention's O epilogue); with
+    read_back, C_s is also read by an element loop (a ragged varlen store), so it must stay."""
+
+    @T.prim_func
+    def staged(A: T.Tensor((2, 256, 128), "float16"), B: T.Tensor((128, 128), "float16"),
+               C: T.Tensor((2, 256, 128), "float16"), D: T.Tensor((256, 128), "float16")):
+        with T.Kernel(1, 2, 2, threads=128) as (bx, by, bz):
+            A_s = T.alloc_shared((128, 64), "float16")
+            B_s = T.alloc_shared((64, 128), "float16")
+            C_s = T.alloc_shared((128, 128), "float16")
+            C_l = T.alloc_fragment((128, 128), "float32")
+            T.clear(C_l)
+            for ko in T.Pipelined(2, num_stages=2):
+                T.copy(A[bz, by * 128:(by + 1) * 128, ko * 64:(ko + 1) * 64], A_s)
+                T.copy(B[ko * 64, 0], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C_s)
+            T.copy(C_s, C[bz, by * 128:(by + 1) * 128, 0:128])
+            if read_back:
+                for i, j in T.Parallel(128, 128):
+                    D[by * 128 + i, j] = C_s[i, j]
+
+    return staged
+
+
+def test_kernel_staging_tile_becomes_the_tma_staging_tile():
+    """T.copy(C_l, C_s); T.copy(C_s, C[bz, rows, :]) is stored as one accumulator copy: the
+    swizzled staging tile (conflict-free fragment stores) and 3-d TMA stores, no C_s."""
+    src = tilelang.compile(_staged_out(False), target="cuda -arch=sm_90a").get_kernel_source()
+    cons = _consumer(src)
+    assert "tl_half* C_s = " not in src and "copy_vec16(" not in cons
+    stores = call_args(cons, "tl::tma_store")
+    assert [s[2:] for s in stores][:2] in ([["0 + 0", "(by * 128) + 0", "bz"], ["0 + 64", "(by * 128) + 0", "bz"]],
+                                           [["tl_out_2[0] + 0", "tl_out_1[0] + 0", "tl_out_0[0]"],
+                                            ["tl_out_2[0] + 64", "tl_out_1[0] + 0", "tl_out_0[0]"]]), stores
+    assert "C_tma[tl::panel_" in cons
+
+
+def test_kernel_staging_tile_read_elsewhere_stays():
+    src = tilelang.compile(_staged_out(True), target="cuda -arch=sm_90a").get_kernel_source()
+    assert "tl_half* C_s = " in src and "tl::tma_store(" not in src

@@ -61,8 +61,8 @@ def test_producer_consumer_structure(case, threads, stages, ndim, tiles, build, 
         offs = [int(re.search(r"\+ (\d+)$", a[2]).group(1)) for a in own]
         assert offs == [q * elems // boxes for q in range(boxes)]
     # the tensor maps are kernel parameters the host fills per call
-    # (2-d fp16 C: one more map, for the TMA-store epilogue)
-    stores = [f"tmap_{len(tiles)}"] if ndim == 2 else []
+    # (fp16 C, 2-d or batched 3-d: one more map, for the TMA-store epilogue)
+    stores = [f"tmap_{len(tiles)}"]
     params = re.findall(r"const __grid_constant__ tl::TensorMap (tmap_\d+)", src)
     assert params == [name for name, _, _ in tiles] + stores
     assert [k for k, _ in cs.arg_kinds].count("tensormap") == len(tiles) + len(stores)

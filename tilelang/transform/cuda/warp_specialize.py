@@ -43,7 +43,7 @@ from .stream_k import (
     stream_k_units,
 )
 from .ws_guard import producer_guard
-from .ws_epilogue import TmaDesc, defer_epilogue, defer_fits, tma_store_epilogue
+from .ws_epilogue import TmaDesc, defer_epilogue, defer_fits, fold_staged_store, tma_store_epilogue
 from .ws_loads import hoist_staged_decls, hoistable_copies, plan_prefix_loads, take_prefix_loads, tma_plan
 from .ws_overlap import chain_plan, overlapped_consumer
 
@@ -559,8 +559,17 @@ def _rewrite(plan: WSPlan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.K
                  if a.buffer.scope in ("shared", "shared.dyn") and a.buffer.uid not in storages)
     defer = plan.persistent and plan.defer_epilogue and defer_fits(plan)
     pre_issue, prefix, allocs, pre_wait = take_prefix_loads(plan.pre, prefix, info)
-    epi = tma_store_epilogue(k, suffix, plan.gemms, SMEM_MAX - 2048 - staged - others, len(info.descs), warn,
-                              64 if defer else 256)
+    free, rows = SMEM_MAX - 2048 - staged - others, 64 if defer else 256
+    folded = fold_staged_store(prefix, suffix, plan.gemms)  # the user's own staging tile: TMA's instead
+    epi = None
+    if folded is not None:
+        o_s = next(a.buffer for a in prefix if isinstance(a, S.Allocate) and not any(a is b for b in folded[0]))
+        epi = tma_store_epilogue(k, folded[1], plan.gemms, free + o_s.numel() * o_s.dtype.bytes, len(info.descs),
+                                 lambda m: None, rows, same=(folded[2],))
+        if epi is not None:
+            prefix = folded[0]
+    if epi is None:
+        epi = tma_store_epilogue(k, suffix, plan.gemms, free, len(info.descs), warn, rows)
     store_wait, deferred = [], None
     if epi is not None:
         suffix, c_s, desc, where = epi

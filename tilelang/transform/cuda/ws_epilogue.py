@@ -3,10 +3,14 @@ memory through a shared staging tile and TMA stores, and (persistent plain GEMMs
 stores deferred into the next tile's k-loop. Used by warp_specialize.py.
 
 Expects: the tile-level statements after the pipelined loop (the suffix) and the gemms of the loop.
-Guarantees: the suffix's T.copy of an accumulator to a 2-d 16-bit global tile becomes chunks of
+Guarantees: the suffix's T.copy of an accumulator to a 16-bit global tile (rows x columns of a
+2-5 d tensor, the columns its inner dim) becomes chunks of
 `wait for the last TMA store's read; registers -> staging tile; tma_store`, or, deferred, a
 packed register copy of the tile stored chunk by chunk during the next k-loop and after the
-block's last tile; C is written nowhere else (TMA stores land asynchronously).
+block's last tile; C is written nowhere else (TMA stores land asynchronously). A user's own
+staging (`T.copy(acc, O_s); T.copy(O_s, O[...])`, attention's epilogue) is taken as the one copy
+(`fold_staged_store`): O_s was a plain row-major tile, whose fragment stores conflict 8 ways
+in shared-memory banks (rows of 256 B), copied out by the threads.
 """
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ from ...arith.simplify import const_int, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer, BufferRegion
-from ...ir.visitor import collect
+from ...ir.visitor import buffers_used, collect
 from ...op import tile_ops as O
 from .lower_tile_ops import Raw
 
@@ -37,17 +41,19 @@ class TmaDesc:
 
 
 def tma_store_epilogue(k: S.KernelLaunch, suffix: list, gemms: list, free: int, ndesc: int, warn,
-                        max_rows: int = 256):
+                        max_rows: int = 256, same=()):
     """(new suffix, staging tile, tensor map, Epilogue) or None: the epilogue's T.copy of a gemm accumulator
-    to a 2-d fp16/bf16 global tile becomes, per chunk of the tile's rows, a store of the chunk into
-    a shared staging tile (64-column 128B-swizzled panels) and TMA stores issued by thread 0 --
-    asynchronous, so the next tile's mainloop overlaps the global writes, and TMA drops the
-    out-of-range part of ragged tiles. Chunks are as tall as the shared memory left allows.
+    to a fp16/bf16 global tile (rows x columns of a 2-5 d tensor, the columns its inner dim) becomes,
+    per chunk of the tile's rows, a store of the chunk into a shared staging tile (64-column
+    128B-swizzled panels) and TMA stores issued by thread 0 -- asynchronous, so the next tile's
+    mainloop overlaps the global writes, and TMA drops the out-of-range part of ragged tiles.
+    Chunks are as tall as the shared memory left allows.
 
         T.copy(C_l, C[by*128, bx*256])   ->   per chunk h: wait until the last TMA store has read C_s;
                                                  T.copy(C_l[h*64:(h+1)*64, :], C_s); tma_store(C_s -> C)
 
-    max_rows: chunks at most this tall (defer_epilogue's register copy is stored 64 rows at a time)."""
+    max_rows: chunks at most this tall (defer_epilogue's register copy is stored 64 rows at a time).
+    same: statements of k.body that are this copy (fold_staged_store's pair), not other writers of C."""
     accs = {g.C.buffer.uid for g in gemms}
     hits = [i for i, st in enumerate(suffix) if isinstance(st, O.Copy) and st.src.buffer.uid in accs
             and st.dst.buffer.scope == "global"]
@@ -59,15 +65,18 @@ def tma_store_epilogue(k: S.KernelLaunch, suffix: list, gemms: list, free: int, 
     R, W = (const_int(x) for x in f.shape) if f.ndim == 2 else (None, None)
     full = f.ndim == 2 and all(const_int(s_) == 0 for s_ in op.src.starts) and \
         [const_int(e) for e in op.src.extents] == [R, W]
-    if not full or c.ndim != 2 or c.dtype.bytes != 2 or [const_int(e) for e in op.dst.extents] != [R, W]:
+    ext = [const_int(e) for e in op.dst.extents]
+    wide = [d for d, e in enumerate(ext) if e != 1]
+    rdim = wide[0] if len(wide) == 2 and wide[1] == c.ndim - 1 else None
+    if not full or not 2 <= c.ndim <= 5 or c.dtype.bytes != 2 or rdim is None or [ext[rdim], ext[-1]] != [R, W]:
         return None
-    inner = const_int(c.shape[1])
+    inner = const_int(c.shape[-1])
     if inner is None or (inner * 2) % 16 or R > 256 or W % 64:
         return None
     # C must be written only here: TMA stores land asynchronously
     touched = [n for n in collect(k.body, lambda n: isinstance(n, (E.BufferLoad, S.BufferStore, O.Copy)))
-               if n is not op and (getattr(n, "buffer", None) is c
-                                   or (isinstance(n, O.Copy) and c in (n.src.buffer, n.dst.buffer)))]
+               if n is not op and not any(n is x for x in same)
+               and (getattr(n, "buffer", None) is c or (isinstance(n, O.Copy) and c in (n.src.buffer, n.dst.buffer)))]
     if touched:
         return None
     rows = R  # chunks of whole rows: every thread stores in every chunk
@@ -78,27 +87,71 @@ def tma_store_epilogue(k: S.KernelLaunch, suffix: list, gemms: list, free: int, 
              f"{rows}x{W} staging tile needs {rows * W * 2} B of shared memory and {max(free, 0)} B are left")
         return None
     c_s = Buffer(f"{c.name}_tma", (rows, W), c.dtype, "shared.dyn")
-    desc = TmaDesc(f"tmap_{ndesc}", c, (rows, 64), 128)
-    row0, col0 = (simplify(x) for x in op.dst.starts)
+    n = c.ndim
+    desc = TmaDesc(f"tmap_{ndesc}", c, tuple(rows if d == rdim else 64 if d == n - 1 else 1 for d in range(n)), 128)
+    starts = tuple(simplify(x) for x in op.dst.starts)
 
-    def chunk(h, frag=f, col0=col0, row0=row0):
-        """Rows [h * rows, (h + 1) * rows) of `frag` to C at (row0, col0), through C_s."""
+    def chunk(h, frag=f, starts=starts):
+        """Rows [h * rows, (h + 1) * rows) of `frag` to C at `starts` (per dim of C), through C_s."""
         src = BufferRegion(frag, ((E.as_expr(h * rows), rows), (E.as_expr(0), W)))
         dst = BufferRegion(c_s, ((E.as_expr(0), rows), (E.as_expr(0), W)))
-        stores = " ".join(f"tl::tma_store(&{desc.name}, {c_s.name} + {q * rows * 64}, {{0}} + {q * 64}, {{1}} + {h * rows});"
+
+        def coords(q):  # innermost first; argument n - 1 - d is C's start in dim d
+            return ", ".join(f"{{{n - 1 - d}}}" + (f" + {q * 64}" if d == n - 1 else f" + {h * rows}" if d == rdim
+                                                   else "") for d in reversed(range(n)))
+        stores = " ".join(f"tl::tma_store(&{desc.name}, {c_s.name} + {q * rows * 64}, {coords(q)});"
                           for q in range(W // 64))
         return [Raw("if (tid == 0) tl::tma_store_wait<0>();", reads=(c_s,)),  # the last stores have read C_s
                 replace(op, src=src, dst=dst),
-                Raw(f"if (tid == 0) {{{{ {stores} tl::tma_store_commit(); }}}}", (col0, row0), reads=(c_s,))]
+                Raw(f"if (tid == 0) {{{{ {stores} tl::tma_store_commit(); }}}}", tuple(reversed(starts)),
+                    reads=(c_s,))]
 
     out = [st for h in range(R // rows) for st in chunk(h)]
     return suffix[:i] + out + suffix[i + 1:], c_s, desc, Epilogue(suffix, i, op, R // rows, chunk)
 
 
+def fold_staged_store(prefix: list, suffix: list, gemms: list):
+    """(prefix, suffix, the user's copy out) where the suffix stores a whole gemm accumulator
+    through a shared tile of its own, `T.copy(acc, O_s)` then `T.copy(O_s, O[...])` with nothing
+    between them touching acc or O_s: the pair becomes the one `T.copy(acc, O[...])`, in the
+    second copy's place, and O_s's declaration (a top-level statement of `prefix`) is dropped.
+    O_s must be read and written nowhere else, whole, in O's dtype (so the values are the same).
+    None otherwise. tma_store_epilogue then stages the tile itself, swizzled for its stores."""
+    accs = {g.C.buffer.uid for g in gemms}
+    for i, st in enumerate(suffix):
+        if not (isinstance(st, O.Copy) and st.src.buffer.uid in accs and st.dst.buffer.scope in _SHARED):
+            continue
+        acc, o_s = st.src.buffer, st.dst.buffer
+        j = next((j for j in range(i + 1, len(suffix)) if _uses(suffix[j], o_s) or _uses(suffix[j], acc)), None)
+        out = suffix[j] if j is not None else None
+        if not (isinstance(out, O.Copy) and out.src.buffer is o_s and out.dst.buffer.scope == "global"
+                and out.dst.buffer.dtype == o_s.dtype and _whole(st.src) and _whole(st.dst) and _whole(out.src)):
+            continue
+        kept = [p for p in prefix if not (isinstance(p, S.Allocate) and p.buffer is o_s)]
+        others = kept + suffix[:i] + suffix[i + 1:j] + suffix[j + 1:]
+        if len(kept) != len(prefix) - 1 or any(_uses(x, o_s) for x in others):
+            continue
+        return kept, suffix[:i] + suffix[i + 1:j] + [replace(out, src=st.src)] + suffix[j + 1:], out
+    return None
+
+
+_SHARED = ("shared", "shared.dyn")
+
+
+def _uses(st, x) -> bool:
+    return x.uid in {b.uid for b in buffers_used(st)}
+
+
+def _whole(r: BufferRegion) -> bool:
+    return all(const_int(a) == 0 for a in r.starts) and \
+        all(const_int(e) is not None and const_int(e) == const_int(d) for e, d in zip(r.extents, r.buffer.shape))
+
+
 @dataclass
 class Epilogue:
     """Where `_tma_store_epilogue` put the TMA-store chunks: suffix[at] was the T.copy `op` of the
-    accumulator; chunk(h, frag, col0, row0) gives chunk h's statements (of `count`)."""
+    accumulator; chunk(h, frag, starts) gives chunk h's statements (of `count`), C's corner at
+    `starts` (one expression per dim of C)."""
 
     suffix: list
     at: int
@@ -133,13 +186,14 @@ def defer_epilogue(plan: WSPlan, epi: Epilogue, consumer_loop: S.Stmt):
     f, c = epi.op.src.buffer, epi.op.dst.buffer
     hold = Buffer(f"{f.name}_out", f.shape, c.dtype, "fragment")
     nxt = Buffer("tl_out_next", (1,), dt.int32, "local.var")  # the next chunk to store; count: none pending
-    corner = [Buffer(f"tl_out_{x}", (1,), dt.int32, "local.var") for x in ("row", "col")]
+    names = ("row", "col") if c.ndim == 2 else tuple(str(d) for d in range(c.ndim))
+    corner = [Buffer(f"tl_out_{x}", (1,), dt.int32, "local.var") for x in names]
     zero = (E.as_expr(0),)
     pending = E.BufferLoad(nxt, zero, dt.int32)
-    row0, col0 = (E.BufferLoad(b, zero, dt.int32) for b in corner)
+    starts = tuple(E.BufferLoad(b, zero, dt.int32) for b in corner)
 
     def store(h):
-        return S.seq(*epi.chunk(h, hold, col0, row0), S.BufferStore(nxt, zero, E.as_expr(h + 1)))
+        return S.seq(*epi.chunk(h, hold, starts), S.BufferStore(nxt, zero, E.as_expr(h + 1)))
 
     def flush():
         return S.seq(*[S.IfThenElse(E.compare("==", pending, h), store(h)) for h in range(epi.count)])
