@@ -176,6 +176,19 @@ def test_warp_specialized_flash_attention_runs_on_host(host, overlap):
     assert "tl::mbarrier_wait" in src
 
 
+
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("rows_outer", [True, False], ids=["rows-outer", "k-outer"])
+def test_attention_p_v_on_one_warpgroup_in_either_wgmma_order_runs_on_host(host, rows_outer):
+    """128 rows on one warpgroup: P V is two 64-row blocks of register-A wgmmas, issued a block's
+    k-steps at a time (default) or k-steps outermost (tl.disable_wgmma_rows_outer); both exact."""
+    import re
+
+    cfg = {} if rows_outer else {"tl.disable_wgmma_rows_outer": True}
+    src = run_attention_on_host(host, True, (128, 128, 1, 128), cfg, seed=17)
+    pv = re.search(r"tl::gemm_rs_sm90<128, [^>]*>", src).group(0)
+    assert pv.endswith(", true>") != rows_outer, pv
+
 def staged_gemm_3d(Bt, M, N, K, bm, bn, bk):
     """C[b] = A[b] @ B stored through the kernel's own shared tile (`T.copy(C_l, C_s); T.copy(C_s,
     C[b, rows, cols])`, as attention stores O): warp specialization takes the pair as one copy

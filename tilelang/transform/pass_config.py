@@ -112,6 +112,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_SPLIT_GLOBAL_INDEX = "tl.disable_split_global_index"
     TL_DISABLE_MANUAL_TMA_STORE = "tl.disable_manual_tma_store"
     TL_DISABLE_WS_FRAGMENT_GUARD = "tl.disable_ws_fragment_guard"
+    TL_DISABLE_WGMMA_ROWS_OUTER = "tl.disable_wgmma_rows_outer"
     TL_DEBUG_TIMELINE = "tl.debug_timeline"
     TL_DISABLE_SMEM_REUSE = "tl.disable_smem_reuse"
     TL_DISABLE_DYNAMIC_ALIGNMENT = "tl.disable_dynamic_alignment"
@@ -263,6 +264,9 @@ _DOCS = {
                                     "T.copy from global before the loop, block-sparse attention's mask) keeps the "
                                     "cp.async pipeline (else it is warp-specialized, the producer reading the global "
                                     "elements; transform/cuda/ws_guard.py).",
+    "TL_DISABLE_WGMMA_ROWS_OUTER": "Ours. True: a register-A wgmma gemm (tl::gemm_rs_sm90) with several 64-row "
+                                   "blocks a warpgroup issues k-steps outermost, alternating the blocks (else "
+                                   "each block's k-steps in turn: fewer spills where registers are short).",
     "TL_DEBUG_TIMELINE": "Ours. True: persistent kernels record per-tile timestamps (kernel.timeline()).",
     "TL_DISABLE_SMEM_REUSE": "Ours; the same as TL_DISABLE_SHARED_MEMORY_REUSE.",
     "TL_DISABLE_DYNAMIC_ALIGNMENT": "Ours. True: CUDA kernels with T.dynamic row lengths are compiled for any "

@@ -114,7 +114,12 @@ namespace tl {
 // warpgroup grid (the layout a previous gemm's C -- cast to 16 bits -- already has): for
 // k-step kk, atoms 2kk and 2kk+1 of row block mi are exactly the 4 A registers. clear: as
 // gemm_ss_sm90.
-template <int M, int N, int K, int WG_M, bool TB, int LDB, class T, int kWait = 0>
+// Order: with several 64-row blocks a warpgroup (MI > 1) the wgmmas run a row block's whole K
+// before the next one, so its A and C registers are done with first: where ptxas is short of
+// registers (attention's 128 x 128 P.V on one warpgroup: C and A are 192 of 240) it spills less
+// around the batch (FA forward D128: 32 fewer spill stores and loads an iteration). kKOuter:
+// the k-steps outermost, alternating row blocks (pass config tl.disable_wgmma_rows_outer).
+template <int M, int N, int K, int WG_M, bool TB, int LDB, class T, int kWait = 0, bool kKOuter = false>
 TL_DEVICE void gemm_rs_sm90(const T* A, const T* B, float* C, bool clear = false) {
   static_assert(sizeof(T) == 2, "tl::gemm_rs_sm90: 16-bit A and B");
   constexpr int M_WG = M / WG_M, MI = M_WG / 64, N_WG = N;
@@ -126,7 +131,9 @@ TL_DEVICE void gemm_rs_sm90(const T* A, const T* B, float* C, bool clear = false
   warpgroup_fence_operand<kRegs>(C);
   warpgroup_arrive();
 #pragma unroll
-  for (int kk = 0; kk < K / 16; ++kk) {
+  for (int i = 0; i < MI * (K / 16); ++i) {
+    const int kk = kKOuter ? i / MI : i % (K / 16);
+    const int mi = kKOuter ? i % MI : i / (K / 16);
     uint64_t db;
     if constexpr (TB) {
       db = kmajor_desc<LDB * 2, N>(B, 0, kk);
@@ -134,11 +141,8 @@ TL_DEVICE void gemm_rs_sm90(const T* A, const T* B, float* C, bool clear = false
       static_assert(TB || N_WG % 64 == 0, "tl::gemm_rs_sm90: an N-major B needs 64-column panels");
       db = wgmma_desc_advance(make_wgmma_desc<128>(B, K * 128, 1024), kk * 2048);
     }
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi) {
-      wgmma_rs<T, T, float, N_WG, !TB>(a32 + (mi * (K / 8) + 2 * kk) * 2, db, C + mi * (N_WG / 2),
-                                       (clear && kk == 0) ? 0 : 1);
-    }
+    wgmma_rs<T, T, float, N_WG, !TB>(a32 + (mi * (K / 8) + 2 * kk) * 2, db, C + mi * (N_WG / 2),
+                                     (clear && kk == 0) ? 0 : 1);
   }
   warpgroup_commit_batch();
   if constexpr (kWait >= 0) {

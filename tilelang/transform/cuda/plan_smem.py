@@ -44,7 +44,7 @@ SMALL_ALIGN = 128  # TMA (without swizzle) and 16-byte vectors: enough for a sma
 ATTR = "tl.smem_plan"
 UNUSED = "never accessed (no bytes)"
 _SHARED = ("shared", "shared.dyn")
-_WGMMA_WAIT = re.compile(r"gemm_[rs]s_sm90<.*,\s*(-?\d+)>\(")
+_WGMMA_WAIT = re.compile(r"gemm_[rs]s_sm90<.*,\s*(-?\d+)(?:,\s*true)?>\(")  # RS: kKOuter may follow
 
 
 @dataclass(frozen=True)

@@ -143,7 +143,7 @@ def wgmma_rs_gemm(low, op: O.Gemm, areg: Buffer, creg: Buffer, lay: WgmmaAccFrag
     m, n, k = op.mnk
     t = {"float16": "tl::half_t", "bfloat16": "tl::bfloat16_t"}[b.dtype.name]
     call = Raw(f"tl::gemm_rs_sm90<{m}, {n}, {k}, {lay.wg_m}, {str(op.transpose_B).lower()}, {b.shape[-1]}, "
-               f"{t}, {int(op.wg_wait)}>" "({0}, {1}, {2});",
+               f"{t}, {int(op.wg_wait)}{', true' if low.rs_k_outer else ''}>" "({0}, {1}, {2});",
                (addr_of(areg), pb, addr_of(creg)), reads=(b,))
     low.uses_wgmma = True
     return _cleared(low, op, creg, call)
