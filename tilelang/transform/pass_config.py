@@ -113,6 +113,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_MANUAL_TMA_STORE = "tl.disable_manual_tma_store"
     TL_DISABLE_WS_FRAGMENT_GUARD = "tl.disable_ws_fragment_guard"
     TL_DISABLE_WGMMA_ROWS_OUTER = "tl.disable_wgmma_rows_outer"
+    TL_DISABLE_TMA_STORE_REUSE = "tl.disable_tma_store_reuse"
     TL_DEBUG_TIMELINE = "tl.debug_timeline"
     TL_DISABLE_SMEM_REUSE = "tl.disable_smem_reuse"
     TL_DISABLE_DYNAMIC_ALIGNMENT = "tl.disable_dynamic_alignment"
@@ -267,6 +268,9 @@ _DOCS = {
     "TL_DISABLE_WGMMA_ROWS_OUTER": "Ours. True: a register-A wgmma gemm (tl::gemm_rs_sm90) with several 64-row "
                                    "blocks a warpgroup issues k-steps outermost, alternating the blocks (else "
                                    "each block's k-steps in turn: fewer spills where registers are short).",
+    "TL_DISABLE_TMA_STORE_REUSE": "Ours. True: a warp-specialized kernel's TMA-store staging tile keeps bytes of its "
+                                  "own (else, one tile per block, it shares those of tiles dead before the epilogue, "
+                                  "transform/cuda/plan_smem.py).",
     "TL_DEBUG_TIMELINE": "Ours. True: persistent kernels record per-tile timestamps (kernel.timeline()).",
     "TL_DISABLE_SMEM_REUSE": "Ours; the same as TL_DISABLE_SHARED_MEMORY_REUSE.",
     "TL_DISABLE_DYNAMIC_ALIGNMENT": "Ours. True: CUDA kernels with T.dynamic row lengths are compiled for any "

@@ -246,3 +246,62 @@ def test_prefix_stage_epilogue_computes_the_right_answer_on_cpu():
     kt64 = kt.double().numpy().reshape(K // 64, 64, D).sum(0)
     ref = q.double().numpy() @ kt64
     np.testing.assert_allclose(out.double().numpy(), ref, rtol=2e-2, atol=2e-1)
+
+
+# ---- a tile TMA stores read: asynchronous reads until the consumers' final wait
+def tma_store_kernel(end_wait=True):
+    a, c = shared("a"), shared("c_tma")
+    wait = Raw("if (tid == 0) tl::tma_store_wait<0>();", reads=(c,))
+    store = Raw("if (tid == 0) {{ tl::tma_store(&tmap_0, c_tma + 0, 0); tl::tma_store_commit(); }}", reads=(c,))
+    tail = [Raw("if (tid == 0) tl::tma_store_wait_all();")] if end_wait else []
+    return ws_kernel(Raw("tl::setmaxnreg_dec<40>();"), S.seq(write(a), kloop(read(a)), wait, sync(), write(c),
+                                                            sync(), store, *tail), a, c)
+
+
+def test_a_tile_tma_stores_read_takes_bytes_dead_before_it_when_the_consumers_end_waiting():
+    p = plan(tma_store_kernel())
+    a, c = slot(p, "a"), slot(p, "c_tma")
+    assert not c.pinned and c.offset == a.offset and p.total == 4096
+    assert p.barriers == ()  # the barrier after the wait for earlier stores separates the two
+    assert (c.first, c.last) == (4, 7)  # from its first write (not the wait) to the final wait
+
+
+@pytest.mark.parametrize("why", ["no final wait", "switched off"])
+def test_a_tile_tma_stores_read_keeps_its_bytes_otherwise(why):
+    k = tma_store_kernel(end_wait=why != "no final wait")
+    p = plan(k, tma_spans=why != "switched off")
+    assert slot(p, "c_tma").pinned == "read by TMA stores" and p.total == 8192
+
+
+def attention_like(M=128, D=128, K=256):
+    """O = Q (sum of K-blocks), stored through the kernel's own O_s: warp specialization folds the
+    pair into its TMA-store epilogue, whose staging tile then takes Q_s's or the stages' bytes."""
+
+    @T.prim_func
+    def att(Q: T.Tensor((M, D), "float16"), Kt: T.Tensor((K, D), "float16"), Out: T.Tensor((M, D), "float16")):
+        with T.Kernel(M // 128, threads=128) as bx:
+            Q_s = T.alloc_shared((128, D), "float16")
+            K_s = T.alloc_shared((D, D), "float16")
+            O_s = T.alloc_shared((128, D), "float16")
+            acc = T.alloc_fragment((128, D), "float32")
+            T.copy(Q[bx * 128, 0], Q_s)
+            T.clear(acc)
+            for k in T.Pipelined(K // D, num_stages=1):
+                T.copy(Kt[k * D, 0], K_s)
+                T.gemm(Q_s, K_s, acc)
+            T.copy(acc, O_s)
+            T.copy(O_s, Out[bx * 128, 0])
+
+    return att
+
+
+@pytest.mark.parametrize("M,shares", [(128, True), (TILE_LOOP_M, False)], ids=["one-tile", "persistent"])
+def test_attention_output_staging_tile_shares_bytes_only_in_a_kernel_of_one_tile_per_block(M, shares):
+    func = lowered(attention_like(M))
+    p = func.attr(ATTR)
+    o = slot(p, "Out_tma")
+    others = [s for s in p.slots if s.name != "Out_tma" and s.nbytes]
+    assert any(overlap(o, s) for s in others) == shares and bool(o.pinned) != shares
+    off = lowered(attention_like(M), {"tl.disable_tma_store_reuse": True}).attr(ATTR)
+    assert slot(off, "Out_tma").pinned and p.total == off.total - (128 * 128 * 2 if shares else 0)
+    assert_no_alias_race(func)

@@ -100,9 +100,9 @@ def sequential_plan(buffers: list[Buffer], n: int = 1, why: str = "reuse off", w
 
 
 # ----------------------------------------------------------------------------- planning
-def plan(kernel: S.KernelLaunch, allow_reuse: bool = True, wide=frozenset()) -> SmemPlan:
+def plan(kernel: S.KernelLaunch, allow_reuse: bool = True, wide=frozenset(), tma_spans: bool = True) -> SmemPlan:
     """Lifetimes over the kernel's top-level statements, then first-fit packing. `wide`: uids of
-    swizzled tiles (they keep 1024-byte alignment whatever their size)."""
+    swizzled tiles (they keep 1024-byte alignment whatever their size). tma_spans: see ws_plan."""
     stmts = _top(kernel.body)
     buffers = shared_allocs(kernel.body)
     n = len(stmts)
@@ -111,7 +111,7 @@ def plan(kernel: S.KernelLaunch, allow_reuse: bool = True, wide=frozenset()) -> 
     if collect(kernel.body, lambda x: type(x).__name__ == "WarpGroupScope"):
         return sequential_plan(buffers, n, "warp-group scopes (T.ws): their own barriers order them", wide)
     if collect(kernel.body, lambda x: isinstance(x, WSSplit)):
-        return ws_plan(kernel, buffers, wide) or sequential_plan(buffers, n, "warp-specialized kernel", wide)
+        return ws_plan(kernel, buffers, wide, tma_spans) or sequential_plan(buffers, n, "warp-specialized kernel", wide)
     spans = _spans(stmts, buffers)
     pins = _pinned(kernel.body, buffers, spans)
     return _solve(buffers, spans, pins, n, _barriers_in(stmts), wide)
@@ -269,7 +269,7 @@ def _nbytes(b: Buffer) -> int:
 
 
 # ----------------------------------------------------------------------------- warp-specialized kernels
-def ws_plan(kernel: S.KernelLaunch, buffers: list[Buffer], wide=frozenset()) -> SmemPlan | None:
+def ws_plan(kernel: S.KernelLaunch, buffers: list[Buffer], wide=frozenset(), tma_spans: bool = True) -> SmemPlan | None:
     """Lifetimes over the consumers' program of a warp-specialized kernel, or None (then every
     buffer keeps its own bytes) where the kernel is not laid out as warp_specialize builds it.
 
@@ -285,7 +285,10 @@ def ws_plan(kernel: S.KernelLaunch, buffers: list[Buffer], wide=frozenset()) -> 
     and a tile taking its bytes later is behind a consumer barrier after the last wgmma reading
     it has been waited for, as for stage storage. Anything else the producer or code outside the
     planned statements touches, anything read by TMA stores (asynchronous reads) or named by
-    other inline code keeps its own bytes. Barriers are consumer-only (`__syncthreads()` in the
+    other inline code keeps its own bytes, except (tma_spans; off: tl.disable_tma_store_reuse) a
+    tile TMA stores read in a kernel of one tile per block whose consumers end waiting for every
+    store: it is busy from its first access to their end, so it may take the bytes of tiles dead
+    by then (attention's output staging tile in Q's: 192 -> 160 KB at D128). Barriers are consumer-only (`__syncthreads()` in the
     consumer branch prints as the consumers' named barrier).
     """
     split = [st for st in _top(kernel.body) if isinstance(st, WSSplit)]
@@ -321,9 +324,12 @@ def ws_plan(kernel: S.KernelLaunch, buffers: list[Buffer], wide=frozenset()) -> 
         if uid not in storages:
             pins.setdefault(uid, "used by the producer")
     spans: dict = {}
+    tma_read: set = set()
     for i, st in enumerate(seq):
         if isinstance(st, S.Allocate):
             used = {home.get(st.buffer.uid, st.buffer.uid)} if st.init is not None else set()
+        elif tma_spans and not wrap and isinstance(st, Raw) and _STORE_WAIT.fullmatch(st.fmt):
+            used = set()  # waits for the tile's earlier stores: no access of its bytes
         else:
             used = _touched(st, home, by_name)
         for uid in used:
@@ -334,7 +340,10 @@ def ws_plan(kernel: S.KernelLaunch, buffers: list[Buffer], wide=frozenset()) -> 
                 uid = by_name.get(name)
                 if uid is None or _view_assignment(r.fmt, name, home, by_name):
                     continue
-                pins.setdefault(uid, "read by TMA stores" if "tma_store" in r.fmt else "named in inline code")
+                if "tma_store" in r.fmt and not wrap and tma_spans:
+                    tma_read.add(uid)  # read asynchronously until the consumers' last statement
+                else:
+                    pins.setdefault(uid, "read by TMA stores" if "tma_store" in r.fmt else "named in inline code")
             m = _WGMMA_WAIT.search(r.fmt)
             if m and int(m.group(1)) != 0:  # its operands are read until a full wgmma wait
                 inside = any("warpgroup_wait<0>" in x.fmt for x in raws[q + 1:])  # in the same statement
@@ -348,6 +357,11 @@ def ws_plan(kernel: S.KernelLaunch, buffers: list[Buffer], wide=frozenset()) -> 
                         spans[uid] = (spans[uid][0], max(spans[uid][1], end))
     for uid, (lo, hi) in list(spans.items()):
         spans[uid] = (0, n - 1 if wrap else hi) if uid in storages | early else (lo, _cp_async_end(seq, uid, hi))
+    for uid in tma_read - set(pins):
+        if uid not in spans or not _store_waited_at_end(seq):
+            pins[uid] = "read by TMA stores"
+        else:  # its bytes are free before its first access; TMA reads them until the final wait
+            spans[uid] = (spans[uid][0], n - 1)
     for uid in early - set(spans):  # loaded by the producer, read by no consumer
         pins.setdefault(uid, "used by the producer")
     for uid in storages - set(spans):  # loaded by the producer, read by no consumer: busy throughout
@@ -356,6 +370,14 @@ def ws_plan(kernel: S.KernelLaunch, buffers: list[Buffer], wide=frozenset()) -> 
         if b.uid not in spans and b.uid not in pins:
             pins[b.uid] = UNUSED
     return _solve(buffers, spans, pins, n, _barriers_in(seq), wide, wrap, where)
+
+
+_STORE_WAIT = re.compile(r"if \(tid == 0\) tl::tma_store_wait<0>\(\);")
+
+
+def _store_waited_at_end(seq) -> bool:
+    """The consumers' last statement waits for every TMA store to have read its tile."""
+    return bool(seq) and isinstance(seq[-1], Raw) and "tma_store_wait_all" in seq[-1].fmt
 
 
 def _loads_first(x) -> bool:
@@ -435,7 +457,8 @@ def plan_smem_pass(func: PrimFunc, ctx) -> PrimFunc:
     k = ks[0]
     info = getattr(ctx, "cuda_info", None)
     wide = frozenset(info.swizzled | info.panels) if info is not None else frozenset()
-    p = plan(k, allow_reuse=not config(ctx.pass_configs, "tl.disable_smem_reuse", False), wide=wide)
+    p = plan(k, allow_reuse=not config(ctx.pass_configs, "tl.disable_smem_reuse", False), wide=wide,
+             tma_spans=not config(ctx.pass_configs, "tl.disable_tma_store_reuse", False))
     new = apply(k, p)
     body = func.body if new is k else _replace(func.body, k, new)
     return replace(func, body=body).with_attr(ATTR, p)
