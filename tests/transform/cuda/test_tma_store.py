@@ -217,3 +217,9 @@ def test_kernel_staging_tile_becomes_the_tma_staging_tile():
 def test_kernel_staging_tile_read_elsewhere_stays():
     src = tilelang.compile(_staged_out(True), target="cuda -arch=sm_90a").get_kernel_source()
     assert "tl_half* C_s = " in src and "tl::tma_store(" not in src
+
+
+def test_kernel_staging_tile_stays_with_the_fold_switched_off():
+    src = tilelang.compile(_staged_out(False), target="cuda -arch=sm_90a",
+                           pass_configs={"tl.disable_fold_staged_store": True}).get_kernel_source()
+    assert "tl_half* C_s = " in src and "tl::tma_store(" not in src

@@ -89,6 +89,7 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
                     stream_k: bool = True, timeline: bool = False, serpentine: bool = True,
                     defer_epilogue: bool = True, deep_ring: bool = True, rebalance_regs: bool = True,
                     chain: bool = False, fragment_guard: bool = True):
+                    chain: bool = False, fold_staging: bool = True):
     """Returns (new kernel, WSInfo) or (k, None) when the kernel keeps the cp.async pipeline.
 
     num_sms: make the kernel persistent -- min(tiles, num_sms) blocks, each looping over the
@@ -112,10 +113,14 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     fragment_guard: a guarded body's condition may read a fragment filled from global memory
     before the loop (ws_guard.py; `tl.disable_ws_fragment_guard`)."""
     plan = _plan(k, warn, num_sms, clusters, stream_k, serpentine, deep_ring, fragment_guard)
+    fold_staging: the user's own output staging pair becomes the TMA-store epilogue
+    (ws_epilogue.fold_staged_store; off: `tl.disable_fold_staged_store`)."""
+    plan = _plan(k, warn, num_sms, clusters, stream_k, serpentine, deep_ring)
     if plan is None:
         return k, None
     plan.rebalance_regs = rebalance_regs
     plan.chain = chain
+    plan.fold_staging = fold_staging
     if not chain:
         plan.groups = _barrier_groups(plan)
     plan.defer_epilogue = plan.defer_epilogue and defer_epilogue
@@ -151,6 +156,7 @@ class WSPlan:
     serpentine: bool = False  # the producer walks k backwards on every other tile (tl_pdir = 1)
     pprefix: list = field(default_factory=list)  # prefix statements the producer runs too (_producer_prefix)
     defer_epilogue: bool = False  # the TMA-store epilogue runs during the next tile's k-loop
+    fold_staging: bool = True  # T.copy(acc, O_s); T.copy(O_s, O[...]) -> the TMA-store epilogue
     groups: list | None = None  # [(pair indices, first use, last use)]: a full/empty pair each (_barrier_groups)
     guard: E.Expr | None = None  # the loads and compute of an iteration run only where it holds (_guarded_copies)
     pre: list = field(default_factory=list)  # copies before the loop the producer issues first (prefix_loads)
@@ -560,7 +566,7 @@ def _rewrite(plan: WSPlan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.K
     defer = plan.persistent and plan.defer_epilogue and defer_fits(plan)
     pre_issue, prefix, allocs, pre_wait = take_prefix_loads(plan.pre, prefix, info)
     free, rows = SMEM_MAX - 2048 - staged - others, 64 if defer else 256
-    folded = fold_staged_store(prefix, suffix, plan.gemms)  # the user's own staging tile: TMA's instead
+    folded = fold_staged_store(prefix, suffix, plan.gemms) if plan.fold_staging else None  # TMA's tile instead
     epi = None
     if folded is not None:
         o_s = next(a.buffer for a in prefix if isinstance(a, S.Allocate) and not any(a is b for b in folded[0]))
