@@ -175,7 +175,7 @@ def test_accumulator_box_copies_stay_in_registers_on_cuda(part):
     assert src.count("tl_store2(") == (1 if part == "rows" else 2)
 
 
-def _staged_out(read_back: bool):
+def _staged_out(read_back: bool, no_tma: bool = False):
     """A GEMM that stores C through its own shared tile C_s (attention's O epilogue); with
     read_back, C_s is also read by an element loop (a ragged varlen store), so it must stay."""
 
@@ -193,7 +193,7 @@ def _staged_out(read_back: bool):
                 T.copy(B[ko * 64, 0], B_s)
                 T.gemm(A_s, B_s, C_l)
             T.copy(C_l, C_s)
-            T.copy(C_s, C[bz, by * 128:(by + 1) * 128, 0:128])
+            T.copy(C_s, C[bz, by * 128:(by + 1) * 128, 0:128], disable_tma=no_tma)
             if read_back:
                 for i, j in T.Parallel(128, 128):
                     D[by * 128 + i, j] = C_s[i, j]
@@ -222,4 +222,9 @@ def test_kernel_staging_tile_read_elsewhere_stays():
 def test_kernel_staging_tile_stays_with_the_fold_switched_off():
     src = tilelang.compile(_staged_out(False), target="cuda -arch=sm_90a",
                            pass_configs={"tl.disable_fold_staged_store": True}).get_kernel_source()
+    assert "tl_half* C_s = " in src and "tl::tma_store(" not in src
+
+
+def test_kernel_staging_tile_stays_where_the_copy_out_disables_tma():
+    src = tilelang.compile(_staged_out(False, no_tma=True), target="cuda -arch=sm_90a").get_kernel_source()
     assert "tl_half* C_s = " in src and "tl::tma_store(" not in src

@@ -115,7 +115,8 @@ def fold_staged_store(prefix: list, suffix: list, gemms: list):
     through a shared tile of its own, `T.copy(acc, O_s)` then `T.copy(O_s, O[...])` with nothing
     between them touching acc or O_s: the pair becomes the one `T.copy(acc, O[...])`, in the
     second copy's place, and O_s's declaration (a top-level statement of `prefix`) is dropped.
-    O_s must be read and written nowhere else, whole, in O's dtype (so the values are the same).
+    O_s must be read and written nowhere else, whole, in O's dtype (so the values are the same),
+    and the copy out not marked disable_tma (the user asked for thread stores there).
     None otherwise. tma_store_epilogue then stages the tile itself, swizzled for its stores."""
     accs = {g.C.buffer.uid for g in gemms}
     for i, st in enumerate(suffix):
@@ -125,7 +126,7 @@ def fold_staged_store(prefix: list, suffix: list, gemms: list):
         j = next((j for j in range(i + 1, len(suffix)) if _uses(suffix[j], o_s) or _uses(suffix[j], acc)), None)
         out = suffix[j] if j is not None else None
         if not (isinstance(out, O.Copy) and out.src.buffer is o_s and out.dst.buffer.scope == "global"
-                and out.dst.buffer.dtype == o_s.dtype and _whole(st.src) and _whole(st.dst) and _whole(out.src)):
+                and not out.disable_tma and out.dst.buffer.dtype == o_s.dtype and _whole(st.src) and _whole(st.dst) and _whole(out.src)):
             continue
         kept = [p for p in prefix if not (isinstance(p, S.Allocate) and p.buffer is o_s)]
         others = kept + suffix[:i] + suffix[i + 1:j] + suffix[j + 1:]
