@@ -90,7 +90,7 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                                    not config(ctx.pass_configs, "tl.disable_deep_ring", False),
                                    not config(ctx.pass_configs, "tl.ws_no_setmaxnreg", False),
                                    bool(config(ctx.pass_configs, "tl.enable_ws_overlap", False)),
-                                   not config(ctx.pass_configs, "tl.disable_ws_fragment_guard", False))
+                                   not config(ctx.pass_configs, "tl.disable_ws_fragment_guard", False),
                                    not config(ctx.pass_configs, "tl.disable_fold_staged_store", False))
     if ws is not None:
         k_piped, views = k_ws, []

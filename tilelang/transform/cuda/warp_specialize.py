@@ -88,8 +88,7 @@ def top_pipelined(body):
 def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, clusters: bool = False,
                     stream_k: bool = True, timeline: bool = False, serpentine: bool = True,
                     defer_epilogue: bool = True, deep_ring: bool = True, rebalance_regs: bool = True,
-                    chain: bool = False, fragment_guard: bool = True):
-                    chain: bool = False, fold_staging: bool = True):
+                    chain: bool = False, fragment_guard: bool = True, fold_staging: bool = True):
     """Returns (new kernel, WSInfo) or (k, None) when the kernel keeps the cp.async pipeline.
 
     num_sms: make the kernel persistent -- min(tiles, num_sms) blocks, each looping over the
@@ -111,11 +110,10 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     chain: a loop of two chained gemms (attention: scores, then P @ V) keeps the next scores gemm
     in flight beside this one's output gemm (ws_overlap.py; `tl.enable_ws_overlap`).
     fragment_guard: a guarded body's condition may read a fragment filled from global memory
-    before the loop (ws_guard.py; `tl.disable_ws_fragment_guard`)."""
-    plan = _plan(k, warn, num_sms, clusters, stream_k, serpentine, deep_ring, fragment_guard)
+    before the loop (ws_guard.py; `tl.disable_ws_fragment_guard`).
     fold_staging: the user's own output staging pair becomes the TMA-store epilogue
     (ws_epilogue.fold_staged_store; off: `tl.disable_fold_staged_store`)."""
-    plan = _plan(k, warn, num_sms, clusters, stream_k, serpentine, deep_ring)
+    plan = _plan(k, warn, num_sms, clusters, stream_k, serpentine, deep_ring, fragment_guard)
     if plan is None:
         return k, None
     plan.rebalance_regs = rebalance_regs
