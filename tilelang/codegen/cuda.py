@@ -181,6 +181,8 @@ class CudaCodegen(CCodegen):
         T = self.info.threads + (128 if self.ws else 0)
         if not getattr(self.info, "mma_split_chains", True):
             self.emit("#define TL_MMA_SPLIT_CHAINS 0")
+        if not getattr(self.info, "ldsm_lane_offsets", True):
+            self.emit("#define TL_LDSM_LANE_OFFSETS 0")
         self.emit('#include "tl/tl.h"')
         self.emit('#include "tl/gemm_sm80.h"')
         if self.info.sm >= 90:

@@ -101,6 +101,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_SYNC_PASS_RANGES = "tl.disable_sync_pass_ranges"
     TL_DISABLE_TF32_EXACT_LOADS = "tl.disable_tf32_exact_loads"
     TL_DISABLE_MMA_SPLIT_CHAINS = "tl.disable_mma_split_chains"
+    TL_DISABLE_LDSM_LANE_OFFSETS = "tl.disable_ldsm_lane_offsets"
     TL_DISABLE_SWIZZLE_SPAN_OFFSET = "tl.disable_swizzle_span_offset"
     TL_DISABLE_REPLICATED_INPUTS = "tl.disable_replicated_inputs"
     TL_DISABLE_COLUMN_ROWS_1D = "tl.disable_column_rows_1d"
@@ -231,6 +232,9 @@ _DOCS = {
                                    "(thread_sync.passes_apart).",
     "TL_DISABLE_TF32_EXACT_LOADS": "Ours. True: every load of a tfloat32 buffer rounds to tf32 (else buffers that "
                                    "only the kernel's own rounded stores write are read as they are).",
+    "TL_DISABLE_LDSM_LANE_OFFSETS": "Ours. True: an mma.sync gemm's ldmatrix reads of a swizzled K-contiguous tile "
+                                    "compute tl::swizzle_offset per K slice (else 4 per-lane offsets plus an "
+                                    "immediate per slice).",
     "TL_DISABLE_MMA_SPLIT_CHAINS": "Ours. True: an mma.sync gemm of at most 2 tiles per warp accumulates every K "
                                    "slice into C in order (else odd slices into a second accumulator set, added at "
                                    "the end: twice the independent mma chains).",

@@ -89,6 +89,10 @@ TL_DEVICE int panel_xor_offset(int k, int n) {
 }
 
 
+#ifndef TL_LDSM_LANE_OFFSETS
+#define TL_LDSM_LANE_OFFSETS 1
+#endif
+
 // One warp's share of a block GEMM step: fragments of one K slice and the mmas on them. 16-bit
 // inputs take m16n8k16 (a K slice of 16); float inputs are tf32 and take m16n8k8 (a K slice of 8):
 // the same bytes per row slice, so the ldmatrix addressing is shared, except that ldmatrix's
@@ -118,6 +122,23 @@ struct MmaWarpTile {
     }
     return static_cast<uint32_t>(kSwizzle ? swizzle_offset<kRow, sizeof(T)>(row, col) : row * kRow + col) * sizeof(T);
   }
+  // off(row, c0 + kk) for the K-sliced ldmatrix reads of a K-contiguous tile: c0 is 0 or E8 (chunk
+  // 0 or 1 of the slice) and kk a multiple of KS (an even chunk), so the swizzle's chunk XOR splits as
+  // ((c0 / E8) ^ (row & 7) ^ (kk / E8 & 7)) + (kk / E8 & ~7). Over an unrolled K loop that is 4 per-lane
+  // terms (kk / E8 & 7 in {0, 2, 4, 6}) ptxas keeps in registers, and every ldmatrix address is one
+  // of them plus an immediate; swizzle_offset(row, c0 + kk) costs ~3 integer instructions a slice.
+  // Codegen defines TL_LDSM_LANE_OFFSETS 0 under the pass_config `tl.disable_ldsm_lane_offsets`.
+  template <int kRow, bool kSwizzle, int kPanelRows = 0>
+  TL_DEVICE static uint32_t koff(int row, int c0, int kk) {
+    constexpr int kChunks = kRow / E8;
+    if constexpr (TL_LDSM_LANE_OFFSETS && kSwizzle && kPanelRows == 0 && kRow % E8 == 0 && kChunks % 8 == 0) {
+      const int d = kk / E8;
+      const int s = ((c0 / E8) ^ (row & 7)) ^ (d & 7);
+      return static_cast<uint32_t>(row * kRow + ((d & ~7) + s) * E8) * sizeof(T);
+    } else {
+      return off<kRow, kSwizzle, kPanelRows>(row, c0 + kk);
+    }
+  }
   // Elements between rows r and r + 8: a panel row holds 64 elements.
   static constexpr int RSA = PRA > 0 ? 64 : LDA, RSB = PRB > 0 ? 64 : LDB;
 
@@ -145,7 +166,7 @@ struct MmaWarpTile {
     for (int mi = 0; mi < MI; ++mi) {
       const int m0 = wm * WM + mi * 16;
       if constexpr (!TA) {
-        ldmatrix<4, false>(f + mi * 4, A + off<LDA, SWA, PRA>(wm * WM + lane % 16, kk + (lane / 16) * E8) +
+        ldmatrix<4, false>(f + mi * 4, A + koff<LDA, SWA, PRA>(wm * WM + lane % 16, (lane / 16) * E8, kk) +
                                                mi * 16 * RSA * sizeof(T));
       } else if constexpr (sizeof(T) == 2) {
         const int q = lane / 8;
@@ -171,13 +192,13 @@ struct MmaWarpTile {
         if constexpr (!TB) {
           ldmatrix<4, true>(fb + ni * 2, B + off<LDB, SWB, PRB>((q % 2) * 8 + lane % 8, n0 + (q / 2) * 8) + kk * RSB * sizeof(T));
         } else {
-          ldmatrix<4, false>(fb + ni * 2, B + off<LDB, SWB, PRB>(n0 + (q / 2) * 8 + lane % 8, kk + (q % 2) * E8));
+          ldmatrix<4, false>(fb + ni * 2, B + koff<LDB, SWB, PRB>(n0 + (q / 2) * 8 + lane % 8, (q % 2) * E8, kk));
         }
       } else {
         if constexpr (!TB) {
           ldmatrix<2, true>(fb + ni * 2, B + off<LDB, SWB, PRB>(lane % 16, n0) + kk * RSB * sizeof(T));
         } else {
-          ldmatrix<2, false>(fb + ni * 2, B + off<LDB, SWB, PRB>(n0 + lane % 8, kk + ((lane / 8) % 2) * E8));
+          ldmatrix<2, false>(fb + ni * 2, B + koff<LDB, SWB, PRB>(n0 + lane % 8, ((lane / 8) % 2) * E8, kk));
         }
       }
     }

@@ -75,6 +75,7 @@ class CudaKernelInfo:
     tf32_exact: set = field(default_factory=set)  # tf32 buffers whose loads need no rounding (tf32_loads.py)
     mma_split_chains: bool = True  # tl::gemm_ss may split short-tile mma chains (TL_MMA_SPLIT_CHAINS)
     split_global_index: bool = True  # a global tensor's last index printed term by term (tl.disable_split_global_index)
+    ldsm_lane_offsets: bool = True  # ldmatrix K-slice addresses from per-lane offsets (TL_LDSM_LANE_OFFSETS)
     no_span_swizzle: bool = False  # element accesses of gemm tiles use tl::swizzle_offset, not swizzle_span_offset
 
 
