@@ -137,6 +137,11 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                                              not config(ctx.pass_configs, "tl.disable_sync_pass_ranges", False)))
     if ws is None and not info.uses_wgmma:
         new = replace(new, body=fuse_mma_mainloops(new.body))
+    if not config(ctx.pass_configs, "tl.disable_pipeline_barrier_merge", False) and \
+            not config(ctx.pass_configs, "tl.disable_thread_storage_sync", False):
+        from ...transform.cuda.pipeline_barriers import merge_pipeline_barriers
+
+        new = replace(new, body=merge_pipeline_barriers(new.body))
     if ws is not None:
         info.swizzled |= ws.swizzled
         info.panels |= ws.panels
