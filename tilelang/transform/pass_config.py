@@ -102,6 +102,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_TF32_EXACT_LOADS = "tl.disable_tf32_exact_loads"
     TL_DISABLE_MMA_SPLIT_CHAINS = "tl.disable_mma_split_chains"
     TL_DISABLE_LDSM_LANE_OFFSETS = "tl.disable_ldsm_lane_offsets"
+    TL_DISABLE_BF16_PACK_CONVERT = "tl.disable_bf16_pack_convert"
     TL_DISABLE_PIPELINE_BARRIER_MERGE = "tl.disable_pipeline_barrier_merge"
     TL_DISABLE_SWIZZLE_SPAN_OFFSET = "tl.disable_swizzle_span_offset"
     TL_DISABLE_REPLICATED_INPUTS = "tl.disable_replicated_inputs"
@@ -236,6 +237,8 @@ _DOCS = {
     "TL_DISABLE_PIPELINE_BARRIER_MERGE": "Ours. True: a cp.async pipeline's stage waits and refills keep barriers of "
                                          "their own (else a wait moves onto an earlier barrier and a refill after the "
                                          "next one where nothing between needs them).",
+    "TL_DISABLE_BF16_PACK_CONVERT": "Ours. True: bf16 -> float conversions in CUDA code use __bfloat162float (else "
+                                    "one `mov.b32 f, {0, x}`: a single byte permute for either half of a register).",
     "TL_DISABLE_LDSM_LANE_OFFSETS": "Ours. True: an mma.sync gemm's ldmatrix reads of a swizzled K-contiguous tile "
                                     "compute tl::swizzle_offset per K slice (else 4 per-lane offsets plus an "
                                     "immediate per slice).",

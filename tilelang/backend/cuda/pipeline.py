@@ -177,6 +177,7 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
         info.tf32_exact = exact_tf32_buffers(new.body, func.params)
     info.mma_split_chains = not config(ctx.pass_configs, "tl.disable_mma_split_chains", False)
     info.ldsm_lane_offsets = not config(ctx.pass_configs, "tl.disable_ldsm_lane_offsets", False)
+    info.bf16_pack_convert = not config(ctx.pass_configs, "tl.disable_bf16_pack_convert", False)
     info.no_span_swizzle = config(ctx.pass_configs, "tl.disable_swizzle_span_offset", False)
     for m in dict.fromkeys(msgs):  # once each (a copy lowered in a prologue and a loop says it twice)
         ctx.warnings.append(m)

@@ -35,7 +35,21 @@ TL_DEVICE To tl_bitcast(From x) {
 }
 #define TL_BITCAST(FROM, TO, X) (tl_bitcast<FROM, TO>(X))
 
-TL_DEVICE float tl_bf16_to_f32(tl_bf16 x) { return __bfloat162float(x); }
+// bf16 -> float as one byte permute (PRMT RZ, sel, x) into the high half: from a register that
+// holds two bf16 (a 32-bit shared / global load), __bfloat162float costs the high one a PRMT and
+// a shift. Codegen defines TL_BF16_PACK_CVT 0 under the pass_config `tl.disable_bf16_pack_convert`.
+#ifndef TL_BF16_PACK_CVT
+#define TL_BF16_PACK_CVT 1
+#endif
+TL_DEVICE float tl_bf16_to_f32(tl_bf16 x) {
+#if TL_ARCH_SM80 && TL_BF16_PACK_CVT
+  float f;
+  asm("mov.b32 %0, {%1, %2};" : "=f"(f) : "h"((unsigned short)0), "h"(__bfloat16_as_ushort(x)));
+  return f;
+#else
+  return __bfloat162float(x);
+#endif
+}
 TL_DEVICE tl_bf16 tl_f32_to_bf16(float x) { return __float2bfloat16_rn(x); }
 TL_DEVICE float tl_fp8e4m3_to_f32(tl_fp8e4m3 x) { return float(x); }
 TL_DEVICE tl_fp8e4m3 tl_f32_to_fp8e4m3(float x) { return tl_fp8e4m3(x); }

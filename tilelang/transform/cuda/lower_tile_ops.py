@@ -76,6 +76,7 @@ class CudaKernelInfo:
     mma_split_chains: bool = True  # tl::gemm_ss may split short-tile mma chains (TL_MMA_SPLIT_CHAINS)
     split_global_index: bool = True  # a global tensor's last index printed term by term (tl.disable_split_global_index)
     ldsm_lane_offsets: bool = True  # ldmatrix K-slice addresses from per-lane offsets (TL_LDSM_LANE_OFFSETS)
+    bf16_pack_convert: bool = True  # bf16 -> float as one byte permute (TL_BF16_PACK_CVT)
     no_span_swizzle: bool = False  # element accesses of gemm tiles use tl::swizzle_offset, not swizzle_span_offset
 
 
