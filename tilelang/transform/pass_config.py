@@ -104,6 +104,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_LDSM_LANE_OFFSETS = "tl.disable_ldsm_lane_offsets"
     TL_DISABLE_BF16_PACK_CONVERT = "tl.disable_bf16_pack_convert"
     TL_DISABLE_PIPELINE_BARRIER_MERGE = "tl.disable_pipeline_barrier_merge"
+    TL_DISABLE_PIPELINE_REFILL_SINK = "tl.disable_pipeline_refill_sink"
     TL_DISABLE_SWIZZLE_SPAN_OFFSET = "tl.disable_swizzle_span_offset"
     TL_DISABLE_REPLICATED_INPUTS = "tl.disable_replicated_inputs"
     TL_DISABLE_COLUMN_ROWS_1D = "tl.disable_column_rows_1d"
@@ -239,6 +240,8 @@ _DOCS = {
                                          "next one where nothing between needs them).",
     "TL_DISABLE_BF16_PACK_CONVERT": "Ours. True: bf16 -> float conversions in CUDA code use __bfloat162float (else "
                                     "one `mov.b32 f, {0, x}`: a single byte permute for either half of a register).",
+    "TL_DISABLE_PIPELINE_REFILL_SINK": "Ours. True: a cp.async stage refill keeps its own barrier after its tile's last "
+                                       "reader (else it moves after the iteration's next barrier, issued later).",
     "TL_DISABLE_LDSM_LANE_OFFSETS": "Ours. True: an mma.sync gemm's ldmatrix reads of a swizzled K-contiguous tile "
                                     "compute tl::swizzle_offset per K slice (else 4 per-lane offsets plus an "
                                     "immediate per slice).",

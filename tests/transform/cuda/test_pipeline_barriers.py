@@ -74,6 +74,16 @@ def test_five_barriers_an_iteration_become_three():
     assert w2 < on.index("x16_w = ") < on.index("part[")
 
 
+def test_refill_sink_switch_keeps_the_hoist_only():
+    cfg = {"tl.disable_pipeline_refill_sink": True}
+    body = _loop_body(tilelang.compile(gemm_sqrsum(), target=SM90, pass_configs=cfg).get_kernel_source())
+    assert body.count("__syncthreads();") == 4
+    assert re.findall(r"cp_async_wait<(\d)>", body) == ["3", "3"]
+    # the x refill right after its reader's barrier; the fn wait hoisted above the sum of squares
+    hoisted = body.rindex("cp_async_wait<3>(); __syncthreads();")
+    assert body.index("x16_w = ") < body.index("&xf[") < hoisted < body.index("part[")
+
+
 def _inputs(seed):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(TOKENS, HIDDEN, generator=g).bfloat16()
@@ -90,7 +100,7 @@ def _check(x, fn, out, sq):
     assert ((out.double() - ref).abs() <= tol).all(), (out.double() - ref).abs().max()
 
 
-@pytest.mark.parametrize("configs,seed", [(None, 31), (OFF, 32)])
+@pytest.mark.parametrize("configs,seed", [(None, 31), (OFF, 32), ({"tl.disable_pipeline_refill_sink": True}, 33)])
 def test_gemm_sqrsum_matches_float64_on_host(configs, seed):
     from tilelang.testing import host_cuda
     if not host_cuda.available():

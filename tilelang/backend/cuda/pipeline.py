@@ -141,7 +141,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
             not config(ctx.pass_configs, "tl.disable_thread_storage_sync", False):
         from ...transform.cuda.pipeline_barriers import merge_pipeline_barriers
 
-        new = replace(new, body=merge_pipeline_barriers(new.body))
+        new = replace(new, body=merge_pipeline_barriers(
+            new.body, not config(ctx.pass_configs, "tl.disable_pipeline_refill_sink", False)))
     if ws is not None:
         info.swizzled |= ws.swizzled
         info.panels |= ws.panels

@@ -28,7 +28,9 @@ Gives, in every statement sequence of a serial loop body:
     sync
     refill fn_s; commit
 
-mhc_pre's gemm_sqrsum: 5 barriers an iteration -> 3. Off with pass_config `tl.disable_pipeline_barrier_merge`.
+mhc_pre's gemm_sqrsum: 5 barriers an iteration -> 3. Off with pass_config `tl.disable_pipeline_barrier_merge`;
+`tl.disable_pipeline_refill_sink` keeps the hoisting only (4 barriers): a sunk refill is issued later
+(here after the bf16 -> tf32 conversion), so its stage has less time to land.
 """
 from __future__ import annotations
 
@@ -47,8 +49,9 @@ _COMMIT = "tl::cp_async_commit();"
 _ORDERING = ("sync", "barrier", "wait", "fence", "arrive", "wgmma", "tma", "commit", "mbarrier", "gemm_ss_pipe")
 
 
-def merge_pipeline_barriers(body: S.Stmt) -> S.Stmt:
-    return _Merge().visit(body)
+def merge_pipeline_barriers(body: S.Stmt, sink: bool = True) -> S.Stmt:
+    """sink: refill sinking too (else wait hoisting only)."""
+    return _Merge(sink).visit(body)
 
 
 def _root(b) -> int:
@@ -169,10 +172,14 @@ def sink_refills(stmts: list) -> list:
 
 
 class _Merge(Mutator):
+    def __init__(self, sink: bool):
+        self.sink = sink
+
     def visit_For(self, s: S.For):
         body = self.visit(s.body)
         if isinstance(body, S.SeqStmt) and s.kind == "serial":
-            stmts = sink_refills(hoist_waits(list(body.stmts)))
+            stmts = hoist_waits(list(body.stmts))
+            stmts = sink_refills(stmts) if self.sink else stmts
             if len(stmts) != len(body.stmts) or any(a is not b for a, b in zip(stmts, body.stmts)):
                 body = replace(body, stmts=tuple(stmts))
         return s if body is s.body else replace(s, body=body)
