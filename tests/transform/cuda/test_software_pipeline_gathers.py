@@ -81,7 +81,7 @@ def test_gathers_are_staged_as_zero_filling_cp_async_and_run_right_on_host(stage
     src = kern.get_kernel_source()
     loop = src.split("for (int k = 0; k < 4; ++k) {")[1]
     assert f"tl::cp_async_wait<{stages - 2}>" in loop and "X_s_w = X_s_stages +" in loop, src
-    assert "tl::cp_async_zfill<16>(&X_s_w[" in loop and f"Idx[(int64_t)bx * 64 + ((k * 16) + " in loop, src
+    assert "tl::cp_async_zfill<16>(&X_s_w[" in loop and "+ (k * 16)]" in loop and "Idx[(int64_t)bx * 64 + " in loop, src
     assert "tl::load_vec" not in loop.split("tl::cp_async_commit();")[0], src  # no register round trip
     host = _host()
     if not host.available():
