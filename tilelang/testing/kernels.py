@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 from .. import language as T
+from ..layout import make_swizzled_layout
 
 
 def gemm(M, N, K, bM, bN, bK, threads=128, stages=3, dtype="float16", out_dtype="float32", *,
@@ -189,3 +190,64 @@ def attention(B, H, S, D, bM, bN, stages, threads=128):
             T.copy(o, O[bz, bx * bM:(bx + 1) * bM, by, :])
 
     return fa
+
+
+def gemm_sqrsum(tokens, hidden, tb=32, hb=64, stages=2):
+    """mhc_pre's gemm_sqrsum at any size: bf16 x (tokens, hidden) staged through a swizzled shared
+    tile and converted to a tf32 tile that is both read element by element (sqrsum = the sum of
+    squares of each row) and the A of a gemm against fn (24, hidden, tf32) copied raw: out = x @ fn.T.
+    Parameters (x, fn, out, sqrsum); `gemm_sqrsum_inputs` and `gemm_sqrsum_check` go with it."""
+    @T.prim_func
+    def main(x: T.Tensor((tokens, hidden), "bfloat16"), fn: T.Tensor((24, hidden), "tfloat32"),
+             out: T.Tensor((tokens, 24), "float32"), sqrsum: T.Tensor((tokens,), "float32")):
+        with T.Kernel(tokens // tb, threads=128) as px:
+            out_frag = T.alloc_fragment((tb, 32), "float32")
+            part = T.alloc_fragment((tb, 4), "float32")
+            T.clear(out_frag)
+            T.clear(part)
+            for pz in T.Pipelined(hidden // hb, num_stages=stages):
+                x16 = T.alloc_shared((tb, hb), "bfloat16")
+                fn_s = T.alloc_shared((32, hb), "tfloat32")
+                T.annotate_layout({x16: make_swizzled_layout(x16)})
+                T.copy(x[px * tb, pz * hb], x16)
+                T.copy(fn[0, pz * hb], fn_s)
+                xf16 = T.alloc_fragment((tb, hb), "bfloat16")
+                T.copy(x16, xf16)
+                xf = T.alloc_fragment((tb, hb), "tfloat32")
+                T.copy(xf16, xf)
+                for jj in T.serial(hb // 4):
+                    for i, j in T.Parallel(tb, 4):
+                        part[i, j] += xf[i, jj * 4 + j] * xf[i, jj * 4 + j]
+                T.gemm(xf, fn_s, out_frag, transpose_B=True)
+            sq = T.alloc_fragment(tb, "float32")
+            T.reduce_sum(part, sq)
+            for i in T.Parallel(tb):
+                sqrsum[px * tb + i] = sq[i]
+            for i, j in T.Parallel(tb, 32):
+                if j < 24:
+                    out[px * tb + i, j] = out_frag[i, j]
+
+    return main
+
+
+def gemm_sqrsum_inputs(tokens, hidden, seed):
+    """Fresh random (x, fn, out, sqrsum) for `gemm_sqrsum`; the outputs are poisoned with 7."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(tokens, hidden, generator=g).bfloat16()
+    fn = torch.randn(24, hidden, generator=g) * 0.1
+    return x, fn, torch.full((tokens, 24), 7.0), torch.full((tokens,), 7.0)
+
+
+def gemm_sqrsum_check(x, fn, out, sq):
+    """Asserts `gemm_sqrsum`'s outputs against float64: x is exact in tf32, fn is rounded to tf32
+    (relative 2^-11 per product), so out is within 2^-10 of |x| @ |fn|.T."""
+    import torch
+
+    xd = x.double()
+    ref_sq = (xd * xd).sum(-1)
+    assert torch.allclose(sq.double(), ref_sq, rtol=1e-5, atol=1e-4), (sq.double() - ref_sq).abs().max()
+    ref = xd @ fn.double().T
+    tol = 2.0 ** -10 * (xd.abs() @ fn.double().abs().T) + 1e-5
+    assert ((out.double() - ref).abs() <= tol).all(), (out.double() - ref).abs().max()

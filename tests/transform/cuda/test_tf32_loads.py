@@ -10,43 +10,14 @@ import torch
 
 import tilelang
 import tilelang.language as T
+from tilelang.testing import kernels
 
 TOKENS, HIDDEN, TB, HB = 64, 256, 32, 64
 SM80 = "cuda -arch=sm_80"
 
 
 def gemm_sqrsum():
-    @T.prim_func
-    def main(x: T.Tensor((TOKENS, HIDDEN), "bfloat16"), fn: T.Tensor((24, HIDDEN), "tfloat32"),
-             out: T.Tensor((TOKENS, 24), "float32"), sqrsum: T.Tensor((TOKENS,), "float32")):
-        with T.Kernel(TOKENS // TB, threads=128) as px:
-            out_frag = T.alloc_fragment((TB, 32), "float32")
-            part = T.alloc_fragment((TB, 4), "float32")
-            T.clear(out_frag)
-            T.clear(part)
-            for pz in T.Pipelined(HIDDEN // HB, num_stages=2):
-                x16 = T.alloc_shared((TB, HB), "bfloat16")
-                fn_s = T.alloc_shared((32, HB), "tfloat32")
-                T.annotate_layout({x16: tilelang.layout.make_swizzled_layout(x16)})
-                T.copy(x[px * TB, pz * HB], x16)
-                T.copy(fn[0, pz * HB], fn_s)
-                xf16 = T.alloc_fragment((TB, HB), "bfloat16")
-                T.copy(x16, xf16)
-                xf = T.alloc_fragment((TB, HB), "tfloat32")
-                T.copy(xf16, xf)
-                for jj in T.serial(HB // 4):
-                    for i, j in T.Parallel(TB, 4):
-                        part[i, j] += xf[i, jj * 4 + j] * xf[i, jj * 4 + j]
-                T.gemm(xf, fn_s, out_frag, transpose_B=True)
-            sq = T.alloc_fragment(TB, "float32")
-            T.reduce_sum(part, sq)
-            for i in T.Parallel(TB):
-                sqrsum[px * TB + i] = sq[i]
-            for i, j in T.Parallel(TB, 32):
-                if j < 24:
-                    out[px * TB + i, j] = out_frag[i, j]
-
-    return main
+    return kernels.gemm_sqrsum(TOKENS, HIDDEN, TB, HB)
 
 
 def raw_elementwise():
@@ -63,19 +34,10 @@ def raw_elementwise():
 
 
 def _inputs(seed):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(TOKENS, HIDDEN, generator=g).bfloat16()
-    fn = torch.randn(24, HIDDEN, generator=g) * 0.1
-    return x, fn
+    return kernels.gemm_sqrsum_inputs(TOKENS, HIDDEN, seed)
 
 
-def _check(x, fn, out, sq):
-    xd = x.double()
-    ref_sq = (xd * xd).sum(-1)
-    assert torch.allclose(sq.double(), ref_sq, rtol=1e-5, atol=1e-4), (sq.double() - ref_sq).abs().max()
-    ref = xd @ fn.double().T  # x is exact in tf32; fn is rounded to tf32 (relative 2^-11 per product)
-    tol = 2.0 ** -10 * (xd.abs() @ fn.double().abs().T) + 1e-5
-    assert ((out.double() - ref).abs() <= tol).all(), (out.double() - ref).abs().max()
+_check = kernels.gemm_sqrsum_check
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
@@ -97,18 +59,14 @@ def test_raw_copied_tile_keeps_rounding():
 def test_gemm_sqrsum_matches_float64_on_host(host_cuda_mod):
     k = tilelang.compile(gemm_sqrsum(), target=SM80)
     prog = host_cuda_mod.HostProgram({"g": k})
-    x, fn = _inputs(3)
-    out = torch.full((TOKENS, 24), 7.0)
-    sq = torch.full((TOKENS,), 7.0)
+    x, fn, out, sq = _inputs(3)
     prog.run("g", [x, fn, out, sq])
     _check(x, fn, out, sq)
 
 
 def test_gemm_sqrsum_matches_float64_on_cpu():
     k = tilelang.compile(gemm_sqrsum(), target="cpu")
-    x, fn = _inputs(4)
-    out = torch.full((TOKENS, 24), 7.0)
-    sq = torch.full((TOKENS,), 7.0)
+    x, fn, out, sq = _inputs(4)
     k(x, fn, out, sq)
     _check(x, fn, out, sq)
 
@@ -135,8 +93,6 @@ def test_gemm_sqrsum_without_span_swizzle_matches_float64_on_host(host_cuda_mod)
     k = tilelang.compile(gemm_sqrsum(), target=SM80, pass_configs={"tl.disable_swizzle_span_offset": True,
                                                                    "tl.disable_tf32_exact_loads": True,
                                                                    "tl.disable_mma_split_chains": True})
-    x, fn = _inputs(5)
-    out = torch.full((TOKENS, 24), 7.0)
-    sq = torch.full((TOKENS,), 7.0)
+    x, fn, out, sq = _inputs(5)
     host_cuda_mod.HostProgram({"g": k}).run("g", [x, fn, out, sq])
     _check(x, fn, out, sq)
