@@ -10,7 +10,6 @@ two rewrites on hand-written statement lists."""
 import re
 
 import pytest
-import torch
 
 import tilelang
 import tilelang.language as T

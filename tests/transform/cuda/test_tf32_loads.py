@@ -6,7 +6,6 @@ mma.sync gemm against a tf32 B tile copied raw (cp.async) from a float32 tensor.
 is read as it is; the raw-copied one keeps its rounding. Numbers: host-run generated CUDA and the
 CPU backend against float64 torch, with the tf32 B operand's error bound."""
 import pytest
-import torch
 
 import tilelang
 import tilelang.language as T
