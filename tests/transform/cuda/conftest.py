@@ -275,3 +275,30 @@ def run_on_host(host):
             prog.close()
 
     return run
+
+
+def gemm_nt_operands(M, N, K, dtype, acc, seed):
+    """Fresh random A (M, K) and B (N, K) in `dtype` and an output C (M, N) poisoned with 7."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    if dtype == "int8":
+        a = torch.randint(-128, 128, (M, K), dtype=torch.int8, generator=g)
+        b = torch.randint(-128, 128, (N, K), dtype=torch.int8, generator=g)
+    else:
+        a = torch.randn(M, K, generator=g).to(getattr(torch, dtype))
+        b = torch.randn(N, K, generator=g).to(getattr(torch, dtype))
+    return a, b, torch.full((M, N), 7, dtype=torch.int32 if acc == "int32" else torch.float32)
+
+
+def check_gemm_nt(a, b, c, dtype):
+    """C = A @ B.T against float64: exact for int8, else within fp32-accumulation bounds (tf32 inputs
+    rounded: relative 2^-10 per product)."""
+    import torch
+
+    ref = a.double() @ b.double().T
+    if dtype == "int8":
+        assert torch.equal(c.long(), ref.long())
+        return
+    bound = (a.double().abs() @ b.double().abs().T) * (2.0 ** -10 if dtype == "float32" else 2.0 ** -20) + 1e-4
+    assert ((c.double() - ref).abs() <= bound).all(), (c.double() - ref).abs().max()

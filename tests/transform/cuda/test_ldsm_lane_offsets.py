@@ -7,16 +7,14 @@ SASS of a tf32 pipelined gemm loses integer instructions from its main loop."""
 import re
 
 import pytest
-import torch
 
 import tilelang
 import tilelang.language as T
 
-from .conftest import nvrtc_or_skip
+from .conftest import check_gemm_nt, gemm_nt_operands, nvrtc_or_skip
 
 SM80 = "cuda -arch=sm_80"
 OFF = {"tl.disable_ldsm_lane_offsets": True}
-TORCH = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "int8": torch.int8}
 
 
 def gemm(M, N, K, dtype, acc, ta=False, tb=True):
@@ -71,21 +69,9 @@ def prog_off():
 
 def _run_and_check(p, name, seed):
     M, N, K, d, acc, ta, tb = CASES[name]
-    g = torch.Generator().manual_seed(seed)
-    if d == "int8":
-        a = torch.randint(-128, 128, (M, K), dtype=torch.int8, generator=g)
-        b = torch.randint(-128, 128, (N, K), dtype=torch.int8, generator=g)
-    else:
-        a = torch.randn(M, K, generator=g).to(TORCH[d])
-        b = torch.randn(N, K, generator=g).to(TORCH[d])
-    c = torch.full((M, N), 7, dtype=torch.int32 if acc == "int32" else torch.float32)
+    a, b, c = gemm_nt_operands(M, N, K, d, acc, seed)
     p.run(name, [a.T.contiguous() if ta else a, b if tb else b.T.contiguous(), c])
-    ref = a.double() @ b.double().T
-    if d == "int8":
-        assert torch.equal(c.long(), ref.long())
-        return
-    bound = (a.double().abs() @ b.double().abs().T) * (2.0 ** -10 if d == "float32" else 2.0 ** -20) + 1e-4
-    assert ((c.double() - ref).abs() <= bound).all(), (c.double() - ref).abs().max()
+    check_gemm_nt(a, b, c, d)
 
 
 @pytest.mark.parametrize("name", list(CASES))

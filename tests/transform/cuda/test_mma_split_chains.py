@@ -3,14 +3,14 @@ TL_MMA_SPLIT_CHAINS; off with pass_config `tl.disable_mma_split_chains`). The ge
 the host (tilelang/testing/host_cuda: the header with host ldmatrix / mma.sync) against float64
 torch on random inputs, with and without the split, for fp16, bf16, tf32 and int8 operands."""
 import pytest
-import torch
 
 import tilelang
 import tilelang.language as T
 
+from .conftest import check_gemm_nt, gemm_nt_operands
+
 SM80 = "cuda -arch=sm_80"
 OFF = {"tl.disable_mma_split_chains": True}
-TORCH = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "int8": torch.int8}
 
 
 def gemm(M, N, K, dtype, acc):
@@ -63,21 +63,9 @@ def prog_off():
 
 def _run_and_check(p, name, seed):
     M, N, K, d, acc = CASES[name]
-    g = torch.Generator().manual_seed(seed)
-    if d == "int8":
-        a = torch.randint(-128, 128, (M, K), dtype=torch.int8, generator=g)
-        b = torch.randint(-128, 128, (N, K), dtype=torch.int8, generator=g)
-    else:
-        a = torch.randn(M, K, generator=g).to(TORCH[d])
-        b = torch.randn(N, K, generator=g).to(TORCH[d])
-    c = torch.full((M, N), 7, dtype=torch.int32 if acc == "int32" else torch.float32)
+    a, b, c = gemm_nt_operands(M, N, K, d, acc, seed)
     p.run(name, [a, b, c])
-    ref = a.double() @ b.double().T
-    if d == "int8":
-        assert torch.equal(c.long(), ref.long())
-        return
-    bound = (a.double().abs() @ b.double().abs().T) * (2.0 ** -10 if d == "float32" else 2.0 ** -20) + 1e-4
-    assert ((c.double() - ref).abs() <= bound).all(), (c.double() - ref).abs().max()
+    check_gemm_nt(a, b, c, d)
 
 
 @pytest.mark.parametrize("name", list(CASES))
