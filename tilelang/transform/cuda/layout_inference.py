@@ -645,7 +645,7 @@ def reducer_update(st) -> bool:
     """st is `r[i] = r[i] op v` (r[i] op= v) on a reducer r."""
     if not isinstance(st, S.BufferStore) or not is_reducer(st.buffer):
         return False
-    from .thread_allreduce import _update_operand
+    from .thread_allreduce import update_operand
 
-    return _update_operand(st.value, E.BufferLoad(st.buffer, st.indices, st.buffer.dtype), st.buffer.reducer_op) \
+    return update_operand(st.value, E.BufferLoad(st.buffer, st.indices, st.buffer.dtype), st.buffer.reducer_op) \
         is not None

@@ -84,7 +84,7 @@ class _LowerThreadLevel(Mutator):
             raise LoweringError(f"T.alloc_reducer(op={op!r}) updates are not supported on CUDA (sum, max, min are)",
                                 s.span)
         cur = E.BufferLoad(s.buffer, s.indices, s.buffer.dtype)
-        v = _update_operand(s.value, cur, op)
+        v = update_operand(s.value, cur, op)
         if v is None:  # a plain write (T.clear / T.fill, a copy into it): not an update
             return s
         return S.Evaluate(E.Call(_ATOMIC[op], (cur, v), s.buffer.dtype), span=s.span)
@@ -97,7 +97,7 @@ class _LowerThreadLevel(Mutator):
         return self.generic(s)
 
 
-def _update_operand(value, cur, op):
+def update_operand(value, cur, op):
     """v where value is `cur op v` (or `v op cur`), else None."""
     if op == "sum" and isinstance(value, E.Binary) and value.op == "+":
         a, b = value.a, value.b
