@@ -80,8 +80,9 @@ def _stand_in(d: str) -> None:
             f.write(_STAND_IN if not sub else _SUB)
     with open(os.path.join(pkg, "nn", "functional.py"), "w") as f:
         f.write(_SUB)
-    # deepseek_v32/utils.py imports triton and packaging: stand-ins last on the path, behind any real one
-    for sub in ("triton", os.path.join("triton", "language"), "packaging"):
+    # deepseek_v32/utils.py imports triton and packaging, tilelang.testing pytest: stand-ins last on the
+    # path, behind any real one
+    for sub in ("triton", os.path.join("triton", "language"), "packaging", "pytest"):
         os.makedirs(os.path.join(d, "last", sub), exist_ok=True)
         with open(os.path.join(d, "last", sub, "__init__.py"), "w") as f:
             f.write(_SUB)
