@@ -90,6 +90,9 @@ class CExpr:
         # opaque tl_fresh_index copy): their power-of-two divisions print as shifts and masks too
         self.opaque = set()
         self.tf32_exact: set = set()  # uids of tfloat32 buffers whose loads need no rounding
+        # floor division / remainder by a power of two of a value of unknown sign as `>>` / `&` (the
+        # target's signed shift is arithmetic; tl.disable_pow2_floor_shift)
+        self.shift_pow2_floor = False
 
     def __call__(self, e) -> str:
         fn = getattr(self, "e_" + type(e).__name__)
@@ -135,6 +138,12 @@ class CExpr:
             return e in self.nonneg
         if isinstance(e, E.Binary) and e.op in ("+", "*", "//", "%", "min", "max"):
             return self.nonnegative(e.a) and self.nonnegative(e.b)
+        if isinstance(e, E.Binary) and e.op == "|":
+            return self.nonnegative(e.a) and self.nonnegative(e.b)
+        if isinstance(e, E.Binary) and e.op == ">>":
+            return self.nonnegative(e.a)
+        if isinstance(e, E.Binary) and e.op == "&":  # a mask >= 0 clears the sign
+            return self.nonnegative(e.a) or self.nonnegative(e.b)
         if isinstance(e, E.Call) and e.op in ("max", "min", "tl_fresh_index"):  # (the last: its argument)
             return all(self.nonnegative(a) for a in e.args)
         return False
@@ -189,14 +198,18 @@ class CExpr:
             if e.dtype.is_float:
                 fl = "floorf" if e.dtype.name != "float64" else "floor"
                 return f"{fl}({a} / {b})" if op == "//" else f"({a} - {fl}({a} / {b}) * {b})"
+            c = e.b.value if isinstance(e.b, E.Const) and not isinstance(e.b.value, bool) else None
             if e.dtype.kind == "uint" or (self.nonnegative(e.a) and self.nonnegative(e.b)):
-                c = e.b.value if isinstance(e.b, E.Const) and not isinstance(e.b.value, bool) else None
                 if isinstance(c, int) and c > 1 and c & (c - 1) == 0 and (
                         not isinstance(e.a, (E.Var, E.Const)) or e.a in self.opaque):
                     # the compiler cannot see that a compound a is >= 0: a signed `/ 8` costs a sign fix-up
                     # (3 more instructions an index, in k-loops); a thread index it bounds itself
                     return f"({a} >> {c.bit_length() - 1})" if op == "//" else f"({a} & {c - 1})"
                 return f"({a} {'/' if op == '//' else '%'} {b})"
+            if self.shift_pow2_floor and isinstance(c, int) and c > 1 and c & (c - 1) == 0:
+                # of any sign: an arithmetic shift rounds toward -inf and the mask is the floor remainder
+                # (tl_floordiv_i32's divide and sign fix-up: ~10 instructions an index)
+                return f"({a} >> {c.bit_length() - 1})" if op == "//" else f"({a} & {c - 1})"
             w = "i64" if e.dtype.bits == 64 else "i32"
             return f"tl_{'floordiv' if op == '//' else 'floormod'}_{w}({a}, {b})"
         if op == "/" and e.dtype.is_float and e.a.dtype.is_int and e.b.dtype.is_int:

@@ -19,6 +19,7 @@ from ..ir.visitor import collect
 from ..op import tile_ops as O
 from .c import CCodegen, shape_vars
 from .c_expr import is_subbyte, storage_type
+from .swizzle_rows import split_row
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class CudaCodegen(CCodegen):
         self.wg_index: dict = {}  # warp group thread index Var -> the mask its let is printed with
         self.expr.target = "cuda"
         self.expr.tf32_exact = set(getattr(info, "tf32_exact", ()) or ())
+        self.expr.shift_pow2_floor = getattr(info, "pow2_floor_shift", True)
 
     def unrolled(self, s: S.For) -> bool:
         """T.unroll loops, and serial loops of at most SMALL_TRIP constant iterations whose body holds
@@ -124,6 +126,10 @@ class CudaCodegen(CCodegen):
             t = storage_type(buf.dtype)
             fn = "swizzle_xor_offset" if buf.uid in self.info.xor_swizzled else \
                 "swizzle_offset" if raw or getattr(self.info, "no_span_swizzle", False) else "swizzle_span_offset"
+            split = split_row(indices[-2], self.expr.nonnegative) if getattr(self.info, "swizzle_row_split", True) else None
+            if split is not None:  # rows a multiple of 8 apart share the XOR term: theirs is an added offset
+                stage += f"({self.expr(split[0])}) * {w} + "
+                r = self.expr(split[1])
             return f"{buf.name}[{stage}tl::{fn}<{w}, sizeof({t})>({r}, {c})]"
         return super().index(buf, indices)
 
@@ -205,6 +211,10 @@ class CudaCodegen(CCodegen):
         self.depth += 1
         self.emit("extern __shared__ __align__(1024) unsigned char tl_smem[];")
         self.emit("const int tid = threadIdx.x;")
+        if getattr(self.info, "assume_tid_range", True):
+            # nvcc does not carry threadIdx.x's range through the int: `tid / 32`, `tid % 32` and the lets
+            # built on them kept sign fix-ups (the mma emitter's ldmatrix addresses: 9 SASS a K step)
+            self.emit(f"TL_ASSUME(tid >= 0 && tid < {T});")
         self.expr.nonneg.add(self.info.tid)
         from .c import uses_rng
 

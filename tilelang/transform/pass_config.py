@@ -106,6 +106,10 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_PIPELINE_BARRIER_MERGE = "tl.disable_pipeline_barrier_merge"
     TL_DISABLE_PIPELINE_REFILL_SINK = "tl.disable_pipeline_refill_sink"
     TL_DISABLE_SWIZZLE_SPAN_OFFSET = "tl.disable_swizzle_span_offset"
+    TL_DISABLE_SWIZZLE_ROW_SPLIT = "tl.disable_swizzle_row_split"
+    TL_DISABLE_POW2_FLOOR_SHIFT = "tl.disable_pow2_floor_shift"
+    TL_DISABLE_LET_FLOOR_SPLIT = "tl.disable_let_floor_split"
+    TL_DISABLE_ASSUME_TID_RANGE = "tl.disable_assume_tid_range"
     TL_DISABLE_REPLICATED_INPUTS = "tl.disable_replicated_inputs"
     TL_DISABLE_COLUMN_ROWS_1D = "tl.disable_column_rows_1d"
     TL_DISABLE_ATOMIC_RUNS = "tl.disable_atomic_runs"
@@ -257,6 +261,18 @@ _DOCS = {
     "TL_DISABLE_SWIZZLE_SPAN_OFFSET": "Ours. True: element accesses of swizzled gemm tiles index through "
                                       "tl::swizzle_offset (else tl::swizzle_span_offset, the same address with the "
                                       "XOR confined to an 8-chunk span: constant column parts become immediates).",
+    "TL_DISABLE_SWIZZLE_ROW_SPLIT": "Ours. True (CUDA): a swizzled tile's row index stays whole inside the swizzle "
+                                    "function (else its terms that are multiples of 8, warp and unrolled tile "
+                                    "offsets, are added outside it: one per-lane address plus immediates).",
+    "TL_DISABLE_POW2_FLOOR_SHIFT": "Ours. True (CUDA): a floor `//` / `%` by a power of two of an index whose sign "
+                                   "the codegen cannot prove calls tl_floordiv_i32 / tl_floormod_i32 (else an "
+                                   "arithmetic `>>` / a mask, exact for either sign).",
+    "TL_DISABLE_LET_FLOOR_SPLIT": "Ours. True (CUDA): element-loop coordinate lets keep their floor divisions "
+                                  "whole (else `(g * 1024 + tid * 8) // 128` is `g * 8 + tid // 16`: "
+                                  "transform/cuda/let_floor_split.py).",
+    "TL_DISABLE_ASSUME_TID_RANGE": "Ours. True (CUDA): the kernel does not state `0 <= tid < threads` to nvcc "
+                                   "(else `__builtin_assume`: its divisions and remainders of the thread index "
+                                   "and lets built on it need no sign fix-ups).",
     "TL_DISABLE_REPLICATED_INPUTS": "Ours. True: a small fragment only copied in from global memory and read "
                                     "across threads goes to shared memory (else every thread holds it whole).",
     "TL_DISABLE_COLUMN_ROWS_1D": "Ours. True: a 2-d fragment read as F[x, j] in a 1-d T.Parallel over j goes to "

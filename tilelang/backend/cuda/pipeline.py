@@ -161,6 +161,10 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
         from ...transform.cuda.atomic_runs import merge_atomic_runs
 
         new = replace(new, body=merge_atomic_runs(new.body))
+    if not config(ctx.pass_configs, "tl.disable_let_floor_split", False):
+        from ...transform.cuda.let_floor_split import split_let_floors
+
+        new = replace(new, body=split_let_floors(new.body))
     if not config(ctx.pass_configs, "tl.disable_index_divmod_folding", False):
         from ...transform.cuda.index_divmod import fold_index_divmod
 
@@ -180,6 +184,9 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     info.ldsm_lane_offsets = not config(ctx.pass_configs, "tl.disable_ldsm_lane_offsets", False)
     info.bf16_pack_convert = not config(ctx.pass_configs, "tl.disable_bf16_pack_convert", False)
     info.no_span_swizzle = config(ctx.pass_configs, "tl.disable_swizzle_span_offset", False)
+    info.swizzle_row_split = not config(ctx.pass_configs, "tl.disable_swizzle_row_split", False)
+    info.assume_tid_range = not config(ctx.pass_configs, "tl.disable_assume_tid_range", False)
+    info.pow2_floor_shift = not config(ctx.pass_configs, "tl.disable_pow2_floor_shift", False)
     for m in dict.fromkeys(msgs):  # once each (a copy lowered in a prologue and a loop says it twice)
         ctx.warnings.append(m)
     ctx.cuda_info = info

@@ -24,6 +24,11 @@ typedef unsigned long uintptr_t;
 #include <cuda_fp8.h>
 
 #define TL_DEVICE __device__ __forceinline__
+// A fact the codegen states for the optimizer (the thread index's range): nvcc keeps no sign fix-ups
+// for divisions and remainders it then knows are of nonnegative values.
+#ifndef TL_ASSUME
+#define TL_ASSUME(cond) __builtin_assume(cond)
+#endif
 #define TL_HOST_DEVICE __host__ __device__ __forceinline__
 
 // Feature switches.  They are true on the host pass (nvcc) so that the host

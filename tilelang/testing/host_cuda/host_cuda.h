@@ -26,10 +26,19 @@
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
 #define TL_HOST_EMU 1
+// the codegen's TL_ASSUME facts are checked on the host (the device build hands them to nvcc)
+#define TL_ASSUME(cond)                                                   \
+  do {                                                                    \
+    if (!(cond)) {                                                        \
+      std::fprintf(stderr, "host_cuda: TL_ASSUME(%s) does not hold\n", #cond); \
+      std::abort();                                                       \
+    }                                                                     \
+  } while (0)
 
 struct dim3 {
   unsigned x = 1, y = 1, z = 1;

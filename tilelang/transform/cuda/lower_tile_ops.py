@@ -78,6 +78,9 @@ class CudaKernelInfo:
     ldsm_lane_offsets: bool = True  # ldmatrix K-slice addresses from per-lane offsets (TL_LDSM_LANE_OFFSETS)
     bf16_pack_convert: bool = True  # bf16 -> float as one byte permute (TL_BF16_PACK_CVT)
     no_span_swizzle: bool = False  # element accesses of gemm tiles use tl::swizzle_offset, not swizzle_span_offset
+    swizzle_row_split: bool = True  # row terms a multiple of 8 printed outside the swizzle (codegen/swizzle_rows.py)
+    assume_tid_range: bool = True  # codegen states 0 <= tid < threads to nvcc (__builtin_assume)
+    pow2_floor_shift: bool = True  # floor `//` / `%` by 2^k of unknown sign printed as `>>` / `&`
 
 
 class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
