@@ -123,6 +123,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_WGMMA_ROWS_OUTER = "tl.disable_wgmma_rows_outer"
     TL_DISABLE_TMA_STORE_REUSE = "tl.disable_tma_store_reuse"
     TL_DISABLE_FOLD_STAGED_STORE = "tl.disable_fold_staged_store"
+    TL_DISABLE_STMATRIX_STORE = "tl.disable_stmatrix_store"
     TL_DEBUG_TIMELINE = "tl.debug_timeline"
     TL_DISABLE_SMEM_REUSE = "tl.disable_smem_reuse"
     TL_DISABLE_DYNAMIC_ALIGNMENT = "tl.disable_dynamic_alignment"
@@ -305,6 +306,9 @@ _DOCS = {
     "TL_DISABLE_FOLD_STAGED_STORE": "Ours. True: a warp-specialized kernel's own output staging (T.copy(acc, O_s); "
                                     "T.copy(O_s, O[...])) stays as written (else it becomes the TMA-store epilogue, "
                                     "transform/cuda/ws_epilogue.fold_staged_store).",
+    "TL_DISABLE_STMATRIX_STORE": "Ours. True: on sm_90, T.copy of an mma/wgmma accumulator tile into a 16-bit "
+                                 "shared tile stores column pairs (4-byte stores) (else stmatrix.x4, one per "
+                                 "two 16x8 atoms, transform/cuda/stmatrix.py).",
     "TL_DEBUG_TIMELINE": "Ours. True: persistent kernels record per-tile timestamps (kernel.timeline()).",
     "TL_DISABLE_SMEM_REUSE": "Ours; the same as TL_DISABLE_SHARED_MEMORY_REUSE.",
     "TL_DISABLE_DYNAMIC_ALIGNMENT": "Ours. True: CUDA kernels with T.dynamic row lengths are compiled for any "

@@ -120,7 +120,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                              not config(ctx.pass_configs, "tl.disable_replicated_inputs", False),
                              not config(ctx.pass_configs, "tl.disable_column_rows_1d", False),
                              not config(ctx.pass_configs, "tl.disable_slice_pair_stores", False),
-                             not config(ctx.pass_configs, "tl.disable_wgmma_rows_outer", False))
+                             not config(ctx.pass_configs, "tl.disable_wgmma_rows_outer", False),
+                             not config(ctx.pass_configs, "tl.disable_stmatrix_store", False))
     if info.uses_wgmma:
         new = replace(new, body=fold_accum_clears(new.body))
     for _, _, rv, wv in views:  # both views of a staged tile share its layout

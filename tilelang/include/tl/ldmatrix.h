@@ -114,4 +114,17 @@ TL_DEVICE void stmatrix_x2_trans(void* smem, const uint32_t* r) { stmatrix<2, tr
 template <int kGuard = 0>
 TL_DEVICE void stmatrix_x4_trans(void* smem, const uint32_t* r) { stmatrix<4, true>(smem, r); }
 
+// tl::stmatrix_pack<Num>(smem, e0, .., e(2 Num - 1)): stmatrix of 2 * Num 16-bit values (half_t /
+// bfloat16_t, already rounded), matrix i's register from e(2i) (low half) and e(2i + 1): an
+// accumulator's slots 8p .. 8p + 7 stored as four 8x8 matrices (transform/cuda/stmatrix.py).
+template <int Num, class T, class... E>
+TL_DEVICE void stmatrix_pack(T* smem, E... e) {
+  static_assert(sizeof(T) == 2, "tl::stmatrix_pack: stmatrix stores 16-bit elements (half_t / bfloat16_t)");
+  static_assert(sizeof...(E) == 2 * Num, "tl::stmatrix_pack: Num matrices take 2 * Num values");
+  const T v[2 * Num] = {T(e)...};
+  uint32_t r[Num];
+  memcpy(r, v, sizeof(r));
+  stmatrix<Num>(smem, r);
+}
+
 }  // namespace tl

@@ -298,6 +298,15 @@ template <int kGuard = 0> inline void stmatrix_x4(void* s, const uint32_t* r) { 
 template <int kGuard = 0> inline void stmatrix_x1_trans(void* s, const uint32_t* r) { stmatrix<1, true>(s, r); }
 template <int kGuard = 0> inline void stmatrix_x2_trans(void* s, const uint32_t* r) { stmatrix<2, true>(s, r); }
 template <int kGuard = 0> inline void stmatrix_x4_trans(void* s, const uint32_t* r) { stmatrix<4, true>(s, r); }
+template <int Num, class T, class... E>
+inline void stmatrix_pack(T* smem, E... e) {
+  static_assert(sizeof(T) == 2, "tl::stmatrix_pack: stmatrix stores 16-bit elements (half_t / bfloat16_t)");
+  static_assert(sizeof...(E) == 2 * Num, "tl::stmatrix_pack: Num matrices take 2 * Num values");
+  const T v[2 * Num] = {T(e)...};
+  uint32_t r[Num];
+  std::memcpy(r, v, sizeof(r));
+  stmatrix<Num>(smem, r);
+}
 
 }  // namespace tl
 

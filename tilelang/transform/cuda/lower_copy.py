@@ -27,6 +27,7 @@ from ...op.regions import squeezed
 from ..lower_tile_ops_cpu import in_bounds, region_indices
 from .gemm_paths import accumulator_box_ok, whole
 from .ldmatrix import ldmatrix_candidate, ldmatrix_fill, ldmatrix_unfit
+from .stmatrix import stmatrix_candidate, stmatrix_store, stmatrix_unfit
 from .ops.base import THREAD_LOOP
 from .raw import Raw
 
@@ -199,6 +200,9 @@ class CopyLowering:
     def element_copy(self, op: O.Copy):
         sreg, dreg = self.reg(op.src.buffer), self.reg(op.dst.buffer)
         if sreg is not None and dreg is None:
+            st = self.stmatrix_copy(op, sreg)
+            if st is not None:
+                return st
             paired = self.pair_store(op, sreg)
             if paired is not None:
                 return paired
@@ -257,6 +261,16 @@ class CopyLowering:
                       f"not with ldmatrix: {why}")
             return None
         return ldmatrix_fill(op, dreg, lay, self.tid, Raw, THREAD_LOOP)
+
+    def stmatrix_copy(self, op: O.Copy, sreg: Buffer):
+        """Accumulator -> 16-bit shared tile by stmatrix (sm_90), or None (paired stores then)."""
+        lay = self.plan.layout(op.src.buffer)
+        if not self.stmatrix or not stmatrix_candidate(op, lay, self.reg(op.dst.buffer) is not None, self.sm):
+            return None
+        if stmatrix_unfit(op, lay):
+            return None
+        Raw, THREAD_LOOP = _raw()
+        return stmatrix_store(op, sreg, lay, self.tid, Raw, THREAD_LOOP)
 
     def pair_store(self, op: O.Copy, sreg: Buffer):
         """Accumulator -> memory: slots 2k, 2k+1 hold adjacent columns, so store them together."""

@@ -105,6 +105,8 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
         self.nhoisted = 0
         self.no_slice_pairs = False  # pass config tl.disable_slice_pair_stores
         self.rs_k_outer = False  # pass config tl.disable_wgmma_rows_outer: RS wgmmas k-step outermost
+        self.sm = 80
+        self.stmatrix = True  # pass config tl.disable_stmatrix_store: accumulator -> 16-bit shared by stmatrix
 
     def visit(self, node):
         """A tile op with a registered "cuda" rule (op/registry.py) lowers through it; the rest
@@ -548,14 +550,16 @@ class _MmaPanels(Mutator):
 
 
 def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = False, replicate_inputs: bool = True,
-                 rows_1d: bool = True, slice_pairs: bool = True, rs_rows_outer: bool = True):
+                 rows_1d: bool = True, slice_pairs: bool = True, rs_rows_outer: bool = True,
+                 stmatrix: bool = True):
     """-> (lowered kernel, CudaKernelInfo). row_fragments: keep per-row values of accumulators
     in registers with shuffle reductions (opt-in until it has run on the GPU tier).
     replicate_inputs: small read-only fragments every thread holds whole (layout_inference.replicated_inputs).
     rows_1d: F[x, j] read in a 1-d T.Parallel over j stays in registers (column_fragments.column_read).
     slice_pairs: an accumulator's row chunks stored to a shared tile go as column pairs (slice_pairs).
     rs_rows_outer: a register-A wgmma gemm runs one 64-row block's k-steps before the next (else
-    k-steps outermost; tl::gemm_rs_sm90's kKOuter)."""
+    k-steps outermost; tl::gemm_rs_sm90's kKOuter).
+    stmatrix: on sm_90, accumulator tiles copied whole to 16-bit shared tiles go by stmatrix (stmatrix.py)."""
     threads = k.threads[0] * k.threads[1] * k.threads[2]
     plan = infer_layouts(k, sm, row_fragments, replicate_inputs, rows_1d)
     for note in plan.notes:
@@ -566,6 +570,7 @@ def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = Fa
     low.sm = sm
     low.no_slice_pairs = not slice_pairs
     low.rs_k_outer = not rs_rows_outer
+    low.stmatrix = stmatrix
     low.ranges.kernel(k)
     body = low.visit(k.body)
     for uid, buf in low.annotated.items():
