@@ -93,8 +93,9 @@ def test_atomic_addresses_are_one_base_plus_slot_constants(arch):
 def test_staging_tile_is_swizzled(arch):
     _needs_tools()
     src = build(arch).get_kernel_source()
-    assert re.search(r"tl_store2\(&O_s\[tl::swizzle_xor_offset<64, sizeof\(tl_half\)>", src), src
-    assert re.search(r"&O_s\[tl::swizzle_xor_offset<64", src.split("tl_store2(&O_s")[-1]), "the read side is not swizzled"
+    store = "tl::stmatrix_pack<4>(" if arch == "sm_90a" else "tl_store2("  # the accumulator's stores
+    assert re.search(re.escape(store) + r"&O_s\[tl::swizzle_xor_offset<64, sizeof\(tl_half\)>", src), src
+    assert re.search(r"&O_s\[tl::swizzle_xor_offset<64", src.split(store + "&O_s")[-1]), "the read side is not swizzled"
     plain = build(arch, {"tl.disable_staging_swizzle": True}).get_kernel_source()
     assert "&O_s[tl::swizzle" not in plain and "&O_s[" in plain
 

@@ -101,6 +101,8 @@ def test_accumulator_to_shared_by_stmatrix_matches_float64(host, name, on):
     assert gemm in src
     got = (src.count("tl::stmatrix_pack<4>"), src.count("tl::stmatrix_pack<2>"))
     assert got == (calls if on else (0, 0)), got
+    if on:  # staging_swizzle takes stmatrix stores as it takes pair stores: rows of 128 bytes are swizzled
+        assert ("stmatrix_pack<4>(&s_s[tl::swizzle_xor_offset<" in src) == ((width or N) * 2 % 128 == 0)
     g = torch.Generator().manual_seed(hash(name) % 1000 + on)
     a = torch.randn(M, K, generator=g).to(TORCH[dtype])
     b = torch.randn(N, K, generator=g).to(TORCH[dtype])

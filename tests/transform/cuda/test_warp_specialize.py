@@ -459,7 +459,7 @@ def test_persistent_counters_run_on_across_tiles(build):
     assert "tl_it = (tl_pbase[0] + ko);" in producer and "tl_pbase[0] = (tl_pbase[0] + 8);" in producer
     assert "tl_it = (tl_cbase[0] + ko);" in consumer and "tl_cbase[0] = (tl_cbase[0] + 8);" in consumer
     # the epilogue follows the counter update, inside the tile loop
-    assert consumer.index("tl_cbase[0] = (tl_cbase[0] + 8);") < consumer.index("tl_store2(")
+    assert consumer.index("tl_cbase[0] = (tl_cbase[0] + 8);") < consumer.index("tl::stmatrix_pack<4>(")
 
 
 def test_disable_persistent_keeps_one_block_per_tile(build):

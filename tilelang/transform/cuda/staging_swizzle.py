@@ -1,19 +1,19 @@
 """Swizzle the shared tiles an accumulator is staged through (CUDA codegen layout choice).
 
 Why: `T.copy(acc, tile_s)` from an mma/wgmma accumulator stores column pairs (`tl_store2`), 8 rows
-of 4 lanes per warp instruction. In a row-major tile with rows of a multiple of 128 bytes those 8
-rows start in the same bank, so every pair store is an 8-way bank conflict (the attention backward's
-dV / dK epilogue: 32 + 48 stores a thread at 8 wavefronts each, ~5000 shared-store cycles per block,
-more than a k-iteration). Swizzled (16-byte chunk c of row r at c ^ (r % 8), indexed by
-`tl::swizzle_xor_offset`: the same layout as the gemm tiles' `tl::swizzle_offset`, cheaper here) the
-8 rows hit 8 different chunks: one wavefront per store; the 16-byte vector reads of the copy out of
-the tile stay whole chunks.
+of 4 lanes per warp instruction (on sm_90 stmatrix: 8 rows of 16 bytes per matrix). In a row-major
+tile with rows of a multiple of 128 bytes those 8 rows start in the same bank, so every pair store
+is an 8-way bank conflict (the attention backward's dV / dK epilogue: 32 + 48 stores a thread at 8
+wavefronts each, ~5000 shared-store cycles per block, more than a k-iteration). Swizzled (16-byte
+chunk c of row r at c ^ (r % 8), indexed by `tl::swizzle_xor_offset`: the same layout as the gemm
+tiles' `tl::swizzle_offset`, cheaper here) the 8 rows hit 8 different chunks: one wavefront per
+store; the 16-byte vector reads of the copy out of the tile stay whole chunks.
 
 Expects: the lowered kernel body (Raw statements) and its CudaKernelInfo, every group
 (swizzled / panels of lowering, warp specialization, T.ws) merged in.
 Guarantees: adds to `info.swizzled` (and `info.xor_swizzled`) each shared 2-d tile whose rows are a multiple of 128 bytes that
 is written by at least one accumulator pair store and is otherwise touched only element-wise through
-the codegen's indexing (BufferLoad / BufferStore, `tl_store2`, `tl::copy_vec*`, `tl::load_vec`,
+the codegen's indexing (BufferLoad / BufferStore, `tl_store2`, `tl::stmatrix_pack`, `tl::copy_vec*`, `tl::load_vec`,
 `tl::store_vec`, the vector reductions `tl_atomic_add_v*` reading it, at an element's address): no base pointer, gemm, ldmatrix, TMA, cp.async or inline
 code names it, and no layout (annotation, gemm operand, TMA box) was chosen for it already.
 """
@@ -28,7 +28,9 @@ from ...ir.visitor import Visitor, collect
 
 # inline statements that touch at most 16 bytes at the element address they are given
 _ELEMENTWISE = ("tl_store2(", "tl::copy_vec16(", "tl::copy_vec8(", "tl::copy_vec4(", "tl::load_vec<",
-                "tl::store_vec<", "tl_atomic_add_v")
+                "tl::store_vec<", "tl_atomic_add_v", "tl::stmatrix_pack<")
+# the accumulator stores (a stmatrix row is one whole 16-byte chunk: any chunk swizzle keeps it)
+_ACC_STORES = ("tl_store2(", "tl::stmatrix_pack<")
 
 
 def _candidate(b: Buffer, taken: set) -> bool:
@@ -63,7 +65,7 @@ class _Uses(Visitor):
     def visit_Raw(self, r):
         fmt = r.fmt.lstrip()
         if fmt.startswith(_ELEMENTWISE):
-            if fmt.startswith("tl_store2(") and r.args:
+            if fmt.startswith(_ACC_STORES) and r.args:
                 a = r.args[0]
                 if isinstance(a, E.Call) and a.op == "address_of" and isinstance(a.args[0], E.BufferLoad) \
                         and a.args[0].buffer.uid in self.cands:
