@@ -39,7 +39,7 @@ def test_whole_accumulator_in_one_chunk_when_it_fits():
     assert all(s[3] == "(by * 128) + 0" for s in stores)
     assert "tl_store2(" not in cons.split("tl::tma_store_wait<0>();")[0].split("tl_cbase[0] = ")[-1]
     # every slot, no guard: 16 stmatrix.x4 of 8 slots (transform/cuda/stmatrix.py), or 64 slot pairs without it
-    assert re.search(r"for \(int p = 0; p < 16; \+\+p\) \{[^}]*tl::stmatrix_pack<4>\(&C_tma\[", cons)
+    assert re.search(r"for \(int stsm_p = 0; stsm_p < 16; \+\+stsm_p\) \{[^}]*tl::stmatrix_pack<4>\(&C_tma\[", cons)
     off = build_case("gemm", {"bN": 256, "bK": 64, "threads": 256}, "sm_90a",
                      {**BETWEEN, "tl.disable_unit_grid_fold": True, "tl.disable_stmatrix_store": True}).source
     assert "stmatrix" not in off

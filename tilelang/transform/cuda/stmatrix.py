@@ -71,7 +71,7 @@ def stmatrix_store(op, sreg, lay, tid, raw, annotations) -> S.Stmt:
     """Every slot of the register tile `sreg` (layout `lay`) into shared op.dst, by stmatrix."""
     dst = op.dst.buffer
     atoms = lay.nlocal // 4
-    p, lane = E.Var("p", dt.int32), tid % 32
+    p, lane = E.Var("stsm_p", dt.int32), tid % 32
     out = []
     for num, count, first in ((4, atoms // 2, lambda p: p * 2), (2, atoms % 2, lambda p: atoms - 1)):
         if not count:
@@ -80,7 +80,7 @@ def stmatrix_store(op, sreg, lay, tid, raw, annotations) -> S.Stmt:
         # the matrix's row lane % 8 is the row lane 0 of this warp holds there, + lane % 8
         row, col = lay.coords((tid // 32) * 32, (first(p) + m // 2) * 4 + (m % 2) * 2)
         row, col = simplify(row + lane % 8), simplify(col)
-        r, c = E.Var("r", dt.int32), E.Var("c", dt.int32)
+        r, c = E.Var("stsm_r", dt.int32), E.Var("stsm_c", dt.int32)  # not the user's names
         addr = E.Call("address_of", (E.BufferLoad(dst, region_indices(op.dst, (r, c)), dst.dtype),), dt.uint64)
         vals = tuple(_value(sreg, simplify(E.as_expr(first(p) * 4 + k)), dst.dtype) for k in range(2 * num))
         conv = _CONVERT.get(dst.dtype.name, "")
