@@ -124,6 +124,8 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_TMA_STORE_REUSE = "tl.disable_tma_store_reuse"
     TL_DISABLE_FOLD_STAGED_STORE = "tl.disable_fold_staged_store"
     TL_DISABLE_STMATRIX_STORE = "tl.disable_stmatrix_store"
+    TL_DISABLE_SHARED_INDEX_SPLIT = "tl.disable_shared_index_split"
+    TL_DISABLE_CP_ASYNC_GROUP_FENCES = "tl.disable_cp_async_group_fences"
     TL_DEBUG_TIMELINE = "tl.debug_timeline"
     TL_DISABLE_SMEM_REUSE = "tl.disable_smem_reuse"
     TL_DISABLE_DYNAMIC_ALIGNMENT = "tl.disable_dynamic_alignment"
@@ -309,6 +311,13 @@ _DOCS = {
     "TL_DISABLE_STMATRIX_STORE": "Ours. True: on sm_90, T.copy of an mma/wgmma accumulator tile into a 16-bit "
                                  "shared tile stores column pairs (4-byte stores) (else stmatrix.x4, one per "
                                  "two 16x8 atoms, transform/cuda/stmatrix.py).",
+    "TL_DISABLE_SHARED_INDEX_SPLIT": "Ours. True: shared-memory indices keep the divisions of a flat element "
+                                     "counter (`(i*1024 + tx*4) // 64`) as written (else the multiples of the "
+                                     "divisor are pulled out and a plain tile is indexed by its flat offset, "
+                                     "transform/cuda/shared_index_split.py).",
+    "TL_DISABLE_CP_ASYNC_GROUP_FENCES": "Ours. True: every cp.async wait of a wgmma kernel is followed by a proxy "
+                                        "fence when any cp.async target is async-reachable (else only a wait whose "
+                                        "drained groups hold such a tile, transform/cuda/cp_async_groups.py).",
     "TL_DEBUG_TIMELINE": "Ours. True: persistent kernels record per-tile timestamps (kernel.timeline()).",
     "TL_DISABLE_SMEM_REUSE": "Ours; the same as TL_DISABLE_SHARED_MEMORY_REUSE.",
     "TL_DISABLE_DYNAMIC_ALIGNMENT": "Ours. True: CUDA kernels with T.dynamic row lengths are compiled for any "

@@ -181,6 +181,11 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
         from ...transform.cuda.tf32_loads import exact_tf32_buffers
 
         info.tf32_exact = exact_tf32_buffers(new.body, func.params)
+    if not config(ctx.pass_configs, "tl.disable_shared_index_split", False):
+        from ...transform.cuda.shared_index_split import split_shared_indices
+
+        laid = info.panels | info.swizzled | info.xor_swizzled
+        new = replace(new, body=split_shared_indices(new.body, laid))
     info.mma_split_chains = not config(ctx.pass_configs, "tl.disable_mma_split_chains", False)
     info.ldsm_lane_offsets = not config(ctx.pass_configs, "tl.disable_ldsm_lane_offsets", False)
     info.bf16_pack_convert = not config(ctx.pass_configs, "tl.disable_bf16_pack_convert", False)
@@ -249,7 +254,8 @@ def proxy_fences_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     from ...transform.pass_config import get as config
 
     every = bool(config(ctx.pass_configs, "tl.disable_proxy_fence_reach", False))
-    return replace(func, body=place_proxy_fences(func.body, func.attr(ATTR), all_writes=every))
+    groups = not config(ctx.pass_configs, "tl.disable_cp_async_group_fences", False)
+    return replace(func, body=place_proxy_fences(func.body, func.attr(ATTR), all_writes=every, groups=groups))
 
 
 PASSES = [

@@ -34,6 +34,7 @@ from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
 from ...ir.visitor import Mutator, collect
+from .cp_async_groups import wait_lands
 from .raw import Raw
 from .thread_sync import accesses
 from .warp_specialize import WSSplit
@@ -60,11 +61,18 @@ def cp_async_lands(body, reach) -> bool:
     return bool(targets) if reach is None else bool(targets & reach)
 
 
-def _dirties(st, reach, lands: bool = False) -> bool:
+def _dirties(st, reach, lands=False, orig=None) -> bool:
     """Whether a statement with no barrier inside may write shared memory through the generic proxy
     that the async proxy may reach (reach: storage uids, None: all; lands: a cp.async wait lands
-    such bytes)."""
-    if lands and collect(st, lambda n: isinstance(n, Raw) and _CP_ASYNC_WAIT.search(n.fmt)):
+    such bytes, or a dict {id(wait Raw): uids it lands, None: any} from cp_async_groups; orig: the
+    Raw that `st` is the text of)."""
+    waits = collect(st, lambda n: isinstance(n, Raw) and _CP_ASYNC_WAIT.search(n.fmt))
+    if isinstance(lands, dict):
+        for w in waits:
+            got = lands.get(id(orig if orig is not None and w is st else w), None)
+            if got is None or (bool(got) if reach is None else bool(got & reach)):
+                return True
+    elif lands and waits:
         return True
     if isinstance(st, Raw) and _ASYNC_WRITE.search(st.fmt):
         return False
@@ -97,18 +105,31 @@ def _buffers_in(x, out: set) -> None:
             _buffers_in(getattr(x, f.name), out)
 
 
-def async_reach(body, plan=None) -> set | None:
+# inline code that touches shared memory through the generic proxy only (cp.async included: PTX
+# performs non-bulk cp.async in the generic proxy): the buffers it names are not async-reachable
+_GENERIC_ONLY = re.compile(r"^\s*(tl::(cp_async_zfill|cp_async_gs|cp_async|load_vec|store_vec|copy_vec\d*)\s*<[^;]*;"
+                           r"|tl_store2\s*\([^;]*;"
+                           r"|\w+\s*=\s*\w+\s*\+\s*\(\{0\}\)\s*\*\s*\d+\s*;)\s*$")  # (the last: a stage window's pointer)
+
+
+def async_reach(body, plan=None, generic_only: bool = False) -> set | None:
     """Uids of the shared buffers (and of their aliases) the async proxy may touch: named by an inline statement
     (its reads, writes, arguments or text), or sharing bytes with one in `plan` (a SmemPlan). None
     (every buffer) where a shared buffer has no slot in a given plan."""
     shared = {b for a in collect(body, lambda n: isinstance(n, S.Allocate)) for b in (a.buffer,)
               if b.scope in ("shared", "shared.dyn")}
     raws = collect(body, lambda n: isinstance(n, Raw))
+    handed = lambda n: isinstance(n, E.Call) and (n.op == "address_of" or n.op.startswith("extern:"))  # noqa: E731
+    skip: set = set()
+    if generic_only:
+        skip = {id(c) for r in raws if _GENERIC_ONLY.match(r.fmt) for c in collect(r, handed)}
+        raws = [r for r in raws if not _GENERIC_ONLY.match(r.fmt)]
     named: set = set()
     for r in raws:
         _buffers_in((r.reads, r.writes, r.args), named)
-    for c in collect(body, lambda n: isinstance(n, E.Call) and (n.op == "address_of" or n.op.startswith("extern:"))):
-        _buffers_in(c.args, named)  # an address handed to other code: whatever that code does with it
+    for c in collect(body, handed):
+        if id(c) not in skip:
+            _buffers_in(c.args, named)  # an address handed to other code: whatever that code does with it
     text = "\n".join(r.fmt for r in raws)
     every: set = set()
     _buffers_in(body, every)
@@ -146,10 +167,10 @@ def _walk(st, dirty: bool, reach=None, lands: bool = False):
     """(statement with fences placed, dirty after it) for entry state `dirty`."""
     if _is_barrier(st):
         pre = st.fmt[: st.fmt.index(_BARRIER)]
-        before = dirty or (bool(pre.strip()) and _dirties(replace(st, fmt=pre), reach, lands))
+        before = dirty or (bool(pre.strip()) and _dirties(replace(st, fmt=pre), reach, lands, st))
         fmt = st.fmt.replace(_BARRIER, _FENCED, 1) if before and _FENCED not in st.fmt else st.fmt
         after = st.fmt[st.fmt.index(_BARRIER) + len(_BARRIER):]
-        return replace(st, fmt=fmt), bool(after.strip()) and _dirties(replace(st, fmt=after), reach, lands)
+        return replace(st, fmt=fmt), bool(after.strip()) and _dirties(replace(st, fmt=after), reach, lands, st)
     if not collect(st, _is_barrier):
         return st, dirty or _dirties(st, reach, lands)
     if isinstance(st, S.SeqStmt):
@@ -186,8 +207,13 @@ def _fence_all(st):
     return _FenceAll().visit(st)
 
 
-def place_proxy_fences(body, plan=None, all_writes: bool = False):
+def place_proxy_fences(body, plan=None, all_writes: bool = False, groups: bool = True):
     """`body` with `tl::fence_proxy_async();` before each barrier that follows a generic shared write
-    of memory the async proxy may reach (`plan`: the kernel's SmemPlan; `all_writes`: any write)."""
-    reach = None if all_writes else async_reach(body, plan)
-    return _walk(body, False, reach, cp_async_lands(body, reach))[0]
+    of memory the async proxy may reach (`plan`: the kernel's SmemPlan; `all_writes`: any write;
+    `groups`: a cp.async wait dirties only when the groups it drains hold such memory, and a tile
+    only ever named by generic-proxy inline code is not reachable through it)."""
+    reach = None if all_writes else async_reach(body, plan, generic_only=groups)
+    lands = cp_async_lands(body, reach)
+    if lands and groups:
+        lands = wait_lands(body)
+    return _walk(body, False, reach, lands)[0]
