@@ -191,6 +191,8 @@ class CudaCodegen(CCodegen):
             self.emit("#define TL_LDSM_LANE_OFFSETS 0")
         if not getattr(self.info, "bf16_pack_convert", True):
             self.emit("#define TL_BF16_PACK_CVT 0")
+        if not getattr(self.info, "wgmma_clear_undef", True):
+            self.emit("#define TL_WGMMA_CLEAR_UNDEF 0")
         self.emit('#include "tl/tl.h"')
         self.emit('#include "tl/gemm_sm80.h"')
         if self.info.sm >= 90:

@@ -124,6 +124,10 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                              not config(ctx.pass_configs, "tl.disable_stmatrix_store", False))
     if info.uses_wgmma:
         new = replace(new, body=fold_accum_clears(new.body))
+        if not config(ctx.pass_configs, "tl.disable_row_block_fission", False):
+            from ...transform.cuda.row_block_fission import row_block_fission
+
+            new = replace(new, body=row_block_fission(new.body, info.reg_layouts)[0])
     for _, _, rv, wv in views:  # both views of a staged tile share its layout
         for group in (info.swizzled, info.panels):
             if rv.uid in group or wv.uid in group:
@@ -189,6 +193,7 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     info.mma_split_chains = not config(ctx.pass_configs, "tl.disable_mma_split_chains", False)
     info.ldsm_lane_offsets = not config(ctx.pass_configs, "tl.disable_ldsm_lane_offsets", False)
     info.bf16_pack_convert = not config(ctx.pass_configs, "tl.disable_bf16_pack_convert", False)
+    info.wgmma_clear_undef = not config(ctx.pass_configs, "tl.disable_wgmma_clear_undef", False)
     info.no_span_swizzle = config(ctx.pass_configs, "tl.disable_swizzle_span_offset", False)
     info.swizzle_row_split = not config(ctx.pass_configs, "tl.disable_swizzle_row_split", False)
     info.assume_tid_range = not config(ctx.pass_configs, "tl.disable_assume_tid_range", False)

@@ -58,9 +58,27 @@ TL_DEVICE void fence_accumulator(TC* C) {
   }
 }
 
+// clear: C's old values are dead before the batch (warpgroup_undef_operand); TL_WGMMA_CLEAR_UNDEF 0
+// (pass config tl.disable_wgmma_clear_undef) keeps them.
+#ifndef TL_WGMMA_CLEAR_UNDEF
+#define TL_WGMMA_CLEAR_UNDEF 1
+#endif
+template <int kElems, class TC>
+TL_DEVICE void undef_accumulator(TC* C) {
+#if TL_WGMMA_CLEAR_UNDEF
+  if constexpr (sizeof(TC) == 2) {
+    warpgroup_undef_operand<kElems / 2>(reinterpret_cast<uint32_t*>(C));
+  } else {
+    warpgroup_undef_operand<kElems>(C);
+  }
+#endif
+}
+
+// row_block >= 0: only that 64-row block of each warpgroup's rows (its k-steps, its wait, its registers
+// fenced), for a loop body split by row blocks (transform/cuda/row_block_fission.py); -1: all of them.
 template <int M, int N, int K, int WG_M, int WG_N, bool TB, int LDA, int LDB, class T, int kWait = 0,
           class TC = float, bool TA = false>
-TL_DEVICE void gemm_ss_sm90(const T* A, const T* B, TC* C, bool clear = false) {
+TL_DEVICE void gemm_ss_sm90(const T* A, const T* B, TC* C, bool clear = false, int row_block = -1) {
   static_assert(sizeof(T) == 2 || sizeof(T) == 1, "tl::gemm_ss_sm90: 16-bit or 8-bit (fp8, int8) inputs");
   static_assert(sizeof(T) == 2 || TB, "tl::gemm_ss_sm90: 8-bit operands must both be K-major (transpose_B=True)");
   static_assert(detail::is_same<TC, int32_t>::value == detail::is_same<T, int8_t>::value,
@@ -74,7 +92,13 @@ TL_DEVICE void gemm_ss_sm90(const T* A, const T* B, TC* C, bool clear = false) {
   constexpr int kRegs = MI * N_WG / 2;
   const int wg = (threadIdx.x / 128) % (WG_M * WG_N);  // T.ws scopes may start past warp group 0
   const int wgm = wg % WG_M, wgn = wg / WG_M;
-  fence_accumulator<kRegs>(C);
+  if (row_block >= 0) {
+    if (clear) undef_accumulator<kRegs / MI>(C + row_block * (N_WG / 2));
+    fence_accumulator<kRegs / MI>(C + row_block * (N_WG / 2));
+  } else {
+    if (clear) undef_accumulator<kRegs>(C);
+    fence_accumulator<kRegs>(C);
+  }
   warpgroup_arrive();
 #pragma unroll
   for (int kk = 0; kk < K / kStep; ++kk) {
@@ -88,6 +112,7 @@ TL_DEVICE void gemm_ss_sm90(const T* A, const T* B, TC* C, bool clear = false) {
     }
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) {
+      if (row_block >= 0 && mi != row_block) continue;
       uint64_t da;
       if constexpr (TA) {  // M-major A (K x M): 64-column panels of K rows, as an N-major B
         static_assert(!TA || sizeof(T) == 2, "tl::gemm_ss_sm90: an M-major A needs 16-bit inputs");
@@ -103,7 +128,11 @@ TL_DEVICE void gemm_ss_sm90(const T* A, const T* B, TC* C, bool clear = false) {
   if constexpr (kWait >= 0) {
     warpgroup_wait<kWait>();
   }
-  fence_accumulator<kRegs>(C);
+  if (row_block >= 0) {
+    fence_accumulator<kRegs / MI>(C + row_block * (N_WG / 2));
+  } else {
+    fence_accumulator<kRegs>(C);
+  }
 }
 
 }  // namespace tl
@@ -120,20 +149,29 @@ namespace tl {
 // around the batch (FA forward D128: 32 fewer spill stores and loads an iteration). kKOuter:
 // the k-steps outermost, alternating row blocks (pass config tl.disable_wgmma_rows_outer).
 template <int M, int N, int K, int WG_M, bool TB, int LDB, class T, int kWait = 0, bool kKOuter = false>
-TL_DEVICE void gemm_rs_sm90(const T* A, const T* B, float* C, bool clear = false) {
+TL_DEVICE void gemm_rs_sm90(const T* A, const T* B, float* C, bool clear = false, int row_block = -1) {
   static_assert(sizeof(T) == 2, "tl::gemm_rs_sm90: 16-bit A and B");
   constexpr int M_WG = M / WG_M, MI = M_WG / 64, N_WG = N;
   static_assert(M % (WG_M * 64) == 0 && K % 16 == 0, "tl::gemm_rs_sm90: m64 rows per warpgroup, K % 16 == 0");
   constexpr int kRegs = MI * N_WG / 2;
   constexpr int kARegs = MI * K / 4;  // 32-bit registers holding this thread's A halves
   uint32_t* a32 = reinterpret_cast<uint32_t*>(const_cast<T*>(A));
-  warpgroup_fence_operand<kARegs>(a32);
-  warpgroup_fence_operand<kRegs>(C);
+  const int rb = row_block < 0 ? 0 : row_block;  // row_block >= 0: only its registers are fenced
+  if (row_block >= 0) {
+    if (clear) undef_accumulator<kRegs / MI>(C + rb * (N_WG / 2));
+    warpgroup_fence_operand<kARegs / MI>(a32 + rb * (kARegs / MI));
+    warpgroup_fence_operand<kRegs / MI>(C + rb * (N_WG / 2));
+  } else {
+    if (clear) undef_accumulator<kRegs>(C);
+    warpgroup_fence_operand<kARegs>(a32);
+    warpgroup_fence_operand<kRegs>(C);
+  }
   warpgroup_arrive();
 #pragma unroll
   for (int i = 0; i < MI * (K / 16); ++i) {
     const int kk = kKOuter ? i / MI : i % (K / 16);
     const int mi = kKOuter ? i % MI : i / (K / 16);
+    if (row_block >= 0 && mi != row_block) continue;
     uint64_t db;
     if constexpr (TB) {
       db = kmajor_desc<LDB * 2, N>(B, 0, kk);
@@ -148,8 +186,13 @@ TL_DEVICE void gemm_rs_sm90(const T* A, const T* B, float* C, bool clear = false
   if constexpr (kWait >= 0) {
     warpgroup_wait<kWait>();
   }
-  warpgroup_fence_operand<kRegs>(C);
-  warpgroup_fence_operand<kARegs>(a32);
+  if (row_block >= 0) {
+    warpgroup_fence_operand<kRegs / MI>(C + rb * (N_WG / 2));
+    warpgroup_fence_operand<kARegs / MI>(a32 + rb * (kARegs / MI));
+  } else {
+    warpgroup_fence_operand<kRegs>(C);
+    warpgroup_fence_operand<kARegs>(a32);
+  }
 }
 
 }  // namespace tl

@@ -73,6 +73,22 @@ TL_DEVICE void warpgroup_fence_operand(T* regs) {
   }
 }
 
+// The accumulator registers' old values are dead: the next wgmma runs with scale-d = 0. A fresh
+// definition (no instruction) keeps the compiler from holding an earlier value -- a loop's previous
+// iteration -- live into the batch, which cost attention's loop a whole S tile of registers.
+template <int Count, class T>
+TL_DEVICE void warpgroup_undef_operand(T* regs) {
+  static_assert(sizeof(T) == 4, "tl::warpgroup_undef_operand: registers must be 32-bit");
+#pragma unroll
+  for (int i = 0; i < Count; ++i) {
+    if constexpr (detail::is_same<T, float>::value) {
+      asm volatile("" : "=f"(regs[i])::"memory");
+    } else {
+      asm volatile("" : "=r"(regs[i])::"memory");
+    }
+  }
+}
+
 // ------------------------------------------------------------- entry points
 // tl::wgmma_ss<A, B, C, N, TransA, TransB>(desc_a, desc_b, acc, scale_d)
 //   A, B: element types (half_t, bfloat16_t, float8_e4m3_t, float8_e5m2_t,

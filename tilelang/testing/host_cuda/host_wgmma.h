@@ -69,6 +69,10 @@ template <int Count, class T>
 inline void warpgroup_fence_operand(T*) {
   static_assert(sizeof(T) == 4, "tl::warpgroup_fence_operand: registers must be 32-bit");
 }
+template <int Count, class T>
+inline void warpgroup_undef_operand(T*) {  // the values stay: scale-d = 0 ignores them anyway
+  static_assert(sizeof(T) == 4, "tl::warpgroup_undef_operand: registers must be 32-bit");
+}
 
 namespace detail {
 

@@ -81,6 +81,8 @@ class CudaKernelInfo:
     swizzle_row_split: bool = True  # row terms a multiple of 8 printed outside the swizzle (codegen/swizzle_rows.py)
     assume_tid_range: bool = True  # codegen states 0 <= tid < threads to nvcc (__builtin_assume)
     pow2_floor_shift: bool = True  # floor `//` / `%` by 2^k of unknown sign printed as `>>` / `&`
+    reg_layouts: dict = field(default_factory=dict)  # register Buffer uid -> its fragment layout
+    wgmma_clear_undef: bool = True  # a clearing wgmma gemm drops C's old values first (TL_WGMMA_CLEAR_UNDEF)
 
 
 class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
@@ -584,5 +586,6 @@ def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = Fa
     shared = [a.buffer for a in collect(body, lambda n: isinstance(n, S.Allocate))
               if a.buffer.scope in ("shared", "shared.dyn")]
     info = CudaKernelInfo(threads, low.regs, shared, low.swizzled, [], tid=tid, panels=low.panels, sm=sm,
-                          uses_wgmma=low.uses_wgmma, scope_changes=low.scope_changes)
+                          uses_wgmma=low.uses_wgmma, scope_changes=low.scope_changes,
+                          reg_layouts={r.uid: plan.layouts.get(uid) for uid, r in low.regs.items()})
     return new, info
