@@ -33,7 +33,7 @@ from ... import dtypes as dt
 from ...arith.simplify import const_int, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
-from ...ir.visitor import Mutator, Visitor, substitute
+from ...ir.visitor import Mutator, Visitor
 from ...layout.fragment import RowFragment, WgmmaAccFragment
 from .raw import Raw
 
@@ -59,6 +59,7 @@ class _Node:
     sync: str | None = None  # "full_wait" | "empty_arrive" | "sync"
     barrier: bool = False
     block: int | None = None
+    maps: tuple = ()  # (writes, reads) as uid -> blocks, for the dependence test
 
 
 def _gemm_of(r) -> _Gemm | None:
@@ -119,22 +120,50 @@ class _Accesses(Visitor):
         self.other = True
 
 
+_INT_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+            "//": lambda a, b: a // b, "/": lambda a, b: a // b, "%": lambda a, b: a % b,
+            ">>": lambda a, b: a >> b, "<<": lambda a, b: a << b, "&": lambda a, b: a & b, "|": lambda a, b: a | b}
+
+
+def _int_at(e, env: dict) -> int | None:
+    """The value of an integer index expression with loop variables bound in `env` (None: not one);
+    slot indices are non-negative, so floor and C division agree wherever this answers."""
+    if isinstance(e, int):
+        return e
+    if isinstance(e, E.Const):
+        return e.value if isinstance(e.value, int) else None
+    if isinstance(e, E.Var):
+        return env.get(e)
+    if isinstance(e, E.Binary) and e.op in _INT_OPS:
+        a, b = _int_at(e.a, env), _int_at(e.b, env)
+        if a is None or b is None or a < 0 or b < 0 or (b == 0 and e.op in ("//", "/", "%")):
+            return None
+        return _INT_OPS[e.op](a, b)
+    return None
+
+
 class _Plan:
     def __init__(self, layouts: dict, m: int, wg_m: int):
         self.layouts, self.m, self.wg_m = layouts, m, wg_m
+        self.memo: dict = {}  # (buffer uid, slot) -> row block
 
-    def block_of(self, buf, idx) -> int | str | None:
-        """Row block of element `idx` of register tile `buf`; "*" when unknown; None: not a row tile."""
+    def block_of(self, buf, idx, env: dict | None = None) -> int | str | None:
+        """Row block of element `idx` (loop variables bound by `env`) of register tile `buf`;
+        "*" when unknown; None: not a tile of the gemms' rows."""
         lay = self.layouts.get(buf.uid)
         rows = isinstance(lay, WgmmaAccFragment) and lay.shape[0] == self.m and lay.wg_m == self.wg_m or \
             isinstance(lay, RowFragment) and lay.kind == "wgmma" and lay.rows == self.m and lay.groups == self.wg_m
         if not rows:
             return None
-        i = const_int(simplify(idx[0])) if len(idx) == 1 else None
+        i = _int_at(idx[0], env or {}) if len(idx) == 1 else None
         if i is None:
             return "*"
-        row = const_int(simplify(lay.coords(E.as_expr(0), i)[0]))
-        return "*" if row is None else row // 64
+        key = (buf.uid, i)
+        if key not in self.memo:
+            row = lay.coords(0, i)[0]  # thread 0 (warpgroup 0): plain integers
+            row = row if isinstance(row, int) else const_int(simplify(row))
+            self.memo[key] = "*" if row is None else row // 64
+        return self.memo[key]
 
     def node(self, s, index: int) -> _Node:
         n = _Node(s, index)
@@ -162,7 +191,7 @@ class _Plan:
             if buf.scope not in _REG_SCOPES:
                 n.barrier = True
                 return n
-            blocks = {self.block_of(buf, [substitute(x, v) for x in idx]) for v in values}
+            blocks = {self.block_of(buf, idx, v) for v in values}
             for b in blocks:
                 (n.writes if write else n.reads).add((buf.uid, "*" if b is None else b))
         found = {b for _, b in n.reads | n.writes if b != "*"}
@@ -190,7 +219,7 @@ class _Plan:
         if not isinstance(s, S.For):
             return [{}]
         a, n = const_int(s.start), const_int(s.extent)
-        return [{s.var: E.as_expr(v)} for v in range(a, a + n)]
+        return [{s.var: v} for v in range(a, a + n)]
 
     def gemm_node(self, r: Raw, g: _Gemm, mi: int, index: int) -> _Node:
         n = _Node(_split_gemm(r, g, mi), index, smem=True, block=mi)
@@ -217,7 +246,7 @@ class _Plan:
         for v in range(a, a + n):
             bs = set()
             for buf, idx, _ in acc.out:
-                b = self.block_of(buf, [substitute(x, {s.var: E.as_expr(v)}) for x in idx])
+                b = self.block_of(buf, idx, {s.var: v})
                 if b is not None:
                     bs.add(b)
             keys.append(bs.pop() if len(bs) == 1 and "*" not in bs else None)
@@ -231,14 +260,26 @@ class _Plan:
         return out
 
 
+def _by_uid(keys) -> dict:
+    out = {}
+    for u, b in keys:
+        out.setdefault(u, set()).add(b)
+    return out
+
+
+def _hit(p: dict, q: dict) -> bool:
+    for u, bs in p.items():
+        bs2 = q.get(u)
+        if bs2 is not None and ("*" in bs or "*" in bs2 or bs & bs2):
+            return True
+    return False
+
+
 def _conflict(x: _Node, y: _Node) -> bool:
-    def hit(p, q):
-        for u, b in p:
-            for u2, b2 in q:
-                if u == u2 and (b == b2 or b == "*" or b2 == "*"):
-                    return True
+    if not (x.writes or y.writes):
         return False
-    return hit(x.writes, y.writes | y.reads) or hit(x.reads, y.writes)
+    xw, xr, yw, yr = x.maps[0], x.maps[1], y.maps[0], y.maps[1]
+    return _hit(xw, yw) or _hit(xw, yr) or _hit(xr, yw)
 
 
 def _depends(earlier: _Node, later: _Node) -> bool:
@@ -254,6 +295,8 @@ def _depends(earlier: _Node, later: _Node) -> bool:
 def _schedule(nodes: list) -> list:
     """Topological order of `nodes`, row block 0's work first (then original order)."""
     n = len(nodes)
+    for x in nodes:
+        x.maps = (_by_uid(x.writes), _by_uid(x.reads))
     preds = [set() for _ in range(n)]
     for j in range(n):
         for i in range(j):
