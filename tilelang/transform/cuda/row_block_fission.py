@@ -21,15 +21,14 @@ stores an iteration) and serialized the wgmmas.
 NOTE: a wait on a pipeline's full barrier (`tl_full*`) may move above an arrive on an empty
 barrier (`tl_empty*`) of the same iteration: the warp-specialized producer fills iteration i's
 buffers after waiting on empties of earlier iterations only, so that arrive never gates that wait.
-Any other statement kind (an unknown Raw, a branch, shared / global element accesses) is a
-barrier the schedule does not cross.
+Any other statement kind between the gemms (an unknown Raw, a branch, shared / global element
+accesses, a register tile not of the gemms' rows) leaves that loop as written.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 
-from ... import dtypes as dt
 from ...arith.simplify import const_int, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
