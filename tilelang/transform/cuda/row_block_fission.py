@@ -22,7 +22,8 @@ NOTE: a wait on a pipeline's full barrier (`tl_full*`) may move above an arrive 
 barrier (`tl_empty*`) of the same iteration: the warp-specialized producer fills iteration i's
 buffers after waiting on empties of earlier iterations only, so that arrive never gates that wait.
 Any other statement kind between the gemms (an unknown Raw, a branch, shared / global element
-accesses, a register tile not of the gemms' rows) leaves that loop as written.
+accesses, a gemm operand not laid out by the gemms' rows) leaves that loop as written; other
+register tiles count as whole (every block), which only orders more.
 """
 from __future__ import annotations
 
