@@ -122,7 +122,6 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_WS_FRAGMENT_GUARD = "tl.disable_ws_fragment_guard"
     TL_DISABLE_WGMMA_ROWS_OUTER = "tl.disable_wgmma_rows_outer"
     TL_DISABLE_TMA_STORE_REUSE = "tl.disable_tma_store_reuse"
-    TL_DISABLE_STMATRIX_STORES = "tl.disable_stmatrix_stores"
     TL_DISABLE_ROW_BLOCK_FISSION = "tl.disable_row_block_fission"
     TL_DISABLE_WGMMA_CLEAR_UNDEF = "tl.disable_wgmma_clear_undef"
     TL_DISABLE_FOLD_STAGED_STORE = "tl.disable_fold_staged_store"
@@ -311,9 +310,6 @@ _DOCS = {
     "TL_DISABLE_ROW_BLOCK_FISSION": "Ours. True: a loop body of wgmma gemms with several 64-row blocks per warpgroup "
                                     "runs as written (else row block by row block, each gemm split per block: "
                                     "attention keeps half of S live; transform/cuda/row_block_fission.py).",
-    "TL_DISABLE_STMATRIX_STORES": "Ours. True: on sm_90 a T.copy of an mma / wgmma accumulator into a 16-bit shared "
-                                  "tile stores 32-bit column pairs (else stmatrix.x4, four times fewer stores, "
-                                  "transform/cuda/stmatrix.py).",
     "TL_DISABLE_TMA_STORE_REUSE": "Ours. True: a warp-specialized kernel's TMA-store staging tile keeps bytes of its "
                                   "own (else, one tile per block, it shares those of tiles dead before the epilogue, "
                                   "transform/cuda/plan_smem.py).",
