@@ -128,6 +128,8 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_STMATRIX_STORE = "tl.disable_stmatrix_store"
     TL_DISABLE_SHARED_INDEX_SPLIT = "tl.disable_shared_index_split"
     TL_DISABLE_CP_ASYNC_GROUP_FENCES = "tl.disable_cp_async_group_fences"
+    TL_DISABLE_TMA_IM2COL = "tl.disable_tma_im2col"
+    TL_ENABLE_TMA_IM2COL_SMALL_TILES = "tl.enable_tma_im2col_small_tiles"
     TL_DEBUG_TIMELINE = "tl.debug_timeline"
     TL_DISABLE_SMEM_REUSE = "tl.disable_smem_reuse"
     TL_DISABLE_DYNAMIC_ALIGNMENT = "tl.disable_dynamic_alignment"
@@ -326,6 +328,12 @@ _DOCS = {
     "TL_DISABLE_CP_ASYNC_GROUP_FENCES": "Ours. True: every cp.async wait of a wgmma kernel is followed by a proxy "
                                         "fence when any cp.async target is async-reachable (else only a wait whose "
                                         "drained groups hold such a tile, transform/cuda/cp_async_groups.py).",
+    "TL_DISABLE_TMA_IM2COL": "Ours. True: a T.Pipelined loop with T.im2col keeps the cp.async pipeline (else the "
+                             "warp-specialized producer loads the tile through an im2col-mode TMA tensor map, "
+                             "transform/cuda/ws_im2col.py).",
+    "TL_ENABLE_TMA_IM2COL_SMALL_TILES": "Ours. True: the TMA im2col producer also takes convolutions whose "
+                                        "accumulator is under 64 elements per thread (those keep the cp.async "
+                                        "pipeline by default, several blocks per SM; ws_im2col.small_tile).",
     "TL_DEBUG_TIMELINE": "Ours. True: persistent kernels record per-tile timestamps (kernel.timeline()).",
     "TL_DISABLE_SMEM_REUSE": "Ours; the same as TL_DISABLE_SHARED_MEMORY_REUSE.",
     "TL_DISABLE_DYNAMIC_ALIGNMENT": "Ours. True: CUDA kernels with T.dynamic row lengths are compiled for any "

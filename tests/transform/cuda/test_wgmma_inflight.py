@@ -1,5 +1,5 @@
 """wgmma batches left in flight across a cp.async pipeline's iterations (wgmma_inflight.py):
-an im2col convolution on sm_90a (no warp specialization: T.im2col has no TMA form) issues its
+an im2col convolution on sm_90a (kept off the TMA im2col producer by tl.disable_tma_im2col) issues its
 gemm with kWait = 1, refills the stage of the previous iteration after a barrier that follows
 the gemm, and waits for the last batch after the loop; run on the host emulator (which
 delivers wgmma results only at their wait) against float64 torch conv2d. Gemms whose batch must
@@ -27,13 +27,14 @@ def _loop(src: str, var: str) -> str:
 
 
 CONV = (2, 9, 7, 32, 64, 3, 1, 1, 1, 64, 64, 32)  # N, H, W, C, F, K, S, D, P, bM, bN, bK: wgmma m64
+CP_ASYNC = {"tl.disable_tma_im2col": True}  # else the loop is warp-specialized (ws_im2col.py)
 
 
 @pytest.mark.parametrize("stages", [2, 3])
 def test_conv_gemm_stays_in_flight(stages, run_on_host):
     N, H, W, C, F, K, S, D, P, bM, bN, bK = CONV
     fn, OH, OW = conv_kernel(N, H, W, C, F, K, S, D, P, bM, bN, bK, stages, 128, "float16")
-    kern = _compile(fn)
+    kern = _compile(fn, **CP_ASYNC)
     src = kern.get_kernel_source()
     loop = _loop(src, "ki")
     body, after = loop.split("tl::cp_async_commit();\n  }", 1)
@@ -55,7 +56,7 @@ def test_conv_gemm_stays_in_flight(stages, run_on_host):
 def test_switch_off_keeps_the_refill_before_the_wait(run_on_host):
     N, H, W, C, F, K, S, D, P, bM, bN, bK = CONV
     fn, OH, OW = conv_kernel(N, H, W, C, F, K, S, D, P, bM, bN, bK, 3, 128, "float16")
-    kern = _compile(fn, **{"tl.disable_wgmma_inflight": True})
+    kern = _compile(fn, **{"tl.disable_wgmma_inflight": True}, **CP_ASYNC)
     src = kern.get_kernel_source()
     assert re.search(r"tl::gemm_ss_sm90<[^>]*, 0>\(", src) and "tl::warpgroup_wait<0>" not in src
     loop = _loop(src, "ki")

@@ -590,6 +590,48 @@ def encode_tensor_map(dtype, global_address: int, global_dims, global_strides, b
     return ctypes.string_at(int(tmap.getPtr()), TENSOR_MAP_BYTES)
 
 
+def check_im2col_args(dtype, global_address: int, global_dims, global_strides, lower, upper,
+                      channels: int, pixels: int, element_strides, swizzle: int = 0) -> tuple:
+    """Validate cuTensorMapEncodeIm2col's rules (dims innermost first: C, W, H[, D], N; corners
+    one per spatial dim, in the order of `global_dims`). Returns the normalised
+    (kind, dims, strides, element_strides)."""
+    rank = len(global_dims)
+    kind, dims, strides, _, estr = check_tensor_map_args(
+        dtype, global_address, global_dims, global_strides, [channels] + [1] * (rank - 1), element_strides, swizzle)
+    if not 3 <= rank <= 5:
+        raise TileLangError(f"an im2col tensor map has 3 to 5 dimensions (NWC, NHWC, NDHWC), got {rank}")
+    span = {3: 1 << 15, 4: 1 << 7, 5: 1 << 4}[rank]
+    if len(lower) != rank - 2 or len(upper) != rank - 2 or \
+            any(not -span <= int(x) < span for x in list(lower) + list(upper)):
+        raise TileLangError(f"an im2col map of rank {rank} needs {rank - 2} lower and upper corner offsets in "
+                            f"[{-span}, {span - 1}], got {list(lower)} and {list(upper)}")
+    if not 1 <= channels <= 256 or not 1 <= pixels <= 1024:
+        raise TileLangError(f"im2col boxes take 1-256 channels and 1-1024 pixels, got {channels} and {pixels}")
+    return kind, dims, strides, estr
+
+
+def encode_im2col_tensor_map(dtype, global_address: int, global_dims, global_strides, lower, upper,
+                             channels: int, pixels: int, element_strides, *, swizzle: int = 0,
+                             l2_promotion: int = 128) -> bytes:
+    """cuTensorMapEncodeIm2col -> the 128-byte CUtensorMap for `tl::tma_load_im2col` (see
+    check_im2col_args for the argument order). The bounding box spans corner positions
+    lower .. dim - 1 + upper of each spatial dim, walked by `element_strides`."""
+    kind, dims, strides, estr = check_im2col_args(dtype, global_address, global_dims, global_strides, lower,
+                                                  upper, channels, pixels, element_strides, swizzle)
+    driver = _driver()
+    u64, u32 = driver.cuuint64_t, driver.cuuint32_t
+    tmap = check(driver.cuTensorMapEncodeIm2col(
+        getattr(driver.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{kind}"),
+        len(dims), global_address, [u64(d) for d in dims], [u64(x) for x in strides],
+        [int(x) for x in lower], [int(x) for x in upper], channels, pixels, [u32(e) for e in estr],
+        driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        getattr(driver.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{_SWIZZLE[swizzle]}"),
+        getattr(driver.CUtensorMapL2promotion, f"CU_TENSOR_MAP_L2_PROMOTION_{_L2_PROMOTION[l2_promotion]}"),
+        driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+        "cuTensorMapEncodeIm2col")
+    return ctypes.string_at(int(tmap.getPtr()), TENSOR_MAP_BYTES)
+
+
 def encode_tensor_map_2d(dtype, global_address: int, rows: int, cols: int, row_stride: int,
                          box_rows: int, box_cols: int, *, swizzle: int = 0,
                          l2_promotion: int = 128) -> bytes:

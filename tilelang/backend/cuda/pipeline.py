@@ -91,7 +91,9 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                                    not config(ctx.pass_configs, "tl.ws_no_setmaxnreg", False),
                                    bool(config(ctx.pass_configs, "tl.enable_ws_overlap", False)),
                                    not config(ctx.pass_configs, "tl.disable_ws_fragment_guard", False),
-                                   not config(ctx.pass_configs, "tl.disable_fold_staged_store", False))
+                                   not config(ctx.pass_configs, "tl.disable_fold_staged_store", False),
+                                   not config(ctx.pass_configs, "tl.disable_tma_im2col", False),
+                                   bool(config(ctx.pass_configs, "tl.enable_tma_im2col_small_tiles", False)))
     if ws is not None:
         k_piped, views = k_ws, []
     elif manual is not None:
@@ -429,9 +431,15 @@ class CUDAArtifact(LowersOnDemand):
                 for d in reversed(shape):
                     strides.insert(0, acc)
                     acc *= d
-            cached = driver.encode_tensor_map(obj.buffer.dtype.name, t.data_ptr(), list(reversed(shape)),
-                                              list(reversed(strides))[1:], list(reversed(obj.box)),
-                                              swizzle=obj.swizzle)
+            geo = obj.im2col  # an im2col map (transform/cuda/ws_im2col.py): corners and strides in (w, h)
+            if geo is not None:
+                cached = driver.encode_im2col_tensor_map(
+                    obj.buffer.dtype.name, t.data_ptr(), list(reversed(shape)), list(reversed(strides))[1:],
+                    geo.lower, geo.upper, geo.channels, geo.pixels, [1, *geo.strides, 1], swizzle=obj.swizzle)
+            else:
+                cached = driver.encode_tensor_map(obj.buffer.dtype.name, t.data_ptr(), list(reversed(shape)),
+                                                  list(reversed(strides))[1:], list(reversed(obj.box)),
+                                                  swizzle=obj.swizzle)
             if len(self._tmaps) > 64:
                 self._tmaps.clear()
             self._tmaps[key] = cached

@@ -86,6 +86,24 @@ TL_DEVICE void tma_load(const void* desc, uint64_t* bar, void* smem_dst, int c0,
       : "memory");
 }
 
+// Im2col mode (a map from cuTensorMapEncodeIm2col over an NHWC tensor): the box is
+// `pixelsPerColumn` rows of `channelsPerPixel` channels.  (c, w, h, n) is the first
+// pixel's position in the map's bounding box, which the load walks (w fastest, by the
+// map's traversal strides, wrapping to the next h row, then the next image); each pixel
+// is read at (w + off_w, h + off_h), zeros outside the image.  Convolution: the start
+// is output pixel (n, oh, ow)'s window corner (ow*S - P, oh*S - P), the offsets the
+// filter tap (kw*D, kh*D).
+template <int kG = 0>
+TL_DEVICE void tma_load_im2col(const void* desc, uint64_t* bar, void* smem_dst, int c, int w,
+                               int h, int n, uint16_t off_w, uint16_t off_h) {
+  TL_TMA_GUARD(kG);
+  TL_TMA_ASM(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%3, %4, %5, %6}], [%2], {%7, %8};\n" ::"r"(smem_addr(smem_dst)),
+      "l"(desc), "r"(smem_addr(bar)), "r"(c), "r"(w), "r"(h), "r"(n), "h"(off_w), "h"(off_h)
+      : "memory");
+}
+
 // Multicast: the same box lands at the same smem offset (and signals the
 // barrier at the same offset) in every CTA of the cluster whose bit is set
 // in `cta_mask`.

@@ -257,7 +257,7 @@ class HostProgram:
 
 
 def _tensor_map(desc, arg_kinds, by_param) -> bytes:
-    """host_tma.h's 128-byte tensor map for `desc` (a TmaDesc: buffer, box outer-first, swizzle):
+    """host_tma.h's 128-byte tensor map for `desc` (a TmaDesc: buffer, box outer-first, swizzle, im2col geometry):
     the index of its base buffer among the arguments, dims innermost first and byte strides, as
     the device path encodes them (backend/cuda/pipeline.py arg_value)."""
     base = getattr(desc.buffer, "view_base", desc.buffer)
@@ -275,6 +275,11 @@ def _tensor_map(desc, arg_kinds, by_param) -> bytes:
     dims, strides, box = shape[::-1], strides[::-1], list(desc.box)[::-1]
     rank = len(dims)
     pad = lambda xs: list(xs) + [0] * (5 - len(xs))  # noqa: E731
+    geo = getattr(desc, "im2col", None)
+    if geo is not None:  # box: channels per pixel, pixels, traversal strides (w, h); the corners after
+        return struct.pack("<IiiiI5i5q5q4h", 0x4C433249, arg, rank, elem, desc.swizzle,
+                           *pad([geo.channels, geo.pixels, *geo.strides]), *pad(dims), *pad(strides),
+                           *geo.lower, *geo.upper)
     return struct.pack("<IiiiI5i5q5q", 0x544D4150, arg, rank, elem, desc.swizzle, *pad(box), *pad(dims),
                        *pad(strides)) + b"\0" * 8
 

@@ -13,6 +13,11 @@
 // tensor, with the swizzle applied to the shared byte address (16-byte chunk bits [4, 7) XOR
 // bits [7, 10) for 128 B, [4, 6) ^ [7, 9) for 64 B, bit 4 ^ bit 7 for 32 B), then completes its
 // bytes on the barrier. A store writes the box back, dropping elements outside the tensor.
+// Im2col maps (magic "I2CL"; box[0] channels per pixel, box[1] pixels, box[2..3] the (w, h)
+// traversal strides, lo / hi the bounding box's corner offsets in (w, h)): a load walks `pixels`
+// positions of the bounding box from (w, h, n) -- w fastest by its stride, wrapping to the box's
+// first w on the next h row, then to the next image -- and reads channels [c, c + channels) of
+// each at (w + off_w, h + off_h), zero outside the tensor; pixel i is row i of the box.
 // Multicast and cluster barriers have no host meaning: they fail the run.
 // Part of host_cuda.h (included by host_tl.h).
 #pragma once
@@ -32,6 +37,7 @@ struct alignas(64) TensorMap {  // the host's record, 128 bytes as the CUtensorM
   int32_t box[5];  // innermost first
   int64_t dims[5];
   int64_t strides[5];  // bytes; strides[0] = elem
+  int16_t lo[2], hi[2];  // im2col maps: the bounding box's corners in (w, h)
 };
 static_assert(sizeof(TensorMap) == 128, "host TensorMap must be 128 bytes");
 
@@ -135,6 +141,39 @@ inline void host_tma_load(const void* desc, uint64_t* bar, void* smem, const int
   host_tma_defer(bar, std::move(writes));
 }
 
+// An im2col load (4-d NHWC map): see the header comment.
+inline void host_tma_load_im2col(const void* desc, uint64_t* bar, void* smem, int c, int w, int h, int n,
+                                 int off_w, int off_h) {
+  const TensorMap* m = static_cast<const TensorMap*>(desc);
+  if (m->magic != 0x4c433249u || m->rank != 4) tl_host_fail("tma_load_im2col: not a host 4-d im2col tensor map");
+  const char* base = tl_host_args.at(m->arg);
+  const int ch = m->box[0], sw = m->box[2], sh = m->box[3];
+  const long long pixels = m->box[1];
+  const long long nw = (m->dims[1] - 1 + m->hi[0] - m->lo[0]) / sw + 1;
+  const long long nh = (m->dims[2] - 1 + m->hi[1] - m->lo[1]) / sh + 1;
+  if ((w - m->lo[0]) % sw || (h - m->lo[1]) % sh || w < m->lo[0] || h < m->lo[1] || (w - m->lo[0]) / sw >= nw ||
+      (h - m->lo[1]) / sh >= nh)
+    tl_host_fail("tma_load_im2col: start (w %d, h %d) is not a position of the bounding box", w, h);
+  const uint32_t s0 = smem_addr(smem);
+  if (m->swizzle && s0 % (8 * m->swizzle)) tl_host_fail("tma_load_im2col: a %d-byte swizzled box at 0x%x is not aligned", m->swizzle, s0);
+  const long long first = (static_cast<long long>(n) * nh + (h - m->lo[1]) / sh) * nw + (w - m->lo[0]) / sw;
+  std::vector<std::pair<uint32_t, std::vector<unsigned char>>> writes;
+  for (long long i = 0; i < pixels; ++i) {
+    const long long p = first + i;
+    const long long x = m->lo[0] + (p % nw) * sw + off_w, y = m->lo[1] + (p / nw % nh) * sh + off_h, b = p / (nw * nh);
+    for (int j = 0; j < ch; ++j) {
+      const long long z = c + j;
+      const bool inside = z >= 0 && z < m->dims[0] && x >= 0 && x < m->dims[1] && y >= 0 && y < m->dims[2] && b < m->dims[3];
+      const uint32_t sa = host_tma_swizzle(s0 + static_cast<uint32_t>((i * ch + j) * m->elem), m->swizzle);
+      tl_host_smem_at(sa, m->elem, "tma_load_im2col");
+      std::vector<unsigned char> v(m->elem, 0);
+      if (inside) std::memcpy(v.data(), base + z * m->strides[0] + x * m->strides[1] + y * m->strides[2] + b * m->strides[3], m->elem);
+      writes.emplace_back(sa, std::move(v));
+    }
+  }
+  host_tma_defer(bar, std::move(writes));
+}
+
 inline void host_tma_store(const void* desc, const void* smem, const int* c) {
   const TensorMap* m = static_cast<const TensorMap*>(desc);
   host_tma_box(m, const_cast<void*>(smem), c, "tma_store", [&](char* g, uint32_t sa) {
@@ -229,6 +268,11 @@ template <int kG = 0>
 inline void tma_load(const void* desc, uint64_t* bar, void* smem, int c0, int c1, int c2, int c3, int c4) {
   const int c[5] = {c0, c1, c2, c3, c4};
   detail::host_tma_load(desc, bar, smem, c);
+}
+template <int kG = 0>
+inline void tma_load_im2col(const void* desc, uint64_t* bar, void* smem, int c, int w, int h, int n, uint16_t off_w,
+                            uint16_t off_h) {
+  detail::host_tma_load_im2col(desc, bar, smem, c, w, h, n, off_w, off_h);
 }
 template <int kG = 0, class... C>
 inline void tma_load_multicast(const void*, uint64_t*, void*, uint16_t, C...) {

@@ -43,6 +43,7 @@ from .stream_k import (
     stream_k_units,
 )
 from .ws_guard import producer_guard
+from .ws_im2col import im2col_desc, im2col_exprs, im2col_loads, im2col_plan, im2col_producers, small_tile
 from .ws_epilogue import TmaDesc, defer_epilogue, defer_fits, fold_staged_store, tma_store_epilogue
 from .ws_loads import hoist_staged_decls, hoistable_copies, plan_prefix_loads, take_prefix_loads, tma_plan
 from .ws_overlap import chain_plan, overlapped_consumer
@@ -88,7 +89,8 @@ def top_pipelined(body):
 def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, clusters: bool = False,
                     stream_k: bool = True, timeline: bool = False, serpentine: bool = True,
                     defer_epilogue: bool = True, deep_ring: bool = True, rebalance_regs: bool = True,
-                    chain: bool = False, fragment_guard: bool = True, fold_staging: bool = True):
+                    chain: bool = False, fragment_guard: bool = True, fold_staging: bool = True,
+                    im2col_tma: bool = True, im2col_small: bool = False):
     """Returns (new kernel, WSInfo) or (k, None) when the kernel keeps the cp.async pipeline.
 
     num_sms: make the kernel persistent -- min(tiles, num_sms) blocks, each looping over the
@@ -112,8 +114,12 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     fragment_guard: a guarded body's condition may read a fragment filled from global memory
     before the loop (ws_guard.py; `tl.disable_ws_fragment_guard`).
     fold_staging: the user's own output staging pair becomes the TMA-store epilogue
-    (ws_epilogue.fold_staged_store; off: `tl.disable_fold_staged_store`)."""
-    plan = _plan(k, warn, num_sms, clusters, stream_k, serpentine, deep_ring, fragment_guard)
+    (ws_epilogue.fold_staged_store; off: `tl.disable_fold_staged_store`).
+    im2col_tma: the producer loads a T.im2col tile through an im2col-mode tensor map (ws_im2col.py;
+    off: `tl.disable_tma_im2col`, the loop keeps the cp.async pipeline); im2col_small: also where
+    the accumulator is small (ws_im2col.small_tile; `tl.enable_tma_im2col_small_tiles`)."""
+    plan = _plan(k, warn, num_sms, clusters, stream_k, serpentine, deep_ring, fragment_guard,
+                 (im2col_tma, im2col_small))
     if plan is None:
         return k, None
     plan.rebalance_regs = rebalance_regs
@@ -197,7 +203,7 @@ class WSPlan:
 
 
 def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine=False,
-          deep_ring=False, fragment_guard=False) -> WSPlan | None:
+          deep_ring=False, fragment_guard=False, im2col_tma=(False, False)) -> WSPlan | None:
     """The plan, or None (with a warning where wgmma or TMA is what is missing)."""
     T = k.threads[0] * k.threads[1] * k.threads[2]
     stmts, loops = top_pipelined(k.body)
@@ -210,9 +216,9 @@ def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine
     if not producers:
         guard, body, producers = _guarded_copies(body, k, stmts[:loops[0]], fragment_guard)
     if collect(S.seq(*body), lambda n: isinstance(n, O.Im2Col)):
-        warn("no warp specialization (TMA pipeline): T.im2col has no TMA im2col lowering here; the loop runs as a "
-             "cp.async pipeline")
-        return None
+        producers = _with_im2col(body, producers, guard, im2col_tma[0], warn)
+        if producers is None:
+            return None
     if not producers:
         copies = collect(S.seq(*body), lambda n: isinstance(n, O.Copy) and n.src.buffer.scope == "global"
                          and n.dst.buffer.scope in ("shared", "shared.dyn"))
@@ -236,11 +242,17 @@ def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine
             warn(f"no warp specialization (TMA pipeline): T.gemm {g.A.buffer.name} x {g.B.buffer.name} cannot use "
                  f"wgmma ({why})")
             return None
+    if not im2col_tma[1] and any(isinstance(p, O.Im2Col) and small_tile(p, gemms, T) for p in producers):
+        warn("no warp specialization (TMA pipeline): the convolution's accumulator is under 64 elements per thread, "
+             "where a cp.async pipeline keeps several blocks per SM (tl.enable_tma_im2col_small_tiles takes the "
+             "TMA im2col producer anyway)")
+        return None
     tma = []
     for p in producers:
-        box, why = tma_plan(p)
+        box, why = im2col_plan(p, loop) if isinstance(p, O.Im2Col) else tma_plan(p)
         if box is None:
-            warn(f"no warp specialization (TMA pipeline): T.copy {p.src.buffer.name} -> {p.dst.buffer.name}: {why}")
+            what = "T.im2col" if isinstance(p, O.Im2Col) else "T.copy"
+            warn(f"no warp specialization (TMA pipeline): {what} {p.src.buffer.name} -> {p.dst.buffer.name}: {why}")
             return None
         tma.append(box)
     hoisted = hoist_staged_decls(stmts, loops[0], tiles) if guard is None else (stmts, loops[0], body)
@@ -293,6 +305,23 @@ def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine
 
 
 _SCALAR = ("local", "local.var")
+
+
+def _with_im2col(body: list, producers: list, guard, enabled: bool, warn) -> list | None:
+    """The producer's ops with the body's T.im2col tiles added (ws_im2col.py), in body order, or None
+    (with a warning) where one cannot be a TMA load: the loop then keeps the cp.async pipeline."""
+    why = None
+    takes = im2col_producers(body) if guard is None else []
+    if not enabled:
+        why = "TMA im2col loads are off (tl.disable_tma_im2col)"
+    elif len(takes) != len(collect(S.seq(*body), lambda n: isinstance(n, O.Im2Col))):
+        why = "a T.im2col is not at the top level of the T.Pipelined body, its tile is written by something " \
+              "else, or its block indices are computed in the body"
+    if why is not None:
+        warn(f"no warp specialization (TMA pipeline): {why}; the loop runs as a cp.async pipeline")
+        return None
+    mine = producers + takes
+    return [b for b in body if any(b is p for p in mine)]
 
 
 def _sfx(group: int) -> str:
@@ -356,7 +385,8 @@ def _producer_prefix(plan: WSPlan) -> list | None:
     with their allocations, in order: the producer thread runs them too. None when one of
     them is more than scalar code (a tile op, a store to a tile, a read of shared memory)."""
     loop = plan.loop
-    exprs = [loop.start, loop.extent] + [c for p, _, _ in plan.pairs for c in p.src.starts]
+    exprs = [loop.start, loop.extent] + [c for p, _, _ in plan.pairs
+                                         for c in (im2col_exprs(p) if isinstance(p, O.Im2Col) else p.src.starts)]
     if plan.guard is not None:
         exprs.append(plan.guard)
 
@@ -435,7 +465,9 @@ def _stage_tiles(plan: WSPlan, producers: list, tma: list) -> None:
         if swz:  # (a row tile keeps the plain layout TMA writes without a swizzle)
             (info.panels if panels > 1 else info.swizzled).add(rv.uid)
         plan.tx_bytes += x.numel() * x.dtype.bytes
-        info.descs.append(TmaDesc(f"tmap_{len(info.descs)}", p.src.buffer, box, swz))
+        name = f"tmap_{len(info.descs)}"
+        info.descs.append(im2col_desc(name, p, box, swz) if isinstance(p, O.Im2Col)
+                          else TmaDesc(name, p.src.buffer, box, swz))
         plan.pairs.append((p, (box, swz, panels), info.descs[-1]))
 
 
@@ -453,6 +485,9 @@ def _producer_loop(plan: WSPlan) -> S.For:
         full = f"tl_full{_sfx(group_of[i])}"
         x = p.dst.buffer
         st = plan.storages[x.uid]
+        if isinstance(p, O.Im2Col):
+            loads[i] = im2col_loads(p, desc, f"{full}[{{0}}]", st.name, stage, panels, kmap)
+            continue
         rows = const_int(x.shape[0]) if len(x.shape) == 2 else 1
         coords = [simplify(substitute(c, kmap)) for c in reversed(p.src.starts)]  # innermost first
         width = 64 if panels > 1 else const_int(x.shape[-1])
