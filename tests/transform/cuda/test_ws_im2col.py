@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import tilelang
+import tilelang.language as T
 from tilelang.errors import TileLangError
 
 from tests.op.test_im2col import conv_kernel, reference
@@ -78,6 +79,43 @@ def test_small_accumulators_keep_cp_async_by_default(run_on_host):
     _check(kern, run_on_host, CASES[0], 6)
 
 
+def view_conv(N, H, W, C, F, K, bM, bN, bK, threads):
+    """The peer convolution's form: 2-d T.Tensor views of the 4-d filter and output, the output
+    staged through a shared tile (stride 1, dilation 1, padding 1)."""
+    @T.prim_func
+    def main(data: T.Tensor((N, H, W, C), "float16"), kernel: T.Tensor((K, K, C, F), "float16"),
+             out: T.Tensor((N, H, W, F), "float16")):
+        with T.Kernel(T.ceildiv(F, bN), T.ceildiv(N * H * W, bM), threads=threads) as (bx, by):
+            data_shared = T.alloc_shared((bM, bK), "float16")
+            kernel_shared = T.alloc_shared((bK, bN), "float16")
+            out_local = T.alloc_fragment((bM, bN), "float32")
+            out_shared = T.alloc_shared((bM, bN), "float16")
+            kernel_flat = T.Tensor((K * K * C, F), "float16", kernel.data)
+            out_flat = T.Tensor((N * H * W, F), "float16", out.data)
+            T.clear(out_local)
+            for k_iter in T.Pipelined(T.ceildiv(K * K * C, bK), num_stages=3):
+                T.im2col(data, data_shared, by, k_iter, K, 1, 1, 1)
+                T.copy(kernel_flat[k_iter * bK, bx * bN], kernel_shared)
+                T.gemm(data_shared, kernel_shared, out_local)
+            T.copy(out_local, out_shared)
+            T.copy(out_shared, out_flat[by * bM, bx * bN])
+
+    return main
+
+
+def test_peer_form_with_views_and_a_staged_output(run_on_host):
+    N, H, W, C, F, K = 2, 12, 10, 128, 128, 3
+    kern, _ = _compile(view_conv(N, H, W, C, F, K, 128, 256, 64, 256))
+    src = kern.get_kernel_source()
+    assert src.count("tl::tma_load_im2col(") == 1 and "cp_async" not in src, src
+    g = torch.Generator().manual_seed(7)
+    x, w = torch.randn(N, H, W, C, generator=g).half(), torch.randn(K, K, C, F, generator=g).half()
+    out = torch.full((N, H, W, F), float("nan")).half()
+    run_on_host(kern, [x, w, out])
+    ref = reference(x, w, 1, 1, 1).reshape(N, H, W, F)
+    torch.testing.assert_close(out.double(), ref, rtol=1e-3, atol=1e-3)  # fp16 output: within half an ulp
+
+
 def test_cpu_backend_runs_the_same_program():
     kern, _ = _compile(_conv(CASES[1]), target="cpu")
     _check(kern, lambda k, t: k(*t), CASES[1], 2)
@@ -113,3 +151,20 @@ def test_driver_checks_im2col_map_arguments():
         check_im2col_args("float16", 0, dims, strides, [-1, -1], [-1, -1], 64, 128, [1, 1, 1, 1], 64)
     with pytest.raises(TileLangError, match="1-1024 pixels"):
         check_im2col_args("float16", 0, dims, strides, [-1, -1], [-1, -1], 64, 2048, [1, 1, 1, 1], 128)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
+@pytest.mark.parametrize("case", CASES + [(2, 12, 10, 128, 128, 3, 1, 1, 1, 128, 256, 64)])
+def test_im2col_tma_on_the_gpu(case):
+    """The hardware's im2col walk against float64 (the host emulator models it; this checks the model)."""
+    N, H, W, C, F, K, S, D, P, bM, bN, bK = case
+    threads = 256 if bM == 128 else 128
+    fn, OH, OW = conv_kernel(N, H, W, C, F, K, S, D, P, bM, bN, bK, 3, threads, "float16")
+    kern, _ = _compile(fn, target="cuda", **SMALL)
+    assert "tma_load_im2col" in kern.get_kernel_source() or torch.cuda.get_device_capability()[0] < 9
+    x, w = torch.randn(N, H, W, C, device="cuda").half(), torch.randn(K, K, C, F, device="cuda").half()
+    out = torch.full((N * OH * OW, F), float("nan"), device="cuda")
+    kern(x, w.reshape(K * K * C, F), out)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out.double().cpu(), reference(x.cpu(), w.cpu(), S, D, P), rtol=2e-3, atol=2e-3)

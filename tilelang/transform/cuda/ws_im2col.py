@@ -10,8 +10,9 @@ The map's bounding box is the set of window corners: w in [-P, W - 1 + P - D*(K-
 S (OW positions), the same for h. A load walks block_M consecutive corners from output pixel
 (n, oh, ow) = row nhw*block_M (w fastest, then h, then the next image), reading each at the
 filter tap's offset (kw*D, kh*D) and channels [c, c + block_K) -- zeros outside the image and
-past the last image, as T.im2col reads. One load per iteration needs C % block_K == 0 (a block of
-columns is one tap's run of channels) and columns inside the matrix for every iteration.
+past the last image, as T.im2col reads. One load per iteration (per 64-channel panel) needs
+C % block_K == 0 (a block of columns is one tap's run of channels) and columns inside the matrix
+for every iteration. `small_tile` says where the cp.async pipeline is kept by default.
 
     for k in T.Pipelined(18, num_stages=3):           producer thread, iteration k (3x3, C=128, bk=64):
         T.im2col(data, d_s, by, k, 3, 1, 1, 1)   ->     tl::tma_load_im2col(&tmap_0, &tl_full[s], d_s_stages + s * 8192,
