@@ -115,6 +115,8 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_ATOMIC_RUNS = "tl.disable_atomic_runs"
     TL_DISABLE_UNIT_GRID_FOLD = "tl.disable_unit_grid_fold"
     TL_DISABLE_SLICE_PAIR_STORES = "tl.disable_slice_pair_stores"
+    TL_DISABLE_FRAGMENT_SLICE_OFFSETS = "tl.disable_fragment_slice_offsets"
+    TL_DISABLE_MMA_REGISTER_A = "tl.disable_mma_register_a"
     TL_DISABLE_WGMMA_INFLIGHT = "tl.disable_wgmma_inflight"
     TL_DISABLE_SINGLE_STAGE_PIPELINE = "tl.disable_single_stage_pipeline"
     TL_DISABLE_SPLIT_GLOBAL_INDEX = "tl.disable_split_global_index"
@@ -293,6 +295,12 @@ _DOCS = {
     "TL_DISABLE_SLICE_PAIR_STORES": "Ours. True: a T.Parallel storing row chunks of an accumulator into a shared "
                                     "tile stores element by element (else column pairs, tl_store2, which "
                                     "staging_swizzle may then swizzle).",
+    "TL_DISABLE_FRAGMENT_SLICE_OFFSETS": "Ours. True: a T.Parallel reading a register tile at a sub-block offset an "
+                                         "enclosing loop moves (x[i, jj * 4 + j]) puts that tile in shared memory "
+                                         "(else it stays in registers when the slice's owners do not move, "
+                                         "transform/cuda/offset_slices.py).",
+    "TL_DISABLE_MMA_REGISTER_A": "Ours. True: a tf32 mma.sync T.gemm whose A is a fragment reads A through shared "
+                                 "memory (tl::gemm_ss; else from registers in the mma A layout, tl::gemm_rs).",
     "TL_DISABLE_WGMMA_INFLIGHT": "Ours. True: a cp.async-pipelined loop's wgmma gemm waits for its own batch "
                                  "and the loop refills a stage before its wait (else the batch stays in flight "
                                  "while the next loads are issued, transform/cuda/wgmma_inflight.py).",

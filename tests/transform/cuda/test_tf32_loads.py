@@ -43,7 +43,7 @@ _check = kernels.gemm_sqrsum_check
 def test_converted_tile_read_without_rounding(arch):
     k = tilelang.compile(gemm_sqrsum(), target=f"cuda -arch={arch}")
     src = k.get_kernel_source()
-    assert "tl::gemm_ss" in src
+    assert "tl::gemm_rs" in src  # xf stays in registers (offset_slices.py), the gemm's register A
     assert "xf[" in src and "tl_tf32_to_f32(xf[" not in src  # the sum of squares reads xf's bits as they are
     off = tilelang.compile(gemm_sqrsum(), target=f"cuda -arch={arch}",
                            pass_configs={"tl.disable_tf32_exact_loads": True}).get_kernel_source()

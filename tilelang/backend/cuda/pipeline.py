@@ -123,7 +123,9 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                              not config(ctx.pass_configs, "tl.disable_column_rows_1d", False),
                              not config(ctx.pass_configs, "tl.disable_slice_pair_stores", False),
                              not config(ctx.pass_configs, "tl.disable_wgmma_rows_outer", False),
-                             not config(ctx.pass_configs, "tl.disable_stmatrix_store", False))
+                             not config(ctx.pass_configs, "tl.disable_stmatrix_store", False),
+                             not config(ctx.pass_configs, "tl.disable_fragment_slice_offsets", False),
+                             not config(ctx.pass_configs, "tl.disable_mma_register_a", False))
     if info.uses_wgmma:
         new = replace(new, body=fold_accum_clears(new.body))
         if not config(ctx.pass_configs, "tl.disable_row_block_fission", False):

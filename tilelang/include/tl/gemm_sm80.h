@@ -159,9 +159,8 @@ struct MmaWarpTile {
   TL_DEVICE static void load(uint32_t* f, uint32_t A, uint32_t B, int kk) {
     const int lane = threadIdx.x % 32;
     const int warp = (threadIdx.x / 32) % (WARPS_M * WARPS_N);  // T.ws: warps of one warp-group range
-    const int wm = warp % WARPS_M, wn = warp / WARPS_M;
+    const int wm = warp % WARPS_M;
     const int g = lane / 4, t = lane % 4;
-    uint32_t* fb = f + MI * 4;
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) {
       const int m0 = wm * WM + mi * 16;
@@ -178,6 +177,14 @@ struct MmaWarpTile {
         }
       }
     }
+    load_b(f + MI * 4, B, kk);
+  }
+
+  // fb[0 .. 2*NI) <- B columns of this warp, K slice [kk, kk + KS).
+  TL_DEVICE static void load_b(uint32_t* fb, uint32_t B, int kk) {
+    const int lane = threadIdx.x % 32;
+    const int wn = ((threadIdx.x / 32) % (WARPS_M * WARPS_N)) / WARPS_M;
+    const int g = lane / 4, t = lane % 4;
 #pragma unroll
     for (int ni = 0; ni < NI; ni += 2) {
       const int n0 = wn * WN + ni * 8;
@@ -258,6 +265,36 @@ TL_DEVICE void gemm_ss(const T* A, const T* B, Acc* C) {
       W::load(f, smem_addr(A), smem_addr(B), kk);
       W::mma(f, C);
     }
+  }
+}
+
+// A from registers: a tf32 M x K tile in the mma.sync A layout (layout/operand_fragments.py
+// MmaAFragment: the 4 words of row block mi, K slice ks at A[(ks * MI + mi) * 4]; every warp of a
+// row block holds its rows), B from shared memory as in gemm_ss. The mma reads the tf32 part of the
+// words as they are (gemm_ss's ldmatrix does the same). Chains split as in gemm_ss.
+template <int M, int N, int K, int WARPS_M, int WARPS_N, bool TB, int LDB, bool SWB, class T, int PRB = 0,
+          class Acc>
+TL_DEVICE void gemm_rs(const T* A, const T* B, Acc* C) {
+  static_assert(sizeof(T) == 4, "tl::gemm_rs: A from registers takes tf32 (float) tiles");
+  using W = MmaWarpTile<M, N, WARPS_M, WARPS_N, false, TB, K, LDB, false, SWB, T, 0, PRB>;
+  static_assert(K % W::KS == 0, "tl::gemm_rs: K must be a multiple of 8 (the tf32 mma's K)");
+  constexpr int kSlices = K / W::KS, kAcc = W::MI * W::NI * 4, kA = W::MI * 4;
+  constexpr bool kSplit = TL_MMA_SPLIT_CHAINS && W::MI * W::NI <= 2 && kSlices >= 8 && kSlices % 2 == 0;
+  const uint32_t b = smem_addr(B);
+  Acc C2[kSplit ? kAcc : 1];
+#pragma unroll
+  for (int i = 0; i < (kSplit ? kAcc : 1); ++i) C2[i] = Acc(0);
+#pragma unroll
+  for (int ks = 0; ks < kSlices; ++ks) {
+    uint32_t f[W::kWords];
+#pragma unroll
+    for (int i = 0; i < kA; ++i) f[i] = __float_as_uint(A[ks * kA + i]);
+    W::load_b(f + kA, b, ks * W::KS);
+    W::mma(f, kSplit && ks % 2 ? C2 : C);
+  }
+  if constexpr (kSplit) {
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) C[i] += C2[i];
   }
 }
 

@@ -161,3 +161,17 @@ def accumulator_box_ok(r) -> bool:
     """A box of a 2-d accumulator that the paired store can copy out: whole column pairs."""
     w = const_int(r.extents[-1]) if r.buffer.ndim == 2 else None
     return w is not None and w % 2 == 0 and aligned(r.starts[-1], 2)
+
+
+def mma_rs_ok(op: O.Gemm) -> str | None:
+    """None when this mma.sync gemm can read A from registers (tl::gemm_rs: a whole tf32 M x K
+    fragment, B in shared memory), else why not. 16-bit A tiles stay on gemm_ss: a copy from shared
+    fills an A fragment element by element, where gemm_ss reads it with ldmatrix."""
+    a, b = op.A.buffer, op.B.buffer
+    if a.scope != "fragment" or b.scope not in ("shared", "shared.dyn") or op.transpose_A:
+        return "A is not a K-contiguous register tile"
+    if a.dtype.name != "tfloat32" or b.dtype.name != "tfloat32" or op.C.buffer.dtype.name != "float32":
+        return f"register A here takes tf32 inputs and a float32 accumulator ({a.dtype}, {op.C.buffer.dtype})"
+    if not whole(op.A, a) or not whole(op.B, b) or a.ndim != 2:
+        return "A and B must be whole 2-d tiles"
+    return None

@@ -27,6 +27,7 @@ from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
 from ...ir.visitor import Mutator, Visitor, buffers_used, collect
+from ...layout.operand_fragments import MmaAFragment
 from ...layout.fragment import (AccColumnFragment, FlatFragment, LaneRowFragment, MmaAccFragment, ReshapedFragment,
                                 RowFragment, WgmmaAccFragment, acc_of_rows, row_fragment_ok, segment_rows)
 from ...op import tile_ops as O
@@ -34,7 +35,8 @@ from ...op.thread_ops import DeclBuffer
 from ...op.regions import squeezed
 from .column_fragments import acc_column_layout, acc_column_read, column_layout, column_read, loop_permutation
 from .fragment_slices import LOOP_KINDS, fragment_slice, offset_cases, slice_slots
-from .gemm_paths import accumulator_box_ok, eight_bit_wgmma, mma_ok, whole, wgmma_ok, wgmma_rs_ok
+from .gemm_paths import accumulator_box_ok, eight_bit_wgmma, mma_ok, mma_rs_ok, whole, wgmma_ok, wgmma_rs_ok
+from .offset_slices import offset_read, slice_driver
 
 
 @dataclass
@@ -75,6 +77,9 @@ class _Uses(Visitor):
         self.loops: list = []  # enclosing serial / unroll loops: (var, start, extent)
         self.slices: list = []  # (FragmentSlice, its constant offsets per case, where): checked once laid out
         self.rows_1d = True  # F[x, j] in a 1-d T.Parallel over j (column_fragments.column_read)
+        self.slice_offsets = True  # F[i, u * 4 + j] over an exact driver (offset_slices.py)
+        self.mma_rs = True  # an mma.sync gemm's tf32 A tile in registers (tl::gemm_rs)
+        self.offset_reads: list = []  # (OffsetRead, the loop's exact fragments, extents, where)
 
     def visit_WarpGroupScope(self, s):
         """Fragments used inside `T.ws` are spread over the scope's threads only."""
@@ -98,11 +103,16 @@ class _Uses(Visitor):
         rs = None
         if self.sm >= 90 and op.A.buffer.uid in self.frags and c.uid in self.frags:
             rs, why = wgmma_rs_ok(op, self.threads)
-            if rs is None:
-                self.notes.append(f"T.gemm {op.A.buffer.name} x {op.B.buffer.name}: A goes through shared "
-                                  f"memory ({why})")
+        warps = mma_ok(op, self.threads, half_acc=True)
+        mma_a = None
+        if rs is None and self.mma_rs and warps is not None and c.uid in self.frags and mma_rs_ok(op) is None \
+                and not (self.sm >= 90 and wgmma_ok(op, self.threads)[0] is not None):
+            mma_a = MmaAFragment(tuple(const_int(x) for x in op.A.buffer.shape), *warps)
+        elif self.sm >= 90 and op.A.buffer.uid in self.frags and c.uid in self.frags and rs is None:
+            self.notes.append(f"T.gemm {op.A.buffer.name} x {op.B.buffer.name}: A goes through shared "
+                              f"memory ({why})")
         for r in (op.A, op.B):
-            if not (rs is not None and r is op.A):
+            if not ((rs is not None or mma_a is not None) and r is op.A):
                 self.bad(r.buffer, "used as a T.gemm A/B operand (needs every thread's elements)")
         if c.uid not in self.frags:
             return
@@ -120,7 +130,6 @@ class _Uses(Visitor):
             self.mma_gemms.add(id(op))
             self.wgmma_gemms.add(id(op))
             return
-        warps = mma_ok(op, self.threads, half_acc=True)
         lay = None
         if self.sm >= 90:
             grid, why = wgmma_ok(op, self.threads)
@@ -133,6 +142,11 @@ class _Uses(Visitor):
                 self.notes.append(f"T.gemm {op.A.buffer.name} x {op.B.buffer.name} cannot use wgmma: {why}")
         if lay is None and warps is not None:
             lay = MmaAccFragment(tuple(c.shape), *warps)
+        if mma_a is not None:
+            if isinstance(lay, MmaAccFragment):
+                self.rs_gemms[id(op)] = (op, mma_a)  # tl::gemm_rs when A ends up in this layout
+            else:
+                self.bad(op.A.buffer, "used as a T.gemm A/B operand (needs every thread's elements)")
         if lay is not None:
             prev = self.strict.get(c.uid)
             if prev is not None and prev != lay:
@@ -185,7 +199,7 @@ class _Uses(Visitor):
             body = body.body
         if self.visit_slice(vars_, exts, body):
             return
-        exact, rows, cols, permuted = [], [], [], []
+        exact, rows, cols, permuted, moved = [], [], [], [], []
         for ld in collect(body, lambda n: isinstance(n, (E.BufferLoad, S.BufferStore))):
             buf = ld.buffer
             if buf.uid not in self.frags:
@@ -202,6 +216,9 @@ class _Uses(Visitor):
                 cols.append(buf)  # read along the thread's own columns: fine in a column-stable layout
             elif perm is not None and shape == tuple(exts[p] for p in perm):
                 permuted.append((buf, perm))  # F[j, i] in a loop over (i, j): the loop follows F's layout
+            elif self.slice_offsets and (rd := offset_read(ld, vars_, exts, self.loops)) is not None:
+                moved.append((rd, f"indexed as {buf.name}[{', '.join(str(i) for i in ld.indices)}] in a T.Parallel "
+                                  f"over {tuple(exts)}"))  # a sub-block an enclosing loop moves
             else:
                 self.bad(buf, f"indexed as {buf.name}[{', '.join(str(i) for i in ld.indices)}] in a T.Parallel "
                               f"over {tuple(exts)}")
@@ -209,6 +226,10 @@ class _Uses(Visitor):
             if exact or perm != permuted[0][1]:
                 self.bad(buf, f"indexed in another order than the loop's other fragments in a T.Parallel over "
                               f"{tuple(exts)}")
+        if not exact:  # a transposed driver's slots do not run in the loop's order: no slice of it
+            for rd, where in moved:
+                self.bad(rd.buffer, f"{where} (the loop's fragments are indexed in another order)")
+            moved = []
         exact = exact or [b for b, p in permuted if p == permuted[0][1]]
         for a, b in zip(exact, exact[1:]):
             self.links.append((a, b))
@@ -216,6 +237,11 @@ class _Uses(Visitor):
             self.row_uses.append((r, exact))
         for c in cols:
             self.col_uses.append((c, exact))
+        for rd, where in moved:
+            if exact:
+                self.offset_reads.append((rd, exact, tuple(exts), where))
+            else:
+                self.bad(rd.buffer, f"{where} (no fragment indexed by the loop variables drives the loop)")
         for inner in collect(body, lambda n: isinstance(n, S.For) and n.kind == "parallel"):
             for ld in collect(inner, lambda n: isinstance(n, (E.BufferLoad, S.BufferStore))):
                 self.bad(ld.buffer, "used in a nested T.Parallel")
@@ -336,7 +362,8 @@ def _propagate(links, layouts, views=None):
 
 
 def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = False,
-                  replicate_inputs: bool = True, rows_1d: bool = True) -> LayoutPlan:
+                  replicate_inputs: bool = True, rows_1d: bool = True, slice_offsets: bool = True,
+                  mma_rs: bool = True) -> LayoutPlan:
     threads = kernel.threads[0] * kernel.threads[1] * kernel.threads[2]
     frags = {a.buffer.uid: a.buffer for a in collect(kernel.body, lambda n: isinstance(n, S.Allocate))
              if a.buffer.scope == "fragment"}
@@ -344,6 +371,7 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
     every = {**frags, **{vu: v for vu, (v, _) in views.items()}}
     uses = _Uses(every, threads, sm)
     uses.rows_1d = rows_1d
+    uses.slice_offsets, uses.mma_rs = slice_offsets, mma_rs
     uses.outside = {b.uid for b in buffers_used(_without_scopes(kernel.body)) if b.uid in every}
     uses.visit(kernel.body)
     for vu, (v, src) in views.items():  # a view spreads over the threads its source does
@@ -391,6 +419,14 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
         if layouts.get(op.A.buffer.uid) is None:
             layouts[op.A.buffer.uid] = a_lay
     _propagate(uses.links, layouts, views)
+    # a loop reading a laid-out tile at a moving offset, driven by tiles nothing laid out yet:
+    # they take the tile's layout restricted to the slice, when that does not move with the offset
+    for rd, exact, exts, _ in uses.offset_reads:
+        want = slice_driver(layouts.get(rd.buffer.uid), rd, exts)
+        if want is not None and all(layouts.get(b.uid) is None and b.uid not in uses.strict for b in exact):
+            for b in exact:
+                layouts[b.uid] = want
+            _propagate(uses.links, layouts, views)
     # free: tiles of two or more dims first, so that the rows a T.reduce folds a flat tile into can
     # take that tile's lane rows before the 1-d tiles linked to them choose
     def free_layout(uid, buf):
@@ -494,6 +530,11 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
             victim = b if a.uid in uses.strict else a
             uses.demote.setdefault(victim.uid, f"layout conflict with {(a if victim is b else b).name}")
     _check_slices(uses, layouts)
+    for rd, exact, exts, where in uses.offset_reads:  # otherwise the tile is read from shared memory
+        want = slice_driver(layouts.get(rd.buffer.uid), rd, exts)
+        if want is None or any(layouts.get(b.uid) != want for b in exact):
+            uses.bad(rd.buffer, f"{where} (the elements each thread owns in the slice change with the offset, "
+                                "or the loop's fragments are not laid out as the slice)")
     for b in uses.boxes:
         if not isinstance(layouts.get(b.uid), (MmaAccFragment, WgmmaAccFragment)):
             uses.demote.setdefault(b.uid, "T.copy of a slice of it")

@@ -33,6 +33,7 @@ from ...op.registry import lowering_rule
 from . import ops  # noqa: F401 (importing the package registers the tile-op families' rules)
 from .column_fragments import acc_column_slot, column_slot, loop_permutation
 from .fragment_slices import LOOP_KINDS, fragment_slice, slice_slots, slot_runs
+from .offset_slices import read_slot
 from .layout_inference import LayoutPlan, infer_layouts
 from .lower_async import AsyncLowering, async_accumulators
 from .lower_copy import CopyLowering, bound_in, Hoist, copy_vector_width, unflatten  # noqa: F401 (re-exports)
@@ -109,6 +110,7 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
         self.rs_k_outer = False  # pass config tl.disable_wgmma_rows_outer: RS wgmmas k-step outermost
         self.sm = 80
         self.stmatrix = True  # pass config tl.disable_stmatrix_store: accumulator -> 16-bit shared by stmatrix
+        self.unroll_vars: set = set()  # uids of loop variables that index register slices (offset_slices)
 
     def visit(self, node):
         """A tile op with a registered "cuda" rule (op/registry.py) lowers through it; the rest
@@ -281,6 +283,8 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
                     body = self.visit(s.body)
                     # a T.vectorized loop is one thread's lanes: one unit for barrier insertion
                     ann = s.annotations + THREAD_LOOP if s.kind == "vectorized" else s.annotations
+                    if s.var.uid in self.unroll_vars and kind == "serial":
+                        kind = "unroll"  # it moves a register slice: a constant register index per copy
                     loop = S.For(s.var, s.start, s.extent, kind, body, ann, span=s.span)
                     if s.kind == "vectorized":
                         loop = self.vectorized_loop(loop, s.span)
@@ -497,6 +501,11 @@ class _RegAccess(Mutator):
                 return E.BufferLoad(r, (col,), e.dtype)
             if isinstance(lay, LaneRowFragment) and LaneRowFragment.of(self.driver) == lay:
                 return E.BufferLoad(r, (simplify(lay.slot_of(self.l, self.driver)),), e.dtype)  # R[i], flat loop
+            moved = read_slot(self.driver, e.indices, self.cvars, self.l) if self.driver is not None and \
+                getattr(self.driver, "base", None) == lay else None
+            if moved is not None:  # F[i, u * 4 + j] over its slice's layout: the enclosing loop over u unrolls
+                self.low.unroll_vars.add(moved[1].uid)
+                return E.BufferLoad(r, (moved[0],), e.dtype)
             col = column_slot(self.driver, lay, e.indices, self.cvars, self.l)
             if col is not None:  # F[x, j] / D[j] along the thread's own columns
                 self.unroll |= {v for v in collect(col, lambda n: isinstance(n, E.Var))}
@@ -553,7 +562,8 @@ class _MmaPanels(Mutator):
 
 def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = False, replicate_inputs: bool = True,
                  rows_1d: bool = True, slice_pairs: bool = True, rs_rows_outer: bool = True,
-                 stmatrix: bool = True):
+                 stmatrix: bool = True,
+                 slice_offsets: bool = True, mma_rs: bool = True):
     """-> (lowered kernel, CudaKernelInfo). row_fragments: keep per-row values of accumulators
     in registers with shuffle reductions (opt-in until it has run on the GPU tier).
     replicate_inputs: small read-only fragments every thread holds whole (layout_inference.replicated_inputs).
@@ -561,9 +571,11 @@ def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = Fa
     slice_pairs: an accumulator's row chunks stored to a shared tile go as column pairs (slice_pairs).
     rs_rows_outer: a register-A wgmma gemm runs one 64-row block's k-steps before the next (else
     k-steps outermost; tl::gemm_rs_sm90's kKOuter).
-    stmatrix: on sm_90, accumulator tiles copied whole to 16-bit shared tiles go by stmatrix (stmatrix.py)."""
+    stmatrix: on sm_90, accumulator tiles copied whole to 16-bit shared tiles go by stmatrix (stmatrix.py).
+    slice_offsets: F[i, u * 4 + j] over an exact driver stays in registers when the slice's owners do
+    not move with u (offset_slices.py). mma_rs: a tf32 mma.sync gemm's A fragment in registers (tl::gemm_rs)."""
     threads = k.threads[0] * k.threads[1] * k.threads[2]
-    plan = infer_layouts(k, sm, row_fragments, replicate_inputs, rows_1d)
+    plan = infer_layouts(k, sm, row_fragments, replicate_inputs, rows_1d, slice_offsets, mma_rs)
     for note in plan.notes:
         warn(note)
     tid = E.Var("tid", dt.int32)

@@ -11,8 +11,8 @@ Expects: the lowered kernel body (Raw statements) and the kernel's parameters.
 Guarantees: `exact_tf32_buffers` gives the uids of tfloat32 buffers allocated in the kernel
 (not parameters, not views of other storage) whose every write is a BufferStore, or a vector
 move (`tl::store_vec`, `tl::load_vec`, `tl::copy_vec*`) whose source is itself such a buffer,
-and that no other inline code or intrinsic call can write: a shared tile named by other inline
-code only as a declared read (a gemm operand), never by a local one. Loads of these buffers
+and that no other inline code or intrinsic call can write: a shared tile or a register tile
+(tl::gemm_rs's A) named by other inline code only as a declared read (a gemm operand). Loads of these buffers
 read the bits as they are (CExpr.tf32_exact). Off switch: pass_config `tl.disable_tf32_exact_loads`.
 
     x_frag (tf32, shared): written by store_vec from x_frag_v0 (tf32 registers, filled by
@@ -90,7 +90,7 @@ def exact_tf32_buffers(body, params) -> set:
             continue
         reads = {b.uid for b in r.reads}
         for b in list(r.writes) + [x for a in r.args for x in _named(a)]:
-            shared_read = b.scope in ("shared", "shared.dyn") and b.uid in reads and \
+            shared_read = b.scope in ("shared", "shared.dyn", "local") and b.uid in reads and \
                 b.uid not in {w.uid for w in r.writes}
             if not shared_read:
                 bad.add(b.uid)

@@ -80,9 +80,14 @@ def lower_gemm(low, op: O.Gemm):
 
 def mma_gemm(low, op: O.Gemm, creg: Buffer, lay: MmaAccFragment):
     a, b = op.A.buffer, op.B.buffer
+    areg = low.reg(a)
     ptrs, lds = [], []
     for r in (op.A, op.B):
         x = r.buffer
+        if r is op.A and areg is not None:  # tl::gemm_rs: A in its registers (layout_inference: MmaAFragment)
+            ptrs.append(addr_of(areg))
+            lds.append(x.shape[-1])
+            continue
         if x.scope == "fragment":
             low.scope_changes.append((x, x.scope))
             x.scope = "shared.dyn"
@@ -99,6 +104,10 @@ def mma_gemm(low, op: O.Gemm, creg: Buffer, lay: MmaAccFragment):
     pre = []
     if op.clear_accum:
         pre.append(lower_fill(low, O.Fill(op.C, E.const(0, op.C.buffer.dtype))))
+    if areg is not None:
+        call = Raw(f"tl::gemm_rs<{m}, {n}, {k}, {lay.warps_m}, {lay.warps_n}, {str(op.transpose_B).lower()}, "
+                   f"{lds[1]}, true, {t}>" "({0}, {1}, {2});", (ptrs[0], ptrs[1], addr_of(creg)), reads=(areg, b))
+        return S.seq(*pre, call)
     call = Raw(f"tl::gemm_ss<{m}, {n}, {k}, {lay.warps_m}, {lay.warps_n}, {str(op.transpose_A).lower()}, "
                f"{str(op.transpose_B).lower()}, {lds[0]}, {lds[1]}, true, true, {t}>"
                "({0}, {1}, {2});",
