@@ -126,6 +126,8 @@ def test_moving_owners_fall_back_to_shared(gemm):
     k, warns = _compile(sqrsum_w(2, gemm) if gemm else sqrsum_w(4, False), SM80)
     assert "fragment xf is kept in shared memory" in warns
     assert "owns in the slice change with the offset" in warns
+    src = k.get_kernel_source()
+    assert "tl::gemm_rs<" not in src and "tl::store_vec<4>(&xf[" in src  # xf16 flat: vector stores, as before
 
 
 # ------------------------------------------------------------------ numbers

@@ -416,7 +416,7 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
     # an RS gemm's A tile that nothing else laid out takes the layout the instruction reads
     # (a T.copy from shared then fills it with ldmatrix)
     for op, a_lay in uses.rs_gemms.values():
-        if layouts.get(op.A.buffer.uid) is None:
+        if layouts.get(op.A.buffer.uid) is None and not _mma_a_demoted(uses, op.A.buffer, a_lay):
             layouts[op.A.buffer.uid] = a_lay
     _propagate(uses.links, layouts, views)
     # a loop reading a laid-out tile at a moving offset, driven by tiles nothing laid out yet:
@@ -585,6 +585,15 @@ _ = squeezed
 
 
 REG_OVERHEAD = 32  # registers a kernel needs beside its register tiles (addresses, indices, loop state)
+
+
+def _mma_a_demoted(uses: _Uses, a, a_lay) -> bool:
+    """An mma A tile that will go to shared memory anyway (already demoted, or read at a moving offset
+    whose owners move in that layout): the tiles linked to it keep the layouts they would have had."""
+    if not isinstance(a_lay, MmaAFragment):
+        return False
+    return a.uid in uses.demote or any(rd.buffer.uid == a.uid and slice_driver(a_lay, rd, exts) is None
+                                       for rd, _, exts, _ in uses.offset_reads)
 
 
 def _column_budget(frags: dict, layouts: dict, uses: _Uses, threads: int):
