@@ -10,6 +10,9 @@ Strict:  the C of a T.gemm takes the mma.sync accumulator layout when the gemm c
          rest take a flat, coalesced layout. A fragment is demoted to shared memory when
          some use needs other threads' elements (indexed by other than the loop vars,
          used as a gemm A/B operand, scanned, sliced, or touched outside T.Parallel).
+Slices:  F[i, u * 4 + j] in a T.Parallel over an exact driver, u an enclosing loop: the driver takes
+         F's layout restricted to the slice when the owners do not move with u (offset_slices.py);
+         a tf32 mma.sync gemm's A then stays in registers (MmaAFragment, tl::gemm_rs).
 Views:   a T.reshape / T.view of a fragment shares its registers: its layout is the source's
          seen with the view's shape (ReshapedFragment), and layouts flow both ways between
          them. Where that cannot be expressed (another dtype, an inexact layout that does not
