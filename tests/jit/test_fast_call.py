@@ -126,6 +126,29 @@ def test_every_output_gets_its_slot_and_is_returned(fake_cuda):
     assert rec.calls[-1]["values"] == [a.data_ptr(), bb.data_ptr(), cc.data_ptr()]
 
 
+def tf32_scale():
+    """Out = 2 * X over a tfloat32 tensor (stored as float32)."""
+    @T.prim_func
+    def tf32_scale(X: T.Tensor((128,), "tfloat32"), Out: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128) as bx:  # noqa: F841
+            for i in T.Parallel(128):
+                Out[i] = T.cast(X[i], "float32") * 2.0
+    return tf32_scale
+
+
+def test_tfloat32_parameters_take_float32_tensors(fake_cuda):
+    """A tfloat32 parameter is a float32 torch tensor (torch has no tfloat32 dtype): the fast path
+    checks it as float32 and allocates the output as the dtype's storage."""
+    compile_, rec = fake_cuda
+    k = compile_(tf32_scale(), out_idx=[1])
+    assert k._fast.simple and k._fast.in_specs[0][0] is torch.float32
+    x = torch.randn(128)
+    out = k(x)
+    assert out.dtype == torch.float32 and rec.calls[-1]["values"] == [x.data_ptr(), out.data_ptr()]
+    with pytest.raises(TypeError, match="float"):
+        k(x.double())
+
+
 def misaligned():
     return torch.randn(257).half()[1:]  # 2 bytes past a 16-byte boundary
 

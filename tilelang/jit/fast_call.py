@@ -37,7 +37,7 @@ class FastCall:
                 raise ValueError("symbolic shapes take the general path")
             if p.dtype.bits < 8:
                 raise ValueError("packed sub-byte tensors (torch shape differs from the logical one) take the general path")
-            spec = (i, getattr(torch, p.dtype.name), torch.Size(shape))
+            spec = (i, p.dtype.as_torch(), torch.Size(shape))  # tfloat32 is stored as float32
             (self.outputs if i in kernel.out_idx else self.inputs).append(spec)
         self.arg_plan = []  # per C argument: ("t", param index) | ("x", kind, obj)
         for kind, obj in kernel.artifact.csource.arg_kinds:
