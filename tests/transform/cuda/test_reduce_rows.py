@@ -3,6 +3,7 @@ warps_n > 1) or warpgroups (wgmma wg_n > 1): each thread folds its columns and i
 column groups' partials meet in a rows x G shared scratch, and the result lands in a row
 fragment (registers) or a shared tile. CPU float64 semantics, NVRTC source checks (no full-tile
 scratch copy), and the same kernels on the GPU against float64."""
+import re
 import warnings
 
 import pytest
@@ -126,7 +127,7 @@ def test_split_rows_use_a_small_scratch(M, N, threads, arch, groups, dst):
 
 
 @pytest.mark.nvrtc
-def test_mla_decode_shape_scratch_is_rows_times_groups():
+def test_mla_decode_shape_scratch_is_rows_times_groups(run_on_host):
     """The deepseek_mla decode shape: 64 x 64 scores on 2 warpgroups (columns split), max with
     clear=False then sum: two 64 x 2 float scratches (512 B each), no 64 x 64 copy."""
     def prog():
@@ -159,8 +160,20 @@ def test_mla_decode_shape_scratch_is_rows_times_groups():
     assert not [m for m in msgs if "kept in shared memory" in m], msgs
     assert "acc_s_red" not in src
     assert "acc_s_rows1[(int64_t)" in src and "acc_s_rows2[(int64_t)" in src
-    assert "(tid / 128)] = rpart" in src  # each warpgroup stores its own column half's partial
+    # each warpgroup stores its own column half's partial (at row * 2 + tid / 128; shared_index_split
+    # prints a static shared tile's index flat, the division as a shift)
+    for rows in ("acc_s_rows1", "acc_s_rows2"):
+        assert re.search(rows + r"\[[^\]=]*\(tid (?:/ 128|>> 7)\)[^\]=]*\] = rpart", src), src
     assert kern.artifact.csource.smem_bytes <= 2 * 64 * 64 * 2 + 2 * 64 * 2 * 4 + 1024
+    # the softmax rows and their sums against float64 on the host emulator
+    g = torch.Generator().manual_seed(3)
+    a, b = (torch.randn(64, 64, generator=g) / 4).half(), (torch.randn(64, 64, generator=g) / 4).half()
+    out, sums = torch.full((64, 64), float("nan")).half(), torch.full((64,), float("nan"))
+    run_on_host(kern, [a, b, out, sums])
+    s = a.double() @ b.double().T
+    p = torch.exp2(s - s.max(1, keepdim=True).values)
+    torch.testing.assert_close(sums.double(), p.sum(1), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out.double(), p / p.sum(1, keepdim=True), rtol=2e-3, atol=1e-4)
 
 
 @pytest.mark.cuda
