@@ -96,8 +96,13 @@ def test_flat_counter_indices_lose_their_divisions():
     # B_s read by its flat offset; B2_s (the wgmma operand, paneled / swizzled) by row and column
     # without the counter's carries through the division
     assert re.search(r"&B_s\[\(\(i\w* \* 1024\) \+ \(tid \* 8\)\)\]", body), body
-    assert re.search(r"&B2_s\[tl::\w+<64, sizeof\(tl_half\)>\(\(\(i\w* \* 16\) \+ \(tid >> 3\)\), \(\(tid & 7\) \* 8\)\)\]", body), body
+    # (with the swizzle row split on, the loop's whole rows i * 16 are moved out of the swizzle)
+    assert re.search(r"&B2_s\[\(\(i\w* \* 16\)\) \* 64 \+ tl::\w+<64, sizeof\(tl_half\)>"
+                     r"\(\(tid >> 3\), \(\(tid & 7\) \* 8\)\)\]", body), body
     assert not re.search(r"\(\(i\w* \* 1024\) \+ \(tid \* 8\)\) >> 6", body), body
+    alone = build({"tl.disable_swizzle_row_split": True}).get_kernel_source()
+    assert re.search(r"&B2_s\[tl::\w+<64, sizeof\(tl_half\)>"
+                     r"\(\(\(i\w* \* 16\) \+ \(tid >> 3\)\), \(\(tid & 7\) \* 8\)\)\]", alone), alone
     old = build({"tl.disable_shared_index_split": True}).get_kernel_source()
     assert re.search(r"\(\(i\w* \* 1024\) \+ \(tid \* 8\)\) >> 6", old), "the reference build lost its divisions"
 
