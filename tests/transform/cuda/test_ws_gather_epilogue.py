@@ -11,7 +11,8 @@ float64 with and without the passes that shape its code:
 - thread_sync.passes_apart (tl.disable_sync_pass_ranges): the producer's row loop, whose passes
   touch disjoint flag elements, has no barrier at the end of its body;
 - thread_ranges again: the producer's `(tx - 256) // 8` and `% 8` (tx is the thread index of the
-  one-dimensional block) print as `>> 3` and `& 7`;
+  one-dimensional block) print as `>> 3` and `& 7` of `tid - 256` (without it, and without the
+  power-of-two floor shifts of tl.disable_pow2_floor_shift, as tl_floordiv_i32 / tl_floormod_i32);
 - split global indices (tl.disable_split_global_index): the gather's last index `64 * u + c` is
   added term by term to the 64-bit offset;
 - manual TMA stores (tl.disable_manual_tma_store): each consumer's copy of its half of the output
@@ -28,7 +29,8 @@ import tilelang.language as T
 H, D, BI, STAGES = 64, 128, 64, 2
 OFF = {"tl.disable_thread_range_folding": True, "tl.disable_panel_xor_index": True,
        "tl.disable_proxy_fence_reach": True, "tl.disable_sync_pass_ranges": True,
-       "tl.disable_split_global_index": True, "tl.disable_manual_tma_store": True}
+       "tl.disable_split_global_index": True, "tl.disable_manual_tma_store": True,
+       "tl.disable_pow2_floor_shift": True}
 
 
 def gather_attn(seq, rows, topk):
