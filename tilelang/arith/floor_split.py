@@ -23,7 +23,8 @@ from ..ir.visitor import Mutator
 from .simplify import const_int, linear_form, simplify
 
 
-def _sum(parts, c: int, dtype):
+def linear_sum(parts, c: int, dtype):
+    """The expression sum(t * k for t, k in parts) + c (terms with k == 1 unscaled, c == 0 left out)."""
     out = None
     for t, k in parts:
         term = t if k == 1 else E.Binary("*", t, E.Const(k, dtype), dtype)
@@ -46,17 +47,17 @@ def _split(op: str, a, c: int, dtype):
         (x, k), m = rest[0], c // rest[0][1]
         if op == "//":
             inner = E.Binary("//", x, E.Const(m, dtype), dtype) if m > 1 else x
-            return _sum([(t, kk // c) for t, kk in whole] + [(inner, 1)], q, dtype)
+            return linear_sum([(t, kk // c) for t, kk in whole] + [(inner, 1)], q, dtype)
         inner = E.Binary("%", x, E.Const(m, dtype), dtype) if m > 1 else E.Const(0, dtype)
-        return _sum([(inner, k)], r, dtype)
+        return linear_sum([(inner, k)], r, dtype)
     if not whole and q == 0:
         return None
     if not rest:
-        return _sum([(t, kk // c) for t, kk in whole], q, dtype) if op == "//" else E.Const(r, dtype)
-    part = E.Binary(op, _sum(rest, r, dtype), E.Const(c, dtype), dtype)
+        return linear_sum([(t, kk // c) for t, kk in whole], q, dtype) if op == "//" else E.Const(r, dtype)
+    part = E.Binary(op, linear_sum(rest, r, dtype), E.Const(c, dtype), dtype)
     if op == "%":
         return part
-    return _sum([(t, kk // c) for t, kk in whole] + [(part, 1)], q, dtype)
+    return linear_sum([(t, kk // c) for t, kk in whole] + [(part, 1)], q, dtype)
 
 
 class _FloorSplit(Mutator):

@@ -20,20 +20,11 @@ than A's).
 from __future__ import annotations
 
 from ..arith.divisibility import known_divisor
+from ..arith.floor_split import linear_sum
 from ..arith.simplify import linear_form
 from ..ir import expr as E
 
 ROW_PERIOD = 8  # the swizzle's XOR term repeats every 8 rows in every variant
-
-
-def _sum(parts: list, c: int, dtype):
-    out = None
-    for t, k in parts:
-        term = t if k == 1 else E.Binary("*", t, E.Const(k, dtype), dtype)
-        out = term if out is None else E.Binary("+", out, term, dtype)
-    if out is None:
-        return E.Const(c, dtype)
-    return out if c == 0 else E.Binary("+", out, E.Const(c, dtype), dtype)
 
 
 def split_row(row, nonnegative) -> tuple | None:
@@ -56,4 +47,4 @@ def split_row(row, nonnegative) -> tuple | None:
         return None
     if any(k < 0 or not nonnegative(t) for t, k in inner):
         return None
-    return _sum(outer, c_out, row.dtype), _sum(inner, c_in, row.dtype)
+    return linear_sum(outer, c_out, row.dtype), linear_sum(inner, c_in, row.dtype)
