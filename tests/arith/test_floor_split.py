@@ -8,18 +8,9 @@ import pytest
 from tilelang import dtypes as dt
 from tilelang.arith.floor_split import split_floor
 from tilelang.ir import expr as E
+from tilelang.testing.int_eval import int_value
 
 I32 = dt.int32
-
-
-def _eval(e, env):
-    if isinstance(e, E.Const):
-        return int(e.value)
-    if isinstance(e, E.Var):
-        return env[e.name]
-    a, b = _eval(e.a, env), _eval(e.b, env)
-    ops = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "//": lambda: a // b, "%": lambda: a % b}
-    return ops[e.op]()  # Python's // and % have floor semantics
 
 
 def _c(v):
@@ -53,7 +44,7 @@ def test_split_matches_floor_semantics(op, lin, c):
     rng = random.Random(hash((op, c)) & 0xFFFF)
     for _ in range(200):
         env = {"x": rng.randint(-1000, 1000), "y": rng.randint(-1000, 1000), "g": rng.randint(-50, 50)}
-        assert _eval(got, env) == _eval(e, env), (str(e), str(got), env)
+        assert int_value(got, env) == int_value(e, env), (str(e), str(got), env)
 
 
 def test_vector_group_coordinates_split():
@@ -64,7 +55,8 @@ def test_vector_group_coordinates_split():
     for g in range(16):
         for x in range(128):
             env = {"g": g, "x": x}
-            assert _eval(row, env) == (g * 1024 + x * 8) // 128 and _eval(col, env) == (g * 1024 + x * 8) % 128
+            e = g * 1024 + x * 8
+            assert int_value(row, env) == e // 128 and int_value(col, env) == e % 128
 
 
 def _vars(e):
@@ -77,4 +69,4 @@ def _vars(e):
 
 def test_nothing_to_split_is_left_alone():
     e = _b("//", _b("+", _b("*", X, _c(3)), Y), _c(8))
-    assert _eval(split_floor(e), {"x": -7, "y": 5}) == (-21 + 5) // 8
+    assert int_value(split_floor(e), {"x": -7, "y": 5}) == (-21 + 5) // 8

@@ -19,6 +19,7 @@ from tilelang import dtypes as dt
 from tilelang.codegen.swizzle_rows import split_row
 from tilelang.cuda.intrinsics import TensorCoreIntrinEmitter, make_mma_swizzle_layout
 from tilelang.ir import expr as E
+from tilelang.testing.int_eval import int_value
 
 from .conftest import check_gemm_nt, gemm_nt_operands
 
@@ -144,15 +145,6 @@ def _swizzle(k_row: int, k_bytes: int, row: int, col: int) -> int:
     return row * k_row + ((col // per) ^ x) * per + col % per
 
 
-def _eval(e, env):
-    if isinstance(e, E.Const):
-        return int(e.value)
-    if isinstance(e, E.Var):
-        return env[e.name]
-    a, b = _eval(e.a, env), _eval(e.b, env)
-    return {"+": a + b, "-": a - b, "*": a * b, "&": a & b, ">>": a >> b}[e.op]
-
-
 @pytest.mark.parametrize("k_row,k_bytes", [(32, 2), (64, 2), (16, 2), (32, 4), (64, 1), (8, 2)])
 def test_split_row_keeps_every_swizzle_variant(k_row, k_bytes):
     i32 = dt.int32
@@ -175,7 +167,7 @@ def test_split_row_keeps_every_swizzle_variant(k_row, k_bytes):
         for _ in range(300):
             env = {"lane": rng.randrange(32), "w": rng.randrange(4), "t": rng.randrange(8)}
             col = rng.randrange(k_row)
-            r, o, n = _eval(row, env), _eval(outer, env), _eval(inner, env)
+            r, o, n = int_value(row, env), int_value(outer, env), int_value(inner, env)
             assert o % 8 == 0 and n >= 0 and o + n == r
             assert o * k_row + _swizzle(k_row, k_bytes, n, col) == _swizzle(k_row, k_bytes, r, col)
 

@@ -8,6 +8,7 @@ from tilelang.ir.buffer import Buffer
 from tilelang.ir.visitor import collect
 from tilelang.op.hopper import WarpGroupScope
 from tilelang.transform.cuda.thread_ranges import fold_thread_ranges
+from tilelang.testing.int_eval import int_value
 
 tid = E.Var("tid", dt.int32)
 X = Buffer("X", (4096,), "float32", "global")
@@ -54,18 +55,6 @@ def test_a_fresh_index_has_the_thread_indexs_range_and_ifs_narrow_it():
     assert divisions(index_of(st)) == 0
 
 
-def _value(e, env):
-    """e's value for the Vars in env (floor division and remainder, as the IR means them)."""
-    if isinstance(e, E.Const):
-        return int(e.value)
-    if isinstance(e, E.Var):
-        return env[e.name]
-    a, b = _value(e.a, env), _value(e.b, env)
-    ops = {"+": int.__add__, "-": int.__sub__, "*": int.__mul__, "//": int.__floordiv__, "%": int.__mod__,
-           ">>": int.__rshift__, "&": int.__and__}
-    return ops[e.op](a, b)
-
-
 def test_power_of_two_divisions_of_a_nonnegative_compound_become_shifts_and_masks():
     # the producer warp group's `(tid - 256) // 8` and `% 8`: [0, 127] there, so `>> 3` and `& 7`
     j = ((tid - 256) // 8) * 64 + (tid - 256) % 8 * 8
@@ -73,7 +62,7 @@ def test_power_of_two_divisions_of_a_nonnegative_compound_become_shifts_and_mask
     got = index_of(st)
     ops = {n.op for n in collect(got, lambda n: isinstance(n, E.Binary))}
     assert "//" not in ops and "%" not in ops and {">>", "&"} <= ops, got
-    assert all(_value(got, {"tid": t}) == _value(j, {"tid": t}) for t in range(256, 384))
+    assert all(int_value(got, {"tid": t}) == int_value(j, {"tid": t}) for t in range(256, 384))
     # over the whole block tid - 256 may be negative: left as written
     assert divisions(index_of(fold_thread_ranges(put(j), tid, 384))) == 2
     assert "//" in str(index_of(fold_thread_ranges(put(j), tid, 384)))
