@@ -72,12 +72,16 @@ print(out, len(art.kernel_source), "characters")
 '''
 
 
+# examples that pick their tiles by `torch.cuda.get_device_capability()` see the H200's (9, 0)
+_CUDA = "def get_device_capability(*a, **k):\n    return (9, 0)\n" + _SUB
+
+
 def _stand_in(d: str) -> None:
     pkg = os.path.join(d, "torch")
     for sub in ("", "nn", "testing", "cuda", "utils"):
         os.makedirs(os.path.join(pkg, sub), exist_ok=True)
         with open(os.path.join(pkg, sub, "__init__.py"), "w") as f:
-            f.write(_STAND_IN if not sub else _SUB)
+            f.write(_STAND_IN if not sub else _CUDA if sub == "cuda" else _SUB)
     with open(os.path.join(pkg, "nn", "functional.py"), "w") as f:
         f.write(_SUB)
     # deepseek_v32/utils.py imports triton and packaging, tilelang.testing pytest: stand-ins last on the
