@@ -47,6 +47,8 @@ def known_divisor(e) -> int:
     if isinstance(e, Binary) and e.dtype.is_int:
         if e.op in ("+", "-"):
             return math.gcd(known_divisor(e.a), known_divisor(e.b))
+        if e.op == "%":  # a % b == a - b * q for an integer q, floored or truncated
+            return math.gcd(known_divisor(e.a), known_divisor(e.b))
         if e.op == "*":
             return known_divisor(e.a) * known_divisor(e.b)
         if e.op == "<<":

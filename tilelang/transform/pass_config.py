@@ -113,6 +113,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_REPLICATED_INPUTS = "tl.disable_replicated_inputs"
     TL_DISABLE_COLUMN_ROWS_1D = "tl.disable_column_rows_1d"
     TL_DISABLE_ATOMIC_RUNS = "tl.disable_atomic_runs"
+    TL_DISABLE_ATOMIC_VECTOR_SOURCE = "tl.disable_atomic_vector_source"
     TL_DISABLE_UNIT_GRID_FOLD = "tl.disable_unit_grid_fold"
     TL_DISABLE_SLICE_PAIR_STORES = "tl.disable_slice_pair_stores"
     TL_DISABLE_FRAGMENT_SLICE_OFFSETS = "tl.disable_fragment_slice_offsets"
@@ -290,6 +291,9 @@ _DOCS = {
                                   "(else swizzled: conflict-free pair stores).",
     "TL_DISABLE_ATOMIC_RUNS": "Ours. True: 2 or 4 adjacent float32 atomic adds (T.atomic_addx4) stay one "
                               "atomicAdd each (else one red.global.add.v2/v4.f32, transform/cuda/atomic_runs.py).",
+    "TL_DISABLE_ATOMIC_VECTOR_SOURCE": "Ours. True: a vector reduction from a shared tile (T.atomic_add(dK[..], "
+                                       "dk_shared)) reads its 2 or 4 values one element each (else as one 8- or "
+                                       "16-byte vector, transform/cuda/atomic_runs.py).",
     "TL_DISABLE_UNIT_GRID_FOLD": "Ours. True: CUDA kernels read blockIdx of grid dimensions of extent 1 "
                                  "(else those block indices are the constant 0, transform/cuda/unit_grid.py).",
     "TL_DISABLE_SLICE_PAIR_STORES": "Ours. True: a T.Parallel storing row chunks of an accumulator into a shared "

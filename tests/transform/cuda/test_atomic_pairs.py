@@ -125,11 +125,17 @@ def shared_atomic(M, N, rows=64, tile_form=True):
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 @pytest.mark.parametrize("tile_form", [True, False])
 @pytest.mark.parametrize("M,N,vec", [(128, 64, 4), (96, 64, 4), (128, 6, 2), (64, 7, 1)])
-def test_shared_source_vector_atomics(arch, tile_form, M, N, vec, run_on_host):
-    k = build(shared_atomic(M, N, tile_form=tile_form), arch)
+@pytest.mark.parametrize("configs", [{}, {"tl.disable_atomic_vector_source": True}])
+def test_shared_source_vector_atomics(arch, tile_form, M, N, vec, configs, run_on_host):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        k = tilelang.compile(shared_atomic(M, N, tile_form=tile_form), target=f"cuda -arch={arch}", pass_configs=configs)
     src = k.get_kernel_source()
     if vec > 1:
-        assert f"tl_atomic_add_v{vec}_f32(" in src and "tl_atomic_add_f32(" not in src, src
+        # the values are one shared row's aligned elements: one vector read (else one load each)
+        form = f"tl_atomic_add_v{vec}_f32(" if configs else f"tl_atomic_add_v{vec}_f32_from("
+        assert form in src and "tl_atomic_add_f32(" not in src, src
+        assert configs or f"tl_atomic_add_v{vec}_f32(" not in src, src
     else:
         assert "tl_atomic_add_v" not in src and "tl_atomic_add_f32(" in src
     x = torch.randn(2 * M, N)
@@ -137,3 +143,47 @@ def test_shared_source_vector_atomics(arch, tile_form, M, N, vec, run_on_host):
     o = o0.clone()
     run_on_host(k, [x, o])
     torch.testing.assert_close(o.double(), o0.double() + x[:M].double() + x[M:].double(), rtol=1e-5, atol=1e-5)
+
+
+def staged_atomic(M=128, N=64, K=32, split=2):
+    """dK += A_k @ B_k for `split` blocks (GQA's heads of one KV head), the accumulator staged
+    through a float32 shared tile (swizzled by staging_swizzle) and added with T.atomic_add."""
+
+    @T.prim_func
+    def main(A: T.Tensor((split, M, K), "float16"), B: T.Tensor((split, N, K), "float16"),
+             dK: T.Tensor((M, N), "float32")):
+        with T.Kernel(split, threads=128) as bx:
+            A_s = T.alloc_shared((M, K), "float16")
+            B_s = T.alloc_shared((N, K), "float16")
+            acc = T.alloc_fragment((M, N), "float32")
+            acc_s = T.alloc_shared((M, N), "float32")
+            T.copy(A[bx, 0:M, 0:K], A_s)
+            T.copy(B[bx, 0:N, 0:K], B_s)
+            T.gemm(A_s, B_s, acc, transpose_B=True, clear_accum=True)
+            T.copy(acc, acc_s)
+            T.atomic_add(dK[0:M, 0:N], acc_s)
+
+    return main
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+@pytest.mark.parametrize("configs", [{}, {"tl.disable_atomic_vector_source": True}])
+def test_staged_tile_vector_reads(arch, configs, run_on_host):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        k = tilelang.compile(staged_atomic(), target=f"cuda -arch={arch}", pass_configs=configs)
+    src = k.get_kernel_source()
+    assert "tl::swizzle_xor_offset<64, sizeof(float)>" in src, src  # the staging tile is swizzled
+    if configs:
+        assert "tl_atomic_add_v4_f32(&dK[" in src and "_from(" not in src, src
+    else:  # one 16-byte read of the swizzled chunk holding the 4 values
+        assert "tl_atomic_add_v4_f32_from(&dK[" in src and "tl_atomic_add_v4_f32(" not in src, src
+        assert "&acc_s[tl::swizzle_xor_offset<64, sizeof(float)>(" in src.split("_from(")[-1], src
+    g = torch.Generator().manual_seed(21)
+    a = torch.randn(2, 128, 32, generator=g).half()
+    b = torch.randn(2, 64, 32, generator=g).half()
+    d0 = torch.randn(128, 64, generator=g)
+    d = d0.clone()
+    run_on_host(k, [a, b, d])
+    ref = d0.double() + sum(a[s].double() @ b[s].double().T for s in range(2))
+    torch.testing.assert_close(d.double(), ref, rtol=1e-4, atol=1e-4)

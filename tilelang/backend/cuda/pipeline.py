@@ -169,7 +169,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     if not config(ctx.pass_configs, "tl.disable_atomic_runs", False):
         from ...transform.cuda.atomic_runs import merge_atomic_runs
 
-        new = replace(new, body=merge_atomic_runs(new.body))
+        new = replace(new, body=merge_atomic_runs(
+            new.body, not config(ctx.pass_configs, "tl.disable_atomic_vector_source", False)))
     if not config(ctx.pass_configs, "tl.disable_let_floor_split", False):
         from ...transform.cuda.let_floor_split import split_let_floors
 

@@ -18,8 +18,16 @@ the elements y .. y + n - 1 of one shared float32 row (y a multiple of n, rows a
 no strides) they are read as one n-element vector (`tl_atomic_add_v{n}_f32_from`). Every element
 is still added exactly once; only the number of requests changes. Other statements are unchanged.
 Off switch: pass config `tl.disable_atomic_runs`.
+
+A vector reduction made earlier (`tl_atomic_add_v{n}_f32(&dst, v_0, .., v_{n-1})`, vectorize's
+`T.atomic_add(dK[...], dk_shared)`) whose values are such a shared row reads them the same way
+(`source=True`): one LDS.128 for four LDS.32, which in a swizzled staging tile (16-byte chunks
+XORed by row, staging_swizzle) also hit 2-4 wavefronts each where the vector read is one per
+quarter warp. Off switch: pass config `tl.disable_atomic_vector_source`.
 """
 from __future__ import annotations
+
+import re
 
 from ... import dtypes as dt
 from ...arith.divisibility import is_multiple
@@ -85,10 +93,27 @@ def _addr(ld: E.BufferLoad) -> E.Expr:
     return E.Call("address_of", (E.BufferLoad(ld.buffer, tuple(ld.indices), ld.dtype),), dt.uint64)
 
 
+# a vector reduction of n separate values (vectorize.atomic_vector_loop, run_at below)
+_VECTOR_ADD = re.compile(r"^tl_atomic_add_v([24])_f32\(\{0\}(?:, \{\d\})+\);$")
+
+
 class _Runs(Mutator):
-    def __init__(self):
+    def __init__(self, source: bool = True):
         self.lets: dict = {}
         self.merged = 0
+        self.source = source
+
+    def visit_Raw(self, r: Raw):
+        """`tl_atomic_add_v{n}_f32(&dst, v_0, ..)` of one shared row's aligned elements: read as one vector."""
+        m = _VECTOR_ADD.match(r.fmt) if self.source else None
+        if m is None or len(r.args) != int(m.group(1)) + 1:
+            return r
+        n = int(m.group(1))
+        src = _shared_row(list(r.args[1:]), n, self.lets)
+        if src is None:
+            return r
+        return Raw(f"tl_atomic_add_v{n}_f32_from({{0}}, {{1}});", (r.args[0], _addr(src)),
+                   reads=tuple(dict.fromkeys((*r.reads, src.buffer))), writes=r.writes, span=r.span)
 
     def visit_SeqStmt(self, s: S.SeqStmt):
         saved = self.lets
@@ -140,6 +165,7 @@ class _Runs(Mutator):
         return None
 
 
-def merge_atomic_runs(body):
-    """body with its runs of adjacent float32 atomic adds merged (see the module docstring)."""
-    return _Runs().visit(body)
+def merge_atomic_runs(body, source: bool = True):
+    """body with its runs of adjacent float32 atomic adds merged (see the module docstring);
+    source: vector reductions of one shared row's elements read them as one vector."""
+    return _Runs(source).visit(body)
