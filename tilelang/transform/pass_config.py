@@ -131,6 +131,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_STMATRIX_STORE = "tl.disable_stmatrix_store"
     TL_DISABLE_SHARED_INDEX_SPLIT = "tl.disable_shared_index_split"
     TL_DISABLE_CP_ASYNC_GROUP_FENCES = "tl.disable_cp_async_group_fences"
+    TL_DISABLE_MMA_SYNC_GENERIC_REACH = "tl.disable_mma_sync_generic_reach"
     TL_DISABLE_TMA_IM2COL = "tl.disable_tma_im2col"
     TL_ENABLE_TMA_IM2COL_SMALL_TILES = "tl.enable_tma_im2col_small_tiles"
     TL_DEBUG_TIMELINE = "tl.debug_timeline"
@@ -340,6 +341,9 @@ _DOCS = {
     "TL_DISABLE_CP_ASYNC_GROUP_FENCES": "Ours. True: every cp.async wait of a wgmma kernel is followed by a proxy "
                                         "fence when any cp.async target is async-reachable (else only a wait whose "
                                         "drained groups hold such a tile, transform/cuda/cp_async_groups.py).",
+    "TL_DISABLE_MMA_SYNC_GENERIC_REACH": "Ours. True: a shared tile that only mma.sync gemms and stmatrix stores "
+                                         "name counts as reachable by the async proxy, so barriers after its writes "
+                                         "get fence.proxy.async (else it is generic-only, transform/cuda/proxy_fences.py).",
     "TL_DISABLE_TMA_IM2COL": "Ours. True: a T.Pipelined loop with T.im2col keeps the cp.async pipeline (else the "
                              "warp-specialized producer loads the tile through an im2col-mode TMA tensor map, "
                              "transform/cuda/ws_im2col.py).",

@@ -173,3 +173,53 @@ def test_the_barrier_after_a_cp_async_wait_is_fenced_before_wgmma_reads_the_tile
     # a wait with no cp.async in the kernel (TMA loads only) lands nothing
     tma = loop(Raw("tl::cp_async_wait<1>(); __syncthreads();"), gemm(P_s, K_s), tma_load(K_s), sync())
     assert fenced(tma) == [False, False]
+
+
+# ---- mma.sync tiles: stmatrix writes and ldmatrix / mma.sync reads go through the generic proxy
+dS_s = Buffer("dS_s", (128,), "float16", "shared.dyn")
+
+
+def stmatrix(buf):
+    dst = E.Call("address_of", (E.BufferLoad(buf, (tid,), buf.dtype),), dt.uint64)
+    return Raw("tl::stmatrix_pack<4>({0}, {1}, {1}, {1}, {1}, {1}, {1}, {1}, {1});",
+               (dst, E.as_expr(0.0, dt.float16)), writes=(buf,))
+
+
+def mma_gemm(*bufs):
+    return Raw("tl::gemm_ss<32, 64, 128, 2, 4, true, false, 32, 64, true, true, tl::half_t>({0}, {1}, {2});",
+               bufs, reads=bufs)
+
+
+def mma_loop():
+    """The attention backward's dQ step: wgmma reads K_s; dS_s is stored by stmatrix and read by the
+    mma.sync gemm behind a barrier; the loop-end barrier guards the next iteration's store."""
+    return loop(gemm(P_s, K_s), stmatrix(dS_s), sync(), mma_gemm(dS_s, K_s), sync())
+
+
+def fences_of(body, mma_generic: bool) -> list:
+    out = []
+
+    def go(st):
+        if isinstance(st, Raw) and "__syncthreads();" in st.fmt:
+            out.append("fence_proxy_async" in st.fmt)
+        for f in ("stmts", "body", "then_case", "else_case"):
+            x = getattr(st, f, None)
+            for y in (x if isinstance(x, tuple) else (x,)):
+                if isinstance(y, S.Stmt):
+                    go(y)
+
+    go(place_proxy_fences(body, None, mma_generic=mma_generic))
+    return out
+
+
+def test_a_tile_only_mma_sync_gemms_and_stmatrix_touch_needs_no_fence():
+    assert fences_of(mma_loop(), True) == [False, False]
+    assert fences_of(mma_loop(), False) == [True, False]  # tl.disable_mma_sync_generic_reach
+
+
+def test_an_mma_sync_tile_that_wgmma_also_reads_is_fenced():
+    body = loop(stmatrix(dS_s), sync(), mma_gemm(dS_s, K_s), gemm(dS_s, K_s), sync())
+    assert fences_of(body, True) == [True, False]
+    # a store into K_s (a wgmma operand) before the barrier: fenced though an mma.sync gemm reads it too
+    body = loop(stmatrix(K_s), sync(), mma_gemm(dS_s, K_s), sync(), gemm(P_s, K_s), sync())
+    assert fences_of(body, True) == [True, False, False]

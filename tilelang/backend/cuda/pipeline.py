@@ -265,7 +265,9 @@ def proxy_fences_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
 
     every = bool(config(ctx.pass_configs, "tl.disable_proxy_fence_reach", False))
     groups = not config(ctx.pass_configs, "tl.disable_cp_async_group_fences", False)
-    return replace(func, body=place_proxy_fences(func.body, func.attr(ATTR), all_writes=every, groups=groups))
+    mma = not config(ctx.pass_configs, "tl.disable_mma_sync_generic_reach", False)
+    return replace(func, body=place_proxy_fences(func.body, func.attr(ATTR), all_writes=every, groups=groups,
+                                                 mma_generic=mma))
 
 
 PASSES = [

@@ -111,8 +111,13 @@ _GENERIC_ONLY = re.compile(r"^\s*(tl::(cp_async_zfill|cp_async_gs|cp_async|load_
                            r"|tl_store2\s*\([^;]*;"
                            r"|\w+\s*=\s*\w+\s*\+\s*\(\{0\}\)\s*\*\s*\d+\s*;)\s*$")  # (the last: a stage window's pointer)
 
+# warp-level mma.sync tiles: an sm80-path gemm (ldmatrix + mma.sync) reads, stmatrix writes, both
+# through the generic proxy (the attention backward's dS tile, written by stmatrix and read by the
+# mma.sync dQ gemm: its loop barrier needs no fence.proxy.async, MEMBAR.ALL.CTA included)
+_GENERIC_MMA = re.compile(r"^\s*tl::(gemm_ss|gemm_rs|stmatrix_pack)\s*<[^;]*;\s*$")
 
-def async_reach(body, plan=None, generic_only: bool = False) -> set | None:
+
+def async_reach(body, plan=None, generic_only: bool = False, mma_generic: bool = False) -> set | None:
     """Uids of the shared buffers (and of their aliases) the async proxy may touch: named by an inline statement
     (its reads, writes, arguments or text), or sharing bytes with one in `plan` (a SmemPlan). None
     (every buffer) where a shared buffer has no slot in a given plan."""
@@ -122,8 +127,9 @@ def async_reach(body, plan=None, generic_only: bool = False) -> set | None:
     handed = lambda n: isinstance(n, E.Call) and (n.op == "address_of" or n.op.startswith("extern:"))  # noqa: E731
     skip: set = set()
     if generic_only:
-        skip = {id(c) for r in raws if _GENERIC_ONLY.match(r.fmt) for c in collect(r, handed)}
-        raws = [r for r in raws if not _GENERIC_ONLY.match(r.fmt)]
+        generic = lambda r: _GENERIC_ONLY.match(r.fmt) or (mma_generic and _GENERIC_MMA.match(r.fmt))  # noqa: E731
+        skip = {id(c) for r in raws if generic(r) for c in collect(r, handed)}
+        raws = [r for r in raws if not generic(r)]
     named: set = set()
     for r in raws:
         _buffers_in((r.reads, r.writes, r.args), named)
@@ -207,12 +213,13 @@ def _fence_all(st):
     return _FenceAll().visit(st)
 
 
-def place_proxy_fences(body, plan=None, all_writes: bool = False, groups: bool = True):
+def place_proxy_fences(body, plan=None, all_writes: bool = False, groups: bool = True, mma_generic: bool = True):
     """`body` with `tl::fence_proxy_async();` before each barrier that follows a generic shared write
     of memory the async proxy may reach (`plan`: the kernel's SmemPlan; `all_writes`: any write;
     `groups`: a cp.async wait dirties only when the groups it drains hold such memory, and a tile
-    only ever named by generic-proxy inline code is not reachable through it)."""
-    reach = None if all_writes else async_reach(body, plan, generic_only=groups)
+    only ever named by generic-proxy inline code is not reachable through it; `mma_generic`: with
+    groups, mma.sync gemms and stmatrix stores count as such code)."""
+    reach = None if all_writes else async_reach(body, plan, generic_only=groups, mma_generic=mma_generic)
     lands = cp_async_lands(body, reach)
     if lands and groups:
         lands = wait_lands(body)
