@@ -3,6 +3,7 @@
     python benchmarks/host_overhead.py [--calls 1000] [--repeats 7] [--n 128]
     PYTHONPATH=/path/to/public-tilelang python benchmarks/host_overhead.py   # the same program there
     python benchmarks/host_overhead.py --fake-launch   # no GPU: Python cost with a no-op launcher
+    python benchmarks/host_overhead.py --pass-config tl.disable_launch_kernel_ex   # A/B a switch
 
 The program is one kernel, `B = A + 1` over n float32 elements in one block, compiled with
 out_idx=[-1], so each call checks A, allocates B (torch.empty) and launches. It is written
@@ -13,7 +14,8 @@ back-to-back calls) / calls, with the GPU held busy by torch.cuda._sleep while t
 enqueues, so what is timed is host work alone, not the GPU.
 
 --fake-launch (no GPU needed, ours only): compiles for sm_90a with NVRTC and replaces the
-driver's cuLaunchKernel by a no-op Python call, with tensors on the CPU standing in for CUDA
+driver's launch by a no-op C function built with `cc` (a Python no-op without a C compiler or
+with --python-stub), with tensors on the CPU standing in for CUDA
 ones (their device check is relaxed): it measures our Python path (checks, output allocation,
 argument slots, the launch tuple) apart from the driver. Torch's figure there is the CPU
 x.add(1).
@@ -26,8 +28,8 @@ import sys
 import time
 
 
-def program(tilelang, T, n: int):
-    @tilelang.jit(out_idx=[-1])
+def program(tilelang, T, n: int, pass_configs=None):
+    @tilelang.jit(out_idx=[-1], **({"pass_configs": pass_configs} if pass_configs else {}))
     def add_one(n):
         @T.prim_func
         def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
@@ -65,13 +67,44 @@ def cuda_hold(torch):
     return hold
 
 
-def fake_launch(kernel, torch):
+STUB_LIBCUDA_C = """
+int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                   unsigned bz, unsigned smem, void *stream, void **params, void **extra) { return 0; }
+int cuLaunchKernelEx(const void *config, void *f, void **params, void **extra) { return 0; }
+"""
+
+
+def stub_libcuda():
+    """cuLaunchKernel and cuLaunchKernelEx as no-op C functions (built with `cc`), so the fake
+    launch costs what ctypes costs with our argument form; None without a C compiler."""
+    import ctypes
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        return None
+    d = tempfile.mkdtemp(prefix="stub_libcuda")
+    src, lib = os.path.join(d, "stub.c"), os.path.join(d, "libstubcuda.so")
+    with open(src, "w") as f:
+        f.write(STUB_LIBCUDA_C)
+    if subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", lib, src], capture_output=True).returncode:
+        return None
+    return ctypes.PyDLL(lib)
+
+
+def fake_launch(kernel, torch, stub=True):
     """Our real launcher with the driver call made a no-op and CPU tensors passing the device check.
 
-    The module load is stubbed (no GPU), cuLaunchKernel becomes a Python function returning
-    0 and torch's raw-stream lookup returns 0; everything else (checks, output allocation,
-    argument slots, PreparedLaunch's argument tuple) is the code that runs on the GPU machine.
+    The module load is stubbed (no GPU), cuLaunchKernel / cuLaunchKernelEx become no-op C
+    functions called through ctypes as the real ones are (`stub`, where a C compiler is found;
+    else a Python function returning 0) and torch's raw-stream lookup returns 0; everything
+    else (checks, output allocation, argument slots, PreparedLaunch's argument tuple) is the
+    code that runs on the GPU machine. Returns the FastCall and what stands in for the driver.
     """
+    import ctypes
     import types
 
     from tilelang.backend.cuda import driver
@@ -84,12 +117,20 @@ def fake_launch(kernel, torch):
     art._fn = types.SimpleNamespace(name=art.csource.entry, module=types.SimpleNamespace(device=0),
                                     _raw_handle=0, _smem_limit=48 * 1024,
                                     packer=types.SimpleNamespace(signature=sig))
-    driver._launch_holding_gil = lambda: (lambda *args: 0)
+    lib = stub_libcuda() if stub else None
+    if lib is not None:
+        for name in ("cuLaunchKernel", "cuLaunchKernelEx"):
+            getattr(lib, name).restype = ctypes.c_int
+        driver._launch_holding_gil = lambda: lib.cuLaunchKernel
+        driver._launch_ex_holding_gil = lambda: lib.cuLaunchKernelEx
+    else:
+        driver._launch_holding_gil = driver._launch_ex_holding_gil = lambda: (lambda *args: 0)
     torch._C._cuda_getCurrentRawStream = lambda dev: 0
     fast.prepare()
     fast.check_device = fast.out_device = torch.device("cpu")
     fast.call = fast.compile_simple()
-    return fast
+    return fast, ("a no-op C cuLaunchKernel%s through ctypes" % ("Ex" if getattr(fast.prepared, "ex", False) else "")
+                  if lib is not None else "a Python no-op in place of the driver call")
 
 
 def main() -> int:
@@ -98,20 +139,26 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--n", type=int, default=128)
     ap.add_argument("--fake-launch", action="store_true")
+    ap.add_argument("--python-stub", action="store_true",
+                    help="--fake-launch: a Python no-op for the driver call, even with a C compiler at hand")
+    ap.add_argument("--pass-config", action="append", default=[], metavar="KEY",
+                    help="a pass config set to True, e.g. tl.disable_launch_kernel_ex (repeatable)")
     args = ap.parse_args()
 
     import torch
     import tilelang
     import tilelang.language as T
 
+    configs = {key: True for key in args.pass_config}
     where = getattr(tilelang, "__file__", "?")
     print(f"tilelang {getattr(tilelang, '__version__', '?')} from {where}; torch {torch.__version__}")
     if args.fake_launch:
         import os
 
         os.environ.setdefault("TILELANG_DEFAULT_TARGET", "cuda -arch=sm_90a")
-        k = program(tilelang, T, args.n)
-        fake_launch(k, torch)
+        k = program(tilelang, T, args.n, configs)
+        _, how = fake_launch(k, torch, stub=not args.python_stub)
+        print(f"fake launch: {how}")
         a = torch.randn(args.n)
         x = torch.randn(args.n)
         hold = None
@@ -119,7 +166,7 @@ def main() -> int:
         if not torch.cuda.is_available():
             print("no CUDA device: run with --fake-launch for the Python-side cost")
             return 0
-        k = program(tilelang, T, args.n)
+        k = program(tilelang, T, args.n, configs)
         a = torch.randn(args.n, device="cuda")
         x = torch.randn(args.n, device="cuda")
         b = k(a)

@@ -44,29 +44,47 @@ def split():
     return split
 
 
+def pointer(arg):
+    """The address an untyped ctypes pointer argument (c_void_p, from_param's or byref's object) passes."""
+    return ctypes.cast(arg, ctypes.c_void_p).value or 0
+
+
 class Recorder:
-    """Stands in for the untyped cuLaunchKernel: records what the driver would read."""
+    """Stands in for the untyped cuLaunchKernel (11 arguments) or cuLaunchKernelEx (4: config,
+    function, kernelParams, extra): records what the driver would read, in one form for both."""
 
     def __init__(self, rcs=()):
-        self.calls, self.rcs = [], list(rcs)
+        self.calls, self.rcs, self.forms = [], list(rcs), []
 
-    def __call__(self, handle, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+    def __call__(self, *args):
+        if len(args) == 4:
+            config, handle, params, extra = args
+            c = ctypes.cast(config, ctypes.POINTER(driver.LaunchConfig)).contents
+            dims = (c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX, c.blockDimY, c.blockDimZ, c.sharedMemBytes)
+            assert c.attrs is None and c.numAttrs == 0
+            stream = c.hStream or 0
+        else:
+            handle, *dims, stream, params, extra = args
+            dims, stream = tuple(dims), pointer(stream)
+        self.forms.append(len(args))
         n = len(self.signature)
-        slots = (ctypes.c_void_p * n).from_address(params.value)
+        slots = (ctypes.c_void_p * n).from_address(pointer(params))
         values = [ctypes.c_uint64.from_address(slots[i]).value for i in range(n)]
-        self.calls.append(dict(handle=handle.value, dims=(gx, gy, gz, bx, by, bz, smem),
-                               stream=stream.value or 0, params=params.value, values=values, extra=extra))
+        self.calls.append(dict(handle=pointer(handle), dims=dims, stream=stream, params=pointer(params),
+                               values=values, extra=extra))
         return self.rcs.pop(0) if self.rcs else 0
 
 
-@pytest.fixture
-def fake_cuda(monkeypatch):
-    """(compile(func, out_idx) -> kernel whose fast path launches into a Recorder, recorder)."""
+@pytest.fixture(params=["ex", "plain"])
+def fake_cuda(monkeypatch, request):
+    """(compile(func, out_idx) -> kernel whose fast path launches into a Recorder, recorder), once
+    through cuLaunchKernelEx and once through cuLaunchKernel (a driver without the Ex entry point)."""
     nvrtc = pytest.importorskip("tilelang.backend.cuda.nvrtc")
     if not nvrtc.nvrtc_available():
         pytest.skip("NVRTC from the pip wheels is not installed")
     rec = Recorder()
     monkeypatch.setattr(driver, "_launch_holding_gil", lambda: rec)
+    monkeypatch.setattr(driver, "_launch_ex_holding_gil", lambda: rec if request.param == "ex" else None)
     monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda dev: 0x5000 + dev, raising=False)
     monkeypatch.setattr(torch.Tensor, "device", property(lambda self: CUDA0))
 
@@ -83,6 +101,7 @@ def fake_cuda(monkeypatch):
         fast.prepare()
         fast.out_device = torch.device("cpu")  # no CUDA allocator here
         fast.call = fast.compile_simple()
+        assert fast.prepared.ex == (request.param == "ex")
         return k
 
     return compile_, rec
@@ -323,3 +342,51 @@ def test_the_kernel_call_is_the_generated_entry_and_keeps_every_call_form(fake_c
     with pytest.raises(TypeError, match=r"expects 4 arguments"):
         k(a, b, c)
     assert len(rec.calls) == 1 and len(general) == 1
+
+
+def test_launch_config_has_the_drivers_layout():
+    """driver.LaunchConfig read at the address of cuda-bindings' CUlaunchConfig gives back every field."""
+    bindings = pytest.importorskip("cuda.bindings.driver")
+    c = bindings.CUlaunchConfig()
+    c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX, c.blockDimY, c.blockDimZ = 3, 5, 7, 128, 2, 1
+    c.sharedMemBytes, c.hStream, c.numAttrs = 4096, bindings.CUstream(0x7F0012345600), 0
+    ours = driver.LaunchConfig.from_address(int(c.getPtr()))
+    assert [getattr(ours, name) for name, _ in driver.LaunchConfig._fields_] == \
+        [3, 5, 7, 128, 2, 1, 4096, 0x7F0012345600, None, 0]
+    assert ctypes.sizeof(driver.LaunchConfig) == 56
+
+
+def test_the_launch_form_follows_the_pass_config(fake_cuda):
+    """cuLaunchKernelEx (4 arguments) by default where the driver has it; tl.disable_launch_kernel_ex
+    keeps cuLaunchKernel (11). Both launch the same grid, block, stream and pointers."""
+    compile_, rec = fake_cuda
+    k = compile_(split(), out_idx=[1, 2])
+    k_off = compile_(split(), out_idx=[1, 2])
+    k_off._build_args = ({"tl.disable_launch_kernel_ex": True}, None)
+    fast = k_off._fast
+    fast.prepare()
+    fast.out_device = torch.device("cpu")
+    fast.call = fast.compile_simple()
+    assert not fast.prepared.ex
+    a = torch.randn(128)
+    for kern in (k, k_off, k, k_off):
+        b, c = kern(a, stream=0x99 if kern is k else 0x98)
+        assert rec.calls[-1]["values"] == [a.data_ptr(), b.data_ptr(), c.data_ptr()]
+        assert rec.calls[-1]["dims"] == (1, 1, 1, 128, 1, 1, 0) and rec.calls[-1]["handle"] == 0xF00D
+        assert rec.calls[-1]["stream"] == (0x99 if kern is k else 0x98) and rec.calls[-1]["extra"] is None
+    assert rec.forms == [4 if k._fast.prepared.ex else 11, 11] * 2
+
+
+def test_each_stream_keeps_its_own_arguments(fake_cuda):
+    """The argument tuple (and launch config) made for one stream stays valid after another stream's:
+    a tuple held across a stream change still launches on its own stream."""
+    compile_, rec = fake_cuda
+    k = compile_(split(), out_idx=[1, 2])
+    k(torch.randn(128))
+    prepared = k._fast.prepared
+    first = prepared.args_for(0x11)
+    prepared.args_for(0x22)
+    prepared.call(*first)
+    assert rec.calls[-1]["stream"] == 0x11
+    prepared.launch(0x33)
+    assert rec.calls[-1]["stream"] == 0x33

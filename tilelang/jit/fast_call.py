@@ -7,7 +7,8 @@ cost about as much as a torch op.
 
 All-pointer kernels (`simple`) launch through a driver.PreparedLaunch built on the first
 call: the checked tensors' data pointers go straight into its argument slots (C argument
-order) and the launch is one untyped ctypes call on the device's current raw stream.
+order) and the launch is one untyped ctypes call (cuLaunchKernelEx with its 4 arguments prebuilt
+per stream, unless tl.disable_launch_kernel_ex) on the device's current raw stream.
 Kernels with other arguments (the T.device_assert flag, TMA tensor maps) build their
 argument list per call and launch through the artifact, which also checks the flag.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from ..arith.simplify import const_int
 from ..ir.buffer import Buffer
+from ..transform.pass_config import PassConfigKey, get
 
 MISS = object()  # the fast path does not apply; take the full binder
 
@@ -77,7 +79,9 @@ class FastCall:
         self.raw_stream = raw if raw is not None else \
             (lambda dev: self.torch.cuda.current_stream(dev).cuda_stream)
         self.empty_grid = min(grid) <= 0
-        self.prepared = driver.PreparedLaunch(fn, grid, block, smem)
+        configs = self.kernel._build_args[0] or {}
+        ex = not get(configs, PassConfigKey.TL_DISABLE_LAUNCH_KERNEL_EX, False)
+        self.prepared = driver.PreparedLaunch(fn, grid, block, smem, ex=ex)
         self.call = self.compile_simple()
         return self.prepared
 
