@@ -88,10 +88,10 @@ def fake_cuda(monkeypatch, request):
     monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda dev: 0x5000 + dev, raising=False)
     monkeypatch.setattr(torch.Tensor, "device", property(lambda self: CUDA0))
 
-    def compile_(func, out_idx=None):
+    def compile_(func, out_idx=None, pass_configs=None):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            k = tilelang.compile(func, out_idx=out_idx, target="cuda -arch=sm_80")
+            k = tilelang.compile(func, out_idx=out_idx, target="cuda -arch=sm_80", pass_configs=pass_configs)
         art = k.artifact
         rec.signature = art.csource.signature
         art._fn = types.SimpleNamespace(name=art.csource.entry, module=types.SimpleNamespace(device=0),
@@ -101,7 +101,7 @@ def fake_cuda(monkeypatch, request):
         fast.prepare()
         fast.out_device = torch.device("cpu")  # no CUDA allocator here
         fast.call = fast.compile_simple()
-        assert fast.prepared.ex == (request.param == "ex")
+        assert fast.prepared.ex == (request.param == "ex" and not pass_configs)
         return k
 
     return compile_, rec
@@ -361,13 +361,8 @@ def test_the_launch_form_follows_the_pass_config(fake_cuda):
     keeps cuLaunchKernel (11). Both launch the same grid, block, stream and pointers."""
     compile_, rec = fake_cuda
     k = compile_(split(), out_idx=[1, 2])
-    k_off = compile_(split(), out_idx=[1, 2])
-    k_off._build_args = ({"tl.disable_launch_kernel_ex": True}, None)
-    fast = k_off._fast
-    fast.prepare()
-    fast.out_device = torch.device("cpu")
-    fast.call = fast.compile_simple()
-    assert not fast.prepared.ex
+    k_off = compile_(split(), out_idx=[1, 2], pass_configs={"tl.disable_launch_kernel_ex": True})
+    assert not k_off._fast.prepared.ex and not k_off.artifact.launch_ex
     a = torch.randn(128)
     for kern in (k, k_off, k, k_off):
         b, c = kern(a, stream=0x99 if kern is k else 0x98)
@@ -390,3 +385,62 @@ def test_each_stream_keeps_its_own_arguments(fake_cuda):
     assert rec.calls[-1]["stream"] == 0x11
     prepared.launch(0x33)
     assert rec.calls[-1]["stream"] == 0x33
+
+
+def general_function(monkeypatch, ex_recorder, typed_recorder, signature):
+    """A driver.CudaFunction without a driver: its launches go to the recorders."""
+    monkeypatch.setattr(driver, "_launch_ex_holding_gil", lambda: ex_recorder)
+    fn = driver.CudaFunction.__new__(driver.CudaFunction)
+    fn.module, fn.name, fn._raw_handle = types.SimpleNamespace(device=0), "k", 0xBEEF
+    fn.packer, fn._smem_limit, fn._launch = driver.ArgPacker(signature), 48 * 1024, typed_recorder
+    fn.ex, fn._ex_last = True, (None, None)
+    return fn
+
+
+def test_artifact_launches_take_cuLaunchKernelEx_and_keep_their_packed_arguments(monkeypatch):
+    """CudaFunction.launch (kernels with scalars, flags or tensor maps, dynamic shapes): cuLaunchKernelEx
+    with the packer's kernelParams; the arguments are rebuilt only when grid, block, smem or stream
+    change; fn.ex = False (tl.disable_launch_kernel_ex) keeps the typed cuLaunchKernel."""
+    rec = Recorder()
+    rec.signature = ("ptr", "ptr")  # the recorder reads 8-byte slots: the ptr arguments only
+    typed = []
+    fn = general_function(monkeypatch, rec, lambda *a: typed.append(a) or 0, ("ptr", "ptr", "i32"))
+    a, b = torch.randn(64), torch.randn(64)
+    fn.launch((3, 2), 128, 1024, [a, b, 7], stream=0x55)
+    first = fn._ex_last[1]
+    assert rec.calls[-1] == dict(handle=0xBEEF, dims=(3, 2, 1, 128, 1, 1, 1024), stream=0x55,
+                                 params=fn.packer.params_address, values=[a.data_ptr(), b.data_ptr()], extra=None)
+    slots = (ctypes.c_void_p * 3).from_address(fn.packer.params_address)
+    assert ctypes.c_int32.from_address(slots[2]).value == 7
+    fn.launch((3, 2), 128, 1024, [b, a, 9], stream=0x55)
+    assert fn._ex_last[1] is first and rec.calls[-1]["values"] == [b.data_ptr(), a.data_ptr()]
+    assert ctypes.c_int32.from_address(slots[2]).value == 9
+    fn.launch(5, 64, 0, [a, b, 1], stream=0x66)
+    assert fn._ex_last[1] is not first
+    assert rec.calls[-1]["dims"] == (5, 1, 1, 64, 1, 1, 0) and rec.calls[-1]["stream"] == 0x66
+    assert rec.forms == [4, 4, 4] and typed == []
+    fn.ex = False
+    fn.launch(5, 64, 0, [a, b, 1], stream=0x66)
+    assert len(rec.calls) == 3 and typed == [(0xBEEF, 5, 1, 1, 64, 1, 1, 0, 0x66, fn.packer.params_address, None)]
+
+
+def test_artifact_launch_errors_name_the_kernel(monkeypatch):
+    rec = Recorder(rcs=[201, 0, 700])  # invalid context (retried after making it current), then a failure
+    rec.signature = ("ptr",)
+    made = []
+    monkeypatch.setattr(driver, "_ensure_context", made.append)
+    fn = general_function(monkeypatch, rec, None, ("ptr",))
+    a = torch.randn(4)
+    fn.launch(1, 32, 0, [a], stream=0)
+    assert made == [0] and len(rec.calls) == 2
+    monkeypatch.setattr(driver, "_driver", lambda: pytest.importorskip("cuda.bindings.driver"))
+    with pytest.raises(driver.CudaDriverError, match=r"cuLaunchKernelEx\('k', grid=1, block=32, smem=0\) failed"):
+        fn.launch(1, 32, 0, [a], stream=0)
+
+
+def test_disable_launch_kernel_ex_reaches_the_artifacts_function(fake_cuda):
+    """tl.disable_launch_kernel_ex clears the artifact's launch_ex, which its CudaFunction takes on."""
+    compile_, rec = fake_cuda
+    k = compile_(split(), out_idx=[1, 2], pass_configs={"tl.disable_launch_kernel_ex": True})
+    assert not k.artifact.launch_ex and k.artifact._function().ex is False
+    assert compile_(split(), out_idx=[1, 2]).artifact.launch_ex

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from ..arith.simplify import const_int
 from ..ir.buffer import Buffer
-from ..transform.pass_config import PassConfigKey, get
 
 MISS = object()  # the fast path does not apply; take the full binder
 
@@ -79,9 +78,7 @@ class FastCall:
         self.raw_stream = raw if raw is not None else \
             (lambda dev: self.torch.cuda.current_stream(dev).cuda_stream)
         self.empty_grid = min(grid) <= 0
-        configs = self.kernel._build_args[0] or {}
-        ex = not get(configs, PassConfigKey.TL_DISABLE_LAUNCH_KERNEL_EX, False)
-        self.prepared = driver.PreparedLaunch(fn, grid, block, smem, ex=ex)
+        self.prepared = driver.PreparedLaunch(fn, grid, block, smem, ex=self.artifact.launch_ex)
         self.call = self.compile_simple()
         return self.prepared
 

@@ -211,6 +211,12 @@ class JITKernel:
         fast = self._fast
         if fast is False:
             fast = None
+            configs = self._build_args[0]
+            if configs and self.target.kind == "cuda":  # imported here only: warm processes skip tilelang.transform
+                from ..transform.pass_config import PassConfigKey, get
+
+                if get(configs, PassConfigKey.TL_DISABLE_LAUNCH_KERNEL_EX, False):
+                    self.artifact.launch_ex = False  # fast path and artifact launches keep cuLaunchKernel
             if self.target.kind == "cuda" and not hasattr(self.artifact, "launch_params"):
                 from .fast_call import FastCall
 

@@ -355,10 +355,10 @@ _DOCS = {
     "TL_DISABLE_SMEM_REUSE": "Ours; the same as TL_DISABLE_SHARED_MEMORY_REUSE.",
     "TL_DISABLE_DYNAMIC_ALIGNMENT": "Ours. True: CUDA kernels with T.dynamic row lengths are compiled for any "
                                     "length, not as 16-byte multiples checked per call (jit/aligned_dims.py).",
-    "TL_DISABLE_LAUNCH_KERNEL_EX": "Ours. True: a static-shape CUDA kernel's per-call fast path launches through "
-                                   "cuLaunchKernel (11 ctypes arguments) rather than cuLaunchKernelEx (4: a "
-                                   "prebuilt launch config, the function, kernelParams, NULL; jit/fast_call.py, "
-                                   "driver.PreparedLaunch).",
+    "TL_DISABLE_LAUNCH_KERNEL_EX": "Ours. True: CUDA launches call cuLaunchKernel as before (the fast path: 11 "
+                                   "untyped ctypes arguments; other launches: the typed, GIL-releasing call) "
+                                   "rather than cuLaunchKernelEx with 4 prebuilt arguments (a launch config, the "
+                                   "function, kernelParams, NULL; driver.PreparedLaunch, CudaFunction.launch).",
     "TL_FRESH_COPY_INDEX": "Ours. True: tile-level copy loops of CUDA kernels read the thread index afresh, so "
                            "ptxas does not keep their addresses live across the k-loop "
                            "(transform/cuda/fresh_index.py). False: never. Unset: a kernel that spills is recompiled "

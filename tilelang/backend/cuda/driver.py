@@ -10,8 +10,10 @@ cuInit; if libcuda is missing or there is no device it raises NoDeviceError.
 
 Launch cost: arguments are packed by a `ArgPacker` built once per kernel from a
 signature like ["ptr", "ptr", "i32", "tensormap"]: one `struct.pack_into` into
-preallocated storage, then cuLaunchKernel through ctypes with a prebuilt
-pointer array.  Python-side cost measured on the build machine with a stub in
+preallocated storage, then cuLaunchKernelEx through an untyped ctypes call with
+the config, function and prebuilt pointer array kept while grid, block, smem
+and stream stay the same (the typed cuLaunchKernel call it replaces cost
+~15,000 instructions into a no-op stub, ~2,300 now).  Python-side cost measured on the build machine with a stub in
 place of libcuda: 3.3 us per launch (6 args, 3 of them tensors); the driver's
 own cuLaunchKernel adds a few us.  tests/backend/cuda/test_driver.py prints
 the real figure on the GPU machine.  `PreparedLaunch` is the per-kernel fast
@@ -259,6 +261,11 @@ class CudaFunction:
         self.packer = ArgPacker(signature)
         self._smem_limit = 48 * 1024
         self._launch = _libcuda().cuLaunchKernel
+        # cuLaunchKernelEx through PreparedLaunch's untyped call where the driver has it (the
+        # typed, GIL-releasing call above costs ~15,000 instructions into a no-op stub, this one
+        # ~2,300); `ex = False` (JITKernel: tl.disable_launch_kernel_ex) keeps the typed call.
+        self.ex = True
+        self._ex_last = (None, None)  # (grid, block, smem, stream) of the last launch, its arguments
         if dynamic_smem > self._smem_limit:
             self.set_max_dynamic_smem(dynamic_smem)
 
@@ -295,6 +302,25 @@ class CudaFunction:
             self.set_max_dynamic_smem(smem)
         if stream is None:
             stream = current_stream()
+        launch_ex = _launch_ex_holding_gil() if self.ex else None
+        if launch_ex is not None:
+            key = (gx, gy, gz, bx, by, bz, smem, stream)
+            last = self._ex_last  # one read: another thread may replace it meanwhile
+            if last[0] != key:
+                config = LaunchConfig(gx, gy, gz, bx, by, bz, smem, stream, None, 0)
+                pointer = ctypes.c_void_p.from_param
+                last = self._ex_last = (key, (ctypes.byref(config), pointer(self._raw_handle),
+                                              pointer(params), None))
+            rc = launch_ex(*last[1])
+            if rc == _CUDA_ERROR_INVALID_CONTEXT:  # a thread torch never made current
+                _ensure_context(self.module.device)
+                rc = launch_ex(*last[1])
+            if rc != 0:
+                driver = _driver()
+                raise CudaDriverError(
+                    f"cuLaunchKernelEx({self.name!r}, grid={grid}, block={block}, smem={smem}) "
+                    f"failed: {_err_name(driver, driver.CUresult(rc))}")
+            return
         rc = self._launch(self._raw_handle, gx, gy, gz, bx, by, bz, smem, stream, params, None)
         if rc == _CUDA_ERROR_INVALID_CONTEXT:  # a thread torch never made current
             _ensure_context(self.module.device)

@@ -299,6 +299,8 @@ def swizzle_panel(func: PrimFunc) -> int | None:
 class CUDAArtifact(LowersOnDemand):
     """One compiled CUDA kernel: its lowered IR, source, module and launch (see launch())."""
 
+    launch_ex = True  # launches through cuLaunchKernelEx where the driver has it; JITKernel clears it for tl.disable_launch_kernel_ex
+
     def __init__(self, func: PrimFunc, ctx: PassContext):
         self.target = ctx.target
         panel = swizzle_panel(func)
@@ -464,6 +466,8 @@ class CUDAArtifact(LowersOnDemand):
 
             self._fn = driver.load_kernel(self.compiled.cubin, self.csource.entry, self.csource.signature,
                                           self.csource.smem_bytes)
+        if not self.launch_ex:
+            self._fn.ex = False
         return self._fn
 
     def grid(self, values) -> tuple:
