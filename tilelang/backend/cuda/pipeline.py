@@ -299,7 +299,9 @@ def swizzle_panel(func: PrimFunc) -> int | None:
 class CUDAArtifact(LowersOnDemand):
     """One compiled CUDA kernel: its lowered IR, source, module and launch (see launch())."""
 
-    launch_ex = True  # launches through cuLaunchKernelEx where the driver has it; JITKernel clears it for tl.disable_launch_kernel_ex
+    # launches through cuLaunchKernelEx where the driver has it; JITKernel clears it for
+    # tl.disable_launch_kernel_ex
+    launch_ex = True
 
     def __init__(self, func: PrimFunc, ctx: PassContext):
         self.target = ctx.target
