@@ -129,6 +129,8 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_WGMMA_CLEAR_UNDEF = "tl.disable_wgmma_clear_undef"
     TL_DISABLE_FOLD_STAGED_STORE = "tl.disable_fold_staged_store"
     TL_DISABLE_STMATRIX_STORE = "tl.disable_stmatrix_store"
+    TL_DISABLE_TMA_DESCRIPTOR_PREFETCH = "tl.disable_tma_descriptor_prefetch"
+    TL_DISABLE_BARRIER_INIT_MERGE = "tl.disable_barrier_init_merge"
     TL_DISABLE_SHARED_INDEX_SPLIT = "tl.disable_shared_index_split"
     TL_DISABLE_CP_ASYNC_GROUP_FENCES = "tl.disable_cp_async_group_fences"
     TL_DISABLE_MMA_SYNC_GENERIC_REACH = "tl.disable_mma_sync_generic_reach"
@@ -335,6 +337,12 @@ _DOCS = {
     "TL_DISABLE_STMATRIX_STORE": "Ours. True: on sm_90, T.copy of an mma/wgmma accumulator tile into a 16-bit "
                                  "shared tile stores column pairs (4-byte stores) (else stmatrix.x4, one per "
                                  "two 16x8 atoms, transform/cuda/stmatrix.py).",
+    "TL_DISABLE_TMA_DESCRIPTOR_PREFETCH": "Ours. True: a kernel with TMA tensor maps (warp-specialized, or "
+                                          "T.tma_copy) does not prefetch them (prefetch.tensormap by thread 0 "
+                                          "at its start, transform/cuda/tma_prefetch.py).",
+    "TL_DISABLE_BARRIER_INIT_MERGE": "Ours. True: each T.alloc_barrier gets its own initialisation block and "
+                                     "__syncthreads (else one for a run of consecutive allocations, "
+                                     "transform/cuda/manual_ws.py).",
     "TL_DISABLE_SHARED_INDEX_SPLIT": "Ours. True: shared-memory indices keep the divisions of a flat element "
                                      "counter (`(i*1024 + tx*4) // 64`) as written (else the multiples of the "
                                      "divisor are pulled out and a plain tile is indexed by its flat offset, "

@@ -16,7 +16,11 @@ float64 with and without the passes that shape its code:
 - split global indices (tl.disable_split_global_index): the gather's last index `64 * u + c` is
   added term by term to the 64-bit offset;
 - manual TMA stores (tl.disable_manual_tma_store): each consumer's copy of its half of the output
-  tile (a T.tma_copy target, in 64-column panels) to global memory is TMA stores by one thread.
+  tile (a T.tma_copy target, in 64-column panels) to global memory is TMA stores by one thread;
+- one barrier setup (tl.disable_barrier_init_merge): the five consecutive T.alloc_barrier are
+  initialised in one block by thread 0 with one fence and one __syncthreads (five without);
+- tensor-map prefetch (tl.disable_tma_descriptor_prefetch): thread 0 prefetches the Q and O tensor
+  maps before the barrier setup.
 """
 import re
 
@@ -30,7 +34,8 @@ H, D, BI, STAGES = 64, 128, 64, 2
 OFF = {"tl.disable_thread_range_folding": True, "tl.disable_panel_xor_index": True,
        "tl.disable_proxy_fence_reach": True, "tl.disable_sync_pass_ranges": True,
        "tl.disable_split_global_index": True, "tl.disable_manual_tma_store": True,
-       "tl.disable_pow2_floor_shift": True}
+       "tl.disable_pow2_floor_shift": True, "tl.disable_barrier_init_merge": True,
+       "tl.disable_tma_descriptor_prefetch": True}
 
 
 def gather_attn(seq, rows, topk):
@@ -142,6 +147,15 @@ def test_code_shape_with_and_without_the_passes():
     assert "if (tid == 128) { tl::tma_store(&tmap_1, Q_shared + 4096, 64, 0, bx);" in second
     assert "tl::tma_store_wait<0>();" in second and "copy_vec16" not in on
     assert "tma_store" not in off and "copy_vec16(&O[" in off
+    # the barrier setup: one block, one fence, one __syncthreads for the five allocations (seven barriers)
+    setup = on[:on.index("if (tid < 128) {")]
+    assert setup.count("__syncthreads();") == 1 and setup.count("tl::fence_barrier_init();") == 1, setup
+    assert len(re.findall(r"tl::mbarrier_init\(", setup)) == 7
+    off_setup = off[:off.index("if (tid < 128) {")]
+    assert off_setup.count("__syncthreads();") == 5 and off_setup.count("tl::fence_barrier_init();") == 5
+    # the tensor maps: prefetched by thread 0 before the barriers are set up
+    pre = "if (tid == 0) { tl::tma_prefetch_descriptor(&tmap_0); tl::tma_prefetch_descriptor(&tmap_1); }"
+    assert pre in on and on.index(pre) < on.index("tl::mbarrier_init(") and "tma_prefetch" not in off
 
 
 @pytest.mark.parametrize("cfg", [{}, OFF], ids=["on", "off"])

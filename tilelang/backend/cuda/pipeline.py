@@ -75,7 +75,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                                 f"{ctx.target.arch}", k.span)
         k_manual, manual = manual_ws(k, msgs.append, ctx.target.sm >= 90
                                      and not config(ctx.pass_configs, "tl.disable_manual_tma_store", False)
-                                     and not config(ctx.pass_configs, "tl.disable_tma_lower", False))
+                                     and not config(ctx.pass_configs, "tl.disable_tma_lower", False),
+                                     not config(ctx.pass_configs, "tl.disable_barrier_init_merge", False))
     elif ctx.target.sm >= 90 and not config(ctx.pass_configs, "tl.disable_warp_specialized", False) \
             and not config(ctx.pass_configs, "tl.disable_tma_lower", False) \
             and not config(ctx.pass_configs, "tl.disable_wgmma", False):
@@ -203,6 +204,11 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     info.swizzle_row_split = not config(ctx.pass_configs, "tl.disable_swizzle_row_split", False)
     info.assume_tid_range = not config(ctx.pass_configs, "tl.disable_assume_tid_range", False)
     info.pow2_floor_shift = not config(ctx.pass_configs, "tl.disable_pow2_floor_shift", False)
+    descs = ws.descs if ws is not None else manual.descs if manual is not None else ()
+    if descs and not config(ctx.pass_configs, "tl.disable_tma_descriptor_prefetch", False):
+        from ...transform.cuda.tma_prefetch import prefetch_tensor_maps
+
+        new = replace(new, body=prefetch_tensor_maps(new.body, [d.name for d in descs]))
     for m in dict.fromkeys(msgs):  # once each (a copy lowered in a prologue and a loop says it twice)
         ctx.warnings.append(m)
     ctx.cuda_info = info

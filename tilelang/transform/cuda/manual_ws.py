@@ -5,7 +5,8 @@ user's barriers order everything that crosses warp groups.
 Guarantees: no automatic warp specialization or software pipelining: a T.Pipelined(num_stages=n)
 loop gets n-stage rings of its TMA tiles and barriers (manual_ws_ring.py) where it can, else runs
 serially (the user's barriers, not stage counts, say what overlaps); barriers are initialised
-by thread 0 (then fence + __syncthreads) right after their allocation; every hopper op is a Raw
+by thread 0 (then fence + __syncthreads) right after their allocation, one block for a run of
+consecutive T.alloc_barrier (`tl.disable_barrier_init_merge`: one each); every hopper op is a Raw
 line of our header's PTX wrappers; a 3-d shared tile used as `X[s, :, :]` by a TMA copy or a
 gemm goes through a 2-d window onto stage s. Tile ops inside a scope are lowered later
 (lower_tile_ops.py) over the scope's threads, with thread index `tid - 128 lo`.
@@ -48,11 +49,14 @@ def has_warp_groups(k: S.KernelLaunch) -> bool:
     return bool(collect(k.body, lambda n: isinstance(n, H.WarpGroupScope)))
 
 
-def manual_ws(k: S.KernelLaunch, warn, tma_stores: bool = True) -> tuple[S.KernelLaunch, ManualWS]:
+def manual_ws(k: S.KernelLaunch, warn, tma_stores: bool = True,
+              merge_inits: bool = True) -> tuple[S.KernelLaunch, ManualWS]:
     """-> (rewritten kernel, ManualWS). Raises LoweringError for what it cannot lower.
-    tma_stores: a T.copy of a T.tma_copy target tile to a global box becomes TMA stores (sm_90a)."""
+    tma_stores: a T.copy of a T.tma_copy target tile to a global box becomes TMA stores (sm_90a).
+    merge_inits: consecutive T.alloc_barrier share one initialisation block and one __syncthreads."""
     rw = _Rewrite(warn)
     rw.tma_stores = tma_stores
+    rw.merge_inits = merge_inits
     body = rw.top(k.body)
     return replace(k, body=body), rw.info
 
@@ -61,9 +65,28 @@ def _addr(buf: Buffer, index) -> E.Expr:
     return E.Call("address_of", (E.BufferLoad(buf, (E.as_expr(index),), buf.dtype),), buf.dtype)
 
 
-def barrier_init(buf: Buffer) -> Raw:
-    inits = " ".join(f"tl::mbarrier_init(&{buf.name}[{i}], {c});" for i, c in enumerate(buf.barrier_counts))
+def barrier_init(*bufs: Buffer) -> Raw:
+    """Thread 0 initialises every barrier of `bufs`, one fence and one __syncthreads for all of them."""
+    inits = " ".join(f"tl::mbarrier_init(&{buf.name}[{i}], {c});" for buf in bufs
+                     for i, c in enumerate(buf.barrier_counts))
     return Raw(f"if (tid == 0) {{{{ {inits} tl::fence_barrier_init(); }}}} __syncthreads();")
+
+
+def _barrier_runs(stmts: list, merge: bool) -> list:
+    """Each barrier Allocate followed by its initialisation; with `merge`, a run of consecutive barrier
+    Allocates is followed by one initialisation of them all (one block-wide barrier, not one each)."""
+    out, run = [], []
+    for st in stmts + [None]:
+        if isinstance(st, S.Allocate) and H.is_barrier(st.buffer):
+            run.append(st)
+            if merge:
+                continue
+        if run:
+            out += [*run, barrier_init(*(a.buffer for a in run))]
+            run = []
+        if st is not None and not (isinstance(st, S.Allocate) and H.is_barrier(st.buffer)):
+            out.append(st)
+    return out
 
 
 class _Rewrite(Mutator):
@@ -74,6 +97,7 @@ class _Rewrite(Mutator):
         self.views: dict = {}  # storage uid -> 2-d window Buffer
         self.noted = False
         self.tma_stores = True
+        self.merge_inits = True
 
     def top(self, body: S.Stmt) -> S.Stmt:
         self.body = body
@@ -85,12 +109,9 @@ class _Rewrite(Mutator):
                       f"as the kernel's own barriers let them: no {loop.annotation('num_stages', 0)}-stage ring, as "
                       f"{why}")
             self.noted = True
-        out = []
-        for st in stmts:
-            if isinstance(st, S.Allocate) and H.is_barrier(st.buffer):
-                out += [st, barrier_init(st.buffer)]
-                continue
-            out.append(self.visit(st))
+        out = [st if isinstance(st, S.Allocate) and H.is_barrier(st.buffer) else self.visit(st)
+               for st in stmts]
+        out = _barrier_runs(out, self.merge_inits)
         self.info.views = list(self.views.values())
         allocs = [S.Allocate(v) for v in self.views.values()]
         at = max((i for i, st in enumerate(out) if isinstance(st, S.Allocate)), default=-1) + 1
