@@ -46,6 +46,11 @@ def test_producer_consumer_structure(case, threads, stages, ndim, tiles, build, 
     inits = re.findall(r"tl::mbarrier_init\(&tl_(full|empty)\[(\d+)\], (\d+)\);", src)
     assert sorted(inits) == sorted([("full", str(s), "1") for s in range(stages)]
                                    + [("empty", str(s), str(threads // 32)) for s in range(stages)])
+    # every tensor map (the loads' and the epilogue's): prefetched by thread 0 before the barrier setup
+    params = re.findall(r"const __grid_constant__ tl::TensorMap (\w+)", src)
+    pre = "if (tid == 0) { " + " ".join(f"tl::tma_prefetch_descriptor(&{n});" for n in params) + " }"
+    assert {n for n, _, _ in tiles} <= set(params)
+    assert pre in src and src.index(pre) < src.index("tl::mbarrier_init("), src
     # TMA: one call per box, coordinates innermost first, one per global dimension
     loads = tma_loads(producer, helpers)
     assert [a[0] for a in loads] == [f"&{name}" for name, boxes, _ in tiles for _ in range(boxes)]
@@ -586,3 +591,11 @@ def test_fp16_accumulators_take_the_f16_wgmma(build):
     if sass.sass_available():
         hgmma = re.findall(r"HGMMA\.\S+", b.sass())
         assert hgmma and all(h.endswith(".F16") for h in hgmma), hgmma
+
+
+def test_tensor_map_prefetch_is_switchable(build):
+    on = build("gemm", "sm_90a", {}).source
+    off = build("gemm", "sm_90a", {"tl.disable_tma_descriptor_prefetch": True}).source
+    line = re.search(r"  if \(tid == 0\) \{ (tl::tma_prefetch_descriptor\(&tmap_\d\); )+\}\n", on)
+    assert line and "tma_prefetch_descriptor" not in off
+    assert on.replace(line.group(0), "") == off  # nothing else changes
