@@ -193,6 +193,8 @@ class CudaCodegen(CCodegen):
             self.emit("#define TL_BF16_PACK_CVT 0")
         if not getattr(self.info, "wgmma_clear_undef", True):
             self.emit("#define TL_WGMMA_CLEAR_UNDEF 0")
+        if not getattr(self.info, "mbarrier_suspend_hint", True):
+            self.emit("#define TL_MBAR_SUSPEND_HINT 0")
         self.emit('#include "tl/tl.h"')
         self.emit('#include "tl/gemm_sm80.h"')
         if self.info.sm >= 90:

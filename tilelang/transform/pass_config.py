@@ -131,6 +131,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_STMATRIX_STORE = "tl.disable_stmatrix_store"
     TL_DISABLE_TMA_DESCRIPTOR_PREFETCH = "tl.disable_tma_descriptor_prefetch"
     TL_DISABLE_BARRIER_INIT_MERGE = "tl.disable_barrier_init_merge"
+    TL_DISABLE_MBARRIER_SUSPEND_HINT = "tl.disable_mbarrier_suspend_hint"
     TL_DISABLE_SHARED_INDEX_SPLIT = "tl.disable_shared_index_split"
     TL_DISABLE_CP_ASYNC_GROUP_FENCES = "tl.disable_cp_async_group_fences"
     TL_DISABLE_MMA_SYNC_GENERIC_REACH = "tl.disable_mma_sync_generic_reach"
@@ -343,6 +344,9 @@ _DOCS = {
     "TL_DISABLE_BARRIER_INIT_MERGE": "Ours. True: each T.alloc_barrier gets its own initialisation block and "
                                      "__syncthreads (else one for a run of consecutive allocations, "
                                      "transform/cuda/manual_ws.py).",
+    "TL_DISABLE_MBARRIER_SUSPEND_HINT": "Ours. True: tl::mbarrier_wait probes again at once after a failed "
+                                        "try_wait (else a suspend-time hint: the warp sleeps until the "
+                                        "barrier changes; include/tl/mbarrier.h TL_MBAR_SUSPEND_HINT).",
     "TL_DISABLE_SHARED_INDEX_SPLIT": "Ours. True: shared-memory indices keep the divisions of a flat element "
                                      "counter (`(i*1024 + tx*4) // 64`) as written (else the multiples of the "
                                      "divisor are pulled out and a plain tile is indexed by its flat offset, "

@@ -20,7 +20,9 @@ float64 with and without the passes that shape its code:
 - one barrier setup (tl.disable_barrier_init_merge): the five consecutive T.alloc_barrier are
   initialised in one block by thread 0 with one fence and one __syncthreads (five without);
 - tensor-map prefetch (tl.disable_tma_descriptor_prefetch): thread 0 prefetches the Q and O tensor
-  maps before the barrier setup.
+  maps before the barrier setup;
+- the barrier waits' suspend-time hint (tl.disable_mbarrier_suspend_hint): every try_wait in the PTX
+  carries it, and a failed probe sleeps (NANOSLEEP.SYNCS in the SASS) instead of probing again.
 """
 import re
 
@@ -35,7 +37,7 @@ OFF = {"tl.disable_thread_range_folding": True, "tl.disable_panel_xor_index": Tr
        "tl.disable_proxy_fence_reach": True, "tl.disable_sync_pass_ranges": True,
        "tl.disable_split_global_index": True, "tl.disable_manual_tma_store": True,
        "tl.disable_pow2_floor_shift": True, "tl.disable_barrier_init_merge": True,
-       "tl.disable_tma_descriptor_prefetch": True}
+       "tl.disable_tma_descriptor_prefetch": True, "tl.disable_mbarrier_suspend_hint": True}
 
 
 def gather_attn(seq, rows, topk):
@@ -156,6 +158,22 @@ def test_code_shape_with_and_without_the_passes():
     # the tensor maps: prefetched by thread 0 before the barriers are set up
     pre = "if (tid == 0) { tl::tma_prefetch_descriptor(&tmap_0); tl::tma_prefetch_descriptor(&tmap_1); }"
     assert pre in on and on.index(pre) < on.index("tl::mbarrier_init(") and "tma_prefetch" not in off
+
+
+
+def test_barrier_waits_sleep_between_probes():
+    k_on, k_off = _build({}), _build(OFF)
+    assert "#define TL_MBAR_SUSPEND_HINT 0" in k_off.get_kernel_source()
+    assert "TL_MBAR_SUSPEND_HINT" not in k_on.get_kernel_source()
+    waits_on = re.findall(r"mbarrier\.try_wait\.parity\.shared::cta\.b64[^;]*;", k_on.artifact.compiled.ptx)
+    waits_off = re.findall(r"mbarrier\.try_wait\.parity\.shared::cta\.b64[^;]*;", k_off.artifact.compiled.ptx)
+    assert waits_on and all(w.endswith(", 10000000;") for w in waits_on), waits_on
+    assert waits_off and not any("10000000" in w for w in waits_off), waits_off
+    from tilelang.backend.cuda import sass
+    if not sass.sass_available():
+        pytest.skip("cuobjdump / nvdisasm not installed")
+    assert "NANOSLEEP.SYNCS" in sass.disassemble(k_on.artifact.compiled.cubin)
+    assert "NANOSLEEP" not in sass.disassemble(k_off.artifact.compiled.cubin)
 
 
 @pytest.mark.parametrize("cfg", [{}, OFF], ids=["on", "off"])

@@ -200,6 +200,7 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     info.ldsm_lane_offsets = not config(ctx.pass_configs, "tl.disable_ldsm_lane_offsets", False)
     info.bf16_pack_convert = not config(ctx.pass_configs, "tl.disable_bf16_pack_convert", False)
     info.wgmma_clear_undef = not config(ctx.pass_configs, "tl.disable_wgmma_clear_undef", False)
+    info.mbarrier_suspend_hint = not config(ctx.pass_configs, "tl.disable_mbarrier_suspend_hint", False)
     info.no_span_swizzle = config(ctx.pass_configs, "tl.disable_swizzle_span_offset", False)
     info.swizzle_row_split = not config(ctx.pass_configs, "tl.disable_swizzle_row_split", False)
     info.assume_tid_range = not config(ctx.pass_configs, "tl.disable_assume_tid_range", False)

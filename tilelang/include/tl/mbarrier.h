@@ -132,12 +132,32 @@ TL_DEVICE bool mbarrier_try_wait(uint64_t* bar, uint32_t phase) {
 #endif
 }
 
+// Suspend-time hint (nanoseconds) of mbarrier_wait's try_wait. With one, ptxas follows a failed
+// probe with NANOSLEEP.SYNCS (the warp sleeps, issuing nothing, until the barrier changes or the
+// hint expires) instead of probing again at once: warps waiting on a barrier leave the issue slots
+// to the warps doing the work. Codegen defines it 0 (no hint) under the pass_config
+// `tl.disable_mbarrier_suspend_hint`.
+#ifndef TL_MBAR_SUSPEND_HINT
+#define TL_MBAR_SUSPEND_HINT 10000000
+#endif
+
 // Block until the phase with parity `phase` has completed.
 TL_DEVICE void mbarrier_wait(uint64_t* bar, uint32_t phase) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // The loop lives inside the asm so the compiler emits one tight
   // SYNCS.PHASECHK retry loop instead of a C++ loop around a selp.  PTX
   // labels are scoped to the enclosing { }, so inlining it twice is fine.
+#if TL_MBAR_SUSPEND_HINT
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "TL_MBAR_WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1, %2;\n"
+      "@!p bra TL_MBAR_WAIT;\n"
+      "}\n" ::"r"(smem_addr(bar)),
+      "r"(phase), "n"(TL_MBAR_SUSPEND_HINT)
+      : "memory");
+#else
   asm volatile(
       "{\n"
       ".reg .pred p;\n"
@@ -147,6 +167,7 @@ TL_DEVICE void mbarrier_wait(uint64_t* bar, uint32_t phase) {
       "}\n" ::"r"(smem_addr(bar)),
       "r"(phase)
       : "memory");
+#endif
 #else
   while (!mbarrier_test_wait(bar, phase)) {
   }
