@@ -94,7 +94,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                                    not config(ctx.pass_configs, "tl.disable_ws_fragment_guard", False),
                                    not config(ctx.pass_configs, "tl.disable_fold_staged_store", False),
                                    not config(ctx.pass_configs, "tl.disable_tma_im2col", False),
-                                   bool(config(ctx.pass_configs, "tl.enable_tma_im2col_small_tiles", False)))
+                                   bool(config(ctx.pass_configs, "tl.enable_tma_im2col_small_tiles", False)),
+                                   not config(ctx.pass_configs, "tl.disable_stream_k_promoted", False))
     if ws is not None:
         k_piped, views = k_ws, []
     elif manual is not None:

@@ -37,7 +37,18 @@ estimate: only a first, slower version of stream-K was timed there, 8 % slower t
 
 Applies to a kernel whose pipelined loop body is one T.gemm into an accumulator cleared before
 the loop (T.clear), with a k-extent that does not depend on the tile; else the kernel keeps
-whole tiles per block.
+whole tiles per block. Also to a promoted k-reduction (`promoted_reduction`, fp8's two-level
+accumulation): the gemm's accumulator is added into a second one and cleared every few k-steps.
+There a partial is the sum of both (the unpromoted rest folded in before it is stored), and the
+unit ending a tile, which adds the partials, folds its own rest as the user's code after the loop
+does (`tl.disable_stream_k_promoted` keeps such kernels on whole tiles):
+
+    T.clear(loc); T.clear(acc)
+    for k in T.Pipelined(KI):                       unit [k0, k1): the same loop over k0 .. k1 - 1
+        T.gemm(A_s, B_s, loc)                         (promotions where (k + 1) % 2 == 0, as before)
+        if (k + 1) % 2 == 0:                        k1 < KI: acc += loc; acc -> ws[block]
+            acc += loc; T.clear(loc)                k1 = KI: acc += ws[first .. block - 1];
+    (if KI % 2: acc += loc)  epilogue(acc)                   (if KI % 2: acc += loc); epilogue(acc)
 """
 from __future__ import annotations
 
@@ -48,7 +59,7 @@ from ...arith.simplify import const_int, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
-from ...ir.visitor import collect
+from ...ir.visitor import buffers_used, collect
 from ...op import tile_ops as O
 from .lower_tile_ops import AccStash, Raw
 
@@ -63,6 +74,7 @@ class StreamK:
     acc: Buffer
     ws: Buffer  # (blocks, BM * BN) of the accumulator's dtype: block b's partial sum, in AccStash's order
     flags: Buffer  # (blocks,) int32: 1 while ws[b] waits to be added
+    fold: S.Stmt | None = None  # acc += the gemm's accumulator, before a partial is stored (promoted)
     k0: E.Var = field(default_factory=lambda: E.Var("tl_k0", dt.int32))  # the unit's k-iterations, [k0, k1)
     k1: E.Var = field(default_factory=lambda: E.Var("tl_k1", dt.int32))
     first: E.Var = field(default_factory=lambda: E.Var("tl_sk_first", dt.int32))  # first block holding this tile
@@ -121,20 +133,116 @@ def plain_reduction(loop: S.For, body: list, gemms: list, prefix: list, block_va
     return acc
 
 
-def stream_k_plan(loop: S.For, body: list, gemms: list, prefix: list, block_vars, num_sms: int, tiles):
-    """A StreamK for the kernel, or None when its loop is not a plain k-reduction into a cleared
-    accumulator (then the persistent kernel keeps whole tiles), or when the shapes are static and
-    the waves come out whole: no tiles left, or ranges of exactly one tile each."""
-    acc = plain_reduction(loop, body, gemms, prefix, block_vars)
-    if acc is None:
+def _whole(region, shape) -> bool:
+    return all(const_int(x) == 0 for x in region.starts) and [const_int(x) for x in region.extents] == shape
+
+
+def _clears(s, buf, shape) -> bool:
+    """s is T.clear(buf) (a fill with 0 of the whole buffer)."""
+    return isinstance(s, O.Fill) and s.dst.buffer is buf and E.const_value(s.value) == 0 and _whole(s.dst, shape)
+
+
+def _fold_into(s, loc: Buffer, shape) -> Buffer | None:
+    """acc when s is `for i, j in T.Parallel(*shape): acc[i, j] = acc[i, j] + loc[i, j]`
+    (either operand order) with acc another buffer of loc's dtype, else None."""
+    loops = []
+    while isinstance(s, S.For) and s.kind == "parallel" and const_int(s.start) == 0:
+        loops.append(s)
+        s = s.body
+    if not isinstance(s, S.BufferStore) or [const_int(f.extent) for f in loops] != shape:
         return None
+    idx = tuple(f.var for f in loops)
+
+    def at(e, buf):
+        return isinstance(e, (E.BufferLoad, S.BufferStore)) and e.buffer is buf and len(e.indices) == len(idx) \
+            and all(a is b for a, b in zip(e.indices, idx))
+
+    acc, v = s.buffer, s.value
+    if acc is loc or acc.dtype != loc.dtype or acc.scope != "fragment" or not at(s, acc) or \
+            not isinstance(v, E.Binary) or v.op != "+":
+        return None
+    return acc if (at(v.a, acc) and at(v.b, loc)) or (at(v.a, loc) and at(v.b, acc)) else None
+
+
+def _stmts(s) -> list:
+    return list(s.stmts) if isinstance(s, S.SeqStmt) else [s]
+
+
+def promoted_reduction(loop: S.For, body: list, gemms: list, prefix: list, suffix: list, block_vars):
+    """(acc, loc) when the pipelined loop is a promoted k-reduction, else None: its body one
+    T.gemm into `loc` (a float32 fragment) and then `if cond: acc += loc; T.clear(loc)` (cond
+    reading neither), both cleared before the loop; after it, loc is only folded into acc
+    (`acc += loc`, possibly under an `if`) before anything else reads acc. The sum acc + loc
+    does not depend on where the promotions fall, so the k-iterations split as a plain
+    reduction's do (stream-K), as long as every part folds its rest."""
+    if len(gemms) != 1 or len(body) != 2 or body[0] is not gemms[0] or gemms[0].clear_accum:
+        return None
+    loc = gemms[0].C.buffer
+    shape = [const_int(x) for x in loc.shape]
+    if loc.scope != "fragment" or loc.dtype.name != "float32" or len(shape) != 2 or None in shape or \
+            not _whole(gemms[0].C, shape):
+        return None
+    promo = body[1]
+    then = _stmts(promo.then_case) if isinstance(promo, S.IfThenElse) and promo.else_case is None else []
+    acc = _fold_into(then[0], loc, shape) if len(then) == 2 and _clears(then[1], loc, shape) else None
+    if acc is None or {b.uid for b in buffers_used(promo.cond)} & {acc.uid, loc.uid}:
+        return None
+    if sum(_clears(s, loc, shape) for s in prefix) != 1 or sum(_clears(s, acc, shape) for s in prefix) != 1:
+        return None
+    reading = False  # acc read by something other than a fold of loc
+    for s in suffix:
+        used = {b.uid for b in buffers_used(s)}
+        if loc.uid in used:
+            if reading or not _folds(s, acc, loc, shape):
+                return None
+        elif acc.uid in used:
+            reading = True
+    return (acc, loc) if _same_k(loop, prefix, block_vars) else None
+
+
+def _folds(s, acc: Buffer, loc: Buffer, shape) -> bool:
+    """s is `acc += loc`, alone or under an `if` (no else) whose condition reads neither."""
+    if isinstance(s, S.IfThenElse) and s.else_case is None and \
+            not {b.uid for b in buffers_used(s.cond)} & {acc.uid, loc.uid}:
+        s = s.then_case
+    return len(_stmts(s)) == 1 and _fold_into(_stmts(s)[0], loc, shape) is acc
+
+
+def _same_k(loop: S.For, prefix: list, block_vars) -> bool:
+    """Every tile runs the same k-iterations: the loop's bounds read no block variable or let."""
+    lets = {s.var for s in prefix if isinstance(s, S.LetStmt)}
+    free = {v for e in (loop.start, loop.extent) for v in collect(E.as_expr(e), lambda n: isinstance(n, E.Var))}
+    return not free & (lets | set(block_vars))
+
+
+def fold_stmt(acc: Buffer, loc: Buffer) -> S.Stmt:
+    """`for i, j in T.Parallel(*acc.shape): acc[i, j] = acc[i, j] + loc[i, j]` with fresh variables."""
+    idx = tuple(E.Var(n, dt.int32) for n in ("tl_fold_i", "tl_fold_j"))
+    st = S.BufferStore(acc, idx, E.BufferLoad(acc, idx, acc.dtype) + E.BufferLoad(loc, idx, loc.dtype))
+    for v, n in reversed(list(zip(idx, acc.shape))):
+        st = S.For(v, E.as_expr(0), E.as_expr(n), "parallel", st)
+    return st
+
+
+def stream_k_plan(loop: S.For, body: list, gemms: list, prefix: list, block_vars, num_sms: int, tiles,
+                  suffix: list | None = None):
+    """A StreamK for the kernel, or None when its loop is not a plain k-reduction into a cleared
+    accumulator nor (given the statements after the loop, `suffix`) a promoted one (then the
+    persistent kernel keeps whole tiles), or when the shapes are static and the waves come out
+    whole: no tiles left, or ranges of exactly one tile each."""
+    acc, fold = plain_reduction(loop, body, gemms, prefix, block_vars), None
+    if acc is None:
+        pr = promoted_reduction(loop, body, gemms, prefix, suffix, block_vars) if suffix is not None else None
+        if pr is None:
+            return None
+        acc, fold = pr[0], fold_stmt(*pr)
     n, ki = const_int(tiles), const_int(loop.extent)
     if n is not None and ki is not None and ranges(n, ki, num_sms) == n % num_sms:
         return None
     shape = [const_int(s) for s in acc.shape]
     ws = Buffer("tl_sk_ws", (num_sms, shape[0] * shape[1]), acc.dtype, "global")  # see AccStash
     flags = Buffer("tl_sk_flags", (num_sms,), dt.int32, "global")
-    return StreamK(acc, ws, flags)
+    return StreamK(acc, ws, flags, fold)
 
 
 def stream_k_units(sk: StreamK, tiles, num_sms: int, ki, block_vars, coords):
@@ -193,7 +301,7 @@ def stream_k_finish(sk: StreamK, ki, suffix: list) -> S.Stmt:
     def addr(buf, i):
         return E.call("address_of", E.BufferLoad(buf, (i,), buf.dtype), dtype=dt.uint64)
 
-    partial = S.seq(AccStash(acc, ws, cta, add=False), S.BufferStore(sk.pending, (E.as_expr(0),), E.as_expr(1)))
+    partial = S.seq(sk.fold, AccStash(acc, ws, cta, add=False), S.BufferStore(sk.pending, (E.as_expr(0),), E.as_expr(1)))
     b = E.Var("tl_sk_from", dt.int32)
     fixup = S.For(b, sk.first, cta - sk.first, "serial", S.seq(
         Raw("if (tid < 32) tl::flag_wait_warp({0}); __syncthreads();", (addr(flags, b),)),

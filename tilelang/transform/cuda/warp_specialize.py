@@ -90,7 +90,7 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
                     stream_k: bool = True, timeline: bool = False, serpentine: bool = True,
                     defer_epilogue: bool = True, deep_ring: bool = True, rebalance_regs: bool = True,
                     chain: bool = False, fragment_guard: bool = True, fold_staging: bool = True,
-                    im2col_tma: bool = True, im2col_small: bool = False):
+                    im2col_tma: bool = True, im2col_small: bool = False, promoted_stream_k: bool = True):
     """Returns (new kernel, WSInfo) or (k, None) when the kernel keeps the cp.async pipeline.
 
     num_sms: make the kernel persistent -- min(tiles, num_sms) blocks, each looping over the
@@ -117,9 +117,11 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     (ws_epilogue.fold_staged_store; off: `tl.disable_fold_staged_store`).
     im2col_tma: the producer loads a T.im2col tile through an im2col-mode tensor map (ws_im2col.py;
     off: `tl.disable_tma_im2col`, the loop keeps the cp.async pipeline); im2col_small: also where
-    the accumulator is small (ws_im2col.small_tile; `tl.enable_tma_im2col_small_tiles`)."""
+    the accumulator is small (ws_im2col.small_tile; `tl.enable_tma_im2col_small_tiles`).
+    promoted_stream_k: stream-K also takes promoted k-reductions (stream_k.promoted_reduction:
+    fp8's second accumulator; off: `tl.disable_stream_k_promoted`)."""
     plan = _plan(k, warn, num_sms, clusters, stream_k, serpentine, deep_ring, fragment_guard,
-                 (im2col_tma, im2col_small))
+                 (im2col_tma, im2col_small), promoted_stream_k)
     if plan is None:
         return k, None
     plan.rebalance_regs = rebalance_regs
@@ -203,7 +205,7 @@ class WSPlan:
 
 
 def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine=False,
-          deep_ring=False, fragment_guard=False, im2col_tma=(False, False)) -> WSPlan | None:
+          deep_ring=False, fragment_guard=False, im2col_tma=(False, False), promoted=False) -> WSPlan | None:
     """The plan, or None (with a warning where wgmma or TMA is what is missing)."""
     T = k.threads[0] * k.threads[1] * k.threads[2]
     stmts, loops = top_pipelined(k.body)
@@ -278,7 +280,8 @@ def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine
     if persistent and clusters and num_sms >= 2:
         plan.cluster = cluster_plan(k, loop, prefix_lets, plan.pairs)
     if persistent and plan.cluster is None and stream_k:
-        plan.sk = stream_k_plan(loop, plan.body, gemms, stmts[:loops[0]], k.block_vars, num_sms, tile_space(k)[0])
+        plan.sk = stream_k_plan(loop, plan.body, gemms, stmts[:loops[0]], k.block_vars, num_sms, tile_space(k)[0],
+                                stmts[loops[0] + 1:] if promoted else None)
     persistent = plan_prefix_loads(plan)
     plain = persistent and guard is None and plain_reduction(loop, plan.body, gemms, stmts[:loops[0]], k.block_vars) is not None
     # not with clusters (opt-in): that combination has not run on a GPU yet
