@@ -88,6 +88,7 @@ class PassConfigKey(str, Enum):
     TL_ENABLE_CLUSTER = "tl.enable_cluster"
     TL_DISABLE_STREAM_K = "tl.disable_stream_k"
     TL_DISABLE_STREAM_K_PROMOTED = "tl.disable_stream_k_promoted"
+    TL_DISABLE_CARRIED_ACCUM_CLEAR = "tl.disable_carried_accum_clear"
     TL_DISABLE_K_SERPENTINE = "tl.disable_k_serpentine"
     TL_DISABLE_DEFERRED_EPILOGUE = "tl.disable_deferred_epilogue"
     TL_DISABLE_DEEP_RING = "tl.disable_deep_ring"
@@ -230,6 +231,8 @@ _DOCS = {
     "TL_DISABLE_STREAM_K": "Ours. True: persistent GEMMs keep whole tiles in the last wave.",
     "TL_DISABLE_STREAM_K_PROMOTED": "Ours. True: stream-K leaves out promoted k-reductions (fp8 2xAcc: a gemm "
                                     "accumulator added into a second one every few k-steps).",
+    "TL_DISABLE_CARRIED_ACCUM_CLEAR": "Ours. True: a wgmma accumulator zeroed late in a loop iteration is zeroed "
+                                      "there, not by the next iteration's gemm (carried_clear.py).",
     "TL_DISABLE_K_SERPENTINE": "Ours. True: persistent GEMMs walk k forward on every tile.",
     "TL_DISABLE_DEFERRED_EPILOGUE": "Ours. True: persistent GEMMs store C between k-loops.",
     "TL_ENABLE_WS_OVERLAP": "Ours. True: a warp-specialized loop of two chained gemms (attention) keeps the next "

@@ -11,8 +11,9 @@ from tilelang.op import tile_ops as O
 from .conftest import build_sm90, nvrtc_or_skip, tile_kernel
 
 
-def promoted_gemm(M, N, K, every, bK=64, tail=True, read_loc=False, dtype="float8_e4m3fn"):
-    """C = A @ B.T, the gemm's fragment promoted into C_acc where (k + 1) % every == 0."""
+def promoted_gemm(M, N, K, every, bK=64, tail=True, read_loc=False, dtype="float8_e4m3fn", always_tail=False):
+    """C = A @ B.T, the gemm's fragment promoted into acc where (k + 1) % every == 0. always_tail:
+    loc is added after the loop even when the last iteration promoted (it must read 0 then)."""
     n_k = K // bK
 
     @T.prim_func
@@ -33,7 +34,7 @@ def promoted_gemm(M, N, K, every, bK=64, tail=True, read_loc=False, dtype="float
                     for i, j in T.Parallel(128, 128):
                         acc[i, j] += loc[i, j]
                     T.clear(loc)
-            if tail and n_k % every != 0:
+            if always_tail or (tail and n_k % every != 0):
                 for i, j in T.Parallel(128, 128):
                     acc[i, j] += loc[i, j]
             if read_loc:  # loc read otherwise after the loop: the split would change the result

@@ -130,6 +130,10 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                              not config(ctx.pass_configs, "tl.disable_mma_register_a", False))
     if info.uses_wgmma:
         new = replace(new, body=fold_accum_clears(new.body))
+        if not config(ctx.pass_configs, "tl.disable_carried_accum_clear", False):
+            from ...transform.cuda.carried_clear import carry_accum_clears
+
+            new = replace(new, body=carry_accum_clears(new.body))
         if not config(ctx.pass_configs, "tl.disable_row_block_fission", False):
             from ...transform.cuda.row_block_fission import row_block_fission
 

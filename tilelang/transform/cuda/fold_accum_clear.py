@@ -45,7 +45,7 @@ def clearing_call(fmt: str) -> str:
     return fmt[: -len(_CALL)] + _CLEAR_CALL
 
 
-def _zero_fill(st):
+def zero_fill(st):
     """The register buffer a statement sets entirely to zero (`for l in [0, n): C[l] = 0`), or None."""
     if not isinstance(st, S.For) or const_int(st.start) != 0:
         return None
@@ -64,7 +64,7 @@ def _zero_fill(st):
     return b
 
 
-def _accumulator(raw: Raw):
+def accumulator(raw: Raw):
     """The register buffer a wgmma gemm Raw writes from its element 0, or None."""
     if not isinstance(raw, Raw) or wgmma_elems(raw.fmt) is None or len(raw.args) != 3:
         return None
@@ -75,7 +75,7 @@ def _accumulator(raw: Raw):
     return ld.buffer if all(const_int(i) == 0 for i in ld.indices) else None
 
 
-def _mentions(st, b) -> bool:
+def mentions(st, b) -> bool:
     if any(x.uid == b.uid for x in buffers_used(st)):
         return True
     word = re.compile(rf"\b{re.escape(b.name)}\b")
@@ -85,17 +85,17 @@ def _mentions(st, b) -> bool:
 def _fold(stmts: tuple) -> tuple:
     out, drop = list(stmts), set()
     for i, st in enumerate(stmts):
-        b = _zero_fill(st)
+        b = zero_fill(st)
         if b is None:
             continue
         for j in range(i + 1, len(stmts)):
             nxt = stmts[j]
-            acc = _accumulator(nxt)
+            acc = accumulator(nxt)
             if acc is not None and acc.uid == b.uid and wgmma_elems(nxt.fmt) == const_int(b.shape[0]):
                 drop.add(i)
                 out[j] = replace(nxt, fmt=clearing_call(nxt.fmt))
                 break
-            if _mentions(nxt, b):
+            if mentions(nxt, b):
                 break
     return tuple(s for k, s in enumerate(out) if k not in drop)
 
