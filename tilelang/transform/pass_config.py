@@ -138,6 +138,9 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_CP_ASYNC_GROUP_FENCES = "tl.disable_cp_async_group_fences"
     TL_DISABLE_MMA_SYNC_GENERIC_REACH = "tl.disable_mma_sync_generic_reach"
     TL_DISABLE_TMA_IM2COL = "tl.disable_tma_im2col"
+    TL_DISABLE_REGISTER_PREFETCH = "tl.disable_register_prefetch"
+    TL_DISABLE_LET_FLOOR_THROUGH_LETS = "tl.disable_let_floor_through_lets"
+    TL_DISABLE_PROLOGUE_JOIN_PAST_REGISTERS = "tl.disable_prologue_join_past_registers"
     TL_ENABLE_TMA_IM2COL_SMALL_TILES = "tl.enable_tma_im2col_small_tiles"
     TL_DEBUG_TIMELINE = "tl.debug_timeline"
     TL_DISABLE_SMEM_REUSE = "tl.disable_smem_reuse"
@@ -363,6 +366,16 @@ _DOCS = {
     "TL_DISABLE_MMA_SYNC_GENERIC_REACH": "Ours. True: a shared tile that only mma.sync gemms and stmatrix stores "
                                          "name counts as reachable by the async proxy, so barriers after its writes "
                                          "get fence.proxy.async (else it is generic-only, transform/cuda/proxy_fences.py).",
+    "TL_DISABLE_REGISTER_PREFETCH": "Ours. True (CUDA): a synchronous global -> shared element copy in a cp.async "
+                                    "pipeline loads at the top of its iteration (else its elements are read into "
+                                    "registers one iteration ahead, transform/cuda/register_prefetch.py).",
+    "TL_DISABLE_PROLOGUE_JOIN_PAST_REGISTERS": "Ours. True (CUDA): a T.copy before a pipelined loop joins the "
+                                               "loop's prologue only when nothing runs between them (else also "
+                                               "across fills of register tiles: Q's load no longer waits for "
+                                               "itself, transform/cuda/software_pipeline.py join_prologues).",
+    "TL_DISABLE_LET_FLOOR_THROUGH_LETS": "Ours. True (CUDA): a let dividing an earlier let (`i = e // 128`, `e = g * "
+                                         "1024 + tid * 8`) keeps the division (else it is split as if the sum were "
+                                         "written out: `i = g * 8 + tid // 16`, transform/cuda/let_floor_split.py).",
     "TL_DISABLE_TMA_IM2COL": "Ours. True: a T.Pipelined loop with T.im2col keeps the cp.async pipeline (else the "
                              "warp-specialized producer loads the tile through an im2col-mode TMA tensor map, "
                              "transform/cuda/ws_im2col.py).",

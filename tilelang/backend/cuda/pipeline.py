@@ -112,8 +112,9 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
         issue_first = ctx.target.sm >= 90 and not config(ctx.pass_configs, "tl.disable_wgmma", False)
         inflight = issue_first and not config(ctx.pass_configs, "tl.disable_wgmma_inflight", False)
         single = issue_first and not config(ctx.pass_configs, "tl.disable_single_stage_pipeline", False)
+        join = not config(ctx.pass_configs, "tl.disable_prologue_join_past_registers", False)
         k_piped, views = pipeline_kernel(raise_element_copies(k), msgs.append, serp, limit, issue_first, num_sms(),
-                                         inflight, single) \
+                                         inflight, single, join) \
             if not ctx.config("tl.disable_pipeline") else (k, [])
         if views and not config(ctx.pass_configs, "tl.disable_staged_epilogue", False):
             k_piped = stage_epilogue(k_piped, views)
@@ -146,6 +147,10 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
 
     new = lower_thread_level(new, info.tid)
     new = replace(new, body=merge_cp_async_waits(new.body))
+    if not config(ctx.pass_configs, "tl.disable_register_prefetch", False):
+        from ...transform.cuda.register_prefetch import prefetch_element_copies
+
+        new = replace(new, body=prefetch_element_copies(new.body))
     if not config(ctx.pass_configs, "tl.disable_thread_storage_sync", False):
         dims = [new.threads[{"tx": 0, "ty": 1, "tz": 2}.get(tv.name, 0)] for tv in new.thread_vars]  # as codegen binds them
         new = replace(new, body=insert_syncs(new.body, (info.tid, *new.thread_vars), (info.threads, *dims),
@@ -180,7 +185,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     if not config(ctx.pass_configs, "tl.disable_let_floor_split", False):
         from ...transform.cuda.let_floor_split import split_let_floors
 
-        new = replace(new, body=split_let_floors(new.body))
+        new = replace(new, body=split_let_floors(
+            new.body, not config(ctx.pass_configs, "tl.disable_let_floor_through_lets", False)))
     if not config(ctx.pass_configs, "tl.disable_index_divmod_folding", False):
         from ...transform.cuda.index_divmod import fold_index_divmod
 

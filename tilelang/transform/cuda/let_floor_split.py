@@ -10,25 +10,63 @@ into the access's immediate offset, the thread's part is computed once.
 
     const int32_t i_5 = (((g * 1024) + (tid * 8)) >> 7);    ->  const int32_t i_5 = ((g * 8) + (tid >> 4));
     const int32_t j0 = (((g * 1024) + (tid * 8)) & 127);    ->  const int32_t j0 = ((tid & 15) * 8);
+
+Through lets (`tl.disable_let_floor_through_lets` turns it off): a swizzled copy names its counter
+first, `e = g * 1024 + tid * 8; i = e // 128`; a division of an earlier integer let that is a sum
+of products is split as if the sum were written out, where that leaves no division of the sum
+(the flash-decoding split kernel's K / V refills: 32 cp.async addresses an iteration built from
+one base and immediates instead of a shift, mask and multiply each).
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
 from ...arith.floor_split import split_floor
+from ...arith.simplify import linear_form
+from ...ir import expr as E
 from ...ir import stmt as S
-from ...ir.visitor import Mutator
+from ...ir.visitor import Mutator, collect
 
 
 class _Lets(Mutator):
+    def __init__(self, through_lets: bool):
+        self.through_lets = through_lets
+        self.linear: dict = {}  # let var -> its value, for integer lets that are sums of products
+
     def visit_LetStmt(self, s: S.LetStmt):
         s = self.generic(s)
         if not s.value.dtype.is_int or s.value.dtype.lanes != 1:
             return s
         v = split_floor(s.value)
+        if self.through_lets:
+            v = self._through(v)
+            if linear_form(v) is not None and not collect(v, lambda n: isinstance(n, E.BufferLoad)):
+                self.linear[s.var] = v
         return s if v == s.value else replace(s, value=v)
 
+    def _through(self, v):
+        """`v` with the lets its divisions and remainders divide read inlined, where the split then
+        leaves no division of their sum (`i = e // 128` with `e = g * 1024 + tid * 8`)."""
+        for n in collect(v, lambda n: isinstance(n, E.Binary) and n.op in ("//", "%")
+                         and isinstance(n.a, E.Var) and n.a in self.linear):
+            whole = split_floor(replace(n, a=self.linear[n.a]))
+            if not any(isinstance(x, E.Binary) and x.op in ("//", "%") and x.a == self.linear[n.a]
+                       for x in collect(whole, lambda x: isinstance(x, E.Binary))):
+                v = _Replace(n, whole).visit(v)
+        return v
 
-def split_let_floors(body):
-    """`body` with its integer lets' floor divisions split (see the module doc)."""
-    return _Lets().visit(body)
+
+class _Replace(Mutator):
+    """One sub-expression (compared structurally) replaced by another."""
+
+    def __init__(self, old, new):
+        self.old, self.new = old, new
+
+    def visit_Binary(self, b: E.Binary):
+        return self.new if b == self.old else self.generic(b)
+
+
+def split_let_floors(body, through_lets: bool = True):
+    """`body` with its integer lets' floor divisions split (see the module doc); `through_lets`:
+    a division of an earlier let's sum is split as if the sum were written out."""
+    return _Lets(through_lets).visit(body)

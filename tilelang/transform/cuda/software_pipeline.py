@@ -46,6 +46,7 @@ class _Pipeline(Mutator):
         self.warn = warn
         self.inflight_threads = inflight_threads  # > 0: wgmma batches may stay in flight (wgmma_inflight.py)
         self.single_stage = False  # num_stages=1 loops with two reader groups or more are pipelined too
+        self.join_past_registers = False  # copies before a loop join its prologue past register-only statements
         self.one_wave = one_wave  # the grid fits in one wave of one block per SM (see _later_producers)
         self.issue_first = issue_first  # refill before the wait (see visit_For)
         self.smem_limit = smem_limit  # a block's shared memory; 0: stage T.copy ops only (no element copies)
@@ -218,21 +219,30 @@ class _Pipeline(Mutator):
         issued as one more cp.async group ahead of the loop's prologue instead of waiting for
         themselves: groups complete in order, so the wait before the first iteration, which
         completes stage 0, completes them too (and the drain after the loop, if it runs no
-        iteration). Nothing runs between them and the loop."""
+        iteration). Nothing runs between them and the loop but, with `join_past_registers`,
+        statements that touch no shared memory and none of the copies' tensors."""
         out = list(stmts)
-        for i, st in enumerate(stmts):
+        for st in stmts:
             if id(st) not in self.pipelined:
                 continue
-            j = i
-            while j > 0 and _joinable(out[j - 1], self.allocs):
+            i = next(k for k, x in enumerate(out) if x is st)  # earlier joins inserted commits
+            j, copies = i, []
+            while j > 0 and (_joinable(out[j - 1], self.allocs) or self.join_past_registers
+                             and _passable(out[j - 1])):
                 j -= 1
+                if _joinable(out[j], self.allocs):
+                    copies.insert(0, j)
+            copies = _unread_between(out, copies, i)
+            j = copies[0] if copies else i  # the run starts at its first copy
             # NOTE: the copies' writes are not seen by barrier insertion (a pipeline's are not): no
             # statement before them may touch their tiles, and they are in no loop (the kernel's top)
             decls = (S.Allocate, O.AnnotateLayout)
             before = {b.uid for b in buffers_used(S.seq(*[x for x in out[:j] if not isinstance(x, decls)]))}
-            keep = [c for c in out[j:i] if c.dst.buffer.uid not in before | self.pipelined[id(st)]]
-            if j < i and len(keep) == i - j:
-                out[j:i] = [replace(c, async_group=True) for c in out[j:i]] + [Raw("tl::cp_async_commit();")]
+            keep = [c for c in copies if out[c].dst.buffer.uid not in before | self.pipelined[id(st)]]
+            if copies and len(keep) == len(copies):
+                for c in copies:
+                    out[c] = replace(out[c], async_group=True)
+                out.insert(copies[-1] + 1, Raw("tl::cp_async_commit();"))
         return out
 
     def visit_Allocate(self, a: S.Allocate):
@@ -241,7 +251,8 @@ class _Pipeline(Mutator):
 
 def pipeline_kernel(k: S.KernelLaunch, warn, num_sms: int | None = None,
                     smem_limit: int = 0, issue_first: bool = False, sms: int | None = None,
-                    wgmma_inflight: bool = False, single_stage: bool = False) -> tuple[S.KernelLaunch, list]:
+                    wgmma_inflight: bool = False, single_stage: bool = False,
+                    join_past_registers: bool = False) -> tuple[S.KernelLaunch, list]:
     """num_sms: walk k backwards in the blocks of every other wave (see `_wave_reverse`).
     smem_limit: a block's shared memory in bytes; with it, T.Parallel element copies (row gathers)
     and copies after register-only statements are staged too while the stages fit (0: not).
@@ -253,7 +264,9 @@ def pipeline_kernel(k: S.KernelLaunch, warn, num_sms: int | None = None,
     may keep their wgmma batch in flight (wgmma_inflight.py) refills a stage after its gemms, beside
     their batch, instead of before its wait (sm_90a). single_stage: with issue_first, a num_stages=1
     loop whose staged tiles have two first readers or more keeps one buffer per tile, refilled for the
-    next iteration right after the tile's last reader (the gemm on the next tile runs beside the load)."""
+    next iteration right after the tile's last reader (the gemm on the next tile runs beside the load).
+    join_past_registers: T.copy ops before a loop join its prologue across statements that touch no
+    shared memory (`T.fill(acc_o, 0)` between Q's copy and the loop), see `join_prologues`."""
     rev = _wave_reverse(k, num_sms) if num_sms else None
     smem = sum(a.buffer.numel() * a.buffer.dtype.bytes for a in collect(k.body, lambda n: isinstance(n, S.Allocate))
                if a.buffer.scope in ("shared", "shared.dyn") and const_int(a.buffer.numel()) is not None)
@@ -264,6 +277,7 @@ def pipeline_kernel(k: S.KernelLaunch, warn, num_sms: int | None = None,
     threads = k.threads[0] * k.threads[1] * k.threads[2] if wgmma_inflight else 0
     p = _Pipeline(warn, rev[:2] if rev else None, smem, smem_limit, issue_first, one_wave, threads)
     p.single_stage = single_stage and issue_first
+    p.join_past_registers = join_past_registers
     p.top = k.body
     body = p.visit(k.body)
     if not p.views:
@@ -366,6 +380,26 @@ def _joinable(st, staged: dict) -> bool:
     return isinstance(st, O.Copy) and _global_to_shared(st) and not st.async_group \
         and st.dst.buffer.uid not in staged and getattr(st.dst.buffer, "view_of", None) is None \
         and copy_vector_width(st)[0] > 1
+
+
+def _passable(st) -> bool:
+    """A statement that copies joined to a prologue may pass (they land at the loop's first wait
+    instead of their own): it touches no shared memory (fills of register tiles, lets)."""
+    return isinstance(st, (S.LetStmt, S.Allocate, O.AnnotateLayout)) or _registers_only(st) \
+        and not collect(st, lambda n: isinstance(n, Raw))
+
+
+def _unread_between(stmts: list, copies: list, end: int) -> list:
+    """The copies (indices into `stmts`, a run ending at `end`) from the last one whose source or tile
+    a later statement of the run uses: a copy may not pass a statement that touches what it reads
+    or writes."""
+    keep = []
+    for c in reversed(copies):
+        mine = {stmts[c].src.buffer.uid, stmts[c].dst.buffer.uid}
+        if any(mine & {b.uid for b in buffers_used(x)} for x in stmts[c + 1:end] if not _joinable(x, {})):
+            break
+        keep.insert(0, c)
+    return keep
 
 
 def _dst(p) -> Buffer:
