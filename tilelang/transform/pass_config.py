@@ -139,6 +139,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_MMA_SYNC_GENERIC_REACH = "tl.disable_mma_sync_generic_reach"
     TL_DISABLE_TMA_IM2COL = "tl.disable_tma_im2col"
     TL_DISABLE_REGISTER_PREFETCH = "tl.disable_register_prefetch"
+    TL_DISABLE_OWN_LINE_REDUCE = "tl.disable_own_line_reduce"
     TL_DISABLE_LET_FLOOR_THROUGH_LETS = "tl.disable_let_floor_through_lets"
     TL_DISABLE_PROLOGUE_JOIN_PAST_REGISTERS = "tl.disable_prologue_join_past_registers"
     TL_ENABLE_TMA_IM2COL_SMALL_TILES = "tl.enable_tma_im2col_small_tiles"
@@ -376,6 +377,9 @@ _DOCS = {
     "TL_DISABLE_LET_FLOOR_THROUGH_LETS": "Ours. True (CUDA): a let dividing an earlier let (`i = e // 128`, `e = g * "
                                          "1024 + tid * 8`) keeps the division (else it is split as if the sum were "
                                          "written out: `i = g * 8 + tid // 16`, transform/cuda/let_floor_split.py).",
+    "TL_DISABLE_OWN_LINE_REDUCE": "Ours. True (CUDA): a T.reduce of a flat register tile goes through a shared "
+                                  "copy (else, where each thread holds the whole reduced line of every result it "
+                                  "holds, it folds in registers: transform/cuda/ops/reduce.py own_lines).",
     "TL_DISABLE_TMA_IM2COL": "Ours. True: a T.Pipelined loop with T.im2col keeps the cp.async pipeline (else the "
                              "warp-specialized producer loads the tile through an im2col-mode TMA tensor map, "
                              "transform/cuda/ws_im2col.py).",

@@ -128,7 +128,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                              not config(ctx.pass_configs, "tl.disable_wgmma_rows_outer", False),
                              not config(ctx.pass_configs, "tl.disable_stmatrix_store", False),
                              not config(ctx.pass_configs, "tl.disable_fragment_slice_offsets", False),
-                             not config(ctx.pass_configs, "tl.disable_mma_register_a", False))
+                             not config(ctx.pass_configs, "tl.disable_mma_register_a", False),
+                             not config(ctx.pass_configs, "tl.disable_own_line_reduce", False))
     if info.uses_wgmma:
         new = replace(new, body=fold_accum_clears(new.body))
         if not config(ctx.pass_configs, "tl.disable_carried_accum_clear", False):

@@ -563,7 +563,7 @@ class _MmaPanels(Mutator):
 def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = False, replicate_inputs: bool = True,
                  rows_1d: bool = True, slice_pairs: bool = True, rs_rows_outer: bool = True,
                  stmatrix: bool = True,
-                 slice_offsets: bool = True, mma_rs: bool = True):
+                 slice_offsets: bool = True, mma_rs: bool = True, own_lines: bool = True):
     """-> (lowered kernel, CudaKernelInfo). row_fragments: keep per-row values of accumulators
     in registers with shuffle reductions (opt-in until it has run on the GPU tier).
     replicate_inputs: small read-only fragments every thread holds whole (layout_inference.replicated_inputs).
@@ -573,7 +573,8 @@ def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = Fa
     k-steps outermost; tl::gemm_rs_sm90's kKOuter).
     stmatrix: on sm_90, accumulator tiles copied whole to 16-bit shared tiles go by stmatrix (stmatrix.py).
     slice_offsets: F[i, u * 4 + j] over an exact driver stays in registers when the slice's owners do
-    not move with u (offset_slices.py). mma_rs: a tf32 mma.sync gemm's A fragment in registers (tl::gemm_rs)."""
+    not move with u (offset_slices.py). mma_rs: a tf32 mma.sync gemm's A fragment in registers (tl::gemm_rs).
+    own_lines: a T.reduce whose every line lies in one thread's registers folds there (ops/reduce.own_lines)."""
     threads = k.threads[0] * k.threads[1] * k.threads[2]
     plan = infer_layouts(k, sm, row_fragments, replicate_inputs, rows_1d, slice_offsets, mma_rs)
     for note in plan.notes:
@@ -585,6 +586,7 @@ def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = Fa
     low.no_slice_pairs = not slice_pairs
     low.rs_k_outer = not rs_rows_outer
     low.stmatrix = stmatrix
+    low.own_line_reduce = own_lines
     low.ranges.kernel(k)
     body = low.visit(k.body)
     for uid, buf in low.annotated.items():

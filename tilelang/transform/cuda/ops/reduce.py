@@ -197,6 +197,55 @@ def lane_row_reduce(low, op: O.Reduce, sreg: Buffer, dreg: Buffer, lay: LaneRowF
     return S.seq(*out)
 
 
+def _flat_owner(lay: FlatFragment, coords: tuple) -> tuple:
+    """(thread, slot) holding `coords` of a FlatFragment (the inverse of its `flat`)."""
+    e = 0
+    for c, n in zip(coords, lay.shape):
+        e = e * n + c
+    per = lay.threads * lay.vec
+    return (e // lay.vec) % lay.threads, (e // per) * lay.vec + e % lay.vec
+
+
+def own_lines(src_lay, dst_lay, dim: int) -> list | None:
+    """For each destination slot, the source slots of its reduced line, when every thread holds the
+    whole line of each destination element it holds, in the same slots for every thread (an (S, 128)
+    FlatFragment over 128 threads reduced over dim 0: thread t holds column t); else None."""
+    if not (isinstance(src_lay, FlatFragment) and isinstance(dst_lay, FlatFragment)) or not src_lay.exact \
+            or not dst_lay.exact or src_lay.threads != dst_lay.threads or len(dst_lay.shape) != len(src_lay.shape) - 1:
+        return None
+    red = src_lay.shape[dim]
+    if dst_lay.threads * dst_lay.nlocal * red > 1 << 16:  # checked element by element at compile time
+        return None
+    lines = []
+    for ld in range(dst_lay.nlocal):
+        line = None
+        for t in range(dst_lay.threads):
+            c = list(dst_lay.coords(t, ld))
+            owners = [_flat_owner(src_lay, tuple(c[:dim] + [r] + c[dim:])) for r in range(red)]
+            if any(o != t for o, _ in owners) or line is not None and line != [sl for _, sl in owners]:
+                return None
+            line = [sl for _, sl in owners]
+        lines.append(line)
+    return lines
+
+
+def own_line_reduce(op: O.Reduce, sreg: Buffer, dreg: Buffer, lines: list):
+    """Each destination slot folds its line's source slots in this thread's registers: no scratch, no barrier."""
+    dt_ = op.dst.dtype
+    comb = _COMB[op.kind]
+    out = []
+    for ld, line in enumerate(lines):
+        acc = None if op.clear else E.BufferLoad(dreg, (E.as_expr(ld),), dt_)
+        for sl in line:
+            v = E.cast(dt_, E.BufferLoad(sreg, (E.as_expr(sl),), sreg.dtype))
+            if op.kind in ("abssum", "absmax"):
+                v = E.call("abs", v)
+            acc = v if acc is None else comb(acc, v)
+            out.append(S.BufferStore(dreg, (E.as_expr(ld),), acc))
+            acc = E.BufferLoad(dreg, (E.as_expr(ld),), dt_)
+    return S.seq(*out)
+
+
 def _why_scratch(lay, op: O.Reduce) -> str:
     """Why a reduction of a register tile cannot stay in registers (the PerformanceWarning's reason)."""
     acc = acc_of_rows(lay)
@@ -229,6 +278,10 @@ def lower_reduce(low, op: O.Reduce):
                 and column_groups(src_lay)[0] == 1:
             return row_reduce(low, op, sreg, dreg, low.plan.layout(dst))
         return split_row_reduce(low, op, sreg, src_lay)
+    lines = own_lines(low.plan.layout(src), low.plan.layout(dst), op.dim) \
+        if sreg is not None and dreg is not None and getattr(low, "own_line_reduce", True) else None
+    if lines is not None:
+        return own_line_reduce(op, sreg, dreg, lines)
     out = []
     if low.reg(src) is not None:
         low.warn(f"T.reduce_{op.kind}({src.name}, {dst.name}, dim={op.dim}) reduces through a shared-memory copy of "
