@@ -108,12 +108,13 @@ def test_copy_before_the_loop_joins_its_prologue_across_register_fills(arch):
     assert "tl::cp_async_wait<0>" in off.split(f"for (int k = 0; k < {NI}; ++k) {{")[0]
 
 
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 @pytest.mark.parametrize("switch", [None, "tl.disable_register_prefetch", "tl.disable_prologue_join_past_registers"])
-def test_generated_cuda_runs_right_on_host(switch):
+def test_generated_cuda_runs_right_on_host(arch, switch):
     from tilelang.testing import host_cuda as host
     if not host.available():
         pytest.skip("g++ not installed")
-    kern = compile_cuda("sm_80", **({switch: 1} if switch else {}))
+    kern = compile_cuda(arch, **({switch: 1} if switch else {}))
     x, m, w = inputs()
     o = torch.full((G * BN, D), float("nan"))
     host.HostProgram({"k": kern}).run("k", [x, m, w, o])
