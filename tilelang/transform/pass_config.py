@@ -376,7 +376,7 @@ _DOCS = {
                                                "itself, transform/cuda/software_pipeline.py join_prologues).",
     "TL_DISABLE_LET_FLOOR_THROUGH_LETS": "Ours. True (CUDA): a let dividing an earlier let (`i = e // 128`, `e = g * "
                                          "1024 + tid * 8`) keeps the division (else it is split as if the sum were "
-                                         "written out: `i = g * 8 + tid // 16`, transform/cuda/let_floor_split.py).",
+                                         "written out on wgmma kernels: `i = g * 8 + tid // 16`, transform/cuda/let_floor_split.py).",
     "TL_DISABLE_OWN_LINE_REDUCE": "Ours. True (CUDA): a T.reduce of a flat register tile goes through a shared "
                                   "copy (else, where each thread holds the whole reduced line of every result it "
                                   "holds, it folds in registers: transform/cuda/ops/reduce.py own_lines).",

@@ -55,3 +55,15 @@ def test_a_division_the_split_cannot_remove_keeps_the_let():
 def test_switch_off_keeps_divisions_of_lets():
     body = _body(g * 1024 + tid * 8, S.LetStmt(i, e // 128))
     assert str(_lets(split_let_floors(body, through_lets=False))["i"]) == str(e // 128)
+
+
+def test_no_inlining_past_a_rebinding_of_the_let_or_its_variables():
+    loop = S.For(g, E.as_expr(0), E.as_expr(4), "unroll", S.seq(S.LetStmt(i, e // 128), S.LetStmt(j, i + 1)))
+    body = _body(g * 1024 + tid * 8, loop)  # the loop rebinds g: e's g is not the loop's
+    out = split_let_floors(body)
+    inner = [s for s in out.stmts if isinstance(s, S.For)][0].body
+    assert str(_lets(inner)["i"]) == str(e // 128)
+    again = _body(g * 1024 + tid * 8, S.LetStmt(e, e + tid), S.LetStmt(i, e // 128))  # e's value reads e
+    assert str(_lets(split_let_floors(again))["i"]) == str(e // 128)
+    other = S.SeqStmt((S.SeqStmt((S.LetStmt(e, g * 1024 + tid * 8), S.LetStmt(w, e))), S.LetStmt(i, e // 128)))
+    assert str(_lets(split_let_floors(other))["i"]) == str(e // 128)  # e's let is another sequence's

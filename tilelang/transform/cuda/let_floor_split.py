@@ -15,7 +15,9 @@ Through lets (`tl.disable_let_floor_through_lets` turns it off): a swizzled copy
 first, `e = g * 1024 + tid * 8; i = e // 128`; a division of an earlier integer let that is a sum
 of products is split as if the sum were written out, where that leaves no division of the sum
 (the flash-decoding split kernel's K / V refills: 32 cp.async addresses an iteration built from
-one base and immediates instead of a shift, mask and multiply each).
+one base and immediates instead of a shift, mask and multiply each). The CUDA pipeline asks for it
+on wgmma kernels only: in mma.sync GEMM loops ptxas then rebuilds the refills' swizzle offsets each
+k-step instead of keeping them (4096^3, 128x128 tiles, sm_80: 68 -> 79 non-HMMA instructions).
 """
 from __future__ import annotations
 
@@ -33,14 +35,35 @@ class _Lets(Mutator):
         self.through_lets = through_lets
         self.linear: dict = {}  # let var -> its value, for integer lets that are sums of products
 
+    # NOTE: a let's value is inlined only later in its own sequence (nested statements included) and
+    # only while no let or loop rebinds its variable or a variable it reads (lowering reuses Vars)
+    def visit_SeqStmt(self, s: S.SeqStmt):
+        saved = dict(self.linear)
+        out = self.generic(s)
+        self.linear = saved
+        return out
+
+    def visit_For(self, s: S.For):
+        saved = dict(self.linear)
+        self._forget(s.var)
+        out = self.generic(s)
+        self.linear = saved
+        return out
+
+    def _forget(self, var):
+        self.linear = {k: v for k, v in self.linear.items() if k is not var and var not in _vars(v)}
+
     def visit_LetStmt(self, s: S.LetStmt):
         s = self.generic(s)
         if not s.value.dtype.is_int or s.value.dtype.lanes != 1:
+            self._forget(s.var)
             return s
         v = split_floor(s.value)
         if self.through_lets:
             v = self._through(v)
-            if linear_form(v) is not None and not collect(v, lambda n: isinstance(n, E.BufferLoad)):
+            self._forget(s.var)
+            if linear_form(v) is not None and not collect(v, lambda n: isinstance(n, E.BufferLoad)) \
+                    and s.var not in _vars(v):
                 self.linear[s.var] = v
         return s if v == s.value else replace(s, value=v)
 
@@ -54,6 +77,10 @@ class _Lets(Mutator):
                        for x in collect(whole, lambda x: isinstance(x, E.Binary))):
                 v = _Replace(n, whole).visit(v)
         return v
+
+
+def _vars(x) -> set:
+    return set(collect(x, lambda n: isinstance(n, E.Var)))
 
 
 class _Replace(Mutator):
