@@ -122,7 +122,8 @@ class CudaCodegen(CCodegen):
             r, c = self.expr(indices[-2]), self.expr(indices[-1])
             if buf.uid in self.info.panels:
                 fn = "panel_xor_offset" if getattr(self.info, "panel_xor", False) else "panel_offset"
-                return f"{buf.name}[{stage}tl::{fn}<{rows}>({r}, {c})]"
+                wide = "" if buf.dtype.bytes == 2 else f", {buf.dtype.bytes}"  # 32-bit panels: 32 columns
+                return f"{buf.name}[{stage}tl::{fn}<{rows}{wide}>({r}, {c})]"
             t = storage_type(buf.dtype)
             fn = "swizzle_xor_offset" if buf.uid in self.info.xor_swizzled else \
                 "swizzle_offset" if raw or getattr(self.info, "no_span_swizzle", False) else "swizzle_span_offset"

@@ -143,6 +143,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_LET_FLOOR_THROUGH_LETS = "tl.disable_let_floor_through_lets"
     TL_DISABLE_PROLOGUE_JOIN_PAST_REGISTERS = "tl.disable_prologue_join_past_registers"
     TL_ENABLE_TMA_IM2COL_SMALL_TILES = "tl.enable_tma_im2col_small_tiles"
+    TL_DISABLE_WS_MMA_SYNC = "tl.disable_ws_mma_sync"
     TL_DEBUG_TIMELINE = "tl.debug_timeline"
     TL_DISABLE_SMEM_REUSE = "tl.disable_smem_reuse"
     TL_DISABLE_DYNAMIC_ALIGNMENT = "tl.disable_dynamic_alignment"
@@ -386,6 +387,9 @@ _DOCS = {
     "TL_ENABLE_TMA_IM2COL_SMALL_TILES": "Ours. True: the TMA im2col producer also takes convolutions whose "
                                         "accumulator is under 64 elements per thread (those keep the cp.async "
                                         "pipeline by default, several blocks per SM; ws_im2col.small_tile).",
+    "TL_DISABLE_WS_MMA_SYNC": "Ours. True: a T.Pipelined loop whose gemm takes mma.sync on sm_90 (tf32) keeps the "
+                              "cp.async pipeline (else the warp-specialized TMA producer streams its tiles, fp32 "
+                              "rows longer than 128 bytes as 32-column panels; gemm_paths.mma_ws_ok).",
     "TL_DEBUG_TIMELINE": "Ours. True: persistent kernels record per-tile timestamps (kernel.timeline()).",
     "TL_DISABLE_SMEM_REUSE": "Ours; the same as TL_DISABLE_SHARED_MEMORY_REUSE.",
     "TL_DISABLE_DYNAMIC_ALIGNMENT": "Ours. True: CUDA kernels with T.dynamic row lengths are compiled for any "

@@ -575,6 +575,7 @@ _TMA_DTYPES = {
     "float8_e5m2": "UINT8", "float8_e4m3": "UINT8", "uint16": "UINT16", "int16": "UINT16",
     "uint32": "UINT32", "int32": "INT32", "uint64": "UINT64", "int64": "INT64",
     "float16": "FLOAT16", "bfloat16": "BFLOAT16", "float32": "FLOAT32", "float64": "FLOAT64",
+    "tfloat32": "FLOAT32",  # raw fp32 bits, as cp.async moves them (the mma reads their tf32 part)
 }
 _TMA_ELEM_BYTES = {"UINT8": 1, "UINT16": 2, "UINT32": 4, "INT32": 4, "UINT64": 8, "INT64": 8,
                    "FLOAT16": 2, "BFLOAT16": 2, "FLOAT32": 4, "FLOAT64": 8}

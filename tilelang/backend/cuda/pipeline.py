@@ -95,7 +95,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                                    not config(ctx.pass_configs, "tl.disable_fold_staged_store", False),
                                    not config(ctx.pass_configs, "tl.disable_tma_im2col", False),
                                    bool(config(ctx.pass_configs, "tl.enable_tma_im2col_small_tiles", False)),
-                                   not config(ctx.pass_configs, "tl.disable_stream_k_promoted", False))
+                                   not config(ctx.pass_configs, "tl.disable_stream_k_promoted", False),
+                                   not config(ctx.pass_configs, "tl.disable_ws_mma_sync", False))
     if ws is not None:
         k_piped, views = k_ws, []
     elif manual is not None:
@@ -129,7 +130,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                              not config(ctx.pass_configs, "tl.disable_stmatrix_store", False),
                              not config(ctx.pass_configs, "tl.disable_fragment_slice_offsets", False),
                              not config(ctx.pass_configs, "tl.disable_mma_register_a", False),
-                             not config(ctx.pass_configs, "tl.disable_own_line_reduce", False))
+                             not config(ctx.pass_configs, "tl.disable_own_line_reduce", False),
+                             frozenset(ws.panels) if ws is not None else frozenset())
     if info.uses_wgmma:
         new = replace(new, body=fold_accum_clears(new.body))
         if not config(ctx.pass_configs, "tl.disable_carried_accum_clear", False):

@@ -75,17 +75,22 @@ TL_DEVICE int swizzle_xor_offset(int row, int col) {
   }
 }
 
-// Offset of (k, n) in an MN-major panel tile with kRows rows (K) of 64 16-bit elements.
-template <int kRows>
+// Offset of (k, n) in a panel tile with kRows rows of 128-byte panels (the layout TMA writes for
+// rows longer than 128 bytes): 64 16-bit elements a panel row, or 32 for kBytes = 4.
+template <int kRows, int kBytes = 2>
 TL_DEVICE int panel_offset(int k, int n) {
-  return (n / 64) * (kRows * 64) + swizzle_offset<64, 2>(k, n % 64);
+  static_assert(kBytes == 2 || kBytes == 4, "tl::panel_offset: panels of 16-bit or 32-bit elements");
+  constexpr int kW = 128 / kBytes;
+  return (n / kW) * (kRows * kW) + swizzle_offset<kW, kBytes>(k, n % kW);
 }
 
 // panel_offset's value for k, n >= 0 (every element index of a tile) in shifts, masks and one XOR:
 // no signed division, and the slot constants of an unrolled element loop stay additive.
-template <int kRows>
+template <int kRows, int kBytes = 2>
 TL_DEVICE int panel_xor_offset(int k, int n) {
-  return (n >> 6) * (kRows * 64) + k * 64 + ((n & 63) ^ ((k & 7) << 3));
+  static_assert(kBytes == 2 || kBytes == 4, "tl::panel_xor_offset: panels of 16-bit or 32-bit elements");
+  constexpr int kW = 128 / kBytes, kShift = kBytes == 2 ? 6 : 5, kPer = 16 / kBytes;
+  return (n >> kShift) * (kRows * kW) + k * kW + ((n & (kW - 1)) ^ ((k & 7) * kPer));
 }
 
 
@@ -98,8 +103,9 @@ TL_DEVICE int panel_xor_offset(int k, int n) {
 // the same bytes per row slice, so the ldmatrix addressing is shared, except that ldmatrix's
 // transpose moves 16-bit elements: a tf32 tile stored K-major for the mma (A transposed, B not)
 // is loaded with 32-bit shared loads instead.
-// PRA / PRB > 0: that tile is kept in 64-column panels of PRA / PRB rows (tl::panel_offset), the
-// layout a wgmma operand of 16-bit rows longer than 128 B has, when one tile feeds both paths.
+// PRA / PRB > 0: that tile is kept in 128-byte panels of PRA / PRB rows (tl::panel_offset), the
+// layout a wgmma operand of 16-bit rows longer than 128 B has, when one tile feeds both paths, and
+// the layout TMA writes such rows in (16-bit, or tf32 in 32-column panels).
 template <int M, int N, int WARPS_M, int WARPS_N, bool TA, bool TB, int LDA, int LDB, bool SWA, bool SWB, class T,
           int PRA = 0, int PRB = 0>
 struct MmaWarpTile {
@@ -117,8 +123,9 @@ struct MmaWarpTile {
   template <int kRow, bool kSwizzle, int kPanelRows = 0>
   TL_DEVICE static uint32_t off(int row, int col) {
     if constexpr (kPanelRows > 0) {
-      static_assert(sizeof(T) == 2 && kRow % 64 == 0, "tl::gemm_ss: panel tiles have 16-bit rows of 64k elements");
-      return static_cast<uint32_t>(panel_offset<kPanelRows>(row, col)) * sizeof(T);
+      static_assert((sizeof(T) == 2 || sizeof(T) == 4) && kRow % (128 / sizeof(T)) == 0,
+                    "tl::gemm_ss: panel tiles have rows of whole 128-byte panels of 16-bit or tf32 elements");
+      return static_cast<uint32_t>(panel_offset<kPanelRows, sizeof(T)>(row, col)) * sizeof(T);
     }
     return static_cast<uint32_t>(kSwizzle ? swizzle_offset<kRow, sizeof(T)>(row, col) : row * kRow + col) * sizeof(T);
   }
@@ -139,8 +146,8 @@ struct MmaWarpTile {
       return off<kRow, kSwizzle, kPanelRows>(row, c0 + kk);
     }
   }
-  // Elements between rows r and r + 8: a panel row holds 64 elements.
-  static constexpr int RSA = PRA > 0 ? 64 : LDA, RSB = PRB > 0 ? 64 : LDB;
+  // Elements between rows r and r + 1: a panel row holds 128 bytes.
+  static constexpr int RSA = PRA > 0 ? 128 / sizeof(T) : LDA, RSB = PRB > 0 ? 128 / sizeof(T) : LDB;
 
   TL_DEVICE static uint32_t lds32(uint32_t addr) {
 #ifdef TL_HOST_EMU  // tilelang/testing/host_cuda runs this header on the host

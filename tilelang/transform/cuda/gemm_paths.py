@@ -4,7 +4,8 @@ Takes: a Gemm op (its regions, dtypes, transposes, policy) and the thread count 
 Gives: wgmma_ok / wgmma_rs_ok (the warpgroup split for sm_90a's SS / RS forms, or the reason it
 cannot use them), mma_ok (the warp grid for mma.sync), and the region predicates layout
 inference, the gemm lowering and warp specialization share (a whole tile, a panel slice, a box
-of an accumulator that a store can copy out).
+of an accumulator that a store can copy out), and mma_ws_ok (an mma.sync gemm in the consumers of
+a warp-specialized TMA pipeline).
 
     T.gemm(A_s, B_s, C, transpose_B=True) at 256 threads, fp16 128 x 128 x 64
         wgmma_ok -> ((2, 1), None)     mma_ok -> (2, 4)
@@ -138,6 +139,23 @@ def mma_ok(op: O.Gemm, threads: int, half_acc: bool = False):
     if any(not isinstance(x, int) for x in (m, n, k)) or k % (8 if tf32 else 16) or threads % 32:
         return None
     return choose_warps(m, n, threads // 32, op.policy)
+
+
+def mma_ws_ok(op: O.Gemm, threads: int, staged: set) -> str | None:
+    """None when this gemm, which wgmma does not take, can run on mma.sync in the consumers of a
+    warp-specialized TMA pipeline, else why not. Only tf32 (no tf32 wgmma here): its staged
+    operands (tile uids in `staged`) must be K-major whole tiles -- A as M x K, B as N x K
+    (transpose_B) -- which the mma template reads with ldmatrix in the layout TMA writes (one
+    swizzled box, or 128-byte panels for rows longer than 128 bytes)."""
+    a, b = op.A.buffer, op.B.buffer
+    if a.dtype.name != "tfloat32" or b.dtype != a.dtype or op.C.buffer.dtype.name != "float32":
+        return f"mma.sync here takes tf32 operands into a float32 accumulator ({a.dtype}, {op.C.buffer.dtype})"
+    if mma_ok(op, threads) is None:
+        return "it cannot use mma.sync with its accumulator in registers"
+    for r, kmajor in ((op.A, not op.transpose_A), (op.B, op.transpose_B)):
+        if r.buffer.uid in staged and not (kmajor and whole(r, r.buffer) and r.buffer.ndim == 2):
+            return f"the staged operand {r.buffer.name} is not a whole K-major tile"
+    return None
 
 
 def panel_slice(r) -> bool:

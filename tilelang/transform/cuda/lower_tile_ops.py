@@ -544,18 +544,22 @@ def _detach_scope_changes(body, low: _Lower):
 
 
 class _MmaPanels(Mutator):
-    """An mma.sync gemm reading a tile that a wgmma gemm keeps in 64-column panels reads it as panels
-    (tl::gemm_ss's PRA / PRB): which tiles are panels is known only once every gemm is lowered."""
+    """An mma.sync gemm reading a tile that a wgmma gemm keeps in 64-column panels, or that warp
+    specialization's TMA producer writes as 128-byte panels, reads it as panels (tl::gemm_ss's PRA /
+    PRB, tl::gemm_rs's PRB): which tiles are panels is known only once every gemm is lowered."""
 
     def __init__(self, panels: set):
         self.panels = panels
 
     def visit_Raw(self, r: Raw):
-        if not r.fmt.startswith("tl::gemm_ss<") or not any(b.uid in self.panels for b in r.reads):
+        if not r.fmt.startswith(("tl::gemm_ss<", "tl::gemm_rs<")) or not any(b.uid in self.panels for b in r.reads):
             return r
+        head, tail = r.fmt.split(">(", 1)
+        if r.fmt.startswith("tl::gemm_rs<"):  # A in registers: only B's PRB
+            b = r.reads[-1]
+            return replace(r, fmt=f"{head}, {b.shape[0] if b.uid in self.panels else 0}>({tail}")
         a, b = r.reads
         rows = [x.shape[0] if x.uid in self.panels else 0 for x in (a, b)]
-        head, tail = r.fmt.split(">(", 1)
         return replace(r, fmt=f"{head}, {rows[0]}, {rows[1]}>({tail}")
 
 
@@ -563,7 +567,8 @@ class _MmaPanels(Mutator):
 def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = False, replicate_inputs: bool = True,
                  rows_1d: bool = True, slice_pairs: bool = True, rs_rows_outer: bool = True,
                  stmatrix: bool = True,
-                 slice_offsets: bool = True, mma_rs: bool = True, own_lines: bool = True):
+                 slice_offsets: bool = True, mma_rs: bool = True, own_lines: bool = True,
+                 ws_panels: frozenset = frozenset()):
     """-> (lowered kernel, CudaKernelInfo). row_fragments: keep per-row values of accumulators
     in registers with shuffle reductions (opt-in until it has run on the GPU tier).
     replicate_inputs: small read-only fragments every thread holds whole (layout_inference.replicated_inputs).
@@ -574,7 +579,8 @@ def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = Fa
     stmatrix: on sm_90, accumulator tiles copied whole to 16-bit shared tiles go by stmatrix (stmatrix.py).
     slice_offsets: F[i, u * 4 + j] over an exact driver stays in registers when the slice's owners do
     not move with u (offset_slices.py). mma_rs: a tf32 mma.sync gemm's A fragment in registers (tl::gemm_rs).
-    own_lines: a T.reduce whose every line lies in one thread's registers folds there (ops/reduce.own_lines)."""
+    own_lines: a T.reduce whose every line lies in one thread's registers folds there (ops/reduce.own_lines).
+    ws_panels: tiles warp specialization's producer writes as 128-byte panels (an mma.sync gemm reads them so)."""
     threads = k.threads[0] * k.threads[1] * k.threads[2]
     plan = infer_layouts(k, sm, row_fragments, replicate_inputs, rows_1d, slice_offsets, mma_rs)
     for note in plan.notes:
@@ -593,7 +599,7 @@ def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = Fa
         if uid in low.panels:  # a wgmma B tile in 64-column panels: the codegen indexes panels
             warn(f"T.annotate_layout swizzle of {buf.name} is overridden: it is a wgmma B tile, kept in "
                  "64-column panels")
-    body = _MmaPanels(low.panels).visit(body)
+    body = _MmaPanels(low.panels | ws_panels).visit(body)
     body = _detach_scope_changes(body, low)
     # thread vars requested by T.get_thread_binding map onto threadIdx
     new = replace(k, body=body)

@@ -3,7 +3,8 @@
 Expects: tile-level IR of one kernel; the T.Pipelined loop at the kernel's top level starts
 with global -> shared T.copy ops whose tiles TMA can move (2-5 d, 16-byte aligned rows,
 inner tile of 32/64/128 bytes or whole 64-element panels; see ws_loads.py), declared before the
-loop or at the top of its body, and every T.gemm reading those tiles takes the wgmma path.
+loop or at the top of its body, and every T.gemm reading those tiles takes the wgmma path (or,
+all of them, mma.sync on tf32 K-major tiles: gemm_paths.mma_ws_ok).
 Guarantees: the block gets one extra warpgroup (the producer); its first thread streams
 the tiles with cp.async.bulk.tensor into `num_stages` buffers, signalling `full[stage]`;
 the user's threads (consumers) wait on `full`, compute, and release `empty[stage]`.
@@ -32,7 +33,7 @@ from ...ir import stmt as S
 from ...ir.buffer import Buffer
 from ...ir.visitor import ReplaceBuffers, buffers_used, collect, substitute
 from ...op import tile_ops as O
-from .gemm_paths import wgmma_ok, wgmma_rs_ok
+from .gemm_paths import mma_ws_ok, wgmma_ok, wgmma_rs_ok
 from .lower_tile_ops import Raw
 from .persistent import cluster_plan, persistent_tiles, tile_space
 from .stream_k import (
@@ -45,7 +46,7 @@ from .stream_k import (
 from .ws_guard import producer_guard
 from .ws_im2col import im2col_desc, im2col_exprs, im2col_loads, im2col_plan, im2col_producers, small_tile
 from .ws_epilogue import TmaDesc, defer_epilogue, defer_fits, fold_staged_store, tma_store_epilogue
-from .ws_loads import hoist_staged_decls, hoistable_copies, plan_prefix_loads, take_prefix_loads, tma_plan
+from .ws_loads import hoist_staged_decls, hoistable_copies, panel_width, plan_prefix_loads, take_prefix_loads, tma_plan
 from .ws_overlap import chain_plan, overlapped_consumer
 
 
@@ -59,6 +60,7 @@ class WSInfo:
     persistent: bool = False  # a 1-d grid of blocks looping over tiles (they order tiles themselves)
     workspace: tuple = ()  # hidden global buffers the launcher allocates (stream-K partials and flags)
     deferred_epilogue: bool = False  # the output tile is stored during the next tile's k-loop
+    mma_sync: bool = False  # the consumers' gemms take mma.sync (gemm_paths.mma_ws_ok), not wgmma
     consumer_regs: int = 0  # the consumers' setmaxnreg_inc (the producer warpgroup decreases to PRODUCER_REGS)
 
 
@@ -90,7 +92,8 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
                     stream_k: bool = True, timeline: bool = False, serpentine: bool = True,
                     defer_epilogue: bool = True, deep_ring: bool = True, rebalance_regs: bool = True,
                     chain: bool = False, fragment_guard: bool = True, fold_staging: bool = True,
-                    im2col_tma: bool = True, im2col_small: bool = False, promoted_stream_k: bool = True):
+                    im2col_tma: bool = True, im2col_small: bool = False, promoted_stream_k: bool = True,
+                    mma_sync: bool = True):
     """Returns (new kernel, WSInfo) or (k, None) when the kernel keeps the cp.async pipeline.
 
     num_sms: make the kernel persistent -- min(tiles, num_sms) blocks, each looping over the
@@ -119,9 +122,15 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     off: `tl.disable_tma_im2col`, the loop keeps the cp.async pipeline); im2col_small: also where
     the accumulator is small (ws_im2col.small_tile; `tl.enable_tma_im2col_small_tiles`).
     promoted_stream_k: stream-K also takes promoted k-reductions (stream_k.promoted_reduction:
-    fp8's second accumulator; off: `tl.disable_stream_k_promoted`)."""
+    fp8's second accumulator; off: `tl.disable_stream_k_promoted`).
+    mma_sync: a gemm wgmma does not take but mma.sync does (tf32, gemm_paths.mma_ws_ok) runs in
+    the consumers, its fp32 tiles streamed as 32-column panels (off: `tl.disable_ws_mma_sync`, the
+    loop keeps the cp.async pipeline). On the H200 a 128-thread cp.async loop of mhc_pre's
+    gemm_sqrsum (one block per 32 tokens, 48 KB a stage) spends its issue slots on 24 cp.async a
+    thread per stage and waits at two block barriers per iteration; the producer issues 12 TMA
+    boxes and the consumers only wait on mbarriers."""
     plan = _plan(k, warn, num_sms, clusters, stream_k, serpentine, deep_ring, fragment_guard,
-                 (im2col_tma, im2col_small), promoted_stream_k)
+                 (im2col_tma, im2col_small), promoted_stream_k, mma_sync)
     if plan is None:
         return k, None
     plan.rebalance_regs = rebalance_regs
@@ -205,7 +214,8 @@ class WSPlan:
 
 
 def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine=False,
-          deep_ring=False, fragment_guard=False, im2col_tma=(False, False), promoted=False) -> WSPlan | None:
+          deep_ring=False, fragment_guard=False, im2col_tma=(False, False), promoted=False,
+          mma_sync=False) -> WSPlan | None:
     """The plan, or None (with a warning where wgmma or TMA is what is missing)."""
     T = k.threads[0] * k.threads[1] * k.threads[2]
     stmts, loops = top_pipelined(k.body)
@@ -236,14 +246,22 @@ def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine
     tiles = {p.dst.buffer.uid for p in producers}
     gemms = [g for g in collect(S.seq(*body), lambda n: isinstance(n, O.Gemm))
              if g.A.buffer.uid in tiles or g.B.buffer.uid in tiles]
+    on_mma = []
     for g in gemms:
         grid, why = wgmma_ok(g, T)
         if grid is None and g.A.buffer.scope == "fragment":
             grid, why = wgmma_rs_ok(g, T)
         if grid is None:
+            mwhy = mma_ws_ok(g, T, tiles) if mma_sync else "tl.disable_ws_mma_sync is set"
+            if mwhy is None:
+                on_mma.append(g)
+                continue
             warn(f"no warp specialization (TMA pipeline): T.gemm {g.A.buffer.name} x {g.B.buffer.name} cannot use "
-                 f"wgmma ({why})")
+                 f"wgmma ({why}) nor mma.sync beside a TMA producer ({mwhy})")
             return None
+    if on_mma and len(on_mma) != len(gemms):
+        warn("no warp specialization (TMA pipeline): the loop mixes wgmma and mma.sync gemms on its staged tiles")
+        return None
     if not im2col_tma[1] and any(isinstance(p, O.Im2Col) and small_tile(p, gemms, T) for p in producers):
         warn("no warp specialization (TMA pipeline): the convolution's accumulator is under 64 elements per thread, "
              "where a cp.async pipeline keeps several blocks per SM (tl.enable_tma_im2col_small_tiles takes the "
@@ -251,7 +269,7 @@ def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine
         return None
     tma = []
     for p in producers:
-        box, why = im2col_plan(p, loop) if isinstance(p, O.Im2Col) else tma_plan(p)
+        box, why = im2col_plan(p, loop) if isinstance(p, O.Im2Col) else tma_plan(p, wide32=bool(on_mma))
         if box is None:
             what = "T.im2col" if isinstance(p, O.Im2Col) else "T.copy"
             warn(f"no warp specialization (TMA pipeline): {what} {p.src.buffer.name} -> {p.dst.buffer.name}: {why}")
@@ -268,12 +286,14 @@ def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine
     stages = max(1, loop.annotation("num_stages", 0) or 1)
     stages = ring_depth(stages, producers, gemms, k.body) if deep_ring else stages
     plan = WSPlan(k, T, stmts, loops[0], stages,
-                 [b for b in body if not any(b is p for p in producers)], gemms, [], WSInfo(T, persistent=persistent),
-                 num_sms, persistent)
+                 [b for b in body if not any(b is p for p in producers)], gemms, [],
+                 WSInfo(T, persistent=persistent, mma_sync=bool(on_mma)), num_sms, persistent)
     _stage_tiles(plan, producers, tma)
     if guard is not None:  # the loads of an iteration are conditional: one tile per stage, no extras
         plan.guard = guard
         clusters = stream_k = serpentine = False
+    if on_mma:  # (stream-K's partial sums and multicast have run with wgmma accumulators only)
+        clusters = stream_k = False
     prefix_lets = [s for s in stmts[:loops[0]] if isinstance(s, S.LetStmt)]
     if any(not swz for _, swz, _ in tma):  # (multicast splits tiles by rows: not a row tile)
         clusters = False
@@ -493,7 +513,8 @@ def _producer_loop(plan: WSPlan) -> S.For:
             continue
         rows = const_int(x.shape[0]) if len(x.shape) == 2 else 1
         coords = [simplify(substitute(c, kmap)) for c in reversed(p.src.starts)]  # innermost first
-        width = 64 if panels > 1 else const_int(x.shape[-1])
+        pw = panel_width(x.dtype)
+        width = pw if panels > 1 else const_int(x.shape[-1])
         if cl is None or i not in cl[1]:
             boxes = [(E.as_expr(q), E.as_expr(0)) for q in range(panels)]  # (panel, first row)
         elif panels % 2 == 0:  # block r of the pair loads panels r, r + 2, ...
@@ -504,9 +525,9 @@ def _producer_loop(plan: WSPlan) -> S.For:
         mask = "" if call == "tl::tma_load" else ", (uint16_t)3"
         for q, r in boxes:
             c = list(coords)
-            c[0] = simplify(c[0] + q * 64)
+            c[0] = simplify(c[0] + q * pw)
             c[1] = simplify(c[1] + r)
-            offset = simplify(q * (rows * 64) + r * width)
+            offset = simplify(q * (rows * pw) + r * width)
             loads.setdefault(i, []).append(
                 Raw(f"{call}(&{desc.name}, &{full}[{{0}}], {st.name} + ({{0}}) * {x.numel()} + {{1}}"
                     + mask + "".join(f", {{{j + 2}}}" for j in range(len(c))) + ");", (stage, offset) + tuple(c)))
@@ -532,12 +553,12 @@ def _consumer_loop(plan: WSPlan) -> S.Stmt:
     stays in flight across iterations (wg_wait=1): iteration it releases the stage of it - 1,
     and the tile's last stage is released after the final wgmma wait."""
     loop, stages, stage, it, ko = plan.loop, plan.stages, plan.stage, plan.it, plan.loop.var
-    chain = chain_plan(plan) if plan.chain else None
+    chain = chain_plan(plan) if plan.chain and not plan.info.mma_sync else None
     if chain is not None:
         return overlapped_consumer(plan, chain)
 
     overlap = stages >= 2 and len(plan.gemms) == 1 and all(g.wg_wait == 0 for g in plan.gemms) \
-        and not _batch_must_finish(plan) and plan.groups is None
+        and not _batch_must_finish(plan) and plan.groups is None and not plan.info.mma_sync
     if plan.groups is not None:  # each group waited for before its first reader, released after its last
         rb = ReplaceBuffers(plan.views)
         stmts = []

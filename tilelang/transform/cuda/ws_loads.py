@@ -29,8 +29,10 @@ from .raw import Raw
 from .ws_epilogue import TmaDesc
 
 
-def tma_plan(op: O.Copy):
-    """(box outer-first, swizzle, panels) for a TMA-able copy, or (None, reason)."""
+def tma_plan(op: O.Copy, wide32: bool = False):
+    """(box outer-first, swizzle, panels) for a TMA-able copy, or (None, reason). Rows longer than
+    128 bytes move as 128-byte panels (box width `panel_width`): 16-bit tiles, and with `wide32`
+    32-bit ones too (tf32 operands of mma.sync, whose template reads 32-column panels)."""
     g, s = op.src.buffer, op.dst.buffer
     if op.disable_tma:
         return None, "it asks for disable_tma=True"
@@ -55,11 +57,16 @@ def tma_plan(op: O.Copy):
         return None, "a tile dim exceeds TMA's 256-element box limit"
     if row in (32, 64, 128):
         return (tuple(ext), row, 1), None
-    if row % 128 == 0 and b == 2:
+    if row % 128 == 0 and (b == 2 or b == 4 and wide32):
         box = list(ext)
-        box[-1] = 64
+        box[-1] = panel_width(g.dtype)
         return (tuple(box), 128, row // 128), None
     return None, f"the tile's rows are {row} bytes (TMA here: 32, 64, 128 or whole 128-byte panels)"
+
+
+def panel_width(dtype) -> int:
+    """Elements in one 128-byte panel row: 64 for 16-bit tiles, 32 for 32-bit ones."""
+    return 128 // dtype.bytes
 
 
 def _row_plan(op: O.Copy):
