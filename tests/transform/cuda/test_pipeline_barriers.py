@@ -22,8 +22,10 @@ from tilelang.transform.cuda.raw import Raw
 TOKENS, HIDDEN, TB, HB = 64, 512, 32, 64
 SM90 = "cuda -arch=sm_90a"
 # xf through shared memory (the three reader groups this file was written for; with xf in registers,
-# offset_slices.py, the x tile is the only one: test_offset_slices.py covers that kernel)
-BASE = {"tl.disable_fragment_slice_offsets": True}
+# offset_slices.py, the x tile is the only one: test_offset_slices.py covers that kernel); the cp.async
+# pipeline, not the warp-specialized TMA one sm_90a gives this tf32 loop (test_ws_mma_sync.py)
+DEMOTED = {"tl.disable_fragment_slice_offsets": True}
+BASE = {**DEMOTED, "tl.disable_ws_mma_sync": True}
 OFF = {**BASE, "tl.disable_pipeline_barrier_merge": True}
 
 
@@ -65,7 +67,8 @@ _check = kernels.gemm_sqrsum_check
 
 
 @pytest.mark.parametrize("configs,seed", [(None, 30), (BASE, 31), (OFF, 32),
-                                          ({**BASE, "tl.disable_pipeline_refill_sink": True}, 33)])
+                                          ({**BASE, "tl.disable_pipeline_refill_sink": True}, 33),
+                                          (DEMOTED, 34)])  # (warp-specialized, xf in shared: tl::gemm_ss PRB)
 def test_gemm_sqrsum_matches_float64_on_host(configs, seed):
     from tilelang.testing import host_cuda
     if not host_cuda.available():
