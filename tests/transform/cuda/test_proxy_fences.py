@@ -39,9 +39,10 @@ def tma_load(buf):
     return Raw("tl::tma_load(&tmap_0, &tl_full[0], K_s, 0, 0);", writes=(buf,))
 
 
-def fenced(body, plan=None, all_writes=True) -> list:
+def fenced(body, plan=None, all_writes=True, mma_generic=True) -> list:
     """Per barrier in program order: does it have a fence in front? (all_writes: every generic shared
-    write dirties, the placement rules alone; False: only writes of memory the async proxy may reach)"""
+    write dirties, the placement rules alone; False: only writes of memory the async proxy may reach;
+    mma_generic: tiles only mma.sync gemms and stmatrix name are generic-only)"""
     out = []
 
     def go(st):
@@ -53,7 +54,7 @@ def fenced(body, plan=None, all_writes=True) -> list:
                 if isinstance(y, S.Stmt):
                     go(y)
 
-    go(place_proxy_fences(body, plan, all_writes=all_writes))
+    go(place_proxy_fences(body, plan, all_writes=all_writes, mma_generic=mma_generic))
     return out
 
 
@@ -196,30 +197,14 @@ def mma_loop():
     return loop(gemm(P_s, K_s), stmatrix(dS_s), sync(), mma_gemm(dS_s, K_s), sync())
 
 
-def fences_of(body, mma_generic: bool) -> list:
-    out = []
-
-    def go(st):
-        if isinstance(st, Raw) and "__syncthreads();" in st.fmt:
-            out.append("fence_proxy_async" in st.fmt)
-        for f in ("stmts", "body", "then_case", "else_case"):
-            x = getattr(st, f, None)
-            for y in (x if isinstance(x, tuple) else (x,)):
-                if isinstance(y, S.Stmt):
-                    go(y)
-
-    go(place_proxy_fences(body, None, mma_generic=mma_generic))
-    return out
-
-
 def test_a_tile_only_mma_sync_gemms_and_stmatrix_touch_needs_no_fence():
-    assert fences_of(mma_loop(), True) == [False, False]
-    assert fences_of(mma_loop(), False) == [True, False]  # tl.disable_mma_sync_generic_reach
+    assert fenced(mma_loop(), all_writes=False, mma_generic=True) == [False, False]
+    assert fenced(mma_loop(), all_writes=False, mma_generic=False) == [True, False]  # tl.disable_mma_sync_generic_reach
 
 
 def test_an_mma_sync_tile_that_wgmma_also_reads_is_fenced():
     body = loop(stmatrix(dS_s), sync(), mma_gemm(dS_s, K_s), gemm(dS_s, K_s), sync())
-    assert fences_of(body, True) == [True, False]
+    assert fenced(body, all_writes=False, mma_generic=True) == [True, False]
     # a store into K_s (a wgmma operand) before the barrier: fenced though an mma.sync gemm reads it too
     body = loop(stmatrix(K_s), sync(), mma_gemm(dS_s, K_s), sync(), gemm(P_s, K_s), sync())
-    assert fences_of(body, True) == [True, False, False]
+    assert fenced(body, all_writes=False, mma_generic=True) == [True, False, False]
