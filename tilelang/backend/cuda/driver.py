@@ -307,29 +307,21 @@ class CudaFunction:
             key = (gx, gy, gz, bx, by, bz, smem, stream)
             last = self._ex_last  # one read: another thread may replace it meanwhile
             if last[0] != key:
-                config = LaunchConfig(gx, gy, gz, bx, by, bz, smem, stream, None, 0)
                 pointer = ctypes.c_void_p.from_param
-                last = self._ex_last = (key, (ctypes.byref(config), pointer(self._raw_handle),
-                                              pointer(params), None))
-            rc = launch_ex(*last[1])
-            if rc == _CUDA_ERROR_INVALID_CONTEXT:  # a thread torch never made current
-                _ensure_context(self.module.device)
-                rc = launch_ex(*last[1])
-            if rc != 0:
-                driver = _driver()
-                raise CudaDriverError(
-                    f"cuLaunchKernelEx({self.name!r}, grid={grid}, block={block}, smem={smem}) "
-                    f"failed: {_err_name(driver, driver.CUresult(rc))}")
-            return
-        rc = self._launch(self._raw_handle, gx, gy, gz, bx, by, bz, smem, stream, params, None)
+                last = self._ex_last = (key, ex_launch_args(key[:7], stream, pointer(self._raw_handle),
+                                                            pointer(params)))
+            call, call_args, what = launch_ex, last[1], "cuLaunchKernelEx"
+        else:
+            call, call_args, what = self._launch, (self._raw_handle, gx, gy, gz, bx, by, bz, smem, stream,
+                                                   params, None), "cuLaunchKernel"
+        rc = call(*call_args)
         if rc == _CUDA_ERROR_INVALID_CONTEXT:  # a thread torch never made current
             _ensure_context(self.module.device)
-            rc = self._launch(self._raw_handle, gx, gy, gz, bx, by, bz, smem, stream, params,
-                              None)
+            rc = call(*call_args)
         if rc != 0:
             driver = _driver()
             raise CudaDriverError(
-                f"cuLaunchKernel({self.name!r}, grid={grid}, block={block}, smem={smem}) "
+                f"{what}({self.name!r}, grid={grid}, block={block}, smem={smem}) "
                 f"failed: {_err_name(driver, driver.CUresult(rc))}")
 
     __call__ = launch
@@ -373,6 +365,13 @@ class LaunchConfig(ctypes.Structure):
                 ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
                 ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
                 ("attrs", ctypes.c_void_p), ("numAttrs", ctypes.c_uint)]
+
+
+def ex_launch_args(dims, stream: int, handle_arg, params_arg) -> tuple:
+    """cuLaunchKernelEx's untyped arguments (&config, function, kernelParams, NULL) for `dims`
+    (grid x, y, z, block x, y, z, dynamic smem) on `stream`; the tuple keeps its config alive."""
+    config = LaunchConfig(*dims, stream, None, 0)
+    return (ctypes.byref(config), handle_arg, params_arg, None)
 
 
 class PreparedLaunch:
@@ -429,8 +428,7 @@ class PreparedLaunch:
         (jit/fast_call.py keeps the tuple while the stream stays the same), then `failed(rc)`.
         Each stream gets its own tuple (and config), so a tuple held by a caller stays valid."""
         if self.ex:
-            config = LaunchConfig(*self.dims, stream, None, 0)
-            self._args = (ctypes.byref(config), self._handle_arg, self._params_arg, None)
+            self._args = ex_launch_args(self.dims, stream, self._handle_arg, self._params_arg)
         else:
             self._args = (self._handle_arg, *self.dims, ctypes.c_void_p.from_param(stream),
                           self._params_arg, None)
