@@ -365,6 +365,12 @@ class CudaCodegen(CCodegen):
         self.emit("}")
 
     def raw_arg(self, a):
+        if isinstance(a, E.Call) and a.op == "shared_byte_address":  # lower_async.py: a cp.async destination
+            ld = a.args[0]
+            ref = self.index(ld.buffer, ld.indices, raw=True)
+            assert ref.startswith(ld.buffer.name + "[") and ref.endswith("]"), ref
+            return (f"(tl::smem_addr({ld.buffer.name}) + static_cast<uint32_t>({ref[len(ld.buffer.name) + 1:-1]}) * "
+                    f"{ld.buffer.dtype.bytes}u)")
         if isinstance(a, E.Call) and a.op == "address_of":
             ld = a.args[0]
             if all(const_int(i) == 0 for i in ld.indices):

@@ -148,6 +148,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_SMEM_REUSE = "tl.disable_smem_reuse"
     TL_DISABLE_DYNAMIC_ALIGNMENT = "tl.disable_dynamic_alignment"
     TL_DISABLE_LAUNCH_KERNEL_EX = "tl.disable_launch_kernel_ex"
+    TL_DISABLE_CP_ASYNC_SHARED_OFFSET = "tl.disable_cp_async_shared_offset"
     TL_FRESH_COPY_INDEX = "tl.fresh_copy_index"
 
 
@@ -398,6 +399,10 @@ _DOCS = {
                                    "untyped ctypes arguments; other launches: the typed, GIL-releasing call) "
                                    "rather than cuLaunchKernelEx with 4 prebuilt arguments (a launch config, the "
                                    "function, kernelParams, NULL; driver.PreparedLaunch, CudaFunction.launch).",
+    "TL_DISABLE_CP_ASYNC_SHARED_OFFSET": "Ours. True: T.ptx_cp_async passes its shared destination as a generic "
+                                         "pointer (&tile[i]) rather than the tile's 32-bit shared address plus a "
+                                         "byte offset (transform/cuda/lower_async.py), with which ptxas folds each "
+                                         "copy's constant offset into the instruction.",
     "TL_FRESH_COPY_INDEX": "Ours. True: tile-level copy loops of CUDA kernels read the thread index afresh, so "
                            "ptxas does not keep their addresses live across the k-loop "
                            "(transform/cuda/fresh_index.py). False: never. Unset: a kernel that spills is recompiled "

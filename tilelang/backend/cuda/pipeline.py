@@ -131,7 +131,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                              not config(ctx.pass_configs, "tl.disable_fragment_slice_offsets", False),
                              not config(ctx.pass_configs, "tl.disable_mma_register_a", False),
                              not config(ctx.pass_configs, "tl.disable_own_line_reduce", False),
-                             frozenset(ws.panels) if ws is not None else frozenset())
+                             frozenset(ws.panels) if ws is not None else frozenset(),
+                             not config(ctx.pass_configs, "tl.disable_cp_async_shared_offset", False))
     if info.uses_wgmma:
         new = replace(new, body=fold_accum_clears(new.body))
         if not config(ctx.pass_configs, "tl.disable_carried_accum_clear", False):

@@ -26,53 +26,60 @@ TL_DEVICE void check_cp_async() {
 }
 }  // namespace detail
 
-// Copy Bytes from global to shared.  Cg defaults to true for 16-byte copies
-// (streaming tiles should not pollute L1).
+// Copy only `src_bytes` (0..Bytes) real bytes and zero the rest: handles a
+// ragged vector at the edge of a row (0: nothing is read, the Bytes are zeroed).
 template <int Bytes, bool Cg = (Bytes == 16)>
-TL_DEVICE void cp_async(void* smem_dst, const void* gmem_src) {
+TL_DEVICE void cp_async_partial(uint32_t smem_dst, const void* gmem_src, int src_bytes) {
   detail::check_cp_async<Bytes, Cg>();
   if constexpr (Cg) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], %2;\n" ::"r"(smem_addr(smem_dst)),
-                 "l"(gmem_src), "n"(Bytes)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], %2, %3;\n" ::"r"(smem_dst), "l"(gmem_src), "n"(Bytes),
+                 "r"(src_bytes)
                  : "memory");
   } else {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(smem_addr(smem_dst)),
-                 "l"(gmem_src), "n"(Bytes)
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(smem_dst), "l"(gmem_src), "n"(Bytes),
+                 "r"(src_bytes)
                  : "memory");
   }
+}
+
+template <int Bytes, bool Cg = (Bytes == 16)>
+TL_DEVICE void cp_async_partial(void* smem_dst, const void* gmem_src, int src_bytes) {
+  cp_async_partial<Bytes, Cg>(smem_addr(smem_dst), gmem_src, src_bytes);
+}
+
+// Copy Bytes from global to shared.  Cg defaults to true for 16-byte copies
+// (streaming tiles should not pollute L1).  The shared side is a 32-bit
+// shared-memory address (smem_addr(tile) + byte offset) or a generic pointer.
+// Code that issues many copies into one tile passes `smem_addr(&tile[0]) +
+// offset * sizeof(T)`: ptxas then folds the constant part of each offset into
+// the instruction ([R+imm]) rather than keeping one address register per copy.
+template <int Bytes, bool Cg = (Bytes == 16)>
+TL_DEVICE void cp_async(uint32_t smem_dst, const void* gmem_src) {
+  detail::check_cp_async<Bytes, Cg>();
+  if constexpr (Cg) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], %2;\n" ::"r"(smem_dst), "l"(gmem_src), "n"(Bytes)
+                 : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(smem_dst), "l"(gmem_src), "n"(Bytes)
+                 : "memory");
+  }
+}
+
+template <int Bytes, bool Cg = (Bytes == 16)>
+TL_DEVICE void cp_async(void* smem_dst, const void* gmem_src) {
+  cp_async<Bytes, Cg>(smem_addr(smem_dst), gmem_src);
 }
 
 // Like cp_async, but when `pred` is false no global memory is read and the
 // Bytes of the destination are set to zero.
 template <int Bytes, bool Cg = (Bytes == 16)>
-TL_DEVICE void cp_async_zfill(void* smem_dst, const void* gmem_src, bool pred) {
-  detail::check_cp_async<Bytes, Cg>();
-  const int src_size = pred ? Bytes : 0;
-  if constexpr (Cg) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], %2, %3;\n" ::"r"(smem_addr(smem_dst)),
-                 "l"(gmem_src), "n"(Bytes), "r"(src_size)
-                 : "memory");
-  } else {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(smem_addr(smem_dst)),
-                 "l"(gmem_src), "n"(Bytes), "r"(src_size)
-                 : "memory");
-  }
+TL_DEVICE void cp_async_zfill(uint32_t smem_dst, const void* gmem_src, bool pred) {
+  cp_async_partial<Bytes, Cg>(smem_dst, gmem_src, pred ? Bytes : 0);
 }
 
-// Copy only `src_bytes` (0..Bytes) real bytes and zero the rest: handles a
-// ragged vector at the edge of a row.
 template <int Bytes, bool Cg = (Bytes == 16)>
-TL_DEVICE void cp_async_partial(void* smem_dst, const void* gmem_src, int src_bytes) {
-  detail::check_cp_async<Bytes, Cg>();
-  if constexpr (Cg) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], %2, %3;\n" ::"r"(smem_addr(smem_dst)),
-                 "l"(gmem_src), "n"(Bytes), "r"(src_bytes)
-                 : "memory");
-  } else {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(smem_addr(smem_dst)),
-                 "l"(gmem_src), "n"(Bytes), "r"(src_bytes)
-                 : "memory");
-  }
+TL_DEVICE void cp_async_zfill(void* smem_dst, const void* gmem_src, bool pred) {
+  cp_async_partial<Bytes, Cg>(smem_addr(smem_dst), gmem_src, pred ? Bytes : 0);
 }
 
 TL_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }

@@ -199,6 +199,17 @@ inline void cp_async_partial(void* dst, const void* src, int src_bytes) {
   detail::check_cp_async<Bytes, Cg>(dst, src_bytes ? src : dst);
   detail::host_cp_async(dst, src, src_bytes, Bytes);
 }
+// The 32-bit shared-address forms (smem_addr(tile) + byte offset), as the device header has them.
+template <int Bytes, bool Cg = (Bytes == 16)>
+inline void cp_async(uint32_t dst, const void* src) { cp_async<Bytes, Cg>((void*)(tl_smem + dst), src); }
+template <int Bytes, bool Cg = (Bytes == 16)>
+inline void cp_async_zfill(uint32_t dst, const void* src, bool pred) {
+  cp_async_zfill<Bytes, Cg>((void*)(tl_smem + dst), src, pred);
+}
+template <int Bytes, bool Cg = (Bytes == 16)>
+inline void cp_async_partial(uint32_t dst, const void* src, int src_bytes) {
+  cp_async_partial<Bytes, Cg>((void*)(tl_smem + dst), src, src_bytes);
+}
 inline void cp_async_commit() {
   detail::tl_host_cp_committed.push_back(std::move(detail::tl_host_cp_open));
   detail::tl_host_cp_open.clear();

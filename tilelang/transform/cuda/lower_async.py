@@ -5,7 +5,7 @@ CpAsyncWait, and gemms issued by T.wgmma_gemm (O.Gemm with wg_wait = -1). Gives:
 our header's PTX wrappers::
 
     T.wait_wgmma(0)                  tl::warpgroup_wait<0>(); tl::fence_accumulator<32>(acc_s); ...
-    T.ptx_cp_async(p, q, 8)          tl::cp_async<16>(&KV_shared[...], &KV[...]);
+    T.ptx_cp_async(p, q, 8)          tl::cp_async<16>(tl::smem_addr(KV_shared) + ... * 2u, &KV[...]);
     T.cp_async_barrier_noinc(bar)    tl::cp_async_mbarrier_arrive(&bar[0]);
     T.ptx_commit_group()             tl::cp_async_commit();
     T.ptx_wait_group(1)              tl::cp_async_wait<1>();
@@ -80,12 +80,21 @@ class AsyncLowering:
                 fences.append(f" tl::fence_accumulator<{reg.shape[0]}>({reg.name});")
         return Raw("".join(first) + f"tl::warpgroup_wait<{op.count}>();" + "".join(fences), span=op.span)
 
+    shared_offset_cp_async = True  # pass config tl.disable_cp_async_shared_offset turns it off
+
     def visit_CpAsync(self, op: H.CpAsync):
-        dst = op.dst.args[0].buffer
+        load = op.dst.args[0]
+        dst = load.buffer
         nbytes = const_int(op.num_elems) * dst.dtype.bytes
+        target, args = "{0}", [op.dst]
+        if self.shared_offset_cp_async and dst.scope.startswith("shared"):
+            # the tile's 32-bit shared address plus a byte offset: ptxas folds each copy's constant
+            # offset into the instruction instead of holding one address register per copy
+            target, args = "{0}", [E.Call("shared_byte_address", (load,), dst.dtype)]
+        n = len(args)
         if op.predicate is None:
-            return Raw(f"tl::cp_async<{nbytes}>({{0}}, {{1}});", (op.dst, op.src), span=op.span)
-        return Raw(f"tl::cp_async_zfill<{nbytes}>({{0}}, {{1}}, {{2}});", (op.dst, op.src, op.predicate),
+            return Raw(f"tl::cp_async<{nbytes}>({target}, {{{n}}});", (*args, op.src), span=op.span)
+        return Raw(f"tl::cp_async_zfill<{nbytes}>({target}, {{{n}}}, {{{n + 1}}});", (*args, op.src, op.predicate),
                    span=op.span)
 
     def visit_CpAsyncBarrierArrive(self, op: H.CpAsyncBarrierArrive):

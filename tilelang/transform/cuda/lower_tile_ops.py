@@ -568,7 +568,7 @@ def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = Fa
                  rows_1d: bool = True, slice_pairs: bool = True, rs_rows_outer: bool = True,
                  stmatrix: bool = True,
                  slice_offsets: bool = True, mma_rs: bool = True, own_lines: bool = True,
-                 ws_panels: frozenset = frozenset()):
+                 ws_panels: frozenset = frozenset(), shared_offset_cp_async: bool = True):
     """-> (lowered kernel, CudaKernelInfo). row_fragments: keep per-row values of accumulators
     in registers with shuffle reductions (opt-in until it has run on the GPU tier).
     replicate_inputs: small read-only fragments every thread holds whole (layout_inference.replicated_inputs).
@@ -580,7 +580,8 @@ def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = Fa
     slice_offsets: F[i, u * 4 + j] over an exact driver stays in registers when the slice's owners do
     not move with u (offset_slices.py). mma_rs: a tf32 mma.sync gemm's A fragment in registers (tl::gemm_rs).
     own_lines: a T.reduce whose every line lies in one thread's registers folds there (ops/reduce.own_lines).
-    ws_panels: tiles warp specialization's producer writes as 128-byte panels (an mma.sync gemm reads them so)."""
+    ws_panels: tiles warp specialization's producer writes as 128-byte panels (an mma.sync gemm reads them so).
+    shared_offset_cp_async: T.ptx_cp_async into a shared tile addresses it as smem_addr(tile) + byte offset."""
     threads = k.threads[0] * k.threads[1] * k.threads[2]
     plan = infer_layouts(k, sm, row_fragments, replicate_inputs, rows_1d, slice_offsets, mma_rs)
     for note in plan.notes:
@@ -593,6 +594,7 @@ def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = Fa
     low.rs_k_outer = not rs_rows_outer
     low.stmatrix = stmatrix
     low.own_line_reduce = own_lines
+    low.shared_offset_cp_async = shared_offset_cp_async
     low.ranges.kernel(k)
     body = low.visit(k.body)
     for uid, buf in low.annotated.items():
