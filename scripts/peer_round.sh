@@ -10,7 +10,8 @@
 # Environment: FOLDERS (space-separated folder filters; default: every folder with a regression
 # file), NOTEST=1 (skip pytest and the suite), NOPREWARM=1, NOREGRESS=1, PW_JOBS (8),
 # PW_LIMIT (s per prewarm file, 240), LIMIT (s per timed file, 150), TESTS (pytest paths instead
-# of the cuda-marked files).
+# of the cuda-marked files), EXTRA (a command run beside phase A). Ours' PerformanceWarnings from the
+# prewarm (ptxas spills, dropped fast paths) are kept in $OUT/warn-*.txt.
 set -u
 ROOT=$PWD; P=$ROOT/.peer; OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 EX=$P/tilelang-examples
@@ -29,6 +30,8 @@ prewarm_one() {  # $1 impl, $2 file relative to the examples folder
      TILELANG_CACHE_DIR=/tmp/tlcache-reg-$impl TL_PERF_REGRESSION_FORMAT=json \
      timeout "$PW_LIMIT" python3 "$(basename "$f")" > /dev/null 2> "$OUT/prewarm-$tag.err"); rc=$?
   echo "prewarm $impl $f rc=$rc $(( $(date +%s) - s ))s"
+  [ "$impl" = ours ] && grep -h "ptxas spills\|PerformanceWarning" "$OUT/prewarm-$tag.err" | sort -u > "$OUT/warn-$tag.txt"
+  [ -s "$OUT/warn-$tag.txt" ] || rm -f "$OUT/warn-$tag.txt"
   [ "$rc" = 0 ] && rm -f "$OUT/prewarm-$tag.err"
 }
 export -f prewarm_one; export ROOT OUT PW_LIMIT=${PW_LIMIT:-240}
@@ -49,6 +52,10 @@ if [ -z "${NOTEST:-}" ]; then
     pids="$pids $!"
   done
   (bash "$P/suite.sh" ours 6 300 > "$OUT/suite.log" 2>&1; echo "suite: $(tail -1 "$OUT/suite.log")") &
+  pids="$pids $!"
+fi
+if [ -n "${EXTRA:-}" ]; then  # another command for phase A (its output in $OUT/extra.log)
+  (bash -c "$EXTRA" > "$OUT/extra.log" 2>&1; echo "extra rc=$?") &
   pids="$pids $!"
 fi
 if [ -z "${NOPREWARM:-}" ]; then
