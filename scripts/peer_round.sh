@@ -8,7 +8,7 @@
 #   phase B: the timed `.peer/regress.sh` per folder in FOLDERS (one file at a time, ours then the
 #     public wheel), every row appended to $OUT/all.jsonl.
 # Environment: FOLDERS (space-separated folder filters; default: every folder with a regression
-# file), NOTEST=1 (skip pytest and the suite), NOPREWARM=1, NOREGRESS=1, PW_JOBS (8),
+# file), RFOLDERS (the folders phase B times, default FOLDERS), NOTEST=1 (skip pytest and the suite), NOPREWARM=1, NOREGRESS=1, PW_JOBS (8),
 # PW_LIMIT (s per prewarm file, 240), LIMIT (s per timed file, 150), TESTS (pytest paths instead
 # of the cuda-marked files), EXTRA (a command run beside phase A). Ours' PerformanceWarnings from the
 # prewarm (ptxas spills, dropped fast paths) are kept in $OUT/warn-*.txt.
@@ -71,7 +71,7 @@ fi
 for p in $pids; do wait "$p"; done
 echo "phase A done $(( $(date +%s) - t0 ))s"
 if [ -z "${NOREGRESS:-}" ]; then
-  for fo in $FOLDERS; do
+  for fo in ${RFOLDERS:-$FOLDERS}; do
     bash "$P/regress.sh" "$fo/" "${LIMIT:-150}" 2>&1 | grep -E "^ours|^public|cases ran|did not run|^[a-z_0-9]+:" 
     cat /tmp/pr/regress.jsonl >> "$OUT/all.jsonl"
   done
