@@ -41,7 +41,7 @@ if [ -z "${NOTEST:-}" ]; then
   if [ -n "${TESTS:-}" ]; then
     files="$TESTS"
   else
-    files=$(grep -rl "mark.cuda" tests --include="*.py" | xargs ls -S)
+    files=$(grep -rl "mark.cuda\|requires_cuda\|requires_hopper" tests --include="*.py" | xargs ls -S)
   fi
   i=0; : > /tmp/shard0; : > /tmp/shard1; : > /tmp/shard2
   for f in $files; do echo "$f" >> /tmp/shard$((i % 3)); i=$((i + 1)); done
