@@ -10,8 +10,7 @@
 # Environment: FOLDERS (space-separated folder filters; default: every folder with a regression
 # file), RFOLDERS (the folders phase B times, default FOLDERS), NOTEST=1 (skip pytest and the suite), NOPREWARM=1, NOREGRESS=1, PW_JOBS (8),
 # PW_LIMIT (s per prewarm file, 240), LIMIT (s per timed file, 150), TESTS (pytest paths instead
-# of the cuda-marked files), EXTRA (a command run beside phase A). Ours' PerformanceWarnings from the
-# prewarm (ptxas spills, dropped fast paths) are kept in $OUT/warn-*.txt.
+# of the cuda-marked files), EXTRA (a command run beside phase A).
 set -u
 ROOT=$PWD; P=$ROOT/.peer; OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 EX=$P/tilelang-examples
@@ -30,8 +29,6 @@ prewarm_one() {  # $1 impl, $2 file relative to the examples folder
      TILELANG_CACHE_DIR=/tmp/tlcache-reg-$impl TL_PERF_REGRESSION_FORMAT=json \
      timeout "$PW_LIMIT" python3 "$(basename "$f")" > /dev/null 2> "$OUT/prewarm-$tag.err"); rc=$?
   echo "prewarm $impl $f rc=$rc $(( $(date +%s) - s ))s"
-  [ "$impl" = ours ] && grep -h "ptxas spills\|PerformanceWarning" "$OUT/prewarm-$tag.err" | sort -u > "$OUT/warn-$tag.txt"
-  [ -s "$OUT/warn-$tag.txt" ] || rm -f "$OUT/warn-$tag.txt"
   [ "$rc" = 0 ] && rm -f "$OUT/prewarm-$tag.err"
 }
 export -f prewarm_one; export ROOT OUT PW_LIMIT=${PW_LIMIT:-240}
