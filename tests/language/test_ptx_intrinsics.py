@@ -30,8 +30,12 @@ def _one_warp_mma():
 
 def test_cuda_text_of_hand_written_ptx():
     src = tilelang.compile(_one_warp_mma(), target="cuda -arch=sm_80").get_kernel_source()
-    assert "tl::ldmatrix_frag<4, false>(a, &A_s[" in src
-    assert "tl::ldmatrix_frag<2, false>(b, &B_s[" in src
+    # sources as 32-bit shared addresses (tl.disable_shared_address_slots)
+    assert "tl::ldmatrix_frag<4, false>(a, (tl::smem_addr(A_s) + static_cast<uint32_t>(" in src
+    assert "tl::ldmatrix_frag<2, false>(b, (tl::smem_addr(B_s) + static_cast<uint32_t>(" in src
+    off = tilelang.compile(_one_warp_mma(), target="cuda -arch=sm_80",
+                           pass_configs={"tl.disable_shared_address_slots": True}).get_kernel_source()
+    assert "tl::ldmatrix_frag<4, false>(a, &A_s[" in off and "smem_addr(A_s)" not in off
     assert "tl::mma_frag<tl::half_t, tl::half_t, float, 16, 8, 16>(c, a, b);" in src
     # the shared tiles are written by T.copy and read by ldmatrix: a barrier between
     assert src.index("__syncthreads();") < src.index("tl::ldmatrix_frag")

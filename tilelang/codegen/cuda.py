@@ -7,6 +7,7 @@ gemm swizzle; tl::swizzle_xor_offset for staging tiles).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .. import dtypes as dt
@@ -114,25 +115,48 @@ class CudaCodegen(CCodegen):
             assert len(indices) == 1, f"packed fragment {buf.name} indexed in {len(indices)} dims"
             i = self.expr(indices[0])
             return f"tl::half_at<{storage_type(buf.dtype)}>({buf.name}[({i}) >> 1], ({i}) & 1)"
-        laid = buf.uid in self.info.panels or buf.uid in self.info.swizzled
-        if laid and buf.ndim in (2, 3) and len(indices) == buf.ndim:
-            # a 3-d tile is stages of 2-d tiles, each in the 2-d tile's layout
-            stage = "" if buf.ndim == 2 else f"({self.expr(indices[0])}) * {const_int(buf.shape[1]) * const_int(buf.shape[2])} + "
-            rows, w = const_int(buf.shape[-2]), const_int(buf.shape[-1])
-            r, c = self.expr(indices[-2]), self.expr(indices[-1])
-            if buf.uid in self.info.panels:
-                fn = "panel_xor_offset" if getattr(self.info, "panel_xor", False) else "panel_offset"
-                wide = "" if buf.dtype.bytes == 2 else f", {buf.dtype.bytes}"  # 32-bit panels: 32 columns
-                return f"{buf.name}[{stage}tl::{fn}<{rows}{wide}>({r}, {c})]"
-            t = storage_type(buf.dtype)
-            fn = "swizzle_xor_offset" if buf.uid in self.info.xor_swizzled else \
-                "swizzle_offset" if raw or getattr(self.info, "no_span_swizzle", False) else "swizzle_span_offset"
-            split = split_row(indices[-2], self.expr.nonnegative) if getattr(self.info, "swizzle_row_split", True) else None
-            if split is not None:  # rows a multiple of 8 apart share the XOR term: theirs is an added offset
-                stage += f"({self.expr(split[0])}) * {w} + "
-                r = self.expr(split[1])
-            return f"{buf.name}[{stage}tl::{fn}<{w}, sizeof({t})>({r}, {c})]"
+        terms = self.laid_terms(buf, indices, raw)
+        if terms is not None:
+            return f"{buf.name}[{' + '.join(terms)}]"
         return super().index(buf, indices)
+
+    def laid_terms(self, buf: Buffer, indices, raw: bool = False):
+        """The element offset of a swizzled or paneled tile's element as its added terms (a 3-d tile's
+        stage, the row terms that leave the swizzle, the swizzle / panel call); None for other tiles."""
+        laid = buf.uid in self.info.panels or buf.uid in self.info.swizzled
+        if not (laid and buf.ndim in (2, 3) and len(indices) == buf.ndim):
+            return None
+        # a 3-d tile is stages of 2-d tiles, each in the 2-d tile's layout
+        terms = [] if buf.ndim == 2 else [f"({self.expr(indices[0])}) * {const_int(buf.shape[1]) * const_int(buf.shape[2])}"]
+        rows, w = const_int(buf.shape[-2]), const_int(buf.shape[-1])
+        r, c = self.expr(indices[-2]), self.expr(indices[-1])
+        if buf.uid in self.info.panels:
+            fn = "panel_xor_offset" if getattr(self.info, "panel_xor", False) else "panel_offset"
+            wide = "" if buf.dtype.bytes == 2 else f", {buf.dtype.bytes}"  # 32-bit panels: 32 columns
+            return terms + [f"tl::{fn}<{rows}{wide}>({r}, {c})"]
+        t = storage_type(buf.dtype)
+        fn = "swizzle_xor_offset" if buf.uid in self.info.xor_swizzled else \
+            "swizzle_offset" if raw or getattr(self.info, "no_span_swizzle", False) else "swizzle_span_offset"
+        split = split_row(indices[-2], self.expr.nonnegative) if getattr(self.info, "swizzle_row_split", True) else None
+        if split is not None:  # rows a multiple of 8 apart share the XOR term: theirs is an added offset
+            terms.append(f"({self.expr(split[0])}) * {w}")
+            r = self.expr(split[1])
+        return terms + [f"tl::{fn}<{w}, sizeof({t})>({r}, {c})"]
+
+    def shared_address(self, ld: E.BufferLoad) -> str:
+        """`{N:smem}` of an inline statement (an ldmatrix source, a cp.async destination): the shared
+        element's 32-bit shared-window byte address, tl::smem_addr(tile) plus each term of its element
+        offset times the element size. Each term is its own 32-bit product, so a term that is
+        constant after unrolling (an unrolled tile row, a warp's rows) stays an added constant, which
+        ptxas folds into the instruction's immediate offset."""
+        b = ld.buffer.dtype.bytes
+        terms = self.laid_terms(ld.buffer, ld.indices, raw=True)
+        if terms is None:
+            ref = self.index(ld.buffer, ld.indices, raw=True)
+            assert ref.startswith(ld.buffer.name + "[") and ref.endswith("]"), ref
+            terms = [ref[len(ld.buffer.name) + 1:-1]]
+        return f"(tl::smem_addr({ld.buffer.name})" + "".join(
+            f" + static_cast<uint32_t>({t}) * {b}u" for t in terms) + ")"
 
     def split_inner_sum(self, buf: Buffer) -> bool:
         """A global tensor's last index `u * 64 + (tid & 7) * 8` prints as `... + u * 64 + (tid & 7) * 8`:
@@ -322,7 +346,19 @@ class CudaCodegen(CCodegen):
         self.emit(f"const {compute_type(s.var.dtype)} {s.var.name} = {self.expr(v)};")
 
     def s_Raw(self, s):
-        text = s.fmt.format(*[self.raw_arg(a) for a in s.args])
+        fmt = s.fmt
+        if ":smem}" in fmt:  # an argument the callee also takes as a 32-bit shared address
+            on = getattr(self.info, "shared_address_slots", False)
+            args = list(s.args)
+
+            def slot(m):
+                a = args[int(m.group(1))]
+                if on and isinstance(a, E.Call) and a.op == "address_of" and isinstance(a.args[0], E.BufferLoad) \
+                        and a.args[0].buffer.scope in ("shared", "shared.dyn"):
+                    return self.shared_address(a.args[0]).replace("{", "{{").replace("}", "}}")
+                return "{" + m.group(1) + "}"
+            fmt = re.sub(r"\{(\d+):smem\}", slot, fmt)
+        text = fmt.format(*[self.raw_arg(a) for a in s.args])
         barrier = "__syncthreads();"
         if self.group is not None:  # inside T.ws: only the scope's warp groups reach it
             barrier = f"tl::barrier_sync<{self.group[0]}, {self.group[1]}>();"

@@ -8,7 +8,7 @@ error the CPU backend raises (`cpu_error`): a CPU block runs on one thread, so a
 register exchange has no meaning there.
 
     T.ptx_ldmatrix(False, 4, T.access_ptr(A_s[r, c], "r"), T.access_ptr(A_l[8 * i], "w"))
-        -> tl::ldmatrix_frag<4, false>(&A_l[8 * i], &A_s[r * 32 + c]);
+        -> tl::ldmatrix_frag<4, false>(&A_l[8 * i], (tl::smem_addr(A_s) + static_cast<uint32_t>(r * 32 + c) * 2u));
     T.ptx_mma("float32", "m16n8k16", "row", "col", "fp16", "fp16", "fp32", A_l.data, 0, B_l.data, 0, C_l.data, 0, False)
         -> tl::mma_frag<tl::half_t, tl::half_t, float, 16, 8, 16>(C_l, A_l, B_l);
 """
@@ -72,7 +72,8 @@ def cuda_text(op: PtxCall) -> tuple[str, tuple, tuple]:
     if op.op == "ldmatrix":
         trans, num, src, dst = op.args
         reads = tuple(b for b in (src.args[0].buffer,) if b.scope in ("shared", "shared.dyn"))
-        return f"tl::ldmatrix_frag<{num}, {'true' if trans else 'false'}>({{0}}, {{1}});", (dst, src), reads
+        # {1:smem}: the CUDA codegen may pass the source as a 32-bit shared address (tl.disable_shared_address_slots)
+        return f"tl::ldmatrix_frag<{num}, {'true' if trans else 'false'}>({{0}}, {{1:smem}});", (dst, src), reads
     if op.op == "mma":
         a, b, c = op.args
         ta, tb, tc, m, n, k = op.types

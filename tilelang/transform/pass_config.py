@@ -149,6 +149,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_DYNAMIC_ALIGNMENT = "tl.disable_dynamic_alignment"
     TL_DISABLE_LAUNCH_KERNEL_EX = "tl.disable_launch_kernel_ex"
     TL_DISABLE_CP_ASYNC_SHARED_OFFSET = "tl.disable_cp_async_shared_offset"
+    TL_DISABLE_SHARED_ADDRESS_SLOTS = "tl.disable_shared_address_slots"
     TL_FRESH_COPY_INDEX = "tl.fresh_copy_index"
 
 
@@ -403,6 +404,12 @@ _DOCS = {
                                          "pointer (&tile[i]) rather than the tile's 32-bit shared address plus a "
                                          "byte offset (transform/cuda/lower_async.py), with which ptxas folds each "
                                          "copy's constant offset into the instruction.",
+    "TL_DISABLE_SHARED_ADDRESS_SLOTS": "Ours. True (CUDA): ldmatrix sources (T.ptx_ldmatrix, TensorCoreIntrinEmitter) "
+                                       "and the shared destinations of a tile copy's cp.async take generic pointers "
+                                       "(&tile[i]), and an unrolled copy's destination index is its per-element "
+                                       "let variables. Else each is tl::smem_addr(tile) plus 32-bit byte terms "
+                                       "(codegen/cuda.py shared_address; the copy's unrolled rows outside the "
+                                       "swizzle), whose unrolled constants ptxas folds into immediate offsets.",
     "TL_FRESH_COPY_INDEX": "Ours. True: tile-level copy loops of CUDA kernels read the thread index afresh, so "
                            "ptxas does not keep their addresses live across the k-loop "
                            "(transform/cuda/fresh_index.py). False: never. Unset: a kernel that spills is recompiled "

@@ -246,8 +246,10 @@ def test_cuda_source_uses_ldmatrix_and_mma_sync():
         assert re.search(r"for \(int (\w+) = 0; \1 < 32; \+\+\1\) \{\s*C_local\[\1\] = 0.0f;", src)
         # the (col_tile, row, col) swizzle of 64-byte rows is the header's swizzle_offset, of the lane's row
         # within 8 (the warp's and tile's rows, multiples of 8, are added outside: codegen/swizzle_rows.py);
-        # the lane is `tid % 32`, or `tid & 31` where shared_index_split rewrote the index
-        assert re.search(r"tl::ldmatrix_frag<4, false>\(&A_local\[\(mi \* 8\)\], &A_shared\[\(.*\) \* 32 \+ "
+        # the lane is `tid % 32`, or `tid & 31` where shared_index_split rewrote the index; the source is
+        # the tile's 32-bit shared address plus byte terms (tl.disable_shared_address_slots)
+        assert re.search(r"tl::ldmatrix_frag<4, false>\(&A_local\[\(mi \* 8\)\], \(tl::smem_addr\(A_shared\) \+ "
+                         r"static_cast<uint32_t>\(\(.*\) \* 32\) \* 2u \+ static_cast<uint32_t>\("
                          r"tl::swizzle_offset<32, sizeof\(tl_half\)>\(\(\(tid (% 32|& 31)\) & 7\), ", src), src
         # stmatrix stores each accumulator pair (adjacent columns) as one 2-element vector
         assert "tl::store_vec<2>(&C_shared[" in src, src

@@ -19,7 +19,7 @@ from tilelang.testing import kernels as tk
 from tilelang.transform.cuda.lower_tile_ops import Raw
 
 DECL = re.compile(r"^const auto\* (tl_gsrc\d+) = \{0\};$")
-HOISTED = re.compile(r"^tl::cp_async_zfill<16>\(\{0\}, (tl_gsrc\d+) \+ \(\{1\}\), \{2\}\);$")
+HOISTED = re.compile(r"^tl::cp_async_zfill<16>\(\{0(?::smem)?\}, (tl_gsrc\d+) \+ \(\{1\}\), \{2\}\);$")
 PLAIN = "tl::cp_async_zfill<16>({0}, {1}, {2});"
 
 _OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "//": lambda a, b: a // b,
@@ -82,7 +82,7 @@ class AddressMachine:
             self.ptrs[d.group(1)] = (st.args[0].args[0].buffer.name, self.flat(st.args[0].args[0]))
         elif "cp_async_commit" in st.fmt:
             self.commits += 1
-        elif h or st.fmt == PLAIN:
+        elif h or st.fmt in (PLAIN, PLAIN.replace("({0}", "({0:smem}")):
             dst = st.args[0].args[0]
             if h:
                 name, base = self.ptrs[h.group(1)]

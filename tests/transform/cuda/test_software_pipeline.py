@@ -204,7 +204,9 @@ def test_rows_of_8_byte_multiples_pipeline_with_8_byte_cp_async(kernels):
             "(A: row length 100 is not a multiple of 8 elements)")
     assert sum(note in m for m in msgs) == 1, msgs
     src = k.artifact.source
-    assert "A_s_stages" in src and "tl::cp_async_zfill<8>(&A_s_w[" in src and "tl::cp_async_zfill<16>(&B_s_w[" in src
+    # destinations as 32-bit shared addresses (tl.disable_shared_address_slots)
+    assert "A_s_stages" in src and "tl::cp_async_zfill<8>((tl::smem_addr(A_s_w) + " in src and \
+        "tl::cp_async_zfill<16>((tl::smem_addr(B_s_w) + " in src
 
 
 def test_copy_that_cannot_use_cp_async_runs_unpipelined_with_a_warning(kernels):
@@ -452,7 +454,7 @@ def test_pipelined_tile_keeps_its_swizzle_and_declarations_in_the_body_pipeline(
         src = tilelang.compile(staged_copy(inside), target="cuda -arch=sm_80").get_kernel_source()
     assert not [w for w in rec if "unpipelined" in str(w.message)], [str(w.message) for w in rec]
     assert "s_stages" in src and "tl::cp_async_wait<0>(); __syncthreads();" in src
-    writes = [ln for ln in src.splitlines() if "cp_async_zfill<16>(&s_w[" in ln]
+    writes = [ln for ln in src.splitlines() if "cp_async_zfill<16>((tl::smem_addr(s_w) + " in ln]  # tl.disable_shared_address_slots
     reads = [ln for ln in src.splitlines() if "&s[" in ln]
     assert writes and reads and all("swizzle_offset<64" in ln for ln in writes + reads), src
     a = torch.randn(64, 512).half()

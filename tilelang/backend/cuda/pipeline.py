@@ -132,7 +132,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                              not config(ctx.pass_configs, "tl.disable_mma_register_a", False),
                              not config(ctx.pass_configs, "tl.disable_own_line_reduce", False),
                              frozenset(ws.panels) if ws is not None else frozenset(),
-                             not config(ctx.pass_configs, "tl.disable_cp_async_shared_offset", False))
+                             not config(ctx.pass_configs, "tl.disable_cp_async_shared_offset", False),
+                             not config(ctx.pass_configs, "tl.disable_shared_address_slots", False))
     if info.uses_wgmma:
         new = replace(new, body=fold_accum_clears(new.body))
         if not config(ctx.pass_configs, "tl.disable_carried_accum_clear", False):
@@ -220,6 +221,7 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     info.mbarrier_suspend_hint = not config(ctx.pass_configs, "tl.disable_mbarrier_suspend_hint", False)
     info.no_span_swizzle = config(ctx.pass_configs, "tl.disable_swizzle_span_offset", False)
     info.swizzle_row_split = not config(ctx.pass_configs, "tl.disable_swizzle_row_split", False)
+    info.shared_address_slots = not config(ctx.pass_configs, "tl.disable_shared_address_slots", False)
     info.assume_tid_range = not config(ctx.pass_configs, "tl.disable_assume_tid_range", False)
     info.pow2_floor_shift = not config(ctx.pass_configs, "tl.disable_pow2_floor_shift", False)
     descs = ws.descs if ws is not None else manual.descs if manual is not None else ()

@@ -23,6 +23,14 @@ TL_DEVICE void ldmatrix_frag(void* dst, const void* smem) {
   ldmatrix<Num, Trans>(r, smem);
   memcpy(dst, r, sizeof(r));
 }
+// The same from a 32-bit shared-window byte address (smem_addr(tile) + byte offset).
+template <int Num, bool Trans>
+TL_DEVICE void ldmatrix_frag(void* dst, uint32_t smem) {
+  static_assert(Num == 1 || Num == 2 || Num == 4, "tl::ldmatrix_frag: Num must be 1, 2 or 4");
+  uint32_t r[Num];
+  ldmatrix<Num, Trans>(r, smem);
+  memcpy(dst, r, sizeof(r));
+}
 
 // c += a * b for one m{M}n8k{K} mma.sync: a holds M*K/32 and b K*N/32 elements of this lane,
 // c M*N/32 accumulators, in the lane layouts of mma.h.

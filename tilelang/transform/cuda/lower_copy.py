@@ -66,16 +66,24 @@ class CopyLowering:
         with self.ranges.coords(cvars, ext):
             ok_s, ok_d = in_bounds(op.src, si, self.ranges), in_bounds(op.dst, di, self.ranges)
         src_addr = E.Call("address_of", (E.BufferLoad(op.src.buffer, si, op.src.buffer.dtype),), dt.uint64)
-        dst_addr = E.Call("address_of", (E.BufferLoad(op.dst.buffer, di, op.dst.buffer.dtype),), dt.uint64)
         g2s = op.src.buffer.scope == "global" and op.dst.buffer.scope in ("shared", "shared.dyn")
+        slot = "{0}"
+        if g2s and getattr(self, "shared_address_slots", False):
+            # the destination as a 32-bit shared address (codegen's {0:smem}), indexed by the unrolled
+            # coordinates (v * rows + f(tid)): the rows an unroll step moves leave the swizzle as a constant
+            slot = "{0:smem}"
+            unrolled = self.unrolled_coords(v, vec, ext) if total % (self.T * vec) == 0 else None
+            if unrolled is not None:
+                di = tuple(simplify(E.as_expr(i)) for i in region_indices(op.dst, unrolled))
+        dst_addr = E.Call("address_of", (E.BufferLoad(op.dst.buffer, di, op.dst.buffer.dtype),), dt.uint64)
         hoisted = self.hoisted_source(op, v, vec, ext) if g2s else None
         # in a pipeline the copy completes at the pipeline's wait + barrier, not here
         nb = vec * op.src.buffer.dtype.bytes
         if hoisted is not None:
-            cp = Raw(f"tl::cp_async_zfill<{nb}>({{0}}, {hoisted[0]} + ({{1}}), {{2}});",
+            cp = Raw(f"tl::cp_async_zfill<{nb}>({slot}, {hoisted[0]} + ({{1}}), {{2}});",
                      (dst_addr, hoisted[1], E.as_expr(ok_s)), writes=() if op.async_group else (op.dst.buffer,))
         elif g2s:
-            cp = Raw(f"tl::cp_async_zfill<{nb}>({{0}}, {{1}}, {{2}});", (dst_addr, src_addr, E.as_expr(ok_s)),
+            cp = Raw(f"tl::cp_async_zfill<{nb}>({slot}, {{1}}, {{2}});", (dst_addr, src_addr, E.as_expr(ok_s)),
                      writes=() if op.async_group else (op.dst.buffer,))
         else:
             cp = Raw(f"tl::copy_vec{nb}({{0}}, {{1}}, {{2}});", (dst_addr, src_addr, E.as_expr(ok_s)),

@@ -84,6 +84,7 @@ class CudaKernelInfo:
     pow2_floor_shift: bool = True  # floor `//` / `%` by 2^k of unknown sign printed as `>>` / `&`
     reg_layouts: dict = field(default_factory=dict)  # register Buffer uid -> its fragment layout
     wgmma_clear_undef: bool = True  # a clearing wgmma gemm drops C's old values first (TL_WGMMA_CLEAR_UNDEF)
+    shared_address_slots: bool = False  # {N:smem} arguments printed as smem_addr(tile) + byte terms (tl.disable_shared_address_slots)
 
 
 class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
@@ -568,7 +569,8 @@ def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = Fa
                  rows_1d: bool = True, slice_pairs: bool = True, rs_rows_outer: bool = True,
                  stmatrix: bool = True,
                  slice_offsets: bool = True, mma_rs: bool = True, own_lines: bool = True,
-                 ws_panels: frozenset = frozenset(), shared_offset_cp_async: bool = True):
+                 ws_panels: frozenset = frozenset(), shared_offset_cp_async: bool = True,
+                 shared_address_slots: bool = True):
     """-> (lowered kernel, CudaKernelInfo). row_fragments: keep per-row values of accumulators
     in registers with shuffle reductions (opt-in until it has run on the GPU tier).
     replicate_inputs: small read-only fragments every thread holds whole (layout_inference.replicated_inputs).
@@ -581,7 +583,9 @@ def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = Fa
     not move with u (offset_slices.py). mma_rs: a tf32 mma.sync gemm's A fragment in registers (tl::gemm_rs).
     own_lines: a T.reduce whose every line lies in one thread's registers folds there (ops/reduce.own_lines).
     ws_panels: tiles warp specialization's producer writes as 128-byte panels (an mma.sync gemm reads them so).
-    shared_offset_cp_async: T.ptx_cp_async into a shared tile addresses it as smem_addr(tile) + byte offset."""
+    shared_offset_cp_async: T.ptx_cp_async into a shared tile addresses it as smem_addr(tile) + byte offset.
+    shared_address_slots: a tile copy's cp.async destination is a 32-bit shared address slot ({0:smem}) indexed
+    by the unrolled coordinates (lower_copy.vector_copy)."""
     threads = k.threads[0] * k.threads[1] * k.threads[2]
     plan = infer_layouts(k, sm, row_fragments, replicate_inputs, rows_1d, slice_offsets, mma_rs)
     for note in plan.notes:
@@ -595,6 +599,7 @@ def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = Fa
     low.stmatrix = stmatrix
     low.own_line_reduce = own_lines
     low.shared_offset_cp_async = shared_offset_cp_async
+    low.shared_address_slots = shared_address_slots
     low.ranges.kernel(k)
     body = low.visit(k.body)
     for uid, buf in low.annotated.items():
