@@ -97,7 +97,28 @@ def test_sass_folds_ldmatrix_offsets():
     off, total_off = _ldsm_immediates(_compile("sm_90a", off=True, K=1024))
     assert total == total_off >= 16
     # 4 tiles of A and of B a k-slice: every tile past the first is its slice's base plus an immediate
-    assert on >= total * 3 // 4 - 2 and on > off, (on, off, total)
+    # (NVRTC 13.5 folds the generic-pointer form too, NVRTC 13.0 -- the H200's -- folds none of it)
+    assert on >= total * 3 // 4 - 2, (on, off, total)
+    if nvrtc.nvrtc_version() < (13, 5):
+        assert on > off, (on, off, total)
+
+
+@pytest.mark.nvrtc
+def test_slots_cost_no_instructions_or_registers():
+    """The slot form's kernel is no longer and needs no more registers than the generic-pointer
+    form, under whichever NVRTC is installed (13.0: 480 vs 536 instructions, 204 vs 222 registers;
+    13.5: 472 vs 472, 204 vs 209)."""
+    from tilelang.backend.cuda.sass import sass_available
+
+    if not sass_available():
+        pytest.skip("cuobjdump / nvdisasm not installed")
+    counts = []
+    for off in (False, True):
+        k = _compile("sm_90a", off=off, K=1024)
+        ins = re.findall(r"^\s+/\*[0-9a-f]{4}\*/", k.export_sass(), re.M)
+        regs = int(re.search(r"Used (\d+) registers", k.artifact.compiled.log).group(1))
+        counts.append((len(ins), regs))
+    assert counts[0][0] <= counts[1][0] and counts[0][1] <= counts[1][1], counts
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
