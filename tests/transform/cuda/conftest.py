@@ -226,6 +226,49 @@ def call_args(src: str, callee: str) -> list:
     return out
 
 
+def eval_int(e, env):
+    """The value of integer IR expression e, env binding its Vars (to ints or expressions)."""
+    from tilelang.ir import expr as E
+
+    e = E.as_expr(e)
+    if isinstance(e, E.Const):
+        return int(e.value)
+    if isinstance(e, E.Var):
+        return eval_int(env[e], env) if not isinstance(env[e], int) else env[e]
+    if isinstance(e, E.Binary):
+        a, b = eval_int(e.a, env), eval_int(e.b, env)
+        return {"+": a + b, "-": a - b, "*": a * b, "//": a // b if b else None, "%": a % b if b else None,
+                "min": min(a, b), "max": max(a, b), "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b,
+                "==": a == b, "!=": a != b, "&&": a and b, "||": a or b}[e.op]
+    if isinstance(e, E.Select):
+        return eval_int(e.a, env) if eval_int(e.cond, env) else eval_int(e.b, env)
+    if isinstance(e, E.Cast):
+        return eval_int(e.value, env)
+    if isinstance(e, E.Call) and e.op in ("min", "max"):
+        return (min if e.op == "min" else max)(eval_int(a, env) for a in e.args)
+    raise AssertionError(f"cannot evaluate {e!r}")
+
+
+def tile_units(k, branch, loop_name, keep_head, blocks):
+    """Evaluate a persistent branch's tile loop per block: yields (block, iteration, env) per
+    unit, env binding every LetStmt of the loop's head (those `keep_head(name)` selects) and body."""
+    from tilelang.ir import stmt as S
+    from tilelang.ir.visitor import collect
+
+    loop = next(s for s in collect(branch, lambda n: isinstance(n, S.For)) if s.var.name == loop_name)
+    head = [s for s in collect(branch, lambda n: isinstance(n, S.LetStmt)) if keep_head(s.var.name)]
+    inner = [s for s in loop.body.stmts if isinstance(s, S.LetStmt)]
+    for b in range(blocks):
+        env = {k.block_vars[0]: b}
+        for s in head:
+            env[s.var] = eval_int(s.value, env)
+        for it in range(eval_int(loop.extent, env)):
+            env[loop.var] = it
+            for s in inner:
+                env[s.var] = eval_int(s.value, env)
+            yield b, it, env
+
+
 @pytest.fixture(scope="session")
 def kernels():
     return SimpleNamespace(**KERNELS)
@@ -245,7 +288,8 @@ def build():
 
 @pytest.fixture(scope="session")
 def helpers():
-    return SimpleNamespace(tile_kernel=tile_kernel, call_args=call_args, Built=Built)
+    return SimpleNamespace(tile_kernel=tile_kernel, call_args=call_args, Built=Built, eval_int=eval_int,
+                           tile_units=tile_units)
 
 
 @pytest.fixture(params=sorted(CASES))

@@ -304,46 +304,6 @@ def test_no_ws_gemm_without_inflight_refills_before_the_wait(case, build):
 # ----------------------------------------------------------------------------- persistent tile loop
 
 
-def _eval(e, env):
-    from tilelang.ir import expr as E
-
-    e = E.as_expr(e)
-    if isinstance(e, E.Const):
-        return int(e.value)
-    if isinstance(e, E.Var):
-        return _eval(env[e], env) if not isinstance(env[e], int) else env[e]
-    if isinstance(e, E.Binary):
-        a, b = _eval(e.a, env), _eval(e.b, env)
-        return {"+": a + b, "-": a - b, "*": a * b, "//": a // b if b else None, "%": a % b if b else None,
-                "min": min(a, b), "max": max(a, b), "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b,
-                "==": a == b, "!=": a != b, "&&": a and b, "||": a or b}[e.op]
-    if isinstance(e, E.Select):
-        return _eval(e.a, env) if _eval(e.cond, env) else _eval(e.b, env)
-    if isinstance(e, E.Cast):
-        return _eval(e.value, env)
-    raise AssertionError(f"cannot evaluate {e!r}")
-
-
-def _units(k, branch, loop_name, keep_head, blocks):
-    """Evaluate a persistent branch's tile loop per block: yields (block, iteration, env) per
-    unit, env binding every LetStmt of the loop's head (those `keep_head(name)` selects) and body."""
-    from tilelang.ir import stmt as S
-    from tilelang.ir.visitor import collect
-
-    loop = next(s for s in collect(branch, lambda n: isinstance(n, S.For)) if s.var.name == loop_name)
-    head = [s for s in collect(branch, lambda n: isinstance(n, S.LetStmt)) if keep_head(s.var.name)]
-    inner = [s for s in loop.body.stmts if isinstance(s, S.LetStmt)]
-    for b in range(blocks):
-        env = {k.block_vars[0]: b}
-        for s in head:
-            env[s.var] = _eval(s.value, env)
-        for it in range(_eval(loop.extent, env)):
-            env[loop.var] = it
-            for s in inner:
-                env[s.var] = _eval(s.value, env)
-            yield b, it, env
-
-
 def _swizzled_gemm(M, N, panel, bN=128, K=64):
     @T.prim_func
     def sgemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
@@ -378,13 +338,13 @@ def test_persistent_blocks_cover_every_tile_once(M, N, bN, panel, sms, axis, hel
     gx, gy = -(-N // bN), -(-M // 128)
     new, info = warp_specialize(k, [].append, sms, clusters=True, stream_k=False)
     assert info is not None and info.cluster == (1 if axis is None else 2)
-    blocks = _eval(new.grid[0], {})
+    blocks = helpers.eval_int(new.grid[0], {})
     c = info.cluster
-    assert blocks == c * min(gx * gy // c, sms // c) and all(_eval(g, {}) == 1 for g in new.grid[1:])
+    assert blocks == c * min(gx * gy // c, sms // c) and all(helpers.eval_int(g, {}) == 1 for g in new.grid[1:])
     split = next(iter(collect(new.body, lambda n: isinstance(n, WSSplit))))
     for branch in (split.producer, split.consumer):
         seen, by_cluster = [], {}
-        for b, it, env in _units(k, branch, "tl_tile_iter", lambda n: n in ("tl_cta", "tl_rank"), blocks):
+        for b, it, env in helpers.tile_units(k, branch, "tl_tile_iter", lambda n: n in ("tl_cta", "tl_rank"), blocks):
             tile = (env[k.block_vars[0]], env[k.block_vars[1]])
             seen.append(tile)
             by_cluster.setdefault((b // c, it), []).append(tile)
@@ -423,13 +383,13 @@ def test_stream_k_units_cover_every_k_step_once(M, N, K, panel, sms, helpers):
         assert not collect(new.body, lambda n: isinstance(n, S.For) and n.var.name == "tl_unit")
         return
     assert info is not None and [b.name for b in info.workspace] == ["tl_sk_ws", "tl_sk_flags"]
-    assert [_eval(g, {}) for g in new.grid] == [sms, 1]
+    assert [helpers.eval_int(g, {}) for g in new.grid] == [sms, 1]
     split = next(iter(collect(new.body, lambda n: isinstance(n, WSSplit))))
     runs = []
     for branch in (split.producer, split.consumer):
         units = []
         head = lambda n: n == "tl_cta" or n.startswith("tl_sk_") and n not in ("tl_sk_first", "tl_sk_lt")
-        for b, it, env in _units(k, branch, "tl_unit", head, sms):
+        for b, it, env in helpers.tile_units(k, branch, "tl_unit", head, sms):
             names = {v.name: x for v, x in env.items() if isinstance(x, int)}
             units.append((b, it, (names["bx"], names["by"]), names["tl_k0"], names["tl_k1"], names["tl_sk_first"]))
         runs.append(units)

@@ -10,6 +10,15 @@ neighbouring tiles pair up in 2-block clusters and which TMA copies they multica
     grid (gx, gy), body(bx, by)        ->   grid (min(gx*gy, sms),)
                                             for j in 0 .. ceil((tiles - cta) / blocks):
                                                 t = cta + j * blocks; bx, by = coords(t); body
+
+Tiles of unequal work (a k-loop whose trip count depends on the block variables, as causal
+attention's `min(n, bx + 1)`) are dealt in serpentine rounds (`snake=True`): on every odd round
+block `cta` takes slot `blocks - 1 - cta`, so a block that drew a short tile in one round draws a
+long one in the next. Round robin hands block c the tiles c, c + blocks, ..., whose bx repeat with
+period gx / gcd(blocks, gx): at 132 blocks over a 16-tile bx axis, block 3 got bx 3, 7, 11, 15
+(10 k-steps on average) and block 0 bx 0, 4, 8, 12 (7): the kernel ran at 0.84 of its mean load.
+Rounds are still dealt in tile order, so the tiles in flight are the same as without it (and
+share their heads' K/V in L2).
 """
 from __future__ import annotations
 
@@ -87,11 +96,30 @@ def tile_space(k: S.KernelLaunch, axis: int | None = None, rank: E.Var | None = 
     return simplify(tiles), coords
 
 
-def persistent_tiles(k: S.KernelLaunch, num_sms: int, axis: int | None = None, rank: E.Var | None = None):
+def uneven_work(loop: S.For, prefix_lets: list, block_vars) -> bool:
+    """Whether the trip count of `loop` (directly or through the LetStmts before it) depends on
+    a block variable: tiles then differ in work (causal attention's `min(n, bx + 1)` k-steps)."""
+    values = {s.var: s.value for s in prefix_lets}
+    todo = [E.as_expr(loop.start), E.as_expr(loop.extent)]
+    seen = set()
+    while todo:
+        for v in collect(todo.pop(), lambda n: isinstance(n, E.Var)):
+            if v in block_vars:
+                return True
+            if v in values and v not in seen:
+                seen.add(v)
+                todo.append(E.as_expr(values[v]))
+    return False
+
+
+def persistent_tiles(k: S.KernelLaunch, num_sms: int, axis: int | None = None, rank: E.Var | None = None,
+                     snake: bool = False):
     """(new grid, wrap) for a persistent kernel: min(tiles, num_sms) blocks on a 1-d grid, and
     `wrap(body)` runs body once per tile of the block -- tiles cta, cta + blocks, ... -- with the
     block variables rebound to the tile (see `tile_space`). On the 1-d grid the codegen's block
-    variables are (blockIdx.x, 0, 0), so bx is the block. axis: 2-block clusters (`tile_space`)."""
+    variables are (blockIdx.x, 0, 0), so bx is the block. axis: 2-block clusters (`tile_space`).
+    snake: serpentine rounds -- on odd rounds j the block takes tile j * blocks + blocks - 1 - cta
+    (for tiles of unequal work, see the module docstring); every tile still runs exactly once."""
     size = 1 if axis is None else 2
     tiles, coords = tile_space(k, axis, rank)
     blocks = simplify(E.binop("min", tiles, num_sms // size))  # clusters
@@ -102,8 +130,20 @@ def persistent_tiles(k: S.KernelLaunch, num_sms: int, axis: int | None = None, r
     bvars = list(k.block_vars)
 
     def wrap(body):
-        count = simplify((tiles - cta + blocks - 1) // blocks)
-        inner = S.seq(S.LetStmt(t, cta + j * blocks),
+        if snake:
+            # rounds 0 .. full - 1 are whole; round `full` has `rest` tiles, slots 0 .. rest - 1,
+            # and the block's slot in it is cta, or blocks - 1 - cta when `full` is odd
+            full, rest = simplify(tiles // blocks), simplify(tiles % blocks)
+            # (selects, not arithmetic on j % 2: the range analysis bounds both arms, so the
+            # tile and its block variables keep their ranges and the loads their dropped guards)
+            last = E.select(E.compare("==", simplify(full % 2), 1), blocks - 1 - cta, cta)
+            count = simplify(E.select(E.compare("<", last, rest), full + 1, full))
+            slot = E.select(E.compare("==", j % 2, 1), simplify(blocks - 1 - cta), cta)
+            first = simplify(j * blocks + slot)
+        else:
+            count = simplify((tiles - cta + blocks - 1) // blocks)
+            first = cta + j * blocks
+        inner = S.seq(S.LetStmt(t, first),
                       *[S.LetStmt(v, x) for v, x in zip(bvars, coords(t))], body)
         head = [S.LetStmt(cta, bvars[0])]
         if axis is not None:

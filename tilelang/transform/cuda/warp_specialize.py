@@ -35,7 +35,7 @@ from ...ir.visitor import ReplaceBuffers, buffers_used, collect, substitute
 from ...op import tile_ops as O
 from .gemm_paths import mma_ws_ok, wgmma_ok, wgmma_rs_ok
 from .lower_tile_ops import Raw
-from .persistent import cluster_plan, persistent_tiles, tile_space
+from .persistent import cluster_plan, persistent_tiles, tile_space, uneven_work
 from .stream_k import (
     StreamK,
     plain_reduction,
@@ -93,7 +93,7 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
                     defer_epilogue: bool = True, deep_ring: bool = True, rebalance_regs: bool = True,
                     chain: bool = False, fragment_guard: bool = True, fold_staging: bool = True,
                     im2col_tma: bool = True, im2col_small: bool = False, promoted_stream_k: bool = True,
-                    mma_sync: bool = True):
+                    mma_sync: bool = True, tile_snake: bool = True):
     """Returns (new kernel, WSInfo) or (k, None) when the kernel keeps the cp.async pipeline.
 
     num_sms: make the kernel persistent -- min(tiles, num_sms) blocks, each looping over the
@@ -128,7 +128,10 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     loop keeps the cp.async pipeline). On the H200 a 128-thread cp.async loop of mhc_pre's
     gemm_sqrsum (one block per 32 tokens, 48 KB a stage) spends its issue slots on 24 cp.async a
     thread per stage and waits at two block barriers per iteration; the producer issues 12 TMA
-    boxes and the consumers only wait on mbarriers."""
+    boxes and the consumers only wait on mbarriers.
+    tile_snake: a persistent kernel whose k-loop trip count depends on the block variables (causal
+    attention) deals its tiles in serpentine rounds (persistent.persistent_tiles; off:
+    `tl.disable_persistent_snake`)."""
     plan = _plan(k, warn, num_sms, clusters, stream_k, serpentine, deep_ring, fragment_guard,
                  (im2col_tma, im2col_small), promoted_stream_k, mma_sync)
     if plan is None:
@@ -139,6 +142,8 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     if not chain:
         plan.groups = _barrier_groups(plan)
     plan.defer_epilogue = plan.defer_epilogue and defer_epilogue
+    plan.snake = tile_snake and plan.persistent and plan.sk is None and uneven_work(
+        plan.stmts[plan.li], [s for s in plan.stmts[:plan.li] if isinstance(s, S.LetStmt)], set(k.block_vars))
     if timeline and plan.persistent:
         plan.timeline = Buffer(TIMELINE, (num_sms, TIMELINE_UNITS, 4), dt.int64, "global")
         plan.info.workspace = plan.info.workspace + (plan.timeline,)
@@ -169,6 +174,7 @@ class WSPlan:
     timeline: Buffer | None = None  # tl.debug_timeline: consumer timestamps per block and unit
     ki: E.Expr | None = None  # the user's k-iterations per tile (with sk, the loop's extent is k1 - k0)
     serpentine: bool = False  # the producer walks k backwards on every other tile (tl_pdir = 1)
+    snake: bool = False  # tiles of unequal work: blocks take them in serpentine rounds (persistent_tiles)
     pprefix: list = field(default_factory=list)  # prefix statements the producer runs too (_producer_prefix)
     defer_epilogue: bool = False  # the TMA-store epilogue runs during the next tile's k-loop
     fold_staging: bool = True  # T.copy(acc, O_s); T.copy(O_s, O[...]) -> the TMA-store epilogue
@@ -679,7 +685,8 @@ def _rewrite(plan: WSPlan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.K
             suffix = [stream_k_finish(plan.sk, plan.ki, suffix)]
             store_wait = [plan.sk.publish()] + store_wait
         else:
-            grid, tile_loop = persistent_tiles(k, plan.num_sms, plan.cluster[0] if plan.cluster else None, plan.rank)
+            grid, tile_loop = persistent_tiles(k, plan.num_sms, plan.cluster[0] if plan.cluster else None, plan.rank,
+                                               plan.snake)
 
         def advance(base):
             ld = E.BufferLoad(base, (E.as_expr(0),), dt.int32)
