@@ -91,6 +91,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_CARRIED_ACCUM_CLEAR = "tl.disable_carried_accum_clear"
     TL_DISABLE_K_SERPENTINE = "tl.disable_k_serpentine"
     TL_DISABLE_PERSISTENT_SNAKE = "tl.disable_persistent_snake"
+    TL_DISABLE_UNMASKED_TILE_CLEAR = "tl.disable_unmasked_tile_clear"
     TL_DISABLE_DEFERRED_EPILOGUE = "tl.disable_deferred_epilogue"
     TL_DISABLE_DEEP_RING = "tl.disable_deep_ring"
     TL_ENABLE_WS_OVERLAP = "tl.enable_ws_overlap"
@@ -245,6 +246,9 @@ _DOCS = {
     "TL_DISABLE_PERSISTENT_SNAKE": "Ours. True: a persistent kernel whose k-loop trip count depends on the block "
                                    "(causal attention) deals tiles round robin (block c: c, c + blocks, ...), not "
                                    "in serpentine rounds (persistent.py).",
+    "TL_DISABLE_UNMASKED_TILE_CLEAR": "Ours. True: a wgmma accumulator's mask fill (`C[i, j] = cond ? 0 : -inf` "
+                                      "before the gemm into C) runs on every tile, not only where a block-uniform "
+                                      "bound finds a masked element (unmasked_clear.py).",
     "TL_DISABLE_DEFERRED_EPILOGUE": "Ours. True: persistent GEMMs store C between k-loops.",
     "TL_ENABLE_WS_OVERLAP": "Ours. True: a warp-specialized loop of two chained gemms (attention) keeps the next "
                             "tile's scores gemm in flight beside this tile's output gemm (ws_overlap.py). Off by "

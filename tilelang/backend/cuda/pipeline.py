@@ -137,6 +137,10 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                              not config(ctx.pass_configs, "tl.disable_shared_address_slots", False))
     if info.uses_wgmma:
         new = replace(new, body=fold_accum_clears(new.body))
+        if not config(ctx.pass_configs, "tl.disable_unmasked_tile_clear", False):
+            from ...transform.cuda.unmasked_clear import fold_unmasked_tiles
+
+            new = replace(new, body=fold_unmasked_tiles(new.body, info.tid, info.threads, new.block_vars))
         if not config(ctx.pass_configs, "tl.disable_carried_accum_clear", False):
             from ...transform.cuda.carried_clear import carry_accum_clears
 

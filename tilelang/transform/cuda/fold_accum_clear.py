@@ -26,6 +26,7 @@ from ...ir.visitor import Mutator, buffers_used, collect
 from .raw import Raw
 
 _GEMM = re.compile(r"^tl::gemm_(ss|rs)_sm90<(\d+), (\d+), (\d+), (\d+), (\d+|true|false),")
+GEMM_HEAD = _GEMM  # kind, M, N, K, WG_M, WG_N (ss) / transpose (rs) of a wgmma gemm Raw
 _CALL = "({0}, {1}, {2});"
 _CLEAR_CALL = "({0}, {1}, {2}, true);"
 

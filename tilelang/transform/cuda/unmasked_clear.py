@@ -1,0 +1,230 @@
+"""Skip a wgmma accumulator's mask fill on the tiles the mask does not touch.
+
+Expects: lowered per-thread CUDA IR, as fold_accum_clear.py does; the kernel's thread index Var
+and thread count, and its block variables. A mask fill is a thread loop over all of a register
+accumulator C, `for l in [0, n): <lets>; C[l] = select(cond, 0, x)` (or `select(cond, x, 0)`),
+followed in the same statement sequence -- with only statements that do not mention C in between
+-- by a wgmma gemm into the whole of C that accumulates (fold_accum_clear's gemm Raw, no clear).
+Guarantees: where `cond` is a comparison of integer sums (or an `&&` / `||` / `!` of them), the
+pass forms a block-uniform condition U -- built from block variables, enclosing loop variables
+and lets of those only -- under which cond holds (or fails, for `select(cond, x, 0)`) for every
+element of C on every thread: each comparison is written `e >= 0` with e = U-part + T-part, the
+T-part (the thread index, the fill's slot and the lets in its body) bounded below over the
+thread range of the branch (a warp-specialized consumer: [0, consumers - 1]) and the fill's
+slots. The fill then runs only when U is false, and the gemm clears C (scale-d = 0 on its first
+k-step) when U is true: it writes every element of C, with the value the fill and an
+accumulating gemm would give (0 + the product). Where U cannot be formed, nothing changes.
+Only gemms of one 64-row block per warpgroup are taken: with two (128 rows on one warpgroup,
+which row_block_fission.py splits), NVRTC 13.0 spilled 96 bytes a thread in causal attention
+D64 128 x 128 (0 without the runtime clear; 320 against 0 without the fission).
+
+Causal attention fills the scores tile with `bx * bM + i >= k * bN + j ? 0 : -inf` on every key
+tile; only the diagonal tiles (k * bN + bN - 1 > bx * bM) have a masked element. At D64 with
+128 x 128 tiles the fill is ~150 of the ~780 SASS instructions of a key tile (64 compares,
+64 selects, index arithmetic); on the tiles left of the diagonal, which are most of them, the
+pass saves them and the register moves that seeded the accumulator.
+
+    for l in unroll(64):                               if (!(bx * 128 >= k * 128 + 127)) {
+      acc_s[l] = (bx*128 + i >= k*128 + j) ? 0 : -inf     for l in unroll(64): acc_s[l] = ...
+    tl::mbarrier_wait(...);                     ->     }
+    tl::gemm_ss_sm90<...>(Q_s, K_s, acc_s);            tl::mbarrier_wait(...);
+                                                       tl::gemm_ss_sm90<...>(Q_s, K_s, acc_s,
+                                                           (bx * 128 >= k * 128 + 127));
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ...arith.ranges import Ranges
+from ...arith.simplify import const_int, linear_form, simplify
+from ...ir import expr as E
+from ...ir import stmt as S
+from ...ir.visitor import Mutator, collect, substitute
+from .fold_accum_clear import GEMM_HEAD as _GEMM
+from .fold_accum_clear import accumulator, mentions, wgmma_elems
+from .raw import Raw
+
+_CALL = "({0}, {1}, {2});"
+_UNIFORM_CALL = "({0}, {1}, {2}, {3});"
+_PURE = ("min", "max", "abs")  # calls whose value is their arguments' (causal trip counts: T.min)
+_NEG = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
+
+
+def _is_zero(e) -> bool:
+    v = E.const_value(E.as_expr(e))
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == 0
+
+
+def mask_fill(st):
+    """(C, cond, zero_when) of a mask fill `for l: <lets>; C[l] = select(cond, 0, x)` over all of
+    register buffer C (zero_when True) or `select(cond, x, 0)` (False); cond has the body's lets
+    substituted. None for anything else."""
+    if not isinstance(st, S.For) or const_int(st.start) != 0:
+        return None
+    body = st.body.stmts if isinstance(st.body, S.SeqStmt) else (st.body,)
+    *lets, store = body
+    if not isinstance(store, S.BufferStore) or any(not isinstance(x, S.LetStmt) for x in lets):
+        return None
+    b = store.buffer
+    if b.scope != "local" or len(b.shape) != 1 or const_int(b.shape[0]) != const_int(st.extent):
+        return None
+    if len(store.indices) != 1 or store.indices[0] != st.var or b.dtype.name not in ("float32", "float16"):
+        return None
+    v = store.value
+    if not isinstance(v, E.Select):
+        return None
+    if _is_zero(v.a) == _is_zero(v.b):
+        return None
+    other = v.b if _is_zero(v.a) else v.a
+    if any(isinstance(n, E.BufferLoad) and n.buffer.uid == b.uid for n in collect(other, lambda n: True)):
+        return None
+    cond = v.cond
+    for let in reversed(lets):
+        cond = substitute(cond, {let.var: let.value})
+    return b, cond, _is_zero(v.a)
+
+
+class _Fold(Mutator):
+    def __init__(self, tid, threads: int, block_vars):
+        self.ranges = Ranges()
+        self.ranges.of[tid] = (0, threads - 1)
+        self.tid = tid
+        self.uniform = set(block_vars)  # Vars one value for the whole block
+
+    # ------------------------------------------------------------ uniformity and ranges
+    def _is_uniform(self, e) -> bool:
+        e = E.as_expr(e)
+        if collect(e, lambda n: isinstance(n, E.BufferLoad) or (isinstance(n, E.Call) and n.op not in _PURE)):
+            return False  # (a register or shared value may differ between threads)
+        return all(v in self.uniform for v in collect(e, lambda n: isinstance(n, E.Var)))
+
+    def visit_WSSplit(self, s):
+        lo, hi = self.ranges.of.get(self.tid, (0, s.consumers))
+        with self.ranges.scoped({self.tid: (max(lo, s.consumers), hi)}):
+            prod = self.visit(s.producer)
+        with self.ranges.scoped({self.tid: (lo, min(hi, s.consumers - 1))}):
+            cons = self.visit(s.consumer)
+        return s if prod is s.producer and cons is s.consumer else replace(s, producer=prod, consumer=cons)
+
+    def visit_WarpGroupScope(self, s):
+        lo, hi = self.ranges.of.get(self.tid, (0, s.t_hi - 1))
+        with self.ranges.scoped({self.tid: (max(lo, s.t_lo), min(hi, s.t_hi - 1))}):
+            return self.generic(s)
+
+    def visit_For(self, s):
+        uniform = self._is_uniform(s.start) and self._is_uniform(s.extent)
+        with self.ranges.loop(s):
+            if uniform:
+                self.uniform.add(s.var)
+            try:
+                return self.generic(s)
+            finally:
+                self.uniform.discard(s.var)
+
+    def visit_LetStmt(self, s):
+        self.ranges.let(s.var, s.value)
+        if self._is_uniform(s.value):
+            self.uniform.add(s.var)
+        else:
+            self.uniform.discard(s.var)
+        return self.generic(s)
+
+    def visit_SeqStmt(self, s):
+        saved = dict(self.ranges.of), dict(self.ranges.values), dict(self.ranges.sym), set(self.uniform)
+        try:
+            stmts, plans = [], {}
+            for i, st in enumerate(s.stmts):
+                new = self.visit(st)
+                stmts.append(new)
+                plan = self._plan(s.stmts, i)
+                if plan is not None:
+                    plans[i] = plan
+        finally:
+            self.ranges.of, self.ranges.values, self.ranges.sym, self.uniform = saved
+        if not plans:
+            return s if all(a is b for a, b in zip(stmts, s.stmts)) else S.seq(*stmts)
+        for i, (j, full) in plans.items():
+            stmts[i] = S.IfThenElse(E.logical_not(full), stmts[i], None)
+            g = stmts[j]
+            stmts[j] = replace(g, fmt=g.fmt[: -len(_CALL)] + _UNIFORM_CALL, args=tuple(g.args) + (full,))
+        return S.seq(*stmts)
+
+    # ------------------------------------------------------------ the rewrite
+    def _plan(self, stmts, i):
+        """(index of the gemm, U) for a mask fill at stmts[i] (ranges as at stmts[i]), else None."""
+        found = mask_fill(stmts[i])
+        if found is None:
+            return None
+        b, cond, zero_when = found
+        for j in range(i + 1, len(stmts)):
+            nxt = stmts[j]
+            acc = accumulator(nxt)
+            if acc is not None and acc.uid == b.uid:
+                if not nxt.fmt.endswith(_CALL) or wgmma_elems(nxt.fmt) != const_int(b.shape[0]):
+                    return None
+                m = _GEMM.match(nxt.fmt)
+                if m is None or int(m.group(2)) // int(m.group(5)) != 64:
+                    return None  # two 64-row blocks a warpgroup: see the module docstring
+                break
+            if mentions(nxt, b):
+                return None
+        else:
+            return None
+        with self.ranges.loop(stmts[i]):
+            full = self._always(cond if zero_when else E.logical_not(cond), stmts[i].var)
+        return None if full is None else (j, simplify(full))
+
+    def _always(self, cond, slot):
+        """A block-uniform condition under which `cond` holds for every thread and slot, or None."""
+        if isinstance(cond, E.Unary) and cond.op == "!":
+            inner = _negate(cond.a)
+            return None if isinstance(inner, E.Unary) and inner.op == "!" else self._always(inner, slot)
+        if not isinstance(cond, E.Binary):
+            return None
+        if _logical(cond):
+            a, b = self._always(cond.a, slot), self._always(cond.b, slot)
+            if cond.op in ("&&", "&"):
+                return None if a is None or b is None else E.logical_and(a, b)
+            return a if b is None else b if a is None else E.logical_or(a, b)
+        if cond.op not in _NEG or not (E.as_expr(cond.a).dtype.is_int and E.as_expr(cond.b).dtype.is_int):
+            return None
+        a, b = E.as_expr(cond.a), E.as_expr(cond.b)
+        # as `e >= 0` (`e > 0` is `e - 1 >= 0` on integers); `==` / `!=` are not sums' bounds
+        e = {">=": a - b, ">": a - b - 1, "<=": b - a, "<": b - a - 1}.get(cond.op)
+        if e is None:
+            return None
+        lin = linear_form(simplify(e))
+        if lin is None:
+            return None
+        terms, c = lin
+        uni, var = E.as_expr(c), E.as_expr(0)
+        for t, k in terms.items():
+            if self._is_uniform(t) and slot not in collect(t, lambda n: isinstance(n, E.Var)):
+                uni = uni + t * k
+            else:
+                var = var + t * k
+        lo = self.ranges.lower(simplify(var))
+        if lo is None:
+            return None
+        return E.compare(">=", simplify(uni + lo), 0)
+
+
+def _negate(c):
+    if isinstance(c, E.Unary) and c.op == "!":
+        return c.a
+    if isinstance(c, E.Binary) and c.op in _NEG:
+        return E.Binary(_NEG[c.op], c.a, c.b, c.dtype)
+    if _logical(c):
+        return E.Binary("||" if c.op in ("&&", "&") else "&&", _negate(c.a), _negate(c.b), c.dtype)
+    return E.logical_not(c)
+
+
+def _logical(c) -> bool:
+    """An and / or of conditions (`&` / `|` on bools: the DSL's `(a) | (b)`)."""
+    return isinstance(c, E.Binary) and (c.op in ("&&", "||") or (c.op in ("&", "|") and c.dtype.name == "bool"))
+
+
+def fold_unmasked_tiles(body, tid, threads: int, block_vars):
+    """`body` with each wgmma accumulator's mask fill run only where a block-uniform test finds a
+    masked element, the gemm clearing the accumulator otherwise (see the module docstring)."""
+    return _Fold(tid, threads, block_vars).visit(body)
