@@ -127,3 +127,20 @@ def test_masked_scores_match_float64_on_host(host, configs):
     assert torch.equal(torch.isinf(o), torch.isinf(ref))
     fin = ~torch.isinf(ref)
     assert (o.double()[fin] - ref[fin]).abs().max().item() < 1e-3
+
+
+@pytest.mark.nvrtc
+def test_a_build_that_spills_more_with_the_guarded_fill_is_rebuilt_without_it():
+    """D64 causal on three consumer warpgroups (128 registers): NVRTC 13.0 spilled 32 bytes with
+    the guarded fill and none without; the kept build never spills more than the pass-off build."""
+    import warnings
+
+    from tilelang.backend.cuda.nvrtc import spilled
+
+    tir = _flashattn().get_tir(2, 4, 768, 64, True, 192, 128, 2, 384)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        on = tilelang.compile(tir, target=SM90)
+        off = tilelang.compile(tir, target=SM90, pass_configs=OFF)
+    assert spilled(on.artifact.compiled.ptxas_info()) <= spilled(off.artifact.compiled.ptxas_info())
+

@@ -140,7 +140,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
         if not config(ctx.pass_configs, "tl.disable_unmasked_tile_clear", False):
             from ...transform.cuda.unmasked_clear import fold_unmasked_tiles
 
-            new = replace(new, body=fold_unmasked_tiles(new.body, info.tid, info.threads, new.block_vars))
+            body, ctx.unmasked_tiles = fold_unmasked_tiles(new.body, info.tid, info.threads, new.block_vars)
+            new = replace(new, body=body)
         if not config(ctx.pass_configs, "tl.disable_carried_accum_clear", False):
             from ...transform.cuda.carried_clear import carry_accum_clears
 
@@ -379,6 +380,16 @@ class CUDAArtifact(LowersOnDemand):
             from .nvrtc import spilled
 
             got = without("tl.fresh_copy_index")
+            if spilled(got[3].ptxas_info()) < spilled(self.compiled.ptxas_info()) \
+                    and got[2].smem_bytes <= self.csource.smem_bytes:
+                ctx, self.lowered, self.csource, self.compiled = got
+                spill = _spill_note(self.compiled.ptxas_info())
+        if spill and getattr(ctx, "unmasked_tiles", 0):
+            # a mask fill guarded per tile (unmasked_clear.py) can cost registers near the limit:
+            # the build that spills less wins, if it needs no more shared memory
+            from .nvrtc import spilled
+
+            got = without("tl.disable_unmasked_tile_clear")
             if spilled(got[3].ptxas_info()) < spilled(self.compiled.ptxas_info()) \
                     and got[2].smem_bytes <= self.csource.smem_bytes:
                 ctx, self.lowered, self.csource, self.compiled = got

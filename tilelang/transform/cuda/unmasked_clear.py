@@ -16,7 +16,10 @@ k-step) when U is true: it writes every element of C, with the value the fill an
 accumulating gemm would give (0 + the product). Where U cannot be formed, nothing changes.
 Only gemms of one 64-row block per warpgroup are taken: with two (128 rows on one warpgroup,
 which row_block_fission.py splits), NVRTC 13.0 spilled 96 bytes a thread in causal attention
-D64 128 x 128 (0 without the runtime clear; 320 against 0 without the fission).
+D64 128 x 128 (0 without the runtime clear; 320 against 0 without the fission). Near the register
+limit the guarded fill can still cost registers (D64 192 x 128 on three consumer warpgroups,
+128 registers: 32 bytes spilled); the CUDA pipeline then rebuilds without this pass and keeps
+the build that spills less (backend/cuda/pipeline.py).
 
 Causal attention fills the scores tile with `bx * bM + i >= k * bN + j ? 0 : -inf` on every key
 tile; only the diagonal tiles (k * bN + bN - 1 > bx * bM) have a masked element. At D64 with
@@ -90,6 +93,7 @@ class _Fold(Mutator):
         self.ranges.of[tid] = (0, threads - 1)
         self.tid = tid
         self.uniform = set(block_vars)  # Vars one value for the whole block
+        self.count = 0
 
     # ------------------------------------------------------------ uniformity and ranges
     def _is_uniform(self, e) -> bool:
@@ -143,6 +147,7 @@ class _Fold(Mutator):
             self.ranges.of, self.ranges.values, self.ranges.sym, self.uniform = saved
         if not plans:
             return s if all(a is b for a, b in zip(stmts, s.stmts)) else S.seq(*stmts)
+        self.count += len(plans)
         for i, (j, full) in plans.items():
             stmts[i] = S.IfThenElse(E.logical_not(full), stmts[i], None)
             g = stmts[j]
@@ -225,6 +230,9 @@ def _logical(c) -> bool:
 
 
 def fold_unmasked_tiles(body, tid, threads: int, block_vars):
-    """`body` with each wgmma accumulator's mask fill run only where a block-uniform test finds a
-    masked element, the gemm clearing the accumulator otherwise (see the module docstring)."""
-    return _Fold(tid, threads, block_vars).visit(body)
+    """(`body` with each wgmma accumulator's mask fill run only where a block-uniform test finds a
+    masked element, the gemm clearing the accumulator otherwise, the number of fills so guarded);
+    see the module docstring."""
+    f = _Fold(tid, threads, block_vars)
+    out = f.visit(body)
+    return out, f.count
