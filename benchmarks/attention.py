@@ -5,7 +5,7 @@
     python benchmarks/attention.py --compile-only --target "cuda -arch=sm_90a"   # no GPU needed
     python benchmarks/attention.py --ab tl.enable_ws_overlap   # each config also built with that key on
 
-A case is B,H,S,D (fp16). Our kernel is the example's `flashattn` factory (layout
+A case is B,H,S,D (fp16). Our kernel is the example's `flashattn` factory with its pass configs (layout
 [B, S, H, D]) over a few (block_M, block_N, num_stages, threads) configs, best reported.
 SDPA runs on [B, H, S, D] copies under sdpa_kernel(CUDNN_ATTENTION) and
 sdpa_kernel(FLASH_ATTENTION); a backend that is unavailable prints "skipped: reason".
@@ -29,7 +29,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import tilelang  # noqa: E402
-from flash_attention import flashattn  # noqa: E402  (the example's @tilelang.jit factory)
+from flash_attention import PASS_CONFIGS, flashattn  # noqa: E402  (the example's @tilelang.jit factory)
 
 # (block_M, block_N, num_stages, threads); configs whose shared memory exceeds the device
 # limit fail at load with a clear message and are skipped.
@@ -43,7 +43,8 @@ def build(target, B, H, S, D, causal, cfg, pass_configs=None):
     # As the example's main() does for an explicit target: re-decorate the factory.
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        k = tilelang.jit(flashattn.__wrapped__, target=target, pass_configs=pass_configs)(B, H, S, D, causal, *cfg)
+        configs = {**PASS_CONFIGS, **(pass_configs or {})}  # the example's own (fast math), then the A/B key
+        k = tilelang.jit(flashattn.__wrapped__, target=target, pass_configs=configs)(B, H, S, D, causal, *cfg)
     return k, [str(x.message) for x in w]
 
 
