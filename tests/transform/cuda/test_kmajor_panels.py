@@ -43,7 +43,11 @@ def test_cp_async_path_writes_panels():
     k, msgs = _compile(_gemm_nt(), **{"tl.disable_warp_specialized": True})
     src = k.get_kernel_source()
     assert not [m for m in msgs if "wgmma" in m], msgs
-    assert re.search(r"&\w*A_s\w*\[tl::panel_(?:xor_)?offset<128>\(", src) and re.search(r"&\w*B_s\w*\[tl::panel_(?:xor_)?offset<128>\(", src)
+    # the cp.async destination, as a shared-address slot (tl::smem_addr(A_s...) + ... panel offset) or
+    # as &A_s[tl::panel_offset...] (tl.disable_shared_address_slots)
+    for t in ("A_s", "B_s"):
+        assert re.search(rf"&\w*{t}\w*\[tl::panel_(?:xor_)?offset<128>\(", src) or \
+            re.search(rf"smem_addr\(\w*{t}\w*\)[^;]*tl::panel_(?:xor_)?offset<128>\(", src), src
     assert "tl::gemm_ss_sm90<128, 128, 128, 1, 1, true, 128, 128," in src
 
 
