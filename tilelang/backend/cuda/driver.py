@@ -26,11 +26,9 @@ modules load into the device current for torch.
 """
 from __future__ import annotations
 
-import atexit
 import ctypes
 import functools
 import struct
-import sys
 import threading
 
 from tilelang.errors import NoDeviceError, TileLangError
@@ -45,20 +43,6 @@ class CudaDriverError(TileLangError, RuntimeError):
 _lock = threading.Lock()
 _init_error: str | None = None
 _initialized = False
-
-
-def _exiting() -> bool:
-    """True once the interpreter is shutting down (atexit handlers have run, or finalization began).
-
-    Modules and device buffers are then left to the driver, which frees them with the process:
-    a cuModuleUnload at exit runs the CUDA profiler's callbacks (CUPTI, attached by
-    torch.profiler for do_bench(backend="cupti")) against profiler state torch has already torn
-    down, and the process can abort with a heap-corruption message after its last output."""
-    return _at_exit[0] or sys.is_finalizing()
-
-
-_at_exit = [False]
-atexit.register(_at_exit.__setitem__, 0, True)
 
 
 def _driver():
@@ -516,7 +500,7 @@ class CudaModule:
 
     def __del__(self):
         handle = getattr(self, "handle", None)
-        if handle is not None and _initialized and not _exiting():
+        if handle is not None and _initialized:
             try:
                 from cuda.bindings import driver
                 driver.cuModuleUnload(handle)
@@ -573,7 +557,7 @@ class AssertFlag:
 
     def __del__(self):
         ptr = getattr(self, "ptr", None)
-        if ptr and _initialized and not _exiting():
+        if ptr and _initialized:
             try:
                 from cuda.bindings import driver
                 driver.cuMemFree(driver.CUdeviceptr(ptr))
