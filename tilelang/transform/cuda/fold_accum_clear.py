@@ -46,8 +46,9 @@ def clearing_call(fmt: str) -> str:
     return fmt[: -len(_CALL)] + _CLEAR_CALL
 
 
-def zero_fill(st):
-    """The register buffer a statement sets entirely to zero (`for l in [0, n): C[l] = 0`), or None."""
+def whole_register_store(st):
+    """(lets, store) of a loop that stores every element of a 1-d register buffer once, in order
+    (`for l in [0, n): <lets>; C[l] = v` with n = C's length), or None."""
     if not isinstance(st, S.For) or const_int(st.start) != 0:
         return None
     body = st.body.stmts if isinstance(st.body, S.SeqStmt) else (st.body,)
@@ -59,7 +60,15 @@ def zero_fill(st):
         return None
     if len(store.indices) != 1 or store.indices[0] != st.var:
         return None
-    v = store.value
+    return lets, store
+
+
+def zero_fill(st):
+    """The register buffer a statement sets entirely to zero (`for l in [0, n): C[l] = 0`), or None."""
+    found = whole_register_store(st)
+    if found is None:
+        return None
+    b, v = found[1].buffer, found[1].value
     if not isinstance(v, E.Const) or v.value != 0 or b.dtype.name not in ("float32", "int32", "float16"):
         return None
     return b

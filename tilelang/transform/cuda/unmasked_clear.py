@@ -44,7 +44,7 @@ from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.visitor import Mutator, collect, substitute
 from .fold_accum_clear import GEMM_HEAD as _GEMM
-from .fold_accum_clear import accumulator, mentions, wgmma_elems
+from .fold_accum_clear import accumulator, mentions, wgmma_elems, whole_register_store
 from .raw import Raw
 
 _CALL = "({0}, {1}, {2});"
@@ -62,16 +62,12 @@ def mask_fill(st):
     """(C, cond, zero_when) of a mask fill `for l: <lets>; C[l] = select(cond, 0, x)` over all of
     register buffer C (zero_when True) or `select(cond, x, 0)` (False); cond has the body's lets
     substituted. None for anything else."""
-    if not isinstance(st, S.For) or const_int(st.start) != 0:
+    found = whole_register_store(st)
+    if found is None:
         return None
-    body = st.body.stmts if isinstance(st.body, S.SeqStmt) else (st.body,)
-    *lets, store = body
-    if not isinstance(store, S.BufferStore) or any(not isinstance(x, S.LetStmt) for x in lets):
-        return None
+    lets, store = found
     b = store.buffer
-    if b.scope != "local" or len(b.shape) != 1 or const_int(b.shape[0]) != const_int(st.extent):
-        return None
-    if len(store.indices) != 1 or store.indices[0] != st.var or b.dtype.name not in ("float32", "float16"):
+    if b.dtype.name not in ("float32", "float16"):
         return None
     v = store.value
     if not isinstance(v, E.Select):
