@@ -226,6 +226,25 @@ def call_args(src: str, callee: str) -> list:
     return out
 
 
+def run_attention_on_host(host, k, B, H, S, D, causal, seed, tol=3e-3):
+    """One launch of a compiled [B, S, H, D] fp16 attention kernel `k` (parameters Q, K, V, O) on
+    the host emulator, on fresh random inputs, against float64 softmax(Q K^T / sqrt(D)) V."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    q, kk, v = (torch.randn(B, S, H, D, generator=g).half() for _ in range(3))
+    o = torch.full((B, S, H, D), float("nan")).half()
+    prog = host.HostProgram({"fa": k})
+    prog.run("fa", [q, kk, v, o])
+    prog.close()
+    s = torch.einsum("bqhd,bkhd->bhqk", q.double(), kk.double()) / D ** 0.5
+    if causal:
+        s = s.masked_fill(torch.triu(torch.ones(S, S, dtype=torch.bool), 1), float("-inf"))
+    ref = torch.einsum("bhqk,bkhd->bqhd", s.softmax(-1), v.double())
+    assert not torch.isnan(o).any()
+    assert (o.double() - ref).abs().max().item() < tol
+
+
 def eval_int(e, env):
     """The value of integer IR expression e, env binding its Vars (to ints or expressions)."""
     from tilelang.ir import expr as E
