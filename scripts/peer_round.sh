@@ -7,8 +7,16 @@
 #     output discarded except the exit status and the last lines of stderr);
 #   phase B: the timed `.peer/regress.sh` per folder in FOLDERS (one file at a time, ours then the
 #     public wheel), every row appended to $OUT/all.jsonl.
+# A full run fits a session's 30 device minutes as three chained calls on one warm machine (a call
+# has 600 s; each printed line also goes to $OUT, so a call cut off at its limit keeps what ran):
+#   1. NOREGRESS=1 PW_JOBS=12 bash scripts/peer_round.sh          (~280 s: tests, suite, prewarm)
+#   2. NOTEST=1 NOPREWARM=1 FOLDERS="<first 12 folders>" ...      (~400 s)
+#   3. NOTEST=1 NOPREWARM=1 FOLDERS="<the other 11>" ...          (~370 s)
+# then python scripts/regress_summary.py over the calls' all.jsonl files. Session 23 put 11 timed
+# folders into call 1 and it was cut off after 6.
 # Environment: FOLDERS (space-separated folder filters; default: every folder with a regression
-# file), RFOLDERS (the folders phase B times, default FOLDERS), NOTEST=1 (skip pytest and the suite), NOPREWARM=1, NOREGRESS=1, PW_JOBS (8),
+# file; "./NAME/" is passed to regress.sh so gemm does not also take blocksparse_gemm), RFOLDERS (the
+# folders phase B times, default FOLDERS), NOTEST=1 (skip pytest and the suite), NOPREWARM=1, NOREGRESS=1, PW_JOBS (8),
 # PW_LIMIT (s per prewarm file, 240), LIMIT (s per timed file, 150), TESTS (pytest paths instead
 # of the cuda-marked files), EXTRA (a command run beside phase A).
 set -u
@@ -66,10 +74,11 @@ if [ -z "${NOPREWARM:-}" ]; then
   xargs -a /tmp/pw-list -P "${PW_JOBS:-8}" -L 1 bash -c 'prewarm_one "$0" "$1"'
 fi
 for p in $pids; do wait "$p"; done
-echo "phase A done $(( $(date +%s) - t0 ))s"
+echo "phase A done $(( $(date +%s) - t0 ))s" | tee -a "$OUT/regress.log"
 if [ -z "${NOREGRESS:-}" ]; then
   for fo in ${RFOLDERS:-$FOLDERS}; do
-    bash "$P/regress.sh" "$fo/" "${LIMIT:-150}" 2>&1 | grep -E "^ours|^public|cases ran|did not run|^[a-z_0-9]+:" 
+    bash "$P/regress.sh" "./$fo/" "${LIMIT:-150}" 2>&1 | grep -E "^ours|^public|cases ran|did not run|^[a-z_0-9]+:" \
+      | tee -a "$OUT/regress.log"
     cat /tmp/pr/regress.jsonl >> "$OUT/all.jsonl"
   done
 fi
