@@ -143,14 +143,15 @@ class CudaCodegen(CCodegen):
             r = self.expr(split[1])
         return terms + [f"tl::{fn}<{w}, sizeof({t})>({r}, {c})"]
 
-    def shared_address(self, ld: E.BufferLoad) -> str:
+    def shared_address(self, ld: E.BufferLoad, split: bool = True) -> str:
         """`{N:smem}` of an inline statement (an ldmatrix source, a cp.async destination): the shared
         element's 32-bit shared-window byte address, tl::smem_addr(tile) plus each term of its element
         offset times the element size. Each term is its own 32-bit product, so a term that is
         constant after unrolling (an unrolled tile row, a warp's rows) stays an added constant, which
-        ptxas folds into the instruction's immediate offset."""
+        ptxas folds into the instruction's immediate offset. split=False: the whole offset as one term
+        (T.ptx_cp_async's destination, lower_async.py)."""
         b = ld.buffer.dtype.bytes
-        terms = self.laid_terms(ld.buffer, ld.indices, raw=True)
+        terms = self.laid_terms(ld.buffer, ld.indices, raw=True) if split else None
         if terms is None:
             ref = self.index(ld.buffer, ld.indices, raw=True)
             assert ref.startswith(ld.buffer.name + "[") and ref.endswith("]"), ref
@@ -402,11 +403,7 @@ class CudaCodegen(CCodegen):
 
     def raw_arg(self, a):
         if isinstance(a, E.Call) and a.op == "shared_byte_address":  # lower_async.py: a cp.async destination
-            ld = a.args[0]
-            ref = self.index(ld.buffer, ld.indices, raw=True)
-            assert ref.startswith(ld.buffer.name + "[") and ref.endswith("]"), ref
-            return (f"(tl::smem_addr({ld.buffer.name}) + static_cast<uint32_t>({ref[len(ld.buffer.name) + 1:-1]}) * "
-                    f"{ld.buffer.dtype.bytes}u)")
+            return self.shared_address(a.args[0], split=False)
         if isinstance(a, E.Call) and a.op == "address_of":
             ld = a.args[0]
             if all(const_int(i) == 0 for i in ld.indices):
