@@ -194,15 +194,23 @@ class _CudaTimer:
         return [s.elapsed_time(e) / n for s, e in zip(starts, ends)]
 
     def cupti(self, fn, n: int, fallback, quantiles, return_mode):
-        """Kernel device time per call (ms) summed from the profiler's CUDA events, flush excluded."""
+        """Kernel device time per call (ms) summed from the profiler's CUDA events, flush excluded.
+        As in the public TileLang, the profiler runs on a schedule of one skipped and one recorded
+        step, each of n flushed calls: CUPTI's activity buffers are set up during the first pass and
+        only the second one is counted."""
         torch = self.torch
         prof = torch.profiler
-        with prof.profile(activities=[prof.ProfilerActivity.CPU, prof.ProfilerActivity.CUDA]) as p:
-            for _ in range(n):
-                with prof.record_function(_FLUSH_TAG):
-                    self.flush.zero_()
-                fn()
-            self.sync()
+        with warnings.catch_warnings():  # "Profiler won't be using warmup": a skipped step is our warmup
+            warnings.simplefilter("ignore", UserWarning)
+            schedule = prof.schedule(wait=1, warmup=0, active=1, repeat=1)
+        with prof.profile(activities=[prof.ProfilerActivity.CPU, prof.ProfilerActivity.CUDA], schedule=schedule) as p:
+            for _ in range(2):
+                for _ in range(n):
+                    with prof.record_function(_FLUSH_TAG):
+                        self.flush.zero_()
+                    fn()
+                self.sync()
+                p.step()
         total = flush = 0.0
         seen = False
         for ev in p.events():
