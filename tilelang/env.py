@@ -111,9 +111,18 @@ AUTO_TUNING_MAX_CPU_COUNT = EnvVar(
     "-1",
 )
 
+PASS_CONFIGS = EnvVar(
+    "TILELANG_PASS_CONFIGS",
+    "Pass configs forced onto every kernel built in this process, over the program's own: "
+    "'key=value,key=value' (values: true/false, integers, floats, else text), e.g. "
+    "'tl.disable_tma_lower=true'. Ours, for A/B runs of unchanged programs; part of the cache key.",
+    "unset (the programs' own)",
+)
+
 VARIABLES: tuple[EnvVar, ...] = (CACHE_DIR, DEFAULT_TARGET, DUMP_IR, DISABLE_CACHE, CC, SHOW_INTERNAL_FRAMES,
                                  PERF_REGRESSION_FORMAT, PERF_REGRESSION_ONLY)
-VARIABLES += (KERNEL_CACHE, AUTO_TUNING_CPU_UTILITIES, AUTO_TUNING_CPU_COUNTS, AUTO_TUNING_MAX_CPU_COUNT)
+VARIABLES += (KERNEL_CACHE, AUTO_TUNING_CPU_UTILITIES, AUTO_TUNING_CPU_COUNTS, AUTO_TUNING_MAX_CPU_COUNT,
+              PASS_CONFIGS)
 
 
 def _parse_bool(var: EnvVar, default: bool) -> bool:
@@ -236,6 +245,39 @@ def perf_regression_only() -> list[str]:
     return [str(p).strip() for p in parsed if str(p).strip()]
 
 
+def pass_config_overrides() -> dict:
+    """TILELANG_PASS_CONFIGS as a dict ({} when unset). A malformed item is an error naming it."""
+    value = PASS_CONFIGS.raw()
+    out: dict = {}
+    if value is None:
+        return out
+    for item in value.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        key, sep, text = item.partition("=")
+        key, text = key.strip(), text.strip()
+        if not sep or not key:
+            from tilelang.errors import TileLangError
+
+            raise TileLangError(f"{PASS_CONFIGS.name}: expected 'key=value' items separated by commas, got {item!r}")
+        low = text.lower()
+        if low in ("true", "yes", "on"):
+            out[key] = True
+        elif low in ("false", "no", "off"):
+            out[key] = False
+        else:
+            for kind in (int, float):
+                try:
+                    out[key] = kind(text)
+                    break
+                except ValueError:
+                    continue
+            else:
+                out[key] = text
+    return out
+
+
 def describe() -> str:
     """A readable table of every variable, its current value and what it does."""
     lines = []
@@ -258,6 +300,7 @@ def _public_values() -> dict:
         PERF_REGRESSION_FORMAT.name: perf_regression_format,
         PERF_REGRESSION_ONLY.name: lambda: PERF_REGRESSION_ONLY.raw(),
         KERNEL_CACHE.name: lambda: "1" if kernel_cache_enabled() else "0",
+        PASS_CONFIGS.name: lambda: PASS_CONFIGS.raw(),
         **{v.name: (lambda v=v: v.raw() or v.default)
            for v in (AUTO_TUNING_CPU_UTILITIES, AUTO_TUNING_CPU_COUNTS, AUTO_TUNING_MAX_CPU_COUNT)},
     }

@@ -54,10 +54,11 @@ def build(func: PrimFunc, target: Target, pass_configs: dict | None, compile_fla
     from pathlib import Path
 
     from ..transform.pass_config import get as config
+    from ..transform.pass_config import with_overrides
     from ..transform.pass_manager import PassContext
     from ..transform.split_kernels import is_multi_kernel
 
-    configs = dict(pass_configs or {})
+    configs = with_overrides(pass_configs or {}, env.pass_config_overrides())  # TILELANG_PASS_CONFIGS wins
     dump_dir = env.dump_ir_dir()
     if config(configs, "tl.enable_dump_ir", False):
         dump_dir = Path(config(configs, "tl.dump_ir_path", None) or "./dump_ir")

@@ -451,6 +451,23 @@ def get(configs: dict, key, default=None):
     return default
 
 
+def with_overrides(configs: dict, overrides: dict) -> dict:
+    """A copy of `configs` (keys as strings) with `overrides` put over it, aliases included
+    (TILELANG_PASS_CONFIGS for A/B runs). An override key that is no pass config is an error."""
+    from ..errors import TileLangError
+
+    known = {m.value for m in PassConfigKey}
+    out = {_text(k): v for k, v in configs.items()}
+    for key, value in overrides.items():
+        if key not in known:
+            raise TileLangError(f"TILELANG_PASS_CONFIGS: {key!r} is not a pass config (see "
+                                f"tilelang.transform.pass_config.describe() for the keys)")
+        for name in (key, *_ALIASES.get(key, ())):
+            out.pop(name, None)
+        out[key] = value
+    return out
+
+
 def merge_device_flags(configs: dict, flags) -> dict:
     """A copy of `configs` whose tl.device_compile_flags also hold `flags` (jit's compile_flags=)."""
     import shlex
