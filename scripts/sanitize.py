@@ -3,7 +3,7 @@ the peer suite's kernels, in parallel, within a wall-clock budget (issue 12, ite
 
     python scripts/sanitize.py OUTDIR [--jobs 12] [--budget 450] [--timeout 240]
         [--peer-folders gemm,norm,...|all] [--every-test] [--fast-first] [--tilelang PATH]
-        [--only SUBSTRING,...] [--check-library] [--no-canary] [--dry-run]
+        [--only SUBSTRING,...] [--skip SUBSTRING,...] [--check-library] [--no-canary] [--dry-run]
 
 Programs: each examples/*.py run as `python ex.py --target cuda` (their default sizes are
 small; quickstart also at an aligned size, which takes the sm_90a TMA / warp-specialized
@@ -231,6 +231,7 @@ def main(argv=None) -> int:
     ap.add_argument("--tilelang", default=str(ROOT),
                     help="the folder `import tilelang` comes from (another implementation, side by side)")
     ap.add_argument("--only", default="", help="only programs whose name holds one of these (comma-separated)")
+    ap.add_argument("--skip", default="", help="not the programs whose name holds one of these (comma-separated)")
     ap.add_argument("--tools", default=",".join(TOOLS))
     ap.add_argument("--fast-first", action="store_true",
                     help="memcheck and synccheck of every program before any racecheck")
@@ -256,7 +257,9 @@ def main(argv=None) -> int:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (str(a.tilelang), site,
                                                                      os.environ.get("PYTHONPATH", "")))),
                PYTHONUNBUFFERED="1", TILELANG_CACHE_DIR=str(out / "cache"))
-    progs = [p for p in programs(a.peer_folders.split(","), a.every_test) if any(o in p[0] for o in a.only.split(","))]
+    skip = [s for s in a.skip.split(",") if s]
+    progs = [p for p in programs(a.peer_folders.split(","), a.every_test) if any(o in p[0] for o in a.only.split(","))
+             and not any(s in p[0] for s in skip)]
     # racecheck first (slowest), so the budget cuts the fast tools last; --fast-first: memcheck and
     # synccheck of every program before any racecheck (racecheck of a peer test takes 40-160 s)
     order = {"memcheck": 0, "synccheck": 1, "racecheck": 2} if a.fast_first else \
