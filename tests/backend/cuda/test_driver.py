@@ -290,3 +290,36 @@ def test_gpu_tier_kernels_compile_here(name, src, archs):
     for arch in archs:
         res = nvrtc.compile_cuda(src, arch)
         assert f".entry {name}(" in res.ptx
+
+
+def test_primary_context_is_retained_once_per_device(monkeypatch):
+    """The first use of a device retains its primary context (never released, so the CUDA runtime's
+    release at exit cannot destroy it under CUPTI); later uses retain nothing more, and a thread with
+    no current context gets the retained one made current."""
+    import types
+
+    from tilelang.backend.cuda import driver
+
+    calls = []
+    state = {"current": 0}
+
+    def retain(dev):
+        calls.append(("retain", dev))
+        return (0, 1000 + dev)
+
+    def set_current(ctx):
+        calls.append(("set", ctx))
+        state["current"] = ctx
+        return (0,)
+
+    fake = types.SimpleNamespace(
+        cuDeviceGet=lambda i: (0, i), cuDevicePrimaryCtxRetain=retain, cuCtxSetCurrent=set_current,
+        cuCtxGetCurrent=lambda: (0, state["current"]), cuCtxGetDevice=lambda: (0, state["current"] - 1000))
+    monkeypatch.setattr(driver, "_driver", lambda: fake)
+    monkeypatch.setattr(driver, "_RETAINED", {})
+    driver._ensure_context(0)  # no current context: retain, then make it current
+    driver._ensure_context(0)  # current already, retained already: nothing
+    state["current"] = 0  # another thread
+    driver._ensure_context(0)
+    driver._ensure_context(1)
+    assert calls == [("retain", 0), ("set", 1000), ("set", 1000), ("retain", 1), ("set", 1001)]

@@ -158,16 +158,28 @@ def current_stream() -> int:
     return torch.cuda.current_stream().cuda_stream
 
 
+_RETAINED: dict = {}  # device index -> its primary context, retained once and never released
+
+
 def _ensure_context(device_index: int) -> None:
-    """Make the device's primary context (the one torch uses) current."""
+    """Make the device's primary context (the one torch uses) current.
+
+    The first use of a device retains its primary context for the life of the process, so the
+    context outlives the CUDA runtime's release at exit and is never destroyed during exit
+    handlers. Destroying it there makes CUPTI hand back activity buffers that torch's profiler
+    (kineto, torch 2.11) has already freed: "double free or corruption" after the last output of
+    a process that timed kernels with do_bench(backend="cupti") (H200, 2 of 6 runs of a peer
+    regression file; the stack ran cudart's exit handler -> cuDevicePrimaryCtxRelease -> CUPTI ->
+    libtorch_cpu -> free). The driver reclaims the context when the process ends."""
     driver = _driver()
+    if device_index not in _RETAINED:
+        _RETAINED[device_index] = check(driver.cuDevicePrimaryCtxRetain(_device(device_index)),
+                                        "cuDevicePrimaryCtxRetain")
     ctx = check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")
     if ctx is not None and int(ctx) != 0:
         if int(check(driver.cuCtxGetDevice(), "cuCtxGetDevice")) == device_index:
             return
-    primary = check(driver.cuDevicePrimaryCtxRetain(_device(device_index)),
-                    "cuDevicePrimaryCtxRetain")
-    check(driver.cuCtxSetCurrent(primary), "cuCtxSetCurrent")
+    check(driver.cuCtxSetCurrent(_RETAINED[device_index]), "cuCtxSetCurrent")
 
 
 # ------------------------------------------------------------------ argument packing
