@@ -148,6 +148,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_WS_MMA_SYNC = "tl.disable_ws_mma_sync"
     TL_DEBUG_TIMELINE = "tl.debug_timeline"
     TL_DISABLE_SMEM_REUSE = "tl.disable_smem_reuse"
+    TL_DISABLE_STAGE_SMEM_REUSE = "tl.disable_stage_smem_reuse"
     TL_DISABLE_DYNAMIC_ALIGNMENT = "tl.disable_dynamic_alignment"
     TL_DISABLE_LAUNCH_KERNEL_EX = "tl.disable_launch_kernel_ex"
     TL_DISABLE_CP_ASYNC_SHARED_OFFSET = "tl.disable_cp_async_shared_offset"
@@ -402,6 +403,9 @@ _DOCS = {
                               "rows longer than 128 bytes as 32-column panels; gemm_paths.mma_ws_ok).",
     "TL_DEBUG_TIMELINE": "Ours. True: persistent kernels record per-tile timestamps (kernel.timeline()).",
     "TL_DISABLE_SMEM_REUSE": "Ours; the same as TL_DISABLE_SHARED_MEMORY_REUSE.",
+    "TL_DISABLE_STAGE_SMEM_REUSE": "Ours. True: a cp.async pipeline's stage storage keeps its own shared memory "
+                                   "for the whole kernel (else tiles used after the loop's drain, "
+                                   "`cp_async_wait<0>(); __syncthreads();`, may take its bytes: plan_smem.py).",
     "TL_DISABLE_DYNAMIC_ALIGNMENT": "Ours. True: CUDA kernels with T.dynamic row lengths are compiled for any "
                                     "length, not as 16-byte multiples checked per call (jit/aligned_dims.py).",
     "TL_DISABLE_LAUNCH_KERNEL_EX": "Ours. True: CUDA launches call cuLaunchKernel as before (the fast path: 11 "

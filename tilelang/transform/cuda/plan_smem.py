@@ -17,7 +17,8 @@ the producer runs concurrently, so stage storage is busy from the consumers' fir
 to their last use of it, and over the whole tile loop of a persistent kernel); the barriers
 this pass adds there are the consumers' own. Kernels with T.ws scopes keep every buffer apart.
 Conservative (pinned for the whole kernel, never shared): pipeline stage storage and its views
-(outside warp specialization), buffers a Raw names in its text, buffers read by a wgmma that is
+(outside warp specialization) unless its pipeline drains at the top level (`free_drained_stages`:
+an epilogue tile after the loop then takes the stages' bytes), buffers a Raw names in its text, buffers read by a wgmma that is
 not waited for. Buffers nothing references get no bytes. Off with `tl.disable_smem_reuse`.
 
     x_s = alloc_shared(8 KB)  # @0          x_s = alloc_shared(8 KB)  # @0
@@ -100,9 +101,11 @@ def sequential_plan(buffers: list[Buffer], n: int = 1, why: str = "reuse off", w
 
 
 # ----------------------------------------------------------------------------- planning
-def plan(kernel: S.KernelLaunch, allow_reuse: bool = True, wide=frozenset(), tma_spans: bool = True) -> SmemPlan:
+def plan(kernel: S.KernelLaunch, allow_reuse: bool = True, wide=frozenset(), tma_spans: bool = True,
+         stage_reuse: bool = True) -> SmemPlan:
     """Lifetimes over the kernel's top-level statements, then first-fit packing. `wide`: uids of
-    swizzled tiles (they keep 1024-byte alignment whatever their size). tma_spans: see ws_plan."""
+    swizzled tiles (they keep 1024-byte alignment whatever their size). tma_spans: see ws_plan.
+    stage_reuse: see `free_drained_stages` (off: tl.disable_stage_smem_reuse)."""
     stmts = _top(kernel.body)
     buffers = shared_allocs(kernel.body)
     n = len(stmts)
@@ -114,6 +117,8 @@ def plan(kernel: S.KernelLaunch, allow_reuse: bool = True, wide=frozenset(), tma
         return ws_plan(kernel, buffers, wide, tma_spans) or sequential_plan(buffers, n, "warp-specialized kernel", wide)
     spans = _spans(stmts, buffers)
     pins = _pinned(kernel.body, buffers, spans)
+    if stage_reuse:
+        free_drained_stages(kernel.body, stmts, spans, pins)
     return _solve(buffers, spans, pins, n, _barriers_in(stmts), wide)
 
 
@@ -189,6 +194,57 @@ def _pinned(body, buffers, spans) -> dict:
             for b in r.reads:
                 pins.setdefault(b.uid, "read by a wgmma still in flight")
     return pins
+
+
+_ASYNC_PROXY = re.compile(r"tma|mbarrier|wgmma|_sm90<|fence\.proxy")
+
+
+def free_drained_stages(body, stmts, spans, pins) -> None:
+    """Unpin cp.async pipeline stage storage whose pipeline is drained at the top level.
+
+    A storage (and its read/write views) used only by top-level statements up to `last`,
+    followed by a top-level `cp_async_wait<0>(); __syncthreads();` at j > last, is busy over
+    (first, j - 1): every thread's stage writes have landed at the wait and every read is done
+    at the barrier after it, so a buffer first used after j may take its bytes (the barrier is
+    `_barriers_in`'s index j). Storage the async proxy touches (TMA, wgmma) stays pinned.
+    Updates `spans` and `pins` in place.
+    """
+    views: dict = {}
+    for a in collect(body, lambda x: isinstance(x, S.Allocate)):
+        home = getattr(a.buffer, "view_of", None)
+        if home is not None:
+            views.setdefault(home.uid, set()).update({a.buffer.uid, a.buffer.name, home.name})
+    for uid, names in views.items():
+        if pins.get(uid) != "pipeline stage storage":
+            continue
+        uids = {x for x in names if isinstance(x, int)} | {uid}
+        words = {x for x in names if isinstance(x, str)}
+        if any(_ASYNC_PROXY.search(r.fmt) and _names_any(r, uids, words)
+               for r in collect(body, lambda x: isinstance(x, Raw))):
+            continue
+        used = [i for i, st in enumerate(stmts) if not isinstance(st, S.Allocate) and _names_any(st, uids, words)]
+        if not used:
+            continue
+        drain = next((j for j in range(used[-1] + 1, len(stmts)) if _drains(stmts[j])), None)
+        if drain is None:
+            continue
+        spans[uid] = (used[0], drain - 1)
+        del pins[uid]
+
+
+def _drains(st) -> bool:
+    """st waits for every cp.async group, then barriers (in one inline statement)."""
+    if not isinstance(st, Raw):
+        return False
+    w, b = st.fmt.find("cp_async_wait<0>"), st.fmt.rfind("__syncthreads();")
+    return 0 <= w < b
+
+
+def _names_any(node, uids, words) -> bool:
+    """node accesses a buffer of `uids` or names one of `words` in inline code."""
+    if any(b.uid in uids for b in buffers_used(node)):
+        return True
+    return any(set(re.findall(r"\b\w+\b", r.fmt)) & words for r in collect(node, lambda x: isinstance(x, Raw)))
 
 
 def _pack(buffers, spans, pins, n, barriers=None, wide=frozenset(), wrap=False) -> list[SmemSlot]:
@@ -458,7 +514,8 @@ def plan_smem_pass(func: PrimFunc, ctx) -> PrimFunc:
     info = getattr(ctx, "cuda_info", None)
     wide = frozenset(info.swizzled | info.panels) if info is not None else frozenset()
     p = plan(k, allow_reuse=not config(ctx.pass_configs, "tl.disable_smem_reuse", False), wide=wide,
-             tma_spans=not config(ctx.pass_configs, "tl.disable_tma_store_reuse", False))
+             tma_spans=not config(ctx.pass_configs, "tl.disable_tma_store_reuse", False),
+             stage_reuse=not config(ctx.pass_configs, "tl.disable_stage_smem_reuse", False))
     new = apply(k, p)
     body = func.body if new is k else _replace(func.body, k, new)
     return replace(func, body=body).with_attr(ATTR, p)
