@@ -149,6 +149,7 @@ class PassConfigKey(str, Enum):
     TL_DEBUG_TIMELINE = "tl.debug_timeline"
     TL_DISABLE_SMEM_REUSE = "tl.disable_smem_reuse"
     TL_DISABLE_STAGE_SMEM_REUSE = "tl.disable_stage_smem_reuse"
+    TL_DISABLE_COPY_HOIST_PAST_MMA = "tl.disable_copy_hoist_past_mma"
     TL_DISABLE_DYNAMIC_ALIGNMENT = "tl.disable_dynamic_alignment"
     TL_DISABLE_LAUNCH_KERNEL_EX = "tl.disable_launch_kernel_ex"
     TL_DISABLE_CP_ASYNC_SHARED_OFFSET = "tl.disable_cp_async_shared_offset"
@@ -403,6 +404,10 @@ _DOCS = {
                               "rows longer than 128 bytes as 32-column panels; gemm_paths.mma_ws_ok).",
     "TL_DEBUG_TIMELINE": "Ours. True: persistent kernels record per-tile timestamps (kernel.timeline()).",
     "TL_DISABLE_SMEM_REUSE": "Ours; the same as TL_DISABLE_SHARED_MEMORY_REUSE.",
+    "TL_DISABLE_COPY_HOIST_PAST_MMA": "Ours. True: a cp.async T.copy outside a pipeline is not moved up past "
+                                      "mma.sync gemms and ldmatrix / stmatrix calls (else it is, where they touch "
+                                      "none of what it writes: attention's V load joins its K load, "
+                                      "cp_async_waits.py).",
     "TL_DISABLE_STAGE_SMEM_REUSE": "Ours. True: a cp.async pipeline's stage storage keeps its own shared memory "
                                    "for the whole kernel (else tiles used after the loop's drain, "
                                    "`cp_async_wait<0>(); __syncthreads();`, may take its bytes: plan_smem.py).",

@@ -157,7 +157,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     from ...transform.cuda.thread_allreduce import lower_thread_level
 
     new = lower_thread_level(new, info.tid)
-    new = replace(new, body=merge_cp_async_waits(new.body))
+    new = replace(new, body=merge_cp_async_waits(
+        new.body, not config(ctx.pass_configs, "tl.disable_copy_hoist_past_mma", False)))
     if not config(ctx.pass_configs, "tl.disable_register_prefetch", False):
         from ...transform.cuda.register_prefetch import prefetch_element_copies
 

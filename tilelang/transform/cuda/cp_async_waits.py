@@ -15,8 +15,18 @@ chunks in its forward and backward kernels).
     cp K_s ; commit ; wait<0>              cp K_s ; commit
     cp V_s ; commit ; wait<0>      ->      cp V_s ; commit ; wait<0>
     gemm(K_s, V_s)                         gemm(K_s, V_s)
+
+A copy also moves up past synchronous warp-level compute that touches none of what it writes
+(`past_mma`; off: tl.disable_copy_hoist_past_mma): mma.sync gemms (tl::gemm_ss / tl::gemm_rs),
+ldmatrix / stmatrix / mma_frag calls. Attention's V tile then joins its K tile's group instead of
+being loaded after the scores and softmax (one memory round trip a block instead of two):
+
+    cp K_s ; commit+wait ; gemm(Q_s, K_s) ; softmax ; cp V_s ; commit+wait ; gemm(P, V_s)
+ -> cp K_s ; commit ; cp V_s ; commit ; wait<0> ; gemm(Q_s, K_s) ; softmax ; gemm(P, V_s)
 """
 from __future__ import annotations
+
+import re
 
 from ...ir import expr as E
 from ...ir import stmt as S
@@ -33,8 +43,17 @@ WAIT = "tl::cp_async_wait<0>();"
 _ORDERING = ("sync", "barrier", "wait", "fence", "arrive", "wgmma", "gemm", "tma", "commit", "mbarrier")
 
 
-def merge_cp_async_waits(body: S.Stmt) -> S.Stmt:
-    return _Merge().visit(body)
+# one call of a synchronous warp-level op (no barrier, no wait, no async work inside)
+_SYNC_MMA = re.compile(r"tl::(gemm_ss|gemm_rs|ldmatrix_frag|ldmatrix_to|stmatrix_pack|mma_frag)<[^;]*\);?")
+
+
+def merge_cp_async_waits(body: S.Stmt, past_mma: bool = True) -> S.Stmt:
+    return _Merge(past_mma).visit(body)
+
+
+def _sync_mma(r: Raw) -> bool:
+    """r is one synchronous mma.sync-family call (a copy may pass it if their buffers are apart)."""
+    return bool(_SYNC_MMA.fullmatch(r.fmt.strip()))
 
 
 def _is_commit_wait(st) -> bool:
@@ -51,12 +70,13 @@ def _cp_writes(stmts) -> dict:
     return out
 
 
-def _orders(st) -> bool:
-    """st synchronises threads or starts / waits for asynchronous work (other than a cp.async copy)."""
+def _orders(st, past_mma: bool = False) -> bool:
+    """st synchronises threads or starts / waits for asynchronous work (other than a cp.async copy;
+    with past_mma, other than synchronous mma.sync-family calls)."""
     if isinstance(st, (S.While, S.KernelLaunch)):
         return True
     for r in collect(st, lambda x: isinstance(x, Raw)):
-        if "cp_async_zfill" in r.fmt:
+        if "cp_async_zfill" in r.fmt or past_mma and _sync_mma(r):
             continue
         if any(w in r.fmt for w in _ORDERING):
             return True
@@ -73,7 +93,7 @@ def _writes_global(st) -> bool:
                         or isinstance(x, E.Call) and (x.op.startswith("atomic_") or x.op.startswith("extern:"))))
 
 
-def _hoist_copies(stmts: list) -> list:
+def _hoist_copies(stmts: list, past_mma: bool = False) -> list:
     """Each cp.async copy (its loop and the commit after it) moved up past the statements before it
     that it does not depend on: synchronous element copies that ran first kept the copy's loads
     from leaving until theirs had returned."""
@@ -91,7 +111,8 @@ def _hoist_copies(stmts: list) -> list:
                 # NOTE: never above the declaration of a buffer it uses (a T.Tensor view of a parameter)
                 if isinstance(prev, S.LetStmt) and prev.var in names or \
                         isinstance(prev, (S.Allocate, DeclBuffer)) and prev.buffer.uid in bufs or \
-                        _is_copy(prev) or isinstance(prev, Raw) or _orders(prev) or _writes_global(prev):
+                        _is_copy(prev) or isinstance(prev, Raw) and not (past_mma and _sync_mma(prev)) or \
+                        _orders(prev, past_mma) or _writes_global(prev):
                     break
                 reads, writes = accesses(prev)
                 if (reads | writes) & touched:
@@ -106,12 +127,15 @@ def _hoist_copies(stmts: list) -> list:
 
 
 class _Merge(Mutator):
+    def __init__(self, past_mma: bool):
+        self.past_mma = past_mma
+
     def visit_SeqStmt(self, s: S.SeqStmt):
         stmts = []
         for x in s.stmts:  # a copy lowers to a sequence of its own: its loop, then its commit + wait
             x = self.visit(x)
             stmts += x.stmts if isinstance(x, S.SeqStmt) else [x]
-        stmts = _hoist_copies(stmts)
+        stmts = _hoist_copies(stmts, self.past_mma)
         out = []
         pending = None  # index in out of a commit + wait that may yet become a commit alone
         written: dict = {}  # what the copies before it write (storage uid -> buffer)
