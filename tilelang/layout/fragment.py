@@ -450,6 +450,59 @@ class ReshapedFragment:
         return ("reshape", self.inner.key(), self.shape)
 
 
+def column_run(layout) -> int:
+    """How many consecutive slots of `layout` hold consecutive columns of one row, starting at a
+    column that is a multiple of that count: 2 for an mma / wgmma accumulator's column pairs, vec
+    for an exact flat layout whose rows are whole vectors; else 1."""
+    if getattr(layout, "pair_cols", False) and not getattr(layout, "replicated", False):
+        return 2
+    if isinstance(layout, FlatFragment) and layout.exact and len(layout.shape) >= 2 and \
+            layout.shape[-1] % layout.vec == 0:
+        return layout.vec
+    return 1
+
+
+@dataclass(frozen=True)
+class PackedFragment:
+    """A tile read as P[i, j // k] in a T.Parallel over a laid-out (R, C) tile (packed values: two
+    4-bit weights a byte, read once per unpacked element). When the driver's slots come in runs of
+    k consecutive columns of one row (column_run % k == 0), the k slots of a run read one element
+    of P; the thread keeps it in one slot:
+
+        slot s  ->  (i, j // k) with (i, j) = driver.coords(tid, s * k);  nlocal = driver.nlocal // k
+        driver = wgmma accumulator (128, 128), k = 2: thread 0 holds P[0, 0], P[8, 0], P[0, 4] ...
+        P[i, j // 2] in the driver's slot l  ->  P_reg[l // 2]
+    Every element of P is held by exactly one thread, as every element of the driver is."""
+
+    driver: object
+    k: int
+
+    exact = True
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(self.driver.shape[:-1]) + (self.driver.shape[-1] // self.k,)
+
+    @property
+    def nlocal(self) -> int:
+        return self.driver.nlocal // self.k
+
+    @property
+    def threads(self) -> int:
+        return self.driver.threads
+
+    def coords(self, tid, s) -> tuple:
+        c = tuple(self.driver.coords(tid, s * self.k))
+        return c[:-1] + (c[-1] // self.k,)
+
+    def slot_of(self, l):
+        """Slot holding the element the driver's slot l reads."""
+        return l // self.k
+
+    def key(self):
+        return ("packed", self.driver.key(), self.k)
+
+
 @dataclass(frozen=True)
 class LaneRowFragment:
     """Per-row values of a flat (H, W) loop layout, each row held by the `lanes` threads it is

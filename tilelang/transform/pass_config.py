@@ -154,6 +154,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_LAUNCH_KERNEL_EX = "tl.disable_launch_kernel_ex"
     TL_DISABLE_CP_ASYNC_SHARED_OFFSET = "tl.disable_cp_async_shared_offset"
     TL_DISABLE_SHARED_ADDRESS_SLOTS = "tl.disable_shared_address_slots"
+    TL_DISABLE_PACKED_COLUMN_READS = "tl.disable_packed_column_reads"
     TL_FRESH_COPY_INDEX = "tl.fresh_copy_index"
 
 
@@ -427,6 +428,11 @@ _DOCS = {
                                        "let variables. Else each is tl::smem_addr(tile) plus 32-bit byte terms "
                                        "(codegen/cuda.py shared_address; the copy's unrolled rows outside the "
                                        "swizzle), whose unrolled constants ptxas folds into immediate offsets.",
+    "TL_DISABLE_PACKED_COLUMN_READS": "Ours. True (CUDA): a fragment read as P[i, j // k] in a T.Parallel (a "
+                                      "dequantizing loop's packed bytes) goes to shared memory, as before. Else, "
+                                      "when the loop's driver gives each thread runs of k columns (an accumulator's "
+                                      "column pairs, flat vectors), P stays in registers, one slot a run "
+                                      "(transform/cuda/packed_columns.py).",
     "TL_FRESH_COPY_INDEX": "Ours. True: tile-level copy loops of CUDA kernels read the thread index afresh, so "
                            "ptxas does not keep their addresses live across the k-loop "
                            "(transform/cuda/fresh_index.py). False: never. Unset: a kernel that spills is recompiled "

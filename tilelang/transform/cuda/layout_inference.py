@@ -40,6 +40,7 @@ from .column_fragments import acc_column_layout, acc_column_read, column_layout,
 from .fragment_slices import LOOP_KINDS, fragment_slice, offset_cases, slice_slots
 from .gemm_paths import accumulator_box_ok, eight_bit_wgmma, mma_ok, mma_rs_ok, whole, wgmma_ok, wgmma_rs_ok
 from .offset_slices import offset_read, slice_driver
+from .packed_columns import packed_layout, packed_read
 
 
 @dataclass
@@ -83,6 +84,8 @@ class _Uses(Visitor):
         self.slice_offsets = True  # F[i, u * 4 + j] over an exact driver (offset_slices.py)
         self.mma_rs = True  # an mma.sync gemm's tf32 A tile in registers (tl::gemm_rs)
         self.offset_reads: list = []  # (OffsetRead, the loop's exact fragments, extents, where)
+        self.packed = True  # P[i, j // k] over a driver with k-column runs (packed_columns.py)
+        self.packed_reads: list = []  # (fragment read as P[i, j // k], k, the loop's exact fragments, where)
 
     def visit_WarpGroupScope(self, s):
         """Fragments used inside `T.ws` are spread over the scope's threads only."""
@@ -202,7 +205,7 @@ class _Uses(Visitor):
             body = body.body
         if self.visit_slice(vars_, exts, body):
             return
-        exact, rows, cols, permuted, moved = [], [], [], [], []
+        exact, rows, cols, permuted, moved, packed = [], [], [], [], [], []
         for ld in collect(body, lambda n: isinstance(n, (E.BufferLoad, S.BufferStore))):
             buf = ld.buffer
             if buf.uid not in self.frags:
@@ -222,6 +225,9 @@ class _Uses(Visitor):
             elif self.slice_offsets and (rd := offset_read(ld, vars_, exts, self.loops)) is not None:
                 moved.append((rd, f"indexed as {buf.name}[{', '.join(str(i) for i in ld.indices)}] in a T.Parallel "
                                   f"over {tuple(exts)}"))  # a sub-block an enclosing loop moves
+            elif self.packed and (k := packed_read(ld, vars_, exts)) is not None:
+                packed.append((buf, k, f"indexed as {buf.name}[{', '.join(str(i) for i in ld.indices)}] in a "
+                                       f"T.Parallel over {tuple(exts)}"))  # packed values, k per element
             else:
                 self.bad(buf, f"indexed as {buf.name}[{', '.join(str(i) for i in ld.indices)}] in a T.Parallel "
                               f"over {tuple(exts)}")
@@ -240,6 +246,11 @@ class _Uses(Visitor):
             self.row_uses.append((r, exact))
         for c in cols:
             self.col_uses.append((c, exact))
+        for buf, k, where in packed:
+            if exact:
+                self.packed_reads.append((buf, k, exact, where))
+            else:
+                self.bad(buf, f"{where} (no fragment indexed by the loop variables drives the loop)")
         for rd, where in moved:
             if exact:
                 self.offset_reads.append((rd, exact, tuple(exts), where))
@@ -366,7 +377,7 @@ def _propagate(links, layouts, views=None):
 
 def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = False,
                   replicate_inputs: bool = True, rows_1d: bool = True, slice_offsets: bool = True,
-                  mma_rs: bool = True) -> LayoutPlan:
+                  mma_rs: bool = True, packed: bool = True) -> LayoutPlan:
     threads = kernel.threads[0] * kernel.threads[1] * kernel.threads[2]
     frags = {a.buffer.uid: a.buffer for a in collect(kernel.body, lambda n: isinstance(n, S.Allocate))
              if a.buffer.scope == "fragment"}
@@ -374,7 +385,7 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
     every = {**frags, **{vu: v for vu, (v, _) in views.items()}}
     uses = _Uses(every, threads, sm)
     uses.rows_1d = rows_1d
-    uses.slice_offsets, uses.mma_rs = slice_offsets, mma_rs
+    uses.slice_offsets, uses.mma_rs, uses.packed = slice_offsets, mma_rs, packed
     uses.outside = {b.uid for b in buffers_used(_without_scopes(kernel.body)) if b.uid in every}
     uses.visit(kernel.body)
     for vu, (v, src) in views.items():  # a view spreads over the threads its source does
@@ -430,6 +441,17 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
             for b in exact:
                 layouts[b.uid] = want
             _propagate(uses.links, layouts, views)
+    # a packed tile read as P[i, j // k] over a laid-out driver: a PackedFragment of it (packed_columns.py)
+    packed_uids = {b.uid for b, _, _, _ in uses.packed_reads}
+
+    def place_packed():
+        for b, k, exact, _ in uses.packed_reads:
+            want = packed_layout(layouts.get(exact[0].uid), k)
+            if want is not None and layouts.get(b.uid) is None and b.uid not in uses.strict:
+                layouts[b.uid] = want
+                _propagate(uses.links, layouts, views)
+
+    place_packed()
     # free: tiles of two or more dims first, so that the rows a T.reduce folds a flat tile into can
     # take that tile's lane rows before the 1-d tiles linked to them choose
     def free_layout(uid, buf):
@@ -481,13 +503,14 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
     for uid in frags:
         members.setdefault(root(uid), []).append(uid)
     for uid, buf in frags.items():
-        if layouts[uid] is not None or uid in reducer_rows or buf.ndim < 2:
+        if layouts[uid] is not None or uid in reducer_rows or buf.ndim < 2 or uid in packed_uids:
             continue
         nt = uses.frag_threads.get(uid, threads)
         cands = [free_layout(m, frags[m]) for m in members[root(uid)] if m not in uses.strict and
                  m not in reducer_rows and uses.frag_threads.get(m, threads) == nt]
         free(uid, buf, max(cands, key=lambda f: f.vec) if cands else None)
     _propagate(uses.links, layouts, views)
+    place_packed()  # drivers laid out flat just now
     for op in uses.reduces:  # T.reduce(F, R, dim=1) over a flat F: R holds the rows F's threads cover
         if row_fragments and op.src.ndim == 2 and op.dim == 1 and op.dst.ndim == 1 and op.dst.uid in frags and \
                 layouts.get(op.dst.uid) is None and op.dst.uid not in uses.strict and \
@@ -563,7 +586,10 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
             uses.demote.setdefault(c.uid, f"read along the columns of a T.Parallel whose layout does not give "
                                           f"each thread the same columns in every row")
     _column_budget(frags, layouts, uses, threads)
+    _check_packed(uses, layouts)
     _demote_views(views, layouts, uses.demote)
+    if _check_packed(uses, layouts):  # a driver demoted as a view just now
+        _demote_views(views, layouts, uses.demote)
     plan = LayoutPlan()
     plan.per_thread = per_thread_fragments(kernel.body, frags, views)
     replicated = replicated_inputs(kernel.body, frags, views, set(uses.demote)) if replicate_inputs else set()
@@ -621,6 +647,20 @@ def _column_budget(frags: dict, layouts: dict, uses: _Uses, threads: int):
         uses.demote.setdefault(uid, f"its copy of the accumulator's columns ({w} registers a thread) would take the "
                                     f"kernel's register tiles to {total} of {budget} registers a thread")
         total -= w
+
+
+def _check_packed(uses: _Uses, layouts: dict) -> bool:
+    """A packed tile stays in registers only beside a live driver whose PackedFragment it has
+    (packed_columns.py); -> whether one was demoted now."""
+    demoted = False
+    for b, k, exact, where in uses.packed_reads:
+        live = [x for x in exact if x.uid not in uses.demote]
+        want = packed_layout(layouts.get(live[0].uid), k) if live else None
+        if (want is None or layouts.get(b.uid) != want) and b.uid not in uses.demote:
+            uses.demote[b.uid] = f"{where} (the loop's driver does not give each thread runs of {k} columns, " \
+                                 "or the tile is laid out otherwise elsewhere)"
+            demoted = True
+    return demoted
 
 
 def _check_slices(uses: _Uses, layouts: dict):

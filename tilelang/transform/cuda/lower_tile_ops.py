@@ -32,6 +32,7 @@ from ...op.regions import squeezed, tile_coords
 from ...op.registry import lowering_rule
 from . import ops  # noqa: F401 (importing the package registers the tile-op families' rules)
 from .column_fragments import acc_column_slot, column_slot, loop_permutation
+from .packed_columns import packed_slot
 from .fragment_slices import LOOP_KINDS, fragment_slice, slice_slots, slot_runs
 from .offset_slices import read_slot
 from .layout_inference import LayoutPlan, infer_layouts
@@ -507,6 +508,9 @@ class _RegAccess(Mutator):
             if moved is not None:  # F[i, u * 4 + j] over its slice's layout: the enclosing loop over u unrolls
                 self.low.unroll_vars.add(moved[1].uid)
                 return E.BufferLoad(r, (moved[0],), e.dtype)
+            packed = packed_slot(self.driver, lay, e.indices, self.cvars, self.l)
+            if packed is not None:  # P[i, j // k]: one register serves a run of k of the driver's slots
+                return E.BufferLoad(r, (simplify(packed),), e.dtype)
             col = column_slot(self.driver, lay, e.indices, self.cvars, self.l)
             if col is not None:  # F[x, j] / D[j] along the thread's own columns
                 self.unroll |= {v for v in collect(col, lambda n: isinstance(n, E.Var))}
@@ -570,7 +574,7 @@ def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = Fa
                  stmatrix: bool = True,
                  slice_offsets: bool = True, mma_rs: bool = True, own_lines: bool = True,
                  ws_panels: frozenset = frozenset(), shared_offset_cp_async: bool = True,
-                 shared_address_slots: bool = True):
+                 shared_address_slots: bool = True, packed_reads: bool = True):
     """-> (lowered kernel, CudaKernelInfo). row_fragments: keep per-row values of accumulators
     in registers with shuffle reductions (opt-in until it has run on the GPU tier).
     replicate_inputs: small read-only fragments every thread holds whole (layout_inference.replicated_inputs).
@@ -585,9 +589,11 @@ def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = Fa
     ws_panels: tiles warp specialization's producer writes as 128-byte panels (an mma.sync gemm reads them so).
     shared_offset_cp_async: T.ptx_cp_async into a shared tile addresses it as smem_addr(tile) + byte offset.
     shared_address_slots: a tile copy's cp.async destination is a 32-bit shared address slot ({0:smem}) indexed
-    by the unrolled coordinates (lower_copy.vector_copy)."""
+    by the unrolled coordinates (lower_copy.vector_copy).
+    packed_reads: a tile read as P[i, j // k] over a driver with k-column runs stays in registers
+    (packed_columns.py)."""
     threads = k.threads[0] * k.threads[1] * k.threads[2]
-    plan = infer_layouts(k, sm, row_fragments, replicate_inputs, rows_1d, slice_offsets, mma_rs)
+    plan = infer_layouts(k, sm, row_fragments, replicate_inputs, rows_1d, slice_offsets, mma_rs, packed_reads)
     for note in plan.notes:
         warn(note)
     tid = E.Var("tid", dt.int32)
