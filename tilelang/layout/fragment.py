@@ -495,10 +495,6 @@ class PackedFragment:
         c = tuple(self.driver.coords(tid, s * self.k))
         return c[:-1] + (c[-1] // self.k,)
 
-    def slot_of(self, l):
-        """Slot holding the element the driver's slot l reads."""
-        return l // self.k
-
     def key(self):
         return ("packed", self.driver.key(), self.k)
 

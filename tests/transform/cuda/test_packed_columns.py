@@ -127,7 +127,12 @@ def test_packed_layout_of_accumulator_pairs():
 
 def test_packed_layout_of_flat_vectors():
     flat = FlatFragment((64, 256), 128, 8)
-    assert packed_layout(flat, 4).nlocal == flat.nlocal // 4
+    p = packed_layout(flat, 4)
+    assert p == FlatFragment((64, 64), 128, 2) and p.nlocal == flat.nlocal // 4
+    for t in range(128):
+        for s in range(p.nlocal):
+            i, j = flat.coords(t, 4 * s)
+            assert p.coords(t, s) == (i, j // 4)
     assert packed_layout(FlatFragment((64, 256), 128, 1), 2) is None
 
 
@@ -154,7 +159,8 @@ def test_fallback_to_shared(func, target, why):
 def test_flat_driver_stays_in_registers():
     k, warns = _compile(dequant_flat(4), SM80)
     assert "B_local is kept in shared memory" not in warns
-    assert "uint8_t B_local[" in k.get_kernel_source()
+    src = k.get_kernel_source()
+    assert "uint8_t B_local[64];" in src and "tl::load_vec<4>(B_v0, &B[" in src  # 4 bytes = 8 halves a vector
 
 
 # ------------------------------------------------------------------ numbers

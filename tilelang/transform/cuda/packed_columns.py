@@ -4,7 +4,8 @@ A dequantizing loop reads a byte tile at half its column (`B_local[i, j // 2]`, 
 byte) while writing an unpacked tile laid out for a gemm. When the loop's driver gives each thread
 runs of k consecutive columns of one row, k-aligned (an accumulator's column pairs, a flat layout's
 vectors: fragment.column_run), the k elements of a run read one element of P, which no other thread
-reads: P stays in registers as a PackedFragment of the driver instead of going to shared memory
+reads: P stays in registers as a PackedFragment of the driver (a flat driver: the flat layout with
+vectors k times narrower, so the copy into P keeps vector loads) instead of going to shared memory
 (where the copy into it and the reads out of it need two block barriers a k-step).
 
 Takes: (layout inference) a load, the loop's variables and extents; (lowering) the loop's driver
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from ...arith.simplify import const_int
 from ...ir import expr as E
-from ...layout.fragment import PackedFragment, column_run
+from ...layout.fragment import FlatFragment, PackedFragment, column_run
 
 
 def _packed_index(idx, var):
@@ -58,15 +59,16 @@ def packed_layout(driver, k: int):
         return None
     if len(driver.shape) < 1 or driver.shape[-1] % k or column_run(driver) % k or driver.nlocal % k:
         return None
+    if isinstance(driver, FlatFragment):  # its runs are its vectors: P is dealt flat, vec // k at a time
+        return FlatFragment(tuple(driver.shape[:-1]) + (driver.shape[-1] // k,), driver.threads, driver.vec // k)
     return PackedFragment(driver, k)
 
 
 def packed_slot(driver, lay, indices, cvars, l):
     """Register slot of a read P[cvars[:-1], cvars[-1] // k] in the driver's slot loop, or None."""
-    if not isinstance(lay, PackedFragment) or lay.driver != driver or len(indices) != len(cvars):
+    if lay is None or len(indices) != len(cvars) or any(a is not v for a, v in zip(tuple(indices)[:-1], tuple(cvars)[:-1])):
         return None
-    if any(a is not v for a, v in zip(tuple(indices)[:-1], tuple(cvars)[:-1])):
+    k = _packed_index(indices[-1], cvars[-1])
+    if k is None or packed_layout(driver, k) != lay:
         return None
-    if _packed_index(indices[-1], cvars[-1]) != lay.k:
-        return None
-    return lay.slot_of(l)
+    return l // k  # slot s of P holds the element of the driver's slots s * k ... s * k + k - 1
