@@ -318,16 +318,21 @@ class AccColumnFragment:
 @dataclass(frozen=True)
 class RowBlockFragment:
     """(rows, width) values per row of an mma/wgmma accumulator: T.reduce over the last dim of a
-    (rows, width, H) reshape of an accumulator whose rows are whole in one warp (no column split),
-    H a multiple of 8 (each 8-column atom inside one segment).
+    (rows, width, H) reshape of an accumulator, H a multiple of 8 (each 8-column atom inside one
+    segment), its rows whole in one warp / warpgroup (cols = 1) or its columns split over `cols`
+    column groups (warps_n / wg_n) each holding whole segments (the group's columns a multiple of H).
 
-    Each thread keeps, for every row slot s of its RowFragment, all `width` values: slot s * width + q.
-    The 4 lanes of a quad hold copies; lane q % 4 stores value q (first_copy), so a warp's stores
-    of one slot cover 8 rows x 4 values instead of 8 rows.
+    Each thread keeps, for every row slot s of its RowFragment, the wq = width / cols values of its
+    column group cg: slot s * wq + j holds (row of s, cg * wq + j). The 4 lanes of a quad hold
+    copies; lane j % 4 stores value j (first_copy), so a warp's stores of one slot cover 8 rows x 4
+    values instead of 8 rows. With cols = 1 the other row groups' copies do not store.
+        256 x 128 wgmma accumulator over 1 x 4 warpgroups, seen as (256, 4, 32): wq = 1, warpgroup
+        g keeps segment g of its 8 rows (the fp8 lighting indexer's logits under FullCol)
     """
 
     row: RowFragment
     width: int
+    cols: int = 1
 
     exact = True
     replicated = True
@@ -341,19 +346,31 @@ class RowBlockFragment:
         return self.row.rows
 
     @property
+    def per_group(self) -> int:
+        """Values of a row each thread keeps (its column group's segments)."""
+        return self.width // self.cols
+
+    @property
     def nlocal(self) -> int:
-        return self.row.nlocal * self.width
+        return self.row.nlocal * self.per_group
+
+    def col_group(self, tid):
+        return ((tid // (32 if self.row.kind == "mma" else 128)) // self.row.groups) % self.cols
 
     def coords(self, tid, l) -> tuple:
-        return (self.row.coords(tid, l // self.width)[0], l % self.width)
+        wq = self.per_group
+        return (self.row.coords(tid, l // wq)[0], self.col_group(tid) * wq + l % wq)
 
     def first_copy(self, tid, l=None):
-        lane = 0 if l is None else (l % self.width) % 4
+        lane = 0 if l is None else (l % self.per_group) % 4
+        quad = E.binop("==", tid % 4, lane)
+        if self.cols > 1:  # each column group holds its own segments: no other copies
+            return quad
         split = E.binop("<", tid // (32 if self.row.kind == "mma" else 128), self.row.groups)
-        return E.binop("&&", E.binop("==", tid % 4, lane), split)
+        return E.binop("&&", quad, split)
 
     def key(self):
-        return ("rowblock", self.row.key(), self.width)
+        return ("rowblock", self.row.key(), self.width, self.cols)
 
 
 def acc_of_rows(layout):
@@ -367,15 +384,18 @@ def acc_of_rows(layout):
     return None
 
 
-def segment_rows(src_layout, shape: tuple):
+def segment_rows(src_layout, shape: tuple, split: bool = True):
     """The RowBlockFragment of T.reduce over the last dim of a tile of `shape` laid out as
-    `src_layout`, when that is a (rows, Q, H) reshape of an accumulator reducible in registers."""
+    `src_layout`, when that is a (rows, Q, H) reshape of an accumulator reducible in registers.
+    split: also where the accumulator's columns are split over warps / warpgroups whose column
+    tiles hold whole segments (H divides each group's columns); else only unsplit columns."""
     acc = acc_of_rows(src_layout)
-    if acc is None or len(shape) != 3 or column_groups_of(acc) != 1 or shape[2] % 8:
+    if acc is None or len(shape) != 3 or shape[2] % 8 or shape[1] * shape[2] != acc.shape[1]:
         return None
-    if shape[1] * shape[2] != acc.shape[1]:
+    cols = column_groups_of(acc)
+    if cols != 1 and not (split and (acc.shape[1] // cols) % shape[2] == 0):
         return None
-    return RowBlockFragment(RowFragment.of(acc), shape[1])
+    return RowBlockFragment(RowFragment.of(acc), shape[1], cols)
 
 
 @dataclass(frozen=True)

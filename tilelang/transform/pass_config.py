@@ -155,6 +155,8 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_CP_ASYNC_SHARED_OFFSET = "tl.disable_cp_async_shared_offset"
     TL_DISABLE_SHARED_ADDRESS_SLOTS = "tl.disable_shared_address_slots"
     TL_DISABLE_PACKED_COLUMN_READS = "tl.disable_packed_column_reads"
+    TL_DISABLE_WGMMA_POLICY = "tl.disable_wgmma_policy"
+    TL_DISABLE_SPLIT_SEGMENT_REDUCE = "tl.disable_split_segment_reduce"
     TL_FRESH_COPY_INDEX = "tl.fresh_copy_index"
 
 
@@ -433,6 +435,17 @@ _DOCS = {
                                       "when the loop's driver gives each thread runs of k columns (an accumulator's "
                                       "column pairs, flat vectors), P stays in registers, one slot a run "
                                       "(transform/cuda/packed_columns.py).",
+    "TL_DISABLE_WGMMA_POLICY": "Ours. True (sm_90a): a wgmma T.gemm's warpgroups split the tile the squarest way "
+                               "whatever its policy, as before. Else policy=FullRow puts every warpgroup along M "
+                               "and FullCol along N (transform/cuda/gemm_paths.wgmma_policy_grid), as mma.sync's "
+                               "warps do; where the shape does not allow it (64 rows a warpgroup, a wgmma width of "
+                               "columns) the squarest split stays, with a PerformanceWarning saying why.",
+    "TL_DISABLE_SPLIT_SEGMENT_REDUCE": "Ours. True (CUDA): T.reduce over the last dim of a (rows, Q, H) reshape of "
+                                       "an mma/wgmma accumulator whose columns are split over warps or warpgroups "
+                                       "goes through a shared-memory copy, as before. Else, where each group's "
+                                       "columns are whole segments of H, each thread folds its group's segments "
+                                       "and its quad in registers (layout/fragment.py segment_rows, ops/reduce.py "
+                                       "segment_reduce).",
     "TL_FRESH_COPY_INDEX": "Ours. True: tile-level copy loops of CUDA kernels read the thread index afresh, so "
                            "ptxas does not keep their addresses live across the k-loop "
                            "(transform/cuda/fresh_index.py). False: never. Unset: a kernel that spills is recompiled "

@@ -103,12 +103,23 @@ def test_column_tile_over_the_register_budget_goes_to_shared_memory():
 
 @pytest.mark.nvrtc
 def test_rows_split_over_warps_reduce_through_shared_memory():
-    """mma.sync with the columns split over warps (2 x 4 warps): a row's segments are in other
-    warps, so the reduction takes the shared scratch; the numbers are checked on the GPU test."""
-    src, msgs = source(128, 4, 32, 64, 256, "sm_80", policy=T.GemmWarpPolicy.Square)
+    """mma.sync with the columns split over warps (2 x 4 warps, 32 columns each): with segments of
+    64 columns a row's segment spans two warps, so the reduction takes the shared scratch (never
+    silently); with segments of 32 each warp's columns are one segment and the sums stay in
+    registers, unless tl.disable_split_segment_reduce. The numbers: test_wgmma_policy.py (host
+    emulator) and the GPU test."""
+    src, msgs = source(128, 2, 64, 64, 256, "sm_80", policy=T.GemmWarpPolicy.Square)
     assert "s3_red" in src, src
-    why = [m for m in msgs if "reduces through a shared-memory copy of s3" in m]  # never silently
-    assert why and "split over 4 warps" in why[0], msgs
+    why = [m for m in msgs if "reduces through a shared-memory copy of s3" in m]
+    assert why and "split over 4 warps" in why[0] and "not whole segments of 64" in why[0], msgs
+    src, msgs = source(128, 4, 32, 64, 256, "sm_80", policy=T.GemmWarpPolicy.Square)
+    assert "s3_red" not in src and "tl_quad_sum" in src, src
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        src = tilelang.compile(indexer_kernel(128, 4, 32, 64, 256, policy=T.GemmWarpPolicy.Square),
+                               target="cuda -arch=sm_80",
+                               pass_configs={"tl.disable_split_segment_reduce": True}).get_kernel_source()
+    assert "s3_red" in src, src
 
 
 @pytest.mark.cuda

@@ -135,7 +135,9 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                              frozenset(ws.panels) if ws is not None else frozenset(),
                              not config(ctx.pass_configs, "tl.disable_cp_async_shared_offset", False),
                              not config(ctx.pass_configs, "tl.disable_shared_address_slots", False),
-                             not config(ctx.pass_configs, "tl.disable_packed_column_reads", False))
+                             not config(ctx.pass_configs, "tl.disable_packed_column_reads", False),
+                             not config(ctx.pass_configs, "tl.disable_wgmma_policy", False),
+                             not config(ctx.pass_configs, "tl.disable_split_segment_reduce", False))
     if info.uses_wgmma:
         new = replace(new, body=fold_accum_clears(new.body))
         if not config(ctx.pass_configs, "tl.disable_unmasked_tile_clear", False):

@@ -2,20 +2,22 @@
 
 Takes: a Gemm op (its regions, dtypes, transposes, policy) and the thread count of its scope.
 Gives: wgmma_ok / wgmma_rs_ok (the warpgroup split for sm_90a's SS / RS forms, or the reason it
-cannot use them), mma_ok (the warp grid for mma.sync), and the region predicates layout
+cannot use them), wgmma_policy_grid (the split the gemm's GemmWarpPolicy asks for), mma_ok (the warp grid for mma.sync), and the region predicates layout
 inference, the gemm lowering and warp specialization share (a whole tile, a panel slice, a box
 of an accumulator that a store can copy out), and mma_ws_ok (an mma.sync gemm in the consumers of
 a warp-specialized TMA pipeline).
 
     T.gemm(A_s, B_s, C, transpose_B=True) at 256 threads, fp16 128 x 128 x 64
         wgmma_ok -> ((2, 1), None)     mma_ok -> (2, 4)
+    ... policy=T.GemmWarpPolicy.FullCol at 512 threads, 256 x 128:
+        wgmma_ok -> ((4, 1), None)     wgmma_policy_grid(op, 4, (4, 1)) -> ((1, 4), None)
 """
 from __future__ import annotations
 
 from ...arith.simplify import aligned, const_int
 from ...errors import LoweringError
 from ...ir.buffer import Buffer
-from ...layout.fragment import choose_warpgroups, choose_warps
+from ...layout.fragment import WGMMA_N, choose_warpgroups, choose_warps
 from ...op import tile_ops as O
 from .lower_async import tile_pointer
 
@@ -68,6 +70,33 @@ def wgmma_ok(op: O.Gemm, threads: int) -> tuple[tuple | None, str | None]:
     return grid, None
 
 
+def wgmma_policy_grid(op: O.Gemm, groups: int, fallback: tuple) -> tuple[tuple, str | None]:
+    """The warpgroup grid of an SS wgmma gemm under its policy: FullRow puts all `groups` warpgroups
+    along M ((groups, 1): each covers whole rows), FullCol along N ((1, groups)); Square (or a grid
+    the policy already has) keeps `fallback`, wgmma_ok's squarest split. Where the shape does not
+    allow the policy's grid, (fallback, why) -- the reason a warning gives.
+
+        256 x 128 over 4 warpgroups: FullCol -> (1, 4), 32 columns each; FullRow -> (4, 1)
+        128 x 128 over 4: FullRow -> fallback, "M = 128 is not 64 rows for each of 4 warpgroups"
+    """
+    if op.policy not in ("FullRow", "FullCol") or groups == 1:
+        return fallback, None
+    m, n, _ = op.mnk
+    if op.policy == "FullRow":
+        if m % (groups * 64):
+            return fallback, f"M = {m} is not a multiple of 64 rows for each of {groups} warpgroups"
+        want, width = (groups, 1), n
+    else:
+        if n % groups:
+            return fallback, f"N = {n} does not split into {groups} equal column blocks"
+        want, width = (1, groups), n // groups
+    if width not in WGMMA_N:
+        return fallback, f"{width} columns a warpgroup is not a wgmma width ({', '.join(map(str, WGMMA_N))})"
+    if not op.transpose_B and width % 64:
+        return fallback, f"a K x N B needs a multiple of 64 columns a warpgroup, not {width}"
+    return want, None
+
+
 def sixteen_bit_wgmma(op: O.Gemm) -> bool:
     """f16 / bf16 operands into a float32 C (or f16 into f16), m, n, k known, k a multiple of 16."""
     a, b, c = op.A.buffer, op.B.buffer, op.C.buffer
@@ -99,8 +128,6 @@ def kmajor_panels(tile: Buffer) -> bool:
 
 def wgmma_rs_ok(op: O.Gemm, threads: int) -> tuple[int | None, str | None]:
     """(wg_m, None) when this gemm can take A from registers (wgmma RS, warpgroups split M only)."""
-    from ...layout.fragment import WGMMA_N
-
     a, b, c = op.A.buffer, op.B.buffer, op.C.buffer
     if a.scope != "fragment" or b.scope not in ("shared", "shared.dyn") or op.transpose_A:
         return None, "A is not a register tile"

@@ -38,7 +38,8 @@ from ...op.thread_ops import DeclBuffer
 from ...op.regions import squeezed
 from .column_fragments import acc_column_layout, acc_column_read, column_layout, column_read, loop_permutation
 from .fragment_slices import LOOP_KINDS, fragment_slice, offset_cases, slice_slots
-from .gemm_paths import accumulator_box_ok, eight_bit_wgmma, mma_ok, mma_rs_ok, whole, wgmma_ok, wgmma_rs_ok
+from .gemm_paths import (accumulator_box_ok, eight_bit_wgmma, mma_ok, mma_rs_ok, whole, wgmma_ok, wgmma_policy_grid,
+                         wgmma_rs_ok)
 from .offset_slices import offset_read, slice_driver
 from .packed_columns import packed_layout, packed_read
 
@@ -83,6 +84,7 @@ class _Uses(Visitor):
         self.rows_1d = True  # F[x, j] in a 1-d T.Parallel over j (column_fragments.column_read)
         self.slice_offsets = True  # F[i, u * 4 + j] over an exact driver (offset_slices.py)
         self.mma_rs = True  # an mma.sync gemm's tf32 A tile in registers (tl::gemm_rs)
+        self.wgmma_policy = True  # a wgmma gemm's warpgroup grid follows its GemmWarpPolicy (wgmma_policy_grid)
         self.offset_reads: list = []  # (OffsetRead, the loop's exact fragments, extents, where)
         self.packed = True  # P[i, j // k] over a driver with k-column runs (packed_columns.py)
         self.packed_reads: list = []  # (fragment read as P[i, j // k], k, the loop's exact fragments, where)
@@ -126,6 +128,10 @@ class _Uses(Visitor):
             self.bad(c, "a slice of it is a T.gemm accumulator")
             return
         if rs is not None:
+            if self.wgmma_policy and op.policy == "FullCol" and rs > 1:
+                self.notes.append(f"T.gemm {op.A.buffer.name} x {op.B.buffer.name}: policy=FullCol is not "
+                                  f"honoured: a register-A wgmma (A from registers) splits its {rs} warpgroups "
+                                  "along M only")
             lay = WgmmaAccFragment(tuple(c.shape), rs, 1)
             a_lay = WgmmaAccFragment(tuple(op.A.buffer.shape), rs, 1)
             self.rs_gemms[id(op)] = (op, a_lay)
@@ -139,6 +145,12 @@ class _Uses(Visitor):
         lay = None
         if self.sm >= 90:
             grid, why = wgmma_ok(op, self.threads)
+            if grid is not None and self.wgmma_policy:
+                grid, off = wgmma_policy_grid(op, self.threads // 128, grid)
+                if off is not None:
+                    self.notes.append(f"T.gemm {op.A.buffer.name} x {op.B.buffer.name}: policy={op.policy} is not "
+                                      f"honoured on wgmma ({off}); its warpgroups split the tile "
+                                      f"{grid[0]} x {grid[1]} (M x N)")
             if grid is not None:
                 lay = WgmmaAccFragment(tuple(c.shape), *grid)
                 self.wgmma_gemms.add(id(op))
@@ -377,7 +389,8 @@ def _propagate(links, layouts, views=None):
 
 def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = False,
                   replicate_inputs: bool = True, rows_1d: bool = True, slice_offsets: bool = True,
-                  mma_rs: bool = True, packed: bool = True) -> LayoutPlan:
+                  mma_rs: bool = True, packed: bool = True, wgmma_policy: bool = True,
+                  split_segments: bool = True) -> LayoutPlan:
     threads = kernel.threads[0] * kernel.threads[1] * kernel.threads[2]
     frags = {a.buffer.uid: a.buffer for a in collect(kernel.body, lambda n: isinstance(n, S.Allocate))
              if a.buffer.scope == "fragment"}
@@ -386,6 +399,7 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
     uses = _Uses(every, threads, sm)
     uses.rows_1d = rows_1d
     uses.slice_offsets, uses.mma_rs, uses.packed = slice_offsets, mma_rs, packed
+    uses.wgmma_policy = wgmma_policy
     uses.outside = {b.uid for b in buffers_used(_without_scopes(kernel.body)) if b.uid in every}
     uses.visit(kernel.body)
     for vu, (v, src) in views.items():  # a view spreads over the threads its source does
@@ -421,7 +435,7 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
             layouts[op.dst.uid] = acc_rows(layouts.get(op.src.uid))
         elif op.src.ndim == 3 and op.dim == 2 and row_fragments and _static(op.src) and \
                 _static(op.dst) == _static(op.src)[:2]:  # segments of an accumulator's rows ((R, Q, H) view)
-            layouts[op.dst.uid] = segment_rows(layouts.get(op.src.uid), _static(op.src))
+            layouts[op.dst.uid] = segment_rows(layouts.get(op.src.uid), _static(op.src), split_segments)
     for r, exact in uses.row_uses:
         if layouts.get(r.uid) is None and exact:
             layouts[r.uid] = acc_rows(layouts.get(exact[0].uid))

@@ -574,7 +574,8 @@ def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = Fa
                  stmatrix: bool = True,
                  slice_offsets: bool = True, mma_rs: bool = True, own_lines: bool = True,
                  ws_panels: frozenset = frozenset(), shared_offset_cp_async: bool = True,
-                 shared_address_slots: bool = True, packed_reads: bool = True):
+                 shared_address_slots: bool = True, packed_reads: bool = True, wgmma_policy: bool = True,
+                 split_segments: bool = True):
     """-> (lowered kernel, CudaKernelInfo). row_fragments: keep per-row values of accumulators
     in registers with shuffle reductions (opt-in until it has run on the GPU tier).
     replicate_inputs: small read-only fragments every thread holds whole (layout_inference.replicated_inputs).
@@ -591,9 +592,13 @@ def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = Fa
     shared_address_slots: a tile copy's cp.async destination is a 32-bit shared address slot ({0:smem}) indexed
     by the unrolled coordinates (lower_copy.vector_copy).
     packed_reads: a tile read as P[i, j // k] over a driver with k-column runs stays in registers
-    (packed_columns.py)."""
+    (packed_columns.py).
+    wgmma_policy: a wgmma gemm's warpgroup grid follows its GemmWarpPolicy (gemm_paths.wgmma_policy_grid).
+    split_segments: T.reduce over the last dim of a (rows, Q, H) reshape of an accumulator whose columns are split
+    over warps / warpgroups of whole segments stays in registers (fragment.segment_rows)."""
     threads = k.threads[0] * k.threads[1] * k.threads[2]
-    plan = infer_layouts(k, sm, row_fragments, replicate_inputs, rows_1d, slice_offsets, mma_rs, packed_reads)
+    plan = infer_layouts(k, sm, row_fragments, replicate_inputs, rows_1d, slice_offsets, mma_rs, packed_reads,
+                         wgmma_policy, split_segments)
     for note in plan.notes:
         warn(note)
     tid = E.Var("tid", dt.int32)

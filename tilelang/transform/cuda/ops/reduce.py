@@ -9,8 +9,8 @@ float): a fold of each thread's columns, then an xor-shuffle over its quad (tl_q
   `<src>_rows<n>[rows, G]`, a barrier (thread_sync) follows, and every element of the
   destination, wherever it lives, folds the G partials of its row in a fixed order (so the
   copies of a replicated row fragment agree bit for bit).
-The last dim of a (rows, Q, H) reshape of such an accumulator (no column split, H % 8 == 0)
-folds, per row and segment, the thread's columns of the segment and its quad, into a
+The last dim of a (rows, Q, H) reshape of such an accumulator (H % 8 == 0; columns unsplit, or
+split into column groups of whole segments) folds, per row and segment of the thread's group, the thread's columns of the segment and its quad, into a
 RowBlockFragment (segment_reduce). A flat (H, W) register tile whose layout deals each row to L
 threads (LaneRowFragment), over dim 1 into that row layout (lane_row_reduce): each thread folds its
 slots of a row, an xor-shuffle all-reduce over min(L, 32) lanes combines the row's lanes in a warp,
@@ -132,7 +132,8 @@ def accumulator_rows(low, op: O.Reduce):
 
 def segment_reduce(low, op: O.Reduce, sreg: Buffer, dreg: Buffer, lay: RowBlockFragment, acc):
     """The last dim of a (rows, Q, H) reshape of an accumulator into its RowBlockFragment: per row
-    slot and segment q, a fold of this thread's columns in [q*H, (q+1)*H), then its quad."""
+    slot and segment q of the thread's column group, a fold of this thread's columns in
+    [q*H, (q+1)*H) of the group's column tile, then its quad."""
     dt_ = op.dst.dtype
     comb = _COMB[op.kind]
     h = const_int(op.src.shape[2])
@@ -140,9 +141,10 @@ def segment_reduce(low, op: O.Reduce, sreg: Buffer, dreg: Buffer, lay: RowBlockF
     tmp = Buffer(f"racc{low.nreduce}", (1,), dt_, "local.var")
     out = [S.Allocate(tmp)]
     zero = (E.as_expr(0),)
+    wq = lay.per_group  # segments of this thread's column group (all of them without a column split)
     for s in range(lay.row.nlocal):
-        slots = lay.row.acc_slots(s, acc)  # (mi * NI + n) * 4 + r: column 8 n + 2 (lane % 4) + r % 2
-        for q in range(lay.width):
+        slots = lay.row.acc_slots(s, acc)  # (mi * NI + n) * 4 + r: column 8 n + 2 (lane % 4) + r % 2 of the group's
+        for q in range(wq):
             mine = [l for l in slots if ((l // 4) % acc_ni(acc)) * 8 // h == q]
             for n, l in enumerate(mine):
                 v = E.cast(dt_, E.BufferLoad(sreg, (E.as_expr(l),), sreg.dtype))
@@ -150,7 +152,7 @@ def segment_reduce(low, op: O.Reduce, sreg: Buffer, dreg: Buffer, lay: RowBlockF
                     v = E.call("abs", v)
                 out.append(S.BufferStore(tmp, zero, v if n == 0 else comb(tmp[0], v)))
             out.append(S.BufferStore(tmp, zero, E.Call(f"tl_quad_{_QUAD[op.kind]}", (tmp[0],), dt_)))
-            slot = (E.as_expr(s * lay.width + q),)
+            slot = (E.as_expr(s * wq + q),)
             total = tmp[0] if op.clear else comb(E.BufferLoad(dreg, slot, dt_), tmp[0])
             out.append(S.BufferStore(dreg, slot, total))
     return S.seq(*out)
@@ -252,7 +254,8 @@ def _why_scratch(lay, op: O.Reduce) -> str:
     if acc is not None and op.src.ndim == 3 and op.dim == 2:
         groups = column_groups(acc)[0]
         if groups > 1:
-            return f"each row's columns are split over {groups} warps or warpgroups (a FullRow policy keeps them in one)"
+            return (f"each row's columns are split over {groups} warps or warpgroups whose {acc.shape[1] // groups} "
+                    f"columns are not whole segments of {op.src.shape[2]} (a FullRow policy keeps a row in one)")
         return "its segments are not whole 8-column atoms of the accumulator"
     if acc is not None:
         return "it is not a reduction of an accumulator's rows into a float tile over those rows"
