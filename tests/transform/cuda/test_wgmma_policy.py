@@ -166,6 +166,9 @@ def test_indexer_pattern_full_col_on_host(M, Q, H, K, threads, split, run_on_hos
     if split:
         assert not [m for m in msgs if "reduces through a shared-memory copy" in m], msgs
         assert "float w[" in src, src  # the weights: the thread's columns, in registers
+    else:
+        assert [m for m in msgs if "reduces through a shared-memory copy" in m
+                and "tl.disable_split_segment_reduce is set" in m], msgs
     blocks = 2
     g = torch.Generator().manual_seed(M * Q + H)
     A = torch.randn(blocks * M, K, generator=g).half()

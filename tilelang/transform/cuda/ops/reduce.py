@@ -253,6 +253,9 @@ def _why_scratch(lay, op: O.Reduce) -> str:
     acc = acc_of_rows(lay)
     if acc is not None and op.src.ndim == 3 and op.dim == 2:
         groups = column_groups(acc)[0]
+        if groups > 1 and (acc.shape[1] // groups) % op.src.shape[2] == 0 and op.src.shape[2] % 8 == 0:
+            return (f"each row's columns are split over {groups} warps or warpgroups of whole segments, and "
+                    "tl.disable_split_segment_reduce is set")
         if groups > 1:
             return (f"each row's columns are split over {groups} warps or warpgroups whose {acc.shape[1] // groups} "
                     f"columns are not whole segments of {op.src.shape[2]} (a FullRow policy keeps a row in one)")
