@@ -319,20 +319,24 @@ class AccColumnFragment:
 class RowBlockFragment:
     """(rows, width) values per row of an mma/wgmma accumulator: T.reduce over the last dim of a
     (rows, width, H) reshape of an accumulator, H a multiple of 8 (each 8-column atom inside one
-    segment), its rows whole in one warp / warpgroup (cols = 1) or its columns split over `cols`
-    column groups (warps_n / wg_n) each holding whole segments (the group's columns a multiple of H).
+    segment). Its columns are unsplit (cols = 1), or split over `cols` column groups (warps_n /
+    wg_n) that each hold whole segments (the group's columns a multiple of H; span = 1), or that
+    each lie inside one segment of `span` = H / (group's columns) groups.
 
-    Each thread keeps, for every row slot s of its RowFragment, the wq = width / cols values of its
-    column group cg: slot s * wq + j holds (row of s, cg * wq + j). The 4 lanes of a quad hold
-    copies; lane j % 4 stores value j (first_copy), so a warp's stores of one slot cover 8 rows x 4
-    values instead of 8 rows. With cols = 1 the other row groups' copies do not store.
+    Column group cg owns segments of the "segment group" sg = cg // span; each thread keeps, for
+    every row slot s of its RowFragment, the wq = width * span / cols values of sg: slot s * wq + j
+    holds (row of s, sg * wq + j). The 4 lanes of a quad hold copies (and, with span > 1, the span
+    groups of one segment group); lane j % 4 of the quad stores value j (first_copy), in the first
+    group of the span, so a warp's stores of one slot cover 8 rows x 4 values instead of 8 rows.
         256 x 128 wgmma accumulator over 1 x 4 warpgroups, seen as (256, 4, 32): wq = 1, warpgroup
-        g keeps segment g of its 8 rows (the fp8 lighting indexer's logits under FullCol)
+        g keeps segment g of its 8 rows (the fp8 lighting indexer's logits under FullCol);
+        seen as (256, 2, 64): span 2, warpgroups 0, 1 keep segment 0 and 2, 3 segment 1
     """
 
     row: RowFragment
     width: int
     cols: int = 1
+    span: int = 1
 
     exact = True
     replicated = True
@@ -347,30 +351,34 @@ class RowBlockFragment:
 
     @property
     def per_group(self) -> int:
-        """Values of a row each thread keeps (its column group's segments)."""
-        return self.width // self.cols
+        """Values of a row each thread keeps (its segment group's segments)."""
+        return self.width * self.span // self.cols
 
     @property
     def nlocal(self) -> int:
         return self.row.nlocal * self.per_group
 
     def col_group(self, tid):
+        """Column group (warp / warpgroup column of the accumulator) of thread tid."""
         return ((tid // (32 if self.row.kind == "mma" else 128)) // self.row.groups) % self.cols
 
     def coords(self, tid, l) -> tuple:
         wq = self.per_group
-        return (self.row.coords(tid, l // wq)[0], self.col_group(tid) * wq + l % wq)
+        sg = self.col_group(tid) // self.span if self.span > 1 else self.col_group(tid)
+        return (self.row.coords(tid, l // wq)[0], sg * wq + l % wq)
 
     def first_copy(self, tid, l=None):
         lane = 0 if l is None else (l % self.per_group) % 4
         quad = E.binop("==", tid % 4, lane)
+        if self.span > 1:  # the first group of the span stores
+            return E.binop("&&", quad, E.binop("==", self.col_group(tid) % self.span, 0))
         if self.cols > 1:  # each column group holds its own segments: no other copies
             return quad
         split = E.binop("<", tid // (32 if self.row.kind == "mma" else 128), self.row.groups)
         return E.binop("&&", quad, split)
 
     def key(self):
-        return ("rowblock", self.row.key(), self.width, self.cols)
+        return ("rowblock", self.row.key(), self.width, self.cols, self.span)
 
 
 def acc_of_rows(layout):
@@ -388,14 +396,18 @@ def segment_rows(src_layout, shape: tuple, split: bool = True):
     """The RowBlockFragment of T.reduce over the last dim of a tile of `shape` laid out as
     `src_layout`, when that is a (rows, Q, H) reshape of an accumulator reducible in registers.
     split: also where the accumulator's columns are split over warps / warpgroups whose column
-    tiles hold whole segments (H divides each group's columns); else only unsplit columns."""
+    tiles hold whole segments (H divides each group's columns) or lie inside one (each group's
+    columns divide H); else only unsplit columns."""
     acc = acc_of_rows(src_layout)
     if acc is None or len(shape) != 3 or shape[2] % 8 or shape[1] * shape[2] != acc.shape[1]:
         return None
     cols = column_groups_of(acc)
-    if cols != 1 and not (split and (acc.shape[1] // cols) % shape[2] == 0):
+    if cols == 1:
+        return RowBlockFragment(RowFragment.of(acc), shape[1])
+    tile, h = acc.shape[1] // cols, shape[2]
+    if not split or (tile % h and h % tile):
         return None
-    return RowBlockFragment(RowFragment.of(acc), shape[1], cols)
+    return RowBlockFragment(RowFragment.of(acc), shape[1], cols, h // tile if h > tile else 1)
 
 
 @dataclass(frozen=True)

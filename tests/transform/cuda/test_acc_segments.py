@@ -103,15 +103,17 @@ def test_column_tile_over_the_register_budget_goes_to_shared_memory():
 
 @pytest.mark.nvrtc
 def test_rows_split_over_warps_reduce_through_shared_memory():
-    """mma.sync with the columns split over warps (2 x 4 warps, 32 columns each): with segments of
-    64 columns a row's segment spans two warps, so the reduction takes the shared scratch (never
-    silently); with segments of 32 each warp's columns are one segment and the sums stay in
-    registers, unless tl.disable_split_segment_reduce. The numbers: test_wgmma_policy.py (host
-    emulator) and the GPU test."""
-    src, msgs = source(128, 2, 64, 64, 256, "sm_80", policy=T.GemmWarpPolicy.Square)
-    assert "s3_red" in src, src
+    """mma.sync with the columns split over warps: 1 x 4 warps of 24 columns and segments of 16
+    neither hold whole segments nor lie in one, so the reduction takes the full-tile shared scratch
+    (never silently); 2 x 4 warps of 32 columns with segments of 32 (one a warp) or 64 (two warps'
+    partials meet in a rows x 4 scratch) stay in registers, unless tl.disable_split_segment_reduce.
+    The numbers: test_wgmma_policy.py (host emulator) and the GPU test."""
+    src, msgs = source(64, 6, 16, 32, 128, "sm_80", policy=T.GemmWarpPolicy.FullCol)
+    assert "s3_red" in src and "tl::gemm_ss<64, 96, 32, 1, 4," in src, src
     why = [m for m in msgs if "reduces through a shared-memory copy of s3" in m]
-    assert why and "split over 4 warps" in why[0] and "not whole segments of 64" in why[0], msgs
+    assert why and "split over 4 warps" in why[0] and "neither hold whole segments of 16" in why[0], msgs
+    src, msgs = source(128, 2, 64, 64, 256, "sm_80", policy=T.GemmWarpPolicy.Square)
+    assert "s3_red" not in src and "s3_segs" in src, src
     src, msgs = source(128, 4, 32, 64, 256, "sm_80", policy=T.GemmWarpPolicy.Square)
     assert "s3_red" not in src and "tl_quad_sum" in src, src
     with warnings.catch_warnings(record=True) as w:

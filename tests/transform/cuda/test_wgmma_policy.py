@@ -148,8 +148,10 @@ def test_row_sum_and_column_epilogue_on_host(policy, run_on_host):
     torch.testing.assert_close(out.double(), c * sc.double()[None] + rs[:, None], rtol=1e-4, atol=1e-2)
 
 
-# (M, Q, H, K, threads): 1 segment a warpgroup (the indexer at 512 threads), 2 segments a warpgroup
-SEGMENTS = [(256, 4, 32, 64, 512), (128, 4, 32, 64, 256), (128, 8, 16, 32, 256)]
+# (M, Q, H, K, threads): 1 segment a warpgroup (the indexer at 512 threads), 2 segments a warpgroup,
+# a segment over 2 warpgroups (pool_mqa_fp8's 64 heads), over 4
+SEGMENTS = [(256, 4, 32, 64, 512), (128, 4, 32, 64, 256), (128, 8, 16, 32, 256), (256, 2, 64, 64, 512),
+            (64, 1, 128, 32, 512)]
 
 
 @pytest.mark.parametrize("M,Q,H,K,threads", SEGMENTS)
@@ -163,6 +165,7 @@ def test_indexer_pattern_full_col_on_host(M, Q, H, K, threads, split, run_on_hos
     src = kern.get_kernel_source()
     assert _grid(src) == (1, threads // 128)
     assert ("s3_red" in src) != split, src
+    assert ("s3_segs" in src) == (split and H > Q * H // (threads // 128)), src  # partials of spanned segments
     if split:
         assert not [m for m in msgs if "reduces through a shared-memory copy" in m], msgs
         assert "float w[" in src, src  # the weights: the thread's columns, in registers
@@ -180,13 +183,16 @@ def test_indexer_pattern_full_col_on_host(M, Q, H, K, threads, split, run_on_hos
     torch.testing.assert_close(Out.double(), indexer_reference(A, B, Scale, W), rtol=1e-4, atol=1e-2)
 
 
-def test_segments_over_split_warps_on_host_sm80(run_on_host):
+@pytest.mark.parametrize("Q,H", [(4, 32), (2, 64), (8, 16)])
+def test_segments_over_split_warps_on_host_sm80(Q, H, run_on_host):
     """mma.sync (sm_80) with the columns split over 4 warps of 32 columns each (2 x 4 warps): each
-    warp's columns are one segment, so the sums stay in registers."""
-    M, Q, H, K, threads = 128, 4, 32, 64, 256
+    warp's columns are one segment (H 32), two (H 16), or half of one (H 64: the two warps'
+    partials meet in shared memory); no full-tile scratch."""
+    M, K, threads = 128, 64, 256
     kern, _ = _compile(indexer_kernel(M, Q, H, K, threads, policy=T.GemmWarpPolicy.Square), arch="sm_80")
     src = kern.get_kernel_source()
     assert "s3_red" not in src and "tl::gemm_ss<128, 128, 64, 2, 4," in src, src
+    assert ("s3_segs" in src) == (H == 64), src
     g = torch.Generator().manual_seed(11)
     A = torch.randn(2 * M, K, generator=g).half()
     B = torch.randn(Q * H, K, generator=g).half()

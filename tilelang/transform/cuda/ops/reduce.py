@@ -10,8 +10,10 @@ float): a fold of each thread's columns, then an xor-shuffle over its quad (tl_q
   destination, wherever it lives, folds the G partials of its row in a fixed order (so the
   copies of a replicated row fragment agree bit for bit).
 The last dim of a (rows, Q, H) reshape of such an accumulator (H % 8 == 0; columns unsplit, or
-split into column groups of whole segments) folds, per row and segment of the thread's group, the thread's columns of the segment and its quad, into a
-RowBlockFragment (segment_reduce). A flat (H, W) register tile whose layout deals each row to L
+split into column groups of whole segments) folds, per row and segment of the thread's group, the
+thread's columns of the segment and its quad, into a RowBlockFragment (segment_reduce); where each
+column group lies inside one segment, the groups' partials meet in a `<src>_segs<n>[rows, G]` shared
+scratch (spanned_segment_reduce). A flat (H, W) register tile whose layout deals each row to L
 threads (LaneRowFragment), over dim 1 into that row layout (lane_row_reduce): each thread folds its
 slots of a row, an xor-shuffle all-reduce over min(L, 32) lanes combines the row's lanes in a warp,
 and where a row spans L / 32 > 1 warps, lane 0 of each warp stores its partial to a shared scratch
@@ -134,6 +136,8 @@ def segment_reduce(low, op: O.Reduce, sreg: Buffer, dreg: Buffer, lay: RowBlockF
     """The last dim of a (rows, Q, H) reshape of an accumulator into its RowBlockFragment: per row
     slot and segment q of the thread's column group, a fold of this thread's columns in
     [q*H, (q+1)*H) of the group's column tile, then its quad."""
+    if lay.span > 1:
+        return spanned_segment_reduce(low, op, sreg, dreg, lay, acc)
     dt_ = op.dst.dtype
     comb = _COMB[op.kind]
     h = const_int(op.src.shape[2])
@@ -155,6 +159,35 @@ def segment_reduce(low, op: O.Reduce, sreg: Buffer, dreg: Buffer, lay: RowBlockF
             slot = (E.as_expr(s * wq + q),)
             total = tmp[0] if op.clear else comb(E.BufferLoad(dreg, slot, dt_), tmp[0])
             out.append(S.BufferStore(dreg, slot, total))
+    return S.seq(*out)
+
+
+def spanned_segment_reduce(low, op: O.Reduce, sreg: Buffer, dreg: Buffer, lay: RowBlockFragment, acc):
+    """Segments spanning `lay.span` column groups (each group's columns inside one segment): per row
+    slot, a fold of this thread's columns and its quad; the quad leaders store the partials to a
+    small `<src>_segs<n>[rows, groups]` shared scratch, and after the barrier every copy of a
+    (row, segment) value folds the span partials of its segment in group order (copies agree)."""
+    dt_ = op.dst.dtype
+    comb = _COMB[op.kind]
+    rows = lay.row
+    n = getattr(low, "nreduce", 0) + 1
+    part = Buffer(f"rpart{n}", (rows.nlocal,), dt_, "local")
+    scratch = Buffer(f"{op.src.name}_segs{n}", (rows.rows, lay.cols), dt_, "shared.dyn")
+    out = [S.Allocate(part), S.Allocate(scratch)]
+    out += fold_rows(low, op, sreg, rows, acc, lambda s, v: S.BufferStore(part, (E.as_expr(s),), v))
+    grp = lay.col_group(low.tid)
+    leader = E.binop("==", low.tid % 4, E.as_expr(0))  # the quad's lanes hold copies: one stores
+    out.append(low.slot_loop(rows, lambda l, cv: S.IfThenElse(
+        leader, S.BufferStore(scratch, (cv[0], grp), E.BufferLoad(part, (l,), dt_)))))
+
+    def gather(l, cv):
+        total = E.BufferLoad(scratch, (cv[0], cv[1] * lay.span), dt_)
+        for k in range(1, lay.span):
+            total = comb(total, E.BufferLoad(scratch, (cv[0], cv[1] * lay.span + k), dt_))
+        ref = E.BufferLoad(dreg, (l,), dt_)
+        return S.BufferStore(dreg, (l,), total if op.clear else comb(ref, total))
+
+    out.append(low.slot_loop(lay, gather))
     return S.seq(*out)
 
 
@@ -253,12 +286,13 @@ def _why_scratch(lay, op: O.Reduce) -> str:
     acc = acc_of_rows(lay)
     if acc is not None and op.src.ndim == 3 and op.dim == 2:
         groups = column_groups(acc)[0]
-        if groups > 1 and (acc.shape[1] // groups) % op.src.shape[2] == 0 and op.src.shape[2] % 8 == 0:
-            return (f"each row's columns are split over {groups} warps or warpgroups of whole segments, and "
+        tile, h = acc.shape[1] // groups, const_int(op.src.shape[2])
+        if groups > 1 and h is not None and h % 8 == 0 and (tile % h == 0 or h % tile == 0):
+            return (f"each row's columns are split over {groups} warps or warpgroups, and "
                     "tl.disable_split_segment_reduce is set")
         if groups > 1:
-            return (f"each row's columns are split over {groups} warps or warpgroups whose {acc.shape[1] // groups} "
-                    f"columns are not whole segments of {op.src.shape[2]} (a FullRow policy keeps a row in one)")
+            return (f"each row's columns are split over {groups} warps or warpgroups whose {tile} columns neither "
+                    f"hold whole segments of {h} nor lie in one (a FullRow policy keeps a row in one)")
         return "its segments are not whole 8-column atoms of the accumulator"
     if acc is not None:
         return "it is not a reduction of an accumulator's rows into a float tile over those rows"
