@@ -93,6 +93,9 @@ class CExpr:
         # floor division / remainder by a power of two of a value of unknown sign as `>>` / `&` (the
         # target's signed shift is arithmetic; tl.disable_pow2_floor_shift)
         self.shift_pow2_floor = False
+        # CUDA: int32 dims the kernel takes as int64_t -> (name of min(dim - 1, INT32_MAX), name of
+        # min(dim, INT32_MAX)), int32 constants set once at entry (narrow_bound)
+        self.narrow: dict = {}
 
     def __call__(self, e) -> str:
         fn = getattr(self, "e_" + type(e).__name__)
@@ -188,7 +191,51 @@ class CExpr:
             return f"tl_shl_i32((uint32_t)({a}), (uint32_t)({b}))"
         return self(e)
 
+    def int32_text(self, e) -> bool:
+        """e's C text has C type int (32 bits): an int32 value of int32 variables other than the
+        `narrow` dims (which C holds as int64_t), constants, loads of int32 buffers and casts to int32."""
+        d = e.dtype
+        if not (d.is_int and d.kind == "int" and d.bits == 32 and d.lanes == 1):
+            return False
+        if isinstance(e, E.Var):
+            return e not in self.narrow
+        if isinstance(e, E.Const):
+            return -(2**31) <= int(e.value) < 2**31
+        if isinstance(e, (E.Cast, E.BufferLoad)):
+            return True
+        if isinstance(e, E.Binary) and e.op in _WRAPPING + ("&", "|", "^", ">>", "min", "max"):
+            return self.int32_text(e.a) and self.int32_text(e.b)
+        if isinstance(e, E.Call) and e.op in ("min", "max"):
+            return all(self.int32_text(a) for a in e.args)
+        if isinstance(e, E.Select):
+            return self.int32_text(e.a) and self.int32_text(e.b)
+        return False
+
+    def narrow_bound(self, e) -> str | None:
+        """`x < n`, `x <= n`, `x > n`, `x >= n` (either side) and `min(x, n)` of an int32 x and an int32 dim n
+        that C holds as int64_t, in 32 bits against n's entry constants (exact: n >= 0 and every x fits
+        int32): x < n is x <= min(n - 1, INT32_MAX), x <= n is x <= min(n, INT32_MAX), min(x, n) is
+        min(x, min(n, INT32_MAX)). Else None (C compares in 64 bits: a sign extension a side, 3 SASS)."""
+        op, a, b = e.op, e.a, e.b
+        if op not in ("<", "<=", ">", ">=", "min"):
+            return None
+        if isinstance(a, E.Var) and a in self.narrow and not (isinstance(b, E.Var) and b in self.narrow):
+            a, b = b, a
+            op = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "min": "min"}[op]
+        if not (isinstance(b, E.Var) and b in self.narrow) or not self.int32_text(a):
+            return None
+        below, upto = self.narrow[b]
+        x = self(a)
+        if op == "min":
+            return f"(({x}) < ({upto}) ? ({x}) : ({upto}))"
+        bound = below if op in ("<", ">=") else upto
+        return f"({x} {'<=' if op in ('<', '<=') else '>'} {bound})"
+
     def _binary(self, e):
+        if self.narrow:
+            text = self.narrow_bound(e)
+            if text is not None:
+                return text
         native = self.bf16_native(e)
         if native is not None:
             return f"tl_bf16_to_f32({native})"

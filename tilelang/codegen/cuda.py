@@ -165,6 +165,19 @@ class CudaCodegen(CCodegen):
         offsets of one address (as one 32-bit sum widened, nvcc computes a 64-bit address per copy)."""
         return buf.scope == "global" and getattr(self.info, "split_global_index", False)
 
+    def narrow_dims(self, dims) -> None:
+        """Each int32 dim (a T.dynamic size, passed as int64_t) gets two int32 constants at entry,
+        min(n - 1, INT32_MAX) and min(n, INT32_MAX), that bound checks of int32 indices compare against
+        in 32 bits (c_expr.narrow_bound): `i < n` of an int64_t n sign-extends i and compares twice
+        (the fp8 lighting indexer's scale loads and logit stores: 8 of each a k-step)."""
+        for v in dims:
+            if v.dtype.name != "int32" or v.dtype.lanes != 1:
+                continue
+            lt, le = f"tl_{v.name}_lt", f"tl_{v.name}_le"
+            self.emit(f"const int {lt} = (int)({v.name} - 1 < 2147483647LL ? {v.name} - 1 : 2147483647LL);")
+            self.emit(f"const int {le} = (int)({v.name} < 2147483647LL ? {v.name} : 2147483647LL);")
+            self.expr.narrow[v] = (lt, le)
+
     def nibble_ref(self, buf: Buffer, indices) -> tuple[str, str]:
         if buf.uid in self.info.panels or buf.uid in self.info.swizzled or self.packed(buf):
             raise LoweringError(f"buffer {buf.name} of {buf.dtype} (packed two per byte) cannot have a swizzled "
@@ -246,6 +259,8 @@ class CudaCodegen(CCodegen):
             # built on them kept sign fix-ups (the mma emitter's ldmatrix addresses: 9 SASS a K step)
             self.emit(f"TL_ASSUME(tid >= 0 && tid < {T});")
         self.expr.nonneg.add(self.info.tid)
+        if getattr(self.info, "narrow_dims", False):
+            self.narrow_dims(dims)
         from .c import uses_rng
 
         if uses_rng(k.body):

@@ -157,6 +157,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_PACKED_COLUMN_READS = "tl.disable_packed_column_reads"
     TL_DISABLE_WGMMA_POLICY = "tl.disable_wgmma_policy"
     TL_DISABLE_SPLIT_SEGMENT_REDUCE = "tl.disable_split_segment_reduce"
+    TL_DISABLE_NARROW_DIM_CHECKS = "tl.disable_narrow_dim_checks"
     TL_FRESH_COPY_INDEX = "tl.fresh_copy_index"
 
 
@@ -446,6 +447,11 @@ _DOCS = {
                                        "columns are whole segments of H, each thread folds its group's segments "
                                        "and its quad in registers (layout/fragment.py segment_rows, ops/reduce.py "
                                        "segment_reduce).",
+    "TL_DISABLE_NARROW_DIM_CHECKS": "Ours. True (CUDA): a bound check of an int32 index against an int32 T.dynamic "
+                                    "size (i < n, i <= n, min(i, n)) compares in 64 bits, as C promotes the "
+                                    "int64_t kernel argument. Else against int32 constants min(n - 1, INT32_MAX) / "
+                                    "min(n, INT32_MAX) set once at kernel entry (codegen/cuda.narrow_dims): the "
+                                    "same result for every n, a 32-bit compare.",
     "TL_FRESH_COPY_INDEX": "Ours. True: tile-level copy loops of CUDA kernels read the thread index afresh, so "
                            "ptxas does not keep their addresses live across the k-loop "
                            "(transform/cuda/fresh_index.py). False: never. Unset: a kernel that spills is recompiled "

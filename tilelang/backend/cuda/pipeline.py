@@ -232,6 +232,7 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     info.no_span_swizzle = config(ctx.pass_configs, "tl.disable_swizzle_span_offset", False)
     info.swizzle_row_split = not config(ctx.pass_configs, "tl.disable_swizzle_row_split", False)
     info.shared_address_slots = not config(ctx.pass_configs, "tl.disable_shared_address_slots", False)
+    info.narrow_dims = not config(ctx.pass_configs, "tl.disable_narrow_dim_checks", False)
     info.assume_tid_range = not config(ctx.pass_configs, "tl.disable_assume_tid_range", False)
     info.pow2_floor_shift = not config(ctx.pass_configs, "tl.disable_pow2_floor_shift", False)
     descs = ws.descs if ws is not None else manual.descs if manual is not None else ()

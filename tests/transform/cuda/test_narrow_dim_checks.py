@@ -1,0 +1,78 @@
+"""Bound checks of int32 indices against an int32 T.dynamic size, which a CUDA kernel takes as an
+int64_t argument, compare in 32 bits against two constants set at entry (codegen/cuda.narrow_dims,
+c_expr.narrow_bound; tl.disable_narrow_dim_checks): i < n as i <= min(n - 1, INT32_MAX), i <= n as
+i <= min(n, INT32_MAX), min(i, n) as min(i, min(n, INT32_MAX)). The rule is checked over int32 edge
+values and sizes past INT32_MAX; the fp8 lighting indexer's loop (its scale loads and logit stores,
+kv length dynamic, last block partial) runs on the host emulator against float64 both ways."""
+import pytest
+import torch
+
+import tilelang
+import tilelang.language as T
+
+from tests.transform.cuda.test_acc_segments import reference as indexer_reference
+
+INT32_MAX = 2**31 - 1
+XS = [-(2**31), -5, -1, 0, 1, 6, 7, 8, 2**30, INT32_MAX - 1, INT32_MAX]
+NS = [0, 1, 7, 8, 2**30, INT32_MAX - 1, INT32_MAX, 2**31, 2**33 + 5]
+
+
+@pytest.mark.parametrize("n", NS)
+def test_the_32_bit_forms_agree_with_64_bit_compares(n):
+    lt, le = min(n - 1, INT32_MAX), min(n, INT32_MAX)
+    assert -1 <= lt <= INT32_MAX and 0 <= le <= INT32_MAX  # both are int32 values
+    for x in XS:
+        assert (x < n) == (x <= lt) and (x >= n) == (x > lt)
+        assert (x <= n) == (x <= le) and (x > n) == (x > le)
+        assert min(x, n) == min(x, le)
+
+
+def dynamic_indexer(M, Q, H, K, threads, stages=2):
+    """The fp8 lighting indexer's loop in fp16 over a dynamic kv length: per block of M kv rows,
+    s = K_blk @ Q^T under FullCol, relu * w[q, h] * scale[row] summed over h, stored where row < nkv."""
+    N = Q * H
+    nkv = T.dynamic("nkv")
+
+    @T.prim_func
+    def k(Kv: T.Tensor((nkv, K), "float16"), Qm: T.Tensor((N, K), "float16"), Scale: T.Tensor((nkv,), "float32"),
+          W: T.Tensor((Q, H), "float32"), Out: T.Tensor((Q, nkv), "float32")):
+        with T.Kernel(1, threads=threads) as _bx:
+            q_s = T.alloc_shared((N, K), "float16")
+            k_s = T.alloc_shared((M, K), "float16")
+            scale = T.alloc_fragment((M,), "float32")
+            s = T.alloc_fragment((M, N), "float32")
+            s3 = T.reshape(s, (M, Q, H))
+            logits = T.alloc_fragment((M, Q), "float32")
+            w = T.alloc_fragment((Q, H), "float32")
+            T.copy(Qm, q_s)
+            T.copy(W, w)
+            for nb in T.Pipelined(T.ceildiv(nkv, M), num_stages=stages):
+                T.copy(Kv[nb * M, 0], k_s)
+                T.copy(Scale[nb * M], scale)
+                T.gemm(k_s, q_s, s, transpose_B=True, clear_accum=True, policy=T.GemmWarpPolicy.FullCol)
+                for i, q, h in T.Parallel(M, Q, H):
+                    s3[i, q, h] = (T.max(s3[i, q, h], 0) * w[q, h]) * scale[i]
+                T.reduce_sum(s3, logits, dim=-1, clear=True)
+                for q, i in T.Parallel(Q, M):
+                    Out[q, nb * M + i] = logits[i, q]
+
+    return k
+
+
+@pytest.mark.parametrize("narrow", [True, False])
+def test_dynamic_indexer_on_host(narrow, run_on_host):
+    M, Q, H, K, threads, nkv = 256, 4, 32, 64, 512, 700  # the third block holds 188 rows
+    configs = None if narrow else {"tl.disable_narrow_dim_checks": True}
+    kern = tilelang.compile(dynamic_indexer(M, Q, H, K, threads), target="cuda -arch=sm_90a", pass_configs=configs)
+    src = kern.get_kernel_source()
+    assert ("tl_nkv_lt" in src) == narrow, src
+    if narrow:  # the scale loads' and stores' checks read the entry constant, none compares with nkv itself
+        assert "< nkv)" not in src and "<= tl_nkv_lt" in src, src
+    g = torch.Generator().manual_seed(11 + narrow)
+    kv = torch.randn(nkv, K, generator=g).half()
+    qm = torch.randn(Q * H, K, generator=g).half()
+    scale = torch.rand(nkv, generator=g) + 0.5
+    w = torch.randn(Q, H, generator=g)
+    out = torch.full((Q, nkv), float("nan"))
+    run_on_host(kern, [kv, qm, scale, w, out])
+    torch.testing.assert_close(out.double(), indexer_reference(kv, qm, scale, w), rtol=1e-4, atol=1e-2)
