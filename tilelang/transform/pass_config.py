@@ -158,6 +158,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_WGMMA_POLICY = "tl.disable_wgmma_policy"
     TL_DISABLE_SPLIT_SEGMENT_REDUCE = "tl.disable_split_segment_reduce"
     TL_DISABLE_NARROW_DIM_CHECKS = "tl.disable_narrow_dim_checks"
+    TL_DISABLE_ROW_STORE_HOIST = "tl.disable_row_store_hoist"
     TL_FRESH_COPY_INDEX = "tl.fresh_copy_index"
 
 
@@ -452,6 +453,12 @@ _DOCS = {
                                     "int64_t kernel argument. Else against int32 constants min(n - 1, INT32_MAX) / "
                                     "min(n, INT32_MAX) set once at kernel entry (codegen/cuda.narrow_dims): the "
                                     "same result for every n, a 32-bit compare.",
+    "TL_DISABLE_ROW_STORE_HOIST": "Ours. True (CUDA): a T.Parallel over a row fragment's rows (kept on every lane "
+                                  "of a quad) tests the storing copy at each store, inside its bounds check, as "
+                                  "before. Else, where the body only stores and the storing copy is the same "
+                                  "thread for every slot, one test wraps the unrolled slot loop "
+                                  "(transform/cuda/row_copies.row_loop): ptxas predicates the stores off one "
+                                  "address instead of a branch region per store.",
     "TL_FRESH_COPY_INDEX": "Ours. True: tile-level copy loops of CUDA kernels read the thread index afresh, so "
                            "ptxas does not keep their addresses live across the k-loop "
                            "(transform/cuda/fresh_index.py). False: never. Unset: a kernel that spills is recompiled "

@@ -3,7 +3,8 @@ int64_t argument, compare in 32 bits against two constants set at entry (codegen
 c_expr.narrow_bound; tl.disable_narrow_dim_checks): i < n as i <= min(n - 1, INT32_MAX), i <= n as
 i <= min(n, INT32_MAX), min(i, n) as min(i, min(n, INT32_MAX)). The rule is checked over int32 edge
 values and sizes past INT32_MAX; the fp8 lighting indexer's loop (its scale loads and logit stores,
-kv length dynamic, last block partial) runs on the host emulator against float64 both ways."""
+kv length dynamic, last block partial) runs on the host emulator against float64 both ways, and with
+its logit stores' lane test around their slot loop or at each store (tl.disable_row_store_hoist)."""
 import pytest
 import torch
 
@@ -59,16 +60,20 @@ def dynamic_indexer(M, Q, H, K, threads, stages=2):
     return k
 
 
-@pytest.mark.parametrize("narrow", [True, False])
-def test_dynamic_indexer_on_host(narrow, run_on_host):
+@pytest.mark.parametrize("narrow, hoist", [(True, True), (False, True), (True, False)])
+def test_dynamic_indexer_on_host(narrow, hoist, run_on_host):
     M, Q, H, K, threads, nkv = 256, 4, 32, 64, 512, 700  # the third block holds 188 rows
-    configs = None if narrow else {"tl.disable_narrow_dim_checks": True}
+    configs = {"tl.disable_narrow_dim_checks": not narrow, "tl.disable_row_store_hoist": not hoist}
     kern = tilelang.compile(dynamic_indexer(M, Q, H, K, threads), target="cuda -arch=sm_90a", pass_configs=configs)
     src = kern.get_kernel_source()
     assert ("tl_nkv_lt" in src) == narrow, src
     if narrow:  # the scale loads' and stores' checks read the entry constant, none compares with nkv itself
         assert "< nkv)" not in src and "<= tl_nkv_lt" in src, src
-    g = torch.Generator().manual_seed(11 + narrow)
+    # the logits' row loop (lane 0 of each quad stores its 8 rows): one test of the lane around it
+    lines = [ln.strip() for ln in src.splitlines()]
+    around = [n for n, ln in enumerate(lines) if ln == "if (((tid % 4) == 0)) {" and lines[n + 1] == "#pragma unroll"]
+    assert bool(around) == hoist, src
+    g = torch.Generator().manual_seed(11 + narrow + 2 * hoist)
     kv = torch.randn(nkv, K, generator=g).half()
     qm = torch.randn(Q * H, K, generator=g).half()
     scale = torch.rand(nkv, generator=g) + 0.5

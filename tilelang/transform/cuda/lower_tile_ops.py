@@ -576,7 +576,7 @@ def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = Fa
                  slice_offsets: bool = True, mma_rs: bool = True, own_lines: bool = True,
                  ws_panels: frozenset = frozenset(), shared_offset_cp_async: bool = True,
                  shared_address_slots: bool = True, packed_reads: bool = True, wgmma_policy: bool = True,
-                 split_segments: bool = True):
+                 split_segments: bool = True, row_store_hoist: bool = True):
     """-> (lowered kernel, CudaKernelInfo). row_fragments: keep per-row values of accumulators
     in registers with shuffle reductions (opt-in until it has run on the GPU tier).
     replicate_inputs: small read-only fragments every thread holds whole (layout_inference.replicated_inputs).
@@ -596,7 +596,9 @@ def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = Fa
     (packed_columns.py).
     wgmma_policy: a wgmma gemm's warpgroup grid follows its GemmWarpPolicy (gemm_paths.wgmma_policy_grid).
     split_segments: T.reduce over the last dim of a (rows, Q, H) reshape of an accumulator whose columns are split
-    over warps / warpgroups of whole segments stays in registers (fragment.segment_rows)."""
+    over warps / warpgroups of whole segments stays in registers (fragment.segment_rows).
+    row_store_hoist: a row loop that only stores, on one copy the same for every slot, tests the copy once around
+    the loop (row_copies.row_loop)."""
     threads = k.threads[0] * k.threads[1] * k.threads[2]
     plan = infer_layouts(k, sm, row_fragments, replicate_inputs, rows_1d, slice_offsets, mma_rs, packed_reads,
                          wgmma_policy, split_segments)
@@ -612,6 +614,7 @@ def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = Fa
     low.own_line_reduce = own_lines
     low.shared_offset_cp_async = shared_offset_cp_async
     low.shared_address_slots = shared_address_slots
+    low.first_copy_outside = row_store_hoist
     low.ranges.kernel(k)
     body = low.visit(k.body)
     for uid, buf in low.annotated.items():

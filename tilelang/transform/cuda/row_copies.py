@@ -196,11 +196,27 @@ def _registers(low, rows, plan: RowStorePlan, l, first) -> _Registers:
     return out
 
 
+def _only_first_copy_stores(b: S.Stmt, plan: RowStorePlan) -> bool:
+    """The slot body's only effects are the stores that run on the first copy (no register
+    writes, forwarded or kept buffers, calls or atomics)."""
+    if plan.forward or plan.kept:
+        return False
+    stores = collect(b, lambda n: isinstance(n, S.BufferStore))
+    return bool(stores) and all(_storage(st.buffer) in plan.single for st in stores) and \
+        not collect(b, lambda n: isinstance(n, (S.Evaluate, Raw, S.Allocate)))
+
+
 def row_loop(low, rows, make_body):
     """low.slot_loop(rows, make_body), its stores that other threads see made once per row (module
     docstring); the buffers every copy still stores are reported through low.warn. `rows` is any
-    layout that keeps copies (`replicated`): its first_copy(tid, l) picks the storing copy of slot l."""
+    layout that keeps copies (`replicated`): its first_copy(tid, l) picks the storing copy of slot l.
+    Where the first copy is the same thread for every slot and the body only stores (a row block's
+    logits to global memory), the test wraps the whole slot loop once rather than each store
+    (`if (tid % 4 == 0) { for l: if (bounds) store }`: ptxas predicates the unrolled stores off one
+    address, where a test inside each bounds check made a branch region and a rebuilt 64-bit
+    address per store; low.first_copy_outside, tl.disable_row_store_hoist)."""
     made = {}
+    hoist = []  # the slot-independent first-copy test, where the body qualifies (make_body runs once)
 
     def visible(b: Buffer) -> bool:
         return b.scope not in THREAD_LOCAL and low.reg(b) is None
@@ -215,9 +231,17 @@ def row_loop(low, rows, make_body):
                      "copies of a row in other warps may race (compute-sanitizer racecheck)")
         r = made["regs"] = _registers(low, rows, plan, l, first)
         made["l"], made["cvars"] = l, cvars
+        first = simplify(first)
+        if getattr(low, "first_copy_outside", False) and \
+                l.uid not in {v.uid for v in collect(first, lambda n: isinstance(n, E.Var))} and \
+                _only_first_copy_stores(b, plan):
+            hoist.append(first)
+            return b
         return S.seq(*r.pre, _RowStores(plan, first, r.regs).visit(b), *r.post)
 
     loop = low.slot_loop(rows, body)
+    if hoist:
+        return S.IfThenElse(hoist[0], loop)
     if not made["regs"].after:
         return loop
     l2 = E.Var("l", dt.int32)  # the second loop: the same slots, fresh variables
