@@ -95,6 +95,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_DEFERRED_EPILOGUE = "tl.disable_deferred_epilogue"
     TL_DISABLE_DEEP_RING = "tl.disable_deep_ring"
     TL_ENABLE_WS_OVERLAP = "tl.enable_ws_overlap"
+    TL_ENABLE_WS_PINGPONG = "tl.enable_ws_pingpong"
     TL_DISABLE_STAGED_ELEMENT_COPIES = "tl.disable_staged_element_copies"
     TL_DISABLE_STAGED_EPILOGUE = "tl.disable_staged_epilogue"
     TL_DISABLE_STAGING_SWIZZLE = "tl.disable_staging_swizzle"
@@ -260,6 +261,10 @@ _DOCS = {
     "TL_ENABLE_WS_OVERLAP": "Ours. True: a warp-specialized loop of two chained gemms (attention) keeps the next "
                             "tile's scores gemm in flight beside this tile's output gemm (ws_overlap.py). Off by "
                             "default until it is measured faster on the H200.",
+    "TL_ENABLE_WS_PINGPONG": "Ours. True: the consumer warpgroups of a warp-specialized attention loop take turns "
+                             "at the tensor cores (named barriers, round robin), one warpgroup's softmax running "
+                             "beside the next one's gemms (ws_pingpong.py; not with tl.enable_ws_overlap). Off by "
+                             "default until it is measured faster on the H200.",
     "TL_DISABLE_STAGED_ELEMENT_COPIES": "Ours. True: the cp.async software pipeline stages only T.copy ops (at "
                                         "the top of the body, or later ones under 99 KB of shared memory), not "
                                         "T.Parallel element copies or copies after register-only statements, and "

@@ -97,7 +97,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                                    bool(config(ctx.pass_configs, "tl.enable_tma_im2col_small_tiles", False)),
                                    not config(ctx.pass_configs, "tl.disable_stream_k_promoted", False),
                                    not config(ctx.pass_configs, "tl.disable_ws_mma_sync", False),
-                                   not config(ctx.pass_configs, "tl.disable_persistent_snake", False))
+                                   not config(ctx.pass_configs, "tl.disable_persistent_snake", False),
+                                   bool(config(ctx.pass_configs, "tl.enable_ws_pingpong", False)))
     if ws is not None:
         k_piped, views = k_ws, []
     elif manual is not None:
@@ -173,6 +174,14 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                                              not config(ctx.pass_configs, "tl.disable_sync_pass_ranges", False)))
     if ws is None and not info.uses_wgmma:
         new = replace(new, body=fuse_mma_mainloops(new.body))
+    if ws is not None and ws.pingpong:
+        from ...transform.cuda.ws_pingpong import turns_without_block_barrier
+
+        if not turns_without_block_barrier(new.body):
+            raise LoweringError("tl.enable_ws_pingpong: the consumers' k-loop needs a barrier across all consumer "
+                                "warpgroups (a shared-memory exchange), which a warpgroup waiting for its turn at the "
+                                "tensor cores would never reach; build this kernel without tl.enable_ws_pingpong",
+                                k.span)
     if not config(ctx.pass_configs, "tl.disable_pipeline_barrier_merge", False) and \
             not config(ctx.pass_configs, "tl.disable_thread_storage_sync", False):
         from ...transform.cuda.pipeline_barriers import merge_pipeline_barriers

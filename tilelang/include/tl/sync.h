@@ -30,6 +30,43 @@ TL_DEVICE void barrier_sync() {
   asm volatile("bar.sync %0, %1;\n" ::"n"(Id), "n"(Count) : "memory");
 }
 
+template <int Id, int Count>
+TL_DEVICE void barrier_arrive() {
+  static_assert(Id >= 0 && Id < 16, "tl::barrier_arrive: barrier id must be in [0, 16)");
+  static_assert(Count > 0 && Count % 32 == 0,
+                "tl::barrier_arrive: thread count must be a positive multiple of 32");
+  asm volatile("bar.arrive %0, %1;\n" ::"n"(Id), "n"(Count) : "memory");
+}
+
+// ------------------------------------------------------------- warpgroup turns
+// W consumer warpgroups take turns (0, 1, ..., W-1, 0, ...) at issuing their gemms
+// (transform/cuda/ws_pingpong.py): warpgroup wg waits on named barrier Base + wg before its
+// turn and passes the turn on by arriving on Base + (wg + 1) % W. Each barrier counts the
+// 128 threads waiting and the 128 passing. The ids stay compile-time (see barrier_sync's
+// note below): a chain of branches on the warp-uniform wg picks one.
+template <int Base, int W, int I = 0>
+TL_DEVICE void warpgroup_turn_wait(int wg) {
+  static_assert(W >= 2 && Base >= 1 && Base + W <= 16, "tl::warpgroup_turn_wait: ids Base..Base+W-1 in [1, 16)");
+  if constexpr (I < W) {
+    if (wg == I) {
+      barrier_sync<Base + I, 256>();
+    } else {
+      warpgroup_turn_wait<Base, W, I + 1>(wg);
+    }
+  }
+}
+template <int Base, int W, int I = 0>
+TL_DEVICE void warpgroup_turn_pass(int wg) {
+  static_assert(W >= 2 && Base >= 1 && Base + W <= 16, "tl::warpgroup_turn_pass: ids Base..Base+W-1 in [1, 16)");
+  if constexpr (I < W) {
+    if (wg == I) {
+      barrier_arrive<Base + (I + 1) % W, 256>();
+    } else {
+      warpgroup_turn_pass<Base, W, I + 1>(wg);
+    }
+  }
+}
+
 // ------------------------------------------------------------- fences
 // Order this thread's generic-proxy shared-memory writes before later
 // async-proxy accesses (TMA store from smem, wgmma reading smem operands).

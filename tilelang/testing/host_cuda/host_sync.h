@@ -15,6 +15,25 @@ inline void barrier_sync() {
   tl_host_bar_sync(Id, Count, true);
 }
 
+template <int Id, int Count>
+inline void barrier_arrive() {
+  static_assert(Id >= 0 && Id < 16, "tl::barrier_arrive: barrier id must be in [0, 16)");
+  static_assert(Count > 0 && Count % 32 == 0, "tl::barrier_arrive: thread count must be a positive multiple of 32");
+  tl_host_bar_sync(Id, Count, false);
+}
+template <int Base, int W, int I = 0>
+inline void warpgroup_turn_wait(int wg) {
+  static_assert(W >= 2 && Base >= 1 && Base + W <= 16, "tl::warpgroup_turn_wait: ids Base..Base+W-1 in [1, 16)");
+  if (wg < 0 || wg >= W) tl_host_fail("warpgroup_turn_wait: warpgroup %d of %d", wg, W);
+  tl_host_bar_sync(Base + wg, 256, true);
+}
+template <int Base, int W, int I = 0>
+inline void warpgroup_turn_pass(int wg) {
+  static_assert(W >= 2 && Base >= 1 && Base + W <= 16, "tl::warpgroup_turn_pass: ids Base..Base+W-1 in [1, 16)");
+  if (wg < 0 || wg >= W) tl_host_fail("warpgroup_turn_pass: warpgroup %d of %d", wg, W);
+  tl_host_bar_sync(Base + (wg + 1) % W, 256, false);
+}
+
 template <int kGuard = 0>
 inline void fence_proxy_async() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline void fence_cta() { std::atomic_thread_fence(std::memory_order_seq_cst); }

@@ -48,6 +48,7 @@ from .ws_im2col import im2col_desc, im2col_exprs, im2col_loads, im2col_plan, im2
 from .ws_epilogue import TmaDesc, defer_epilogue, defer_fits, fold_staged_store, tma_store_epilogue
 from .ws_loads import hoist_staged_decls, hoistable_copies, panel_width, plan_prefix_loads, take_prefix_loads, tma_plan
 from .ws_overlap import chain_plan, overlapped_consumer
+from .ws_pingpong import pingpong_consumer, pingpong_plan, turn_head, turn_tail
 
 
 @dataclass
@@ -62,6 +63,7 @@ class WSInfo:
     deferred_epilogue: bool = False  # the output tile is stored during the next tile's k-loop
     mma_sync: bool = False  # the consumers' gemms take mma.sync (gemm_paths.mma_ws_ok), not wgmma
     consumer_regs: int = 0  # the consumers' setmaxnreg_inc (the producer warpgroup decreases to PRODUCER_REGS)
+    pingpong: int = 0  # consumer warpgroups taking turns at their gemms (ws_pingpong.py), 0: none
 
 
 PRODUCER_THREADS, PRODUCER_REGS = 128, 40
@@ -93,7 +95,7 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
                     defer_epilogue: bool = True, deep_ring: bool = True, rebalance_regs: bool = True,
                     chain: bool = False, fragment_guard: bool = True, fold_staging: bool = True,
                     im2col_tma: bool = True, im2col_small: bool = False, promoted_stream_k: bool = True,
-                    mma_sync: bool = True, tile_snake: bool = True):
+                    mma_sync: bool = True, tile_snake: bool = True, pingpong: bool = False):
     """Returns (new kernel, WSInfo) or (k, None) when the kernel keeps the cp.async pipeline.
 
     num_sms: make the kernel persistent -- min(tiles, num_sms) blocks, each looping over the
@@ -131,13 +133,17 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     boxes and the consumers only wait on mbarriers.
     tile_snake: a persistent kernel whose k-loop trip count depends on the block variables (causal
     attention) deals its tiles in serpentine rounds (persistent.persistent_tiles; off:
-    `tl.disable_persistent_snake`)."""
+    `tl.disable_persistent_snake`).
+    pingpong: the consumer warpgroups of an attention loop take turns at the tensor cores, each
+    one's softmax running beside the next one's gemms (ws_pingpong.py; `tl.enable_ws_pingpong`;
+    not with `chain`, which takes the loop first)."""
     plan = _plan(k, warn, num_sms, clusters, stream_k, serpentine, deep_ring, fragment_guard,
                  (im2col_tma, im2col_small), promoted_stream_k, mma_sync)
     if plan is None:
         return k, None
     plan.rebalance_regs = rebalance_regs
     plan.chain = chain
+    plan.pingpong = pingpong and not chain
     plan.fold_staging = fold_staging
     if not chain:
         plan.groups = _barrier_groups(plan)
@@ -182,6 +188,7 @@ class WSPlan:
     guard: E.Expr | None = None  # the loads and compute of an iteration run only where it holds (_guarded_copies)
     pre: list = field(default_factory=list)  # copies before the loop the producer issues first (prefix_loads)
     chain: bool = False  # two chained gemms stay in flight together where ws_overlap.chain_plan allows
+    pingpong: bool = False  # consumer warpgroups take turns at their gemms where ws_pingpong.pingpong_plan allows
     stage: E.Var = field(default_factory=lambda: E.Var("tl_stage", dt.int32))
     it: E.Var = field(default_factory=lambda: E.Var("tl_it", dt.int32))
     rank: E.Var = field(default_factory=lambda: E.Var("tl_rank", dt.int32))  # the block's rank in its cluster
@@ -565,6 +572,10 @@ def _consumer_loop(plan: WSPlan) -> S.Stmt:
 
     overlap = stages >= 2 and len(plan.gemms) == 1 and all(g.wg_wait == 0 for g in plan.gemms) \
         and not _batch_must_finish(plan) and plan.groups is None and not plan.info.mma_sync
+    pp = pingpong_plan(plan) if plan.pingpong else None
+    if pp is not None:
+        plan.info.pingpong = pp.groups
+        return pingpong_consumer(plan, pp)
     if plan.groups is not None:  # each group waited for before its first reader, released after its last
         rb = ReplaceBuffers(plan.views)
         stmts = []
@@ -677,6 +688,7 @@ def _rewrite(plan: WSPlan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.K
         dec = Raw(f"tl::setmaxnreg_dec<{PRODUCER_REGS}>();")
     else:  # ptxas refuses a decrease to more registers than the whole program uses
         setmaxnreg = dec = S.seq()
+    turns = [turn_head(info.pingpong), turn_tail(info.pingpong)] if info.pingpong else []
     if plan.persistent:
         if plan.sk is not None:
             tiles, coords = tile_space(k)
@@ -707,11 +719,12 @@ def _rewrite(plan: WSPlan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.K
             unit = _timed(unit, plan, n)
         if deferred is not None:
             sk_vars += deferred[0]
-        consumer_branch = S.seq(setmaxnreg, S.Allocate(plan.cbase, (E.as_expr(0),)), *sk_vars,
-                                tile_loop(unit), *store_wait)
+        consumer_branch = S.seq(setmaxnreg, S.Allocate(plan.cbase, (E.as_expr(0),)), *sk_vars, *turns[:1],
+                                tile_loop(unit), *turns[1:], *store_wait)
         lets, k = [], replace(k, grid=grid)
     else:
-        consumer_branch = S.seq(setmaxnreg, *cons_prefix, *pre_wait, consumer_loop, *suffix, *store_wait)
+        consumer_branch = S.seq(setmaxnreg, *turns[:1], *cons_prefix, *pre_wait, consumer_loop, *suffix, *turns[1:],
+                                *store_wait)
         producer = S.seq(*pre_issue, *plan.pprefix, producer)
     producer_branch = S.seq(dec,
                             S.IfThenElse(E.binop("==", E.Var("tid", dt.int32), T), producer))
