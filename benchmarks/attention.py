@@ -4,6 +4,7 @@
                                    [--json out.json]
     python benchmarks/attention.py --compile-only --target "cuda -arch=sm_90a"   # no GPU needed
     python benchmarks/attention.py --ab tl.enable_ws_overlap   # each config also built with that key on
+    python benchmarks/attention.py --no-causal --configs 128,128,2,256 192,128,2,384 --ab tl.enable_ws_pingpong
 
 A case is B,H,S,D (fp16). Our kernel is the example's `flashattn` factory with its pass configs (layout
 [B, S, H, D]) over a few (block_M, block_N, num_stages, threads) configs, best reported.
@@ -15,6 +16,7 @@ FLOPs = 4*B*H*S*S*D, halved when causal. Ours is checked against SDPA's output
 
 import argparse
 import gc
+import re
 import sys
 import time
 import warnings
@@ -167,16 +169,24 @@ def main():
         failures = 0
         for B, H, S, D in args.cases:
             for c in variants:
-                for cfg in args.configs:
+                for cfg, key in [(cfg, None) for cfg in args.configs] + [(cfg, key) for cfg in args.configs
+                                                                         for key in args.ab]:
+                    name = f"B{B} H{H} S{S} D{D} causal={c} cfg={cfg}" + (f" {key}=True" if key else "")
                     try:
                         t0 = time.perf_counter()
-                        k, msgs = build(args.target, B, H, S, D, c, cfg)
+                        k, msgs = build(args.target, B, H, S, D, c, cfg, {key: True} if key else None)
                         smem = getattr(getattr(k.artifact, "csource", None), "smem_bytes", "?")
-                        print(f"compiled B{B} H{H} S{S} D{D} causal={c} cfg={cfg}: {time.perf_counter() - t0:.2f}s "
-                              f"smem={smem} warnings={len(msgs)}")
+                        compiled = getattr(k.artifact, "compiled", None)
+                        regs = compiled.ptxas_info() if hasattr(compiled, "ptxas_info") else {}
+                        log = getattr(compiled, "log", "") or ""
+                        # ptxas C7510-C7516: wgmma batches serialized; C7517: a wgmma wait it injected
+                        notes = sorted(set(re.findall(r"\((C751\d)\)", log)))
+                        print(f"compiled {name}: {time.perf_counter() - t0:.2f}s smem={smem} "
+                              f"regs={regs.get('registers', '?')} spills={regs.get('spill_stores', '?')}/"
+                              f"{regs.get('spill_loads', '?')} ptxas={','.join(notes) or '-'} warnings={len(msgs)}")
                     except Exception as e:  # noqa: BLE001
                         failures += 1
-                        print(f"FAILED B{B} H{H} S{S} D{D} causal={c} cfg={cfg}: {error_text(e)}")
+                        print(f"FAILED {name}: {error_text(e)}")
         return 1 if failures else 0
     if not require_cuda("attention.py"):
         return 0
