@@ -18,7 +18,8 @@ inline void barrier_sync() {
 template <int Id, int Count>
 inline void barrier_arrive() {
   static_assert(Id >= 0 && Id < 16, "tl::barrier_arrive: barrier id must be in [0, 16)");
-  static_assert(Count > 0 && Count % 32 == 0, "tl::barrier_arrive: thread count must be a positive multiple of 32");
+  static_assert(Count > 0 && Count % 32 == 0,
+                "tl::barrier_arrive: thread count must be a positive multiple of 32");
   tl_host_bar_sync(Id, Count, false);
 }
 template <int Base, int W, int I = 0>
