@@ -6,10 +6,11 @@
 #   scripts/ab_regress.sh FILTER VARIANT [VARIANT...]      e.g.
 #   TL_PERF_REGRESSION_ONLY=nsa_fwd scripts/ab_regress.sh ./deepseek_nsa/ tl.disable_x=true
 # FILTER is a substring of the file's path (./NAME/ for one folder). Prints per case public/ours for
-# ours and each variant; rows go to $OUT/ab.jsonl. PER_FILE_S (150) limits each process.
+# ours and each variant; rows go to $AB_JSONL (default $OUT/ab.jsonl, emptied first). PER_FILE_S (150) limits each process.
 set -u
 FILTER=${1:?usage: scripts/ab_regress.sh FILTER VARIANT...}; shift
 ROOT=$PWD; P=$ROOT/.peer; OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+J=${AB_JSONL:-$OUT/ab.jsonl}; : > "$J"  # this invocation's rows (AB_JSONL names another file)
 W=/tmp/ab; rm -rf "$W"; mkdir -p "$W"; cp -r "$P/tilelang-examples" "$W/ex"
 mkdir -p /tmp/tlsite; [ -d /tmp/tlsite/tilelang ] || tar -xJf "$P/tl-site.tar.xz" -C /tmp/tlsite
 mkdir -p /tmp/peer-site && python3 -m pip install -q --no-index --no-deps --target /tmp/peer-site "$P"/wheels/*.whl >/dev/null 2>&1
@@ -25,11 +26,11 @@ for f in $files; do
     res=$(echo "$log" | grep "__TILELANG_PERF_RESULTS_JSON__=" | tail -1 | sed 's/.*__TILELANG_PERF_RESULTS_JSON__=//')
     err=$(echo "$log" | grep -E "Error|error:" | tail -1 | cut -c1-240)
     python3 -c 'import json,sys; print(json.dumps({"variant": sys.argv[1], "file": sys.argv[2], "rc": int(sys.argv[3]), "s": int(sys.argv[4]), "results": json.loads(sys.argv[5]) if sys.argv[5] else None, "err": sys.argv[6]}))' \
-      "$v" "$f" "$rc" "$(( $(date +%s) - t0 ))" "$res" "$err" >> "$OUT/ab.jsonl"
+      "$v" "$f" "$rc" "$(( $(date +%s) - t0 ))" "$res" "$err" >> "$J"
     echo "$v $f rc=$rc $(( $(date +%s) - t0 ))s"
   done
 done
-python3 - "$OUT/ab.jsonl" <<'PY'
+python3 - "$J" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 lat, variants = {}, []
