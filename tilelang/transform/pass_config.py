@@ -140,6 +140,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_SHARED_INDEX_SPLIT = "tl.disable_shared_index_split"
     TL_DISABLE_CP_ASYNC_GROUP_FENCES = "tl.disable_cp_async_group_fences"
     TL_DISABLE_MMA_SYNC_GENERIC_REACH = "tl.disable_mma_sync_generic_reach"
+    TL_DISABLE_PROXY_FENCE_BYTEWISE_REACH = "tl.disable_proxy_fence_bytewise_reach"
     TL_DISABLE_TMA_IM2COL = "tl.disable_tma_im2col"
     TL_DISABLE_REGISTER_PREFETCH = "tl.disable_register_prefetch"
     TL_DISABLE_OWN_LINE_REDUCE = "tl.disable_own_line_reduce"
@@ -390,6 +391,12 @@ _DOCS = {
     "TL_DISABLE_MMA_SYNC_GENERIC_REACH": "Ours. True: a shared tile that only mma.sync gemms and stmatrix stores "
                                          "name counts as reachable by the async proxy, so barriers after its writes "
                                          "get fence.proxy.async (else it is generic-only, transform/cuda/proxy_fences.py).",
+    "TL_DISABLE_PROXY_FENCE_BYTEWISE_REACH": "Ours. True: a tile sharing bytes with an async-reachable tile is reachable "
+                                             "transitively (a packed-B ring under the output tile that also covers a "
+                                             "wgmma operand), and a plain tl::copy_vecN names its tile as inline code "
+                                             "(else only bytes a named tile covers count and copy_vecN is generic-only; "
+                                             "the bf16 fp4 dequant GEMM loses one fence per k-step, "
+                                             "transform/cuda/proxy_fences.py).",
     "TL_DISABLE_REGISTER_PREFETCH": "Ours. True (CUDA): a synchronous global -> shared element copy in a cp.async "
                                     "pipeline loads at the top of its iteration (else its elements are read into "
                                     "registers one iteration ahead, transform/cuda/register_prefetch.py).",

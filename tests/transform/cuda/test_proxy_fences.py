@@ -208,3 +208,66 @@ def test_an_mma_sync_tile_that_wgmma_also_reads_is_fenced():
     # a store into K_s (a wgmma operand) before the barrier: fenced though an mma.sync gemm reads it too
     body = loop(stmatrix(K_s), sync(), mma_gemm(dS_s, K_s), sync(), gemm(P_s, K_s), sync())
     assert fenced(body, all_writes=False, mma_generic=True) == [True, False, False]
+
+
+# ---- bytewise reach: the two-stage dequant GEMM's plan puts the output tile C over both the
+# dequantized operand (a wgmma operand) and the packed-B ring (plain loads only); C itself is
+# written by stmatrix and stored out by copy_vec16. Only bytes a named tile covers are reachable.
+Bp_s = Buffer("Bp_s", (128,), "uint8", "shared.dyn")  # packed B: cp.async in, plain loads out
+C_s = Buffer("C_s", (256,), "float16", "shared.dyn")
+
+
+def copy_vec16(buf):
+    src = E.Call("address_of", (E.BufferLoad(buf, (tid,), buf.dtype),), dt.uint64)
+    dst = E.Call("address_of", (E.BufferLoad(G, (tid,), G.dtype),), dt.uint64)
+    return Raw("tl::copy_vec16({0}, {1}, {2});", (dst, src, E.as_expr(True, dt.bool_)))
+
+
+def dequant_plan():
+    from tilelang.transform.cuda.plan_smem import SmemPlan, SmemSlot
+
+    # K_s (wgmma operand) [0, 256), Bp_s [256, 384), C_s [0, 512): C overlaps both
+    return SmemPlan((SmemSlot("K_s", K_s.uid, 0, 256, 0, 3), SmemSlot("Bp_s", Bp_s.uid, 256, 128, 0, 3),
+                     SmemSlot("P_s", P_s.uid, 512, 256, 0, 3), SmemSlot("C_s", C_s.uid, 0, 512, 0, 3)), 768)
+
+
+def dequant_body():
+    """wait for the packed tile, barrier, dequantize it into K_s, barrier, wgmma; then the epilogue."""
+    k_step = loop(Raw("tl::cp_async_wait<0>(); __syncthreads();"), S.Evaluate(load(Bp_s)), store(K_s),
+                  sync(), gemm(P_s, K_s), sync(), cp_async(Bp_s), Raw("tl::cp_async_commit();"))
+    return S.seq(k_step, stmatrix(C_s), sync(), copy_vec16(C_s))
+
+
+def test_a_packed_ring_under_the_output_tile_needs_no_fence_bytewise():
+    plan = dequant_plan()
+    # the wait lands only Bp_s (plain loads): unfenced; the barrier after the K_s stores: fenced;
+    # the epilogue barrier after the stmatrix into C_s (it shares bytes with K_s): fenced
+    assert fenced_bytewise(dequant_body(), plan, True) == [False, True, False, True]
+    # tl.disable_proxy_fence_bytewise_reach: copy_vec16 names C_s, so Bp_s (under C_s) is reached
+    assert fenced_bytewise(dequant_body(), plan, False) == [True, True, False, True]
+
+
+def test_bytewise_reach_still_fences_a_tile_sharing_bytes_with_a_wgmma_operand():
+    plan = dequant_plan()
+    from tilelang.transform.cuda.proxy_fences import async_reach
+
+    reach = async_reach(dequant_body(), plan, generic_only=True, mma_generic=True, bytewise=True)
+    assert {K_s.uid, P_s.uid, C_s.uid} <= reach and Bp_s.uid not in reach
+    old = async_reach(dequant_body(), plan, generic_only=True, mma_generic=True, bytewise=False)
+    assert Bp_s.uid in old
+
+
+def fenced_bytewise(body, plan, bytewise):
+    out = []
+
+    def go(st):
+        if isinstance(st, Raw) and "__syncthreads();" in st.fmt:
+            out.append("fence_proxy_async" in st.fmt)
+        for f in ("stmts", "body", "then_case", "else_case"):
+            x = getattr(st, f, None)
+            for y in (x if isinstance(x, tuple) else (x,)):
+                if isinstance(y, S.Stmt):
+                    go(y)
+
+    go(place_proxy_fences(body, plan, all_writes=False, bytewise=bytewise))
+    return out

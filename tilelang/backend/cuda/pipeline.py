@@ -313,8 +313,9 @@ def proxy_fences_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     every = bool(config(ctx.pass_configs, "tl.disable_proxy_fence_reach", False))
     groups = not config(ctx.pass_configs, "tl.disable_cp_async_group_fences", False)
     mma = not config(ctx.pass_configs, "tl.disable_mma_sync_generic_reach", False)
+    bytewise = not config(ctx.pass_configs, "tl.disable_proxy_fence_bytewise_reach", False)
     return replace(func, body=place_proxy_fences(func.body, func.attr(ATTR), all_writes=every, groups=groups,
-                                                 mma_generic=mma))
+                                                 mma_generic=mma, bytewise=bytewise))
 
 
 PASSES = [

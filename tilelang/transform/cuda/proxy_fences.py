@@ -110,6 +110,9 @@ def _buffers_in(x, out: set) -> None:
 _GENERIC_ONLY = re.compile(r"^\s*(tl::(cp_async_zfill|cp_async_gs|cp_async|load_vec|store_vec|copy_vec\d*)\s*<[^;]*;"
                            r"|tl_store2\s*\([^;]*;"
                            r"|\w+\s*=\s*\w+\s*\+\s*\(\{0\}\)\s*\*\s*\d+\s*;)\s*$")  # (the last: a stage window's pointer)
+# the plain 16/8/4-byte copies (include/tl/c_compat.h), called without template arguments: the
+# shared -> global store of an output tile through registers
+_PLAIN_COPY = re.compile(r"^\s*tl::copy_vec(16|8|4)\s*\([^;]*;\s*$")
 
 # warp-level mma.sync tiles: an sm80-path gemm (ldmatrix + mma.sync) reads, stmatrix writes, both
 # through the generic proxy (the attention backward's dS tile, written by stmatrix and read by the
@@ -117,17 +120,22 @@ _GENERIC_ONLY = re.compile(r"^\s*(tl::(cp_async_zfill|cp_async_gs|cp_async|load_
 _GENERIC_MMA = re.compile(r"^\s*tl::(gemm_ss|gemm_rs|stmatrix_pack)\s*<[^;]*;\s*$")
 
 
-def async_reach(body, plan=None, generic_only: bool = False, mma_generic: bool = False) -> set | None:
+def async_reach(body, plan=None, generic_only: bool = False, mma_generic: bool = False,
+                bytewise: bool = False) -> set | None:
     """Uids of the shared buffers (and of their aliases) the async proxy may touch: named by an inline statement
     (its reads, writes, arguments or text), or sharing bytes with one in `plan` (a SmemPlan). None
-    (every buffer) where a shared buffer has no slot in a given plan."""
+    (every buffer) where a shared buffer has no slot in a given plan. `bytewise`: a plain copy_vecN
+    is generic-proxy code too, and only a slot sharing bytes with a named one is added (a tile that
+    overlaps such a slot only where no named tile lies -- a packed B ring under the output tile
+    that also covers a wgmma operand -- is not: no async access reaches those bytes)."""
     shared = {b for a in collect(body, lambda n: isinstance(n, S.Allocate)) for b in (a.buffer,)
               if b.scope in ("shared", "shared.dyn")}
     raws = collect(body, lambda n: isinstance(n, Raw))
     handed = lambda n: isinstance(n, E.Call) and (n.op == "address_of" or n.op.startswith("extern:"))  # noqa: E731
     skip: set = set()
     if generic_only:
-        generic = lambda r: _GENERIC_ONLY.match(r.fmt) or (mma_generic and _GENERIC_MMA.match(r.fmt))  # noqa: E731
+        generic = lambda r: (_GENERIC_ONLY.match(r.fmt) or (mma_generic and _GENERIC_MMA.match(r.fmt))  # noqa: E731
+                             or (bytewise and _PLAIN_COPY.match(r.fmt)))
         skip = {id(c) for r in raws if generic(r) for c in collect(r, handed)}
         raws = [r for r in raws if not generic(r)]
     named: set = set()
@@ -146,15 +154,17 @@ def async_reach(body, plan=None, generic_only: bool = False, mma_generic: bool =
         slots = {s.uid: s for s in plan.slots}
         if any(_storage(b) not in slots for b in shared):
             return None
-        reach = _overlapping(reach, plan)
+        reach = _overlapping(reach, plan, transitive=not bytewise)
     # the uids statements name a write by (accesses(): a T.view alias's base, a stage window
     # itself) for every buffer whose memory is reachable
     return reach | {u for b in every if _storage(b) in reach for u in (b.uid, getattr(b, "view_base", b).uid)}
 
 
-def _overlapping(reach: set, plan) -> set:
-    """reach plus the slots of `plan` whose bytes overlap a reachable slot's, transitively."""
+def _overlapping(reach: set, plan, transitive: bool = True) -> set:
+    """reach plus the slots of `plan` whose bytes overlap a reachable slot's (transitive: also those
+    overlapping an added slot, and so on; else only the named slots' bytes count)."""
     slots = {s.uid: s for s in plan.slots}
+    named = set(reach)
     reach = set(reach)
     changed = True
     while changed:  # bytes shared with a reachable buffer are reachable
@@ -163,9 +173,9 @@ def _overlapping(reach: set, plan) -> set:
             if s.uid in reach or not s.nbytes:
                 continue
             if any(r in slots and slots[r].offset < s.offset + s.nbytes and s.offset < slots[r].offset + slots[r].nbytes
-                   for r in reach):
+                   for r in (reach if transitive else named)):
                 reach.add(s.uid)
-                changed = True
+                changed = transitive
     return reach
 
 
@@ -213,13 +223,16 @@ def _fence_all(st):
     return _FenceAll().visit(st)
 
 
-def place_proxy_fences(body, plan=None, all_writes: bool = False, groups: bool = True, mma_generic: bool = True):
+def place_proxy_fences(body, plan=None, all_writes: bool = False, groups: bool = True, mma_generic: bool = True,
+                       bytewise: bool = True):
     """`body` with `tl::fence_proxy_async();` before each barrier that follows a generic shared write
     of memory the async proxy may reach (`plan`: the kernel's SmemPlan; `all_writes`: any write;
     `groups`: a cp.async wait dirties only when the groups it drains hold such memory, and a tile
     only ever named by generic-proxy inline code is not reachable through it; `mma_generic`: with
-    groups, mma.sync gemms and stmatrix stores count as such code)."""
-    reach = None if all_writes else async_reach(body, plan, generic_only=groups, mma_generic=mma_generic)
+    groups, mma.sync gemms and stmatrix stores count as such code; `bytewise`: with groups, plain
+    copy_vecN copies too, and only bytes a named tile covers are reachable, see async_reach)."""
+    reach = None if all_writes else async_reach(body, plan, generic_only=groups, mma_generic=mma_generic,
+                                                bytewise=bytewise)
     lands = cp_async_lands(body, reach)
     if lands and groups:
         lands = wait_lands(body)
