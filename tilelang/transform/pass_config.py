@@ -141,6 +141,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_CP_ASYNC_GROUP_FENCES = "tl.disable_cp_async_group_fences"
     TL_DISABLE_MMA_SYNC_GENERIC_REACH = "tl.disable_mma_sync_generic_reach"
     TL_DISABLE_PROXY_FENCE_BYTEWISE_REACH = "tl.disable_proxy_fence_bytewise_reach"
+    TL_DISABLE_SHARED_LOAD_BATCH = "tl.disable_shared_load_batch"
     TL_DISABLE_TMA_IM2COL = "tl.disable_tma_im2col"
     TL_DISABLE_REGISTER_PREFETCH = "tl.disable_register_prefetch"
     TL_DISABLE_OWN_LINE_REDUCE = "tl.disable_own_line_reduce"
@@ -397,6 +398,10 @@ _DOCS = {
                                              "(else only bytes a named tile covers count and copy_vecN is generic-only; "
                                              "the bf16 fp4 dequant GEMM loses one fence per k-step, "
                                              "transform/cuda/proxy_fences.py).",
+    "TL_DISABLE_SHARED_LOAD_BATCH": "Ours. True: a short loop that loads one shared tile and stores into another "
+                                    "issues each iteration's shared loads in turn, each behind the previous "
+                                    "iteration's stores (else all its loads go first, into registers, "
+                                    "transform/cuda/shared_load_batch.py).",
     "TL_DISABLE_REGISTER_PREFETCH": "Ours. True (CUDA): a synchronous global -> shared element copy in a cp.async "
                                     "pipeline loads at the top of its iteration (else its elements are read into "
                                     "registers one iteration ahead, transform/cuda/register_prefetch.py).",

@@ -6,6 +6,10 @@ the packed-B ring.
 proxy_fences (`tl.disable_proxy_fence_bytewise_reach`): only the barrier after the bf16 tile's
 stores needs fence.proxy.async; the packed ring lies under C_s only where no wgmma operand does,
 and C_s is stored out by copy_vec16 (generic proxy), so the first wait's barrier is not fenced.
+shared_load_batch (`tl.disable_shared_load_batch`): the unpacking loop's eight 4-byte loads of the
+packed tile go out together ahead of it (ptxas cannot tell the packed and the bf16 tile apart, so
+each load would wait behind the previous iteration's store). A loop that writes the tile it loads,
+or holds a barrier, keeps its loads in place.
 Numbers: the generated CUDA run on the host against float64 torch on random inputs."""
 import re
 
@@ -18,6 +22,7 @@ import tilelang.language as T
 SM90 = "cuda -arch=sm_90a"
 NOWS = {"tl.disable_warp_specialized": True}
 OFF = {**NOWS, "tl.disable_proxy_fence_bytewise_reach": True}
+NOBATCH = {**NOWS, "tl.disable_shared_load_batch": True}
 M, N, K, BM, BN, BK, THREADS = 256, 128, 512, 256, 128, 128, 256
 
 
@@ -82,16 +87,61 @@ def test_only_the_barrier_before_the_wgmma_is_fenced():
     assert _waits(off)[:2] == [True, True]
 
 
+def test_the_packed_loads_go_out_ahead_of_the_unpacking_loop():
+    src = tilelang.compile(dequant_gemm_ss(), target=SM90, pass_configs=NOWS).get_kernel_source()
+    loop = src[src.index("for (int k = 0;"):]
+    assert "uint8_t B_s_v0_b[32];" in loop
+    batch = loop.index("B_s_v0_b[32]")
+    first_load, first_store = loop.index("tl::load_vec<4>(&B_s_v0_b["), loop.index("tl::store_vec<8>(&B_dq[")
+    assert batch < first_load < first_store and loop.count("tl::load_vec<4>(") == 1  # one load loop
+    off = tilelang.compile(dequant_gemm_ss(), target=SM90, pass_configs=NOBATCH).get_kernel_source()
+    assert "B_s_v0_b" not in off
+
+
+def _unpack_loop(store_into_source=False, barrier=False):
+    from tilelang import dtypes as dt
+    from tilelang.ir import expr as E
+    from tilelang.ir import stmt as S
+    from tilelang.ir.buffer import Buffer
+    from tilelang.transform.cuda.raw import Raw
+
+    i, tid = E.Var("i", dt.int32), E.Var("tid", dt.int32)
+    src = Buffer("P_s", (2048,), "uint8", "shared.dyn")
+    dst = Buffer("D_s", (4096,), "bfloat16", "shared.dyn")
+    x = Buffer("P_v0", (4,), "uint8", "local")
+    at = E.Binary("+", E.Binary("*", i, E.as_expr(1024), dt.int32), E.Binary("*", tid, E.as_expr(4), dt.int32), dt.int32)
+    load = Raw("tl::load_vec<4>({0}, {1}, {2});", (E.Call("address_of", (E.BufferLoad(x, (E.as_expr(0),), x.dtype),), dt.uint64),
+                                                   E.Call("address_of", (E.BufferLoad(src, (at,), src.dtype),), dt.uint64),
+                                                   E.as_expr(True)), reads=(src,))
+    out = src if store_into_source else dst
+    val = E.BufferLoad(x, (E.as_expr(0),), x.dtype) if store_into_source else E.as_expr(1.0, dst.dtype)
+    body = [S.Allocate(x), load, S.BufferStore(out, (at,), val)]
+    if barrier:
+        body.append(Raw("__syncthreads();"))
+    return S.For(i, E.as_expr(0), E.as_expr(8), "serial", S.seq(*body))
+
+
+def test_a_loop_writing_its_source_or_holding_a_barrier_keeps_its_loads():
+    from tilelang.ir import stmt as S
+    from tilelang.transform.cuda.shared_load_batch import batch_shared_loads
+
+    batched = batch_shared_loads(_unpack_loop())
+    assert isinstance(batched, S.SeqStmt) and [type(s).__name__ for s in batched.stmts] == ["Allocate", "For", "For"]
+    assert batched.stmts[0].buffer.shape[0] == 32
+    for loop in (_unpack_loop(store_into_source=True), _unpack_loop(barrier=True)):
+        assert batch_shared_loads(loop) == loop
+
+
 @pytest.fixture(scope="module")
 def host():
     from tilelang.testing import host_cuda
     if not host_cuda.available():
         pytest.skip("g++ not installed")
     return host_cuda.HostProgram({n: tilelang.compile(dequant_gemm_ss(), target=SM90, pass_configs=c)
-                                  for n, c in (("on", NOWS), ("off", OFF))})
+                                  for n, c in (("on", NOWS), ("off", OFF), ("nobatch", NOBATCH))})
 
 
-@pytest.mark.parametrize("name,seed", [("on", 11), ("on", 12), ("off", 13)])
+@pytest.mark.parametrize("name,seed", [("on", 11), ("on", 12), ("off", 13), ("nobatch", 14)])
 def test_matches_float64_on_host(host, name, seed):
     g = torch.Generator().manual_seed(seed)
     a = torch.randn(M, K, generator=g).bfloat16()

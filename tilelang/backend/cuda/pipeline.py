@@ -188,6 +188,10 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
 
         new = replace(new, body=merge_pipeline_barriers(
             new.body, not config(ctx.pass_configs, "tl.disable_pipeline_refill_sink", False)))
+    if not config(ctx.pass_configs, "tl.disable_shared_load_batch", False):
+        from ...transform.cuda.shared_load_batch import batch_shared_loads
+
+        new = replace(new, body=batch_shared_loads(new.body))
     if ws is not None:
         info.swizzled |= ws.swizzled
         info.panels |= ws.panels
