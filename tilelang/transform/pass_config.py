@@ -153,6 +153,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_SMEM_REUSE = "tl.disable_smem_reuse"
     TL_DISABLE_STAGE_SMEM_REUSE = "tl.disable_stage_smem_reuse"
     TL_DISABLE_COPY_HOIST_PAST_MMA = "tl.disable_copy_hoist_past_mma"
+    TL_DISABLE_PIPELINE_TAIL_PEEL = "tl.disable_pipeline_tail_peel"
     TL_DISABLE_DYNAMIC_ALIGNMENT = "tl.disable_dynamic_alignment"
     TL_DISABLE_LAUNCH_KERNEL_EX = "tl.disable_launch_kernel_ex"
     TL_DISABLE_CP_ASYNC_SHARED_OFFSET = "tl.disable_cp_async_shared_offset"
@@ -430,6 +431,10 @@ _DOCS = {
                                       "mma.sync gemms and ldmatrix / stmatrix calls (else it is, where they touch "
                                       "none of what it writes: attention's V load joins its K load, "
                                       "cp_async_waits.py).",
+    "TL_DISABLE_PIPELINE_TAIL_PEEL": "Ours. True: an issue-first cp.async pipeline (sm_90) of a constant trip "
+                                     "count guards its refill with `if (ko + S - 1 < n)` in every iteration "
+                                     "(else its last S - 1 iterations run after the loop without refills: "
+                                     "software_pipeline.py, _Pipeline.peeled).",
     "TL_DISABLE_STAGE_SMEM_REUSE": "Ours. True: a cp.async pipeline's stage storage keeps its own shared memory "
                                    "for the whole kernel (else tiles used after the loop's drain, "
                                    "`cp_async_wait<0>(); __syncthreads();`, may take its bytes: plan_smem.py).",

@@ -116,8 +116,9 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
         inflight = issue_first and not config(ctx.pass_configs, "tl.disable_wgmma_inflight", False)
         single = issue_first and not config(ctx.pass_configs, "tl.disable_single_stage_pipeline", False)
         join = not config(ctx.pass_configs, "tl.disable_prologue_join_past_registers", False)
+        peel = not config(ctx.pass_configs, "tl.disable_pipeline_tail_peel", False)
         k_piped, views = pipeline_kernel(raise_element_copies(k), msgs.append, serp, limit, issue_first, num_sms(),
-                                         inflight, single, join) \
+                                         inflight, single, join, peel) \
             if not ctx.config("tl.disable_pipeline") else (k, [])
         if views and not config(ctx.pass_configs, "tl.disable_staged_epilogue", False):
             k_piped = stage_epilogue(k_piped, views)

@@ -48,6 +48,7 @@ class _Pipeline(Mutator):
         self.single_stage = False  # num_stages=1 loops with two reader groups or more are pipelined too
         self.join_past_registers = False  # copies before a loop join its prologue past register-only statements
         self.one_wave = one_wave  # the grid fits in one wave of one block per SM (see _later_producers)
+        self.peel_tail = False  # issue-first loops of a constant trip count peel their last S - 1 iterations
         self.issue_first = issue_first  # refill before the wait (see visit_For)
         self.smem_limit = smem_limit  # a block's shared memory; 0: stage T.copy ops only (no element copies)
         self.smem_bytes = smem_bytes  # shared memory the kernel declares, stages included as they are made
@@ -186,6 +187,9 @@ class _Pipeline(Mutator):
             out = S.seq(*lead, *prologue, loop, H.WaitWgmma(0, span=s.span), Raw(_DRAIN))
             self.pipelined[id(out)] = set()  # the body starts with its wait
             return out
+        if self.issue_first and self.peel_tail and when is None and const_int(n) is not None \
+                and const_int(n) >= stages:
+            return self.peeled(s, lead, prologue, issue, reads, rest, ahead)
         if self.issue_first:
             # the refill of the stage iteration ko - 1 read goes out before the wait for ko's stage,
             # so S loads are in flight while the block waits (S - 1 the other way round), for one
@@ -205,6 +209,31 @@ class _Pipeline(Mutator):
         loop = S.For(ko, s.start, s.extent, "serial", loop_body, (), span=s.span)
         out = S.seq(*lead, *prologue, loop, Raw(_DRAIN))
         self.pipelined[id(out)] = set()  # the body starts with its wait
+        return out
+
+    def peeled(self, s: S.For, lead, prologue, issue, reads, rest, ahead):
+        """The issue-first loop of a constant trip count n >= S, its last S - 1 iterations peeled:
+        the main loop refills unconditionally (no `if (ko + S - 1 < n)` per iteration), the tail
+        issues nothing, so it needs no barrier before its wait. Groups complete in order, so at
+        tail iteration j of S - 1 the stage it reads is complete once at most S - 2 - j groups are
+        pending: S = 2 waits for all; S > 2 keeps one loop with an empty commit per iteration so
+        the constant depth S - 1 holds, as the guarded loop does."""
+        stages, ko = s.annotation("num_stages"), s.var
+        main = const_int(s.extent) - (stages - 1)
+        loop_body = S.seq(
+            Raw("__syncthreads();"),
+            issue(ahead, True),
+            Raw(f"tl::cp_async_wait<{stages - 1}>(); __syncthreads();"),
+            *reads,
+            rest)
+        loop = S.For(ko, s.start, E.as_expr(main), "serial", loop_body, (), span=s.span)
+        kt = E.Var(ko.name, ko.dtype)
+        wait = Raw("tl::cp_async_wait<0>(); __syncthreads();") if stages == 2 else \
+            S.seq(Raw("tl::cp_async_commit();"), Raw(f"tl::cp_async_wait<{stages - 1}>(); __syncthreads();"))
+        tail_body = substitute(S.seq(wait, *reads, rest), {ko: kt})
+        tail = S.For(kt, simplify(s.start + main), E.as_expr(stages - 1), "serial", tail_body, (), span=s.span)
+        out = S.seq(*lead, *prologue, loop, tail, Raw(_DRAIN))
+        self.pipelined[id(out)] = set()  # the body starts with its barrier and refill
         return out
 
     def visit_SeqStmt(self, s: S.SeqStmt):
@@ -252,7 +281,7 @@ class _Pipeline(Mutator):
 def pipeline_kernel(k: S.KernelLaunch, warn, num_sms: int | None = None,
                     smem_limit: int = 0, issue_first: bool = False, sms: int | None = None,
                     wgmma_inflight: bool = False, single_stage: bool = False,
-                    join_past_registers: bool = False) -> tuple[S.KernelLaunch, list]:
+                    join_past_registers: bool = False, peel_tail: bool = False) -> tuple[S.KernelLaunch, list]:
     """num_sms: walk k backwards in the blocks of every other wave (see `_wave_reverse`).
     smem_limit: a block's shared memory in bytes; with it, T.Parallel element copies (row gathers)
     and copies after register-only statements are staged too while the stages fit (0: not).
@@ -266,7 +295,9 @@ def pipeline_kernel(k: S.KernelLaunch, warn, num_sms: int | None = None,
     loop whose staged tiles have two first readers or more keeps one buffer per tile, refilled for the
     next iteration right after the tile's last reader (the gemm on the next tile runs beside the load).
     join_past_registers: T.copy ops before a loop join its prologue across statements that touch no
-    shared memory (`T.fill(acc_o, 0)` between Q's copy and the loop), see `join_prologues`."""
+    shared memory (`T.fill(acc_o, 0)` between Q's copy and the loop), see `join_prologues`.
+    peel_tail: with issue_first, a loop of a constant trip count runs its last S - 1 iterations after
+    the loop, without refills, so the loop's refill needs no guard (see `_Pipeline.peeled`)."""
     rev = _wave_reverse(k, num_sms) if num_sms else None
     smem = sum(a.buffer.numel() * a.buffer.dtype.bytes for a in collect(k.body, lambda n: isinstance(n, S.Allocate))
                if a.buffer.scope in ("shared", "shared.dyn") and const_int(a.buffer.numel()) is not None)
@@ -278,6 +309,7 @@ def pipeline_kernel(k: S.KernelLaunch, warn, num_sms: int | None = None,
     p = _Pipeline(warn, rev[:2] if rev else None, smem, smem_limit, issue_first, one_wave, threads)
     p.single_stage = single_stage and issue_first
     p.join_past_registers = join_past_registers
+    p.peel_tail = peel_tail and issue_first
     p.top = k.body
     body = p.visit(k.body)
     if not p.views:
