@@ -22,7 +22,11 @@ from .simplify import const_int, linear_form, simplify
 
 
 class Ranges:
-    def __init__(self):
+    def __init__(self, minmax_calls: bool = False):
+        # minmax_calls: integer `T.min` / `T.max` calls (E.Call "min" / "max") are bounded like the
+        # Binary min / max (`loop_ed = T.min(by * 4 + 8, 16)` is at most 16). Opt-in per pass
+        # (tl.disable_minmax_call_ranges turns it off where it is on).
+        self.minmax_calls = minmax_calls
         self.of: dict = {}  # Var -> (lo, hi), inclusive ints
         self.values: dict = {}  # Var -> its LetStmt value, where that is load-free index arithmetic
         self.sym: dict = {}  # block Var -> its symbolic grid extent G: the Var is in [0, G - 1]
@@ -198,6 +202,14 @@ class Ranges:
         if isinstance(t, E.Select) and t.dtype.is_int:  # either branch
             a, b = self.bounds(t.a), self.bounds(t.b)
             return None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
+        mm = self._minmax(t)
+        if mm is not None:
+            op, a, b = mm
+            a, b = self.bounds(a), self.bounds(b)
+            if a is None or b is None:
+                return None
+            f = min if op == "min" else max
+            return f(a[0], b[0]), f(a[1], b[1])
         if not isinstance(t, E.Binary) or not t.dtype.is_int:
             return None
         if t.op in ("min", "max"):
@@ -222,6 +234,38 @@ class Ranges:
         if t.op == "%" and a[0] >= 0:  # C remainder takes the sign of x
             return (a[0], a[1]) if a[1] < c else (0, c - 1)
         return None
+
+    def _minmax(self, t) -> tuple | None:
+        """(op, a, b) of an integer min / max call where minmax_calls is on, else None."""
+        if self.minmax_calls and isinstance(t, E.Call) and t.op in ("min", "max") and len(t.args) == 2 \
+                and t.dtype.is_int:
+            return t.op, t.args[0], t.args[1]
+        return None
+
+    def upper_split(self, e, depth: int = 4) -> int | None:
+        """Greatest value of e like `upper`, but a min / max term (Binary, or a call where
+        minmax_calls is on) is split into its arguments first, which keeps what they share with
+        the rest of e: a trip count `min(by * 4 + 8, 16) - by * 4` is at most
+        min(upper(8), upper(16 - by * 4)) = 8, where the plain interval sum says 16."""
+        e = simplify(E.as_expr(e))
+        lin = linear_form(e)
+        if lin is not None and depth > 0:
+            for t, c in lin[0].items():
+                if isinstance(t, E.Binary) and t.op in ("min", "max") and t.dtype.is_int:
+                    op, a, b = t.op, t.a, t.b
+                else:
+                    mm = self._minmax(t)
+                    if mm is None:
+                        continue
+                    op, a, b = mm
+                rest = e - t * c
+                ua = self.upper_split(rest + E.as_expr(a) * c, depth - 1)
+                ub = self.upper_split(rest + E.as_expr(b) * c, depth - 1)
+                if (op == "min") == (c > 0):  # e <= rest + c * a and e <= rest + c * b: either bounds it
+                    known = [u for u in (ua, ub) if u is not None]
+                    return min(known) if known else None
+                return None if ua is None or ub is None else max(ua, ub)
+        return self.upper(e)
 
     def _refined(self, cond) -> dict:
         """Var -> tightened range for each `x < y`-style comparison ANDed into cond."""

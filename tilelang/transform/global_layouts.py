@@ -33,6 +33,7 @@ from ..op import tile_ops as O
 from ..op.regions import squeezed
 from ..op.thread_ops import DeclBuffer
 from .lower_tile_ops_cpu import in_bounds, region_indices, serial_loops
+from .pass_config import get as config
 
 _ELEMENTWISE = (O.Copy, O.Fill, O.AtomicTile)
 
@@ -42,7 +43,8 @@ def global_layouts_pass(func: S.PrimFunc, ctx) -> S.PrimFunc:
 
     if not collect(func.body, _global_annotation):
         return func
-    return replace(func, body=_PerKernel().visit(func.body))
+    calls = ctx is None or not config(ctx.pass_configs, "tl.disable_minmax_call_ranges", False)
+    return replace(func, body=_PerKernel(calls).visit(func.body))
 
 
 def _global_annotation(n) -> bool:
@@ -51,6 +53,9 @@ def _global_annotation(n) -> bool:
 
 
 class _PerKernel(Mutator):
+    def __init__(self, minmax_calls: bool):
+        self.minmax_calls = minmax_calls
+
     def visit_KernelLaunch(self, k: S.KernelLaunch):
         from dataclasses import replace
 
@@ -61,7 +66,7 @@ class _PerKernel(Mutator):
                     views[buf.uid] = (buf, lay, _physical_view(buf, lay, ann.span))
         if not views:
             return k
-        rw = _Rewrite(views)
+        rw = _Rewrite(views, self.minmax_calls)
         rw.ranges.kernel(k)
         body = rw.visit(k.body)
         decls = [DeclBuffer(view, buf) for buf, _, view in views.values()]
@@ -104,9 +109,9 @@ class _Rewrite(TrackRanges, Mutator):
     bounds guards redundant (a dQ atomic under `if k * 32 + i < 512` cost ~15 instructions and a
     branch per element in the attention backward's k-loop)."""
 
-    def __init__(self, views: dict):
+    def __init__(self, views: dict, minmax_calls: bool = False):
         self.views = views
-        self.ranges = Ranges()
+        self.ranges = Ranges(minmax_calls)
 
     def visit_For(self, s: S.For):
         with self.ranges.loop(s):

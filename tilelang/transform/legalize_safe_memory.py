@@ -26,8 +26,8 @@ from .pass_config import get as config
 
 
 class _Legalize(TrackRanges, Mutator):
-    def __init__(self):
-        self.ranges = Ranges()
+    def __init__(self, minmax_calls: bool = False):
+        self.ranges = Ranges(minmax_calls)
         self.parallel = 0
         self.leaf = 0  # inside an innermost serial loop: its global stores are guarded
 
@@ -101,4 +101,5 @@ def _addresses(e) -> bool:
 def legalize_safe_memory(func: PrimFunc, ctx=None) -> PrimFunc:
     if ctx is not None and config(ctx.pass_configs, "tl.disable_safe_memory_legalize", False):
         return func
-    return replace(func, body=_Legalize().visit(func.body))
+    calls = ctx is None or not config(ctx.pass_configs, "tl.disable_minmax_call_ranges", False)
+    return replace(func, body=_Legalize(calls).visit(func.body))

@@ -94,6 +94,8 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_UNMASKED_TILE_CLEAR = "tl.disable_unmasked_tile_clear"
     TL_DISABLE_DEFERRED_EPILOGUE = "tl.disable_deferred_epilogue"
     TL_DISABLE_DEEP_RING = "tl.disable_deep_ring"
+    TL_DISABLE_RING_TRIP_CAP = "tl.disable_ring_trip_cap"
+    TL_DISABLE_MINMAX_CALL_RANGES = "tl.disable_minmax_call_ranges"
     TL_ENABLE_WS_OVERLAP = "tl.enable_ws_overlap"
     TL_ENABLE_WS_PINGPONG = "tl.enable_ws_pingpong"
     TL_DISABLE_STAGED_ELEMENT_COPIES = "tl.disable_staged_element_copies"
@@ -274,6 +276,11 @@ _DOCS = {
                                         "T.copy ops just before a pipelined loop wait for themselves instead of "
                                         "joining its prologue.",
     "TL_DISABLE_DEEP_RING": "Ours. True: warp-specialized TMA rings keep exactly the user's num_stages.",
+    "TL_DISABLE_RING_TRIP_CAP": "Ours. True: a warp-specialized TMA ring may hold more stages than the most "
+                                "iterations its loop can run (where each block runs one tile).",
+    "TL_DISABLE_MINMAX_CALL_RANGES": "Ours. True: the global-tensor layout and safe-memory guards do not bound "
+                                     "integer T.min / T.max calls (a loop `range(s, T.min(s + 8, n))` keeps "
+                                     "its bounds guards).",
     "TL_DISABLE_STAGED_EPILOGUE": "Ours. True: cp.async kernels store C from registers.",
     "TL_DISABLE_INDEX_DIVMOD_FOLDING": "Ours. True: global indices keep the divisions of a layout over "
                                        "fragment coordinates (else split by the coordinates' ranges).",

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ... import dtypes as dt
+from ...arith.ranges import Ranges
 from ...arith.simplify import const_int, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
@@ -95,7 +96,8 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
                     defer_epilogue: bool = True, deep_ring: bool = True, rebalance_regs: bool = True,
                     chain: bool = False, fragment_guard: bool = True, fold_staging: bool = True,
                     im2col_tma: bool = True, im2col_small: bool = False, promoted_stream_k: bool = True,
-                    mma_sync: bool = True, tile_snake: bool = True, pingpong: bool = False):
+                    mma_sync: bool = True, tile_snake: bool = True, pingpong: bool = False,
+                    trip_cap: bool = True):
     """Returns (new kernel, WSInfo) or (k, None) when the kernel keeps the cp.async pipeline.
 
     num_sms: make the kernel persistent -- min(tiles, num_sms) blocks, each looping over the
@@ -112,6 +114,8 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     defer_epilogue: a persistent plain k-reduction stores its output tile during the next
     tile's k-loop (see `_defer_epilogue`).
     deep_ring: the producer's ring may hold more stages than num_stages (see `ring_depth`).
+    trip_cap: where each block runs one tile, the ring holds no more stages than the loop's most
+    iterations (see `trip_bound`; off: `tl.disable_ring_trip_cap`).
     rebalance_regs: False leaves out setmaxnreg (for kernels that use fewer registers than the
     producer's decrease names, which ptxas rejects).
     chain: a loop of two chained gemms (attention: scores, then P @ V) keeps the next scores gemm
@@ -138,7 +142,7 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     one's softmax running beside the next one's gemms (ws_pingpong.py; `tl.enable_ws_pingpong`;
     not with `chain`, which takes the loop first)."""
     plan = _plan(k, warn, num_sms, clusters, stream_k, serpentine, deep_ring, fragment_guard,
-                 (im2col_tma, im2col_small), promoted_stream_k, mma_sync)
+                 (im2col_tma, im2col_small), promoted_stream_k, mma_sync, trip_cap)
     if plan is None:
         return k, None
     plan.rebalance_regs = rebalance_regs
@@ -228,7 +232,7 @@ class WSPlan:
 
 def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine=False,
           deep_ring=False, fragment_guard=False, im2col_tma=(False, False), promoted=False,
-          mma_sync=False) -> WSPlan | None:
+          mma_sync=False, trip_cap=False) -> WSPlan | None:
     """The plan, or None (with a warning where wgmma or TMA is what is missing)."""
     T = k.threads[0] * k.threads[1] * k.threads[2]
     stmts, loops = top_pipelined(k.body)
@@ -298,6 +302,17 @@ def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine
     persistent = num_sms is not None and len(k.block_vars) <= 3
     stages = max(1, loop.annotation("num_stages", 0) or 1)
     stages = ring_depth(stages, producers, gemms, k.body) if deep_ring else stages
+    if trip_cap:
+        rest = [b for b in body if not any(b is p for p in producers)]
+        tiles = const_int(tile_space(k)[0])
+        one_tile = not persistent or (tiles is not None and tiles <= num_sms)
+        # (stream-K may deal one block k-ranges of several tiles: its rings stay as they are)
+        sk = persistent and stream_k and not clusters and stream_k_plan(
+            loop, rest, gemms, stmts[:loops[0]], k.block_vars, num_sms, tile_space(k)[0],
+            stmts[loops[0] + 1:] if promoted else None) is not None
+        n = trip_bound(k, stmts[:loops[0]], loop) if one_tile and not sk else None
+        if n is not None and n < stages:
+            stages = max(1, n)
     plan = WSPlan(k, T, stmts, loops[0], stages,
                  [b for b in body if not any(b is p for p in producers)], gemms, [],
                  WSInfo(T, persistent=persistent, mma_sync=bool(on_mma)), num_sms, persistent)
@@ -484,6 +499,24 @@ def ring_depth(user: int, producers: list, gemms: list, body: S.Stmt) -> int:
     overlap = len(gemms) == 1 and all(g.wg_wait == 0 for g in gemms)
     want = max(user + 1 if overlap or user == 1 else user, -(-RING_BYTES // stage_bytes))
     return max(user, min(want, free // stage_bytes))
+
+
+def trip_bound(k: S.KernelLaunch, prefix: list, loop: S.For) -> int | None:
+    """Most iterations `loop` runs in any block, or None where that cannot be bounded: the
+    prefix's lets substituted into its extent, block variables over the grid, min / max split
+    (Ranges.upper_split). A sliding-window backward's `range(by * 4, T.min(by * 4 + 8, 16))`
+    runs at most 8 times; a ring of more stages than that holds stages no block ever fills
+    (attention_sink's gqa bwd: 12 stages, 143 KB of shared memory and 97 mbarriers per block,
+    where 8 stages and 65 mbarriers hold every load)."""
+    values = {}
+    for st in prefix:
+        if isinstance(st, S.LetStmt) and st.var.dtype.is_int:
+            values[st.var] = substitute(st.value, values) if values else st.value
+    r = Ranges(minmax_calls=True)
+    r.kernel(k)
+    ext = substitute(E.as_expr(loop.extent), values) if values else E.as_expr(loop.extent)
+    n = r.upper_split(ext)
+    return None if n is None or n < 0 else n
 
 
 def _stage_tiles(plan: WSPlan, producers: list, tma: list) -> None:
