@@ -98,6 +98,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_MINMAX_CALL_RANGES = "tl.disable_minmax_call_ranges"
     TL_ENABLE_WS_OVERLAP = "tl.enable_ws_overlap"
     TL_ENABLE_WS_PINGPONG = "tl.enable_ws_pingpong"
+    TL_DISABLE_PERSISTENT_PREFIX_TMA = "tl.disable_persistent_prefix_tma"
     TL_DISABLE_STAGED_ELEMENT_COPIES = "tl.disable_staged_element_copies"
     TL_DISABLE_STAGED_EPILOGUE = "tl.disable_staged_epilogue"
     TL_DISABLE_STAGING_SWIZZLE = "tl.disable_staging_swizzle"
@@ -270,6 +271,9 @@ _DOCS = {
                              "at the tensor cores (named barriers, round robin), one warpgroup's softmax running "
                              "beside the next one's gemms (ws_pingpong.py; not with tl.enable_ws_overlap). Off by "
                              "default until it is measured faster on the H200.",
+    "TL_DISABLE_PERSISTENT_PREFIX_TMA": "Ours. True: a persistent warp-specialized kernel's consumers load the "
+                                        "tiles before the k-loop (attention's Q) themselves at every tile, not the "
+                                        "producer by TMA into two buffers a tile ahead (ws_tile_prefix.py).",
     "TL_DISABLE_STAGED_ELEMENT_COPIES": "Ours. True: the cp.async software pipeline stages only T.copy ops (at "
                                         "the top of the body, or later ones under 99 KB of shared memory), not "
                                         "T.Parallel element copies or copies after register-only statements, and "

@@ -47,9 +47,11 @@ from .stream_k import (
 from .ws_guard import producer_guard
 from .ws_im2col import im2col_desc, im2col_exprs, im2col_loads, im2col_plan, im2col_producers, small_tile
 from .ws_epilogue import TmaDesc, defer_epilogue, defer_fits, fold_staged_store, tma_store_epilogue
-from .ws_loads import hoist_staged_decls, hoistable_copies, panel_width, plan_prefix_loads, take_prefix_loads, tma_plan
+from .ws_loads import (hoist_staged_decls, hoistable_copies, panel_width, plan_prefix_loads, prefix_loads,
+                       take_prefix_loads, tma_plan)
 from .ws_overlap import chain_plan, overlapped_consumer
 from .ws_pingpong import pingpong_consumer, pingpong_plan, turn_head, turn_tail
+from .ws_tile_prefix import extra_bytes, take_tile_prefix
 
 
 @dataclass
@@ -97,7 +99,7 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
                     chain: bool = False, fragment_guard: bool = True, fold_staging: bool = True,
                     im2col_tma: bool = True, im2col_small: bool = False, promoted_stream_k: bool = True,
                     mma_sync: bool = True, tile_snake: bool = True, pingpong: bool = False,
-                    trip_cap: bool = True):
+                    trip_cap: bool = True, tile_prefix: bool = True):
     """Returns (new kernel, WSInfo) or (k, None) when the kernel keeps the cp.async pipeline.
 
     num_sms: make the kernel persistent -- min(tiles, num_sms) blocks, each looping over the
@@ -140,7 +142,10 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     `tl.disable_persistent_snake`).
     pingpong: the consumer warpgroups of an attention loop take turns at the tensor cores, each
     one's softmax running beside the next one's gemms (ws_pingpong.py; `tl.enable_ws_pingpong`;
-    not with `chain`, which takes the loop first)."""
+    not with `chain`, which takes the loop first).
+    tile_prefix: a persistent kernel's producer loads each tile's prefix tiles (attention's Q) by
+    TMA into two buffers, where shared memory allows (ws_tile_prefix.py; off:
+    `tl.disable_persistent_prefix_tma`, the consumers load them at every tile)."""
     plan = _plan(k, warn, num_sms, clusters, stream_k, serpentine, deep_ring, fragment_guard,
                  (im2col_tma, im2col_small), promoted_stream_k, mma_sync, trip_cap)
     if plan is None:
@@ -152,6 +157,8 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     if not chain:
         plan.groups = _barrier_groups(plan)
     plan.defer_epilogue = plan.defer_epilogue and defer_epilogue
+    if tile_prefix and plan.persistent and plan.sk is None and plan.cluster is None and plan.guard is None:
+        plan.tile_pre = prefix_loads(plan.stmts, plan.li, plan.body, plan.gemms, k.block_vars)
     plan.snake = tile_snake and plan.persistent and plan.sk is None and uneven_work(
         plan.stmts[plan.li], [s for s in plan.stmts[:plan.li] if isinstance(s, S.LetStmt)], set(k.block_vars))
     if timeline and plan.persistent:
@@ -191,6 +198,7 @@ class WSPlan:
     groups: list | None = None  # [(pair indices, first use, last use)]: a full/empty pair each (_barrier_groups)
     guard: E.Expr | None = None  # the loads and compute of an iteration run only where it holds (_guarded_copies)
     pre: list = field(default_factory=list)  # copies before the loop the producer issues first (prefix_loads)
+    tile_pre: list = field(default_factory=list)  # the same, issued per tile of a persistent kernel (ws_tile_prefix)
     chain: bool = False  # two chained gemms stay in flight together where ws_overlap.chain_plan allows
     pingpong: bool = False  # consumer warpgroups take turns at their gemms where ws_pingpong.pingpong_plan allows
     stage: E.Var = field(default_factory=lambda: E.Var("tl_stage", dt.int32))
@@ -674,13 +682,14 @@ def _rewrite(plan: WSPlan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.K
     pre_issue, prefix, allocs, pre_wait = take_prefix_loads(plan.pre, prefix, info)
     free, rows = SMEM_MAX - 2048 - staged - others, 64 if defer else 256
     folded = fold_staged_store(prefix, suffix, plan.gemms) if plan.fold_staging else None  # TMA's tile instead
-    epi = None
+    epi, fold_saved = None, 0
     if folded is not None:
         o_s = next(a.buffer for a in prefix if isinstance(a, S.Allocate) and not any(a is b for b in folded[0]))
         epi = tma_store_epilogue(k, folded[1], plan.gemms, free + o_s.numel() * o_s.dtype.bytes, len(info.descs),
                                  lambda m: None, rows, same=(folded[2],))
         if epi is not None:
             prefix = folded[0]
+            fold_saved = o_s.numel() * o_s.dtype.bytes
     if epi is None:
         epi = tma_store_epilogue(k, suffix, plan.gemms, free, len(info.descs), warn, rows)
     store_wait, deferred = [], None
@@ -694,6 +703,13 @@ def _rewrite(plan: WSPlan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.K
             info.deferred_epilogue = True
             deferred = (hold_allocs, flush)
             store_wait = [flush] + store_wait
+    tp = None
+    if plan.persistent and plan.tile_pre:  # where the second buffer fits beside the rest
+        used = staged + others - fold_saved + (epi[1].numel() * epi[1].dtype.bytes if epi is not None else 0)
+        if used + extra_bytes(plan.tile_pre) <= SMEM_MAX - 2048:
+            tp = take_tile_prefix(plan.tile_pre, prefix, info, T)
+            prefix, allocs = tp.prefix, allocs + tp.decls
+            consumer_loop = ReplaceBuffers(tp.views).visit(consumer_loop)
     lets = [s for s in prefix if isinstance(s, S.LetStmt)]
     cons_prefix = []
     for s in prefix:
@@ -713,6 +729,7 @@ def _rewrite(plan: WSPlan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.K
                           f"tl::mbarrier_init(&tl_empty{x}[{i}], {info.cluster * T // 32});"
                           for x in sfxs for i in range(plan.stages))
                + (" tl::mbarrier_init(&tl_pre[0], 1);" if plan.pre else "")
+               + (" " + tp.init if tp is not None else "")
                + " tl::fence_barrier_init(); }} " + sync)
     if plan.rebalance_regs:
         regs_c = consumer_registers(T)
@@ -743,9 +760,13 @@ def _rewrite(plan: WSPlan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.K
             back = E.BufferLoad(plan.pdir, (E.as_expr(0),), dt.int32)
             per_tile.append(S.BufferStore(plan.pdir, (E.as_expr(0),), 1 - back))
             head.append(S.Allocate(plan.pdir, (E.as_expr(0),)))
-        producer = S.seq(*head, tile_loop(S.seq(*lets, *plan.pprefix, producer, *per_tile)))
+        tp_p, tp_t = (tp.producer_head, tp.producer_tile) if tp is not None else ([], [])
+        producer = S.seq(*head, *tp_p, tile_loop(S.seq(*lets, *plan.pprefix, *tp_t, producer, *per_tile)))
         sk_vars = [S.Allocate(plan.sk.pending, (E.as_expr(0),))] if plan.sk is not None else []
-        unit = S.seq(*lets, *cons_prefix, consumer_loop, advance(plan.cbase), *suffix)
+        if tp is not None:
+            sk_vars += tp.consumer_head
+        unit = S.seq(*lets, *cons_prefix, *(tp.consumer_wait if tp is not None else []), consumer_loop,
+                     advance(plan.cbase), *suffix, *(tp.consumer_tail if tp is not None else []))
         if plan.timeline is not None:
             n = Buffer("tl_timeline_n", (1,), dt.int32, "local.var")
             sk_vars.append(S.Allocate(n, (E.as_expr(0),)))
