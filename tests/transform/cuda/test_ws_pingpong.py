@@ -47,7 +47,7 @@ def test_turns_surround_the_gemm_issues(D, cfg, monkeypatch):
     assert loop.index("tl::warpgroup_turn_wait<2, 2>(tid >> 7);") < rs
     assert loop[rs:].split("\n")[1].strip() == "}"  # P @ V ends the iteration, in flight into the next
     after = src[src.index("tl_cbase[0] = (tl_cbase[0] +") - 400:]
-    assert "tl::warpgroup_turn_pass<2, 2>(tid >> 7);\n        tl::warpgroup_wait<0>();" in after
+    assert re.search(r"tl::warpgroup_turn_pass<2, 2>\(tid >> 7\);\s+tl::warpgroup_wait<0>\(\);", after)
     # warpgroup 1 passes the first turn once, warpgroup 0 takes the last one once
     assert src.count("if ((tid >> 7) == 1) { tl::warpgroup_turn_pass<2, 2>(tid >> 7); }") == 1
     assert src.count("if ((tid >> 7) == 0) { tl::warpgroup_turn_wait<2, 2>(tid >> 7); }") == 1
@@ -125,3 +125,20 @@ def test_pingpong_attention_matches_float64_on_host(host, monkeypatch, S, D, cau
     W = cfg[3] // 128
     assert f"tl::warpgroup_turn_wait<2, {W}>" in k.get_kernel_source()
     run_attention_on_host(host, k, B, H, S, D, causal, seed)
+
+
+@pytest.mark.nvrtc
+def test_causal_three_warpgroups_keep_their_wgmma_pipeline(monkeypatch):
+    """A causal loop's trip count is not constant: the wait after the k-loop is unconditional (only
+    the last turn pass and stage release test it). Behind `if (loop_range > 0)` ptxas saw a path to
+    the epilogue with P @ V in flight and serialized every wgmma at 192x64 (C7514; 195 TFLOP/s on the
+    H200 at D64, against 334 at 128x128)."""
+    import tilelang.backend.target as target
+
+    monkeypatch.setattr(target, "num_sms", lambda default=132: 132)
+    k = _build(16, 16, 2048, 64, True, (192, 64, 2, 384))
+    src = k.get_kernel_source()
+    tail = src[src.rindex("tl::gemm_rs_sm90<"):]
+    assert tail.index("tl::warpgroup_turn_pass<2, 3>") < tail.index("tl::warpgroup_wait<0>();") \
+        < tail.rindex("if ((loop_range > 0)) {") < tail.index("tl_empty1[")
+    assert "C7514" not in (k.artifact.compiled.log or "")

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ...arith.simplify import simplify
+from ...arith.simplify import const_int, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.visitor import ReplaceBuffers, buffers_used, collect
@@ -136,9 +136,16 @@ def pingpong_consumer(plan, pp: PingPong) -> S.Stmt:
     last = simplify(loop.extent - 1)
     if plan.persistent:
         last = E.BufferLoad(plan.cbase, (E.as_expr(0),), plan.it.dtype) + last
-    tail = S.seq(Raw(turn_text(PASS, W)), H.WaitWgmma(0),
-                 *[Raw(plan.arrive(f"({{0}}) % {stages}", g), (simplify(last),)) for g in later])
-    return S.seq(main, S.IfThenElse(E.compare(">", loop.extent, 0), tail))
+    n = const_int(simplify(loop.extent))
+
+    def ran(st):  # (a constant trip count needs no test)
+        return st if n is not None and n > 0 else S.IfThenElse(E.compare(">", loop.extent, 0), st)
+
+    # the wait is unconditional: behind `if (extent > 0)` (a causal loop's trip count), ptxas saw a
+    # path to the epilogue's reads of the accumulator with the last P @ V possibly in flight and
+    # injected waits of its own (C7517; at 192x64, three warpgroups, also C7514: every wgmma serialized)
+    return S.seq(main, ran(Raw(turn_text(PASS, W))), H.WaitWgmma(0),
+                 ran(S.seq(*[Raw(plan.arrive(f"({{0}}) % {stages}", g), (simplify(last),)) for g in later])))
 
 
 def turns_without_block_barrier(body: S.Stmt) -> bool:
