@@ -6,7 +6,8 @@
 #   scripts/ab_regress.sh FILTER VARIANT [VARIANT...]      e.g.
 #   TL_PERF_REGRESSION_ONLY=nsa_fwd scripts/ab_regress.sh ./deepseek_nsa/ tl.disable_x=true
 # FILTER is a substring of the file's path (./NAME/ for one folder). Prints per case public/ours for
-# ours and each variant; rows go to $AB_JSONL (default $OUT/ab.jsonl, emptied first). PER_FILE_S (150) limits each process.
+# ours and each variant (AB_NO_PUBLIC=1: the public wheel is not run, and each variant's latency is
+# shown over ours': > 1 means the switched-off change was faster); rows go to $AB_JSONL (default $OUT/ab.jsonl, emptied first). PER_FILE_S (150) limits each process.
 set -u
 FILTER=${1:?usage: scripts/ab_regress.sh FILTER VARIANT...}; shift
 ROOT=$PWD; P=$ROOT/.peer; OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -17,7 +18,7 @@ mkdir -p /tmp/peer-site && python3 -m pip install -q --no-index --no-deps --targ
 export TL_PERF_REGRESSION_FORMAT=json PYTHONUNBUFFERED=1
 files=$(cd "$W/ex" && find . -name "regression_*.py" | grep -F -- "$FILTER" | sed 's#^\./##' | sort)
 for f in $files; do
-  for v in public ours "$@"; do
+  for v in $([ -z "${AB_NO_PUBLIC:-}" ] && echo public) ours "$@"; do
     case $v in public) pp=/tmp/tlsite; cfg=;; ours) pp=$ROOT; cfg=;; *) pp=$ROOT; cfg=$v;; esac
     t0=$(date +%s)
     log=$(cd "$W/ex/$(dirname "$f")" && PYTHONPATH=$pp:/tmp/peer-site TILELANG_PASS_CONFIGS=$cfg \
@@ -42,6 +43,15 @@ for r in rows:
     if not r["results"]:
         print("did not run:", r["variant"], r["file"], "rc", r["rc"], r["err"][:160])
 others = [v for v in variants if v != "public"]
+if "public" not in variants:  # AB_NO_PUBLIC: variant latency / ours
+    print(f"{'case':56s} {'ours ms':>10s} " + " ".join(f"{'v' + str(i) + '/ours':>9s}" for i in range(1, len(others))))
+    for (v, f, case) in sorted(k for k in lat if k[0] == "ours"):
+        o = lat[(v, f, case)]
+        cells = [f"{lat[(x, f, case)] / o:9.3f}" if (x, f, case) in lat else f"{'-':>9s}" for x in others[1:]]
+        print(f"{f.split('/')[0] + ':' + case:56s} {o:10.4f} " + " ".join(cells))
+    for i, v in enumerate(others[1:], 1):
+        print(f"v{i} = TILELANG_PASS_CONFIGS={v}")
+    sys.exit(0)
 print(f"{'case':56s} {'public ms':>10s} " + " ".join(f"{'p/' + (v if v == 'ours' else 'v' + str(i)):>9s}" for i, v in enumerate(others)))
 for (v, f, case) in sorted(k for k in lat if k[0] == "public"):
     p = lat[(v, f, case)]
