@@ -107,6 +107,17 @@ class Buffer:
     def __neg__(self): return -self._scalar()
 
 
+def storage_root(b: Buffer) -> Buffer:
+    """The buffer whose memory `b` names: a T.view alias's base (`view_base`), a stage window's ring
+    (`view_of`), followed up to four links; `b` itself when it aliases nothing."""
+    for _ in range(4):
+        base = getattr(b, "view_base", None) or getattr(b, "view_of", None)
+        if base is None:
+            break
+        b = base
+    return b
+
+
 @dataclass(frozen=True)
 class BufferRegion:
     """A box of a buffer: per dim (start, extent). Extents of 1 from integer indices are kept."""

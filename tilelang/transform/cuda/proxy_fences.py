@@ -32,7 +32,7 @@ from dataclasses import replace
 
 from ...ir import expr as E
 from ...ir import stmt as S
-from ...ir.buffer import Buffer
+from ...ir.buffer import Buffer, storage_root
 from ...ir.visitor import Mutator, collect
 from .cp_async_groups import wait_lands
 from .raw import Raw
@@ -81,13 +81,8 @@ def _dirties(st, reach, lands=False, orig=None) -> bool:
 
 
 def _storage(b: Buffer) -> int:
-    """The uid of the memory a buffer names: a T.view alias's base, a stage window's ring."""
-    for _ in range(4):
-        base = getattr(b, "view_base", None) or getattr(b, "view_of", None)
-        if base is None:
-            break
-        b = base
-    return b.uid
+    """The uid of the memory a buffer names (ir.buffer.storage_root)."""
+    return storage_root(b).uid
 
 
 def _buffers_in(x, out: set) -> None:

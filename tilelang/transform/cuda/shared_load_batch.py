@@ -31,7 +31,7 @@ from dataclasses import replace
 from ...arith.simplify import const_int
 from ...ir import expr as E
 from ...ir import stmt as S
-from ...ir.buffer import Buffer
+from ...ir.buffer import Buffer, storage_root
 from ...ir.visitor import Mutator, collect, substitute
 from .raw import Raw
 
@@ -48,12 +48,8 @@ def batch_shared_loads(body: S.Stmt) -> S.Stmt:
 
 
 def _storage(b: Buffer) -> int:
-    for _ in range(4):
-        base = getattr(b, "view_base", None) or getattr(b, "view_of", None)
-        if base is None:
-            break
-        b = base
-    return b.uid
+    """The uid of the memory a buffer names (ir.buffer.storage_root)."""
+    return storage_root(b).uid
 
 
 def _shared_in(x, out: set) -> None:
