@@ -73,7 +73,10 @@ def overlap(a, b):
 TILE_LOOP_M = 64 * 512  # more tiles than any GPU has SMs: the kernel keeps its tile loop
 
 
-@pytest.mark.parametrize("M,configs,where", [(TILE_LOOP_M, {}, "tile"), (128, {}, "consumer"),
+NO_PREFIX = {"tl.disable_persistent_prefix_tma": True}  # the consumers load Q per tile (ws_tile_prefix off)
+
+
+@pytest.mark.parametrize("M,configs,where", [(TILE_LOOP_M, NO_PREFIX, "tile"), (128, {}, "consumer"),
                                              (128, {"tl.disable_persistent": True}, "consumer")])
 def test_epilogue_tile_reuses_dead_bytes_in_a_warp_specialized_kernel(M, configs, where):
     func = lowered(prefix_stage_epilogue(M), configs)
@@ -94,7 +97,7 @@ def test_epilogue_tile_reuses_dead_bytes_in_a_warp_specialized_kernel(M, configs
 
 
 def test_persistent_reuse_has_a_consumer_barrier_both_ways_round_the_tile_loop():
-    func = lowered(prefix_stage_epilogue(TILE_LOOP_M))
+    func = lowered(prefix_stage_epilogue(TILE_LOOP_M), NO_PREFIX)
     k = _the_kernel(func)
     split = next(st for st in k.body.stmts if isinstance(st, WSSplit))
     tile = next(st for st in split.consumer.stmts if isinstance(st, S.For))
