@@ -223,7 +223,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out")
     ap.add_argument("--jobs", type=int, default=12)
-    ap.add_argument("--budget", type=float, default=450.0, help="seconds; nothing starts after it")
+    ap.add_argument("--budget", type=float, default=450.0,
+                    help="seconds; nothing starts after it, and a run still going then is stopped as a timeout "
+                         "(each run's timeout is min(--timeout, the budget left when it starts))")
     ap.add_argument("--timeout", type=float, default=240.0, help="seconds per (program, tool)")
     ap.add_argument("--peer-folders", default=",".join(DEFAULT_PEER))
     ap.add_argument("--every-test", action="store_true",
