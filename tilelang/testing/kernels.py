@@ -11,6 +11,7 @@ The canonical tiled GEMM: T.Pipelined global -> shared copies (tiles A_s, B_s), 
 register tile C_l, an optional ReLU over it, and one T.copy of C_l to C.
 
     f = attention(1, 2, 256, 64, 64, 64, stages=2)   # FlashAttention forward, (B, S, H, D) tensors
+    f = lighting_indexer(768, 256, 4, 32, 64, 512)  # the fp8 lighting indexer's loop in fp16 (None: dynamic kv)
 """
 from __future__ import annotations
 
@@ -251,3 +252,36 @@ def gemm_sqrsum_check(x, fn, out, sq):
     ref = xd @ fn.double().T
     tol = 2.0 ** -10 * (xd.abs() @ fn.double().abs().T) + 1e-5
     assert ((out.double() - ref).abs() <= tol).all(), (out.double() - ref).abs().max()
+
+
+def lighting_indexer(NKV, M, Q, H, K, threads, stages=2):
+    """The fp8 lighting indexer's loop in fp16: per block of M kv rows (T.Pipelined, warp-specialized
+    on sm_90a), s = K_blk @ Q^T under FullCol, relu * w[q, h] * scale[row] summed over h, stored to
+    Out[q, row]. NKV None: the kv length is a T.dynamic size `nkv` (a ragged last block is bound-checked)."""
+    N = Q * H
+    nkv = T.dynamic("nkv") if NKV is None else NKV
+
+    @T.prim_func
+    def k(Kv: T.Tensor((nkv, K), "float16"), Qm: T.Tensor((N, K), "float16"), Scale: T.Tensor((nkv,), "float32"),
+          W: T.Tensor((Q, H), "float32"), Out: T.Tensor((Q, nkv), "float32")):
+        with T.Kernel(1, threads=threads) as _bx:
+            q_s = T.alloc_shared((N, K), "float16")
+            k_s = T.alloc_shared((M, K), "float16")
+            scale = T.alloc_fragment((M,), "float32")
+            s = T.alloc_fragment((M, N), "float32")
+            s3 = T.reshape(s, (M, Q, H))
+            logits = T.alloc_fragment((M, Q), "float32")
+            w = T.alloc_fragment((Q, H), "float32")
+            T.copy(Qm, q_s)
+            T.copy(W, w)
+            for nb in T.Pipelined(T.ceildiv(nkv, M) if NKV is None else NKV // M, num_stages=stages):
+                T.copy(Kv[nb * M, 0], k_s)
+                T.copy(Scale[nb * M], scale)
+                T.gemm(k_s, q_s, s, transpose_B=True, clear_accum=True, policy=T.GemmWarpPolicy.FullCol)
+                for i, q, h in T.Parallel(M, Q, H):
+                    s3[i, q, h] = (T.max(s3[i, q, h], 0) * w[q, h]) * scale[i]
+                T.reduce_sum(s3, logits, dim=-1, clear=True)
+                for q, i in T.Parallel(Q, M):
+                    Out[q, nb * M + i] = logits[i, q]
+
+    return k

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import tilelang
-import tilelang.language as T
+from tilelang.testing.kernels import lighting_indexer
 
 from tests.transform.cuda.test_acc_segments import reference as indexer_reference
 
@@ -28,43 +28,12 @@ def test_the_32_bit_forms_agree_with_64_bit_compares(n):
         assert min(x, n) == min(x, le)
 
 
-def dynamic_indexer(M, Q, H, K, threads, stages=2):
-    """The fp8 lighting indexer's loop in fp16 over a dynamic kv length: per block of M kv rows,
-    s = K_blk @ Q^T under FullCol, relu * w[q, h] * scale[row] summed over h, stored where row < nkv."""
-    N = Q * H
-    nkv = T.dynamic("nkv")
-
-    @T.prim_func
-    def k(Kv: T.Tensor((nkv, K), "float16"), Qm: T.Tensor((N, K), "float16"), Scale: T.Tensor((nkv,), "float32"),
-          W: T.Tensor((Q, H), "float32"), Out: T.Tensor((Q, nkv), "float32")):
-        with T.Kernel(1, threads=threads) as _bx:
-            q_s = T.alloc_shared((N, K), "float16")
-            k_s = T.alloc_shared((M, K), "float16")
-            scale = T.alloc_fragment((M,), "float32")
-            s = T.alloc_fragment((M, N), "float32")
-            s3 = T.reshape(s, (M, Q, H))
-            logits = T.alloc_fragment((M, Q), "float32")
-            w = T.alloc_fragment((Q, H), "float32")
-            T.copy(Qm, q_s)
-            T.copy(W, w)
-            for nb in T.Pipelined(T.ceildiv(nkv, M), num_stages=stages):
-                T.copy(Kv[nb * M, 0], k_s)
-                T.copy(Scale[nb * M], scale)
-                T.gemm(k_s, q_s, s, transpose_B=True, clear_accum=True, policy=T.GemmWarpPolicy.FullCol)
-                for i, q, h in T.Parallel(M, Q, H):
-                    s3[i, q, h] = (T.max(s3[i, q, h], 0) * w[q, h]) * scale[i]
-                T.reduce_sum(s3, logits, dim=-1, clear=True)
-                for q, i in T.Parallel(Q, M):
-                    Out[q, nb * M + i] = logits[i, q]
-
-    return k
-
-
 @pytest.mark.parametrize("narrow, hoist", [(True, True), (False, True), (True, False)])
 def test_dynamic_indexer_on_host(narrow, hoist, run_on_host):
     M, Q, H, K, threads, nkv = 256, 4, 32, 64, 512, 700  # the third block holds 188 rows
     configs = {"tl.disable_narrow_dim_checks": not narrow, "tl.disable_row_store_hoist": not hoist}
-    kern = tilelang.compile(dynamic_indexer(M, Q, H, K, threads), target="cuda -arch=sm_90a", pass_configs=configs)
+    kern = tilelang.compile(lighting_indexer(None, M, Q, H, K, threads), target="cuda -arch=sm_90a",
+                            pass_configs=configs)
     src = kern.get_kernel_source()
     assert ("tl_nkv_lt" in src) == narrow, src
     if narrow:  # the scale loads' and stores' checks read the entry constant, none compares with nkv itself

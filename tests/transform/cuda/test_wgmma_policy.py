@@ -13,6 +13,7 @@ import torch
 
 import tilelang
 import tilelang.language as T
+from tilelang.testing.kernels import lighting_indexer
 
 from tests.transform.cuda.test_acc_segments import indexer_kernel, reference as indexer_reference
 
@@ -203,41 +204,10 @@ def test_segments_over_split_warps_on_host_sm80(Q, H, run_on_host):
     torch.testing.assert_close(Out.double(), indexer_reference(A, B, Scale, W), rtol=1e-4, atol=1e-2)
 
 
-def pipelined_indexer(NKV, M, Q, H, K, threads, stages=2):
-    """The fp8 lighting indexer's loop in fp16: per block of M kv rows (T.Pipelined, warp-specialized
-    on sm_90a), s = K_blk @ Q^T under FullCol, relu * w[q, h] * scale[row], summed over h."""
-    N = Q * H
-
-    @T.prim_func
-    def k(Kv: T.Tensor((NKV, K), "float16"), Qm: T.Tensor((N, K), "float16"), Scale: T.Tensor((NKV,), "float32"),
-          W: T.Tensor((Q, H), "float32"), Out: T.Tensor((Q, NKV), "float32")):
-        with T.Kernel(1, threads=threads) as _bx:
-            q_s = T.alloc_shared((N, K), "float16")
-            k_s = T.alloc_shared((M, K), "float16")
-            scale = T.alloc_fragment((M,), "float32")
-            s = T.alloc_fragment((M, N), "float32")
-            s3 = T.reshape(s, (M, Q, H))
-            logits = T.alloc_fragment((M, Q), "float32")
-            w = T.alloc_fragment((Q, H), "float32")
-            T.copy(Qm, q_s)
-            T.copy(W, w)
-            for nb in T.Pipelined(NKV // M, num_stages=stages):
-                T.copy(Kv[nb * M, 0], k_s)
-                T.copy(Scale[nb * M], scale)
-                T.gemm(k_s, q_s, s, transpose_B=True, clear_accum=True, policy=T.GemmWarpPolicy.FullCol)
-                for i, q, h in T.Parallel(M, Q, H):
-                    s3[i, q, h] = (T.max(s3[i, q, h], 0) * w[q, h]) * scale[i]
-                T.reduce_sum(s3, logits, dim=-1, clear=True)
-                for q, i in T.Parallel(Q, M):
-                    Out[q, nb * M + i] = logits[i, q]
-
-    return k
-
-
 @pytest.mark.parametrize("Q,H", [(4, 32), (2, 64)])
 def test_pipelined_indexer_on_host(Q, H, run_on_host):
     NKV, M, K, threads = 768, 256, 64, 512
-    kern, msgs = _compile(pipelined_indexer(NKV, M, Q, H, K, threads))
+    kern, msgs = _compile(lighting_indexer(NKV, M, Q, H, K, threads))
     src = kern.get_kernel_source()
     assert _grid(src) == (1, 4) and "s3_red" not in src, src
     assert "tl::mbarrier_wait" in src, src  # the warp-specialized loop
