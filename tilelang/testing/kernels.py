@@ -12,6 +12,7 @@ register tile C_l, an optional ReLU over it, and one T.copy of C_l to C.
 
     f = attention(1, 2, 256, 64, 64, 64, stages=2)   # FlashAttention forward, (B, S, H, D) tensors
     f = lighting_indexer(768, 256, 4, 32, 64, 512)  # the fp8 lighting indexer's loop in fp16 (None: dynamic kv)
+    f = emitter_gemm(256, 256, 128)  # C = A @ B.T through the mma.sync emitter (ldmatrix, mma, stmatrix)
 """
 from __future__ import annotations
 
@@ -285,3 +286,47 @@ def lighting_indexer(NKV, M, Q, H, K, threads, stages=2):
                     Out[q, nb * M + i] = logits[i, q]
 
     return k
+
+
+def emitter_gemm(M, N, K, out_dtype="float32", stages=2, blocked_out=False):
+    """C = A @ B.T written with the mma.sync emitter: 2 x 2 warps of 64 x 64, k-chunks of 32, a pipelined
+    T.Parallel refill of swizzled shared tiles; C leaves through a shared tile (blocked_out: 16 x 16 blocks)."""
+    from ..cuda.intrinsics import make_mma_swizzle_layout
+    from ..cuda.intrinsics.macro.mma_macro_generator import TensorCoreIntrinEmitter
+
+    em = TensorCoreIntrinEmitter(a_dtype="float16", b_dtype="float16", accum_dtype="float32",
+                                 b_transposed=True, block_row_warps=2, block_col_warps=2,
+                                 warp_row_tiles=64, warp_col_tiles=64, chunk=32)
+    bm = bn = 128
+    bk = 32
+    c_shape = (bm // 16, bn // 16, 16, 16) if blocked_out else (bm, bn)
+
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), out_dtype)):
+        with T.Kernel(N // bn, M // bm, threads=128) as (bx, by):
+            A_shared = T.alloc_shared((bm, bk), "float16", scope="shared.dyn")
+            B_shared = T.alloc_shared((bn, bk), "float16", scope="shared.dyn")
+            C_shared = T.alloc_shared(c_shape, out_dtype, scope="shared.dyn")
+            A_local = T.alloc_local((em.warp_rows * em.local_size_a,), "float16")
+            B_local = T.alloc_local((em.warp_cols * em.local_size_b,), "float16")
+            C_local = T.alloc_local((em.warp_rows * em.warp_cols * em.local_size_out,), "float32")
+            T.annotate_layout({A_shared: make_mma_swizzle_layout(A_shared),
+                               B_shared: make_mma_swizzle_layout(B_shared)})
+            T.clear(C_local)
+            for ko in T.Pipelined(K // bk, num_stages=stages):
+                for i, k in T.Parallel(bm, bk):
+                    A_shared[i, k] = A[by * bm + i, ko * bk + k]
+                for j, k in T.Parallel(bn, bk):
+                    B_shared[j, k] = B[bx * bn + j, ko * bk + k]
+                for ki in T.serial(bk // 16):
+                    em.ldmatrix_a(A_local, A_shared, ki)
+                    em.ldmatrix_b(B_local, B_shared, ki)
+                    em.mma(A_local, B_local, C_local)
+            em.stmatrix(C_local, C_shared)
+            if blocked_out:
+                for i, j in T.Parallel(bm, bn):
+                    C[by * bm + i, bx * bn + j] = C_shared[i // 16, j // 16, i % 16, j % 16]
+            else:
+                for i, j in T.Parallel(bm, bn):
+                    C[by * bm + i, bx * bn + j] = C_shared[i, j]
+    return gemm

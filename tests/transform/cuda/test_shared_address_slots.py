@@ -10,50 +10,13 @@ import warnings
 import pytest
 
 import tilelang
-import tilelang.language as T
-from tilelang.cuda.intrinsics import make_mma_swizzle_layout
-from tilelang.cuda.intrinsics.macro.mma_macro_generator import TensorCoreIntrinEmitter
+from tilelang.testing.kernels import emitter_gemm
 
 nvrtc = pytest.importorskip("tilelang.backend.cuda.nvrtc")
 if not nvrtc.nvrtc_available():
     pytest.skip("NVRTC from the pip wheels is not installed", allow_module_level=True)
 
 OFF = {"tl.disable_shared_address_slots": True}
-
-
-def emitter_gemm(M, N, K, stages=2):
-    """C = A @ B.T: 2 x 2 warps of 64 x 64, k-chunks of 32, a pipelined T.Parallel refill of swizzled tiles."""
-    em = TensorCoreIntrinEmitter(a_dtype="float16", b_dtype="float16", accum_dtype="float32",
-                                 b_transposed=True, block_row_warps=2, block_col_warps=2,
-                                 warp_row_tiles=64, warp_col_tiles=64, chunk=32)
-    bm = bn = 128
-    bk = 32
-
-    @T.prim_func
-    def gemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), "float32")):
-        with T.Kernel(N // bn, M // bm, threads=128) as (bx, by):
-            A_shared = T.alloc_shared((bm, bk), "float16", scope="shared.dyn")
-            B_shared = T.alloc_shared((bn, bk), "float16", scope="shared.dyn")
-            C_shared = T.alloc_shared((bm, bn), "float32", scope="shared.dyn")
-            A_local = T.alloc_local((em.warp_rows * em.local_size_a,), "float16")
-            B_local = T.alloc_local((em.warp_cols * em.local_size_b,), "float16")
-            C_local = T.alloc_local((em.warp_rows * em.warp_cols * em.local_size_out,), "float32")
-            T.annotate_layout({A_shared: make_mma_swizzle_layout(A_shared),
-                               B_shared: make_mma_swizzle_layout(B_shared)})
-            T.clear(C_local)
-            for ko in T.Pipelined(K // bk, num_stages=stages):
-                for i, k in T.Parallel(bm, bk):
-                    A_shared[i, k] = A[by * bm + i, ko * bk + k]
-                for j, k in T.Parallel(bn, bk):
-                    B_shared[j, k] = B[bx * bn + j, ko * bk + k]
-                for ki in T.serial(bk // 16):
-                    em.ldmatrix_a(A_local, A_shared, ki)
-                    em.ldmatrix_b(B_local, B_shared, ki)
-                    em.mma(A_local, B_local, C_local)
-            em.stmatrix(C_local, C_shared)
-            for i, j in T.Parallel(bm, bn):
-                C[by * bm + i, bx * bn + j] = C_shared[i, j]
-    return gemm
 
 
 def _compile(arch, off=False, M=256, N=256, K=128):

@@ -11,9 +11,7 @@ import pytest
 import torch
 
 import tilelang
-import tilelang.language as T
-from tilelang.cuda.intrinsics import make_mma_swizzle_layout
-from tilelang.cuda.intrinsics.macro.mma_macro_generator import TensorCoreIntrinEmitter
+from tilelang.testing.kernels import emitter_gemm
 from tilelang import dtypes as dt
 from tilelang.ir import expr as E
 from tilelang.ir import stmt as S
@@ -25,41 +23,6 @@ from .test_plan_smem import assert_no_alias_race, kernel, lowered, offsets, read
 
 OFF = {"tl.disable_stage_smem_reuse": True}
 DRAIN = "tl::cp_async_wait<0>(); __syncthreads();"
-
-
-def emitter_gemm(M, N, K, out_dtype="float16", stages=2):
-    """C = A @ B.T: 2 x 2 warps of 64 x 64, k-chunks of 32; C leaves through a 16 x 16-blocked shared tile."""
-    em = TensorCoreIntrinEmitter(a_dtype="float16", b_dtype="float16", accum_dtype="float32",
-                                 b_transposed=True, block_row_warps=2, block_col_warps=2,
-                                 warp_row_tiles=64, warp_col_tiles=64, chunk=32)
-    bm = bn = 128
-    bk = 32
-
-    @T.prim_func
-    def gemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), out_dtype)):
-        with T.Kernel(N // bn, M // bm, threads=128) as (bx, by):
-            A_shared = T.alloc_shared((bm, bk), "float16", scope="shared.dyn")
-            B_shared = T.alloc_shared((bn, bk), "float16", scope="shared.dyn")
-            C_shared = T.alloc_shared((bm // 16, bn // 16, 16, 16), out_dtype, scope="shared.dyn")
-            A_local = T.alloc_local((em.warp_rows * em.local_size_a,), "float16")
-            B_local = T.alloc_local((em.warp_cols * em.local_size_b,), "float16")
-            C_local = T.alloc_local((em.warp_rows * em.warp_cols * em.local_size_out,), "float32")
-            T.annotate_layout({A_shared: make_mma_swizzle_layout(A_shared),
-                               B_shared: make_mma_swizzle_layout(B_shared)})
-            T.clear(C_local)
-            for ko in T.Pipelined(K // bk, num_stages=stages):
-                for i, k in T.Parallel(bm, bk):
-                    A_shared[i, k] = A[by * bm + i, ko * bk + k]
-                for j, k in T.Parallel(bn, bk):
-                    B_shared[j, k] = B[bx * bn + j, ko * bk + k]
-                for ki in T.serial(bk // 16):
-                    em.ldmatrix_a(A_local, A_shared, ki)
-                    em.ldmatrix_b(B_local, B_shared, ki)
-                    em.mma(A_local, B_local, C_local)
-            em.stmatrix(C_local, C_shared)
-            for i, j in T.Parallel(bm, bn):
-                C[by * bm + i, bx * bn + j] = C_shared[i // 16, j // 16, i % 16, j % 16]
-    return gemm
 
 
 # ----------------------------------------------------------------------------- hand-built IR
@@ -107,17 +70,17 @@ def test_a_tile_used_before_the_drain_does_not_overlap():
 
 @pytest.mark.parametrize("out_dtype,on,off", [("float16", 32768, 65536), ("float32", 65536, 98304)])
 def test_lowered_epilogue_tile_reuses_the_stages(out_dtype, on, off):
-    func = lowered(emitter_gemm(256, 256, 128, out_dtype), "sm_90a")
+    func = lowered(emitter_gemm(256, 256, 128, out_dtype, blocked_out=True), "sm_90a")
     p = func.attr(ATTR)
     assert p.total == on and offsets(p)["C_shared"] == 0, str(p)
     assert_no_alias_race(func)
-    assert lowered(emitter_gemm(256, 256, 128, out_dtype), "sm_90a", OFF).attr(ATTR).total == off
+    assert lowered(emitter_gemm(256, 256, 128, out_dtype, blocked_out=True), "sm_90a", OFF).attr(ATTR).total == off
 
 
 def _compile(arch, off, out_dtype, M=256, N=256, K=128):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return tilelang.compile(emitter_gemm(M, N, K, out_dtype), target=f"cuda -arch={arch}",
+        return tilelang.compile(emitter_gemm(M, N, K, out_dtype, blocked_out=True), target=f"cuda -arch={arch}",
                                 pass_configs=OFF if off else None)
 
 
