@@ -166,6 +166,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_SPLIT_SEGMENT_REDUCE = "tl.disable_split_segment_reduce"
     TL_DISABLE_NARROW_DIM_CHECKS = "tl.disable_narrow_dim_checks"
     TL_DISABLE_ROW_STORE_HOIST = "tl.disable_row_store_hoist"
+    TL_DISABLE_REDUCE_TREE = "tl.disable_reduce_tree"
     TL_FRESH_COPY_INDEX = "tl.fresh_copy_index"
 
 
@@ -492,6 +493,11 @@ _DOCS = {
                                   "thread for every slot, one test wraps the unrolled slot loop "
                                   "(transform/cuda/row_copies.row_loop): ptxas predicates the stores off one "
                                   "address instead of a branch region per store.",
+    "TL_DISABLE_REDUCE_TREE": "Ours. True (CUDA): T.reduce over the rows of an mma/wgmma accumulator folds each "
+                              "thread's columns of a row in one serial chain, as before. Else, with at least 16 "
+                              "columns a thread, in 4 independent partial chains joined pairwise, all row slots "
+                              "interleaved (ops/reduce.tree_fold): attention's row max over 128 columns is 8 + 2 "
+                              "dependent FMNMX instead of 31 (max / min exact; a sum's terms in another order).",
     "TL_FRESH_COPY_INDEX": "Ours. True: tile-level copy loops of CUDA kernels read the thread index afresh, so "
                            "ptxas does not keep their addresses live across the k-loop "
                            "(transform/cuda/fresh_index.py). False: never. Unset: a kernel that spills is recompiled "

@@ -576,7 +576,7 @@ def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = Fa
                  slice_offsets: bool = True, mma_rs: bool = True, own_lines: bool = True,
                  ws_panels: frozenset = frozenset(), shared_offset_cp_async: bool = True,
                  shared_address_slots: bool = True, packed_reads: bool = True, wgmma_policy: bool = True,
-                 split_segments: bool = True, row_store_hoist: bool = True):
+                 split_segments: bool = True, row_store_hoist: bool = True, reduce_tree: bool = True):
     """-> (lowered kernel, CudaKernelInfo). row_fragments: keep per-row values of accumulators
     in registers with shuffle reductions (opt-in until it has run on the GPU tier).
     replicate_inputs: small read-only fragments every thread holds whole (layout_inference.replicated_inputs).
@@ -598,7 +598,9 @@ def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = Fa
     split_segments: T.reduce over the last dim of a (rows, Q, H) reshape of an accumulator whose columns are split
     over warps / warpgroups of whole segments stays in registers (fragment.segment_rows).
     row_store_hoist: a row loop that only stores, on one copy the same for every slot, tests the copy once around
-    the loop (row_copies.row_loop)."""
+    the loop (row_copies.row_loop).
+    reduce_tree: a row reduction over an accumulator folds each thread's columns of a row in independent
+    partial chains joined pairwise (ops/reduce.tree_fold), not one serial chain."""
     threads = k.threads[0] * k.threads[1] * k.threads[2]
     plan = infer_layouts(k, sm, row_fragments, replicate_inputs, rows_1d, slice_offsets, mma_rs, packed_reads,
                          wgmma_policy, split_segments)
@@ -615,6 +617,7 @@ def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = Fa
     low.shared_offset_cp_async = shared_offset_cp_async
     low.shared_address_slots = shared_address_slots
     low.first_copy_outside = row_store_hoist
+    low.reduce_tree = reduce_tree
     low.ranges.kernel(k)
     body = low.visit(k.body)
     for uid, buf in low.annotated.items():

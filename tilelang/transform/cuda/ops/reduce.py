@@ -51,8 +51,17 @@ def column_groups(acc) -> tuple[int, object]:
     return column_groups_of(acc), lambda tid: (tid // 128) // acc.wg_m
 
 
+TREE_WAYS = 4  # independent partial folds per row (tree_fold)
+TREE_MIN = 16  # columns a thread holds of a row before its fold is split
+
+
 def fold_rows(low, op: O.Reduce, sreg: Buffer, rows: RowFragment, src_lay, store):
-    """Per row slot s: fold this thread's columns of the row, then its quad; store(s, value)."""
+    """Per row slot s: fold this thread's columns of the row, then its quad; store(s, value).
+    With low.reduce_tree (tl.disable_reduce_tree off) and at least TREE_MIN columns, the fold is
+    split into TREE_WAYS independent chains joined pairwise (tree_fold)."""
+    if getattr(low, "reduce_tree", False) and \
+            min(len(rows.acc_slots(s, src_lay)) for s in range(rows.nlocal)) >= TREE_MIN:
+        return tree_fold(low, op, sreg, rows, src_lay, store)
     dt_ = op.dst.dtype
     comb = _COMB[op.kind]
     low.nreduce = getattr(low, "nreduce", 0) + 1
@@ -69,6 +78,48 @@ def fold_rows(low, op: O.Reduce, sreg: Buffer, rows: RowFragment, src_lay, store
         # select (T.max prints as a ternary) only some lanes would reach it and hang.
         out.append(S.BufferStore(tmp, zero, E.Call(f"tl_quad_{_QUAD[op.kind]}", (tmp[0],), dt_)))
         out.append(store(s, tmp[0]))
+    return out
+
+
+def tree_fold(low, op: O.Reduce, sreg: Buffer, rows: RowFragment, src_lay, store):
+    """fold_rows with a short dependence chain: column n of a row slot goes to partial n % TREE_WAYS,
+    every row slot's partials are folded in one interleaved pass (column by column, slot by slot),
+    then the partials of each slot join pairwise ((p0 op p1) op (p2 op p3)), then its quad.
+    Max / min are the same values in any order; a sum is the same terms in another order (fp
+    rounding only). A 64-column wgmma row (32 columns a thread) folds in 8 + 2 dependent steps,
+    not 31, and the two row slots of a thread interleave."""
+    dt_ = op.dst.dtype
+    comb = _COMB[op.kind]
+    low.nreduce = getattr(low, "nreduce", 0) + 1
+    w = TREE_WAYS
+    tmp = Buffer(f"racc{low.nreduce}", (rows.nlocal * w,), dt_, "local")
+    out = [S.Allocate(tmp)]
+    slots = [rows.acc_slots(s, src_lay) for s in range(rows.nlocal)]
+
+    def val(l):
+        v = E.cast(dt_, E.BufferLoad(sreg, (E.as_expr(l),), sreg.dtype))
+        return E.call("abs", v) if op.kind in ("abssum", "absmax") else v
+
+    def at(s, p):
+        return (E.as_expr(s * w + p),)
+
+    for n in range(max(len(x) for x in slots)):
+        for s, cols in enumerate(slots):
+            if n < len(cols):
+                p = n % w
+                v = val(cols[n])
+                out.append(S.BufferStore(tmp, at(s, p), v if n < w else comb(E.BufferLoad(tmp, at(s, p), dt_), v)))
+    step = 1
+    while step < w:
+        for s in range(rows.nlocal):
+            for p in range(0, w, 2 * step):
+                out.append(S.BufferStore(tmp, at(s, p), comb(E.BufferLoad(tmp, at(s, p), dt_),
+                                                             E.BufferLoad(tmp, at(s, p + step), dt_))))
+        step *= 2
+    for s in range(rows.nlocal):
+        total = E.BufferLoad(tmp, at(s, 0), dt_)
+        out.append(S.BufferStore(tmp, at(s, 0), E.Call(f"tl_quad_{_QUAD[op.kind]}", (total,), dt_)))
+        out.append(store(s, E.BufferLoad(tmp, at(s, 0), dt_)))
     return out
 
 
