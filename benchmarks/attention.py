@@ -4,6 +4,7 @@
                                    [--json out.json]
     python benchmarks/attention.py --compile-only --target "cuda -arch=sm_90a"   # no GPU needed
     python benchmarks/attention.py --ab tl.enable_ws_overlap   # each config also built with that key on
+    python benchmarks/attention.py --ab tl.enable_ws_overlap tl.enable_ws_overlap+tl.disable_wgmma_wait_hold
     python benchmarks/attention.py --no-causal --configs 128,128,2,256 192,128,2,384 --ab tl.enable_ws_pingpong
 
 A case is B,H,S,D (fp16). Our kernel is the example's `flashattn` factory with its pass configs (layout
@@ -48,6 +49,11 @@ def build(target, B, H, S, D, causal, cfg, pass_configs=None):
         configs = {**PASS_CONFIGS, **(pass_configs or {})}  # the example's own (fast math), then the A/B key
         k = tilelang.jit(flashattn.__wrapped__, target=target, pass_configs=configs)(B, H, S, D, causal, *cfg)
     return k, [str(x.message) for x in w]
+
+
+def ab_configs(key):
+    """Pass configs of an --ab KEY: None for the plain build; KEY1+KEY2 sets both to True."""
+    return {k: True for k in key.split("+")} if key else None
 
 
 def sdpa_backends():
@@ -104,7 +110,7 @@ def case(B, H, S, D, causal, args, records):
         name = f"ours cfg={cfg}" + (f" {key}=True" if key else "")
         try:
             t0 = time.perf_counter()
-            kern, msgs = build(args.target, B, H, S, D, causal, cfg, {key: True} if key else None)
+            kern, msgs = build(args.target, B, H, S, D, causal, cfg, ab_configs(key))
             rec.update(compile_s=round(time.perf_counter() - t0, 2), warnings=msgs[:6])
             out.fill_(float("nan"))
             kern(q, k, v, out)
@@ -159,7 +165,8 @@ def main():
     ap.add_argument("--configs", type=parse_cfg, nargs="*", default=CONFIGS,
                     help="block_M,block_N,num_stages,threads ...")
     ap.add_argument("--ab", nargs="*", default=[], metavar="KEY",
-                    help="also build every config with pass config KEY=True (an A/B in the same run)")
+                    help="also build every config with pass config KEY=True (an A/B in the same run); "
+                         "KEY1+KEY2 sets both")
     ap.add_argument("--target", default="cuda")
     ap.add_argument("--compile-only", action="store_true")
     ap.add_argument("--json", default=None)
@@ -174,7 +181,7 @@ def main():
                     name = f"B{B} H{H} S{S} D{D} causal={c} cfg={cfg}" + (f" {key}=True" if key else "")
                     try:
                         t0 = time.perf_counter()
-                        k, msgs = build(args.target, B, H, S, D, c, cfg, {key: True} if key else None)
+                        k, msgs = build(args.target, B, H, S, D, c, cfg, ab_configs(key))
                         smem = getattr(getattr(k.artifact, "csource", None), "smem_bytes", "?")
                         compiled = getattr(k.artifact, "compiled", None)
                         regs = compiled.ptxas_info() if hasattr(compiled, "ptxas_info") else {}

@@ -126,6 +126,7 @@ class WaitWgmma(TileOp):
     count: int
     span: Span | None = default_span()
     fence_first: tuple = ()  # register tiles whose values are computed before the wait (compiler-side fence)
+    hold: bool = False  # ptxas may not hoist the wait above the work before it (tl::warpgroup_wait_held)
 
 
 @dataclass(frozen=True)

@@ -167,6 +167,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_NARROW_DIM_CHECKS = "tl.disable_narrow_dim_checks"
     TL_DISABLE_ROW_STORE_HOIST = "tl.disable_row_store_hoist"
     TL_DISABLE_REDUCE_TREE = "tl.disable_reduce_tree"
+    TL_DISABLE_WGMMA_WAIT_HOLD = "tl.disable_wgmma_wait_hold"
     TL_FRESH_COPY_INDEX = "tl.fresh_copy_index"
 
 
@@ -498,6 +499,10 @@ _DOCS = {
                               "columns a thread, in 4 independent partial chains joined pairwise, all row slots "
                               "interleaved (ops/reduce.tree_fold): attention's row max over 128 columns is 8 + 2 "
                               "dependent FMNMX instead of 31 (max / min exact; a sum's terms in another order).",
+    "TL_DISABLE_WGMMA_WAIT_HOLD": "Ours. True: with tl.enable_ws_overlap, the wait for the output gemm is a plain "
+                                  "tl::warpgroup_wait<0>, which ptxas hoists ~35 instructions after P @ V's issue "
+                                  "(the softmax then waits for the gemm). Else tl::warpgroup_wait_held: a never-taken "
+                                  "branch before the wait keeps it after the softmax (ws_overlap.py).",
     "TL_FRESH_COPY_INDEX": "Ours. True: tile-level copy loops of CUDA kernels read the thread index afresh, so "
                            "ptxas does not keep their addresses live across the k-loop "
                            "(transform/cuda/fresh_index.py). False: never. Unset: a kernel that spills is recompiled "

@@ -100,7 +100,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                                    not config(ctx.pass_configs, "tl.disable_persistent_snake", False),
                                    bool(config(ctx.pass_configs, "tl.enable_ws_pingpong", False)),
                                    not config(ctx.pass_configs, "tl.disable_ring_trip_cap", False),
-                                   not config(ctx.pass_configs, "tl.disable_persistent_prefix_tma", False))
+                                   not config(ctx.pass_configs, "tl.disable_persistent_prefix_tma", False),
+                                   not config(ctx.pass_configs, "tl.disable_wgmma_wait_hold", False))
     if ws is not None:
         k_piped, views = k_ws, []
     elif manual is not None:

@@ -58,6 +58,25 @@ TL_DEVICE void warpgroup_wait() {
 #endif
 }
 
+// warpgroup_wait<N> that ptxas keeps after the work before it. ptxas schedules a
+// wgmma.wait_group by its own latency estimate of the batch, often a few dozen
+// instructions after the batch, so register work written before the wait (a softmax
+// meant to run while P @ V is in flight) ends up stalled behind it. A never-taken branch
+// on a launch value ptxas cannot know (the dynamic shared-memory size is never 2^32 - 1)
+// starts a new basic block, and ptxas does not move the wait above it.
+template <int N>
+TL_DEVICE void warpgroup_wait_held() {
+  static_assert(N >= 0 && N <= 7, "tl::warpgroup_wait_held<N>: N must be in [0, 7]");
+  static_assert(TL_ARCH_SM90A || detail::always_false_int<N>::value,
+                "wgmma needs --gpu-architecture=sm_90a");
+#if TL_ARCH_SM90A
+  unsigned smem_bytes;
+  asm volatile("mov.u32 %0, %%dynamic_smem_size;\n" : "=r"(smem_bytes));
+  if (smem_bytes == 0xffffffffu) __trap();
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
 // Tell the compiler the accumulator registers may change behind its back, so
 // it neither moves reads/writes of them across wgmma nor copies them.
 template <int Count, class T>

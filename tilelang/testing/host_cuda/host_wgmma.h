@@ -65,6 +65,10 @@ inline void warpgroup_wait() {
     for (auto& w : c[b]) std::memcpy(w.d, w.vals.data(), 4 * w.vals.size());
   c.erase(c.begin(), c.begin() + done);
 }
+template <int N>
+inline void warpgroup_wait_held() {  // the branch that orders ptxas' schedule is a no-op here
+  warpgroup_wait<N>();
+}
 template <int Count, class T>
 inline void warpgroup_fence_operand(T*) {
   static_assert(sizeof(T) == 4, "tl::warpgroup_fence_operand: registers must be 32-bit");

@@ -5,6 +5,7 @@ CpAsyncWait, and gemms issued by T.wgmma_gemm (O.Gemm with wg_wait = -1). Gives:
 our header's PTX wrappers::
 
     T.wait_wgmma(0)                  tl::warpgroup_wait<0>(); tl::fence_accumulator<32>(acc_s); ...
+    WaitWgmma(0, hold=True)          tl::warpgroup_wait_held<0>(); ...  (ptxas keeps it after the work before it)
     T.ptx_cp_async(p, q, 8)          tl::cp_async<16>(tl::smem_addr(KV_shared) + ... * 2u, &KV[...]);
     T.cp_async_barrier_noinc(bar)    tl::cp_async_mbarrier_arrive(&bar[0]);
     T.ptx_commit_group()             tl::cp_async_commit();
@@ -78,7 +79,8 @@ class AsyncLowering:
             reg = self.reg(c)
             if reg is not None:
                 fences.append(f" tl::fence_accumulator<{reg.shape[0]}>({reg.name});")
-        return Raw("".join(first) + f"tl::warpgroup_wait<{op.count}>();" + "".join(fences), span=op.span)
+        wait = "warpgroup_wait_held" if op.hold else "warpgroup_wait"
+        return Raw("".join(first) + f"tl::{wait}<{op.count}>();" + "".join(fences), span=op.span)
 
     shared_offset_cp_async = True  # pass config tl.disable_cp_async_shared_offset turns it off
 

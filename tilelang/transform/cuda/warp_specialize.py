@@ -99,7 +99,7 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
                     chain: bool = False, fragment_guard: bool = True, fold_staging: bool = True,
                     im2col_tma: bool = True, im2col_small: bool = False, promoted_stream_k: bool = True,
                     mma_sync: bool = True, tile_snake: bool = True, pingpong: bool = False,
-                    trip_cap: bool = True, tile_prefix: bool = True):
+                    trip_cap: bool = True, tile_prefix: bool = True, chain_hold: bool = True):
     """Returns (new kernel, WSInfo) or (k, None) when the kernel keeps the cp.async pipeline.
 
     num_sms: make the kernel persistent -- min(tiles, num_sms) blocks, each looping over the
@@ -122,6 +122,8 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     producer's decrease names, which ptxas rejects).
     chain: a loop of two chained gemms (attention: scores, then P @ V) keeps the next scores gemm
     in flight beside this one's output gemm (ws_overlap.py; `tl.enable_ws_overlap`).
+    chain_hold: with `chain`, the wait for the output gemm stays after the next softmax in ptxas'
+    schedule too (ws_overlap.py; off: `tl.disable_wgmma_wait_hold`).
     fragment_guard: a guarded body's condition may read a fragment filled from global memory
     before the loop (ws_guard.py; `tl.disable_ws_fragment_guard`).
     fold_staging: the user's own output staging pair becomes the TMA-store epilogue
@@ -152,6 +154,7 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
         return k, None
     plan.rebalance_regs = rebalance_regs
     plan.chain = chain
+    plan.chain_hold = chain_hold
     plan.pingpong = pingpong and not chain
     plan.fold_staging = fold_staging
     if not chain:
@@ -200,6 +203,7 @@ class WSPlan:
     pre: list = field(default_factory=list)  # copies before the loop the producer issues first (prefix_loads)
     tile_pre: list = field(default_factory=list)  # the same, issued per tile of a persistent kernel (ws_tile_prefix)
     chain: bool = False  # two chained gemms stay in flight together where ws_overlap.chain_plan allows
+    chain_hold: bool = True  # ws_overlap's wait for the output gemm is one ptxas keeps after the softmax
     pingpong: bool = False  # consumer warpgroups take turns at their gemms where ws_pingpong.pingpong_plan allows
     stage: E.Var = field(default_factory=lambda: E.Var("tl_stage", dt.int32))
     it: E.Var = field(default_factory=lambda: E.Var("tl_it", dt.int32))

@@ -18,6 +18,13 @@ next tile's scores while the warps finish this one's output gemm and run the nex
                wgmma wait 0 (O of k is final);  release stage k; Cast(k+1)
     epilogue:  V = stage n-1; Resc(n-1); G1(n-1); release stage n-1
 
+The second wait is held (tl::warpgroup_wait_held, a never-taken branch before it): ptxas
+otherwise places a wgmma wait by its own latency estimate of the batch, ~35 instructions after
+P @ V's issue, and the whole softmax then stalls behind it (NVRTC 13.0, D64: every ex2 after the
+wait; held: all 64 ex2 and the row sums between the two waits). Off: `tl.disable_wgmma_wait_hold`.
+Held only where S, O and P take at most HOLD_MAX_REGS registers a consumer thread: the softmax
+then runs with O and P pinned by the gemm in flight (D128 128x128: 160, ptxas spilled 260 bytes).
+
 Mid is split into Soft (touches neither O nor P), Cast (writes only P) and Resc (writes only O,
 reads neither S nor P); the new order (Soft, Cast, Resc) must not swap two statements that
 conflict. The consumers hold two stages at once, so this needs a ring of >= 3 stages (with 2,
@@ -39,6 +46,7 @@ from ...op import tile_ops as O
 from .raw import Raw
 
 MIN_STAGES = 3
+HOLD_MAX_REGS = 128  # S + O + P registers per consumer thread under which the held wait is used
 _KNOWN_WRITES = (O.Copy, O.Fill, O.Reduce, O.CumSum)
 
 
@@ -142,6 +150,26 @@ def chain_plan(plan) -> Chain | None:
     return Chain(pre, g0, [st for r, st in ranked if r == 0], cast, [st for r, st in ranked if r == 2], g1)
 
 
+def chain_registers(ch: Chain, threads: int) -> int | None:
+    """32-bit registers a consumer thread holds for S, O and P (16-bit P: two a register)."""
+    total = 0
+    for b in (ch.g0.C.buffer, ch.g1.C.buffer, ch.g1.A.buffer):
+        n = 1
+        for d in b.shape:
+            d = const_int(d)
+            if d is None:
+                return None
+            n *= d
+        total += n * b.dtype.bytes // 4
+    return total // threads
+
+
+def hold_wait(plan, ch: Chain) -> bool:
+    """Whether the output gemm's wait is held after the softmax (module docstring)."""
+    regs = chain_registers(ch, plan.T)
+    return plan.chain_hold and regs is not None and regs <= HOLD_MAX_REGS
+
+
 def overlapped_consumer(plan, ch: Chain) -> S.Stmt:
     """The consumers' program for one tile (module docstring)."""
     loop, stages = plan.loop, plan.stages
@@ -172,7 +200,8 @@ def overlapped_consumer(plan, ch: Chain) -> S.Stmt:
                  *at(ch.pre, nxt), issue(ch.g0, nxt),
                  plan.point_view(vx, st_c), *at(ch.resc, ko), issue(ch.g1, ko),
                  H.WaitWgmma(1), *at(ch.soft, nxt),
-                 H.WaitWgmma(0, fence_first=_written_fragments(ch.soft)), plan.release(st_c), *at(ch.cast, nxt))
+                 H.WaitWgmma(0, fence_first=_written_fragments(ch.soft), hold=hold_wait(plan, ch)),
+                 plan.release(st_c), *at(ch.cast, nxt))
     main = S.For(ko, start, simplify(n - 1), "serial", body, (), span=loop.span)
     last = simplify(start + n - 1)
     lets_e, _, st_e = stage_of(last, "_e")
