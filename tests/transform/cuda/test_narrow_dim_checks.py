@@ -31,7 +31,9 @@ def test_the_32_bit_forms_agree_with_64_bit_compares(n):
 @pytest.mark.parametrize("narrow, hoist", [(True, True), (False, True), (True, False)])
 def test_dynamic_indexer_on_host(narrow, hoist, run_on_host):
     M, Q, H, K, threads, nkv = 256, 4, 32, 64, 512, 700  # the third block holds 188 rows
-    configs = {"tl.disable_narrow_dim_checks": not narrow, "tl.disable_row_store_hoist": not hoist}
+    # FullCol's 1 x 4 grid (kept by tl.disable_wgmma_policy_cost): each quad's lane 0 stores 8 rows of one q
+    configs = {"tl.disable_narrow_dim_checks": not narrow, "tl.disable_row_store_hoist": not hoist,
+               "tl.disable_wgmma_policy_cost": True}
     kern = tilelang.compile(lighting_indexer(None, M, Q, H, K, threads), target="cuda -arch=sm_90a",
                             pass_configs=configs)
     src = kern.get_kernel_source()

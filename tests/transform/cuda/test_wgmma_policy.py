@@ -1,7 +1,9 @@
 """T.gemm's GemmWarpPolicy on sm_90a wgmma (gemm_paths.wgmma_policy_grid): FullRow puts every
 warpgroup along M, FullCol along N, Square keeps the squarest split; a policy the shape does not
 allow keeps the squarest split with a PerformanceWarning; tl.disable_wgmma_policy restores the
-squarest split for all. The accumulator's layout follows the same grid everywhere it is read
+squarest split for all. The policy's grid is taken only where it costs no more than the squarest
+(gemm_paths.grid_cost: reductions crossing warpgroups, then rows + columns a warpgroup);
+tl.disable_wgmma_policy_cost (NOCOST below) takes it whenever the shape allows. The accumulator's layout follows the same grid everywhere it is read
 (a row reduction, a per-column T.Parallel epilogue, a (rows, Q, H) segment reduction -- the fp8
 lighting indexer's pattern, in registers when each warpgroup's columns are whole segments:
 tl.disable_split_segment_reduce). Kernels run on the host emulator against float64."""
@@ -17,6 +19,7 @@ from tilelang.testing.kernels import lighting_indexer
 
 from tests.transform.cuda.test_acc_segments import indexer_kernel, reference as indexer_reference
 
+NOCOST = {"tl.disable_wgmma_policy_cost": True}
 POL = {"FullRow": T.GemmWarpPolicy.FullRow, "FullCol": T.GemmWarpPolicy.FullCol, "Square": T.GemmWarpPolicy.Square}
 
 
@@ -97,7 +100,7 @@ GRIDS = [
 @pytest.mark.parametrize("policy", ["FullRow", "FullCol", "Square"])
 def test_policy_picks_the_grid(shape, grids, policy):
     M, N, threads = shape
-    kern, msgs = _compile(gemm_kernel(M, N, 64, threads, POL[policy]))
+    kern, msgs = _compile(gemm_kernel(M, N, 64, threads, POL[policy]), **NOCOST)
     want = grids[policy]
     assert _grid(kern.get_kernel_source()) == (want or grids["Square"])
     assert bool([m for m in msgs if "not honoured" in m]) == (want is None), msgs
@@ -124,7 +127,7 @@ def test_policy_the_shape_cannot_take_warns_and_keeps_the_square_split():
 def test_policy_gemm_on_host(shape, policy, run_on_host):
     M, N, threads = shape
     K = 64
-    kern, _ = _compile(gemm_kernel(M, N, K, threads, POL[policy]))
+    kern, _ = _compile(gemm_kernel(M, N, K, threads, POL[policy]), **NOCOST)
     wg_m, wg_n = _grid(kern.get_kernel_source())
     assert (wg_m == 1) if policy == "FullCol" else (wg_n == 1) if policy == "FullRow" else True
     a, b = _ab(M, N, K, seed=M + N + len(policy))
@@ -133,12 +136,14 @@ def test_policy_gemm_on_host(shape, policy, run_on_host):
     torch.testing.assert_close(c.double(), a.double() @ b.double().T, rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize("cost", [True, False])
 @pytest.mark.parametrize("policy", ["FullCol", "FullRow", "Square"])
-def test_row_sum_and_column_epilogue_on_host(policy, run_on_host):
+def test_row_sum_and_column_epilogue_on_host(policy, cost, run_on_host):
     M, N, K, threads = 256, 128, 32, 512
-    kern, _ = _compile(epilogue_kernel(M, N, K, threads, POL[policy]))
+    kern, _ = _compile(epilogue_kernel(M, N, K, threads, POL[policy]), **({} if cost else NOCOST))
     src = kern.get_kernel_source()
-    assert _grid(src) == {"FullCol": (1, 4), "FullRow": (4, 1), "Square": (4, 1)}[policy]
+    # FullCol's 1 x 4 splits every row sum over 4 warpgroups and reads 256 + 32 rows a k-step: not taken
+    assert _grid(src) == {"FullCol": (4, 1) if cost else (1, 4), "FullRow": (4, 1), "Square": (4, 1)}[policy]
     a, b = _ab(M, N, K, seed=7 + len(policy))
     sc = torch.rand(N) + 0.5
     out, r = torch.full((M, N), float("nan")), torch.full((M,), float("nan"))
@@ -161,7 +166,7 @@ def test_indexer_pattern_full_col_on_host(M, Q, H, K, threads, split, run_on_hos
     """The fp8 lighting indexer's body in fp16 under FullCol: the gemm's warpgroups split N, the
     weights are the thread's columns, the per-row scales its rows, and the segment sums stay in
     registers (no `_red` scratch) unless tl.disable_split_segment_reduce."""
-    cfg = {} if split else {"tl.disable_split_segment_reduce": True}
+    cfg = {**NOCOST, **({} if split else {"tl.disable_split_segment_reduce": True})}
     kern, msgs = _compile(indexer_kernel(M, Q, H, K, threads, policy=T.GemmWarpPolicy.FullCol), **cfg)
     src = kern.get_kernel_source()
     assert _grid(src) == (1, threads // 128)
@@ -204,12 +209,16 @@ def test_segments_over_split_warps_on_host_sm80(Q, H, run_on_host):
     torch.testing.assert_close(Out.double(), indexer_reference(A, B, Scale, W), rtol=1e-4, atol=1e-2)
 
 
+@pytest.mark.parametrize("cost", [True, False])
 @pytest.mark.parametrize("Q,H", [(4, 32), (2, 64)])
-def test_pipelined_indexer_on_host(Q, H, run_on_host):
+def test_pipelined_indexer_on_host(Q, H, cost, run_on_host):
     NKV, M, K, threads = 768, 256, 64, 512
-    kern, msgs = _compile(lighting_indexer(NKV, M, Q, H, K, threads))
+    kern, msgs = _compile(lighting_indexer(NKV, M, Q, H, K, threads), **({} if cost else NOCOST))
     src = kern.get_kernel_source()
-    assert _grid(src) == (1, 4) and "s3_red" not in src, src
+    # FullCol's 1 x 4 reads 256 + 32 rows a warpgroup a k-step against 4 x 1's 64 + 128 (and, at H 64,
+    # splits each head segment over 2 warpgroups): the policy is not taken unless NOCOST
+    assert _grid(src) == ((4, 1) if cost else (1, 4)) and "s3_red" not in src, src
+    assert ("s3_segs" in src) == (not cost and H == 64), src
     assert "tl::mbarrier_wait" in src, src  # the warp-specialized loop
     g = torch.Generator().manual_seed(Q * H + 3)
     kv = torch.randn(NKV, K, generator=g).half()
@@ -219,3 +228,65 @@ def test_pipelined_indexer_on_host(Q, H, run_on_host):
     out = torch.full((Q, NKV), float("nan"))
     run_on_host(kern, [kv, qm, scale, w, out])
     torch.testing.assert_close(out.double(), indexer_reference(kv, qm, scale, w), rtol=1e-4, atol=1e-2)
+
+
+def test_grid_cost_counts_crossing_reductions_then_operand_rows():
+    from tilelang.transform.cuda.gemm_paths import grid_cost
+
+    # pool_mqa_fp8: 64-head segments of a 256 x 128 tile; 1 x 4 splits each over 2 warpgroups
+    assert grid_cost(256, 128, (4, 1), (("n", 64),)) == (0, 192)
+    assert grid_cost(256, 128, (1, 4), (("n", 64),)) == (1, 288)
+    # the lighting indexer's 32-head segments stay whole either way: only the operand rows differ
+    assert grid_cost(256, 128, (1, 4), (("n", 32),)) == (0, 288)
+    # a row max over 128 x 256 on 2 warpgroups: 1 x 2 reads less but splits every row over both
+    assert grid_cost(128, 256, (1, 2), (("n", 256),)) == (1, 256) > grid_cost(128, 256, (2, 1), (("n", 256),))
+    assert grid_cost(256, 128, (4, 1), (("m", 256),)) == (1, 192)  # a column sum crosses the 4 row blocks
+
+
+# (M, N, threads, policy, row sum) -> the grid taken: the policy's where it costs no more than the squarest
+COSTED = [((256, 128, 512, "FullCol", False), (4, 1)), ((256, 128, 512, "FullCol", True), (4, 1)),
+          ((128, 256, 512, "FullCol", False), (1, 4)), ((128, 128, 256, "FullCol", False), (1, 2)),
+          ((128, 256, 256, "FullRow", False), (1, 2)), ((128, 256, 256, "FullRow", True), (2, 1))]
+
+
+@pytest.mark.parametrize("case,grid", COSTED)
+def test_policy_grid_taken_where_it_costs_no_more_on_host(case, grid, run_on_host):
+    M, N, threads, policy, row_sum = case
+    K = 32
+    fn = (epilogue_kernel if row_sum else gemm_kernel)(M, N, K, threads, POL[policy])
+    kern, msgs = _compile(fn)
+    assert _grid(kern.get_kernel_source()) == grid
+    assert not [m for m in msgs if "not honoured" in m], msgs
+    a, b = _ab(M, N, K, seed=M * 3 + N + threads + row_sum)
+    c = a.double() @ b.double().T
+    if not row_sum:
+        out = torch.full((M, N), float("nan"))
+        run_on_host(kern, [a, b, out])
+        torch.testing.assert_close(out.double(), c, rtol=1e-4, atol=1e-3)
+        return
+    sc = torch.rand(N, generator=torch.Generator().manual_seed(M + N)) + 0.5
+    out, r = torch.full((M, N), float("nan")), torch.full((M,), float("nan"))
+    run_on_host(kern, [a, b, sc, out, r])
+    rs = c.sum(1)
+    torch.testing.assert_close(r.double(), rs, rtol=1e-4, atol=1e-2)
+    torch.testing.assert_close(out.double(), c * sc.double()[None] + rs[:, None], rtol=1e-4, atol=1e-2)
+
+
+@pytest.mark.parametrize("M,Q,H,K,threads", SEGMENTS)
+def test_indexer_pattern_costed_grid_on_host(M, Q, H, K, threads, run_on_host):
+    """The indexer under FullCol with the cost check: 256-row tiles at 512 threads keep 4 x 1 (m64n128,
+    whole segments a warpgroup); 128 x 128 at 256 threads costs the same either way and takes 1 x 2;
+    64 rows allow only 1 x 4."""
+    kern, _ = _compile(indexer_kernel(M, Q, H, K, threads, policy=T.GemmWarpPolicy.FullCol))
+    src = kern.get_kernel_source()
+    groups = threads // 128
+    assert _grid(src) == ((groups, 1) if M == 256 else (1, groups))
+    assert "s3_red" not in src, src
+    g = torch.Generator().manual_seed(M * Q + H + 1)
+    A = torch.randn(2 * M, K, generator=g).half()
+    B = torch.randn(Q * H, K, generator=g).half()
+    Scale = torch.rand(2 * M, generator=g) + 0.5
+    W = torch.randn(Q, H, generator=g)
+    Out = torch.full((Q, 2 * M), float("nan"))
+    run_on_host(kern, [A, B, Scale, W, Out])
+    torch.testing.assert_close(Out.double(), indexer_reference(A, B, Scale, W), rtol=1e-4, atol=1e-2)

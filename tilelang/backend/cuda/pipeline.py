@@ -144,7 +144,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                              not config(ctx.pass_configs, "tl.disable_wgmma_policy", False),
                              not config(ctx.pass_configs, "tl.disable_split_segment_reduce", False),
                              not config(ctx.pass_configs, "tl.disable_row_store_hoist", False),
-                             not config(ctx.pass_configs, "tl.disable_reduce_tree", False))
+                             not config(ctx.pass_configs, "tl.disable_reduce_tree", False),
+                             not config(ctx.pass_configs, "tl.disable_wgmma_policy_cost", False))
     if info.uses_wgmma:
         new = replace(new, body=fold_accum_clears(new.body))
         if not config(ctx.pass_configs, "tl.disable_unmasked_tile_clear", False):

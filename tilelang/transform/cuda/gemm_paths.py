@@ -2,7 +2,8 @@
 
 Takes: a Gemm op (its regions, dtypes, transposes, policy) and the thread count of its scope.
 Gives: wgmma_ok / wgmma_rs_ok (the warpgroup split for sm_90a's SS / RS forms, or the reason it
-cannot use them), wgmma_policy_grid (the split the gemm's GemmWarpPolicy asks for), mma_ok (the warp grid for mma.sync), and the region predicates layout
+cannot use them), wgmma_policy_grid (the split the gemm's GemmWarpPolicy asks for), grid_cost /
+accumulator_folds (whether that split pays over the squarest one), mma_ok (the warp grid for mma.sync), and the region predicates layout
 inference, the gemm lowering and warp specialization share (a whole tile, a panel slice, a box
 of an accumulator that a store can copy out), and mma_ws_ok (an mma.sync gemm in the consumers of
 a warp-specialized TMA pipeline).
@@ -11,12 +12,14 @@ a warp-specialized TMA pipeline).
         wgmma_ok -> ((2, 1), None)     mma_ok -> (2, 4)
     ... policy=T.GemmWarpPolicy.FullCol at 512 threads, 256 x 128:
         wgmma_ok -> ((4, 1), None)     wgmma_policy_grid(op, 4, (4, 1)) -> ((1, 4), None)
+        grid_cost(256, 128, (1, 4), ()) -> (0, 288) > grid_cost(256, 128, (4, 1), ()) -> (0, 192): (4, 1) stays
 """
 from __future__ import annotations
 
 from ...arith.simplify import aligned, const_int
 from ...errors import LoweringError
 from ...ir.buffer import Buffer
+from ...ir.visitor import collect
 from ...layout.fragment import WGMMA_N, choose_warpgroups, choose_warps
 from ...op import tile_ops as O
 from .lower_async import tile_pointer
@@ -95,6 +98,49 @@ def wgmma_policy_grid(op: O.Gemm, groups: int, fallback: tuple) -> tuple[tuple, 
     if not op.transpose_B and width % 64:
         return fallback, f"a K x N B needs a multiple of 64 columns a warpgroup, not {width}"
     return want, None
+
+
+def grid_cost(m: int, n: int, grid: tuple, folds: tuple = ()) -> tuple[int, int]:
+    """What a (wg_m, wg_n) warpgroup grid over an m x n SS-wgmma accumulator costs, compared as a tuple:
+    (the accumulator's reductions whose lines cross warpgroups, rows + columns of one warpgroup's tile).
+
+    A crossing reduction meets in shared memory behind a barrier each time it runs. Rows + columns
+    measure the operand bytes each warpgroup's wgmma reads from shared memory per k-step (A's rows,
+    B's columns; the MACs are the same for every grid): least for the squarest tile. FullCol's
+    (1, 4) over 256 x 128 reads 256 + 32 rows a k-step where (4, 1) reads 64 + 128, with 4 times the
+    wgmma instructions (m64n32); at fp8 an m64n32k32 reads 3 KB of shared memory for 16 cycles of
+    tensor work, above the 128 bytes a cycle shared memory gives, so the gemm waits on shared memory.
+    folds: ("n", seg) a reduction along N in lines of seg columns (a row reduction: seg = n; the
+    (rows, Q, H) segment reduction: seg = H), ("m", m) one along M.
+
+        256 x 128, folds (("n", 64),): (4, 1) -> (0, 192)   (1, 4) -> (1, 288)
+    """
+    rows, cols = m // grid[0], n // grid[1]
+    cross = sum(1 for axis, seg in folds if (cols if axis == "n" else rows) % seg)
+    return cross, rows + cols
+
+
+def accumulator_folds(body, views: dict) -> dict:
+    """fragment uid -> the ("n" | "m", line length) folds of grid_cost that T.reduce ops make of it:
+    a 2-d tile reduced over dim 1 (rows) or 0 (columns), or a (rows, Q, H) view of a (rows, Q * H)
+    tile reduced over its last dim (segments of H columns). views: view uid -> (view, source)."""
+    out: dict = {}
+    for op in collect(body, lambda x: isinstance(x, O.Reduce)):
+        src, shape = op.src, tuple(const_int(d) for d in op.src.shape)
+        if None in shape:
+            continue
+        if src.uid in views:
+            src = views[src.uid][1]
+            base = tuple(const_int(d) for d in src.shape)
+            if len(shape) != 3 or op.dim != 2 or len(base) != 2 or base != (shape[0], shape[1] * shape[2]):
+                continue
+            fold = ("n", shape[2])
+        elif len(shape) == 2:
+            fold = ("n", shape[1]) if op.dim == 1 else ("m", shape[0])
+        else:
+            continue
+        out.setdefault(src.uid, []).append(fold)
+    return {uid: tuple(f) for uid, f in out.items()}
 
 
 def sixteen_bit_wgmma(op: O.Gemm) -> bool:

@@ -38,8 +38,8 @@ from ...op.thread_ops import DeclBuffer
 from ...op.regions import squeezed
 from .column_fragments import acc_column_layout, acc_column_read, column_layout, column_read, loop_permutation
 from .fragment_slices import LOOP_KINDS, fragment_slice, offset_cases, slice_slots
-from .gemm_paths import (accumulator_box_ok, eight_bit_wgmma, mma_ok, mma_rs_ok, whole, wgmma_ok, wgmma_policy_grid,
-                         wgmma_rs_ok)
+from .gemm_paths import (accumulator_box_ok, accumulator_folds, eight_bit_wgmma, grid_cost, mma_ok, mma_rs_ok, whole,
+                         wgmma_ok, wgmma_policy_grid, wgmma_rs_ok)
 from .offset_slices import offset_read, slice_driver
 from .packed_columns import packed_layout, packed_read
 
@@ -85,6 +85,8 @@ class _Uses(Visitor):
         self.slice_offsets = True  # F[i, u * 4 + j] over an exact driver (offset_slices.py)
         self.mma_rs = True  # an mma.sync gemm's tf32 A tile in registers (tl::gemm_rs)
         self.wgmma_policy = True  # a wgmma gemm's warpgroup grid follows its GemmWarpPolicy (wgmma_policy_grid)
+        self.folds: dict | None = {}  # accumulator uid -> its reductions (accumulator_folds); None: policy grids
+        # are taken whatever they cost
         self.offset_reads: list = []  # (OffsetRead, the loop's exact fragments, extents, where)
         self.packed = True  # P[i, j // k] over a driver with k-column runs (packed_columns.py)
         self.packed_reads: list = []  # (fragment read as P[i, j // k], k, the loop's exact fragments, where)
@@ -146,7 +148,12 @@ class _Uses(Visitor):
         if self.sm >= 90:
             grid, why = wgmma_ok(op, self.threads)
             if grid is not None and self.wgmma_policy:
-                grid, off = wgmma_policy_grid(op, self.threads // 128, grid)
+                want, off = wgmma_policy_grid(op, self.threads // 128, grid)
+                m, n, _ = op.mnk
+                # the policy is a hint: its grid is taken unless the squarest split costs less (grid_cost)
+                if self.folds is None or grid_cost(m, n, want, self.folds.get(c.uid, ())) <= \
+                        grid_cost(m, n, grid, self.folds.get(c.uid, ())):
+                    grid = want
                 if off is not None:
                     self.notes.append(f"T.gemm {op.A.buffer.name} x {op.B.buffer.name}: policy={op.policy} is not "
                                       f"honoured on wgmma ({off}); its warpgroups split the tile "
@@ -390,7 +397,7 @@ def _propagate(links, layouts, views=None):
 def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = False,
                   replicate_inputs: bool = True, rows_1d: bool = True, slice_offsets: bool = True,
                   mma_rs: bool = True, packed: bool = True, wgmma_policy: bool = True,
-                  split_segments: bool = True) -> LayoutPlan:
+                  split_segments: bool = True, policy_cost: bool = True) -> LayoutPlan:
     threads = kernel.threads[0] * kernel.threads[1] * kernel.threads[2]
     frags = {a.buffer.uid: a.buffer for a in collect(kernel.body, lambda n: isinstance(n, S.Allocate))
              if a.buffer.scope == "fragment"}
@@ -400,6 +407,7 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
     uses.rows_1d = rows_1d
     uses.slice_offsets, uses.mma_rs, uses.packed = slice_offsets, mma_rs, packed
     uses.wgmma_policy = wgmma_policy
+    uses.folds = accumulator_folds(kernel.body, views) if policy_cost else None
     uses.outside = {b.uid for b in buffers_used(_without_scopes(kernel.body)) if b.uid in every}
     uses.visit(kernel.body)
     for vu, (v, src) in views.items():  # a view spreads over the threads its source does
