@@ -505,13 +505,13 @@ _DOCS = {
                                   "(the softmax then waits for the gemm). Else tl::warpgroup_wait_held: a never-taken "
                                   "branch before the wait keeps it after the softmax (ws_overlap.py).",
     "TL_DISABLE_WGMMA_POLICY_COST": "Ours. True (sm_90a): a wgmma T.gemm takes its GemmWarpPolicy's warpgroup grid "
-                                    "whenever the shape allows it, as before. Else only where that grid costs no "
-                                    "more than the squarest split: first fewer reductions of the accumulator whose "
-                                    "lines cross warpgroups (shared memory and a barrier each time), then fewer "
-                                    "rows + columns a warpgroup (shared-memory operand bytes a k-step; "
-                                    "transform/cuda/gemm_paths.grid_cost). FullCol over a 256 x 128 fp8 tile at "
-                                    "512 threads (the lighting indexer, pool_mqa_fp8) keeps 4 x 1 m64n128 "
-                                    "warpgroups instead of 1 x 4 m64n32 ones.",
+                                    "whenever the shape allows it, as before. Else FullCol's grid only where it "
+                                    "costs no more than the squarest split: first fewer reductions of the "
+                                    "accumulator whose lines cross warpgroups (shared memory and a barrier each "
+                                    "time), then fewer rows + columns a warpgroup (shared-memory operand bytes a "
+                                    "k-step; transform/cuda/gemm_paths.grid_cost); FullRow's always. FullCol over "
+                                    "a 256 x 128 fp8 tile at 512 threads (the lighting indexer, pool_mqa_fp8) keeps "
+                                    "4 x 1 m64n128 warpgroups instead of 1 x 4 m64n32 ones.",
     "TL_FRESH_COPY_INDEX": "Ours. True: tile-level copy loops of CUDA kernels read the thread index afresh, so "
                            "ptxas does not keep their addresses live across the k-loop "
                            "(transform/cuda/fresh_index.py). False: never. Unset: a kernel that spills is recompiled "

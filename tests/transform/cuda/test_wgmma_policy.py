@@ -243,10 +243,10 @@ def test_grid_cost_counts_crossing_reductions_then_operand_rows():
     assert grid_cost(256, 128, (4, 1), (("m", 256),)) == (1, 192)  # a column sum crosses the 4 row blocks
 
 
-# (M, N, threads, policy, row sum) -> the grid taken: the policy's where it costs no more than the squarest
+# (M, N, threads, policy, row sum) -> the grid taken: FullCol's where it costs no more than the squarest
 COSTED = [((256, 128, 512, "FullCol", False), (4, 1)), ((256, 128, 512, "FullCol", True), (4, 1)),
           ((128, 256, 512, "FullCol", False), (1, 4)), ((128, 128, 256, "FullCol", False), (1, 2)),
-          ((128, 256, 256, "FullRow", False), (1, 2)), ((128, 256, 256, "FullRow", True), (2, 1))]
+          ((128, 256, 256, "FullRow", False), (2, 1)), ((128, 256, 256, "FullRow", True), (2, 1))]  # FullRow: always
 
 
 @pytest.mark.parametrize("case,grid", COSTED)

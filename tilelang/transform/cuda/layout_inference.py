@@ -150,9 +150,12 @@ class _Uses(Visitor):
             if grid is not None and self.wgmma_policy:
                 want, off = wgmma_policy_grid(op, self.threads // 128, grid)
                 m, n, _ = op.mnk
-                # the policy is a hint: its grid is taken unless the squarest split costs less (grid_cost)
-                if self.folds is None or grid_cost(m, n, want, self.folds.get(c.uid, ())) <= \
-                        grid_cost(m, n, grid, self.folds.get(c.uid, ())):
+                # FullCol's grid is taken unless the squarest split costs less (grid_cost); FullRow's always:
+                # its whole rows a warpgroup are what row fragments shared with other accumulators (softmax
+                # rescaling an output tile) need, and its wgmma keeps every column
+                folds = None if self.folds is None else self.folds.get(c.uid, ())
+                if folds is None or op.policy != "FullCol" or \
+                        grid_cost(m, n, want, folds) <= grid_cost(m, n, grid, folds):
                     grid = want
                 if off is not None:
                     self.notes.append(f"T.gemm {op.A.buffer.name} x {op.B.buffer.name}: policy={op.policy} is not "

@@ -602,7 +602,7 @@ def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = Fa
     the loop (row_copies.row_loop).
     reduce_tree: a row reduction over an accumulator folds each thread's columns of a row in independent
     partial chains joined pairwise (ops/reduce.tree_fold), not one serial chain.
-    policy_cost: a GemmWarpPolicy's wgmma grid is taken only where it costs no more than the squarest split
+    policy_cost: a FullCol wgmma grid is taken only where it costs no more than the squarest split
     (gemm_paths.grid_cost); else whenever the shape allows it."""
     threads = k.threads[0] * k.threads[1] * k.threads[2]
     plan = infer_layouts(k, sm, row_fragments, replicate_inputs, rows_1d, slice_offsets, mma_rs, packed_reads,
