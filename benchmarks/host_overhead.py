@@ -4,6 +4,7 @@
     PYTHONPATH=/path/to/public-tilelang python benchmarks/host_overhead.py   # the same program there
     python benchmarks/host_overhead.py --fake-launch   # no GPU: Python cost with a no-op launcher
     python benchmarks/host_overhead.py --pass-config tl.disable_launch_kernel_ex   # A/B a switch
+    python benchmarks/host_overhead.py --pass-config tl.disable_lean_launcher     # the first generated launcher
 
 The program is one kernel, `B = A + 1` over n float32 elements in one block, compiled with
 out_idx=[-1], so each call checks A, allocates B (torch.empty) and launches. It is written
@@ -128,6 +129,7 @@ def fake_launch(kernel, torch, stub=True):
     torch._C._cuda_getCurrentRawStream = lambda dev: 0
     fast.prepare()
     fast.check_device = fast.out_device = torch.device("cpu")
+    fast.single_device, fast.device_flag = True, "is_cpu"  # as on a one-GPU machine (the lean launcher's flag test)
     fast.call = fast.compile_simple()
     return fast, ("a no-op C cuLaunchKernel%s through ctypes" % ("Ex" if getattr(fast.prepared, "ex", False) else "")
                   if lib is not None else "a Python no-op in place of the driver call")

@@ -75,16 +75,18 @@ class Recorder:
         return self.rcs.pop(0) if self.rcs else 0
 
 
-@pytest.fixture(params=["ex", "plain"])
+@pytest.fixture(params=["ex", "plain", "ex-first"])
 def fake_cuda(monkeypatch, request):
-    """(compile(func, out_idx) -> kernel whose fast path launches into a Recorder, recorder), once
-    through cuLaunchKernelEx and once through cuLaunchKernel (a driver without the Ex entry point)."""
+    """(compile(func, out_idx) -> kernel whose fast path launches into a Recorder, recorder), through
+    cuLaunchKernelEx and through cuLaunchKernel (a driver without the Ex entry point) with the lean
+    launcher, and through cuLaunchKernelEx with the first one (tl.disable_lean_launcher)."""
     nvrtc = pytest.importorskip("tilelang.backend.cuda.nvrtc")
     if not nvrtc.nvrtc_available():
         pytest.skip("NVRTC from the pip wheels is not installed")
     rec = Recorder()
+    ex = request.param.startswith("ex")
     monkeypatch.setattr(driver, "_launch_holding_gil", lambda: rec)
-    monkeypatch.setattr(driver, "_launch_ex_holding_gil", lambda: rec if request.param == "ex" else None)
+    monkeypatch.setattr(driver, "_launch_ex_holding_gil", lambda: rec if ex else None)
     monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda dev: 0x5000 + dev, raising=False)
     monkeypatch.setattr(torch.Tensor, "device", property(lambda self: CUDA0))
 
@@ -98,10 +100,12 @@ def fake_cuda(monkeypatch, request):
                                         _raw_handle=0xF00D, _smem_limit=48 * 1024,
                                         packer=types.SimpleNamespace(signature=art.csource.signature))
         fast = k._fast_call()
+        if request.param == "ex-first":
+            fast.lean = False
         fast.prepare()
         fast.out_device = torch.device("cpu")  # no CUDA allocator here
         fast.call = fast.compile_simple()
-        assert fast.prepared.ex == (request.param == "ex" and not pass_configs)
+        assert fast.prepared.ex == (ex and not (pass_configs or {}).get("tl.disable_launch_kernel_ex"))
         return k
 
     return compile_, rec
@@ -444,3 +448,89 @@ def test_disable_launch_kernel_ex_reaches_the_artifacts_function(fake_cuda):
     k = compile_(split(), out_idx=[1, 2], pass_configs={"tl.disable_launch_kernel_ex": True})
     assert not k.artifact.launch_ex and k.artifact._function().ex is False
     assert compile_(split(), out_idx=[1, 2]).artifact.launch_ex
+
+
+def lean_kernel(compile_, func, out_idx=None, **attrs):
+    """`func` compiled through the fixture with its launcher regenerated in the lean form, `attrs` set."""
+    k = compile_(func, out_idx=out_idx)
+    fast = k._fast
+    fast.lean = True
+    for name, value in attrs.items():
+        setattr(fast, name, value)
+    fast.call = fast.compile_simple()
+    return k
+
+
+def test_lean_slots_are_rewritten_when_their_pointer_changes(fake_cuda):
+    """The lean launcher writes a slot only when its pointer differs from the one it holds; the
+    driver still reads every call's own pointers (same input again, another, the first again)."""
+    compile_, rec = fake_cuda
+    k = lean_kernel(compile_, split(), out_idx=[1, 2])
+    assert "if p0 != c0:" in k._fast.simple_source()
+    a, b = torch.randn(128), torch.randn(128)
+    kept = []
+    for x in (a, a, b, a, b, b):
+        out = k(x)
+        kept.append(out)  # alive: every call's outputs get fresh storage
+        assert rec.calls[-1]["values"] == [x.data_ptr(), out[0].data_ptr(), out[1].data_ptr()]
+    for x in (a, b, a):  # outputs dropped at once: the allocator may hand back the same storage
+        b_out, c_out = k(x)
+        assert rec.calls[-1]["values"] == [x.data_ptr(), b_out.data_ptr(), c_out.data_ptr()]
+        del b_out, c_out
+    assert k._fast.call((b,), None) is not MISS and rec.calls[-1]["values"][0] == b.data_ptr()
+
+
+def test_lean_entry_keeps_every_call_form_and_error(fake_cuda):
+    """Positional-only inputs: too few, too many, None, inputs by name, an unknown name (also one
+    spelled like the entry's own parameters) and a stream reach the same paths and messages."""
+    compile_, rec = fake_cuda
+    k = lean_kernel(compile_, three(), out_idx=[-1])
+    a, b, c = good3()
+    with pytest.raises(TypeError, match=r"expects 3 arguments"):
+        k()
+    with pytest.raises(TypeError, match=r"expects 3 arguments"):
+        k(a, b)
+    with pytest.raises(TypeError, match=r"expects 3 arguments"):
+        k(a, b, c, c)
+    with pytest.raises(TypeError, match=r"'B'.*expected a torch.Tensor"):
+        k(a, None, c)
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'a0'"):
+        k(a, b, c, a0=a)
+    with pytest.raises(TypeError, match=r"got multiple values for argument 'A'"):
+        k(a, b, c, A=a)
+    assert rec.calls == []
+    general = []
+    k_in = lean_kernel(compile_, three())  # inputs by name: the general binder (no CUDA allocator here)
+    k_in.artifact._fn.launch = lambda grid, block, smem, args, stream=None: general.append((list(args), stream))
+    o = torch.empty(4, 32)
+    assert k_in(a, C=c, Out=o, B=b, stream=0x42) is None
+    assert general == [([t.data_ptr() for t in (a, b, c, o)], 0x42)] and rec.calls == []
+    out = k(a, b, c, stream=0x43)
+    assert rec.calls[-1]["stream"] == 0x43 and rec.calls[-1]["values"] == [t.data_ptr() for t in (a, b, c, out)]
+    out = k(a, b, c)
+    assert rec.calls[-1]["stream"] == 0x5000 and len(general) == 1
+
+
+def test_lean_device_test_is_one_flag_on_a_single_device(fake_cuda):
+    """Where the process sees one CUDA device, the lean launcher's device test is the tensor's flag
+    (`is_cuda` there; here the CPU tensors' `is_cpu`): a tensor without it misses, and the general
+    binder takes it."""
+    compile_, rec = fake_cuda
+    k = lean_kernel(compile_, mixed(), out_idx=[1], single_device=True, device_flag="is_cpu")
+    src = k._fast.simple_source()
+    assert "not a0.is_cpu" in src and "not a1.is_cpu" in src and ".device" not in src
+    x, y = torch.randn(2, 128), torch.randn(256).half()
+    out = k(x, y)
+    assert rec.calls[-1]["values"] == c_order(k, {0: x, 1: out, 2: y})
+    k = lean_kernel(compile_, mixed(), out_idx=[1], single_device=True, device_flag="is_meta")
+    assert k._fast.call((x, y), None) is MISS
+    assert lean_kernel(compile_, mixed(), out_idx=[1])._fast.device_test("a0") == "a0.device != check_device"
+
+
+def test_disable_lean_launcher_keeps_the_first_form(fake_cuda):
+    compile_, rec = fake_cuda
+    k = compile_(split(), out_idx=[1, 2], pass_configs={"tl.disable_lean_launcher": True})
+    assert not k._fast.lean and "def entry(*args, stream=None, **kwargs):" in k._fast.simple_source()
+    a = torch.randn(128)
+    b, c = k(a)
+    assert rec.calls[-1]["values"] == [a.data_ptr(), b.data_ptr(), c.data_ptr()]

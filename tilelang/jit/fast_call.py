@@ -8,7 +8,9 @@ cost about as much as a torch op.
 All-pointer kernels (`simple`) launch through a driver.PreparedLaunch built on the first
 call: the checked tensors' data pointers go straight into its argument slots (C argument
 order) and the launch is one untyped ctypes call (cuLaunchKernelEx with its 4 arguments prebuilt
-per stream, unless tl.disable_launch_kernel_ex) on the device's current raw stream.
+per stream, unless tl.disable_launch_kernel_ex) on the device's current raw stream. The
+per-call code is Python generated for the kernel (FastCall.lean_source; the first form,
+first_source, where tl.disable_lean_launcher is set).
 Kernels with other arguments (the T.device_assert flag, TMA tensor maps) build their
 argument list per call and launch through the artifact, which also checks the flag.
 """
@@ -18,6 +20,13 @@ from ..arith.simplify import const_int
 from ..ir.buffer import Buffer
 
 MISS = object()  # the fast path does not apply; take the full binder
+NOARG = object()  # an input the lean entry was not given (its positional-only parameters default to it)
+
+
+def given(*args):
+    """The inputs a lean entry was given: its parameters up to the first NOARG (Python fills
+    positional-only parameters from the left, so the ones not given are a suffix)."""
+    return tuple(a for a in args if a is not NOARG)
 
 
 class FastCall:
@@ -64,6 +73,9 @@ class FastCall:
         self.out_specs = tuple((dtype, shape, slot.get(i)) for i, dtype, shape in self.outputs)
         self.nouts = len(self.outputs)
         self.prepared = None  # driver.PreparedLaunch, made on the first simple call (loads the module)
+        self.lean = True  # simple_source's lean form; tl.disable_lean_launcher (JITKernel) keeps the first one
+        self.single_device = False  # prepare(): the process sees one CUDA device, so `is_cuda` is the device check
+        self.device_flag = "is_cuda"  # the tensor flag that check is (tests and --fake-launch use CPU tensors)
         self.call = self.launch_simple if self.simple else self.launch_general
 
     def prepare(self):
@@ -78,6 +90,10 @@ class FastCall:
         self.raw_stream = raw if raw is not None else \
             (lambda dev: self.torch.cuda.current_stream(dev).cuda_stream)
         self.empty_grid = min(grid) <= 0
+        try:  # the device count is fixed for the process (CUDA_VISIBLE_DEVICES is read at CUDA init)
+            self.single_device = self.torch.cuda.device_count() == 1 and self.device == 0
+        except Exception:
+            self.single_device = False
         self.prepared = driver.PreparedLaunch(fn, grid, block, smem, ex=self.artifact.launch_ex)
         self.call = self.compile_simple()
         return self.prepared
@@ -90,7 +106,78 @@ class FastCall:
         return self.call(args, stream)
 
     def simple_source(self) -> str:
-        """Python source of this kernel's launchers, unrolled over its tensors.
+        """Python source of this kernel's launchers: `lean_source`, or `first_source` where
+        tl.disable_lean_launcher is set (`lean` False)."""
+        return self.lean_source() if self.lean else self.first_source()
+
+    def device_test(self, a: str) -> str:
+        """The expression that is true when tensor `a` is not on the module's device: one flag
+        getter where the process sees a single CUDA device (torch.device objects are built per
+        `.device` read), else a device comparison."""
+        if self.single_device:
+            return f"not {a}.{self.device_flag}"
+        return f"{a}.device != check_device"
+
+    def lean_source(self) -> str:
+        """Python source of this kernel's launchers, unrolled over its tensors: `make()` returns
+        `launch(args, stream)` (MISS on any mismatch) and `entry(*inputs, stream=None, **kwargs)`,
+        the kernel's own call, which hands a mismatch or inputs by name to the general path.
+
+        The checks are first_source's (type, dtype, shape, device, contiguity, 16-byte alignment)
+        with less per-call work around them: the entry takes its inputs as positional-only
+        parameters (no argument tuple to build and unpack; a parameter not given is NOARG and fails
+        the type check; `given` rebuilds the call's arguments for the general path), every test
+        is one `if`, the device test is `device_test`'s, and an argument slot is written only when
+        its pointer differs from the one it holds (`c{k}`, kept in the closure with the slot: the
+        two stores run without a call between them, so no other thread sees one without the other).
+        """
+        n, nslots = len(self.in_specs), len(self.arg_plan)
+        names = [f"a{i}" for i in range(n)]
+        tests = []
+        for i in range(n):
+            a = names[i]
+            tests += [f"{a}.__class__ is not Tensor", f"{a}.dtype is not in_dtype{i}", f"{a}.shape != in_shape{i}",
+                      self.device_test(a), f"not {a}.is_contiguous()"]
+        cells = ["stream_now", "cargs"] + [f"c{k}" for k in range(nslots)]
+
+        def body(first: list, missed: str) -> list:
+            out = [f"        nonlocal {', '.join(cells)}"]
+            if first + tests:
+                out += ["        if " + " or ".join(first + tests) + ":", f"            {missed}"]
+            out += [f"        p{i} = {names[i]}.data_ptr()" for i in range(n)]
+            if n:
+                out += [f"        if ({' | '.join(f'p{i}' for i in range(n))}) & 15:", f"            {missed}"]
+            ptrs = [(k, f"p{i}") for i, (_, _, k) in enumerate(self.in_specs)]
+            for j, (dtype, shape, k) in enumerate(self.out_specs):
+                out += [f"        o{j} = {self.allocation(dtype, shape, j)}", f"        q{j} = o{j}.data_ptr()"]
+                ptrs.append((k, f"q{j}"))
+            for k, v in ptrs:
+                out += [f"        if {v} != c{k}:", f"            vals[{k}] = c{k} = {v}"]
+            if not self.empty_grid:
+                out += ["        if stream is None:", "            stream = raw_stream(device_index)",
+                        "        if stream != stream_now:", "            cargs, stream_now = args_for(stream), stream",
+                        "        rc = cu_launch(*cargs)", "        if rc:", "            failed_launch(rc, cargs)"]
+            outs = [f"o{j}" for j in range(len(self.out_specs))]
+            out.append("        return " + ("None" if not outs else outs[0] if len(outs) == 1
+                                            else f"[{', '.join(outs)}]"))
+            return out
+
+        lines = ["def make():", "    stream_now, cargs = None, None"]
+        if nslots:
+            lines.append("    " + " = ".join(f"c{k}" for k in range(nslots)) + " = None")
+        lines += ["", "    def launch(args, stream=None):", f"        if len(args) != {n}:", "            return MISS"]
+        if n:
+            lines.append(f"        {', '.join(names)}, = args")
+        lines += body([], "return MISS")
+        params = [f"{a}=NOARG" for a in names] + (["/"] if n else []) + ["*rest", "stream=None", "**kwargs"]
+        lines += ["", f"    def entry({', '.join(params)}):"]
+        args = f"given({', '.join(names)}) + rest" if n else "rest"
+        lines += body(["rest", "kwargs"], f"return general({args}, stream, kwargs)")
+        lines += ["", "    return launch, entry"]
+        return "\n".join(lines) + "\n"
+
+    def first_source(self) -> str:
+        """The first form of `simple_source` (tl.disable_lean_launcher), unrolled over its tensors.
 
         Unrolled because a generic loop over (tensor, spec) pairs costs ~0.1 us per tensor
         more; the checks are ArgBinder._check_tensor's, plus "on the module's device". The
@@ -150,7 +237,7 @@ class FastCall:
     def compile_simple(self):
         """The launcher of `simple_source`, bound to this kernel's specs, device and slots."""
         prep = self.prepared
-        ns = {"MISS": MISS, "Tensor": self.torch.Tensor, "empty": self.torch.empty,
+        ns = {"MISS": MISS, "NOARG": NOARG, "given": given, "Tensor": self.torch.Tensor, "empty": self.torch.empty,
               "check_device": self.check_device, "out_device": self.out_device, "device_index": self.device,
               "raw_stream": self.raw_stream, "vals": prep.values, "cu_launch": prep.call,
               "args_for": prep.args_for, "failed_launch": prep.failed}

@@ -225,6 +225,10 @@ class JITKernel:
                     fast = FastCall(self)
                 except ValueError:
                     fast = None
+                if fast is not None and configs:
+                    from ..transform.pass_config import PassConfigKey, get
+
+                    fast.lean = not get(configs, PassConfigKey.TL_DISABLE_LEAN_LAUNCHER, False)
             self._fast = fast
         return fast
 

@@ -159,6 +159,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_PIPELINE_TAIL_PEEL = "tl.disable_pipeline_tail_peel"
     TL_DISABLE_DYNAMIC_ALIGNMENT = "tl.disable_dynamic_alignment"
     TL_DISABLE_LAUNCH_KERNEL_EX = "tl.disable_launch_kernel_ex"
+    TL_DISABLE_LEAN_LAUNCHER = "tl.disable_lean_launcher"
     TL_DISABLE_CP_ASYNC_SHARED_OFFSET = "tl.disable_cp_async_shared_offset"
     TL_DISABLE_SHARED_ADDRESS_SLOTS = "tl.disable_shared_address_slots"
     TL_DISABLE_PACKED_COLUMN_READS = "tl.disable_packed_column_reads"
@@ -458,6 +459,12 @@ _DOCS = {
                                    "untyped ctypes arguments; other launches: the typed, GIL-releasing call) "
                                    "rather than cuLaunchKernelEx with 4 prebuilt arguments (a launch config, the "
                                    "function, kernelParams, NULL; driver.PreparedLaunch, CudaFunction.launch).",
+    "TL_DISABLE_LEAN_LAUNCHER": "Ours. True: a static-shape all-pointer CUDA kernel's generated per-call launcher "
+                                "is the first form (jit/fast_call.py FastCall.first_source: an argument tuple "
+                                "unpacked, `.device` compared, every slot written) rather than the lean one "
+                                "(FastCall.lean_source: positional-only inputs, one `is_cuda` read as the device "
+                                "check where the process sees one GPU, slots written only when their pointer "
+                                "changes). Same checks and errors; host time per call only.",
     "TL_DISABLE_CP_ASYNC_SHARED_OFFSET": "Ours. True: T.ptx_cp_async passes its shared destination as a generic "
                                          "pointer (&tile[i]) rather than the tile's 32-bit shared address plus a "
                                          "byte offset (transform/cuda/lower_async.py), with which ptxas folds each "
