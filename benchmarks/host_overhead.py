@@ -5,13 +5,16 @@
     python benchmarks/host_overhead.py --fake-launch   # no GPU: Python cost with a no-op launcher
     python benchmarks/host_overhead.py --pass-config tl.disable_launch_kernel_ex   # A/B a switch
     python benchmarks/host_overhead.py --pass-config tl.disable_lean_launcher     # the first generated launcher
+    python benchmarks/host_overhead.py --ab tl.disable_lean_launcher   # both in one process, batches interleaved
 
 The program is one kernel, `B = A + 1` over n float32 elements in one block, compiled with
 out_idx=[-1], so each call checks A, allocates B (torch.empty) and launches. It is written
 in the language both implementations accept, so the same file times ours and the public
 TileLang (the import picks whichever `tilelang` comes first on PYTHONPATH; the first line of
 output says which). Each figure is the median over `--repeats` of (wall time of `--calls`
-back-to-back calls) / calls, with the GPU held busy by torch.cuda._sleep while the host
+back-to-back calls) / calls (with --ab KEY: batches of the kernel without and with KEY and of
+torch interleaved round by round, so that a shared machine's drift hits all alike; the
+spread is the per-round ratios' min..max), with the GPU held busy by torch.cuda._sleep while the host
 enqueues, so what is timed is host work alone, not the GPU.
 
 --fake-launch (no GPU needed, ours only): compiles for sm_90a with NVRTC and replaces the
@@ -57,6 +60,39 @@ def per_call_us(fn, calls: int, repeats: int, hold=None) -> float:
     if hold is not None:
         hold(0)
     return statistics.median(out)
+
+
+def interleaved_us(fns: dict, calls: int, repeats: int, hold=None) -> dict:
+    """{name: [us per call of each round]}: every round times one batch of each function, the
+    order rotating from round to round."""
+    names = list(fns)
+    for name in names:
+        for _ in range(min(500, calls)):
+            fns[name]()
+    out = {name: [] for name in names}
+    for r in range(repeats):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            fn = fns[name]
+            if hold is not None:
+                hold(calls)
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            out[name].append((time.perf_counter() - t0) / calls * 1e6)
+    if hold is not None:
+        hold(0)
+    return out
+
+
+def report_ab(times: dict, key: str) -> None:
+    base, other, ref = times["ours"], times["ours+" + key], times["torch"]
+    med = statistics.median
+    print(f"kernel(a) with out_idx:          {med(base):.2f} us/call (rounds {min(base):.2f}..{max(base):.2f})")
+    print(f"the same with {key}: {med(other):.2f} us/call (rounds {min(other):.2f}..{max(other):.2f})")
+    print(f"torch x.add(1):                  {med(ref):.2f} us/call (rounds {min(ref):.2f}..{max(ref):.2f})")
+    for name, xs, ys in (("ours / torch", base, ref), (f"{key} / ours", other, base)):
+        ratios = sorted(x / y for x, y in zip(xs, ys))
+        print(f"ratio {name}: median {med(ratios):.3f} (rounds {ratios[0]:.3f}..{ratios[-1]:.3f})")
 
 
 def cuda_hold(torch):
@@ -145,6 +181,8 @@ def main() -> int:
                     help="--fake-launch: a Python no-op for the driver call, even with a C compiler at hand")
     ap.add_argument("--pass-config", action="append", default=[], metavar="KEY",
                     help="a pass config set to True, e.g. tl.disable_launch_kernel_ex (repeatable)")
+    ap.add_argument("--ab", metavar="KEY", default=None,
+                    help="also time a second kernel with pass config KEY set, batches interleaved")
     args = ap.parse_args()
 
     import torch
@@ -160,6 +198,9 @@ def main() -> int:
         os.environ.setdefault("TILELANG_DEFAULT_TARGET", "cuda -arch=sm_90a")
         k = program(tilelang, T, args.n, configs)
         _, how = fake_launch(k, torch, stub=not args.python_stub)
+        if args.ab:
+            k_ab = program(tilelang, T, args.n, {**configs, args.ab: True})
+            fake_launch(k_ab, torch, stub=not args.python_stub)
         print(f"fake launch: {how}")
         a = torch.randn(args.n)
         x = torch.randn(args.n)
@@ -169,13 +210,20 @@ def main() -> int:
             print("no CUDA device: run with --fake-launch for the Python-side cost")
             return 0
         k = program(tilelang, T, args.n, configs)
+        k_ab = program(tilelang, T, args.n, {**configs, args.ab: True}) if args.ab else None
         a = torch.randn(args.n, device="cuda")
         x = torch.randn(args.n, device="cuda")
-        b = k(a)
-        torch.cuda.synchronize()
-        err = (b.double() - (a.double() + 1)).abs().max().item()
-        print(f"add_one correct: max abs err {err:.1e}")
+        for kern in (k, k_ab) if k_ab is not None else (k,):
+            b = kern(a)
+            torch.cuda.synchronize()
+            err = (b.double() - (a.double() + 1)).abs().max().item()
+            print(f"add_one correct: max abs err {err:.1e}")
         hold = cuda_hold(torch)
+    if args.ab:
+        times = interleaved_us({"ours": lambda: k(a), "ours+" + args.ab: lambda: k_ab(a), "torch": lambda: x.add(1)},
+                               args.calls, args.repeats, hold)
+        report_ab(times, args.ab)
+        return 0
     ours = per_call_us(lambda: k(a), args.calls, args.repeats, hold)
     ref = per_call_us(lambda: x.add(1), args.calls, args.repeats, hold)
     print(f"kernel(a) with out_idx: {ours:.2f} us/call")
