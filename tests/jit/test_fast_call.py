@@ -534,3 +534,21 @@ def test_disable_lean_launcher_keeps_the_first_form(fake_cuda):
     a = torch.randn(128)
     b, c = k(a)
     assert rec.calls[-1]["values"] == [a.data_ptr(), b.data_ptr(), c.data_ptr()]
+
+
+def test_lean_launcher_takes_parameters(fake_cuda):
+    """nn.Parameter inputs (a model's weights) take the lean launcher, not the general binder per call;
+    other Tensor subclasses still go to the binder."""
+    compile_, rec = fake_cuda
+    k = lean_kernel(compile_, mixed(), out_idx=[1])
+    x, y = torch.nn.Parameter(torch.randn(2, 128)), torch.nn.Parameter(torch.randn(256).half(), requires_grad=False)
+    out = k(x, y)
+    assert len(rec.calls) == 1 and rec.calls[-1]["values"] == c_order(k, {0: x, 1: out, 2: y})
+
+    class Other(torch.Tensor):
+        pass
+
+    assert k._fast.call((torch.randn(2, 128).as_subclass(Other), y), None) is MISS
+    with torch.no_grad():
+        with pytest.raises(TypeError, match=r"'X'.*expected dtype float32"):
+            k(torch.nn.Parameter(torch.randn(2, 128).double()), y)

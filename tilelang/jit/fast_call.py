@@ -123,8 +123,9 @@ class FastCall:
         `launch(args, stream)` (MISS on any mismatch) and `entry(*inputs, stream=None, **kwargs)`,
         the kernel's own call, which hands a mismatch or inputs by name to the general path.
 
-        The checks are first_source's (type, dtype, shape, device, contiguity, 16-byte alignment)
-        with less per-call work around them: the entry takes its inputs as positional-only
+        The checks are first_source's (type, dtype, shape, device, contiguity, 16-byte alignment;
+        the type may also be nn.Parameter, whose attributes torch reads as a Tensor's, so that
+        weights take this path too, not the general binder on every call) with less work around them: the entry takes its inputs as positional-only
         parameters (no argument tuple to build and unpack; a parameter not given is NOARG and fails
         the type check; `given` rebuilds the call's arguments for the general path), every test
         is one `if`, the device test is `device_test`'s, and an argument slot is written only when
@@ -136,8 +137,9 @@ class FastCall:
         tests = []
         for i in range(n):
             a = names[i]
-            tests += [f"{a}.__class__ is not Tensor", f"{a}.dtype is not in_dtype{i}", f"{a}.shape != in_shape{i}",
-                      self.device_test(a), f"not {a}.is_contiguous()"]
+            tests += [f"({a}.__class__ is not Tensor and {a}.__class__ is not Parameter)",
+                      f"{a}.dtype is not in_dtype{i}", f"{a}.shape != in_shape{i}", self.device_test(a),
+                      f"not {a}.is_contiguous()"]
         cells = ["stream_now", "cargs"] + [f"c{k}" for k in range(nslots)]
 
         def body(first: list, missed: str) -> list:
@@ -237,7 +239,8 @@ class FastCall:
     def compile_simple(self):
         """The launcher of `simple_source`, bound to this kernel's specs, device and slots."""
         prep = self.prepared
-        ns = {"MISS": MISS, "NOARG": NOARG, "given": given, "Tensor": self.torch.Tensor, "empty": self.torch.empty,
+        ns = {"MISS": MISS, "NOARG": NOARG, "given": given, "Tensor": self.torch.Tensor,
+              "Parameter": self.torch.nn.Parameter, "empty": self.torch.empty,
               "check_device": self.check_device, "out_device": self.out_device, "device_index": self.device,
               "raw_stream": self.raw_stream, "vals": prep.values, "cu_launch": prep.call,
               "args_for": prep.args_for, "failed_launch": prep.failed}
