@@ -31,6 +31,9 @@ racecheck and partial barriers (H200, 2026-12-03): `sanitize_canary.py control`,
 synchronised scan over 256 of 1024 threads ordered by `bar.sync 3, 256`, gets a racecheck report
 (and its right answer), so hazards racecheck reports across a partial named barrier are the tool's
 (the peer example deepseek_v32/topk_selector gets 50 such reports, in the public build too).
+Every run has TILELANG_BENCH_MAX_CALLS=3 (unless set): each tilelang do_bench pass makes at most 3
+calls, since a budget of device milliseconds meant tens of thousands of launches under a tool (the
+session-25 racecheck timeouts of tiny peer tests).
 Caution (H200, 2026-12-03): with --launch-count, racecheck failed in 9 of 37 peer tests with "Internal
 Sanitizer Error: failed to handle a hardware exception" and an illegal address in the program; the
 same 9 ran clean without it. Treat such a run as the tool's failure, not a finding; prefer
@@ -259,6 +262,9 @@ def main(argv=None) -> int:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (str(a.tilelang), site,
                                                                      os.environ.get("PYTHONPATH", "")))),
                PYTHONUNBUFFERED="1", TILELANG_CACHE_DIR=str(out / "cache"))
+    # the programs' timing loops size themselves by device time, which the tools barely slow while
+    # each launch's host-side checking costs milliseconds: cap each do_bench pass (profiler/bench.py)
+    env.setdefault("TILELANG_BENCH_MAX_CALLS", "3")
     skip = [s for s in a.skip.split(",") if s]
     progs = [p for p in programs(a.peer_folders.split(","), a.every_test) if any(o in p[0] for o in a.only.split(","))
              and not any(s in p[0] for s in skip)]

@@ -22,6 +22,7 @@ from pathlib import Path
 __all__ = [
     "EnvVar", "VARIABLES", "cache_dir", "default_target", "dump_ir_dir", "cache_disabled",
     "c_compiler", "show_internal_frames", "describe", "perf_regression_format", "perf_regression_only",
+    "bench_max_calls",
 ]
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -119,10 +120,18 @@ PASS_CONFIGS = EnvVar(
     "unset (the programs' own)",
 )
 
+BENCH_MAX_CALLS = EnvVar(
+    "TILELANG_BENCH_MAX_CALLS",
+    "Cap on the calls of each do_bench pass (estimate, warmup, timed; at least one timed call), for runs "
+    "under tools that slow each launch's host side (compute-sanitizer): the figures are then not "
+    "measurements. Ours; scripts/sanitize.py sets 3.",
+    "unset (no cap)",
+)
+
 VARIABLES: tuple[EnvVar, ...] = (CACHE_DIR, DEFAULT_TARGET, DUMP_IR, DISABLE_CACHE, CC, SHOW_INTERNAL_FRAMES,
                                  PERF_REGRESSION_FORMAT, PERF_REGRESSION_ONLY)
 VARIABLES += (KERNEL_CACHE, AUTO_TUNING_CPU_UTILITIES, AUTO_TUNING_CPU_COUNTS, AUTO_TUNING_MAX_CPU_COUNT,
-              PASS_CONFIGS)
+              PASS_CONFIGS, BENCH_MAX_CALLS)
 
 
 def _parse_bool(var: EnvVar, default: bool) -> bool:
@@ -245,6 +254,20 @@ def perf_regression_only() -> list[str]:
     return [str(p).strip() for p in parsed if str(p).strip()]
 
 
+def bench_max_calls() -> int | None:
+    """TILELANG_BENCH_MAX_CALLS as a positive int, or None when unset; anything else is an error."""
+    value = BENCH_MAX_CALLS.raw()
+    if value is None:
+        return None
+    try:
+        cap = int(value)
+    except ValueError:
+        cap = 0
+    if cap < 1:
+        raise ValueError(f"{BENCH_MAX_CALLS.name} must be a positive integer, got {value!r}")
+    return cap
+
+
 def pass_config_overrides() -> dict:
     """TILELANG_PASS_CONFIGS as a dict ({} when unset). A malformed item is an error naming it."""
     value = PASS_CONFIGS.raw()
@@ -301,6 +324,7 @@ def _public_values() -> dict:
         PERF_REGRESSION_ONLY.name: lambda: PERF_REGRESSION_ONLY.raw(),
         KERNEL_CACHE.name: lambda: "1" if kernel_cache_enabled() else "0",
         PASS_CONFIGS.name: lambda: PASS_CONFIGS.raw(),
+        BENCH_MAX_CALLS.name: lambda: BENCH_MAX_CALLS.raw(),
         **{v.name: (lambda v=v: v.raw() or v.default)
            for v in (AUTO_TUNING_CPU_UTILITIES, AUTO_TUNING_CPU_COUNTS, AUTO_TUNING_MAX_CPU_COUNT)},
     }

@@ -184,6 +184,25 @@ def test_do_bench_counts_and_budget():
         assert 1.5 < do_bench(fn, _n_repeat=3, backend=backend, device="cpu") < 50
 
 
+def test_do_bench_call_cap(monkeypatch):
+    n = [0]
+
+    def fn():
+        n[0] += 1
+        time.sleep(0.001)
+
+    monkeypatch.setenv("TILELANG_BENCH_MAX_CALLS", "2")
+    assert do_bench(fn, warmup=200, rep=200) > 0.5
+    assert n[0] == 1 + 2 + 2 + 2  # cold call, then estimate, warmup and timed passes of 2 calls each
+    n[0] = 0
+    do_bench(fn, _n_warmup=50, _n_repeat=50)
+    assert n[0] == 7  # fixed counts are capped too
+    for bad in ("0", "-3", "many"):
+        monkeypatch.setenv("TILELANG_BENCH_MAX_CALLS", bad)
+        with pytest.raises(ValueError, match="TILELANG_BENCH_MAX_CALLS must be a positive integer"):
+            do_bench(fn)
+
+
 def test_assert_consistent():
     matmul(40, 40, 40).get_profiler().assert_consistent(repeat=3)
 

@@ -16,6 +16,11 @@ Where no CUDA is in use (CPU kernels), every backend times with perf_counter, as
 "msprof" / "msprof_detail" (Ascend) raise ValueError.
 
     ms = do_bench(lambda: kernel(a, b), warmup=10, rep=50, backend="cupti")
+
+Under a tool that slows the host side of each launch (compute-sanitizer), budgets in device
+milliseconds can mean tens of thousands of calls: the environment variable
+TILELANG_BENCH_MAX_CALLS=N caps every pass (estimate, warmup, timed) at N calls (at least one
+timed call). scripts/sanitize.py sets it; the figures are then not measurements.
 """
 from __future__ import annotations
 
@@ -25,11 +30,14 @@ import time
 import warnings
 from typing import Callable
 
+from .. import env
+
 _MODES = ("mean", "median", "min", "max")
 _BACKENDS = ("event", "cupti", "cudagraph", "wall")
 _MAX_CALLS = 100_000
 _ESTIMATE_CALLS = 5
 _FLUSH_TAG = "tilelang_do_bench_l2_flush"
+
 
 
 def do_bench(fn: Callable, warmup: float = 25, rep: float = 100, _n_warmup: int = 0, _n_repeat: int = 0,
@@ -52,11 +60,14 @@ def do_bench(fn: Callable, warmup: float = 25, rep: float = 100, _n_warmup: int 
         timer = _CudaTimer(cuda_index, cache_size, fast_flush)
     fn()  # first (cold) call: compiles, allocates, loads the module
     timer.sync()
-    est = max(timer.estimate(fn), 1e-4)
+    cap = env.bench_max_calls()
+    est = max(timer.estimate(fn, min(_ESTIMATE_CALLS, cap or _ESTIMATE_CALLS)), 1e-4)
     if early_stop_baseline is not None and est > early_stop_baseline:
         return est if quantiles is None else [est] * len(quantiles)
     nw = nw_fixed if nw_fixed > 0 else min(_MAX_CALLS, int(warmup / est))
     nr = nr_fixed if nr_fixed > 0 else max(1, min(_MAX_CALLS, int(rep / est)))
+    if cap is not None:
+        nw, nr = min(nw, cap), min(nr, cap)
     for _ in range(nw):
         fn()
     timer.sync()
@@ -123,8 +134,8 @@ class _WallTimer:
 
             torch.cuda.synchronize(self.cuda_index)
 
-    def estimate(self, fn) -> float:
-        return statistics.fmean(self.events(fn, _ESTIMATE_CALLS))
+    def estimate(self, fn, n: int = _ESTIMATE_CALLS) -> float:
+        return statistics.fmean(self.events(fn, n))
 
     def events(self, fn, n: int) -> list:
         out = []
@@ -149,16 +160,16 @@ class _CudaTimer:
     def sync(self) -> None:
         self.torch.cuda.synchronize(self.index)
 
-    def estimate(self, fn) -> float:
+    def estimate(self, fn, n: int = _ESTIMATE_CALLS) -> float:
         torch = self.torch
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        for _ in range(_ESTIMATE_CALLS):
+        for _ in range(n):
             self.flush.zero_()
             fn()
         end.record()
         end.synchronize()
-        return start.elapsed_time(end) / _ESTIMATE_CALLS
+        return start.elapsed_time(end) / n
 
     def events(self, fn, n: int) -> list:
         torch = self.torch
