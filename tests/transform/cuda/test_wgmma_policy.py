@@ -81,6 +81,18 @@ def epilogue_kernel(M, N, K, threads, policy):
     return k
 
 
+def _check_indexer_on_host(run_on_host, kern, M, Q, H, K, seed, blocks=2):
+    """Run an indexer kernel over `blocks` row tiles of fresh inputs and compare with float64."""
+    g = torch.Generator().manual_seed(seed)
+    A = torch.randn(blocks * M, K, generator=g).half()
+    B = torch.randn(Q * H, K, generator=g).half()
+    Scale = torch.rand(blocks * M, generator=g) + 0.5
+    W = torch.randn(Q, H, generator=g)
+    Out = torch.full((Q, blocks * M), float("nan"))
+    run_on_host(kern, [A, B, Scale, W, Out])
+    torch.testing.assert_close(Out.double(), indexer_reference(A, B, Scale, W), rtol=1e-4, atol=1e-2)
+
+
 def _ab(M, N, K, seed):
     g = torch.Generator().manual_seed(seed)
     return torch.randn(M, K, generator=g).half(), torch.randn(N, K, generator=g).half()
@@ -178,15 +190,7 @@ def test_indexer_pattern_full_col_on_host(M, Q, H, K, threads, split, run_on_hos
     else:
         assert [m for m in msgs if "reduces through a shared-memory copy" in m
                 and "tl.disable_split_segment_reduce is set" in m], msgs
-    blocks = 2
-    g = torch.Generator().manual_seed(M * Q + H)
-    A = torch.randn(blocks * M, K, generator=g).half()
-    B = torch.randn(Q * H, K, generator=g).half()
-    Scale = torch.rand(blocks * M, generator=g) + 0.5
-    W = torch.randn(Q, H, generator=g)
-    Out = torch.full((Q, blocks * M), float("nan"))
-    run_on_host(kern, [A, B, Scale, W, Out])
-    torch.testing.assert_close(Out.double(), indexer_reference(A, B, Scale, W), rtol=1e-4, atol=1e-2)
+    _check_indexer_on_host(run_on_host, kern, M, Q, H, K, seed=M * Q + H)
 
 
 @pytest.mark.parametrize("Q,H", [(4, 32), (2, 64), (8, 16)])
@@ -199,14 +203,7 @@ def test_segments_over_split_warps_on_host_sm80(Q, H, run_on_host):
     src = kern.get_kernel_source()
     assert "s3_red" not in src and "tl::gemm_ss<128, 128, 64, 2, 4," in src, src
     assert ("s3_segs" in src) == (H == 64), src
-    g = torch.Generator().manual_seed(11)
-    A = torch.randn(2 * M, K, generator=g).half()
-    B = torch.randn(Q * H, K, generator=g).half()
-    Scale = torch.rand(2 * M, generator=g) + 0.5
-    W = torch.randn(Q, H, generator=g)
-    Out = torch.full((Q, 2 * M), float("nan"))
-    run_on_host(kern, [A, B, Scale, W, Out])
-    torch.testing.assert_close(Out.double(), indexer_reference(A, B, Scale, W), rtol=1e-4, atol=1e-2)
+    _check_indexer_on_host(run_on_host, kern, M, Q, H, K, seed=11)
 
 
 @pytest.mark.parametrize("cost", [True, False])
@@ -282,11 +279,4 @@ def test_indexer_pattern_costed_grid_on_host(M, Q, H, K, threads, run_on_host):
     groups = threads // 128
     assert _grid(src) == ((groups, 1) if M == 256 else (1, groups))
     assert "s3_red" not in src, src
-    g = torch.Generator().manual_seed(M * Q + H + 1)
-    A = torch.randn(2 * M, K, generator=g).half()
-    B = torch.randn(Q * H, K, generator=g).half()
-    Scale = torch.rand(2 * M, generator=g) + 0.5
-    W = torch.randn(Q, H, generator=g)
-    Out = torch.full((Q, 2 * M), float("nan"))
-    run_on_host(kern, [A, B, Scale, W, Out])
-    torch.testing.assert_close(Out.double(), indexer_reference(A, B, Scale, W), rtol=1e-4, atol=1e-2)
+    _check_indexer_on_host(run_on_host, kern, M, Q, H, K, seed=M * Q + H + 1)
