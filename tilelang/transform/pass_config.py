@@ -98,6 +98,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_MINMAX_CALL_RANGES = "tl.disable_minmax_call_ranges"
     TL_ENABLE_WS_OVERLAP = "tl.enable_ws_overlap"
     TL_ENABLE_WS_PINGPONG = "tl.enable_ws_pingpong"
+    TL_ENABLE_EXP2_POLY = "tl.enable_exp2_poly"
     TL_DISABLE_PERSISTENT_PREFIX_TMA = "tl.disable_persistent_prefix_tma"
     TL_DISABLE_STAGED_ELEMENT_COPIES = "tl.disable_staged_element_copies"
     TL_DISABLE_STAGED_EPILOGUE = "tl.disable_staged_epilogue"
@@ -275,6 +276,11 @@ _DOCS = {
                              "at the tensor cores (named barriers, round robin), one warpgroup's softmax running "
                              "beside the next one's gemms (ws_pingpong.py; not with tl.enable_ws_overlap). Off by "
                              "default until it is measured faster on the H200.",
+    "TL_ENABLE_EXP2_POLY": "Ours. A fraction (True: 1/4; 0.5, \"3/8\", ...): that share of each thread's column "
+                           "pairs of an mma / wgmma accumulator whose per-element loop stores T.exp2(x) computes 2^x "
+                           "on the FMA pipe (tl_exp2_poly: degree-3 polynomial, relative error 1.0e-4, -inf -> 0) "
+                           "instead of MUFU.EX2 (exp2_poly.py). Off by default until it is measured faster on the "
+                           "H200.",
     "TL_DISABLE_PERSISTENT_PREFIX_TMA": "Ours. True: a persistent warp-specialized kernel's consumers load the "
                                         "tiles before the k-loop (attention's Q) themselves at every tile, not the "
                                         "producer by TMA into two buffers a tile ahead (ws_tile_prefix.py).",

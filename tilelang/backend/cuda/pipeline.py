@@ -312,6 +312,19 @@ def thread_ranges_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     return replace(func, body=new if func.body is k else _replace_kernel(func.body, k, new))
 
 
+def exp2_poly_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
+    """tl.enable_exp2_poly: a share of an accumulator loop's exp2 on the FMA pipe (exp2_poly.py)."""
+    from ...transform.cuda.exp2_poly import poly_fraction, split_exp2
+    from ...transform.pass_config import get as config
+
+    info = getattr(ctx, "cuda_info", None)
+    frac = poly_fraction(config(ctx.pass_configs, "tl.enable_exp2_poly", None))
+    if info is None or frac is None:
+        return func
+    body, _ = split_exp2(func.body, info.reg_layouts, frac)
+    return func if body is func.body else replace(func, body=body)
+
+
 def proxy_fences_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     """wgmma / warp-specialized kernels: fence.proxy.async before the barriers after generic smem writes."""
     info = getattr(ctx, "cuda_info", None)
@@ -340,6 +353,7 @@ PASSES = [
     ("legalize_safe_memory", legalize_safe_memory),
     ("lower_cuda", lower_cuda),
     ("simplify_lowered", simplify_pass),
+    ("exp2_poly", exp2_poly_pass),
     ("unique_names", unique_names_pass),
     ("fresh_copy_index", fresh_index_pass),
     ("thread_ranges", thread_ranges_pass),  # after fresh_copy_index: its fresh indices have the thread's range
