@@ -6,6 +6,7 @@
     python benchmarks/attention.py --ab tl.enable_ws_overlap   # each config also built with that key on
     python benchmarks/attention.py --ab tl.enable_ws_overlap tl.enable_ws_overlap+tl.disable_wgmma_wait_hold
     python benchmarks/attention.py --no-causal --configs 128,128,2,256 192,128,2,384 --ab tl.enable_ws_pingpong
+    python benchmarks/attention.py --ab tl.enable_exp2_poly=0.125 tl.enable_exp2_poly=0.25   # KEY=VALUE
 
 A case is B,H,S,D (fp16). Our kernel is the example's `flashattn` factory with its pass configs (layout
 [B, S, H, D]) over a few (block_M, block_N, num_stages, threads) configs, best reported.
@@ -52,8 +53,29 @@ def build(target, B, H, S, D, causal, cfg, pass_configs=None):
 
 
 def ab_configs(key):
-    """Pass configs of an --ab KEY: None for the plain build; KEY1+KEY2 sets both to True."""
-    return {k: True for k in key.split("+")} if key else None
+    """Pass configs of an --ab KEY: None for the plain build; KEY1+KEY2 sets both to True;
+    KEY=VALUE sets VALUE (an int or float where it reads as one, else the text: tl.enable_exp2_poly=3/8)."""
+    if not key:
+        return None
+    out = {}
+    for part in key.split("+"):
+        name, _, text = part.partition("=")
+        out[name] = True if not text else _value(text)
+    return out
+
+
+def ab_label(key):
+    """An --ab KEY as printed: each part with its value (KEY=True when none was given)."""
+    return "+".join(p if "=" in p else p + "=True" for p in key.split("+"))
+
+
+def _value(text):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 def sdpa_backends():
@@ -107,7 +129,7 @@ def case(B, H, S, D, causal, args, records):
     runs = [(cfg, None) for cfg in args.configs] + [(cfg, key) for cfg in args.configs for key in args.ab]
     for cfg, key in runs:
         rec = {"case": label, "config": list(cfg), "pass_config": key}
-        name = f"ours cfg={cfg}" + (f" {key}=True" if key else "")
+        name = f"ours cfg={cfg}" + (f" {ab_label(key)}" if key else "")
         try:
             t0 = time.perf_counter()
             kern, msgs = build(args.target, B, H, S, D, causal, cfg, ab_configs(key))
@@ -166,7 +188,7 @@ def main():
                     help="block_M,block_N,num_stages,threads ...")
     ap.add_argument("--ab", nargs="*", default=[], metavar="KEY",
                     help="also build every config with pass config KEY=True (an A/B in the same run); "
-                         "KEY1+KEY2 sets both")
+                         "KEY1+KEY2 sets both; KEY=VALUE sets a value (tl.enable_exp2_poly=0.5)")
     ap.add_argument("--target", default="cuda")
     ap.add_argument("--compile-only", action="store_true")
     ap.add_argument("--json", default=None)
@@ -178,7 +200,7 @@ def main():
             for c in variants:
                 for cfg, key in [(cfg, None) for cfg in args.configs] + [(cfg, key) for cfg in args.configs
                                                                          for key in args.ab]:
-                    name = f"B{B} H{H} S{S} D{D} causal={c} cfg={cfg}" + (f" {key}=True" if key else "")
+                    name = f"B{B} H{H} S{S} D{D} causal={c} cfg={cfg}" + (f" {ab_label(key)}" if key else "")
                     try:
                         t0 = time.perf_counter()
                         k, msgs = build(args.target, B, H, S, D, c, cfg, ab_configs(key))
