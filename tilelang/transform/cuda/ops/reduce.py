@@ -92,34 +92,36 @@ def tree_fold(low, op: O.Reduce, sreg: Buffer, rows: RowFragment, src_lay, store
     comb = _COMB[op.kind]
     low.nreduce = getattr(low, "nreduce", 0) + 1
     w = TREE_WAYS
-    tmp = Buffer(f"racc{low.nreduce}", (rows.nlocal * w,), dt_, "local")
-    out = [S.Allocate(tmp)]
+    # one partials buffer a row slot: passes that split the rows into blocks (row_block_fission)
+    # see which slot a statement touches, so the slots' folds do not chain the blocks together
+    tmps = [Buffer(f"racc{low.nreduce}_{s}", (w,), dt_, "local") for s in range(rows.nlocal)]
+    out = [S.Allocate(t) for t in tmps]
     slots = [rows.acc_slots(s, src_lay) for s in range(rows.nlocal)]
 
     def val(l):
         v = E.cast(dt_, E.BufferLoad(sreg, (E.as_expr(l),), sreg.dtype))
         return E.call("abs", v) if op.kind in ("abssum", "absmax") else v
 
-    def at(s, p):
-        return (E.as_expr(s * w + p),)
+    def at(p):
+        return (E.as_expr(p),)
 
     for n in range(max(len(x) for x in slots)):
         for s, cols in enumerate(slots):
             if n < len(cols):
                 p = n % w
                 v = val(cols[n])
-                out.append(S.BufferStore(tmp, at(s, p), v if n < w else comb(E.BufferLoad(tmp, at(s, p), dt_), v)))
+                out.append(S.BufferStore(tmps[s], at(p), v if n < w else comb(E.BufferLoad(tmps[s], at(p), dt_), v)))
     step = 1
     while step < w:
         for s in range(rows.nlocal):
             for p in range(0, w, 2 * step):
-                out.append(S.BufferStore(tmp, at(s, p), comb(E.BufferLoad(tmp, at(s, p), dt_),
-                                                             E.BufferLoad(tmp, at(s, p + step), dt_))))
+                out.append(S.BufferStore(tmps[s], at(p), comb(E.BufferLoad(tmps[s], at(p), dt_),
+                                                              E.BufferLoad(tmps[s], at(p + step), dt_))))
         step *= 2
     for s in range(rows.nlocal):
-        total = E.BufferLoad(tmp, at(s, 0), dt_)
-        out.append(S.BufferStore(tmp, at(s, 0), E.Call(f"tl_quad_{_QUAD[op.kind]}", (total,), dt_)))
-        out.append(store(s, E.BufferLoad(tmp, at(s, 0), dt_)))
+        total = E.BufferLoad(tmps[s], at(0), dt_)
+        out.append(S.BufferStore(tmps[s], at(0), E.Call(f"tl_quad_{_QUAD[op.kind]}", (total,), dt_)))
+        out.append(store(s, E.BufferLoad(tmps[s], at(0), dt_)))
     return out
 
 
