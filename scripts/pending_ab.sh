@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# One device call (~6 minutes) that times the switches landed without a device figure (docs/STATUS.md
+# "Not timed"), each against ours as is in the same process or call:
+#   attention: the exp2 polynomial fractions, and the per-warpgroup epilogue where it is registered;
+#   host time per out_idx call: the lean launcher;
+#   fp8_lighting_indexer (peer regression case, public wheel beside): the wgmma grid cost check.
+# Usage (GPU machine, project root, .peer carried): bash scripts/pending_ab.sh
+# Writes $OUT/attention.txt, $OUT/attention.json, $OUT/host.txt, $OUT/indexer.txt, $OUT/ab.jsonl.
+set -u
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+has() { python3 -c "import sys; from tilelang.transform.pass_config import PassConfigKey as K; \
+sys.exit(0 if any(k.value == '$1' for k in K) else 1)"; }
+ab="tl.enable_exp2_poly=0.125 tl.enable_exp2_poly=0.25 tl.enable_exp2_poly=0.5"
+has tl.disable_ws_wg_epilogue && ab="$ab tl.disable_ws_wg_epilogue"
+echo "== attention ($ab)"
+timeout 240 python3 benchmarks/attention.py --cases 16,16,2048,64 8,16,4096,128 --configs 128,128,2,256 \
+  --ab $ab --json "$OUT/attention.json" > "$OUT/attention.txt" 2>&1
+grep -E "TFLOP/s|ours/cuDNN|^ *B[0-9]" "$OUT/attention.txt" | tail -40
+echo "== host time per call"
+timeout 120 python3 benchmarks/host_overhead.py --ab tl.disable_lean_launcher --calls 200 --repeats 51 \
+  > "$OUT/host.txt" 2>&1
+tail -8 "$OUT/host.txt"
+echo "== fp8_lighting_indexer"
+TL_PERF_REGRESSION_ONLY=fp8_lighting_indexer PER_FILE_S=120 timeout 400 bash scripts/ab_regress.sh ./deepseek_v32/ \
+  tl.disable_wgmma_policy_cost=1 tl.disable_wgmma_policy=1 > "$OUT/indexer.txt" 2>&1
+tail -8 "$OUT/indexer.txt"
