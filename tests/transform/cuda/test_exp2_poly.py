@@ -36,11 +36,13 @@ def _header_coeffs():
     return np.array([float.fromhex(found[str(k)]) for k in (1, 2, 3)], dtype=np.float32)
 
 
-def test_header_coefficients_are_the_fit_and_degree_3_is_the_smallest_under_2_to_minus_12():
+def test_header_coefficients_are_the_minimax_fit_and_degree_3_is_the_smallest_under_2_to_minus_12():
     fit = _fit_script()
     c = _header_coeffs()
-    assert np.array_equal(c, fit.fit(3))
+    lawson = fit.fit(3)
+    np.testing.assert_allclose(c, lawson, rtol=1e-5)  # the header's exact minimax, approached by the script
     err3 = fit.max_rel_error(c)
+    assert err3 <= fit.max_rel_error(lawson)
     assert err3 < 2.0 ** -13 and err3 > 2.0 ** -14, err3  # measured 1.013e-04 (2^-13.27)
     assert fit.max_rel_error(fit.fit(2), points=200_001) > 2.0 ** -12  # degree 2: 2^-9
     x = np.array([-np.inf, -1e30, -200.0, -127.0, 0.0, -1.0, -126.0], dtype=np.float32)
