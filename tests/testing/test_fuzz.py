@@ -217,6 +217,32 @@ def test_attention_family_leaves_the_other_seeds_alone():
 
     fams = [generate(s).family for s in range(400)]
     assert 0.02 < fams.count("attn") / 400 < 0.12
+    assert 0.02 < fams.count("epi") / 400 < 0.12
     for s, f in enumerate(fams):
-        if f != "attn":
+        if f not in ("attn", "epi"):
             assert f == random.Random(s * 7919 + 1).choices(FAMILIES[:len(_WEIGHTS)], weights=_WEIGHTS)[0]
+
+
+def test_gemm_epilogue_family_runs_against_float64():
+    """families_epi.py: reductions of the accumulator along either dim, broadcasts over it, and a
+    large tile at 384 / 512 threads, which sm_90a splits over 3 / 4 consumer warpgroups (wgmma)."""
+    import re
+
+    import tilelang
+
+    from tilelang.testing.fuzz.runner import load_kernel
+    from tilelang.testing.fuzz.spec import Reduce, walk
+
+    def big(p):
+        return p.threads in (384, 512) and p.arch_min == 80 and any(
+            isinstance(s, Reduce) and s.dim == 0 for s in walk(p.body))
+
+    cols = _first_seeds("epi", 1, lambda p: any(isinstance(s, Reduce) and s.dim == 0 and not s.clear
+                                                 for s in walk(p.body)))
+    wide = _first_seeds("epi", 1, big)
+    for p in cols + wide:
+        assert from_json(to_json(p)) == p
+        res = check(p)
+        assert res.status == "pass", (p.seed, res.step, res.message[:2000])
+    src = tilelang.compile(load_kernel(wide[0])[0], target="cuda -arch=sm_90a").get_kernel_source()
+    assert re.search(r"gemm_ss_sm90<", src), src[:3000]

@@ -17,6 +17,9 @@ Families (each respects the public TileLang's rules, so every program is one it 
           path on sm_90a, the intent recorded and asserted on the generated source
   trans   tiles read transposed from global in a T.Parallel, and gemm operands staged
           that way for transpose_A / transpose_B
+  attn    two chained gemms with an online softmax between them             (families_attn)
+  epi     a gemm, then reductions of its accumulator along either dim and row / column
+          broadcasts over it; large tiles at 256-512 threads                (families_epi)
 
 Symbolic dims (T.dynamic) appear in every family. `generate(seed)` is deterministic.
 """
@@ -241,15 +244,19 @@ def _gen_tile(g: Gen) -> Program:
 
 from .families import gen_atomic, gen_gemm, gen_thread  # noqa: E402
 from .families_attn import gen_attn  # noqa: E402
+from .families_epi import gen_epi  # noqa: E402
 from .families_ext import gen_multi, gen_pipe, gen_trans  # noqa: E402
 
 _GENS = {"tile": _gen_tile, "gemm": gen_gemm, "thread": gen_thread, "atomic": gen_atomic,
-         "multi": gen_multi, "pipe": gen_pipe, "trans": gen_trans, "attn": gen_attn}
+         "multi": gen_multi, "pipe": gen_pipe, "trans": gen_trans, "attn": gen_attn,
+         "epi": gen_epi}
 # the later families (multi-kernel, pipeline paths, transposed tiles) are a quarter of the mix
 _WEIGHTS = (34, 22, 12, 7, 9, 8, 8)
 # attention takes this share of the seeds, drawn apart from the mix above, so every other seed
 # keeps the program it had before the family existed (regression tests name seeds)
 _ATTN_SHARE = 0.06
+# the gemm-epilogue family (families_epi.py) likewise, from its own draw
+_EPI_SHARE = 0.07
 
 
 def generate(seed: int, family: str | None = None, single_thread: bool = False) -> Program:
@@ -259,4 +266,6 @@ def generate(seed: int, family: str | None = None, single_thread: bool = False) 
     fam = family or r.choices(FAMILIES[:len(_WEIGHTS)], weights=_WEIGHTS)[0]
     if family is None and random.Random(seed * 104729 + 19).random() < _ATTN_SHARE:
         fam = "attn"
+    elif family is None and random.Random(seed * 15485863 + 45).random() < _EPI_SHARE:
+        fam = "epi"
     return _GENS[fam](Gen(seed, single_thread))
