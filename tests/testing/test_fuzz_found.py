@@ -250,3 +250,52 @@ def test_int_max_of_negated_products_cuda():
         assert not v_ok, "NVRTC listed as miscompiling this kernel got it right: update KNOWN_MISCOMPILES"
     else:
         assert v_ok
+
+
+def test_view_and_base_reductions_share_one_scratch_on_sm90a():
+    """fuzz seed 30058 (the `epi` family), shrunk: a 128x256 wgmma accumulator reduced over the
+    segments of a (128, 2, 128) reshape (tl.disable_split_segment_reduce: through shared memory) and
+    over dim 0. Each source got its own 128 KB `_red` scratch, both live in the persistent tile loop's
+    one epilogue statement: 287880 bytes of shared memory on sm_90a, past the H200's 232448. One flat
+    scratch per register storage now: 156808. Checked against float64 on the host emulator."""
+    from tilelang.testing.fuzz import host_exec
+
+    if not host_exec.available():
+        pytest.skip("host_cuda needs g++")
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def main(A: T.Tensor((14, 96), "bfloat16"), B: T.Tensor((n, 96), "bfloat16"), L: T.Tensor((14, 4), "float32"),
+             W: T.Tensor((1, n), "float32")):
+        with T.Kernel(T.ceildiv(n, 256), 1, threads=256) as (bx, by):
+            A_s = T.alloc_shared((128, 32), "bfloat16")
+            B_s = T.alloc_shared((256, 32), "bfloat16")
+            C = T.alloc_fragment((128, 256), "float32")
+            C3 = T.reshape(C, (128, 2, 128))
+            Lf = T.alloc_fragment((128, 2), "float32")
+            R = T.alloc_fragment((256,), "float32")
+            T.clear(C)
+            for k in T.Pipelined(3, num_stages=1):
+                T.copy(A[0, k * 32], A_s)
+                T.copy(B[bx * 256, k * 32], B_s)
+                T.gemm(A_s, B_s, C, transpose_B=True)
+            T.reduce_min(C3, Lf, dim=2, clear=True)
+            for i, q in T.Parallel(128, 2):
+                L[i, bx * 2 + q] = Lf[i, q]
+            T.reduce_sum(C, R, dim=0, clear=True)
+            for j in T.Parallel(256):
+                W[0, bx * 256 + j] = R[j]
+
+    ck = tilelang.compile(main, target="cuda -arch=sm_90a", pass_configs={"tl.disable_split_segment_reduce": True})
+    assert ck.artifact.csource.smem_bytes <= 232448, ck.artifact.csource.smem_bytes
+    N = 500
+    a = (torch.randint(-8, 9, (14, 96)) / 4).to(torch.bfloat16)
+    b = (torch.randint(-8, 9, (N, 96)) / 4).to(torch.bfloat16)
+    ins = {"A": a, "B": b, "L": torch.full((14, 4), 7.0), "W": torch.full((1, N), 7.0)}
+    out = host_exec.run_on_host(ck, ins, ["A", "B", "L", "W"])
+    c = torch.zeros(128, 512, dtype=torch.float64)
+    c[:14, :N] = a.double() @ b.double().T
+    lref = c.view(128, 4, 128).amin(2)[:14]
+    torch.testing.assert_close(out["L"].double(), lref, rtol=0, atol=0)
+    wref = c[:, :N].sum(0, keepdim=True)
+    torch.testing.assert_close(out["W"].double(), wref, rtol=1e-6, atol=1e-4)

@@ -17,8 +17,9 @@ scratch (spanned_segment_reduce). A flat (H, W) register tile whose layout deals
 threads (LaneRowFragment), over dim 1 into that row layout (lane_row_reduce): each thread folds its
 slots of a row, an xor-shuffle all-reduce over min(L, 32) lanes combines the row's lanes in a warp,
 and where a row spans L / 32 > 1 warps, lane 0 of each warp stores its partial to a shared scratch
-`<src>_lanes<n>[rows, L / 32]` that every copy folds in warp order after a barrier. Other reductions: a register source is stored to a shared scratch tile (`<src>_red`) and each
-destination element runs a serial loop over the reduced dim.
+`<src>_lanes<n>[rows, L / 32]` that every copy folds in warp order after a barrier. Other reductions: a register source is stored to a flat shared scratch (`<src>_red`, one per register
+storage, so a T.reshape view and its base share it) and each destination element runs a serial loop
+over the reduced dim.
 
     T.reduce_max(S, m, dim=1)   ->   racc = S_reg[0]; racc = max(racc, S_reg[1]) ...; racc = tl_quad_max(racc); m_reg[s] = racc
     (S 64x64 over 2 warpgroups)      ... rpart[s] = racc; if (tid % 4 == 0) S_rows[row, tid / 128] = rpart[s];
@@ -30,7 +31,7 @@ from .... import dtypes as dt
 from ....arith.simplify import const_int
 from ....ir import expr as E
 from ....ir import stmt as S
-from ....ir.buffer import Buffer
+from ....ir.buffer import Buffer, storage_root
 from ....layout.fragment import (FlatFragment, LaneRowFragment, MmaAccFragment, RowBlockFragment, RowFragment,
                                  WgmmaAccFragment, acc_ni, acc_of_rows, column_groups_of, segment_rows)
 from ....op import tile_ops as O
@@ -352,6 +353,14 @@ def _why_scratch(lay, op: O.Reduce) -> str:
     return f"its {type(lay).__name__} layout spreads each reduced line over several threads"
 
 
+def _flat(idx, shape):
+    """Row-major offset of idx in a tile of `shape` (the flat reduction scratch)."""
+    off = E.as_expr(idx[0])
+    for i, d in zip(idx[1:], shape[1:]):
+        off = off * E.as_expr(d) + i
+    return off
+
+
 @register_lowering("cuda", O.Reduce)
 def lower_reduce(low, op: O.Reduce):
     src, dst = op.src, op.dst
@@ -379,14 +388,20 @@ def lower_reduce(low, op: O.Reduce):
     if low.reg(src) is not None:
         low.warn(f"T.reduce_{op.kind}({src.name}, {dst.name}, dim={op.dim}) reduces through a shared-memory copy of "
                  f"{src.name}, not in registers: {_why_scratch(low.plan.layout(src), op)}")
-        scratch = low.scratch_of.get(src.uid)
-        if scratch is None:
-            scratch = Buffer(f"{src.name}_red", tuple(src.shape), src.dtype, "shared.dyn")
-            low.scratch_of[src.uid] = scratch
+        # one flat scratch per register storage: a T.reshape view and its base reduced in one epilogue
+        # share it (row-major, the same element order), not two tile-sized copies
+        home = storage_root(src)
+        numel = 1
+        for d in src.shape:
+            numel *= const_int(d)
+        scratch = low.scratch_of.get(home.uid)
+        if scratch is None or scratch.dtype != src.dtype or const_int(scratch.shape[0]) != numel:
+            scratch = Buffer(f"{src.name}_red", (numel,), src.dtype, "shared.dyn")
+            low.scratch_of[home.uid] = scratch
             out.append(S.Allocate(scratch))
         lay = low.plan.layout(src)
         sreg = low.reg(src)
-        out.append(low.owned_loop(lay, lambda l, cv: S.BufferStore(scratch, tuple(cv), sreg[l])))  # one copy stores
+        out.append(low.owned_loop(lay, lambda l, cv: S.BufferStore(scratch, (_flat(cv, src.shape),), sreg[l])))
         src_buf = scratch
     else:
         src_buf = src
@@ -406,7 +421,8 @@ def lower_reduce(low, op: O.Reduce):
         r = E.Var("r", dt.int32)
         sidx = [x for x in keep] if len(keep) == src.ndim - 1 else [x for x in keep if True][: src.ndim - 1]
         sidx.insert(op.dim, r)
-        v = E.cast(dt_, E.BufferLoad(src_buf, tuple(sidx), src_buf.dtype))
+        at = (_flat(sidx, src.shape),) if src_buf is not src else tuple(sidx)
+        v = E.cast(dt_, E.BufferLoad(src_buf, at, src_buf.dtype))
         if op.kind in ("abssum", "absmax"):
             v = E.call("abs", v)
         tmp = Buffer("racc", (1,), dt_, "local.var")
