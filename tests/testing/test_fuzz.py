@@ -4,6 +4,8 @@ a wrong kernel."""
 import pytest
 import torch
 
+import tilelang
+import tilelang.language as T
 from tilelang.testing.fuzz import check, from_json, generate, to_json, to_source
 from tilelang.testing.fuzz.cli import main
 from tilelang.testing.fuzz.reference import round_to, run_reference
@@ -246,3 +248,27 @@ def test_gemm_epilogue_family_runs_against_float64():
         assert res.status == "pass", (p.seed, res.step, res.message[:2000])
     src = tilelang.compile(load_kernel(wide[0])[0], target="cuda -arch=sm_90a").get_kernel_source()
     assert re.search(r"gemm_ss_sm90<", src), src[:3000]
+
+
+def _copy_through_shared(n):
+    @T.prim_func
+    def k(A: T.Tensor((n, n), "float32"), B: T.Tensor((n, n), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            s = T.alloc_shared((n, n), "float32")
+            T.copy(A, s)
+            T.copy(s, B)
+    return k
+
+
+@pytest.mark.nvrtc
+def test_a_build_over_the_block_shared_memory_is_a_failure():
+    """A kernel that could not launch for its shared memory fails the NVRTC step (seed 30058's
+    reduction scratch once took 287880 bytes on sm_90a and was only counted as host-refused)."""
+    from tilelang.testing.fuzz.runner import smem_error
+
+    small = tilelang.compile(_copy_through_shared(128), target="cuda -arch=sm_80")
+    assert smem_error(small, 80) == ""
+    big = tilelang.compile(_copy_through_shared(256), target="cuda -arch=sm_80")
+    assert smem_error(big, 80) == "kernel k needs 262144 bytes of shared memory, over sm_80's 166912 a block"
+    big90 = tilelang.compile(_copy_through_shared(256), target="cuda -arch=sm_90a")
+    assert "over sm_90's 232448 a block" in smem_error(big90, 90)

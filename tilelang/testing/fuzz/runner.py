@@ -7,6 +7,8 @@ Steps (the first that goes wrong is the verdict):
   mismatch     the CPU result differs from the float64 reference beyond the dtype tolerance
   nvrtc-sm_80 / nvrtc-sm_90a   compiling for that arch with NVRTC raised (compile only)
   path-<arch>  the program names a pipeline path (spec.Program.path) that the source lacks
+  smem-<arch>  a kernel of that build asks for more shared memory than one block of the arch may
+               have: it could not launch there (the generator keeps programs' own tiles well under)
   host-*       (host_cuda=True) the sm_80 / sm_90a CUDA source run on the host by
                testing.host_cuda (host_exec.py) and compared like the GPU run: host-build-<arch>,
                host-run-<arch> (a crash, an out-of-bounds access, a barrier not every thread
@@ -222,6 +224,9 @@ def check(prog: Program, device: str = "cpu", nvrtc: bool = True, dry: bool = Fa
                 msg = path_error(prog, sm, ck.get_kernel_source())
                 if msg:
                     return _fail(f"path-{arch}", msg=msg, t0=t0, timings=tm)
+                msg = smem_error(ck, sm)
+                if msg:
+                    return _fail(f"smem-{arch}", msg=msg, t0=t0, timings=tm)
                 built[arch] = ck
         host: dict = {}
         if host_cuda:
@@ -290,6 +295,22 @@ def _check_host(prog, func, built, inputs, ref, cpu_out, t0, tm, host):
 # What each pipeline lowering leaves in the CUDA source: (must contain all, must contain none).
 PATH_MARKS = {"ws": (("tma_load", "setmaxnreg", "mbarrier"), ("cp_async",)),
               "cp_async": (("cp_async",), ("tma_load", "setmaxnreg"))}
+
+
+SMEM_PER_BLOCK = {80: 166912, 90: 232448}  # the most dynamic shared memory one block may opt into
+
+
+def smem_error(kernel, sm: int) -> str:
+    """Why a CUDA build could not launch for its shared memory, or "": each kernel's bytes (a
+    launch sequence has several) against the arch's per-block limit."""
+    art = kernel.artifact
+    parts = getattr(art, "kernels", None) or [art]
+    limit = SMEM_PER_BLOCK[sm]
+    over = [(getattr(p, "name", "") or kernel.prim_func.name, p.csource.smem_bytes) for p in parts
+            if p.csource.smem_bytes > limit]
+    if not over:
+        return ""
+    return "; ".join(f"kernel {n} needs {b} bytes of shared memory, over sm_{sm}'s {limit} a block" for n, b in over)
 
 
 def path_error(prog: Program, sm: int, src: str) -> str:
