@@ -226,6 +226,25 @@ def call_args(src: str, callee: str) -> list:
     return out
 
 
+def example_attention(B, H, S, D, causal, cfg, extra=None, target="cuda -arch=sm_90a"):
+    """examples/flash_attention.py's kernel, built with the example's pass configs plus `extra`."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "examples"))
+    from flash_attention import PASS_CONFIGS, flashattn
+
+    return tilelang.compile(flashattn.get_tir(B, H, S, D, causal, *cfg), target=target,
+                            pass_configs={**PASS_CONFIGS, **(extra or {})})
+
+
+def consumer_loop_ops(sass: str, op: str) -> int:
+    """Instructions `op` between the consumer k-loop's first wgmma wait and its second one."""
+    lines = sass.splitlines()
+    waits = [i for i, ln in enumerate(lines) if "WARPGROUP.DEPBAR" in ln]
+    return sum(1 for ln in lines[waits[0]:waits[1]] if re.search(rf"\b{op}\b", ln))
+
+
 def run_attention_on_host(host, k, B, H, S, D, causal, seed, tol=3e-3):
     """One launch of a compiled [B, S, H, D] fp16 attention kernel `k` (parameters Q, K, V, O) on
     the host emulator, on fresh random inputs, against float64 softmax(Q K^T / sqrt(D)) V."""

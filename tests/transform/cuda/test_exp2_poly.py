@@ -6,7 +6,6 @@ take it and the MUFU.EX2 count of attention's k-loop; the examples' flash attent
 causal and not, ragged) matches float64 on the host emulator with the split on."""
 import importlib.util
 import re
-import sys
 from fractions import Fraction
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import pytest
 import tilelang
 import tilelang.language as T
 from tilelang.transform.cuda.exp2_poly import poly_fraction, poly_slot
-from .conftest import run_attention_on_host
+from .conftest import consumer_loop_ops, example_attention, run_attention_on_host
 
 ROOT = Path(__file__).resolve().parents[3]
 SM90 = "cuda -arch=sm_90a"
@@ -123,35 +122,18 @@ def test_exp2_poly_on_host_dense_grid(host, run_on_host, value):
     assert torch.equal(out[poly].view(torch.int32), want[poly].view(torch.int32))  # the numpy model, bit for bit
 
 
-def _flashattn():
-    sys.path.insert(0, str(ROOT / "examples"))
-    from flash_attention import PASS_CONFIGS, flashattn
-    return flashattn, PASS_CONFIGS
-
-
-def _attn(B, H, S, D, causal, cfg, extra=None):
-    fa, base = _flashattn()
-    return tilelang.compile(fa.get_tir(B, H, S, D, causal, *cfg), target=SM90, pass_configs={**base, **(extra or {})})
-
-
-def _loop_ops(sass: str, op: str) -> int:
-    """Instructions `op` between the consumer k-loop's first wgmma wait and its second one."""
-    lines = sass.splitlines()
-    waits = [i for i, ln in enumerate(lines) if "WARPGROUP.DEPBAR" in ln]
-    return sum(1 for ln in lines[waits[0]:waits[1]] if re.search(rf"\b{op}\b", ln))
-
-
 @pytest.mark.nvrtc
 @pytest.mark.parametrize("D", [64, 128])
 def test_attention_moves_a_quarter_of_the_exp2_off_mufu(D):
-    off = _attn(16, 16, 2048, D, False, (128, 128, 2, 256))
-    on = _attn(16, 16, 2048, D, False, (128, 128, 2, 256), {KEY: True})
+    off = example_attention(16, 16, 2048, D, False, (128, 128, 2, 256))
+    on = example_attention(16, 16, 2048, D, False, (128, 128, 2, 256), {KEY: True})
     src = on.get_kernel_source()
     assert src.count("tl_exp2_poly(") == 1 and "tl_exp2_poly(" not in off.get_kernel_source()
     assert "scores_scale[l_4] = exp2f(" in src  # a row fragment's exp2 stays on MUFU
     s_on, s_off = on.export_sass(), off.export_sass()
-    assert _loop_ops(s_off, "MUFU.EX2") == 66 and _loop_ops(s_on, "MUFU.EX2") == 66 - 16  # 64 scores + 2 rescales
-    assert _loop_ops(s_on, "FFMA") == _loop_ops(s_off, "FFMA") + 3 * 16
+    assert consumer_loop_ops(s_off, "MUFU.EX2") == 66  # 64 scores + 2 rescales
+    assert consumer_loop_ops(s_on, "MUFU.EX2") == 66 - 16
+    assert consumer_loop_ops(s_on, "FFMA") == consumer_loop_ops(s_off, "FFMA") + 3 * 16
     assert "LDL" not in s_on and "STL" not in s_on
 
 
@@ -167,7 +149,7 @@ def test_attention_matches_float64_on_host(host, monkeypatch, S, D, causal, cfg,
     import tilelang.backend.target as target
 
     monkeypatch.setattr(target, "num_sms", lambda default=132: sms)
-    k = _attn(1, 2, S, D, causal, cfg, {KEY: value})
+    k = example_attention(1, 2, S, D, causal, cfg, {KEY: value})
     assert "tl_exp2_poly(" in k.get_kernel_source()
     run_attention_on_host(host, k, 1, 2, S, D, causal, seed)
 
@@ -175,8 +157,6 @@ def test_attention_matches_float64_on_host(host, monkeypatch, S, D, causal, cfg,
 @pytest.mark.nvrtc
 @pytest.mark.parametrize("causal,seed", [(False, 31), (True, 32)])
 def test_attention_on_mma_sync_matches_float64_on_host(host, causal, seed):
-    fa, base = _flashattn()
-    k = tilelang.compile(fa.get_tir(1, 2, 200, 64, causal, 64, 64, 1, 128), target="cuda -arch=sm_80",
-                         pass_configs={**base, KEY: 0.5})
+    k = example_attention(1, 2, 200, 64, causal, (64, 64, 1, 128), {KEY: 0.5}, target="cuda -arch=sm_80")
     assert "tl_exp2_poly(" in k.get_kernel_source()
     run_attention_on_host(host, k, 1, 2, 200, 64, causal, seed)

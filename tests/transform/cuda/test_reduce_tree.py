@@ -5,41 +5,21 @@ FMNMX / FADD counts in the consumer's k-loop and no spills (SASS); on the host e
 examples' flash attention (D64 / D128, causal and not, ragged, several persistent tiles a block)
 and a gemm whose rows are reduced by sum / max / min / absmax (sm_90a wgmma and sm_80 mma.sync)
 match float64 on fresh random inputs, with the switch on and off."""
-import re
-import sys
-from pathlib import Path
-
 import pytest
 
 import tilelang
 import tilelang.language as T
-from .conftest import run_attention_on_host
+from .conftest import consumer_loop_ops, example_attention, run_attention_on_host
 
 SM90 = "cuda -arch=sm_90a"
 OFF = {"tl.disable_reduce_tree": True}
 
 
-def _flashattn():
-    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "examples"))
-    from flash_attention import PASS_CONFIGS, flashattn
-    return flashattn, PASS_CONFIGS
-
-
-def _attn(B, H, S, D, causal, cfg, extra=None):
-    fa, base = _flashattn()
-    return tilelang.compile(fa.get_tir(B, H, S, D, causal, *cfg), target=SM90, pass_configs={**base, **(extra or {})})
-
-
-def _loop_ops(sass: str, op: str) -> int:
-    """Instructions `op` between the consumer k-loop's first wgmma wait and its second one."""
-    lines = sass.splitlines()
-    waits = [i for i, ln in enumerate(lines) if "WARPGROUP.DEPBAR" in ln]
-    return sum(1 for ln in lines[waits[0]:waits[1]] if re.search(rf"\b{op}\b", ln))
-
-
 @pytest.mark.nvrtc
 def test_attention_row_folds_are_four_chains():
-    on, off = _attn(16, 16, 2048, 64, False, (128, 128, 2, 256)), _attn(16, 16, 2048, 64, False, (128, 128, 2, 256), OFF)
+    cfg = (128, 128, 2, 256)
+    on = example_attention(16, 16, 2048, 64, False, cfg)
+    off = example_attention(16, 16, 2048, 64, False, cfg, OFF)
     src_on, src_off = on.get_kernel_source(), off.get_kernel_source()
     assert all(f"float racc{r}_{s}[4];" in src_on for r in (1, 2) for s in (0, 1))  # 2 row slots x 4 partials
     assert "racc1_0[0] = fmaxf(racc1_0[0], racc1_0[1]);" in src_on and "racc1_0[0] = fmaxf(racc1_0[0], racc1_0[2]);" in src_on
@@ -47,7 +27,7 @@ def test_attention_row_folds_are_four_chains():
     assert "float racc1[1];" in src_off and "racc1[0] = fmaxf(racc1[0], acc_s[1]);" in src_off
     s_on, s_off = on.export_sass(), off.export_sass()
     for op in ("FMNMX", "FADD", "MUFU.EX2", "HGMMA"):
-        assert _loop_ops(s_on, op) == _loop_ops(s_off, op), op
+        assert consumer_loop_ops(s_on, op) == consumer_loop_ops(s_off, op), op
     assert "LDL" not in s_on and "STL" not in s_on
 
 
@@ -63,7 +43,7 @@ def test_attention_matches_float64_on_host(host, monkeypatch, S, D, causal, cfg,
     import tilelang.backend.target as target
 
     monkeypatch.setattr(target, "num_sms", lambda default=132: sms)
-    k = _attn(1, 2, S, D, causal, cfg, extra)
+    k = example_attention(1, 2, S, D, causal, cfg, extra)
     assert ("racc1_0[4]" in k.get_kernel_source()) == (extra is None)
     run_attention_on_host(host, k, 1, 2, S, D, causal, seed)
 
