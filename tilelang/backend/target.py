@@ -45,6 +45,12 @@ def current(allow_none: bool = True) -> Target | None:
     return None
 
 
+def smem_per_block(sm: int) -> int:
+    """Bytes of dynamic shared memory one block may opt into on compute capability `sm` (90 = 9.0):
+    227 KB on sm_90, 163 KB on sm_80 / sm_87, 99 KB on the other sm_8x."""
+    return 232448 if sm >= 90 else 166912 if sm in (80, 87) else 101376
+
+
 def num_sms(default: int = 132) -> int:
     """Multiprocessors of CUDA device 0, or `default` (an H100/H200 SXM) when none is present:
     persistent kernels size their grid with it; any value is correct, the device's is fastest."""

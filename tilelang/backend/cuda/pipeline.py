@@ -30,9 +30,10 @@ from ...transform.thread_scopes import thread_scopes_pass
 from ...transform.lower_gemm_sp import lower_gemm_sp
 from ...transform.pass_manager import PassContext, run_passes, simplify_pass
 from ..artifact import LowersOnDemand
+from ..target import smem_per_block
 
 
-_SMEM_LIMIT = 232448  # the most dynamic shared memory one block may use (sm_90; sm_80 allows less)
+_SMEM_LIMIT = smem_per_block(90)  # the most dynamic shared memory one block may use (sm_90; sm_80 allows less)
 
 
 class PerformanceWarning(UserWarning):
@@ -113,7 +114,7 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
 
         serp = None if config(ctx.pass_configs, "tl.disable_k_serpentine", False) else num_sms()
         limit = 0 if config(ctx.pass_configs, "tl.disable_staged_element_copies", False) else \
-            _SMEM_LIMIT if ctx.target.sm >= 90 else 166912 if ctx.target.sm in (80, 87) else 101376
+            smem_per_block(ctx.target.sm)
         # sm_90 (T.gemm on wgmma): refill before the wait; mma.sync loops keep the order fuse_mma_mainloops needs
         issue_first = ctx.target.sm >= 90 and not config(ctx.pass_configs, "tl.disable_wgmma", False)
         inflight = issue_first and not config(ctx.pass_configs, "tl.disable_wgmma_inflight", False)

@@ -297,15 +297,14 @@ PATH_MARKS = {"ws": (("tma_load", "setmaxnreg", "mbarrier"), ("cp_async",)),
               "cp_async": (("cp_async",), ("tma_load", "setmaxnreg"))}
 
 
-SMEM_PER_BLOCK = {80: 166912, 90: 232448}  # the most dynamic shared memory one block may opt into
-
-
 def smem_error(kernel, sm: int) -> str:
     """Why a CUDA build could not launch for its shared memory, or "": each kernel's bytes (a
     launch sequence has several) against the arch's per-block limit."""
+    from ...backend.target import smem_per_block
+
     art = kernel.artifact
     parts = getattr(art, "kernels", None) or [art]
-    limit = SMEM_PER_BLOCK[sm]
+    limit = smem_per_block(sm)
     over = [(getattr(p, "name", "") or kernel.prim_func.name, p.csource.smem_bytes) for p in parts
             if p.csource.smem_bytes > limit]
     if not over:
