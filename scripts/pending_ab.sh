@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call (~6 minutes) that times the switches landed without a device figure (docs/STATUS.md
 # "Not timed"), each against ours as is in the same process or call:
-#   attention: the exp2 polynomial fractions, and the per-warpgroup epilogue where it is registered;
+#   attention: the exp2 polynomial fractions, ping-pong alone and with the polynomial at 1/4, and the
+#     per-warpgroup epilogue where it is registered;
 #   host time per out_idx call: the lean launcher;
 #   fp8_lighting_indexer (peer regression case, public wheel beside): the wgmma grid cost check.
 # Usage (GPU machine, project root, .peer carried): bash scripts/pending_ab.sh
@@ -10,7 +11,8 @@ set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 has() { python3 -c "import sys; from tilelang.transform.pass_config import PassConfigKey as K; \
 sys.exit(0 if any(k.value == '$1' for k in K) else 1)"; }
-ab="tl.enable_exp2_poly=0.125 tl.enable_exp2_poly=0.25 tl.enable_exp2_poly=0.5"
+ab="tl.enable_exp2_poly=0.125 tl.enable_exp2_poly=0.25 tl.enable_exp2_poly=0.5 tl.enable_ws_pingpong"
+ab="$ab tl.enable_ws_pingpong+tl.enable_exp2_poly=0.25"
 has tl.disable_ws_wg_epilogue && ab="$ab tl.disable_ws_wg_epilogue"
 echo "== attention ($ab)"
 timeout 240 python3 benchmarks/attention.py --cases 16,16,2048,64 8,16,4096,128 --configs 128,128,2,256 \
