@@ -233,9 +233,11 @@ class Parser:
         self.builder.emit(S.IfThenElse(cond, then, other))
 
     def stmt_For(self, node):
-        from ..language.loops import ForSpec
+        from ..language.loops import ForSpec, PersistentSpec
 
         it = self.eval(node.iter)
+        if isinstance(it, PersistentSpec):
+            return self.persistent_for(node, it)
         if not isinstance(it, ForSpec):
             if isinstance(it, (Buffer, E.Expr)):
                 raise self.error(DSLTypeError, f"cannot iterate over {it}; use T.serial/T.Parallel/range", node)
@@ -257,6 +259,31 @@ class Parser:
             if it.step != 1:
                 body = _stepped(body, it.step)
         self.builder.emit(body)
+
+    def persistent_for(self, node, it):
+        """`for c0, ..., cn in T.Persistent(...)`: one serial loop over the waves; each iteration binds its
+        tile's index, then the tile's coordinates (one let each), and runs the body where that tile lies in
+        the domain. persistent_grid.py reads this shape back (annotation "persistent")."""
+        names = _target_names(node.target)
+        if len(names) != len(it.domain):
+            raise self.error(DSLTypeError, f"T.Persistent over {len(it.domain)} dims but the target binds "
+                             f"{len(names)} names", node)
+        w = E.Var(self.builder.unique("w"), dt.int32)
+        waves = it.layout()[3]
+        self.builder.push()
+        tile = E.Var(self.builder.unique("tile"), dt.int32)
+        self.builder.emit(S.LetStmt(tile, E.as_expr(it.linear(w))))
+        coords, guard = it.coords(tile)
+        for n, c in zip(names, coords):
+            v = E.Var(self.builder.unique(n), dt.int32)
+            self.builder.emit(S.LetStmt(v, E.as_expr(c)))
+            self.scope[n] = v
+        inner = self.block(node.body)
+        self.builder.emit(S.IfThenElse(guard, inner, None) if guard is not None else inner)
+        body = self.builder.pop()
+        info = (it.wave_size, it.index, tuple(it.domain), guard is not None)
+        self.builder.emit(S.For(w, E.as_expr(0), E.as_expr(waves), "serial", body,
+                                it.annotations + (("persistent", info),), span=self.span(node)))
 
     def stmt_While(self, node):
         cond = self.eval(node.test)

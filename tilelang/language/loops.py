@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from ..arith.simplify import const_int
 from ..errors import DSLTypeError
+from ..ir import expr as E
 
 
 @dataclass(frozen=True)
@@ -80,8 +81,73 @@ def Pipelined(*args, num_stages=0, order=None, stage=None, sync=None, group=None
     return ForSpec("pipelined", (start,), (extent,), ann)
 
 
-def Persistent(domain, wave_size, index, group_size=8):
-    raise DSLTypeError("T.Persistent is not supported yet")
+@dataclass(frozen=True)
+class PersistentSpec:
+    """`for c0, ..., cn in T.Persistent(domain, wave_size, index, group_size)`: the parser makes one serial
+    loop `w` over the waves and binds the coordinates of tile `w * wave_size + index` (see `coords`)."""
+    domain: tuple
+    wave_size: object
+    index: object
+    group_size: object
+    annotations: tuple = ()
+
+    def layout(self):
+        """(group, num_groups, virtual tile count, waves) of the grouped domain: the last dim is cut into
+        groups of `group` (clamped to [1, its extent]); consecutive tiles walk a group of the last dim,
+        then the groups, then the outer dims, slowest first."""
+        from . import math as M
+        last = self.domain[-1]
+        group = M.max(1, M.min(self.group_size, last))
+        num_groups = M.ceildiv(last, group)
+        virtual = num_groups * group
+        for d in self.domain[:-1]:
+            virtual = virtual * d
+        return group, num_groups, virtual, M.ceildiv(virtual, self.wave_size)
+
+    def linear(self, w):
+        """The tile index of wave `w`: w * wave_size + index."""
+        return w * self.wave_size + self.index
+
+    def coords(self, linear):
+        """The domain coordinates of tile `linear` (see `linear`), and the guard it needs (None when every
+        wave's tile lies in the domain: the waves tile the grouped domain exactly and the groups divide
+        the last dim)."""
+        group, num_groups, virtual, waves = self.layout()
+        rem = linear // group
+        last = (rem % num_groups) * group + linear % group
+        rem = rem // num_groups
+        outer = []
+        for d in reversed(self.domain[1:-1]):
+            outer.append(rem % d)
+            rem = rem // d
+        coords = ([rem] + outer[::-1] + [last]) if len(self.domain) > 1 else [last]
+        total = 1
+        for d in self.domain:
+            total = total * d
+        exact_waves = const_int(waves * self.wave_size) is not None and const_int(waves * self.wave_size) == \
+            const_int(virtual)
+        exact_groups = const_int(virtual) is not None and const_int(virtual) == const_int(total)
+        guards = ([] if exact_waves else [linear < virtual]) + ([] if exact_groups else [last < self.domain[-1]])
+        guard = None
+        for g in guards:
+            guard = g if guard is None else E.logical_and(guard, g)
+        return coords, guard
+
+
+def Persistent(domain, wave_size, index, group_size=8, num_stages=0, *, annotations=None) -> PersistentSpec:
+    """A persistent loop over the tiles of `domain` (a list of extents): the block with index `index` of
+    `wave_size` blocks takes tile `w * wave_size + index` in wave `w`, binding its coordinates;
+    consecutive tiles run along groups of `group_size` in the last dim (for L2 reuse). Example:
+    `for bx, by in T.Persistent([T.ceildiv(M, bm), T.ceildiv(N, bn)], sm_num, block_id):`."""
+    domain = tuple(domain) if isinstance(domain, (list, tuple)) else (domain,)
+    if not domain:
+        raise DSLTypeError("T.Persistent: the domain needs at least one extent")
+    if num_stages:
+        raise DSLTypeError(f"T.Persistent(num_stages={num_stages}) is not supported: pipeline the k-loop inside "
+                           "with T.Pipelined(..., num_stages=...) instead")
+    group = 8 if group_size is None else group_size
+    ann = tuple((str(k), v) for k, v in (annotations or {}).items() if isinstance(v, (bool, int, float, str)))
+    return PersistentSpec(domain, wave_size, index, group, ann)
 
 
 Serial = serial

@@ -85,6 +85,7 @@ class PassConfigKey(str, Enum):
     # ours
     TL_ENABLE_ROW_FRAGMENTS = "tl.enable_row_fragments"
     TL_DISABLE_PERSISTENT = "tl.disable_persistent"
+    TL_DISABLE_PERSISTENT_GRID = "tl.disable_persistent_grid"
     TL_ENABLE_CLUSTER = "tl.enable_cluster"
     TL_DISABLE_STREAM_K = "tl.disable_stream_k"
     TL_DISABLE_STREAM_K_PROMOTED = "tl.disable_stream_k_promoted"
@@ -255,6 +256,9 @@ _DOCS = {
     "TL_PASS_PROFILE_THRESHOLD_MS": _NONE + "passes are not timed individually.",
     "TL_ENABLE_ROW_FRAGMENTS": "Ours. False: per-row accumulator values are not kept in registers. Default True.",
     "TL_DISABLE_PERSISTENT": "Ours. True: warp-specialized kernels keep one block per tile.",
+    "TL_DISABLE_PERSISTENT_GRID": "Ours. True: a T.Persistent loop stays as written on sm_90 (no warp "
+                                  "specialization); by default it becomes a grid of tiles that the warp-specialized "
+                                  "path makes persistent itself (persistent_grid.py).",
     "TL_ENABLE_CLUSTER": "Ours. True: persistent kernels run as 2-block clusters with TMA multicast.",
     "TL_DISABLE_STREAM_K": "Ours. True: persistent GEMMs keep whole tiles in the last wave.",
     "TL_DISABLE_STREAM_K_PROMOTED": "Ours. True: stream-K leaves out promoted k-reductions (fp8 2xAcc: a gemm "

@@ -84,7 +84,15 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
         from ..target import num_sms
 
         sms = None if config(ctx.pass_configs, "tl.disable_persistent", False) else num_sms()
-        k_ws, ws = warp_specialize(k, msgs.append, sms, bool(config(ctx.pass_configs, "tl.enable_cluster", False)),
+        k_grid = k  # a T.Persistent loop as a grid of tiles: this path makes its own persistent schedule
+        if sms is not None and not config(ctx.pass_configs, "tl.disable_persistent_grid", False):
+            from ...transform.cuda.persistent_grid import persistent_grid
+
+            k_grid, why = persistent_grid(k)
+            if why is not None:
+                msgs.append(f"no warp specialization (TMA pipeline): the T.Persistent loop stays as written ({why}); "
+                            "its k-loop runs as a cp.async pipeline")
+        k_ws, ws = warp_specialize(k_grid, msgs.append, sms, bool(config(ctx.pass_configs, "tl.enable_cluster", False)),
                                    not config(ctx.pass_configs, "tl.disable_stream_k", False),
                                    bool(config(ctx.pass_configs, "tl.debug_timeline", False)),
                                    not config(ctx.pass_configs, "tl.disable_k_serpentine", False),
