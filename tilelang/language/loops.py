@@ -44,9 +44,10 @@ def unroll(*args, explicit=False, unroll_factor=None) -> ForSpec:
     return ForSpec("unroll", (start,), (extent,), (), step)
 
 
-def vectorized(*args) -> ForSpec:
+def vectorized(*args, annotations=None) -> ForSpec:
     start, extent, _ = _range_args(args, "T.vectorized")
-    return ForSpec("vectorized", (start,), (extent,))
+    ann = tuple((str(k), v) for k, v in (annotations or {}).items() if isinstance(v, (bool, int, float, str)))
+    return ForSpec("vectorized", (start,), (extent,), ann)
 
 
 def grid(*extents) -> ForSpec:
@@ -67,17 +68,33 @@ def Parallel(*extents, coalesced_width=None, loop_layout=None, prefer_async=Fals
     return ForSpec("parallel", tuple(0 for _ in extents), tuple(extents), ann)
 
 
-def Pipelined(*args, num_stages=0, order=None, stage=None, sync=None, group=None) -> ForSpec:
+def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, annotations=None, *, sync=None,
+              group=None) -> ForSpec:
     """A loop whose copies overlap with compute across `num_stages` buffers.
 
-    Example: `for ko in T.Pipelined(T.ceildiv(K, 32), num_stages=3):`
+    Example: `for ko in T.Pipelined(T.ceildiv(K, 32), num_stages=3):`. As in the public TileLang, the
+    third positional argument is `num_stages` (there is no step). `order` / `stage` (a hand-written
+    schedule of the body's statements) are recorded but the compiler makes its own schedule; with
+    `stage` given and `num_stages` 0, the depth is max(stage) + 1, as there.
     """
-    start, extent, _ = _range_args(args, "T.Pipelined")
-    ann = (("num_stages", int(num_stages)),)
+    if stop is None:
+        start, extent = 0, start
+    else:
+        extent = stop - start if const_int(start) != 0 else stop
+    stages = const_int(num_stages)
+    if stages is None or stages < 0:
+        raise DSLTypeError(f"T.Pipelined: num_stages must be a non-negative constant, got {num_stages!r}")
+    if stage is not None and order is not None and len(stage) != len(order):
+        raise DSLTypeError(f"T.Pipelined: order and stage must have one entry per scheduled statement, got "
+                           f"{len(order)} and {len(stage)}")
+    if stages == 0 and stage:
+        stages = max(int(x) for x in stage) + 1
+    ann = (("num_stages", stages),)
     if order is not None:
         ann += (("order", tuple(order)),)
     if stage is not None:
         ann += (("stage", tuple(stage)),)
+    ann += tuple((str(k), v) for k, v in (annotations or {}).items() if isinstance(v, (bool, int, float, str)))
     return ForSpec("pipelined", (start,), (extent,), ann)
 
 
