@@ -76,7 +76,8 @@ print(out, len(art.kernel_source), "characters")
 _CUDA = "def get_device_capability(*a, **k):\n    return (9, 0)\n" + _SUB
 
 
-def _stand_in(d: str) -> None:
+def stand_in(d: str) -> None:
+    """Write the stand-in `torch` package (and triton, packaging, pytest last on the path) under d."""
     pkg = os.path.join(d, "torch")
     for sub in ("", "nn", "testing", "cuda", "utils"):
         os.makedirs(os.path.join(pkg, sub), exist_ok=True)
@@ -103,26 +104,40 @@ def _ptxas(cu: str) -> None:
             print(line.strip())
 
 
+def public_python(who: str) -> str | None:
+    """The Python 3.12 interpreter that runs the public wheel, with the wheel unpacked at SITE; None (and
+    why, on stderr) when either is missing."""
+    py = os.environ.get("PY312", os.path.expanduser("~/.pyenv/versions/3.12.1/bin/python3.12"))
+    if not os.path.exists(py):
+        print(f"{who}: no Python 3.12 at {py} (set PY312)", file=sys.stderr)
+        return None
+    if not os.path.isdir(os.path.join(SITE, "tilelang")):
+        wheel = os.path.join(PEER, "tl-site.tar.xz")
+        if not os.path.exists(wheel):
+            print(f"{who}: {wheel} is missing: run `bash ../shared/peer/prepare.sh --public`", file=sys.stderr)
+            return None
+        os.makedirs(SITE, exist_ok=True)
+        with tarfile.open(wheel) as t:
+            t.extractall(SITE)
+    return py
+
+
+def public_env(d: str) -> dict:
+    """The environment of a public-wheel process whose stand-ins stand_in(d) wrote."""
+    return dict(os.environ, PYTHONPATH=f"{SITE}:{d}:{os.path.join(d, 'last')}",
+                CUDA_HOME=os.environ.get("CUDA_HOME", "/usr/local/cuda"))
+
+
 def main(argv: list) -> int:
     if len(argv) < 6:
         print(__doc__)
         return 2
-    py = os.environ.get("PY312", os.path.expanduser("~/.pyenv/versions/3.12.1/bin/python3.12"))
-    if not os.path.exists(py):
-        print(f"public_codegen: no Python 3.12 at {py} (set PY312)", file=sys.stderr)
+    py = public_python("public_codegen")
+    if py is None:
         return 2
-    if not os.path.isdir(os.path.join(SITE, "tilelang")):
-        wheel = os.path.join(PEER, "tl-site.tar.xz")
-        if not os.path.exists(wheel):
-            print(f"public_codegen: {wheel} is missing: run `bash ../shared/peer/prepare.sh --public`", file=sys.stderr)
-            return 2
-        os.makedirs(SITE, exist_ok=True)
-        with tarfile.open(wheel) as t:
-            t.extractall(SITE)
     with tempfile.TemporaryDirectory() as d:
-        _stand_in(d)
-        env = dict(os.environ, PYTHONPATH=f"{SITE}:{d}:{os.path.join(d, 'last')}", CUDA_HOME=os.environ.get("CUDA_HOME", "/usr/local/cuda"))
-        r = subprocess.run([py, "-c", _LOWER, *argv[:6], os.path.join(PEER, "tilelang-examples")], env=env)
+        stand_in(d)
+        r = subprocess.run([py, "-c", _LOWER, *argv[:6], os.path.join(PEER, "tilelang-examples")], env=public_env(d))
     if r.returncode == 0 and "--ptxas" in argv[6:]:
         _ptxas(os.path.abspath(argv[5]))
     return r.returncode
