@@ -21,7 +21,7 @@ def symbolic(name: str, dtype="int32") -> Var:
     return dynamic(name, dtype)
 
 
-def const(names: str, dtype="int32"):
+def const(name: str, dtype="int32"):
     """Eager mode: compile-time dims named in `names` ("M, N" or "M N"), fixed per specialization.
 
     Example::
@@ -35,18 +35,23 @@ def const(names: str, dtype="int32"):
     b = B.current("T.const")
     if b.eager is None:
         raise DSLSyntaxError("T.const is only valid in an eager-mode @tilelang.jit function body")
-    parts = [p for p in names.replace(",", " ").split() if p]
+    parts = [p for p in name.replace(",", " ").split() if p]
     if not parts:
         raise DSLTypeError("T.const needs at least one name")
     vals = [b.eager.const(p, dt.as_dtype(dtype)) for p in parts]
     return vals[0] if len(vals) == 1 else tuple(vals)
 
 
-def empty(shape, dtype="float32"):
-    """Eager mode: a new output tensor of `shape`, allocated per call and returned by the kernel."""
+def empty(*shape, dtype="float32"):
+    """Eager mode: a new output tensor of `shape`, allocated per call and returned by the kernel:
+    `T.empty((M, N), T.float16)`, `T.empty((M, N), dtype=...)` or `T.empty(M, N, dtype=...)`."""
     b = B.current("T.empty")
     if b.eager is None:
         raise DSLSyntaxError("T.empty is only valid in an eager-mode @tilelang.jit function body")
-    if not isinstance(shape, (tuple, list)):
-        shape = (shape,)
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    elif len(shape) == 2 and isinstance(shape[0], (tuple, list)) and isinstance(shape[1], str):
+        shape, dtype = tuple(shape[0]), shape[1]
+    elif not shape or any(isinstance(x, (tuple, list, str)) for x in shape):
+        raise DSLTypeError(f"T.empty: expected a shape (a tuple, or extents) and dtype=, got {shape!r}")
     return b.eager.declare_output(tuple(shape), dt.as_dtype(dtype))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .. import dtypes as dt
 from ..errors import DSLTypeError
-from ..frontend import builder as B
+from ..frontend import builder as _builder
 from ..ir import expr as E
 from ..ir.buffer import Buffer, BufferRegion
 from ..op.thread_ops import ImportSource
@@ -27,7 +27,7 @@ def call_extern(*args, **kwargs):
     `T.call_extern(func_name, *args, dtype=dtype)`.
     Example: `T.call_extern("handle", "decode_i4s_to_f16", T.access_ptr(B_q, "r"), T.access_ptr(B, "w"), 8)`.
     """
-    B.in_kernel("T.call_extern")
+    _builder.in_kernel("T.call_extern")
     if "dtype" in kwargs:
         args = (kwargs.pop("dtype"),) + args
     kwargs.pop("span", None)  # a TVM source location; ours comes from the builder
@@ -49,7 +49,7 @@ def import_source(source=None):
         return EMITTED
     if not isinstance(source, str):
         raise DSLTypeError(f"T.import_source: expected the source text, got {type(source).__name__}")
-    B.current("T.import_source").emit(ImportSource(source))
+    _builder.current("T.import_source").emit(ImportSource(source))
     return EMITTED
 
 
@@ -76,20 +76,20 @@ def access_ptr(base, access_type="r", *extents, offset=0, extent=None, ignore_la
     return E.Call("address_of", (ld,), dt.as_dtype("handle"))
 
 
-def dp4a(A, B_, C):
+def dp4a(A, B, C):
     """C[0] += A[0]*B[0] + ... + A[3]*B[3] with A, B four int8 values and C int32.
 
     Example: `T.dp4a(a_local[k * 4], b_local[k * 4], acc)` (elements or buffers).
     """
     ptrs = []
-    for name, x, want in (("A", A, dt.int8), ("B", B_, dt.int8), ("C", C, dt.int32)):
+    for name, x, want in (("A", A, dt.int8), ("B", B, dt.int8), ("C", C, dt.int32)):
         buf = x if isinstance(x, Buffer) else getattr(x, "buffer", None)
         if buf is None:
             raise DSLTypeError(f"T.dp4a: {name} must be a buffer or a buffer element, got {x!r}")
         if buf.dtype != want:
             raise DSLTypeError(f"T.dp4a requires {want} {name}, got {name}.dtype='{buf.dtype}'")
         ptrs.append(access_ptr(x, "rw" if name == "C" else "r"))
-    B.current("T.dp4a").emit(_stmt(E.Call("tl_dp4a", tuple(ptrs), dt.int32)))
+    _builder.current("T.dp4a").emit(_stmt(E.Call("tl_dp4a", tuple(ptrs), dt.int32)))
     return EMITTED
 
 

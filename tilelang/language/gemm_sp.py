@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 from ..errors import DSLTypeError, ShapeMismatchError
-from ..frontend import builder as B
+from ..frontend import builder as _builder
 from ..op.gemm_sp import GROUP, GemmSp, e_factor
 from ..op.regions import matrix_extents, same_extent, to_region
+from .tile import GemmWarpPolicy
 
 
-def gemm_sp(A_sparse, E, B_, C, transpose_A=False, transpose_E=False, transpose_B=False, policy=None,
+def gemm_sp(A_sparse, E, B, C, transpose_A=False, transpose_E=False, transpose_B=False, policy=GemmWarpPolicy.Square,
             clear_accum=False, wg_wait=0, annotations=None):
     """C += A @ B where A (M x K) is 2:4 sparse along K (1:2 for 32-bit dtypes).
 
@@ -20,8 +21,8 @@ def gemm_sp(A_sparse, E, B_, C, transpose_A=False, transpose_E=False, transpose_
 
         T.gemm_sp(A_shared, E_shared, B_shared, C_local)
     """
-    B.in_kernel("T.gemm_sp")
-    ra, re, rb, rc = (to_region(x, None, "T.gemm_sp") for x in (A_sparse, E, B_, C))
+    _builder.in_kernel("T.gemm_sp")
+    ra, re, rb, rc = (to_region(x, None, "T.gemm_sp") for x in (A_sparse, E, B, C))
     a, e, b, c = (matrix_extents(r) for r in (ra, re, rb, rc))
     for nm, ext in (("A_sparse", a), ("E", e), ("B", b), ("C", c)):
         if len(ext) != 2:
@@ -45,5 +46,5 @@ def gemm_sp(A_sparse, E, B_, C, transpose_A=False, transpose_E=False, transpose_
                                  f"{re.buffer.dtype} (one element per {ef} of K) it must be "
                                  f"{(k // ef, m) if transpose_E else (m, k // ef)}")
     pol = getattr(policy, "name", None) or (str(policy) if policy is not None else "Square")
-    B.current().emit(GemmSp(ra, re, rb, rc, bool(transpose_A), bool(transpose_E), bool(transpose_B),
+    _builder.current().emit(GemmSp(ra, re, rb, rc, bool(transpose_A), bool(transpose_E), bool(transpose_B),
                             bool(clear_accum), pol))

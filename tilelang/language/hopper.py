@@ -29,6 +29,7 @@ from ..ir.buffer import Buffer
 from ..ir.expr import BufferLoad, Call, as_expr
 from ..op import hopper as H
 from ..op.regions import is_tile_arg, pair_regions
+from .tile import GemmWarpPolicy
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,8 @@ def dec_max_nreg(reg_count):
 
 
 # ---------------------------------------------------------------- async wgmma (issue, then wait)
-def wgmma_gemm(A, B, C, transpose_A=False, transpose_B=False, policy=None, clear_accum=False, annotations=None):
+def wgmma_gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Square, clear_accum=False,
+               annotations=None):
     """C += A @ B on Hopper wgmma, issued without waiting (T.gemm's arguments).
 
     The accumulator C must not be read, and A / B not overwritten, until `T.wait_wgmma(n)`

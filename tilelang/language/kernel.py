@@ -16,8 +16,9 @@ class KernelSpec:
     threads: tuple
 
 
-def Kernel(*blocks, threads=128, is_cpu=False, prelude=None) -> KernelSpec:
-    """Launch a grid of `blocks` (1-3 extents), each block with `threads` threads.
+def Kernel(*blocks, threads=None, is_cpu=False, prelude=None, cluster_dims=None) -> KernelSpec:
+    """Launch a grid of `blocks` (1-3 extents), each block with `threads` threads (128 when omitted).
+    `cluster_dims` other than 1 (thread-block clusters) is not supported here and raises.
 
     Example::
 
@@ -29,6 +30,13 @@ def Kernel(*blocks, threads=128, is_cpu=False, prelude=None) -> KernelSpec:
     if not 1 <= len(blocks) <= 3:
         raise DSLTypeError(f"T.Kernel takes 1 to 3 grid extents, got {len(blocks)}")
     grid = tuple(const_int(b) if const_int(b) is not None else as_expr(b) for b in blocks)
+    if cluster_dims is not None:
+        dims = tuple(cluster_dims) if isinstance(cluster_dims, (tuple, list)) else (cluster_dims,)
+        if any(const_int(d) != 1 for d in dims):
+            raise NotImplementedError(f"T.Kernel(cluster_dims={cluster_dims!r}): thread-block clusters are not "
+                                      "supported yet; launch without cluster_dims")
+    if threads is None:
+        threads = 128
     if isinstance(threads, int):
         threads = (threads,)
     threads = tuple(threads)

@@ -30,24 +30,36 @@ def _range_args(args, what):
     raise DSLTypeError(f"{what} takes 1 to 3 arguments (start, stop, step), got {len(args)}")
 
 
-def serial(*args, annotations=None) -> ForSpec:
+def _given(start, stop, step, what):
+    if stop is None:
+        if step is not None:
+            raise DSLTypeError(f"{what}: a step needs a stop (start, stop, step)")
+        return (start,)
+    return (start, stop) if step is None else (start, stop, step)
+
+
+def _annotations(annotations) -> tuple:
+    return tuple((str(k), v) for k, v in (annotations or {}).items() if isinstance(v, (bool, int, float, str)))
+
+
+def serial(start, stop=None, step=None, *, annotations=None) -> ForSpec:
     """A sequential loop: `for k in T.serial(n)` (also `range(n)`, `T.serial(a, b, step)`)."""
+    args = _given(start, stop, step, "T.serial")
     start, extent, step = _range_args(args, "T.serial")
     if step != 1:
         return ForSpec("serial", (start,), ((args[1] - args[0]),), (), step)
-    return ForSpec("serial", (start,), (extent,))
+    return ForSpec("serial", (start,), (extent,))  # annotations: accepted, no effect here
 
 
-def unroll(*args, explicit=False, unroll_factor=None) -> ForSpec:
+def unroll(start, stop=None, step=None, *, explicit=False, unroll_factor=None, annotations=None) -> ForSpec:
     """A loop the compiler unrolls."""
-    start, extent, step = _range_args(args, "T.unroll")
-    return ForSpec("unroll", (start,), (extent,), (), step)
+    start, extent, step = _range_args(_given(start, stop, step, "T.unroll"), "T.unroll")
+    return ForSpec("unroll", (start,), (extent,), (), step)  # annotations, unroll_factor: no effect here
 
 
-def vectorized(*args, annotations=None) -> ForSpec:
-    start, extent, _ = _range_args(args, "T.vectorized")
-    ann = tuple((str(k), v) for k, v in (annotations or {}).items() if isinstance(v, (bool, int, float, str)))
-    return ForSpec("vectorized", (start,), (extent,), ann)
+def vectorized(start, stop=None, *, annotations=None) -> ForSpec:
+    start, extent, _ = _range_args(_given(start, stop, None, "T.vectorized"), "T.vectorized")
+    return ForSpec("vectorized", (start,), (extent,))  # annotations: accepted, no effect here
 
 
 def grid(*extents) -> ForSpec:
@@ -55,7 +67,7 @@ def grid(*extents) -> ForSpec:
     return ForSpec("serial", tuple(0 for _ in extents), tuple(extents))
 
 
-def Parallel(*extents, coalesced_width=None, loop_layout=None, prefer_async=False, annotations=None) -> ForSpec:
+def Parallel(*extents, coalesced_width=None, loop_layout=None, prefer_async=None, annotations=None) -> ForSpec:
     """Elementwise loops over a tile, spread over the block's threads: `for i, j in T.Parallel(M, N)`.
 
     prefer_async (CUDA): the loop's global -> shared element copies may use cp.async, completed
@@ -64,7 +76,7 @@ def Parallel(*extents, coalesced_width=None, loop_layout=None, prefer_async=Fals
     if not extents:
         raise DSLTypeError("T.Parallel needs at least one extent")
     ann = (("prefer_async", True),) if prefer_async else ()
-    ann += tuple((str(k), v) for k, v in (annotations or {}).items() if isinstance(v, (bool, int, float, str)))
+    ann += _annotations(annotations)
     return ForSpec("parallel", tuple(0 for _ in extents), tuple(extents), ann)
 
 
@@ -94,7 +106,7 @@ def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, annotation
         ann += (("order", tuple(order)),)
     if stage is not None:
         ann += (("stage", tuple(stage)),)
-    ann += tuple((str(k), v) for k, v in (annotations or {}).items() if isinstance(v, (bool, int, float, str)))
+    ann += _annotations(annotations)
     return ForSpec("pipelined", (start,), (extent,), ann)
 
 
@@ -163,7 +175,7 @@ def Persistent(domain, wave_size, index, group_size=8, num_stages=0, *, annotati
         raise DSLTypeError(f"T.Persistent(num_stages={num_stages}) is not supported: pipeline the k-loop inside "
                            "with T.Pipelined(..., num_stages=...) instead")
     group = 8 if group_size is None else group_size
-    ann = tuple((str(k), v) for k, v in (annotations or {}).items() if isinstance(v, (bool, int, float, str)))
+    ann = _annotations(annotations)
     return PersistentSpec(domain, wave_size, index, group, ann)
 
 

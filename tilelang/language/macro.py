@@ -33,7 +33,7 @@ class Macro:
         return None
 
 
-def macro(fn=None, *, hygienic=True):
+def macro(func=None, *, hygienic=True):
     """Mark a helper whose T.* statements are inlined where it is called inside a kernel.
 
     Example::
@@ -41,6 +41,6 @@ def macro(fn=None, *, hygienic=True):
         @T.macro
         def softmax_rescale(acc, scale): ...
     """
-    if fn is None:
+    if func is None:
         return lambda f: Macro(f)
-    return Macro(fn)
+    return Macro(func)

@@ -65,7 +65,7 @@ def atomic_store(dst, src, memory_order="seq_cst"):
     return EMITTED
 
 
-def im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad, annotations=None):
+def im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad, eviction_policy=None, annotations=None):
     """Fill the tile `col` (rows: output pixels n*OH*OW, cols: kh*KW*C + kw*C + c) with block
     `(nhw_step, c_step)` of the im2col matrix of the NHWC image `img`; padding reads 0.
 

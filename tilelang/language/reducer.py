@@ -58,12 +58,12 @@ def _reducer(acc, what) -> Buffer:
     return buf
 
 
-def reducer_init(acc, init_value=None):
+def reducer_init(reducer, init=None):
     """Start a reduction: every element the op's identity (or `init_value`)."""
     from .tile import fill
 
-    buf = _reducer(acc, "T.reducer_init")
-    fill(buf, _identity(buf.reducer_op, buf.dtype) if init_value is None else init_value)
+    buf = _reducer(reducer, "T.reducer_init")
+    fill(buf, _identity(buf.reducer_op, buf.dtype) if init is None else init)
     return EMITTED
 
 

@@ -24,13 +24,27 @@ def _on_chip(prim: str, **operands) -> None:
                                f"fragment tiles: T.copy it into a T.alloc_shared/T.alloc_fragment tile first")
 
 
-def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None, loop_layout=None):
+def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None, loop_layout=None, *,
+         prefer_instruction=None, annotations=None):
     """Copy a tile: `T.copy(A[by * 128, k * 32], A_shared)`.
 
     Each side is a buffer, a slice (`A[a:b, c:d]`) or a corner (`A[i, j]`, extent taken from
     the other side). Global elements outside the tensor read as zero and are never written.
+    `coalesced_width`, `eviction_policy`, `prefer_instruction` ("tma", "cp_async" or "sync") and
+    `loop_layout` are lowering hints (the compiler picks its own); `annotations` may carry any of
+    them and wins over the keyword, as in the public TileLang.
     """
     B.in_kernel("T.copy")
+    ann = dict(annotations or {})
+    disable_tma = ann.get("disable_tma", disable_tma)
+    prefer = ann.get("prefer_instruction", prefer_instruction)
+    if prefer is not None and str(prefer) not in ("tma", "cp_async", "sync"):
+        raise DSLTypeError(f"T.copy: prefer_instruction must be 'tma', 'cp_async' or 'sync', got {prefer!r}")
+    policy = ann.get("eviction_policy", eviction_policy)
+    if policy is not None and not isinstance(policy, int) and policy not in ("evict_normal", "evict_first",
+                                                                              "evict_last"):
+        raise DSLTypeError(f"T.copy: eviction_policy must be 'evict_normal', 'evict_first' or 'evict_last', "
+                           f"got {policy!r}")
     for name, x in (("src", src), ("dst", dst)):
         if not is_tile_arg(x):
             raise DSLTypeError(f"T.copy {name}: expected a buffer, slice or corner, got {type(x).__name__}: {x!r}")
@@ -60,13 +74,15 @@ class GemmWarpPolicy(enum.IntEnum):
     FullCol = 2
 
 
-def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=None, clear_accum=False, k_pack=1,
-         wg_wait=0, mbar=None, annotations=None):
+def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Square, clear_accum=False, mbar=None,
+         annotations=None, *, k_pack=1, wg_wait=0):
     """C += A @ B on tiles (`C = A @ B` with clear_accum=True); transposes per flag.
 
     A is (M, K) or (K, M) with transpose_A; B is (K, N) or (N, K) with transpose_B; C is (M, N).
     Example: `T.gemm(A_shared, B_shared, C_local)`. Argument names are the public TileLang's
-    (`T.gemm(A=..., B=..., C=...)`); `annotations` is accepted and has no effect here.
+    (`T.gemm(A=..., B=..., C=...)`), in its order; `mbar` (an mbarrier the sm_100 tensor-core path
+    arrives on) and `annotations` are accepted and have no effect here; `k_pack` and `wg_wait` (keywords
+    only: the public TileLang's older spelling) are kept.
     """
     _builder.in_kernel("T.gemm")
     ra, rb, rc = (to_region(x, None, "T.gemm") for x in (A, B, C))

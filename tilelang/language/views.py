@@ -107,7 +107,8 @@ FragmentBuffer = TensorType("FragmentBuffer")
 LocalBuffer = TensorType("LocalBuffer")
 
 
-def alloc_buffer(shape, dtype="float32", data=None, strides=None, elem_offset=None, scope="global", **_):
+def alloc_buffer(shape, dtype="float32", scope="global", annotations=None, *, data=None, strides=None,
+                 elem_offset=None, **_):
     """TVM's allocation: scope "global" (the default; outside `with T.Kernel`) is T.alloc_global,
     "shared"/"shared.dyn" T.alloc_shared, "local.fragment" T.alloc_fragment, "local" T.alloc_local,
     "local.var" T.alloc_var."""
