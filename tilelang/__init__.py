@@ -68,6 +68,14 @@ def __getattr__(name):
         import importlib
 
         return importlib.import_module("." + name, __name__)
+    if name in ("Layout", "Fragment"):
+        from . import layout
+
+        return getattr(layout, name)
+    if name == "Profiler":
+        from .profiler import Profiler
+
+        return Profiler
     if name in ("disable_cache", "enable_cache", "is_cache_enabled", "clear_cache"):
         from . import cache
 
