@@ -93,6 +93,10 @@ _MODULES = {
 }
 _HOME = {n: "." + m for m, names in _MODULES.items() for n in names.split()}
 _HOME["PrimFunc"] = "..ir.stmt"
+for _n in ("TensorCoreIntrinEmitter get_ldmatrix_offset get_mma_micro_size get_swizzle_layout make_mma_swizzle_layout "
+           "mma_store_index_map").split():
+    _HOME[_n] = "..cuda.intrinsics"  # the mma.sync macro generator, as the public T namespace re-exports it
+_HOME["TensorCoreIntrinEmitterWithLadderTransform"] = "..cuda.intrinsics.macro.ladder_macro_generator"
 _HOME["dtype"] = ".dtypes"
 
 # The expert tier (Hopper barriers / TMA / wgmma, inline PTX, 2:4 sparse gemm): no program that
