@@ -322,6 +322,11 @@ class CExpr:
             return self.math(d, _FLOAT_FN[op], args)
         if op.startswith("atomic_"):
             return self.atomic(e)
+        from .math_calls import print_math
+
+        text = print_math(self, e, args)
+        if text is not None:
+            return text
         from .intrinsics import print_call
 
         text = print_call(self, e, args)
@@ -377,6 +382,11 @@ class CExpr:
                 return self.index_fn(e.buffer, e.indices)
             if e.dtype == d and (native := self.bf16_native(e)) is not None:
                 return native
+            if isinstance(e, E.Call) and e.op == "cast_nosat" and e.dtype == d:
+                # its own bits: converting the value back would saturate an e5m2 inf on CUDA
+                from .math_calls import nosat_bits
+
+                return nosat_bits(d, self(e.args[0]))
         return self.store_value(d, self.converted(e, d))
 
     def store_value(self, d: dt.DType, text: str) -> str:

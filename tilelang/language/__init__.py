@@ -78,7 +78,12 @@ _MODULES = {
     "math": ("exp exp2 log log2 log10 sqrt rsqrt tanh sigmoid sin cos erf floor ceil "
         "round trunc log1p expm1 exp10 abs max min pow if_then_else Select cast Cast infinity max_value "
         "min_value ceildiv floordiv floormod truncdiv truncmod bitwise_and bitwise_or bitwise_xor bitwise_not "
-        "shift_left shift_right And Or Not reinterpret clamp fast_exp fast_exp2 fast_log fast_log2"),
+        "shift_left shift_right And Or Not reinterpret clamp fast_exp fast_exp2 fast_log fast_log2 "
+        "acos acosh asin asinh atan atanh cosh sinh tan atan2 hypot copysign nextafter nearbyint fmod ldexp "
+        "isnan isinf isfinite popcount clz fabs likely cdiv align_up q_multiply_shift "
+        "__exp __exp2 __log __log2 __log10 __exp10 __sin __cos __tan"),
+    "math_ieee": ("ieee_add ieee_sub ieee_mul ieee_fmaf ieee_fdiv ieee_frcp ieee_fsqrt ieee_frsqrt fma fmul "
+        "fast_rcp add2 sub2 mul2 fma2 max2 min2 abs2"),
     "debug": "print device_assert",
     "macro": "macro",
     "eager": "const empty dynamic symbolic",

@@ -1,10 +1,15 @@
-"""Scalar math usable anywhere in a kernel: `T.exp2(x)`, `T.max(a, b)`, `T.if_then_else(c, a, b)`."""
+"""Scalar math usable anywhere in a kernel: `T.exp2(x)`, `T.max(a, b)`, `T.atan2(y, x)`, `T.if_then_else(c, a, b)`.
+
+Every function takes IR expressions or Python numbers and returns an expression (Python
+numbers fold where the result is plain Python). Float math on bf16 / fp16 / fp8 values runs
+in float and rounds back once; on integers it runs in float32. `span=` (the public
+TileLang's source location argument) is accepted and ignored: our IR takes its spans from
+the parser. IEEE rounding-mode arithmetic and the packed x2 ops are in math_ieee.py.
+"""
 from __future__ import annotations
 
-import math as _m
-
 from .. import dtypes as dt
-from ..arith.simplify import const_int
+from ..errors import DSLTypeError
 from ..ir import expr as E
 
 
@@ -19,19 +24,179 @@ def _unary(op):
 
 exp, exp2, log, log2, log10, sqrt, rsqrt, tanh, sigmoid = (_unary(n) for n in (
     "exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt", "tanh", "sigmoid"))
-sin, cos, erf, floor, ceil, round, trunc, log1p, expm1, exp10 = (_unary(n) for n in (
-    "sin", "cos", "erf", "floor", "ceil", "round", "trunc", "log1p", "expm1", "exp10"))
-fast_exp, fast_exp2, fast_log, fast_log2 = exp, exp2, log, log2
-__exp, __exp2, __log, __log2 = exp, exp2, log, log2
+sin, cos, erf, log1p, expm1, exp10 = (_unary(n) for n in ("sin", "cos", "erf", "log1p", "expm1", "exp10"))
 
 
-def abs(x):
-    """|x| (keeps the dtype)."""
+def _operands(*xs) -> list:
+    """IR operands; a Python number beside a typed operand takes that operand's dtype."""
+    xs = [x if isinstance(x, (bool, int, float)) else E.as_expr(x) for x in xs]
+    like = next((x.dtype for x in xs if isinstance(x, E.Expr)), None)
+    return [E.as_expr(x, like) for x in xs]
+
+
+def _float_dtype(xs) -> dt.DType:
+    """The dtype float math on `xs` returns: their promoted dtype, float32 where that is not a float."""
+    d = xs[0].dtype
+    for x in xs[1:]:
+        d = dt.promote(d, x.dtype)
+    return d if d.is_float else dt.float32
+
+
+def _float_call(op: str, *xs) -> E.Expr:
+    xs = _operands(*xs)
+    d = _float_dtype(xs)
+    return E.Call(op, tuple(E.cast(d, x) for x in xs), d)
+
+
+def _float_fn(op: str, doc: str, arity: int = 1):
+    if arity == 1:
+        def fn(x):
+            return _float_call(op, x)
+    else:
+        def fn(x1, x2):
+            return _float_call(op, x1, x2)
+    fn.__name__ = fn.__qualname__ = op
+    fn.__doc__ = doc
+    return fn
+
+
+_TRIG = "Elementwise `{0}` (float result; integers compute in float32): `y = T.{0}(x[i])`."
+acos, acosh, asin, asinh, atan, atanh, cosh, sinh, tan = (_float_fn(n, _TRIG.format(n)) for n in (
+    "acos", "acosh", "asin", "asinh", "atan", "atanh", "cosh", "sinh", "tan"))
+atan2 = _float_fn("atan2", "The angle of the point (x2, x1): `T.atan2(y[i], x[i])`, in [-pi, pi].", 2)
+hypot = _float_fn("hypot", "sqrt(x1**2 + x2**2) without overflow in the squares: `T.hypot(a[i], b[i])`.", 2)
+copysign = _float_fn("copysign", "|x1| with the sign bit of x2 (NaN and -0.0 included): `T.copysign(a[i], b[i])`.", 2)
+
+
+def nextafter(x1, x2):
+    """The next value of the operands' float dtype after x1 in the direction of x2 (x2 itself when
+    equal; NaN when either is NaN): `T.nextafter(x[i], T.infinity("float32"))`."""
+    x1, x2 = _operands(x1, x2)
+    d = _float_dtype([x1, x2])
+    x, y = E.cast(d, x1), E.cast(d, x2)
+    if d.bits >= 32:
+        return E.Call("nextafter", (x, y), d)
+    # narrower floats compute in float, whose nextafterf steps float's grid: step the bits instead
+    u = dt.as_dtype(f"uint{d.bits}")
+    bits = E.call("reinterpret", x, dtype=u)
+    away = E.binop("==", E.binop("<", x, y), E.binop(">", x, E.const(0.0, d)))  # |x| grows
+    step = E.call("reinterpret", E.select(away, bits + 1, bits - 1), dtype=d)
+    tiny = E.call("reinterpret", E.select(E.binop(">", y, E.const(0.0, d)), E.const(1, u),
+                                          E.const((1 << (d.bits - 1)) | 1, u)), dtype=d)
+    nan = E.logical_or(E.binop("!=", x, x), E.binop("!=", y, y))
+    same = E.binop("==", x, y)
+    return E.select(nan, x + y, E.select(same, y, E.select(E.binop("==", x, E.const(0.0, d)), tiny, step)))
+
+
+def floor(x, span=None):
+    """Largest integer value <= x (float result): `T.floor(x[i])`."""
+    return E.call("floor", E.as_expr(x))
+
+
+def ceil(x, span=None):
+    """Smallest integer value >= x (float result): `T.ceil(x[i])`."""
+    return E.call("ceil", E.as_expr(x))
+
+
+def trunc(x, span=None):
+    """x rounded toward zero (float result): `T.trunc(x[i])`."""
+    return E.call("trunc", E.as_expr(x))
+
+
+def round(x, rounding_mode="ties-to-even", span=None):
+    """x rounded to an integer value (float result).
+
+    `rounding_mode` is "ties-to-even" (2.5 -> 2.0, the default) or "ties-away-from-zero"
+    (2.5 -> 3.0, -2.5 -> -3.0, as C's `round`). A non-string second positional argument is
+    taken as the span, as the public TileLang does::
+
+        Y[i] = T.round(X[i], rounding_mode="ties-away-from-zero")
+    """
+    if rounding_mode is None or not isinstance(rounding_mode, str):
+        rounding_mode = "ties-to-even"
+    if rounding_mode == "ties-to-even":
+        return E.call("round", E.as_expr(x))
+    if rounding_mode == "ties-away-from-zero":
+        return _float_call("round_away", x)
+    raise DSLTypeError(f"T.round: rounding_mode must be 'ties-to-even' or 'ties-away-from-zero', got {rounding_mode!r}")
+
+
+def nearbyint(x, span=None):
+    """x rounded to an integer value in the default rounding mode, ties to even (as T.round): `T.nearbyint(x[i])`."""
+    return _float_call("nearbyint", x)
+
+
+def fmod(x, y):
+    """Remainder of x / y with the sign of x (C's fmod; `%` on integers truncates): `T.fmod(a[i], 3.0)`.
+
+    Python's `%` on kernel values is the floor remainder (sign of y); this is the truncated one.
+    """
+    x, y = _operands(x, y)
+    d = dt.promote(x.dtype, y.dtype)
+    if not d.is_float:
+        return truncmod(x, y)
+    return E.Call("fmod", (E.cast(d, x), E.cast(d, y)), d)
+
+
+def ldexp(x1, x2):
+    """x1 * 2**x2, exactly (x2 an integer; a float x2 is truncated): `T.ldexp(m[i], e[i])`."""
+    x1, x2 = _operands(x1, x2)
+    d = x1.dtype if x1.dtype.is_float else dt.float32
+    return E.Call("ldexp", (E.cast(d, x1), E.cast(dt.int32, x2)), d)
+
+
+def _classify(op, int_value):
+    def fn(x, span=None):
+        x = E.as_expr(x)
+        if not x.dtype.is_float:
+            return E.const(int_value, dt.bool_)
+        return E.Call(op, (x,), dt.bool_)
+    fn.__name__ = op
+    return fn
+
+
+isnan = _classify("isnan", False)
+isnan.__doc__ = "True where x is NaN (bool; integers never are): `T.if_then_else(T.isnan(x[i]), 0, x[i])`."
+isinf = _classify("isinf", False)
+isinf.__doc__ = "True where x is +inf or -inf (bool; integers never are): `bad = T.isinf(x[i])`."
+isfinite = _classify("isfinite", True)
+isfinite.__doc__ = "True where x is neither inf nor NaN (bool; integers always are): `ok = T.isfinite(x[i])`."
+
+
+def _int_operand(name, x) -> E.Expr:
+    x = E.as_expr(x)
+    if not x.dtype.is_int:
+        raise DSLTypeError(f"T.{name} needs an integer operand, got {x.dtype}")
+    return x
+
+
+def popcount(x):
+    """Number of set bits of x's two's-complement bits (dtype of x): `T.popcount(mask[i])`."""
+    x = _int_operand("popcount", x)
+    return E.Call("popcount", (x,), x.dtype)
+
+
+def clz(x):
+    """Number of leading zero bits of x in its own width (int32; clz(0) is the width): `T.clz(v[i])`."""
+    x = _int_operand("clz", x)
+    return E.Call("clz", (x,), dt.int32)
+
+
+def abs(x, span=None):
+    """|x| (keeps the dtype): `T.abs(x[i])`."""
     return E.call("abs", x)
 
 
+fabs = abs
+
+# CUDA's fast-math spellings: here the accurate function (a valid approximation of the fast one)
+fast_exp, fast_exp2, fast_log, fast_log2 = exp, exp2, log, log2
+__exp, __exp2, __log, __log2, __log10, __exp10 = exp, exp2, log, log2, log10, exp10
+__sin, __cos, __tan = sin, cos, tan
+
+
 def max(a, b, *rest):
-    """The larger of the arguments."""
+    """The larger of the arguments (a NaN operand is ignored, as CUDA's fmaxf): `T.max(x[i], 0)`."""
     if not isinstance(a, E.Expr) and not isinstance(b, E.Expr) and not rest:
         return a if a >= b else b
     out = E.call("max", a, b)
@@ -41,6 +206,7 @@ def max(a, b, *rest):
 
 
 def min(a, b, *rest):
+    """The smaller of the arguments (a NaN operand is ignored, as CUDA's fminf): `T.min(x[i], 6)`."""
     if not isinstance(a, E.Expr) and not isinstance(b, E.Expr) and not rest:
         return a if a <= b else b
     out = E.call("min", a, b)
@@ -49,33 +215,180 @@ def min(a, b, *rest):
     return out
 
 
-def pow(a, b):
-    return E.call("pow", a, b)
+def pow(x, y, span=None):
+    """x ** y (float result): `T.pow(x[i], 2.0)`."""
+    return E.call("pow", x, y)
 
 
-def if_then_else(cond, a, b):
-    """`a` where cond holds, else `b` (both evaluated)."""
-    return E.select(cond, a, b)
+def if_then_else(cond, t, f, span=None):
+    """`t` where cond holds, else `f` (both evaluated): `T.if_then_else(x[i] > 0, x[i], 0)`."""
+    return E.select(cond, t, f)
 
 
-Select = if_then_else
+def Select(condition, true_value, false_value, span=None):
+    """TVM's spelling of T.if_then_else."""
+    return E.select(condition, true_value, false_value)
 
 
-def cast(value, dtype):
-    """Convert `value` to `dtype`: `T.cast(x, "float16")`."""
-    return E.cast(dtype, value)
+def likely(cond, span=None):
+    """A branch hint on `cond`; the value is `cond` itself: `if T.likely(i < n): ...`."""
+    return cond
 
 
-def Cast(dtype, value):
-    return E.cast(dtype, value)
+def cdiv(lhs, rhs, span=None):
+    """ceil(lhs / rhs) for non-negative integers (Python ints fold at parse time): `T.cdiv(N, block_N)`."""
+    if isinstance(lhs, int) and isinstance(rhs, int):
+        return -(-lhs // rhs)
+    return (E.as_expr(lhs) + rhs - 1) // rhs
 
 
-def infinity(dtype):
+ceildiv = cdiv
+
+
+def align_up(x, y):
+    """x rounded up to a multiple of y (non-negative integers): `T.align_up(K, 64)`."""
+    return cdiv(x, y) * y
+
+
+def floordiv(a, b, span=None):
+    """a // b rounded toward -inf (Python's `//`)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a // b
+    return E.binop("//", a, b)
+
+
+def floormod(a, b, span=None):
+    """a - floordiv(a, b) * b: the sign of b (Python's `%`)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a % b
+    return E.binop("%", a, b)
+
+
+def truncdiv(a, b, span=None):
+    """a / b rounded toward zero (C's integer `/`)."""
+    return E.binop("/", E.as_expr(a), b)
+
+
+def truncmod(a, b, span=None):
+    """a - truncdiv(a, b) * b: the sign of a (C's `%`)."""
+    a = E.as_expr(a)
+    return a - E.binop("/", a, b) * b
+
+
+def bitwise_and(x, y, span=None): return E.binop("&", x, y)
+def bitwise_or(x, y, span=None): return E.binop("|", x, y)
+def bitwise_xor(x, y, span=None): return E.binop("^", x, y)
+def bitwise_not(x, span=None): return E.unop("~", x)
+def shift_left(x, y, span=None): return E.binop("<<", x, y)
+def shift_right(x, y, span=None): return E.binop(">>", x, y)
+def And(a, b, span=None): return E.logical_and(a, b)
+def Or(a, b, span=None): return E.logical_or(a, b)
+def Not(a, span=None): return E.logical_not(a)
+
+
+def reinterpret(value, dtype, span=None):
+    """Bit-cast a scalar to a same-width dtype: `T.reinterpret(x[i], "int32")` (the older
+    `T.reinterpret(dtype, value)` order is accepted too)."""
+    if _is_dtype(value) and not _is_dtype(dtype):
+        value, dtype = dtype, value
+    d = dt.as_dtype(dtype)
+    return E.call("reinterpret", value, dtype=d)
+
+
+def _is_dtype(x) -> bool:
+    if isinstance(x, dt.DType):
+        return True
+    if not isinstance(x, str):
+        return False
+    try:
+        dt.as_dtype(x)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def clamp(dst, min_val, max_val):
+    """dst limited to [min_val, max_val], as torch.clamp: a NaN operand gives NaN, and
+    min_val > max_val gives max_val: `T.clamp(x[i], -1.0, 1.0)`."""
+    if not any(isinstance(v, E.Expr) or hasattr(v, "as_load") for v in (dst, min_val, max_val)):
+        return min(max(dst, min_val), max_val)
+    xs = _operands(dst, min_val, max_val)
+    d = _float_dtype(xs) if any(x.dtype.is_float for x in xs) else None
+    if d is None:
+        return min(max(xs[0], xs[1]), xs[2])
+    return E.Call("clamp", tuple(E.cast(d, x) for x in xs), d)
+
+
+def q_multiply_shift(x, y, q, s):
+    """round(x * y * 2**-(q + s)) of two int32 Q-numbers with q fractional bits, rounding half up,
+    computed in int64 (int32 result); a negative s shifts left: `T.q_multiply_shift(a[i], m, 31, 3)`."""
+    x, y, q, s = (E.as_expr(v) for v in (x, y, q, s))
+    s64 = E.cast(dt.int64, s)
+    lshift = E.select(s64 < 0, -s64, E.const(0, dt.int64))
+    rshift = E.select(s64 > 0, s64, E.const(0, dt.int64)) + E.cast(dt.int64, q)
+    prod = (E.cast(dt.int64, x) << lshift) * E.cast(dt.int64, y)
+    one = E.const(1, dt.int64)
+    return E.cast(dt.int32, (prod + (one << (rshift - 1))) >> rshift)
+
+
+# ---------------------------------------------------------------- casts
+
+_CAST_ROUNDING = ("", "rn", "rz", "rp", "rm", "rs")
+
+
+def cast(value, dtype, round="", sat=True, rbits=None, span=None):
+    """Convert `value` to `dtype`: `T.cast(x[i], "float16")`.
+
+    Float to float8 saturates by default (`sat=True`: past the largest finite value the result
+    is +-max, inf included, as CUDA's `.satfinite`); `sat=False` lets it overflow: to NaN for
+    float8_e4m3fn (which has no inf) and to +-inf for float8_e5m2. Other dtypes never saturate
+    (`sat` changes nothing there). `round` other than "" (the target's round-to-nearest) is
+    rejected: the public TileLang lowers only "rs", stochastic rounding, an sm_100a instruction::
+
+        Q[i] = T.cast(X[i] * scale, "float8_e4m3fn", sat=False)   # overflow shows as NaN
+    """
+    if round not in _CAST_ROUNDING:
+        raise DSLTypeError(f"T.cast: round must be one of {list(_CAST_ROUNDING)}, got {round!r}")
+    if not isinstance(sat, bool):
+        raise DSLTypeError(f"T.cast: sat must be a bool (True: saturate to finite), got {sat!r}")
+    if (round == "rs") != (rbits is not None):
+        raise DSLTypeError("T.cast: rbits (the random bits) goes with round='rs' and only with it")
+    d = dt.as_dtype(dtype)
+    if round == "rs":
+        raise DSLTypeError("T.cast(round='rs'): stochastic rounding lowers to cvt.rs.satfinite, which needs "
+                           "sm_100a / sm_103a; this implementation targets sm_80, sm_90a and the CPU. Round to "
+                           "nearest (round='') or add the noise to the value before the cast")
+    if round:
+        raise DSLTypeError(f"T.cast(round={round!r}): only round='' (round to nearest even) is lowered for casts, "
+                           "as in the public TileLang; for rounding-mode arithmetic use T.ieee_add(..., rounding_mode=)")
+    if not sat and d.name in ("float8_e4m3fn", "float8_e5m2"):
+        v = E.as_expr(value)
+        if v.dtype.is_float or v.dtype.is_int:
+            return E.Call("cast_nosat", (E.cast(dt.float32, v),), d)
+    if not sat and d.name == "float4_e2m1fn":
+        raise DSLTypeError("T.cast(..., 'float4_e2m1fn', sat=False): float4_e2m1fn has no inf or NaN to "
+                           "overflow to; its conversions always saturate")
+    return E.cast(d, value)
+
+
+def Cast(dtype, value, annotations=None, span=None):
+    """TVM's spelling of T.cast (dtype first); `annotations` may hold round / sat / rbits."""
+    a = dict(annotations or {})
+    unknown = set(a) - {"round", "sat", "rbits"}
+    if unknown:
+        raise DSLTypeError(f"T.Cast: unknown annotations {sorted(unknown)} (known: round, sat, rbits)")
+    return cast(value, dtype, round=a.get("round", ""), sat=bool(a.get("sat", True)), rbits=a.get("rbits"))
+
+
+# ---------------------------------------------------------------- constants of a dtype
+
+def infinity(dtype, span=None):
     """+inf of a float dtype: `-T.infinity(accum_dtype)` initializes a max reduction."""
     return E.const(float("inf"), dt.as_dtype(dtype))
 
 
-def max_value(dtype):
+def max_value(dtype, span=None):
+    """The largest finite value of `dtype`: `T.max_value("float16")` is 65504."""
     d = dt.as_dtype(dtype)
     if d.is_float:
         return E.const({"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38,
@@ -83,60 +396,9 @@ def max_value(dtype):
     return E.const((1 << (d.bits - 1)) - 1 if d.kind == "int" else (1 << d.bits) - 1, d)
 
 
-def min_value(dtype):
+def min_value(dtype, span=None):
+    """The smallest finite value of `dtype`: `T.min_value("int8")` is -128."""
     d = dt.as_dtype(dtype)
     if d.is_float:
         return -max_value(d)
     return E.const(-(1 << (d.bits - 1)) if d.kind == "int" else 0, d)
-
-
-def ceildiv(a, b):
-    """ceil(a / b) for non-negative integers (Python ints fold at parse time)."""
-    if isinstance(a, int) and isinstance(b, int):
-        return -(-a // b)
-    return (E.as_expr(a) + b - 1) // b
-
-
-def floordiv(a, b):
-    if isinstance(a, int) and isinstance(b, int):
-        return a // b
-    return E.binop("//", a, b)
-
-
-def floormod(a, b):
-    if isinstance(a, int) and isinstance(b, int):
-        return a % b
-    return E.binop("%", a, b)
-
-
-def truncdiv(a, b):
-    return E.binop("/", E.as_expr(a), b)
-
-
-def truncmod(a, b):
-    a = E.as_expr(a)
-    return a - E.binop("/", a, b) * b
-
-
-def bitwise_and(a, b): return E.binop("&", a, b)
-def bitwise_or(a, b): return E.binop("|", a, b)
-def bitwise_xor(a, b): return E.binop("^", a, b)
-def bitwise_not(a): return E.unop("~", a)
-def shift_left(a, b): return E.binop("<<", a, b)
-def shift_right(a, b): return E.binop(">>", a, b)
-def And(a, b): return E.logical_and(a, b)
-def Or(a, b): return E.logical_or(a, b)
-def Not(a): return E.logical_not(a)
-
-
-def reinterpret(value, dtype):
-    """Bit-cast a scalar to a same-width dtype."""
-    d = dt.as_dtype(dtype)
-    return E.call("reinterpret", value, dtype=d)
-
-
-def clamp(x, lo, hi):
-    return min(max(x, lo), hi)
-
-
-_ = (_m, const_int)

@@ -140,6 +140,7 @@ TL_INLINE double tl_fp8e4m3_to_f64(tl_fp8e4m3 v) { return (double)tl_fp8e4m3_to_
 TL_INLINE double tl_fp8e5m2_to_f64(tl_fp8e5m2 v) { return (double)tl_fp8e5m2_to_f32(v); }
 
 #include "tl_fp4.h"  /* float4_e2m1fn: conversions and packed nibble access */
+#include "tl_math.h"  /* T.popcount / T.clz / T.clamp / T.ieee_* / fp8 casts with sat=False */
 /* Every fp8 value is exact in f16, so these round once. */
 TL_INLINE tl_half tl_fp8e4m3_to_f16(tl_fp8e4m3 v) { return (tl_half)tl_fp8e4m3_to_f32(v); }
 TL_INLINE tl_half tl_fp8e5m2_to_f16(tl_fp8e5m2 v) { return (tl_half)tl_fp8e5m2_to_f32(v); }

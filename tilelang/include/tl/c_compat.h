@@ -7,6 +7,7 @@
 #include "atomic.h"
 #include "fp4.h"
 #include "exp2_poly.h"
+#include "math_ops.h"
 
 // Short unsigned names that hand-written device code (T.import_source) uses, as nvcc builds
 // get them from the host's <sys/types.h>; NVRTC has no host headers.

@@ -350,6 +350,7 @@ inline float2 make_float2(float x, float y) { return {x, y}; }
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 
 #include "host_types.h"
+#include "host_math.h"
 
 // ------------------------------------------------------------------ atomics
 static std::mutex tl_host_atomic_mu;

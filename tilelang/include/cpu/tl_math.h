@@ -1,0 +1,85 @@
+/* tl_math.h: the elementwise math of T.* that C has no single spelling for (part of tl_cpu.h).
+ *
+ *   tl_popc32/64, tl_clz32/64   T.popcount / T.clz; clz(0) is the width (as CUDA's __clz).
+ *   tl_clamp_f32/f64            T.clamp on floats: a NaN operand gives NaN (fmin/fmax would drop it).
+ *   tl_f32_to_fp8*_nosat        T.cast(x, fp8, sat=False): past the largest finite value e4m3fn
+ *                               gives NaN and e5m2 gives +-inf (CUDA's __NV_NOSAT), where the
+ *                               default conversion (tl_cpu.h) saturates e4m3fn.
+ *   tl_ieee_*_f32/f64           T.ieee_add ... T.ieee_fdiv in a rounding direction rm (0 rn, 1 rz,
+ *                               2 ru, 3 rd), run by the FPU in that mode, as CUDA's __fadd_ru ...
+ */
+#ifndef TL_MATH_H_
+#define TL_MATH_H_
+
+#include <fenv.h>
+
+TL_INLINE int32_t tl_popc32(uint32_t x) { return __builtin_popcount(x); }
+TL_INLINE int32_t tl_popc64(uint64_t x) { return __builtin_popcountll(x); }
+TL_INLINE int32_t tl_clz32(uint32_t x) { return x ? __builtin_clz(x) : 32; }
+TL_INLINE int32_t tl_clz64(uint64_t x) { return x ? __builtin_clzll(x) : 64; }
+
+TL_INLINE float tl_clamp_f32(float x, float lo, float hi) {
+    if (x != x) return x;
+    if (lo != lo) return lo;
+    if (hi != hi) return hi;
+    return fminf(fmaxf(x, lo), hi);
+}
+TL_INLINE double tl_clamp_f64(double x, double lo, double hi) {
+    if (x != x) return x;
+    if (lo != lo) return lo;
+    if (hi != hi) return hi;
+    return fmin(fmax(x, lo), hi);
+}
+
+/* e4m3fn: up to 464 (448 + half an ulp, the tie rounds to even 448) rounds to a finite value;
+ * above it, inf included, the result is NaN. e5m2 already overflows to inf in tl_cpu.h. */
+TL_INLINE tl_fp8e4m3 tl_f32_to_fp8e4m3_nosat(float f) {
+    return tl__f32_to_fp8(f, 3, 7, 0x43E80000u, 0x7F, 0x7F);
+}
+TL_INLINE tl_fp8e5m2 tl_f32_to_fp8e5m2_nosat(float f) { return tl_f32_to_fp8e5m2(f); }
+
+/* C compilers assume round-to-nearest (no -frounding-math): the empty asm with a memory clobber
+ * keeps the operation between the two fesetround calls, where the operands are reloaded. */
+#define TL__FENCE(v) __asm__ volatile("" : "+m"(v) : : "memory")
+static const int tl__fe_mode[4] = {FE_TONEAREST, FE_TOWARDZERO, FE_UPWARD, FE_DOWNWARD};
+
+#define TL__IEEE2(NAME, T, EXPR) \
+    TL_INLINE T NAME(T a, T b, int rm) { \
+        int old = fegetround(); fesetround(tl__fe_mode[rm]); \
+        TL__FENCE(a); TL__FENCE(b); \
+        T r = (EXPR); TL__FENCE(r); \
+        fesetround(old); return r; }
+TL__IEEE2(tl_ieee_add_f32, float, a + b)
+TL__IEEE2(tl_ieee_sub_f32, float, a - b)
+TL__IEEE2(tl_ieee_mul_f32, float, a * b)
+TL__IEEE2(tl_ieee_div_f32, float, a / b)
+TL__IEEE2(tl_ieee_add_f64, double, a + b)
+TL__IEEE2(tl_ieee_sub_f64, double, a - b)
+TL__IEEE2(tl_ieee_mul_f64, double, a * b)
+TL__IEEE2(tl_ieee_div_f64, double, a / b)
+/* one-operand forms: b is unused */
+TL__IEEE2(tl__ieee_rcp_f32, float, 1.0f / a)
+TL__IEEE2(tl__ieee_sqrt_f32, float, sqrtf(a))
+TL__IEEE2(tl__ieee_rcp_f64, double, 1.0 / a)
+TL__IEEE2(tl__ieee_sqrt_f64, double, sqrt(a))
+#undef TL__IEEE2
+TL_INLINE float tl_ieee_rcp_f32(float a, int rm) { return tl__ieee_rcp_f32(a, 0.0f, rm); }
+TL_INLINE float tl_ieee_sqrt_f32(float a, int rm) { return tl__ieee_sqrt_f32(a, 0.0f, rm); }
+TL_INLINE double tl_ieee_rcp_f64(double a, int rm) { return tl__ieee_rcp_f64(a, 0.0, rm); }
+TL_INLINE double tl_ieee_sqrt_f64(double a, int rm) { return tl__ieee_sqrt_f64(a, 0.0, rm); }
+
+#define TL__IEEE_FMA(NAME, T, FN) \
+    TL_INLINE T NAME(T a, T b, T c, int rm) { \
+        int old = fegetround(); fesetround(tl__fe_mode[rm]); \
+        TL__FENCE(a); TL__FENCE(b); TL__FENCE(c); \
+        T r = FN(a, b, c); TL__FENCE(r); \
+        fesetround(old); return r; }
+TL__IEEE_FMA(tl_ieee_fma_f32, float, fmaf)
+TL__IEEE_FMA(tl_ieee_fma_f64, double, fma)
+#undef TL__IEEE_FMA
+
+/* 1/sqrt(x) rounded once from double: within an ulp of CUDA's correctly rounded __frsqrt_rn,
+ * equal but for inputs whose result lies within 2^-29 ulp of a tie. */
+TL_INLINE float tl_ieee_rsqrt_f32(float a) { return (float)(1.0 / sqrt((double)a)); }
+
+#endif /* TL_MATH_H_ */

@@ -1,0 +1,150 @@
+"""Float arithmetic with a stated rounding: `T.ieee_add(a, b, "rz")`, `T.fma(a, b, c)`, `T.fmul(a, b)`,
+`T.fast_rcp(x)`; and the packed x2 ops (`T.add2` ...), which need vector dtypes we do not have.
+
+`rounding_mode` is one of "rn" (to nearest, ties to even), "rz" (toward zero), "ru" (toward
++inf), "rd" (toward -inf). On CUDA these print as CUDA's own intrinsics (`__fadd_rz`,
+`__dsqrt_ru` ...); the CPU backend runs the operation with the FPU in that mode. float16 and
+bfloat16 take "rn" only (CUDA has no directed-rounding half intrinsics; neither has the public
+TileLang): they compute in float and round once.
+"""
+from __future__ import annotations
+
+from .. import dtypes as dt
+from ..errors import DSLTypeError
+from ..ir import expr as E
+
+_MODES = ("rn", "rz", "ru", "rd")
+_IEEE_DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
+def _same_float(name: str, *xs) -> list:
+    """Operands of one float dtype (a Python number takes it from the typed operands)."""
+    xs = [x if isinstance(x, (bool, int, float)) else E.as_expr(x) for x in xs]
+    like = next((x.dtype for x in xs if isinstance(x, E.Expr)), dt.float32)
+    xs = [E.as_expr(x, like) for x in xs]
+    if any(x.dtype != xs[0].dtype for x in xs):
+        raise DSLTypeError(f"T.{name} expects all operands of one dtype, got {[str(x.dtype) for x in xs]}")
+    if not xs[0].dtype.is_float:
+        raise DSLTypeError(f"T.{name} only supports floating-point operands, got {xs[0].dtype}")
+    return xs
+
+
+def _ieee(name: str, op: str, xs, rounding_mode: str) -> E.Expr:
+    if rounding_mode not in _MODES:
+        raise DSLTypeError(f"T.{name}: rounding_mode must be one of {list(_MODES)}, got {rounding_mode!r}")
+    xs = _same_float(name, *xs)
+    d = xs[0].dtype
+    if d.name not in _IEEE_DTYPES:
+        raise DSLTypeError(f"T.{name} supports {', '.join(_IEEE_DTYPES)}, got {d}")
+    if d.bits == 16 and rounding_mode != "rn":
+        raise DSLTypeError(f"T.{name}: {d} has round-to-nearest only (rounding_mode='rn'); CUDA has no "
+                           f"directed-rounding {d} intrinsics. Compute in float32 and cast")
+    return E.Call(f"ieee_{op}_{rounding_mode}", tuple(xs), d)
+
+
+def ieee_add(x, y, rounding_mode="rn"):
+    """x + y rounded once in `rounding_mode`: `T.ieee_add(a[i], b[i], "rd")` (a lower bound of the sum)."""
+    return _ieee("ieee_add", "fadd", (x, y), rounding_mode)
+
+
+def ieee_sub(x, y, rounding_mode="rn"):
+    """x - y rounded once in `rounding_mode`: `T.ieee_sub(a[i], b[i], "ru")`."""
+    return _ieee("ieee_sub", "fsub", (x, y), rounding_mode)
+
+
+def ieee_mul(x, y, rounding_mode="rn"):
+    """x * y rounded once in `rounding_mode` (never fused into an fma): `T.ieee_mul(a[i], b[i], "rz")`."""
+    return _ieee("ieee_mul", "fmul", (x, y), rounding_mode)
+
+
+def ieee_fmaf(x, y, z, rounding_mode="rn"):
+    """x * y + z with one rounding, in `rounding_mode`: `T.ieee_fmaf(a[i], b[i], c[i], "rn")`."""
+    return _ieee("ieee_fmaf", "fmaf", (x, y, z), rounding_mode)
+
+
+def ieee_fdiv(x, y, rounding_mode="rn"):
+    """x / y correctly rounded in `rounding_mode`: `T.ieee_fdiv(a[i], b[i], "rd")`."""
+    return _ieee("ieee_fdiv", "fdiv", (x, y), rounding_mode)
+
+
+def ieee_frcp(x, rounding_mode="rn"):
+    """1 / x correctly rounded in `rounding_mode`: `T.ieee_frcp(x[i], "ru")`."""
+    return _ieee("ieee_frcp", "frcp", (x,), rounding_mode)
+
+
+def ieee_fsqrt(x, rounding_mode="rn"):
+    """sqrt(x) correctly rounded in `rounding_mode`: `T.ieee_fsqrt(x[i], "rz")`."""
+    return _ieee("ieee_fsqrt", "fsqrt", (x,), rounding_mode)
+
+
+def ieee_frsqrt(x):
+    """1 / sqrt(x) rounded to nearest (CUDA's __frsqrt_rn; float64 has none): `T.ieee_frsqrt(x[i])`."""
+    e = _ieee("ieee_frsqrt", "frsqrt", (x,), "rn")
+    if e.dtype == dt.float64:
+        raise DSLTypeError("T.ieee_frsqrt: CUDA has no float64 reciprocal square root intrinsic; "
+                           "write T.ieee_frcp(T.ieee_fsqrt(x))")
+    return e
+
+
+def fma(x, y, z):
+    """x * y + z as one fused multiply-add (one rounding, to nearest): `acc = T.fma(a[i], b[i], acc)`."""
+    xs = _same_float("fma", x, y, z)
+    return E.Call("fma", tuple(xs), xs[0].dtype)
+
+
+def fmul(x, y):
+    """x * y rounded to nearest, never contracted with a following add into an fma: `T.fmul(a[i], b[i])`."""
+    xs = _same_float("fmul", x, y)
+    return E.Call("fmul", tuple(xs), xs[0].dtype)
+
+
+def fast_rcp(x):
+    """An approximate 1 / x (CUDA: rcp.approx.ftz.f32, about 1 ulp, subnormals flushed to zero;
+    exact division on the CPU and for float64): `inv = T.fast_rcp(l[i])`."""
+    (x,) = _same_float("fast_rcp", x)
+    return E.Call("fast_rcp", (x,), x.dtype)
+
+
+def _packed(name: str):
+    raise DSLTypeError(
+        f"T.{name} computes on packed x2 values (float32x2 / float16x2 / bfloat16x2); vector dtypes are "
+        "not kernel element types in this implementation. Write the elementwise operation on scalar "
+        "elements in a T.Parallel loop (x + y, T.max(x, y), T.fma(x, y, z) ...): copies and loops are "
+        "vectorized by the compiler")
+
+
+# The packed x2 ops of the public TileLang (float32x2 / float16x2 / bfloat16x2 operands only):
+# each raises DSLTypeError here, saying to write the scalar operation instead.
+def add2(x, y):
+    """Packed element-wise x + y (packed x2 dtypes only; raises DSLTypeError here)."""
+    _packed("add2")
+
+
+def sub2(x, y):
+    """Packed element-wise x - y (packed x2 dtypes only; raises DSLTypeError here)."""
+    _packed("sub2")
+
+
+def mul2(x, y):
+    """Packed element-wise x * y (packed x2 dtypes only; raises DSLTypeError here)."""
+    _packed("mul2")
+
+
+def fma2(x, y, z):
+    """Packed element-wise x * y + z (packed x2 dtypes only; raises DSLTypeError here)."""
+    _packed("fma2")
+
+
+def max2(x, y):
+    """Packed element-wise maximum (packed x2 dtypes only; raises DSLTypeError here)."""
+    _packed("max2")
+
+
+def min2(x, y):
+    """Packed element-wise minimum (packed x2 dtypes only; raises DSLTypeError here)."""
+    _packed("min2")
+
+
+def abs2(x):
+    """Packed element-wise |x| (packed x2 dtypes only; raises DSLTypeError here)."""
+    _packed("abs2")
