@@ -340,10 +340,12 @@ def cast(value, dtype, round="", sat=True, rbits=None, span=None):
     """Convert `value` to `dtype`: `T.cast(x[i], "float16")`.
 
     Float to float8 saturates by default (`sat=True`: past the largest finite value the result
-    is +-max, inf included, as CUDA's `.satfinite`); `sat=False` lets it overflow: to NaN for
-    float8_e4m3fn (which has no inf) and to +-inf for float8_e5m2. Other dtypes never saturate
-    (`sat` changes nothing there). `round` other than "" (the target's round-to-nearest) is
-    rejected: the public TileLang lowers only "rs", stochastic rounding, an sm_100a instruction::
+    is +-max, inf included, as CUDA's `.satfinite`; NOTE: float8_e5m2 on the CPU backend
+    follows torch's conversion instead and overflows to inf). `sat=False` lets it overflow on
+    both backends: to NaN for float8_e4m3fn (which has no inf), to +-inf for float8_e5m2.
+    Other dtypes never saturate (`sat` changes nothing there). `round` other than "" (round to
+    nearest even) is rejected: the public TileLang lowers only "rs", stochastic rounding, an
+    sm_100a instruction::
 
         Q[i] = T.cast(X[i] * scale, "float8_e4m3fn", sat=False)   # overflow shows as NaN
     """
