@@ -91,4 +91,6 @@ def test_copy_converts_like_torch(src):
         outs = [torch.empty(N, dtype=getattr(torch, d)) for d in FLOATS]
         fk(x, *outs)
         for d, o in zip(FLOATS, outs):
-            check(o, x.to(getattr(torch, d)))
+            # e5m2 past its largest finite value saturates, as CUDA's conversion (torch overflows to inf)
+            wide = d == "float8_e5m2" and x.element_size() > 1
+            check(o, (x.double().clamp(-57344, 57344) if wide else x).to(getattr(torch, d)))

@@ -14,12 +14,14 @@
  *   tl_fp8e4m3  uint8_t bits of torch.float8_e4m3fn (bias 7, no inf, NaN = S.1111.111).
  *   tl_fp8e5m2  uint8_t bits of torch.float8_e5m2 (bias 15, IEEE-like inf/NaN).
  *
- * What torch (checked against 2.13, CPU) does, and so what we do:
+ * What torch (checked against 2.13, CPU) and CUDA do, and so what we do:
  *   f32 -> bf16/f16/fp8   round to nearest, ties to even.
  *   f32 -> e4m3fn         |x| > 448, including +-inf, SATURATES to +-448 (0x7E | sign);
- *                         NaN -> 0x7F | sign.
- *   f32 -> e5m2           no saturation: |x| >= 61440 (the tie above 57344) -> +-inf
- *                         (0x7C | sign); NaN -> 0x7F | sign.
+ *                         NaN -> 0x7F | sign (torch and CUDA alike).
+ *   f32 -> e5m2           |x| > 57344, including +-inf, SATURATES to +-57344 (0x7B | sign), as
+ *                         CUDA's conversions (.satfinite) and so the public TileLang on a GPU;
+ *                         torch's cast overflows to +-inf from 61440 instead, which T.cast(...,
+ *                         sat=False) gives (tl_math.h). NaN -> 0x7F | sign.
  *   f32 -> bf16 NaN       torch's vectorised path gives 0xFFFF; we return a quiet NaN that
  *                         keeps the sign and top payload bits (any NaN is accepted as equal).
  *   f64 -> bf16/f16/fp8   torch rounds TWICE, f64 -> f32 -> target (not directly), and so do
@@ -121,9 +123,9 @@ TL_INLINE float tl_fp8e4m3_to_f32(tl_fp8e4m3 v) {
     if ((v & 0x7Fu) == 0x7Fu) return tl_f32_from_bits(((uint32_t)(v & 0x80u) << 24) | 0x7FC00000u);
     return tl__fp8_to_f32(v, 3, 7);
 }
-/* e5m2: 61440 = 0x47700000 is the tie above max 57344 and rounds (to even) to inf. */
+/* e5m2: past the largest finite value 57344 = 0x47600000 (inf included) -> +-57344. */
 TL_INLINE tl_fp8e5m2 tl_f32_to_fp8e5m2(float f) {
-    return tl__f32_to_fp8(f, 2, 15, 0x476FFFFFu, 0x7C, 0x7F);
+    return tl__f32_to_fp8(f, 2, 15, 0x47600000u, 0x7B, 0x7F);
 }
 TL_INLINE float tl_fp8e5m2_to_f32(tl_fp8e5m2 v) {
     if ((v & 0x7Cu) == 0x7Cu) {                     /* exponent all ones: inf or NaN */

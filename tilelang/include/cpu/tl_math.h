@@ -32,11 +32,14 @@ TL_INLINE double tl_clamp_f64(double x, double lo, double hi) {
 }
 
 /* e4m3fn: up to 464 (448 + half an ulp, the tie rounds to even 448) rounds to a finite value;
- * above it, inf included, the result is NaN. e5m2 already overflows to inf in tl_cpu.h. */
+ * above it, inf included, the result is NaN. e5m2: 61440 = 0x47700000, the tie above 57344,
+ * rounds (to even) to inf, and so does everything past it (torch's cast). */
 TL_INLINE tl_fp8e4m3 tl_f32_to_fp8e4m3_nosat(float f) {
     return tl__f32_to_fp8(f, 3, 7, 0x43E80000u, 0x7F, 0x7F);
 }
-TL_INLINE tl_fp8e5m2 tl_f32_to_fp8e5m2_nosat(float f) { return tl_f32_to_fp8e5m2(f); }
+TL_INLINE tl_fp8e5m2 tl_f32_to_fp8e5m2_nosat(float f) {
+    return tl__f32_to_fp8(f, 2, 15, 0x476FFFFFu, 0x7C, 0x7F);
+}
 
 /* C compilers assume round-to-nearest (no -frounding-math): the empty asm with a memory clobber
  * keeps the operation between the two fesetround calls, where the operands are reloaded. */

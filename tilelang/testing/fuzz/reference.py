@@ -44,6 +44,8 @@ def round_to(x: torch.Tensor, dtype: str) -> torch.Tensor:
     if dtype == "tfloat32":  # float32 storage; reads take its 10-bit-mantissa value
         bits = x.to(torch.float32).view(torch.int32)
         return ((bits + 0x1000) & ~0x1FFF).view(torch.float32).to(torch.float64)
+    if dtype == "float8_e5m2":  # CUDA's conversion (and ours) saturates where torch's overflows to inf
+        x = x.clamp(-57344, 57344)
     return x.to(TORCH_DTYPES[dtype]).to(torch.float64)
 
 
