@@ -299,3 +299,107 @@ def test_view_and_base_reductions_share_one_scratch_on_sm90a():
     torch.testing.assert_close(out["L"].double(), lref, rtol=0, atol=0)
     wref = c[:, :N].sum(0, keepdim=True)
     torch.testing.assert_close(out["W"].double(), wref, rtol=1e-6, atol=1e-4)
+
+
+def _attention_rows(kv, threads, dt):
+    """fuzz seed 81 (the `attn` family), shrunk: one 128-row block of an online-softmax attention whose
+    P (a cast copy of S) is the A operand of the second gemm, FullRow over `threads` threads."""
+    @T.prim_func
+    def main(Q1: T.Tensor((256, 128), dt), K2: T.Tensor((kv, 128), dt), V3: T.Tensor((kv, 128), dt),
+             O4: T.Tensor((256, 128), "float32"), L5: T.Tensor((256,), "float32")):
+        with T.Kernel(1, 2, threads=threads) as (bx, by):
+            Q_s = T.alloc_shared((128, 128), dt)
+            K_s = T.alloc_shared((128, 128), dt)
+            V_s = T.alloc_shared((128, 128), dt)
+            S = T.alloc_fragment((128, 128), "float32")
+            P = T.alloc_fragment((128, 128), dt)
+            O = T.alloc_fragment((128, 128), "float32")
+            m = T.alloc_fragment((128,), "float32")
+            m_prev = T.alloc_fragment((128,), "float32")
+            scale = T.alloc_fragment((128,), "float32")
+            rsum = T.alloc_fragment((128,), "float32")
+            lsum = T.alloc_fragment((128,), "float32")
+            T.copy(Q1[by * 128, 0], Q_s)
+            T.clear(O)
+            T.clear(lsum)
+            T.fill(m, -1e+30)
+            for k in T.Pipelined(T.ceildiv(kv, 128), num_stages=2):
+                T.copy(K2[k * 128, 0], K_s)
+                T.copy(V3[k * 128, 0], V_s)
+                for i, j in T.Parallel(128, 128):
+                    S[i, j] = T.if_then_else(k * 128 + j < kv, 0.0, -1e+30)
+                T.gemm(Q_s, K_s, S, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                T.copy(m, m_prev)
+                T.reduce_max(S, m, dim=1, clear=False)
+                for i in T.Parallel(128):
+                    scale[i] = T.exp(-T.abs(m_prev[i] * 0.088388 - m[i] * 0.088388))
+                for i, j in T.Parallel(128, 128):
+                    S[i, j] = T.exp(-T.abs(S[i, j] * 0.088388 - m[i] * 0.088388))
+                T.reduce_sum(S, rsum, dim=1, clear=True)
+                for i in T.Parallel(128):
+                    lsum[i] = lsum[i] * scale[i] + rsum[i]
+                T.copy(S, P)
+                for i, j in T.Parallel(128, 128):
+                    O[i, j] = O[i, j] * scale[i]
+                T.gemm(P, V_s, O, policy=T.GemmWarpPolicy.FullRow)
+            T.copy(O, O4[by * 128, 0])
+            T.copy(lsum, L5[by * 128])
+
+    return main
+
+
+def _attention_rows_ref(q, k, v, dt):
+    """Float64 attention rows as the program computes them, P rounded to the tile's dtype; k, v:
+    zero rows past their end up to a whole 128-row tile (out-of-range reads are zero)."""
+    kv = k.shape[0]
+    n = -(-kv // 128) * 128
+    kp, vp = torch.zeros(n, 128, dtype=torch.float64), torch.zeros(n, 128, dtype=torch.float64)
+    kp[:kv], vp[:kv] = k.double(), v.double()
+    o = torch.zeros(256, 128, dtype=torch.float64)
+    lsum = torch.zeros(256, dtype=torch.float64)
+    m = torch.full((256,), -1e30, dtype=torch.float64)
+    for t in range(n // 128):
+        s = q.double() @ kp[t * 128:(t + 1) * 128].T
+        s[:, torch.arange(t * 128, (t + 1) * 128) >= kv] += -1e30
+        m_prev, m = m, torch.maximum(m, s.max(1).values)
+        scale = torch.exp(-(m_prev * 0.088388 - m * 0.088388).abs())
+        s = torch.exp(-(s * 0.088388 - m[:, None] * 0.088388).abs())
+        lsum = lsum * scale + s.sum(1)
+        p = s.to(dt).double()
+        o = o * scale[:, None] + p @ vp[t * 128:(t + 1) * 128]
+    return o, lsum
+
+
+@pytest.mark.parametrize("kv, threads, dt", [(24, 256, "bfloat16"), (200, 128, "float16")])
+def test_attention_p_stays_in_registers_on_sm80(kv, threads, dt):
+    """fuzz seed 81: P, the 16-bit A operand of the second mma.sync gemm, went to shared memory ("used as a
+    T.gemm A/B operand"): 196608 bytes on sm_80, over its 166912 a block. A cast copy of the accumulator S
+    on the gemm's (warps_m, 1) rows is the m16n8k16 A layout already: P stays in registers (tl::gemm_rs),
+    163840 bytes. Against float64 on the CPU backend and on the host emulator (the sm_80 source)."""
+    from tilelang.backend.target import smem_per_block
+    from tilelang.testing.fuzz import host_exec
+
+    main = _attention_rows(kv, threads, dt)
+    tdt = getattr(torch, dt)
+    q, k, v = (torch.randn(r, 128).to(tdt) for r in (256, kv, kv))
+    o_ref, l_ref = _attention_rows_ref(q, k, v, tdt)
+    ins = {"Q1": q, "K2": k, "V3": v, "O4": torch.full((256, 128), float("nan")),
+           "L5": torch.full((256,), float("nan"))}  # outputs poisoned
+    order = ["Q1", "K2", "V3", "O4", "L5"]
+    outs = []
+    cpu = tilelang.compile(main, target="cpu")
+    got = {n: t.clone() for n, t in ins.items()}
+    cpu(*(got[n] for n in order))
+    outs.append(got)
+    sm80 = tilelang.compile(main, target="cuda -arch=sm_80")
+    src = sm80.get_kernel_source()
+    assert sm80.artifact.csource.smem_bytes <= smem_per_block(80), sm80.artifact.csource.smem_bytes
+    assert sm80.artifact.csource.smem_bytes == 163840  # Q, and K and V twice (2 stages): no P
+    warps = threads // 32
+    assert f"tl::gemm_rs<128, 128, 128, {warps}, 1, false, 128, true," in src, src[-3000:]
+    assert f" P[{128 * 128 // threads}];" in src  # registers, not a shared tile
+    if host_exec.available():
+        outs.append(host_exec.run_on_host(sm80, ins, order))
+    for out in outs:
+        torch.testing.assert_close(out["L5"].double(), l_ref, rtol=1e-4, atol=1e-3)
+        torch.testing.assert_close(out["O4"].double(), o_ref, rtol=5e-3, atol=5e-3)

@@ -128,6 +128,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_SLICE_PAIR_STORES = "tl.disable_slice_pair_stores"
     TL_DISABLE_FRAGMENT_SLICE_OFFSETS = "tl.disable_fragment_slice_offsets"
     TL_DISABLE_MMA_REGISTER_A = "tl.disable_mma_register_a"
+    TL_DISABLE_MMA_REGISTER_A16 = "tl.disable_mma_register_a16"
     TL_DISABLE_WGMMA_INFLIGHT = "tl.disable_wgmma_inflight"
     TL_DISABLE_SINGLE_STAGE_PIPELINE = "tl.disable_single_stage_pipeline"
     TL_DISABLE_SPLIT_GLOBAL_INDEX = "tl.disable_split_global_index"
@@ -371,6 +372,9 @@ _DOCS = {
                                          "transform/cuda/offset_slices.py).",
     "TL_DISABLE_MMA_REGISTER_A": "Ours. True: a tf32 mma.sync T.gemm whose A is a fragment reads A through shared "
                                  "memory (tl::gemm_ss; else from registers in the mma A layout, tl::gemm_rs).",
+    "TL_DISABLE_MMA_REGISTER_A16": "Ours. True: a 16-bit mma.sync T.gemm whose A fragment is laid out as an "
+                                   "accumulator of its rows (attention's P, a cast copy of S) reads A through shared "
+                                   "memory (tl::gemm_ss; else from those registers, tl::gemm_rs).",
     "TL_DISABLE_WGMMA_INFLIGHT": "Ours. True: a cp.async-pipelined loop's wgmma gemm waits for its own batch "
                                  "and the loop refills a stage before its wait (else the batch stays in flight "
                                  "while the next loads are issued, transform/cuda/wgmma_inflight.py).",

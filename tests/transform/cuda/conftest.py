@@ -54,8 +54,10 @@ def gemm_nt(M=512, N=64, K=256, bM=512, bN=8, bK=32, threads=128, stages=2):
     return tk.gemm(M, N, K, bM, bN, bK, threads, stages, transpose_B=True)
 
 
-def two_gemms(M=128, D=64, N=128):
-    """S = Q @ K (accumulator), P = half(S) elementwise, O = P @ V: P is a gemm A operand."""
+def two_gemms(M=128, D=64, N=128, policies=("Square", "Square")):
+    """S = Q @ K (accumulator), P = half(S) elementwise, O = P @ V: P is a gemm A operand.
+    policies: the two gemms' GemmWarpPolicy names."""
+    pol = [getattr(T.GemmWarpPolicy, name) for name in policies]
 
     @T.prim_func
     def two_gemms(Q: T.Tensor((M, D), "float16"), Kt: T.Tensor((D, D), "float16"), V: T.Tensor((D, N), "float16"),
@@ -71,11 +73,11 @@ def two_gemms(M=128, D=64, N=128):
             T.copy(Kt, K_s)
             T.copy(V, V_s)
             T.clear(S_l)
-            T.gemm(Q_s, K_s, S_l)
+            T.gemm(Q_s, K_s, S_l, policy=pol[0])
             for i, j in T.Parallel(M, D):
                 P[i, j] = S_l[i, j] * 0.125
             T.clear(O_l)
-            T.gemm(P, V_s, O_l)
+            T.gemm(P, V_s, O_l, policy=pol[1])
             T.copy(O_l, O)
 
     return two_gemms

@@ -202,6 +202,32 @@ def test_gemm_a_operand_fragment_is_demoted_on_sm80(kernels, helpers):
     assert not plan.rs_gemms
 
 
+def test_16bit_gemm_a_operand_on_accumulator_rows_stays_in_registers_on_sm80(kernels, helpers):
+    """FullRow twice: S's (4, 1) accumulator layout is the m16n8k16 A layout of P @ V over (4, 1) warps,
+    so P, computed elementwise from S, stays in registers for tl::gemm_rs (fuzz seed 81)."""
+    plan, frags, threads, k = plan_for(kernels.two_gemms(policies=("FullRow", "FullRow")), 80, helpers=helpers)
+    p, s = plan.layout(frags["P"]), plan.layout(frags["S_l"])
+    assert p == s == MmaAccFragment((128, 64), 4, 1), plan.reasons
+    second = [g for g in collect(k.body, lambda n: isinstance(n, O.Gemm)) if g.A.buffer is frags["P"]]
+    assert len(second) == 1 and plan.rs_gemms == {id(second[0]): p}
+    assert id(second[0]) in plan.mma_gemms and not plan.reasons
+    assert_covers_tile_once(p, threads)
+
+
+@pytest.mark.parametrize("policies, switch, why", [
+    (("FullRow", "Square"), True, "A/B operand"),  # P @ V over (2, 2) warps: each warp needs whole rows of P
+    (("Square", "FullRow"), True, "not the mma.sync A layout"),  # P takes S's (2, 2) layout from the loop
+    (("FullRow", "FullRow"), False, "A/B operand"),  # tl.disable_mma_register_a16
+])
+def test_16bit_gemm_a_operand_whose_layout_cannot_agree_is_demoted_on_sm80(policies, switch, why, kernels,
+                                                                            helpers):
+    k = helpers.tile_kernel(kernels.two_gemms(policies=policies), "sm_80")
+    frags = {a.buffer.name: a.buffer for a in collect(k.body, lambda n: isinstance(n, S.Allocate))}
+    plan = infer_layouts(k, 80, mma_rs16=switch)
+    assert plan.layout(frags["P"]) is None and why in plan.reasons[frags["P"].uid], plan.reasons
+    assert isinstance(plan.layout(frags["S_l"]), MmaAccFragment) and not plan.rs_gemms
+
+
 def test_gemm_a_operand_in_the_wgmma_layout_stays_in_registers_on_sm90(kernels, helpers):
     plan, frags, threads, k = plan_for(kernels.two_gemms(), 90, helpers=helpers)
     p, s = plan.layout(frags["P"]), plan.layout(frags["S_l"])

@@ -154,7 +154,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                              not config(ctx.pass_configs, "tl.disable_split_segment_reduce", False),
                              not config(ctx.pass_configs, "tl.disable_row_store_hoist", False),
                              not config(ctx.pass_configs, "tl.disable_reduce_tree", False),
-                             not config(ctx.pass_configs, "tl.disable_wgmma_policy_cost", False))
+                             not config(ctx.pass_configs, "tl.disable_wgmma_policy_cost", False),
+                             mma_rs16=not config(ctx.pass_configs, "tl.disable_mma_register_a16", False))
     if info.uses_wgmma:
         new = replace(new, body=fold_accum_clears(new.body))
         if not config(ctx.pass_configs, "tl.disable_unmasked_tile_clear", False):

@@ -275,27 +275,44 @@ TL_DEVICE void gemm_ss(const T* A, const T* B, Acc* C) {
   }
 }
 
-// A from registers: a tf32 M x K tile in the mma.sync A layout (layout/operand_fragments.py
-// MmaAFragment: the 4 words of row block mi, K slice ks at A[(ks * MI + mi) * 4]; every warp of a
-// row block holds its rows), B from shared memory as in gemm_ss. The mma reads the tf32 part of the
-// words as they are (gemm_ss's ldmatrix does the same). Chains split as in gemm_ss.
+// A from registers, B from shared memory as in gemm_ss. Chains split as in gemm_ss.
+// tf32: an M x K tile in the mma.sync A layout (layout/operand_fragments.py MmaAFragment: the 4
+// words of row block mi, K slice ks at A[(ks * MI + mi) * 4]; every warp of a row block holds its
+// rows). The mma reads the tf32 part of the words as they are (gemm_ss's ldmatrix does the same).
+// 16-bit: an M x K tile in the m16n8 accumulator layout over WARPS_M x 1 warps (layout/fragment.py
+// MmaAccFragment((M, K), WARPS_M, 1), gemm_paths.mma_rs16_ok): K slice ks of row block mi is the
+// accumulator atoms 2 ks, 2 ks + 1, whose 8 halves at A[(mi * K / 8 + 2 ks) * 4] are the m16n8k16's
+// a0..a7 in order ((g, 2t..2t+1), (g + 8, 2t..), (g, 2t + 8..), (g + 8, 2t + 8..)): 4 words as they are.
 template <int M, int N, int K, int WARPS_M, int WARPS_N, bool TB, int LDB, bool SWB, class T, int PRB = 0,
           class Acc>
 TL_DEVICE void gemm_rs(const T* A, const T* B, Acc* C) {
-  static_assert(sizeof(T) == 4, "tl::gemm_rs: A from registers takes tf32 (float) tiles");
+  static_assert(sizeof(T) == 4 || sizeof(T) == 2,
+                "tl::gemm_rs: A from registers takes tf32 (float) or 16-bit (half_t / bfloat16_t) tiles");
+  static_assert(sizeof(T) == 4 || WARPS_N == 1,
+                "tl::gemm_rs: a 16-bit register A is an accumulator layout over WARPS_M x 1 warps (whole rows a warp)");
   using W = MmaWarpTile<M, N, WARPS_M, WARPS_N, false, TB, K, LDB, false, SWB, T, 0, PRB>;
-  static_assert(K % W::KS == 0, "tl::gemm_rs: K must be a multiple of 8 (the tf32 mma's K)");
+  static_assert(K % W::KS == 0, "tl::gemm_rs: K must be a multiple of the mma's K (8 for tf32, 16 for 16-bit)");
   constexpr int kSlices = K / W::KS, kAcc = W::MI * W::NI * 4, kA = W::MI * 4;
-  constexpr bool kSplit = TL_MMA_SPLIT_CHAINS && W::MI * W::NI <= 2 && kSlices >= 8 && kSlices % 2 == 0;
+  constexpr bool kSplit = TL_MMA_SPLIT_CHAINS && W::MI * W::NI <= 2 && kSlices >= 8 && kSlices % 2 == 0 &&
+                          (detail::is_same<Acc, float>::value || detail::is_same<Acc, int32_t>::value);
   const uint32_t b = smem_addr(B);
+  const uint32_t* a32 = reinterpret_cast<const uint32_t*>(A);
   Acc C2[kSplit ? kAcc : 1];
 #pragma unroll
   for (int i = 0; i < (kSplit ? kAcc : 1); ++i) C2[i] = Acc(0);
 #pragma unroll
   for (int ks = 0; ks < kSlices; ++ks) {
     uint32_t f[W::kWords];
+    if constexpr (sizeof(T) == 4) {
 #pragma unroll
-    for (int i = 0; i < kA; ++i) f[i] = __float_as_uint(A[ks * kA + i]);
+      for (int i = 0; i < kA; ++i) f[i] = __float_as_uint(A[ks * kA + i]);
+    } else {
+#pragma unroll
+      for (int mi = 0; mi < W::MI; ++mi) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) f[mi * 4 + j] = a32[(mi * (K / 8) + 2 * ks) * 2 + j];
+      }
+    }
     W::load_b(f + kA, b, ks * W::KS);
     W::mma(f, kSplit && ks % 2 ? C2 : C);
   }

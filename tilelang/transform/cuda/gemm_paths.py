@@ -5,8 +5,8 @@ Gives: wgmma_ok / wgmma_rs_ok (the warpgroup split for sm_90a's SS / RS forms, o
 cannot use them), wgmma_policy_grid (the split the gemm's GemmWarpPolicy asks for), grid_cost /
 accumulator_folds (whether that split pays over the squarest one), mma_ok (the warp grid for mma.sync), and the region predicates layout
 inference, the gemm lowering and warp specialization share (a whole tile, a panel slice, a box
-of an accumulator that a store can copy out), and mma_ws_ok (an mma.sync gemm in the consumers of
-a warp-specialized TMA pipeline).
+of an accumulator that a store can copy out), mma_ws_ok (an mma.sync gemm in the consumers of
+a warp-specialized TMA pipeline), and mma_rs_ok / mma_rs16_ok (an mma.sync gemm reading A from registers).
 
     T.gemm(A_s, B_s, C, transpose_B=True) at 256 threads, fp16 128 x 128 x 64
         wgmma_ok -> ((2, 1), None)     mma_ok -> (2, 4)
@@ -256,8 +256,7 @@ def accumulator_box_ok(r) -> bool:
 
 def mma_rs_ok(op: O.Gemm) -> str | None:
     """None when this mma.sync gemm can read A from registers (tl::gemm_rs: a whole tf32 M x K
-    fragment, B in shared memory), else why not. 16-bit A tiles stay on gemm_ss: a copy from shared
-    fills an A fragment element by element, where gemm_ss reads it with ldmatrix."""
+    fragment, B in shared memory), else why not. 16-bit A tiles: mma_rs16_ok."""
     a, b = op.A.buffer, op.B.buffer
     if a.scope != "fragment" or b.scope not in ("shared", "shared.dyn") or op.transpose_A:
         return "A is not a K-contiguous register tile"
@@ -265,4 +264,23 @@ def mma_rs_ok(op: O.Gemm) -> str | None:
         return f"register A here takes tf32 inputs and a float32 accumulator ({a.dtype}, {op.C.buffer.dtype})"
     if not whole(op.A, a) or not whole(op.B, b) or a.ndim != 2:
         return "A and B must be whole 2-d tiles"
+    return None
+
+
+def mma_rs16_ok(op: O.Gemm, warps: tuple) -> str | None:
+    """None when this 16-bit mma.sync gemm, on the (warps_m, warps_n) grid mma_ok chose, can read A
+    from registers (tl::gemm_rs) in the m16n8 accumulator layout of an M x K tile over (warps_m, 1)
+    warps: the k16 slice of a 16-row block is two accumulator atoms, whose 8 slots are the mma's
+    a0..a7 in order. So a tile computed as an accumulator on the same rows (attention's P, a cast
+    copy of S) is already in place. With warps_n > 1 every warp of a row block needs the whole
+    rows: those A tiles stay on gemm_ss."""
+    a, b = op.A.buffer, op.B.buffer
+    if a.scope != "fragment" or b.scope not in ("shared", "shared.dyn") or op.transpose_A:
+        return "A is not a K-contiguous register tile"
+    if a.dtype.name not in ("float16", "bfloat16") or b.dtype != a.dtype:
+        return f"register A here takes f16 / bf16 inputs ({a.dtype}, {b.dtype})"
+    if not whole(op.A, a) or not whole(op.B, b) or a.ndim != 2:
+        return "A and B must be whole 2-d tiles"
+    if warps[1] != 1:
+        return f"the gemm's warps split N ({warps[0]} x {warps[1]}): each warp needs whole rows of A"
     return None

@@ -13,6 +13,9 @@ Strict:  the C of a T.gemm takes the mma.sync accumulator layout when the gemm c
 Slices:  F[i, u * 4 + j] in a T.Parallel over an exact driver, u an enclosing loop: the driver takes
          F's layout restricted to the slice when the owners do not move with u (offset_slices.py);
          a tf32 mma.sync gemm's A then stays in registers (MmaAFragment, tl::gemm_rs).
+Register A: a 16-bit mma.sync gemm's A stays in registers (tl::gemm_rs) when it ends up in the
+         accumulator layout of its rows over the gemm's (warps_m, 1) warps -- attention's P, a cast
+         copy of S -- which is the k16 A layout (gemm_paths.mma_rs16_ok); otherwise shared memory.
 Views:   a T.reshape / T.view of a fragment shares its registers: its layout is the source's
          seen with the view's shape (ReshapedFragment), and layouts flow both ways between
          them. Where that cannot be expressed (another dtype, an inexact layout that does not
@@ -38,8 +41,8 @@ from ...op.thread_ops import DeclBuffer
 from ...op.regions import squeezed
 from .column_fragments import acc_column_layout, acc_column_read, column_layout, column_read, loop_permutation
 from .fragment_slices import LOOP_KINDS, fragment_slice, offset_cases, slice_slots
-from .gemm_paths import (accumulator_box_ok, accumulator_folds, eight_bit_wgmma, grid_cost, mma_ok, mma_rs_ok, whole,
-                         wgmma_ok, wgmma_policy_grid, wgmma_rs_ok)
+from .gemm_paths import (accumulator_box_ok, accumulator_folds, eight_bit_wgmma, grid_cost, mma_ok, mma_rs16_ok,
+                         mma_rs_ok, whole, wgmma_ok, wgmma_policy_grid, wgmma_rs_ok)
 from .offset_slices import offset_read, slice_driver
 from .packed_columns import packed_layout, packed_read
 
@@ -84,6 +87,8 @@ class _Uses(Visitor):
         self.rows_1d = True  # F[x, j] in a 1-d T.Parallel over j (column_fragments.column_read)
         self.slice_offsets = True  # F[i, u * 4 + j] over an exact driver (offset_slices.py)
         self.mma_rs = True  # an mma.sync gemm's tf32 A tile in registers (tl::gemm_rs)
+        self.mma_rs16 = True  # ... and a 16-bit one already laid out as an accumulator of its rows (mma_rs16_ok)
+        self.rs16_gemms: set = set()  # ids of those 16-bit gemms
         self.wgmma_policy = True  # a wgmma gemm's warpgroup grid follows its GemmWarpPolicy (wgmma_policy_grid)
         self.folds: dict | None = {}  # accumulator uid -> its reductions (accumulator_folds); None: policy grids
         # are taken whatever they cost
@@ -115,9 +120,14 @@ class _Uses(Visitor):
             rs, why = wgmma_rs_ok(op, self.threads)
         warps = mma_ok(op, self.threads, half_acc=True)
         mma_a = None
-        if rs is None and self.mma_rs and warps is not None and c.uid in self.frags and mma_rs_ok(op) is None \
-                and not (self.sm >= 90 and wgmma_ok(op, self.threads)[0] is not None):
-            mma_a = MmaAFragment(tuple(const_int(x) for x in op.A.buffer.shape), *warps)
+        mma_path = rs is None and warps is not None and c.uid in self.frags and \
+            not (self.sm >= 90 and wgmma_ok(op, self.threads)[0] is not None)
+        a_shape = tuple(const_int(x) for x in op.A.buffer.shape)
+        if mma_path and self.mma_rs and mma_rs_ok(op) is None:
+            mma_a = MmaAFragment(a_shape, *warps)
+        elif mma_path and self.mma_rs16 and mma_rs16_ok(op, warps) is None:
+            mma_a = MmaAccFragment(a_shape, warps[0], 1)  # the accumulator layout is the k16 A layout
+            self.rs16_gemms.add(id(op))
         elif self.sm >= 90 and op.A.buffer.uid in self.frags and c.uid in self.frags and rs is None:
             self.notes.append(f"T.gemm {op.A.buffer.name} x {op.B.buffer.name}: A goes through shared "
                               f"memory ({why})")
@@ -400,7 +410,7 @@ def _propagate(links, layouts, views=None):
 def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = False,
                   replicate_inputs: bool = True, rows_1d: bool = True, slice_offsets: bool = True,
                   mma_rs: bool = True, packed: bool = True, wgmma_policy: bool = True,
-                  split_segments: bool = True, policy_cost: bool = True) -> LayoutPlan:
+                  split_segments: bool = True, policy_cost: bool = True, mma_rs16: bool = True) -> LayoutPlan:
     threads = kernel.threads[0] * kernel.threads[1] * kernel.threads[2]
     frags = {a.buffer.uid: a.buffer for a in collect(kernel.body, lambda n: isinstance(n, S.Allocate))
              if a.buffer.scope == "fragment"}
@@ -409,6 +419,7 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
     uses = _Uses(every, threads, sm)
     uses.rows_1d = rows_1d
     uses.slice_offsets, uses.mma_rs, uses.packed = slice_offsets, mma_rs, packed
+    uses.mma_rs16 = mma_rs16
     uses.wgmma_policy = wgmma_policy
     uses.folds = accumulator_folds(kernel.body, views) if policy_cost else None
     uses.outside = {b.uid for b in buffers_used(_without_scopes(kernel.body)) if b.uid in every}
@@ -453,9 +464,11 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
     reducer_rows = {r.uid for r, _ in uses.row_uses if is_reducer(r)}
     _propagate(uses.links, layouts, views)
     # an RS gemm's A tile that nothing else laid out takes the layout the instruction reads
-    # (a T.copy from shared then fills it with ldmatrix)
+    # (a T.copy from shared then fills it with ldmatrix). Not a 16-bit one: gemm_ss's ldmatrix reads
+    # such a tile from shared memory as fast; it pays only where A is an accumulator-laid tile already
     for op, a_lay in uses.rs_gemms.values():
-        if layouts.get(op.A.buffer.uid) is None and not _mma_a_demoted(uses, op.A.buffer, a_lay):
+        if layouts.get(op.A.buffer.uid) is None and not _mma_a_demoted(uses, op.A.buffer, a_lay) and \
+                id(op) not in uses.rs16_gemms:
             layouts[op.A.buffer.uid] = a_lay
     _propagate(uses.links, layouts, views)
     # a loop reading a laid-out tile at a moving offset, driven by tiles nothing laid out yet:
@@ -594,7 +607,9 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
     for op, a_lay in uses.rs_gemms.values():
         a = op.A.buffer
         if layouts.get(a.uid) != a_lay or a.uid in uses.demote:
-            uses.demote.setdefault(a.uid, "its layout is not the wgmma RS A layout")
+            uses.demote.setdefault(a.uid, "its layout is not the mma.sync A layout (an accumulator layout of its "
+                                          "rows over the gemm's warps)" if id(op) in uses.rs16_gemms else
+                                   "its layout is not the wgmma RS A layout")
             uses.notes.append(f"T.gemm {a.name} x {op.B.buffer.name}: A goes through shared memory (layout)")
     # R[i] in a loop over an accumulator: R must hold that accumulator's rows
     for r, exact in uses.row_uses:
@@ -630,7 +645,7 @@ def infer_layouts(kernel: S.KernelLaunch, sm: int = 80, row_fragments: bool = Fa
     # a demoted accumulator cannot take the mma path with C in registers
     plan.mma_gemms = {g for g in uses.mma_gemms}
     plan.wgmma_gemms = set(uses.wgmma_gemms)
-    plan.rs_gemms = {k: v[1] for k, v in uses.rs_gemms.items()}
+    plan.rs_gemms = {k: v[1] for k, v in uses.rs_gemms.items() if plan.layouts.get(v[0].A.buffer.uid) is not None}
     plan.notes = list(uses.notes)
     return plan
 

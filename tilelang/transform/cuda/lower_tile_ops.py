@@ -577,7 +577,7 @@ def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = Fa
                  ws_panels: frozenset = frozenset(), shared_offset_cp_async: bool = True,
                  shared_address_slots: bool = True, packed_reads: bool = True, wgmma_policy: bool = True,
                  split_segments: bool = True, row_store_hoist: bool = True, reduce_tree: bool = True,
-                 policy_cost: bool = True):
+                 policy_cost: bool = True, mma_rs16: bool = True):
     """-> (lowered kernel, CudaKernelInfo). row_fragments: keep per-row values of accumulators
     in registers with shuffle reductions (opt-in until it has run on the GPU tier).
     replicate_inputs: small read-only fragments every thread holds whole (layout_inference.replicated_inputs).
@@ -603,10 +603,12 @@ def lower_kernel(k: S.KernelLaunch, warn, sm: int = 80, row_fragments: bool = Fa
     reduce_tree: a row reduction over an accumulator folds each thread's columns of a row in independent
     partial chains joined pairwise (ops/reduce.tree_fold), not one serial chain.
     policy_cost: a FullCol wgmma grid is taken only where it costs no more than the squarest split
-    (gemm_paths.grid_cost); else whenever the shape allows it."""
+    (gemm_paths.grid_cost); else whenever the shape allows it.
+    mma_rs16: a 16-bit mma.sync gemm's A fragment laid out as an accumulator of its rows stays in registers
+    (tl::gemm_rs; gemm_paths.mma_rs16_ok)."""
     threads = k.threads[0] * k.threads[1] * k.threads[2]
     plan = infer_layouts(k, sm, row_fragments, replicate_inputs, rows_1d, slice_offsets, mma_rs, packed_reads,
-                         wgmma_policy, split_segments, policy_cost)
+                         wgmma_policy, split_segments, policy_cost, mma_rs16)
     for note in plan.notes:
         warn(note)
     tid = E.Var("tid", dt.int32)
