@@ -77,6 +77,15 @@ def _bf16_bits(v: float) -> int:
     return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF
 
 
+def c_string(text: str) -> str:
+    """`text` as a C string literal (octal escapes for anything but printable ASCII)."""
+    out = []
+    for b in text.encode():
+        c = chr(b)
+        out.append("\\" + c if c in '"\\?' else c if 32 <= b < 127 else f"\\{b:03o}")
+    return '"' + "".join(out) + '"'
+
+
 class CExpr:
     """Prints expressions; `nonneg` holds variables known to be >= 0 (loop/block indices, dims)."""
 
@@ -105,6 +114,8 @@ class CExpr:
         return e.name
 
     def e_Const(self, e):
+        if isinstance(e.value, str):  # T.StringImm: a C string literal (an extern call's argument)
+            return c_string(e.value)
         d = e.dtype
         if d.is_bool:
             return "1" if e.value else "0"

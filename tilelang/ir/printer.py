@@ -15,6 +15,8 @@ def expr_str(e, prec: int = 0) -> str:
     if isinstance(e, Var):
         return e.name
     if isinstance(e, Const):
+        if isinstance(e.value, str):
+            return f"T.StringImm({e.value!r})"
         if e.dtype.is_bool:
             return "True" if e.value else "False"
         if e.dtype.name in ("int32", "float32"):

@@ -97,6 +97,14 @@ _MODULES = {
     "random": "rng_init rng_rand rng_rand_float",
 }
 _HOME = {n: "." + m for m, names in _MODULES.items() for n in names.split()}
+# TVM's expression nodes; T.Select / T.Cast / T.And / T.Or / T.Not
+# take TVM's arguments (condition, true_value, false_value, span), (dtype, value, annotations, span) ...
+_TVM_STYLE = {
+    "..tvm.tirx_nodes": ("PrimExpr IntImm FloatImm StringImm Var SizeVar Range Add Sub Mul Div Mod FloorDiv FloorMod "
+                         "Min Max EQ NE LT LE GT GE And Or Not Select Cast BufferLoad Ramp Broadcast Shuffle Call "
+                         "ramp broadcast"),
+}
+_HOME.update({n: m for m, names in _TVM_STYLE.items() for n in names.split()})
 _HOME["PrimFunc"] = "..ir.stmt"
 for _n in ("TensorCoreIntrinEmitter get_ldmatrix_offset get_mma_micro_size get_swizzle_layout make_mma_swizzle_layout "
            "mma_store_index_map").split():

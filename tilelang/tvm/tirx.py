@@ -7,6 +7,7 @@ Example (a helper of the dequantize examples)::
     return tirx.reinterpret(T.float16, f4 << tirx.const(10, T.uint16))
 
 `IndexMap` (index_map.py): `IndexMap.from_func(fn, index_dtype=T.int32).map_indices([i, j])`.
+The node classes (`IntImm`, `Var`, `Add`, `Select`, `Cast`, `Call` ...) are tirx_nodes.py's.
 """
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from ..dtypes import as_dtype
 from ..errors import DSLTypeError
 from ..ir import expr as E
 from .index_map import IndexMap
-
-PrimExpr = E.Expr  # every expression of our IR (vars, constants, loads, arithmetic)
+from .tirx_nodes import (EQ, GE, GT, LE, LT, NE, Add, And, Broadcast, BufferLoad, Call, Cast, Div, FloatImm,
+                         FloorDiv, FloorMod, IntImm, Let, Max, Min, Mod, Mul, Not, Or, PrimExpr, Ramp,
+                         Shuffle, SizeVar, StringImm, Sub, Var)
 
 
 def const(value, dtype=None, span=None) -> E.Const:
@@ -34,37 +36,16 @@ def reinterpret(dtype, value, span=None) -> E.Expr:
     return E.call("reinterpret", v, dtype=d)
 
 
+
 def Select(condition, true_value, false_value, span=None) -> E.Expr:  # noqa: N802 - TVM's name
-    """`true_value if condition else false_value`, both sides evaluated."""
+    """`true_value if condition else false_value`, both sides evaluated. A Python bool condition is an
+    error here: a helper's `a == b` that Python already decided is usually a mistake."""
     if isinstance(condition, bool) and (isinstance(true_value, E.Expr) or isinstance(false_value, E.Expr)):
         raise DSLTypeError("tirx.Select: the condition is a Python bool, not an expression; build it from "
                            "expressions (`a == b`, tirx.EQ(a, b), `a < b`)")
     return E.select(condition, true_value, false_value)
 
 
-def EQ(a, b, span=None) -> E.Expr:  # noqa: N802 - TVM's name
-    """The expression `a == b`."""
-    return E.binop("==", a, b)
-
-
-def NE(a, b, span=None) -> E.Expr:  # noqa: N802 - TVM's name
-    """The expression `a != b`."""
-    return E.binop("!=", a, b)
-
-
-def Cast(dtype, value, span=None) -> E.Expr:  # noqa: N802 - TVM's name
-    """`value` converted to `dtype`."""
-    return E.cast(as_dtype(dtype), value)
-
-
-def Min(a, b, span=None) -> E.Expr:  # noqa: N802 - TVM's name
-    """The smaller of two expressions."""
-    return E.call("min", a, b)
-
-
-def Max(a, b, span=None) -> E.Expr:  # noqa: N802 - TVM's name
-    """The larger of two expressions."""
-    return E.call("max", a, b)
-
-
-__all__ = ["PrimExpr", "IndexMap", "const", "reinterpret", "Select", "Cast", "Min", "Max", "EQ", "NE"]
+__all__ = ["IndexMap", "const", "reinterpret", "PrimExpr", "IntImm", "FloatImm", "StringImm", "Var", "SizeVar", "Add",
+           "Sub", "Mul", "Div", "Mod", "FloorDiv", "FloorMod", "Min", "Max", "EQ", "NE", "LT", "LE", "GT", "GE", "And",
+           "Or", "Not", "Select", "Cast", "BufferLoad", "Ramp", "Broadcast", "Shuffle", "Let", "Call"]
