@@ -165,18 +165,24 @@ class DType(str):
         """The torch dtype that stores this dtype (int4 -> int8, tfloat32 -> float32 ...)."""
         return to_torch(self)
 
-    def __call__(self, *args):
-        """`T.float32(x)`: `x` converted to this dtype (a typed constant when `x` is a number)."""
-        if len(args) != 1:
+    def __call__(self, *args, is_size_var=False):
+        """`T.float32(x)`: `x` converted to this dtype (a typed constant when `x` is a number);
+        `n = T.int32()` (TVM style): a new variable of this dtype, named by the assignment."""
+        if len(args) > 1:
             raise TypeError(f"T.{self.name}(value) takes one value, got {len(args)}: building "
                             "vectors from lanes is not supported")
-        from .ir.expr import cast
+        from .ir.expr import Var, cast
 
+        if not args or args[0] is None:
+            return Var("", self)
         return cast(self, args[0])
 
 
 def _name_of(value) -> str:
     """The dtype name of a torch/numpy dtype or Python type, or raise TypeError."""
+    tagged = getattr(value, "tl_dtype", None)  # T.handle / T.boolean: functions that also name a dtype
+    if isinstance(tagged, str):
+        return tagged
     if value is bool:
         return "bool"
     if value is int:

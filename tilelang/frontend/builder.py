@@ -33,6 +33,10 @@ class Builder:
         self.names: dict[str, int] = {}
         self.eager = None  # EagerState while parsing an eager-mode function
         self.lets: dict = {}  # Var -> value of the kernel's `name = expr` bindings (LetStmt)
+        self.handle_params: dict = {}  # TVM style: a `T.handle` parameter Var -> its T.match_buffer Buffer
+        self.func_name: str | None = None  # T.func_name / T.func_attr({"global_symbol": ...})
+        self.func_attrs: list = []  # T.func_attr's other (key, value) pairs
+        self.tir_frames: list = []  # open T.If / T.sblock frames (language/tir.py)
 
     def emit(self, stmt: Stmt):
         if getattr(stmt, "span", None) is None and self.span is not None and hasattr(stmt, "span"):

@@ -133,6 +133,11 @@ class Parser:
             raise self.error(DSLSyntaxError, f"cannot assign to `{ast.unparse(target)}` in a kernel", node)
 
     def bind(self, name: str, value):
+        if getattr(value, "tl_meta_var", False):  # T.meta_var(v): the parse-time value itself, no let
+            self.scope[name] = value.value
+            return
+        if isinstance(value, E.Var) and value.name == "":  # `n = T.int32()`: a new variable named n
+            value = E.Var(self.builder.unique(name), value.dtype)
         old = self.scope.get(name)
         if isinstance(value, Buffer) and getattr(value, "auto_named", False):
             value.name = self.builder.unique(name)
@@ -140,7 +145,8 @@ class Parser:
         if isinstance(old, Buffer) and old.scope == "local.var" and not isinstance(value, Buffer):
             self.store(old, (), value, None)
             return
-        if isinstance(value, E.Expr) and not isinstance(value, (E.Var, E.Const)):
+        if isinstance(value, E.Expr) and not isinstance(value, (E.Var, E.Const)) and value.dtype.name != "handle":
+            # (an address, T.address_of / T.access_ptr, stays an expression: C has no handle variables)
             var = E.Var(self.builder.unique(name), value.dtype)
             self.builder.emit(S.LetStmt(var, value))
             self.builder.lets[var] = value
@@ -312,6 +318,12 @@ class Parser:
         ctx = self.eval(item.context_expr)
         if isinstance(ctx, WarpGroups):
             return self.warp_groups(node, ctx)
+        if hasattr(ctx, "tl_frame_exit"):  # T.If / T.Then / T.While / T.sblock ...: the frame builds a statement
+            value = ctx.tl_frame_enter()
+            if item.optional_vars is not None:
+                self.assign(item.optional_vars, value, node)
+            ctx.tl_frame_exit(self.block(node.body))
+            return
         if getattr(ctx, "inline_with", False):  # T.attr(...): the body, with the scope entered
             if item.optional_vars is not None:
                 self.assign(item.optional_vars, ctx.node, node)
@@ -464,6 +476,9 @@ def parse_prim_func(fn, outer: dict | None = None) -> S.PrimFunc:
             ann = evaluated[a.arg] if a.arg in evaluated else parser.eval(a.annotation)
             if isinstance(ann, TensorSpec):
                 p = Buffer(a.arg, ann.shape, ann.dtype, "global", strides=ann.strides)
+            elif getattr(ann, "tl_handle_type", False) or ann == "handle":  # TVM style: T.match_buffer binds it
+                p = E.Var(a.arg, dt.as_dtype("handle"))
+                builder.handle_params[p] = None
             elif isinstance(ann, dt.DType) or isinstance(ann, str):
                 p = E.Var(a.arg, dt.as_dtype(ann))
             else:
@@ -478,4 +493,18 @@ def parse_prim_func(fn, outer: dict | None = None) -> S.PrimFunc:
                 raise DSLSyntaxError("a @T.prim_func cannot return a value; write results into an output "
                                      "tensor (or use eager @tilelang.jit with `return`)") from None
             body = builder.pop() if len(builder.frames) > 1 else S.seq()
-    return S.PrimFunc(fn.__name__, tuple(params), body, span=parser.span(src.node))
+    params = [_matched(builder, p, parser, src.node) for p in params]
+    return S.PrimFunc(builder.func_name or fn.__name__, tuple(params), body, tuple(builder.func_attrs),
+                      span=parser.span(src.node))
+
+
+def _matched(builder, p, parser, node):
+    """A `T.handle` parameter: the buffer T.match_buffer made of it (it must have made one)."""
+    if p not in builder.handle_params:
+        return p
+    buf = builder.handle_params[p]
+    if buf is None:
+        raise parser.error(DSLTypeError, f"parameter {p.name!r} is a T.handle that no T.match_buffer binds; "
+                           f"write `{p.name.upper()} = T.match_buffer({p.name}, shape, dtype)` at the top of the "
+                           f"body, or annotate it `{p.name}: T.Tensor(shape, dtype)`", node)
+    return buf

@@ -15,8 +15,6 @@ import types as _types
 
 from ..dtypes import DType as dtype  # the object language/dtypes.py exports as T.dtype
 
-handle = dtype("handle")  # addresses: T.access_ptr results, T.call_extern("handle", ...)
-
 
 def parallel(start, stop=None, *, annotations=None):
     """TVM's lowercase spelling of a one-dimensional T.Parallel loop over [start, stop)."""
@@ -97,9 +95,12 @@ _MODULES = {
     "random": "rng_init rng_rand rng_rand_float",
 }
 _HOME = {n: "." + m for m, names in _MODULES.items() for n in names.split()}
-# TVM's expression nodes; T.Select / T.Cast / T.And / T.Or / T.Not
+# TVMScript style (TIR statements, blocks, expression nodes); T.Select / T.Cast / T.And / T.Or / T.Not
 # take TVM's arguments (condition, true_value, false_value, span), (dtype, value, annotations, span) ...
 _TVM_STYLE = {
+    ".tir": ("If Then Else While Assert let bind var handle boolean void Let meta_var likely match_buffer buffer "
+             "buffer_decl decl_buffer allocate buffer_store func_attr func_name func_ret ret call_intrin "
+             "call_pure_extern address_of type_annotation tvm_storage_sync inline"),
     "..tvm.tirx_nodes": ("PrimExpr IntImm FloatImm StringImm Var SizeVar Range Add Sub Mul Div Mod FloorDiv FloorMod "
                          "Min Max EQ NE LT LE GT GE And Or Not Select Cast BufferLoad Ramp Broadcast Shuffle Call "
                          "ramp broadcast"),
