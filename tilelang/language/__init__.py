@@ -101,6 +101,7 @@ _TVM_STYLE = {
     ".tir": ("If Then Else While Assert let bind var handle boolean void Let meta_var likely match_buffer buffer "
              "buffer_decl decl_buffer allocate buffer_store func_attr func_name func_ret ret call_intrin "
              "call_pure_extern address_of type_annotation tvm_storage_sync inline"),
+    ".blocks": "sblock init where axis reads writes sblock_attr sblock_alloc_buffer",
     "..tvm.tirx_nodes": ("PrimExpr IntImm FloatImm StringImm Var SizeVar Range Add Sub Mul Div Mod FloorDiv FloorMod "
                          "Min Max EQ NE LT LE GT GE And Or Not Select Cast BufferLoad Ramp Broadcast Shuffle Call "
                          "ramp broadcast"),
