@@ -167,17 +167,20 @@ def test_buffers_calls_and_inline_methods():
 
 
 @pytest.mark.parametrize("snippet,msg", [
-    ("def f(a: T.handle, b: T.handle):\n    A = T.match_buffer(a, (4,), 'float32')", "'b' is a T.handle that no T.match_buffer binds"),
+    ("def f(a: T.handle, b: T.handle):\n    A = T.match_buffer(a, (4,), 'float32')",
+     "'b' is a T.handle that no T.match_buffer binds"),
     ("def f(a: T.handle):\n    A = T.match_buffer(a, (4,), 'float32')\n    A2 = T.match_buffer(a, (4,), 'float32')",
      "already bound"),
     ("def f(a: T.handle):\n    A = T.match_buffer(a, (4,), 'float32', elem_offset=3)", "elem_offset"),
-    ("def f(A: T.Tensor((4,), 'float32')):\n    with T.Kernel(1, threads=1):\n        with T.Then():\n            A[0] = 1.0",
+    ("def f(A: T.Tensor((4,), 'float32')):\n    with T.Kernel(1, threads=1):\n        with T.Then():\n"
+     "            A[0] = 1.0",
      r"T.Then\(\) must be directly inside"),
     ("def f(A: T.Tensor((4,), 'float32')):\n    with T.Kernel(1, threads=1) as bx:\n        with T.If(bx == 0):\n"
      "            A[0] = 1.0", "only `with T.Then"),
     ("def f(A: T.Tensor((4,), 'float32')):\n    with T.Kernel(1, threads=1) as bx:\n        with T.If(bx == 0):\n"
      "            with T.Else():\n                A[0] = 1.0", "after `with T.Then"),
-    ("def f(A: T.Tensor((4,), 'float32')):\n    with T.Kernel(1, threads=1):\n        T.ret(1)", "cannot return a value"),
+    ("def f(A: T.Tensor((4,), 'float32')):\n    with T.Kernel(1, threads=1):\n        T.ret(1)",
+     "cannot return a value"),
     ("def f(A: T.Tensor((4,), 'float32')):\n    T.func_ret(T.int32)", "returns nothing"),
     ("def f(A: T.Tensor((4,), 'float32')):\n    with T.Kernel(1, threads=1):\n        T.tvm_storage_sync('local')",
      "not supported"),

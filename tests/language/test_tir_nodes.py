@@ -25,8 +25,9 @@ def test_arithmetic_nodes_match_c_and_floor_semantics():
                 O[4, i] = T.FloorDiv(a, b)     # rounded down
                 O[5, i] = T.FloorMod(a, b)     # the sign of b
                 O[6, i] = T.Min(a, b) * 1000 + T.Max(a, b)
-                O[7, i] = T.Select(T.And(T.GT(a, 0), T.Not(T.EQ(b, 1))), 1, 0) + T.Select(T.Or(T.LT(a, b), T.GE(a, 7)), 10, 0) \
-                    + T.Select(T.NE(a, b), 100, 0) + T.Select(T.LE(a, b), 1000, 0)
+                O[7, i] = (T.Select(T.And(T.GT(a, 0), T.Not(T.EQ(b, 1))), 1, 0)
+                           + T.Select(T.Or(T.LT(a, b), T.GE(a, 7)), 10, 0)
+                           + T.Select(T.NE(a, b), 100, 0) + T.Select(T.LE(a, b), 1000, 0))
 
     kern = tilelang.compile(k, target="cpu")
     a = torch.randint(-50, 50, (N,), dtype=torch.int32)
