@@ -211,7 +211,9 @@ class Cast(metaclass=_Node):
     """`value` converted to `dtype`."""
 
     def __new__(cls, dtype, value, annotations=None, span=None):
-        return E.cast(dt.as_dtype(dtype), value)
+        from ..language import math as tl_math  # T.cast's rounding / saturation annotations
+
+        return tl_math.Cast(dtype, value, annotations, span)
 
     @staticmethod
     def _is(obj):
