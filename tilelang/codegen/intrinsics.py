@@ -12,7 +12,11 @@ from .c_expr import storage_type
 CPU_UNSUPPORTED = {"tl_shfl_xor": "T.shfl_xor", "tl_shfl_down": "T.shfl_down", "tl_shfl_up": "T.shfl_up",
                    "tl_shfl_idx": "T.shfl_sync / T.tvm_warp_shuffle", "tl_any_sync": "T.any_sync",
                    "tl_all_sync": "T.all_sync", "tl_ballot": "T.ballot_sync / T.ballot",
-                   "tl_activemask": "T.activemask", "tl_sync_grid": "T.sync_grid"}
+                   "tl_activemask": "T.activemask", "tl_sync_grid": "T.sync_grid",
+                   **{f"tl_warp_reduce_{k}": f"T.warp_reduce_{k}" for k in ("sum", "max", "min", "bitand", "bitor")},
+                   "tl_match_any": "T.match_any_sync", "tl_match_all": "T.match_all_sync",
+                   "tl_syncthreads_count": "T.syncthreads_count", "tl_syncthreads_and": "T.syncthreads_and",
+                   "tl_syncthreads_or": "T.syncthreads_or"}
 NOWHERE = {"tl_sync_grid": "T.sync_grid needs a cooperative launch (all blocks resident at once), which this "
                            "backend does not perform; split the kernel in two at the grid barrier"}
 _ORDERS = ("__ATOMIC_RELAXED", "__ATOMIC_CONSUME", "__ATOMIC_ACQUIRE", "__ATOMIC_RELEASE",
@@ -32,6 +36,10 @@ def print_call(cx, e, args: list) -> str | None:
         if not cuda:
             return "((void)0)"  # one thread runs the block: every write is already visible
         return "__syncthreads()" if not args else f"tl::named_barrier_sync({args[0]}, {args[1]})"
+    if op == "tl_named_barrier_arrive":  # CPU: the threads that wait run after the arrivers' segment
+        return f"tl::named_barrier_arrive({args[0]}, {args[1]})" if cuda else "((void)0)"
+    if op in ("tl_pdl_sync", "tl_pdl_trigger"):  # CPU: a kernel starts after the previous one ended
+        return f"tl::{op[3:]}()" if cuda else "((void)0)"
     if op == "tl_sync_warp":
         return f"tl_sync_warp({args[0]})" if cuda else "((void)0)"
     if op == "tl_dp4a":

@@ -67,7 +67,7 @@ def Fragment(shape, forward_fn=None, forward_thread_fn=None, replicate=1, forwar
 _MODULES = {
     "types": "Tensor Buffer StridedTensor TensorSpec",
     "kernel": ("Kernel get_thread_binding get_thread_bindings get_block_binding "
-        "get_block_bindings"),
+        "get_block_bindings get_thread_extent get_thread_extents get_block_extent get_block_extents"),
     "alloc": "alloc_shared alloc_fragment alloc_local alloc_var alloc_barrier alloc_global",
     "loops": "Parallel Pipelined serial Serial unroll Unroll grid vectorized Persistent",
     "tile": ("copy fill clear gemm reduce_sum reduce_max reduce_min reduce_abssum "
@@ -93,6 +93,9 @@ _MODULES = {
     "reducer": "alloc_reducer reducer_init reducer_update finalize_reducer cummax",
     "memory": "atomic_addx4 atomic_load atomic_store im2col index_to_coordinates",
     "random": "rng_init rng_rand rng_rand_float",
+    "warp": ("get_lane_idx get_warp_idx get_warp_idx_sync get_warp_group_idx shuffle_elect syncthreads_count "
+        "syncthreads_and syncthreads_or match_any_sync match_all_sync warp_reduce_sum warp_reduce_max "
+        "warp_reduce_min warp_reduce_bitand warp_reduce_bitor named_barrier_arrive pdl_trigger pdl_sync"),
 }
 _HOME = {n: "." + m for m, names in _MODULES.items() for n in names.split()}
 # TVMScript style (TIR statements, blocks, expression nodes); T.Select / T.Cast / T.And / T.Or / T.Not

@@ -75,3 +75,36 @@ def get_block_binding(dim: int = 0) -> Var:
 def get_block_bindings():
     k = B.in_kernel("T.get_block_bindings")
     return list(k.block_vars)
+
+
+def get_thread_extent(dim: int = 0) -> int:
+    """The number of threads along `dim` (0: x, 1: y, 2: z) of the enclosing T.Kernel, a Python int.
+
+    Example: `for i in T.serial(N // T.get_thread_extent()): ...`.
+    """
+    k = B.in_kernel("T.get_thread_extent")
+    if dim not in (0, 1, 2):
+        raise DSLTypeError(f"T.get_thread_extent(dim): dim must be 0, 1 or 2, got {dim!r}")
+    return int(k.threads[dim])
+
+
+def get_thread_extents() -> list:
+    """[x, y, z] threads per block of the enclosing T.Kernel (axes not given are 1)."""
+    return [get_thread_extent(d) for d in range(3)]
+
+
+def get_block_extent(dim: int = 0):
+    """The number of blocks along `dim` of the enclosing T.Kernel's grid (1 for an axis not
+    launched): a Python int, or the expression of a symbolic grid extent."""
+    k = B.in_kernel("T.get_block_extent")
+    if dim not in (0, 1, 2):
+        raise DSLTypeError(f"T.get_block_extent(dim): dim must be 0, 1 or 2, got {dim!r}")
+    if dim >= len(k.grid):
+        return 1
+    c = const_int(k.grid[dim])
+    return k.grid[dim] if c is None else c
+
+
+def get_block_extents() -> list:
+    """[x, y, z] blocks of the enclosing T.Kernel's grid (axes not launched are 1)."""
+    return [get_block_extent(d) for d in range(3)]

@@ -86,13 +86,13 @@ def sync_grid():
     _emit("tl_sync_grid", (), "T.sync_grid")
 
 
-def _mask(mask):
+def as_mask(mask):
     return E.const(mask, dt.uint32) if isinstance(mask, int) else E.as_expr(mask)
 
 
 def _shfl(op, value, lane, width, mask, what):
     value = E.as_expr(value)
-    return _intrinsic(op, (_mask(mask), value, lane, width), value.dtype, what)
+    return _intrinsic(op, (as_mask(mask), value, lane, width), value.dtype, what)
 
 
 def shfl_xor(value, delta, width=32, mask=FULL_MASK):
@@ -128,7 +128,7 @@ def tvm_warp_shuffle_up(mask, value, offset, width, warp_size=32):
     return _shfl("tl_shfl_up", value, offset, width, mask, "T.tvm_warp_shuffle_up")
 
 
-def _predicate(p, what):
+def check_predicate(p, what):
     p = E.as_expr(p)
     if p.dtype.is_float:
         raise DSLTypeError(f"{what} needs an integer or boolean predicate, got {p.dtype}")
@@ -137,23 +137,23 @@ def _predicate(p, what):
 
 def any_sync(predicate, mask=FULL_MASK):
     """Non-zero (int32) if any lane in `mask` has a non-zero predicate (`__any_sync`)."""
-    return _intrinsic("tl_any_sync", (_mask(mask), _predicate(predicate, "T.any_sync")), dt.int32, "T.any_sync")
+    return _intrinsic("tl_any_sync", (as_mask(mask), check_predicate(predicate, "T.any_sync")), dt.int32, "T.any_sync")
 
 
 def all_sync(predicate, mask=FULL_MASK):
     """Non-zero (int32) only if every lane in `mask` has a non-zero predicate (`__all_sync`)."""
-    return _intrinsic("tl_all_sync", (_mask(mask), _predicate(predicate, "T.all_sync")), dt.int32, "T.all_sync")
+    return _intrinsic("tl_all_sync", (as_mask(mask), check_predicate(predicate, "T.all_sync")), dt.int32, "T.all_sync")
 
 
 def ballot_sync(predicate, mask=FULL_MASK):
     """uint64 bitmask of the lanes in `mask` whose predicate is non-zero (`__ballot_sync`)."""
-    return _intrinsic("tl_ballot", (_mask(mask), _predicate(predicate, "T.ballot_sync")), dt.uint64,
+    return _intrinsic("tl_ballot", (as_mask(mask), check_predicate(predicate, "T.ballot_sync")), dt.uint64,
                       "T.ballot_sync")
 
 
 def ballot(predicate):
     """`T.ballot_sync(predicate)` over the full warp."""
-    return _intrinsic("tl_ballot", (_mask(FULL_MASK), _predicate(predicate, "T.ballot")), dt.uint64, "T.ballot")
+    return _intrinsic("tl_ballot", (as_mask(FULL_MASK), check_predicate(predicate, "T.ballot")), dt.uint64, "T.ballot")
 
 
 def activemask():

@@ -12,6 +12,9 @@ CUDA's rules:
   lane `src % width` of its group; a source outside the segment's threads gives the thread's
   own value;
 - any_sync / all_sync / ballot combine the lanes of the warp whose bit is set in `mask`;
+  match_any / match_all compare the bits of the lanes in `mask` with the thread's own;
+- warp_reduce_<op> folds the warp's lanes in increasing lane order (every lane gets the same
+  value); syncthreads_count / and / or count the non-zero predicates of the segment's threads;
 - the all-reduce combines, in increasing thread order, the values of the threads that agree
   with it on every thread axis not reduced.
 
@@ -27,6 +30,12 @@ from ..ir import stmt as S
 from ..ir.buffer import Buffer
 
 WARP = 32
+WARP_REDUCES = tuple(f"tl_warp_reduce_{k}" for k in ("sum", "max", "min", "bitand", "bitor"))
+MATCHES = ("tl_match_any", "tl_match_all")
+BLOCK_VOTES = ("tl_syncthreads_count", "tl_syncthreads_and", "tl_syncthreads_or")
+COLLECTIVES = WARP_REDUCES + MATCHES + BLOCK_VOTES  # exchanges besides the shuffles and warp votes
+_FOLD = {"sum": lambda a, b: a + b, "max": lambda a, b: E.call("max", a, b), "min": lambda a, b: E.call("min", a, b),
+         "bitand": lambda a, b: E.binop("&", a, b), "bitor": lambda a, b: E.binop("|", a, b)}
 
 
 def _i(x):
@@ -59,6 +68,10 @@ def exchange(calls, thr, rng):
     n = rng[1]
     pre, post, repl = [], [], {}
     for c in calls:
+        if c.op in COLLECTIVES:
+            p, q, repl[c] = _collective(c, thr, rng)
+            pre, post = pre + p, post + q
+            continue
         if c.op.startswith("tl_shfl_"):
             tmp = Buffer("shfl", (n,), c.dtype, "local")
             pre += [("s", S.Allocate(tmp)), ("s", S.BufferStore(tmp, (thr,), c.args[1]))]
@@ -86,6 +99,64 @@ def exchange(calls, thr, rng):
                  ("s", loop)]
         repl[c] = cur
     return pre, post, repl
+
+
+def _bits(e):
+    """e as an unsigned integer of its width (match compares bits, as __match_any_sync does)."""
+    u = dt.as_dtype(f"uint{e.dtype.bits}")
+    return e if e.dtype == u else E.Call("reinterpret", (e,), u)
+
+
+def _collective(c: E.Call, thr, rng):
+    """(pre, post, replacement) of a warp reduce, match or block vote (see the module docstring)."""
+    lo, hi = rng
+    val = c.args[-1]
+    kind = c.op[len("tl_"):]
+    if c.op in BLOCK_VOTES:
+        val = E.cast(dt.int32, E.compare("!=", val, 0))
+    elif c.op in MATCHES:
+        val = _bits(val)
+    tmp = Buffer(kind, (hi,), val.dtype, "local")
+    acc = Buffer(kind + "_acc", (1,), c.dtype, "local")
+    zero = (E.as_expr(0),)
+    cur = E.BufferLoad(acc, zero, c.dtype)
+    pre = [("s", S.Allocate(tmp)), ("s", S.BufferStore(tmp, (thr,), val))]
+    v = E.Var("src", dt.int32)
+    got = E.BufferLoad(tmp, (v,), val.dtype)
+    if c.op in BLOCK_VOTES:  # the segment's threads: every thread of the block that runs here
+        init = E.const(0, dt.int32)
+        body = S.BufferStore(acc, zero, cur + got)
+        loop = S.For(v, E.as_expr(lo), E.as_expr(hi - lo), "serial", body)
+        res = {"tl_syncthreads_count": cur, "tl_syncthreads_and": E.cast(dt.int32, E.compare("==", cur, hi - lo)),
+               "tl_syncthreads_or": E.cast(dt.int32, E.compare("!=", cur, 0))}[c.op]
+        return pre, [("s", S.Allocate(acc)), ("s", S.BufferStore(acc, zero, init)), ("s", loop)], res
+    base = thr - thr % WARP
+    lane = E.Var("lane", dt.int32)
+    src = base + lane
+    in_seg = E.logical_and(E.compare(">=", src, lo), E.compare("<", src, hi))
+    if c.op in WARP_REDUCES:
+        first = E.select(E.compare(">", base, lo), base, E.as_expr(lo))  # the warp's first lane that runs here
+        init = E.BufferLoad(tmp, (first,), val.dtype)
+        take = E.logical_and(in_seg, E.compare("!=", src, first))
+        new = E.cast(c.dtype, _FOLD[kind[len("warp_reduce_"):]](cur, E.BufferLoad(tmp, (src,), val.dtype)))
+        res = cur
+    else:
+        mask = E.cast(dt.uint32, c.args[0])
+        bit = E.binop("&", E.binop(">>", mask, E.cast(dt.uint32, lane)), E.const(1, dt.uint32))
+        take = E.logical_and(in_seg, E.compare("!=", bit, E.const(0, dt.uint32)))
+        same = E.compare("==", E.BufferLoad(tmp, (src,), val.dtype), E.BufferLoad(tmp, (thr,), val.dtype))
+        if c.op == "tl_match_any":
+            init = E.const(0, dt.uint32)
+            new = E.select(same, E.binop("|", cur, E.binop("<<", E.const(1, dt.uint32), E.cast(dt.uint32, lane))), cur)
+            res = cur
+        else:  # acc: 1 while every lane agrees
+            init = E.const(1, dt.uint32)
+            new = E.select(same, cur, E.const(0, dt.uint32))
+            res = E.select(E.compare("!=", cur, E.const(0, dt.uint32)), mask, E.const(0, dt.uint32))
+    loop = S.For(lane, E.as_expr(0), E.as_expr(WARP), "serial",
+                 S.IfThenElse(take, S.BufferStore(acc, zero, new)))
+    post = [("s", S.Allocate(acc)), ("s", S.BufferStore(acc, zero, init)), ("s", loop)]
+    return pre, post, res
 
 
 def allreduce(s, thr, dims):

@@ -45,11 +45,12 @@ from ..ir.visitor import Mutator, buffers_used, collect
 from ..op import hopper as H
 from ..op import tile_ops as O
 from ..op.thread_ops import DeclBuffer, ImportSource, ThreadAllReduce
+from .cpu_lanes import COLLECTIVES
 
 WARP = 32
 LOOP_MARK = ("tl.cpu_threads", True)  # annotation of a segment loop: lower_tile_ops_cpu counts 1 thread there
 SHUFFLES = ("tl_shfl_xor", "tl_shfl_down", "tl_shfl_up", "tl_shfl_idx")
-VOTES = ("tl_any_sync", "tl_all_sync", "tl_ballot")
+VOTES = ("tl_any_sync", "tl_all_sync", "tl_ballot") + COLLECTIVES
 _SCALAR_OPS = (O.DeviceAssert, O.Print, DeclBuffer, ImportSource, O.Swizzle, O.AnnotateLayout)
 # block-level ops that mean the same when every thread of a branch runs them whole
 _PER_THREAD_OK = (O.Copy, O.Fill, H.TmaCopy, H.BarrierArrive, H.BarrierExpectTx, H.BarrierWait, H.CpAsync,
@@ -175,7 +176,7 @@ class _Kernel:
             x = sync[0]
             name = ("T.tvm_thread_allreduce" if isinstance(x, ThreadAllReduce) else
                     "a warp-group scope" if isinstance(x, H.WarpGroupScope) else
-                    "T.sync_threads" if x.op == "tl_sync_threads" else f"the warp exchange {x.op[3:]}")
+                    "T.sync_threads" if x.op == "tl_sync_threads" else f"the thread exchange {x.op[3:]}")
             raise LoweringError(f"{name} inside {what}: the CPU backend runs a block's threads one after another "
                                 "between barriers, and cannot split control flow that differs between threads at "
                                 "a barrier; move the barrier out of the thread-dependent code", s.span)

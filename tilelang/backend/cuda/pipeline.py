@@ -47,8 +47,17 @@ def _the_kernel(func: PrimFunc) -> S.KernelLaunch:
     return ks[0]
 
 
+def _check_arch_calls(k: S.KernelLaunch, ctx: PassContext) -> None:
+    """Calls the target's architecture lacks: a clear error rather than PTX that does not assemble."""
+    if ctx.target.sm < 90:
+        for c in collect(k.body, lambda n: isinstance(n, E.Call) and n.op in ("tl_pdl_sync", "tl_pdl_trigger")):
+            raise LoweringError(f"T.{c.op[3:]} (programmatic dependent launch, griddepcontrol) needs sm_90 or newer; "
+                                f"the target is {ctx.target.arch}", k.span)
+
+
 def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     k0 = k = _the_kernel(func)
+    _check_arch_calls(k, ctx)
     msgs = []
     from ...transform.cuda.software_pipeline import (
         fuse_mma_mainloops,

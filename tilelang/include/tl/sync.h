@@ -202,4 +202,17 @@ TL_DEVICE uint32_t block_rank_in_cluster() {
   return rank;
 }
 
+// ------------------------------------------------------------- programmatic dependent launch
+// T.pdl_sync / T.pdl_trigger (sm_90+; the compiler refuses them for older targets).
+TL_DEVICE void pdl_sync() {
+#if TL_ARCH_SM90
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+TL_DEVICE void pdl_trigger() {
+#if TL_ARCH_SM90
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 }  // namespace tl

@@ -61,6 +61,54 @@ TL_DEVICE uint64_t tl_ballot(unsigned mask, int p) { return (uint64_t)__ballot_s
 TL_DEVICE uint64_t tl_activemask() { return (uint64_t)__activemask(); }
 TL_DEVICE void tl_sync_warp(unsigned mask) { __syncwarp(mask); }
 
+// ------------------------------------------------------------- block votes, matches, warp reduces
+TL_DEVICE int tl_syncthreads_count(int p) { return __syncthreads_count(p); }
+TL_DEVICE int tl_syncthreads_and(int p) { return __syncthreads_and(p); }
+TL_DEVICE int tl_syncthreads_or(int p) { return __syncthreads_or(p); }
+
+namespace tl {
+namespace detail {
+template <int Bytes>
+struct match_word { using type = unsigned; };
+template <>
+struct match_word<8> { using type = unsigned long long; };
+// the bits of a 1-, 2-, 4- or 8-byte value, widened to the word __match_*_sync compares
+template <class T>
+TL_DEVICE typename match_word<sizeof(T)>::type match_bits(T v) {
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8,
+                "T.match_*_sync: only 1-, 2-, 4- and 8-byte values can be matched");
+  typename match_word<sizeof(T)>::type u = 0;
+  tl::detail::copy_bytes(&u, &v, sizeof(T));
+  return u;
+}
+}  // namespace detail
+}  // namespace tl
+
+template <class T>
+TL_DEVICE unsigned tl_match_any(unsigned mask, T v) { return __match_any_sync(mask, tl::detail::match_bits(v)); }
+template <class T>
+TL_DEVICE unsigned tl_match_all(unsigned mask, T v) {
+  int pred;
+  return __match_all_sync(mask, tl::detail::match_bits(v), &pred);
+}
+
+// Every lane of the warp gets op over the warp's 32 values (an xor butterfly).
+#define TL_WARP_REDUCE(NAME, EXPR)                                        \
+  template <class T>                                                      \
+  TL_DEVICE T NAME(T a) {                                                 \
+    for (int off = 16; off > 0; off >>= 1) {                              \
+      T b = tl_shfl_xor(0xffffffffu, a, off, 32);                         \
+      a = (EXPR);                                                         \
+    }                                                                     \
+    return a;                                                             \
+  }
+TL_WARP_REDUCE(tl_warp_reduce_sum, a + b)
+TL_WARP_REDUCE(tl_warp_reduce_max, b > a ? b : a)
+TL_WARP_REDUCE(tl_warp_reduce_min, b < a ? b : a)
+TL_WARP_REDUCE(tl_warp_reduce_bitand, a & b)
+TL_WARP_REDUCE(tl_warp_reduce_bitor, a | b)
+#undef TL_WARP_REDUCE
+
 // ------------------------------------------------------------- dp4a
 // c[0] += a[0]*b[0] + ... + a[3]*b[3] (int8 x int8 -> int32); a, b need no alignment.
 TL_DEVICE int tl_pack4(const int8_t* a) {

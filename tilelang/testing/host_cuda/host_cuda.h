@@ -287,6 +287,52 @@ inline void __syncwarp(unsigned mask = 0xffffffffu) { tl_host_vote("__syncwarp",
 // The host cannot see which lanes are converged: every lane of the warp is taken as active.
 inline unsigned __activemask() { return tl_host_warp_lanes(); }
 
+// __match_any_sync / __match_all_sync: lanes of `mask` whose value has the same bits.
+template <class T>
+inline unsigned tl_host_match(const char* op, unsigned mask, T v, bool all) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "__match_*_sync: 4- or 8-byte values");
+  uint32_t mine[2] = {0, 0}, got[1];
+  std::memcpy(mine, &v, sizeof(T));
+  tl_host_collective(op, mask, mine, 2, got, 1, [&](uint32_t (*in)[kTlIn], uint32_t (*out)[kTlOut], unsigned parts) -> const char* {
+    bool same_all = true;
+    for (int l = 0; l < 32; ++l) {
+      if (!((parts >> l) & 1u)) continue;
+      unsigned m = 0;
+      for (int o = 0; o < 32; ++o)
+        if (((parts >> o) & 1u) && in[o][0] == in[l][0] && in[o][1] == in[l][1]) m |= 1u << o;
+      out[l][0] = m;
+      same_all = same_all && m == parts;
+    }
+    if (all)
+      for (int l = 0; l < 32; ++l) out[l][0] = same_all ? parts : 0u;
+    return nullptr;
+  });
+  return got[0];
+}
+template <class T>
+inline unsigned __match_any_sync(unsigned mask, T v) { return tl_host_match("__match_any_sync", mask, v, false); }
+template <class T>
+inline unsigned __match_all_sync(unsigned mask, T v, int* pred) {
+  unsigned r = tl_host_match("__match_all_sync", mask, v, true);
+  *pred = r != 0;
+  return r;
+}
+
+// __syncthreads_count / _and / _or: a block barrier that also counts the non-zero predicates.
+static std::atomic<int> tl_host_block_votes{0};
+inline int tl_host_block_vote(int p) {
+  tl_host_barrier();  // the previous vote's count has been read and reset
+  if (p) ++tl_host_block_votes;
+  tl_host_barrier();
+  const int n = tl_host_block_votes.load();
+  tl_host_barrier();
+  if (threadIdx.x == 0) tl_host_block_votes = 0;  // host blocks are one-dimensional
+  return n;
+}
+inline int __syncthreads_count(int p) { return tl_host_block_vote(p); }
+inline int __syncthreads_and(int p) { return tl_host_block_vote(p) == tl_host_threads; }
+inline int __syncthreads_or(int p) { return tl_host_block_vote(p) != 0; }
+
 // ------------------------------------------------------------------ scalar builtins
 using std::signbit;
 template <class T>

@@ -8,6 +8,9 @@ namespace tl {
 
 inline void named_barrier_sync(int id, int count) { tl_host_bar_sync(id, count, true); }
 inline void named_barrier_arrive(int id, int count) { tl_host_bar_sync(id, count, false); }
+// blocks run one after another: the kernels a launch depends on have finished
+inline void pdl_sync() {}
+inline void pdl_trigger() {}
 template <int Id, int Count>
 inline void barrier_sync() {
   static_assert(Id >= 0 && Id < 16, "tl::barrier_sync: barrier id must be in [0, 16)");
