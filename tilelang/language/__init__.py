@@ -71,7 +71,8 @@ _MODULES = {
     "alloc": "alloc_shared alloc_fragment alloc_local alloc_var alloc_barrier alloc_global",
     "loops": "Parallel Pipelined serial Serial unroll Unroll grid vectorized Persistent",
     "tile": ("copy fill clear gemm reduce_sum reduce_max reduce_min reduce_abssum "
-        "reduce_absmax cumsum atomic_add atomic_max atomic_min atomic_addx2 use_swizzle annotate_layout "
+        "reduce_absmax reduce reduce_bitand reduce_bitor reduce_bitxor cumsum atomic_add atomic_max atomic_min atomic_or "
+        "atomic_addx2 use_swizzle annotate_layout "
         "annotate_padding annotate_l2_hit_ratio no_set_max_nreg disable_warp_group_reg_alloc GemmWarpPolicy"),
     "math": ("exp exp2 log log2 log10 sqrt rsqrt tanh sigmoid sin cos erf floor ceil "
         "round trunc log1p expm1 exp10 abs max min pow if_then_else Select cast Cast infinity max_value "

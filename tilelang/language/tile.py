@@ -9,6 +9,7 @@ from ..ir.buffer import Buffer, BufferRegion
 from ..ir.expr import BufferLoad, Call, Expr, as_expr, cast, const_value
 from ..ir.stmt import Evaluate
 from ..op import tile_ops as O
+from ..op.reduce_rules import BIT_KINDS, KINDS, NAN_KINDS
 from ..op.regions import is_tile_arg, matrix_extents, pair_regions, squeezed, to_region, same_extent
 
 _builder = B  # T.gemm names its second operand B, as the public TileLang does
@@ -52,8 +53,9 @@ def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None
     B.current().emit(O.Copy(s, d, bool(disable_tma)))
 
 
-def fill(buffer, value):
-    """Set every element of a tile (or a slice of one) to `value`: `T.fill(acc, 0)`."""
+def fill(buffer, value, annotations=None):
+    """Set every element of a tile (or a slice of one) to `value`: `T.fill(acc, 0)`.
+    `annotations` (lowering hints) are accepted and change nothing here."""
     B.in_kernel("T.fill")
     r = to_region(buffer, None, "T.fill")
     if isinstance(buffer, BufferLoad):
@@ -61,7 +63,7 @@ def fill(buffer, value):
     B.current().emit(O.Fill(r, cast(r.buffer.dtype, as_expr(value, r.buffer.dtype))))
 
 
-def clear(buffer):
+def clear(buffer, annotations=None):
     """`T.fill(buffer, 0)`."""
     fill(buffer, 0)
 
@@ -103,46 +105,93 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
                             int(k_pack), int(wg_wait)))
 
 
-def _reduce(kind, buffer, out, dim, clear):
-    B.in_kernel(f"T.reduce_{kind}")
+def _reduce(kind, buffer, out, dim, clear, batch=1, nan_propagate=False, annotations=None):
+    what = f"T.reduce_{kind}"
+    B.in_kernel(what)
+    if kind not in KINDS:
+        raise DSLTypeError(f"T.reduce: reduce_type must be one of {', '.join(KINDS)}, got {kind!r}")
     if not isinstance(buffer, Buffer) or not isinstance(out, Buffer):
-        raise DSLTypeError(f"T.reduce_{kind}: expected two buffers (src, dst), got {buffer!r}, {out!r}")
-    _on_chip(f"T.reduce_{kind}", buffer=buffer, out=out)
+        raise DSLTypeError(f"{what}: expected two buffers (src, dst), got {buffer!r}, {out!r}")
+    _on_chip(what, buffer=buffer, out=out)
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise DSLTypeError(f"{what}: batch must be an int >= 1 (output elements per all-reduce), got {batch!r}")
+    ann = dict(annotations or {})
+    nan_propagate = bool(nan_propagate or ann.get("nan_propagate", False))
+    if nan_propagate and kind in NAN_KINDS and out.dtype.name not in ("float16", "bfloat16"):
+        raise DSLTypeError(f"{what}(nan_propagate=True) needs a float16 or bfloat16 destination, got {out.name} "
+                           f"of {out.dtype}")
+    if kind in BIT_KINDS and not (out.dtype.is_int or out.dtype.is_bool):
+        raise DSLTypeError(f"{what} needs an integer or bool destination, got {out.name} of {out.dtype}")
     nd = buffer.ndim
     if not -nd <= dim < nd:
-        raise DSLTypeError(f"T.reduce_{kind}: dim={dim} is out of range for the {nd}-d buffer {buffer.name}")
+        raise DSLTypeError(f"{what}: dim={dim} is out of range for the {nd}-d buffer {buffer.name}")
     dim %= nd
     expect = [s for i, s in enumerate(buffer.shape) if i != dim]
     got = list(out.shape)
     if squeezed(expect) != squeezed(got) and not (not expect and squeezed(got) == []):
-        raise ShapeMismatchError(f"T.reduce_{kind}: reducing {buffer.name}{tuple(buffer.shape)} over dim {dim} "
+        raise ShapeMismatchError(f"{what}: reducing {buffer.name}{tuple(buffer.shape)} over dim {dim} "
                                  f"gives {tuple(expect)}, but the destination {out.name} is {tuple(got)}")
-    B.current().emit(O.Reduce(kind, buffer, out, dim, bool(clear)))
+    B.current().emit(O.Reduce(kind, buffer, out, dim, bool(clear), nan_propagate=nan_propagate and kind in NAN_KINDS))
 
 
-def reduce_sum(buffer, out, dim=-1, clear=True):
-    """out = sum of buffer over `dim` (added to out when clear=False)."""
-    _reduce("sum", buffer, out, dim, clear)
+def reduce(buffer, out, reduce_type, dim, clear, batch=1, annotations=None):
+    """out = the `reduce_type` reduction of buffer over `dim`: one of sum, abssum, max, min,
+    absmax, bitand, bitor, bitxor (folded into out when clear=False).
+
+    `batch` (>= 1) is a hint for how many outputs share one GPU all-reduce; results do not depend
+    on it. `annotations={"nan_propagate": True}` is reduce_max's nan_propagate.
+    Example: `T.reduce(S, row_max, "max", dim=1, clear=True)`.
+    """
+    _reduce(reduce_type, buffer, out, dim, clear, batch, annotations=annotations)
 
 
-def reduce_max(buffer, out, dim=-1, clear=True):
-    _reduce("max", buffer, out, dim, clear)
+def reduce_sum(buffer, out, dim=-1, clear=True, batch=1, annotations=None):
+    """out = sum of buffer over `dim` (added to out when clear=False).
+
+    Example: `T.reduce_sum(acc, row_sum, dim=1)`; `batch` is a GPU all-reduce hint (>= 1).
+    """
+    _reduce("sum", buffer, out, dim, clear, batch, annotations=annotations)
 
 
-def reduce_min(buffer, out, dim=-1, clear=True):
-    _reduce("min", buffer, out, dim, clear)
+def reduce_max(buffer, out, dim=-1, clear=True, batch=1, nan_propagate=False, annotations=None):
+    """out = max of buffer over `dim` (clear=True starts from -inf). With nan_propagate=True
+    (float16 / bfloat16 destinations) a NaN anywhere in a line makes its result NaN."""
+    _reduce("max", buffer, out, dim, clear, batch, nan_propagate, annotations)
 
 
-def reduce_abssum(buffer, out, dim=-1):
-    _reduce("abssum", buffer, out, dim, True)
+def reduce_min(buffer, out, dim=-1, clear=True, batch=1, nan_propagate=False, annotations=None):
+    """out = min of buffer over `dim` (clear=True starts from +inf); nan_propagate as reduce_max."""
+    _reduce("min", buffer, out, dim, clear, batch, nan_propagate, annotations)
 
 
-def reduce_absmax(buffer, out, dim=-1, clear=True):
-    _reduce("absmax", buffer, out, dim, clear)
+def reduce_abssum(buffer, out, dim=-1, batch=1, annotations=None):
+    """out = sum of |buffer| over `dim`."""
+    _reduce("abssum", buffer, out, dim, True, batch, annotations=annotations)
 
 
-def cumsum(src, dst=None, dim=0, reverse=False):
-    """Inclusive prefix sum of a tile along `dim` (in place when dst is None)."""
+def reduce_absmax(buffer, out, dim=-1, clear=True, batch=1, nan_propagate=False, annotations=None):
+    """out = max of |buffer| over `dim`; nan_propagate as reduce_max."""
+    _reduce("absmax", buffer, out, dim, clear, batch, nan_propagate, annotations)
+
+
+def reduce_bitand(buffer, out, dim=-1, clear=True, batch=1, annotations=None):
+    """out = bitwise and of an integer tile over `dim` (clear=True starts from all ones)."""
+    _reduce("bitand", buffer, out, dim, clear, batch, annotations=annotations)
+
+
+def reduce_bitor(buffer, out, dim=-1, clear=True, batch=1, annotations=None):
+    """out = bitwise or of an integer tile over `dim`. Example: `T.reduce_bitor(flags, any_flag, dim=1)`."""
+    _reduce("bitor", buffer, out, dim, clear, batch, annotations=annotations)
+
+
+def reduce_bitxor(buffer, out, dim=-1, clear=True, batch=1, annotations=None):
+    """out = bitwise xor of an integer tile over `dim`."""
+    _reduce("bitxor", buffer, out, dim, clear, batch, annotations=annotations)
+
+
+def cumsum(src, dst=None, dim=0, reverse=False, annotations=None):
+    """Inclusive prefix sum of a tile along `dim` (in place when dst is None); `annotations`
+    (lowering hints) change nothing here. Example: `T.cumsum(S, dim=1, reverse=True)`."""
     B.in_kernel("T.cumsum")
     dst = src if dst is None else dst
     if not isinstance(src, Buffer) or not isinstance(dst, Buffer):
@@ -179,28 +228,46 @@ def _atomic(kind, dst, value, memory_order=None, return_prev=False):
     return None
 
 
-def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):
+def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False, annotations=None):
     """dst += value atomically.
 
     A tile form (`T.atomic_add(C[by*M, bx*N], C_local)`) adds each element once. An element form
     (`T.atomic_add(hist[b], 1)`) is SIMT code run by every thread that reaches it; with
     `return_prev=True` it is an expression giving the element's previous value:
-    `pos = T.atomic_add(count[0], 1, return_prev=True)`.
+    `pos = T.atomic_add(count[0], 1, return_prev=True)`. `use_tma` and `annotations` are
+    lowering hints.
     """
     return _atomic("add", dst, value, memory_order, return_prev)
 
 
-def atomic_max(dst, value, memory_order=None, return_prev=False):
+def atomic_max(dst, value, memory_order=None, return_prev=False, annotations=None):
     """dst = max(dst, value) atomically (tile or element form, as T.atomic_add)."""
     return _atomic("max", dst, value, memory_order, return_prev)
 
 
-def atomic_min(dst, value, memory_order=None, return_prev=False):
+def atomic_min(dst, value, memory_order=None, return_prev=False, annotations=None):
     """dst = min(dst, value) atomically (tile or element form, as T.atomic_add)."""
     return _atomic("min", dst, value, memory_order, return_prev)
 
 
-def atomic_addx2(dst, value):
+def atomic_or(dst, value, memory_order=None):
+    """dst |= value atomically, on one integer element (SIMT code: every thread that reaches it
+    ORs its own value in). Example: `T.atomic_or(flags[b], T.shift_left(1, tx % 32))`."""
+    if not isinstance(dst, BufferLoad) or isinstance(value, (Buffer, BufferRegion)):
+        raise DSLTypeError(f"T.atomic_or: dst must be one element such as flags[i], and value a scalar; got "
+                           f"{dst!r}, {value!r}")
+    if not dst.buffer.dtype.is_int:
+        raise DSLTypeError(f"T.atomic_or needs an integer element, got {dst.buffer.name} of {dst.buffer.dtype}")
+    return _atomic("or", dst, value, memory_order)
+
+
+def atomic_addx2(dst, value, return_prev=False):
+    """dst[j:j+2] += value[k:k+2] atomically, element by element (two adjacent values, such as a
+    half2): `T.atomic_addx2(dQ[b, i, d * 2], acc[i, d * 2])`. return_prev=True (the previous pair
+    as one vector value) is not supported."""
+    if return_prev:
+        raise DSLTypeError("T.atomic_addx2(return_prev=True): the previous pair as a vector value is not supported; "
+                           "use T.atomic_add(dst, value, return_prev=True) on each element")
     return _atomic("add", dst, value)
 
 

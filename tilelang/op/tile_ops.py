@@ -77,7 +77,8 @@ class Gemm(TileOp):
 
 @dataclass(frozen=True)
 class Reduce(TileOp):
-    """dst = reduce_kind(src, dim); kind: sum max min abssum absmax. clear=False folds dst in."""
+    """dst = reduce_kind(src, dim); kind: sum max min abssum absmax bitand bitor bitxor (op/reduce_rules.py).
+    clear=False folds dst in; nan_propagate: a NaN wins a max / min (float16 / bfloat16)."""
 
     kind: str
     src: Buffer
@@ -85,6 +86,7 @@ class Reduce(TileOp):
     dim: int
     clear: bool = True
     span: Span | None = default_span()
+    nan_propagate: bool = False
 
 
 @dataclass(frozen=True)

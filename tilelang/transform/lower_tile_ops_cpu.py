@@ -20,6 +20,7 @@ from ..ir import stmt as S
 from ..ir.buffer import Buffer, BufferRegion
 from ..ir.visitor import Mutator, collect
 from ..op import tile_ops as O
+from ..op.reduce_rules import ABS_KINDS, combiner, identity
 from ..op.registry import lowering_rule
 from ..op.regions import matrix_dims, squeezed
 from .cpu_threads import LOOP_MARK
@@ -146,13 +147,8 @@ class LowerTileOpsCPU(HopperCPU, TrackRanges, Mutator):
         keep = [s for d, s in enumerate(src.shape) if d != op.dim]
         red = src.shape[op.dim]
         dt_ = dst.dtype
-        init = {"sum": 0.0, "abssum": 0.0, "absmax": 0.0}.get(op.kind)
-        if op.kind == "max":
-            init_e = E.const(float("-inf"), dt_) if dt_.is_float else _int_limit(dt_, low=True)
-        elif op.kind == "min":
-            init_e = E.const(float("inf"), dt_) if dt_.is_float else _int_limit(dt_, low=False)
-        else:
-            init_e = E.const(init, dt_)
+        init_e = identity(op.kind, dt_)
+        comb = combiner(op.kind, op.nan_propagate)
 
         def body(vs):
             didx = _dst_index(dst, vs)
@@ -161,11 +157,8 @@ class LowerTileOpsCPU(HopperCPU, TrackRanges, Mutator):
             sidx = list(vs)
             sidx.insert(op.dim, r)
             v = E.cast(dt_, E.BufferLoad(src, tuple(sidx), src.dtype))
-            if op.kind in ("abssum", "absmax"):
+            if op.kind in ABS_KINDS:
                 v = E.call("abs", v)
-            comb = {"sum": lambda a, b: a + b, "abssum": lambda a, b: a + b,
-                    "max": lambda a, b: E.call("max", a, b), "absmax": lambda a, b: E.call("max", a, b),
-                    "min": lambda a, b: E.call("min", a, b)}[op.kind]
             acc = E.Var("acc", dt_)
             loop = S.For(r, E.as_expr(0), E.as_expr(red), "serial",
                          S.BufferStore(dst, didx, comb(cur, v)))
@@ -329,12 +322,6 @@ def _dst_index(dst: Buffer, vs):
             out.append(vs[k])
             k += 1
     return tuple(out)
-
-
-def _int_limit(d, low):
-    if d.kind == "uint":
-        return E.const(0 if low else (1 << d.bits) - 1, d)
-    return E.const(-(1 << (d.bits - 1)) if low else (1 << (d.bits - 1)) - 1, d)
 
 
 def lower_tile_ops_cpu(func: S.PrimFunc, ctx=None) -> S.PrimFunc:

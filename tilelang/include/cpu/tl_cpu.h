@@ -226,7 +226,8 @@ TL_INLINE int32_t tl_shl_i32(uint32_t a, uint32_t b) { return b < 32u ? (int32_t
  * Floating point uses compare-and-swap on the value's own type (gcc's generic __atomic
  * builtins compare bytes, so NaN and -0.0 cannot make the loop spin forever). */
 #define TL__ATOMIC_INT(T, S) \
-    TL_INLINE T tl_atomic_add_##S(T *p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+    TL_INLINE T tl_atomic_add_##S(T *p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); } \
+    TL_INLINE T tl_atomic_or_##S(T *p, T v) { return __atomic_fetch_or(p, v, __ATOMIC_RELAXED); }
 TL__ATOMIC_INT(int32_t, i32)
 TL__ATOMIC_INT(int64_t, i64)
 TL__ATOMIC_INT(uint32_t, u32)

@@ -144,6 +144,14 @@ TL_DEVICE float tl_atomic_min_f32(float* p, float v) { return tl::atomic_min(p, 
 TL_DEVICE int32_t tl_atomic_max_i32(int32_t* p, int32_t v) { return atomicMax(p, v); }
 TL_DEVICE int32_t tl_atomic_min_i32(int32_t* p, int32_t v) { return atomicMin(p, v); }
 TL_DEVICE uint32_t tl_atomic_max_u32(uint32_t* p, uint32_t v) { return atomicMax(p, v); }
+TL_DEVICE int32_t tl_atomic_or_i32(int32_t* p, int32_t v) { return atomicOr(p, v); }
+TL_DEVICE uint32_t tl_atomic_or_u32(uint32_t* p, uint32_t v) { return atomicOr(p, v); }
+TL_DEVICE uint64_t tl_atomic_or_u64(uint64_t* p, uint64_t v) {
+  return (uint64_t)atomicOr(reinterpret_cast<unsigned long long*>(p), (unsigned long long)v);
+}
+TL_DEVICE int64_t tl_atomic_or_i64(int64_t* p, int64_t v) {
+  return (int64_t)atomicOr(reinterpret_cast<unsigned long long*>(p), (unsigned long long)v);
+}
 TL_DEVICE uint32_t tl_atomic_min_u32(uint32_t* p, uint32_t v) { return atomicMin(p, v); }
 
 // 16-byte copy between global/shared addresses; zero-fills when !pred.

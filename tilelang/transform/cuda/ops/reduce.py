@@ -1,4 +1,4 @@
-"""CUDA lowering of T.reduce_sum / max / min / abssum / absmax (O.Reduce).
+"""CUDA lowering of T.reduce_sum / max / min / abssum / absmax / bitand / bitor / bitxor (O.Reduce).
 
 Takes: a Reduce over one dim of a tile. Gives, for the rows of an mma/wgmma accumulator (dim 1,
 float): a fold of each thread's columns, then an xor-shuffle over its quad (tl_quad_<op>).
@@ -35,13 +35,13 @@ from ....ir.buffer import Buffer, storage_root
 from ....layout.fragment import (FlatFragment, LaneRowFragment, MmaAccFragment, RowBlockFragment, RowFragment,
                                  WgmmaAccFragment, acc_ni, acc_of_rows, column_groups_of, segment_rows)
 from ....op import tile_ops as O
+from ....op.reduce_rules import BIT_KINDS, KINDS, NAN_KINDS, combiner, identity
 from ....op.registry import register_lowering
 from .base import is_local
 
-_COMB = {"sum": lambda x, y: x + y, "abssum": lambda x, y: x + y,
-         "max": lambda x, y: E.call("max", x, y), "absmax": lambda x, y: E.call("max", x, y),
-         "min": lambda x, y: E.call("min", x, y)}
-_QUAD = {"sum": "sum", "abssum": "sum", "max": "max", "absmax": "max", "min": "min"}
+_COMB = {k: combiner(k) for k in KINDS}
+_QUAD = {"sum": "sum", "abssum": "sum", "max": "max", "absmax": "max", "min": "min",
+         **{k: k for k in BIT_KINDS}}
 
 
 def column_groups(acc) -> tuple[int, object]:
@@ -363,6 +363,8 @@ def _flat(idx, shape):
 
 @register_lowering("cuda", O.Reduce)
 def lower_reduce(low, op: O.Reduce):
+    if op.nan_propagate and op.kind in NAN_KINDS:  # the register paths fold with the plain max / min
+        return generic_reduce(low, op, "nan_propagate=True folds each line in one thread")
     src, dst = op.src, op.dst
     sreg, dreg = low.reg(src), low.reg(dst)
     seg = low.plan.layout(dst) if dreg is not None and sreg is not None else None
@@ -384,10 +386,18 @@ def lower_reduce(low, op: O.Reduce):
         if sreg is not None and dreg is not None and getattr(low, "own_line_reduce", True) else None
     if lines is not None:
         return own_line_reduce(op, sreg, dreg, lines)
+    return generic_reduce(low, op, None)
+
+
+def generic_reduce(low, op: O.Reduce, why: str | None):
+    """Each destination element folds its line in a serial loop, from a shared copy of a register
+    source (`why`: the reason the register paths were not taken, else _why_scratch's)."""
+    src, dst = op.src, op.dst
     out = []
     if low.reg(src) is not None:
+        why = why or _why_scratch(low.plan.layout(src), op)
         low.warn(f"T.reduce_{op.kind}({src.name}, {dst.name}, dim={op.dim}) reduces through a shared-memory copy of "
-                 f"{src.name}, not in registers: {_why_scratch(low.plan.layout(src), op)}")
+                 f"{src.name}, not in registers: {why}")
         # one flat scratch per register storage: a T.reshape view and its base reduced in one epilogue
         # share it (row-major, the same element order), not two tile-sized copies
         home = storage_root(src)
@@ -406,14 +416,9 @@ def lower_reduce(low, op: O.Reduce):
     else:
         src_buf = src
     dt_ = dst.dtype
-    if op.kind == "max":
-        init = E.const(float("-inf"), dt_) if dt_.is_float else E.const(-(1 << (dt_.bits - 1)), dt_)
-    elif op.kind == "min":
-        init = E.const(float("inf"), dt_) if dt_.is_float else E.const((1 << (dt_.bits - 1)) - 1, dt_)
-    else:
-        init = E.const(0, dt_)
+    init = identity(op.kind, dt_)
     red = src.shape[op.dim]
-    comb = _COMB[op.kind]
+    comb = combiner(op.kind, op.nan_propagate)
 
     def make(cv, reg_ref):
         keep = [c for c, s in zip(cv, dst.shape)] if len(cv) == dst.ndim else list(cv)
