@@ -323,8 +323,8 @@ class CCodegen:
         for n, ex in zip(names, exprs):
             self.emit(f"const int32_t {n} = (int32_t)({ex});")
         self.expr.nonneg.update(k.block_vars)
-        if uses_rng(k.body):
-            self.emit("tl_philox tl_rng;")
+        if uses_rng(k.body):  # one state per thread of the block (cpu_threads indexes it)
+            self.emit(f"tl_philox tl_rng[{k.threads[0] * k.threads[1] * k.threads[2]}];")
         self.stmt(k.body)
         self.depth -= 1
         self.emit("}")

@@ -19,6 +19,9 @@ CPU_UNSUPPORTED = {"tl_shfl_xor": "T.shfl_xor", "tl_shfl_down": "T.shfl_down", "
                    "tl_syncthreads_or": "T.syncthreads_or"}
 NOWHERE = {"tl_sync_grid": "T.sync_grid needs a cooperative launch (all blocks resident at once), which this "
                            "backend does not perform; split the kernel in two at the grid barrier"}
+RNG_CALLS = {"tl_rng_init": "tl_rng_init_state", "tl_rng_rand": "tl_rng_next", "tl_rng_rand_float": "tl_rng_next_float",
+             "tl_rng_rand_double": "tl_rng_next_double", "tl_rng_normal": "tl_rng_next_normal",
+             "tl_rng_normal_double": "tl_rng_next_normal_double"}
 _ORDERS = ("__ATOMIC_RELAXED", "__ATOMIC_CONSUME", "__ATOMIC_ACQUIRE", "__ATOMIC_RELEASE",
            "__ATOMIC_ACQ_REL", "__ATOMIC_SEQ_CST")
 
@@ -44,10 +47,12 @@ def print_call(cx, e, args: list) -> str | None:
         return f"tl_sync_warp({args[0]})" if cuda else "((void)0)"
     if op == "tl_dp4a":
         return f"tl_dp4a({', '.join(args)})"
-    if op == "tl_rng_init":
-        return f"tl_rng_init_state(&tl_rng, {', '.join(args)})"
-    if op in ("tl_rng_rand", "tl_rng_rand_float"):
-        return "tl_rng_next(&tl_rng)" if op == "tl_rng_rand" else "tl_rng_next_float(&tl_rng)"
+    if op in RNG_CALLS:
+        # one more argument than the T.* call: the thread's state (transform/cpu_threads.py)
+        base = 3 if op == "tl_rng_init" else 0
+        state = f"&tl_rng[{args[0]}]" if len(args) > base else ("&tl_rng[0]" if not cuda else "&tl_rng")
+        rest = args[len(args) - base:] if base else []
+        return f"{RNG_CALLS[op]}({', '.join([state] + rest)})"
     if op in ("tl_atomic_load", "tl_atomic_store"):
         return _ordered(cx, e, args, cuda)
     if op.startswith("tl_shfl_") or op in ("tl_any_sync", "tl_all_sync", "tl_ballot", "tl_activemask"):

@@ -231,7 +231,8 @@ class _Kernel:
 
         def flush():
             if cur:
-                out.append(S.For(self.thr, E.as_expr(lo), E.as_expr(hi - lo), "serial", S.seq(*cur), (LOOP_MARK,)))
+                body = _ThreadRng(self.thr).visit(S.seq(*cur))
+                out.append(S.For(self.thr, E.as_expr(lo), E.as_expr(hi - lo), "serial", body, (LOOP_MARK,)))
                 cur.clear()
 
         for kind, st in items:
@@ -253,6 +254,21 @@ class _Kernel:
         tmap = {v: axes[v.name] if v.name in axes else t for v in self.k.thread_vars}
         body = _Expand(self, tmap).visit(body)
         return replace(self.k, thread_vars=(), body=body)
+
+
+class _ThreadRng(Mutator):
+    """T.rng_* calls of a segment use the running thread's generator state: `thr` as a leading
+    argument (codegen/intrinsics.py prints `&tl_rng[thr]`)."""
+
+    RNG = ("tl_rng_init", "tl_rng_rand", "tl_rng_rand_float", "tl_rng_rand_double", "tl_rng_normal",
+           "tl_rng_normal_double")
+
+    def __init__(self, thr):
+        self.thr = thr
+
+    def visit_Call(self, c: E.Call):
+        c = self.generic(c)
+        return E.Call(c.op, (self.thr,) + c.args, c.dtype) if c.op in self.RNG else c
 
 
 class _Expand(Mutator):

@@ -271,7 +271,10 @@ TL_INLINE void tl_dp4a(const int8_t *a, const int8_t *b, int32_t *c) {
     c[0] = acc;
 }
 
-typedef struct { uint32_t ctr[4]; uint32_t key[2]; uint32_t out[4]; int idx; } tl_philox;
+typedef struct {
+    uint32_t ctr[4]; uint32_t key[2]; uint32_t out[4]; int idx;
+    int has_normal, has_normal_d; float normal; double normal_d;  /* a Box-Muller pair's second value */
+} tl_philox;
 
 TL_INLINE void tl_philox_block(tl_philox *s) {
     uint32_t c0 = s->ctr[0], c1 = s->ctr[1], c2 = s->ctr[2], c3 = s->ctr[3];
@@ -297,6 +300,7 @@ TL_INLINE void tl_rng_init_state(tl_philox *s, uint64_t seed, uint64_t seq, uint
     s->ctr[0] = (uint32_t)(off / 4); s->ctr[1] = (uint32_t)((off / 4) >> 32);
     s->ctr[2] = (uint32_t)seq; s->ctr[3] = (uint32_t)(seq >> 32);
     s->idx = (int)(off % 4);
+    s->has_normal = s->has_normal_d = 0;
     tl_philox_block(s);
 }
 
@@ -308,6 +312,34 @@ TL_INLINE uint32_t tl_rng_next(tl_philox *s) {
 
 TL_INLINE float tl_rng_next_float(tl_philox *s) {
     return (float)tl_rng_next(s) * 2.3283064e-10f + 1.1641532e-10f;
+}
+
+/* curand's mappings (cuda tl/thread.h has the same): uniform double from two words, normal
+ * by Box-Muller from two (float) or four (double) words, the pair's second value kept. */
+TL_INLINE double tl_rng_next_double(tl_philox *s) {
+    uint64_t x = tl_rng_next(s), y = tl_rng_next(s);
+    return (double)(x ^ (y << 21)) * 1.1102230246251565e-16 + 5.551115123125783e-17;
+}
+
+TL_INLINE float tl_rng_next_normal(tl_philox *s) {
+    if (s->has_normal) { s->has_normal = 0; return s->normal; }
+    float u = (float)tl_rng_next(s) * 2.3283064e-10f + 1.1641532e-10f;
+    float v = (float)tl_rng_next(s) * 1.4629180792671596e-09f + 7.314590396335798e-10f;
+    float r = sqrtf(-2.0f * logf(u));
+    s->normal = r * cosf(v);
+    s->has_normal = 1;
+    return r * sinf(v);
+}
+
+TL_INLINE double tl_rng_next_normal_double(tl_philox *s) {
+    if (s->has_normal_d) { s->has_normal_d = 0; return s->normal_d; }
+    uint64_t x0 = tl_rng_next(s), x1 = tl_rng_next(s), y0 = tl_rng_next(s), y1 = tl_rng_next(s);
+    double u = (double)(x0 ^ (x1 << 21)) * 1.1102230246251565e-16 + 5.551115123125783e-17;
+    double v = (double)(y0 ^ (y1 << 21)) * 2.220446049250313e-16 + 1.1102230246251565e-16;
+    double r = sqrt(-2.0 * log(u));
+    s->normal_d = r * cos(3.141592653589793 * v);
+    s->has_normal_d = 1;
+    return r * sin(3.141592653589793 * v);
 }
 
 #endif /* TL_CPU_H_ */

@@ -160,6 +160,9 @@ TL_DEVICE void tl_atomic_store(T* p, T value, int order) {
 struct tl_philox {
   uint32_t ctr[4], key[2], out[4];
   int idx;
+  int has_normal, has_normal_d;  // the second value of the last Box-Muller pair is waiting
+  float normal;
+  double normal_d;
 };
 TL_DEVICE void tl_philox_block(tl_philox* s) {
   uint32_t c0 = s->ctr[0], c1 = s->ctr[1], c2 = s->ctr[2], c3 = s->ctr[3], k0 = s->key[0], k1 = s->key[1];
@@ -177,6 +180,7 @@ TL_DEVICE void tl_rng_init_state(tl_philox* s, uint64_t seed, uint64_t seq, uint
   s->ctr[0] = (uint32_t)(off / 4); s->ctr[1] = (uint32_t)((off / 4) >> 32);
   s->ctr[2] = (uint32_t)seq; s->ctr[3] = (uint32_t)(seq >> 32);
   s->idx = (int)(off % 4);
+  s->has_normal = s->has_normal_d = 0;
   tl_philox_block(s);
 }
 TL_DEVICE uint32_t tl_rng_next(tl_philox* s) {
@@ -191,3 +195,37 @@ TL_DEVICE uint32_t tl_rng_next(tl_philox* s) {
   return v;
 }
 TL_DEVICE float tl_rng_next_float(tl_philox* s) { return (float)tl_rng_next(s) * 2.3283064e-10f + 1.1641532e-10f; }
+// Two words, 53 bits: (x ^ y << 21) * 2^-53 + 2^-54 (curand_uniform_double's mapping).
+TL_DEVICE double tl_rng_next_double(tl_philox* s) {
+  uint64_t x = tl_rng_next(s), y = tl_rng_next(s);
+  return (double)(x ^ (y << 21)) * 1.1102230246251565e-16 + 5.551115123125783e-17;
+}
+// Box-Muller on two words: sqrt(-2 ln u) * (sin, cos)(2 pi v); the cos value waits for the next call.
+TL_DEVICE float tl_rng_next_normal(tl_philox* s) {
+  if (s->has_normal) {
+    s->has_normal = 0;
+    return s->normal;
+  }
+  float u = (float)tl_rng_next(s) * 2.3283064e-10f + 1.1641532e-10f;
+  float v = (float)tl_rng_next(s) * 1.4629180792671596e-09f + 7.314590396335798e-10f;
+  float r = sqrtf(-2.0f * logf(u)), sn, cs;
+  sincosf(v, &sn, &cs);
+  s->normal = r * cs;
+  s->has_normal = 1;
+  return r * sn;
+}
+// Four words: u and v with 53 bits each, sqrt(-2 ln u) * (sin, cos)(pi v).
+TL_DEVICE double tl_rng_next_normal_double(tl_philox* s) {
+  if (s->has_normal_d) {
+    s->has_normal_d = 0;
+    return s->normal_d;
+  }
+  uint64_t x0 = tl_rng_next(s), x1 = tl_rng_next(s), y0 = tl_rng_next(s), y1 = tl_rng_next(s);
+  double u = (double)(x0 ^ (x1 << 21)) * 1.1102230246251565e-16 + 5.551115123125783e-17;
+  double v = (double)(y0 ^ (y1 << 21)) * 2.220446049250313e-16 + 1.1102230246251565e-16;
+  double r = sqrt(-2.0 * log(u)), sn, cs;
+  sincospi(v, &sn, &cs);
+  s->normal_d = r * cs;
+  s->has_normal_d = 1;
+  return r * sn;
+}

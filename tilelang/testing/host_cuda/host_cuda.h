@@ -353,6 +353,10 @@ inline unsigned __float_as_uint(float x) { return tl_host_bits<unsigned>(x); }
 inline double __longlong_as_double(long long x) { return tl_host_bits<double>(x); }
 inline long long __double_as_longlong(double x) { return tl_host_bits<long long>(x); }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+inline void sincospi(double x, double* s, double* c) {
+  *s = std::sin(3.141592653589793 * x);
+  *c = std::cos(3.141592653589793 * x);
+}
 inline float __expf(float x) { return std::exp(x); }
 inline float __logf(float x) { return std::log(x); }
 inline float __sinf(float x) { return std::sin(x); }
