@@ -251,10 +251,11 @@ class CCodegen:
         f = self.func = unique_names(self.func)
         dims = shape_vars(f.params)
         kinds, args = [], []
+        aliased = set(f.attr("tl.non_restrict_params") or ())  # T.annotate_restrict_buffers
         for p in f.params:
             if isinstance(p, Buffer):
                 kinds.append(("buffer", p))
-                args.append(f"void* restrict tl_arg{len(args)}")
+                args.append(f"void*{'' if p.name in aliased else ' restrict'} tl_arg{len(args)}")
             else:
                 kinds.append(("scalar", p))
                 args.append(f"{storage_type(p.dtype)} {p.name}")
@@ -282,7 +283,7 @@ class CCodegen:
         for i, p in enumerate(f.params):
             if isinstance(p, Buffer):
                 t = storage_type(p.dtype)
-                self.emit(f"{t}* restrict {p.name} = ({t}*)tl_arg{i};")
+                self.emit(f"{t}*{'' if p.name in aliased else ' restrict'} {p.name} = ({t}*)tl_arg{i};")
         for i, b in enumerate(ws, start=len(args) - len(ws)):
             t = storage_type(b.dtype)
             self.emit(f"{t}* restrict {b.name} = ({t}*)tl_arg{i};")
@@ -452,6 +453,8 @@ class CCodegen:
             self.emit(f"  for (int64_t q = 0; q < {obj.numel()}; ++q) printf(\"%g \", (double){self._load_flat(obj)});")
             self.emit('  printf("\\n");')
             self.emit("}")
+        elif obj is None:
+            self.emit(f'printf("{msg}\\n");')
         else:
             self.emit(f'printf("{msg} %g\\n", (double)({self.expr(obj)}));')
 

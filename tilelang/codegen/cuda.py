@@ -191,10 +191,11 @@ class CudaCodegen(CCodegen):
         f, k = self.func, self.kernel
         dims = shape_vars(f.params)
         kinds, args, sig = [], [], []
+        aliased = set(f.attr("tl.non_restrict_params") or ())  # T.annotate_restrict_buffers
         for p in f.params:
             if isinstance(p, Buffer):
                 kinds.append(("buffer", p))
-                args.append(f"{storage_type(p.dtype)}* __restrict__ {p.name}")
+                args.append(f"{storage_type(p.dtype)}*{'' if p.name in aliased else ' __restrict__'} {p.name}")
                 sig.append("ptr")
             else:
                 kinds.append(("scalar", p))
@@ -245,7 +246,7 @@ class CudaCodegen(CCodegen):
         # kept the dequant GEMV at 32 registers and its 8 unrolled iterations' loads interleaved with their
         # math (4 in flight); told one block per SM suffices, it issues all 16 first (55 registers), as the
         # public build does (it declares (threads, 1) on every kernel)
-        bounds = f"{T}, 1"
+        bounds = f"{T}, {self.func.attr('tl.min_blocks_per_sm') or 1}"  # T.annotate_min_blocks_per_sm
         if self.ws and self.ws.cluster > 1:  # fixed at compile time: a plain cuLaunchKernel launches it
             bounds += f") __cluster_dims__({self.ws.cluster}, 1, 1"
         from .c import entry_name
@@ -447,7 +448,9 @@ class CudaCodegen(CCodegen):
         obj = s.obj
         msg = s.msg.replace('"', "'").replace("%", "%%")
         if isinstance(obj, Buffer):
-            self.emit(f'if (tid == 0) {{ for (int q = 0; q < {obj.numel()}; ++q) printf("{msg} %g\\n", '
+            self.emit(f'if (tid == {s.lane}) {{ for (int q = 0; q < {obj.numel()}; ++q) printf("{msg} %g\\n", '
                       f'(double){self._load_flat(obj)}); }}')
+        elif obj is None:
+            self.emit(f'printf("{msg}\\n");')
         else:
             self.emit(f'printf("{msg} %g\\n", (double)({self.expr(obj)}));')

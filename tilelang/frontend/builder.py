@@ -35,7 +35,7 @@ class Builder:
         self.lets: dict = {}  # Var -> value of the kernel's `name = expr` bindings (LetStmt)
         self.handle_params: dict = {}  # TVM style: a `T.handle` parameter Var -> its T.match_buffer Buffer
         self.func_name: str | None = None  # T.func_name / T.func_attr({"global_symbol": ...})
-        self.func_attrs: list = []  # T.func_attr's other (key, value) pairs
+        self.func_attrs: dict = {}  # T.func_attr's other keys, and the kernel annotations (annotations.py)
         self.tir_frames: list = []  # open T.If / T.sblock frames (language/tir.py)
 
     def emit(self, stmt: Stmt):

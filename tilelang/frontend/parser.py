@@ -494,7 +494,7 @@ def parse_prim_func(fn, outer: dict | None = None) -> S.PrimFunc:
                                      "tensor (or use eager @tilelang.jit with `return`)") from None
             body = builder.pop() if len(builder.frames) > 1 else S.seq()
     params = [_matched(builder, p, parser, src.node) for p in params]
-    return S.PrimFunc(builder.func_name or fn.__name__, tuple(params), body, tuple(builder.func_attrs),
+    return S.PrimFunc(builder.func_name or fn.__name__, tuple(params), body, tuple(builder.func_attrs.items()),
                       span=parser.span(src.node))
 
 

@@ -49,6 +49,20 @@ def _flags(compile_flags) -> tuple:
     return tuple(compile_flags)
 
 
+def _with_func_annotations(func: PrimFunc, pass_configs, compile_flags):
+    """T.annotate_pass_configs / T.annotate_compile_flags of the kernel: configs under the caller's,
+    flags before the caller's."""
+    from ..language.annotations import COMPILE_FLAGS, PASS_CONFIGS
+
+    own = func.attr(PASS_CONFIGS)
+    if own:
+        pass_configs = {**dict(own), **(pass_configs or {})}
+    flags = func.attr(COMPILE_FLAGS)
+    if flags:
+        compile_flags = tuple(flags) + _flags(compile_flags)
+    return pass_configs, compile_flags
+
+
 def build(func: PrimFunc, target: Target, pass_configs: dict | None, compile_flags=None):
     """compile_flags reach the CPU backend's C compiler; CUDA gets them through tl.device_compile_flags."""
     from pathlib import Path
@@ -105,6 +119,7 @@ class JITKernel:
             if not isinstance(func.params[i], Buffer):
                 raise TileLangError(f"out_idx: parameter {i} ({func.params[i].name}) is a scalar, not a tensor")
         t0 = time.perf_counter()
+        pass_configs, compile_flags = _with_func_annotations(func, pass_configs, compile_flags)
         if compile_flags and self.target.kind != "cpu":  # nvcc-style flags: NVRTC gets them through tl.device_compile_flags
             from ..transform.pass_config import merge_device_flags
 

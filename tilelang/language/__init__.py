@@ -94,6 +94,10 @@ _MODULES = {
     "reducer": "alloc_reducer reducer_init reducer_update finalize_reducer cummax",
     "memory": "atomic_addx4 atomic_load atomic_store im2col index_to_coordinates",
     "random": "rng_init rng_rand rng_rand_float",
+    "annotations": ("annotate_min_blocks_per_sm annotate_restrict_buffers annotate_safe_value "
+        "annotate_compile_flags annotate_pass_configs"),
+    "control": "loop_break break_loop continue_loop thread_return",
+    "logical": "any_of all_of",
     "warp": ("get_lane_idx get_warp_idx get_warp_idx_sync get_warp_group_idx shuffle_elect syncthreads_count "
         "syncthreads_and syncthreads_or match_any_sync match_all_sync warp_reduce_sum warp_reduce_max "
         "warp_reduce_min warp_reduce_bitand warp_reduce_bitor named_barrier_arrive pdl_trigger pdl_sync"),

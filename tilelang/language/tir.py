@@ -130,28 +130,27 @@ def While(condition):  # noqa: N802 - TVM's name
     return _While(condition)
 
 
-class _Assert(_Frame):
-    def __init__(self, cond, message):
-        self.cond, self.message = cond, message
+class _Checked(_Frame):
+    """The body of `with T.Assert(...):`, after the check (which T.Assert made when called)."""
+
+    what = "T.Assert"
 
     def tl_frame_exit(self, body):
-        from .debug import device_assert
-
-        b = B.current("T.Assert")
-        cond = self.cond.as_load() if isinstance(self.cond, E.ExprCompare) else self.cond
-        if isinstance(cond, E.Expr):
-            device_assert(cond, self.message)
-        elif not cond:
-            raise DSLTypeError(f"T.Assert failed while building the kernel: {self.message}")
-        b.emit(body)
+        B.current("T.Assert").emit(body)
 
 
 def Assert(condition, message, error_kind="RuntimeError"):  # noqa: N802 - TVM's name
-    """`with T.Assert(cond, "message"):` aborts the kernel with `message` where cond fails, then runs
-    the body. (`error_kind` names the host exception in TVM; a device abort has none.)"""
+    """Check `condition` where this call stands (language/control.py: a device assert in a kernel, a
+    build-time check outside), as a statement `T.Assert(cond, "message")` or as `with T.Assert(cond,
+    "message"):` around a body that runs after the check. `message` may be a list of parts."""
+    from .control import Assert as check
+
     if isinstance(message, (list, tuple)):
         message = "".join(str(m) for m in message)
-    return _Assert(condition, str(message))
+    if isinstance(condition, E.ExprCompare):
+        condition = condition.as_load()
+    check(condition, str(message), error_kind)
+    return _Checked()
 
 
 # ------------------------------------------------------------------ variables and bindings
@@ -350,7 +349,7 @@ def func_attr(attrs):
         if k == "global_symbol":
             func_name(v)
         else:
-            b.func_attrs.append((str(k), v))
+            b.func_attrs[str(k)] = v
 
 
 def func_name(name):

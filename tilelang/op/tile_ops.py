@@ -146,6 +146,10 @@ class DeviceAssert(TileOp):
 
 @dataclass(frozen=True)
 class Print(TileOp):
-    obj: object  # Expr | Buffer
+    """T.print: a scalar (every thread that runs it), a buffer (once per block, by thread
+    `lane` on CUDA) or, with obj None, the message alone."""
+
+    obj: object  # Expr | Buffer | None
     msg: str = ""
     span: Span | None = default_span()
+    lane: int = 0
