@@ -161,7 +161,8 @@ class CopyLowering:
                 return None
             ck.append(lin[0].get(ko, 0))
             cv.append(lin[0].get(v, 0))
-            base.append(simplify(substitute(E.as_expr(idx), {ko: start, v: E.as_expr(0)})))
+            # a T.ws scope's tid_wg is bound inside the loop: the pointer before it uses tid - t_lo
+            base.append(simplify(substitute(E.as_expr(idx), {ko: start, v: E.as_expr(0), **self.tid_defs})))
         # NOTE: a load (a T.alloc_var, an index table) may change inside the loop: never hoisted
         if not any(ck) or any(x in frame.inside or x == v or isinstance(x, (E.BufferLoad, E.Call))
                               for b in base for x in _leaves(b)):

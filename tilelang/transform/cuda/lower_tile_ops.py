@@ -108,6 +108,7 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
         self.where = None  # span of the T.Parallel being lowered (for warnings)
         self.ranges = Ranges()  # block, loop and element variables: proves bounds guards redundant
         self.loops: list = []  # enclosing serial loops, innermost last: Hoist frames
+        self.tid_defs: dict = {}  # T.ws scopes' thread index (tid_wg) -> its value in the block's tid
         self.nhoisted = 0
         self.no_slice_pairs = False  # pass config tl.disable_slice_pair_stores
         self.rs_k_outer = False  # pass config tl.disable_wgmma_rows_outer: RS wgmmas k-step outermost
@@ -182,6 +183,10 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
         if s.lo:
             self.tid = E.Var("tid_wg", dt.int32)
             pre = [S.LetStmt(self.tid, saved[1] - s.t_lo)]
+            # bound inside every enclosing loop: what is declared before one says tid - t_lo instead
+            self.tid_defs[self.tid] = saved[1] - s.t_lo
+            for frame in self.loops:
+                frame.inside.add(self.tid)
         try:
             with self.ranges.scoped({self.tid: (0, self.T - 1)}):
                 body = self.visit(s.body)
