@@ -64,7 +64,8 @@ def _with_func_annotations(func: PrimFunc, pass_configs, compile_flags):
 
 
 def build(func: PrimFunc, target: Target, pass_configs: dict | None, compile_flags=None):
-    """compile_flags reach the CPU backend's C compiler; CUDA gets them through tl.device_compile_flags."""
+    """compile_flags reach the CPU backend's C compiler (less nvcc-only ones, backend/cpu/compile.host_flags);
+    CUDA gets them through tl.device_compile_flags."""
     from pathlib import Path
 
     from ..transform.pass_config import get as config

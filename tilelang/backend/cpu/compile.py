@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import logging
 import os
 import re
 import shlex
@@ -40,7 +41,7 @@ from tilelang.cache import disk
 from tilelang.errors import CompileError
 
 __all__ = ["INCLUDE_DIR", "BASE_FLAGS", "CLibrary", "CompilerInfo", "compiler_info",
-           "compile_c", "header_digest"]
+           "compile_c", "header_digest", "host_flags"]
 
 INCLUDE_DIR = Path(__file__).resolve().parents[2] / "include"
 BASE_FLAGS: tuple[str, ...] = (
@@ -210,6 +211,44 @@ def header_digest() -> str:
 
 # ---------------------------------------------------------------- compile + load
 
+# nvcc flags a C compiler does not take. Programs written for CUDA pass them as jit's
+# compile_flags (the public MLA examples: --expt-relaxed-constexpr, --ptxas-options=...); they
+# say nothing about host code, so the CPU target drops them (a debug log names each).
+_NVCC_EXACT = {"--expt-relaxed-constexpr", "-expt-relaxed-constexpr", "--expt-extended-lambda",
+               "-expt-extended-lambda", "--extended-lambda", "-extended-lambda", "--use_fast_math",
+               "-use_fast_math", "-lineinfo", "--generate-line-info", "-rdc=true", "-rdc=false", "--keep", "-keep"}
+_NVCC_PREFIX = ("--ptxas-options=", "-Xptxas=", "--gpu-architecture=", "-arch=", "--generate-code=", "-gencode=",
+                "--gpu-code=", "-code=", "--relocatable-device-code=", "-maxrregcount=", "--maxrregcount=",
+                "--register-usage-level=", "-ccbin=", "--compiler-bindir=")
+_NVCC_WITH_VALUE = {"--ptxas-options", "-Xptxas", "--gpu-architecture", "-arch", "--generate-code", "-gencode",
+                    "--gpu-code", "-code", "-maxrregcount", "--maxrregcount", "-ccbin", "--compiler-bindir"}
+_HOST_PASS = ("-Xcompiler", "--compiler-options")  # nvcc's way to reach the host compiler: its value is for us
+
+
+def host_flags(flags: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(flags for the C compiler, the nvcc-only ones dropped): `-Xcompiler a,b` gives a and b."""
+    kept, dropped = [], []
+    items = list(flags)
+    i = 0
+    while i < len(items):
+        f = items[i]
+        name, eq, value = f.partition("=")
+        if name in _HOST_PASS:
+            if not eq and i + 1 < len(items):
+                i, value = i + 1, items[i + 1]
+            kept += [v for v in value.split(",") if v]
+        elif f in _NVCC_EXACT or f.startswith(_NVCC_PREFIX):
+            dropped.append(f)
+        elif f in _NVCC_WITH_VALUE:
+            if i + 1 < len(items):
+                i, f = i + 1, f"{f} {items[i + 1]}"
+            dropped.append(f)
+        else:
+            kept.append(f)
+        i += 1
+    return kept, dropped
+
+
 def compile_c(source: str, extra_flags: Sequence[str] = ()) -> CLibrary:
     """Compile C `source` to a shared library (cached) and load it with ctypes.
 
@@ -218,7 +257,10 @@ def compile_c(source: str, extra_flags: Sequence[str] = ()) -> CLibrary:
     """
     t0 = time.perf_counter()
     info = compiler_info()
-    flags = info.flags + tuple(extra_flags)
+    kept, dropped = host_flags(extra_flags)
+    for f in dropped:
+        logging.getLogger("tilelang").debug("compile flag %s dropped: nvcc-only, the CPU target compiles C", f)
+    flags = info.flags + tuple(kept)
     k = disk.key("cpu-c", source, "\0".join(flags), info.version, header_digest(), _cpu_id())
     built: list[tuple[float, str]] = []
 
