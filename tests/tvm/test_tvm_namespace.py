@@ -156,3 +156,18 @@ def test_without_import_tilelang_there_is_no_tvm():
     res = subprocess.run([sys.executable, "-c", "import tvm"], capture_output=True, text=True,
                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert res.returncode != 0 and "No module named 'tvm'" in res.stderr
+
+
+def test_testing_requires_package_is_a_skip_mark():
+    """`@tvm.testing.requires_package(...)` (the public dequantize_gemm examples use it): skipped
+    under pytest when a package is missing; the decorated function still runs when called."""
+    missing = tvm.testing.requires_package("no_such_package_for_tilelang_tests")
+    present = tvm.testing.requires_package("torch")
+    assert missing.mark.name == "skipif" and missing.mark.args == (True,)
+    assert present.mark.args == (False,)
+
+    @missing
+    def f(x):
+        return x + 1
+
+    assert f(1) == 2

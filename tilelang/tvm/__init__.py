@@ -11,6 +11,8 @@ namespace has exactly those, with the same meaning:
     with tvm.target.Target("cuda -arch=sm_90a"):   # the target of compile(target="auto")
         kernel = tilelang.compile(func)
 
+    @tvm.testing.requires_package("bitblas")   # tilelang.testing's pytest mark
+
 `tvm.tir` is the same module as `tvm.tirx` (older TileLang spells it so).
 
 `import tvm` / `from tvm import DataType`: after `import tilelang`, a top-level `tvm`
@@ -18,8 +20,8 @@ resolves to this namespace when no real TVM is installed (see `tilelang/tvm_find
 an installed TVM always wins there, while `from tilelang import tvm` always gives this one.
 """
 from ..dtypes import DType as DataType
-from . import target, tirx
+from . import target, testing, tirx
 
 tir = tirx
 
-__all__ = ["DataType", "target", "tirx", "tir"]
+__all__ = ["DataType", "target", "testing", "tirx", "tir"]
