@@ -74,6 +74,53 @@ def test_range_with_step_and_start():
     assert torch.equal(a, want)
 
 
+def test_range_as_keywords():
+    """T.Pipelined(start=, stop=, num_stages=) (the public NSA backward example writes it so), and
+    T.serial / T.unroll with start= / stop= / step=: a suffix sum over rows lo.. of a run-time lo,
+    against float64."""
+    N, D = 24, 8
+
+    @T.prim_func
+    def k(A: T.Tensor((N, D), "float32"), S: T.Tensor((3, D), "float32"), lo: T.int32):
+        with T.Kernel(1, threads=32) as bx:
+            acc = T.alloc_fragment((D,), "float32")
+            T.clear(acc)
+            for i in T.Pipelined(start=lo, stop=N, num_stages=0):
+                for j in T.Parallel(D):
+                    acc[j] += A[i, j]
+            T.copy(acc, S[0, :])
+            for j in T.serial(start=0, stop=D):
+                S[1, j] = 0.0
+            for i in T.serial(start=1, stop=N, step=5):  # 1, 6, 11, 16, 21
+                for j in T.unroll(start=0, stop=D):
+                    S[1, j] += A[i, j]
+            for j in T.serial(D):
+                S[2, j] = 0.0
+                for i in T.unroll(start=0, stop=4):
+                    S[2, j] += A[i, j]
+
+    a = torch.randn(N, D)
+    kern = build(k)
+    for lo in (0, 5, 23):
+        s = nan_like((3, D))
+        kern(a, s, lo)
+        torch.testing.assert_close(s[0].double(), a[lo:].double().sum(0), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(s[1].double(), a[1::5].double().sum(0), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(s[2].double(), a[:4].double().sum(0), rtol=1e-5, atol=1e-5)
+
+
+def test_range_keywords_bind_as_the_public_signature():
+    """(start, stop=None, step=None): a keyword stop after a positional start is the range start..stop;
+    a lone start is the extent; a step needs a stop."""
+    import pytest
+    from tilelang.errors import DSLTypeError
+
+    assert T.Pipelined(4, stop=8) == T.Pipelined(4, 8)
+    assert T.serial(start=2) == T.serial(2)
+    with pytest.raises(DSLTypeError, match="a step needs a stop"):
+        T.serial(0, step=2)
+
+
 def test_runtime_range_bounds_with_step():
     @T.prim_func
     def k(A: T.Tensor((64,), "int32"), lo: T.int32, hi: T.int32):
