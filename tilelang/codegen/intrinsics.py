@@ -17,8 +17,9 @@ CPU_UNSUPPORTED = {"tl_shfl_xor": "T.shfl_xor", "tl_shfl_down": "T.shfl_down", "
                    "tl_match_any": "T.match_any_sync", "tl_match_all": "T.match_all_sync",
                    "tl_syncthreads_count": "T.syncthreads_count", "tl_syncthreads_and": "T.syncthreads_and",
                    "tl_syncthreads_or": "T.syncthreads_or"}
-NOWHERE = {"tl_sync_grid": "T.sync_grid needs a cooperative launch (all blocks resident at once), which this "
-                           "backend does not perform; split the kernel in two at the grid barrier"}
+NOWHERE = {"tl_sync_grid": "T.sync_grid needs a cooperative launch (all blocks resident at once) inside a loop or "
+                           "a branch, which this backend does not perform; at the top level of the T.Kernel body it "
+                           "is supported (the kernel is split into launches there: transform/grid_barrier.py)"}
 RNG_CALLS = {"tl_rng_init": "tl_rng_init_state", "tl_rng_rand": "tl_rng_next", "tl_rng_rand_float": "tl_rng_next_float",
              "tl_rng_rand_double": "tl_rng_next_double", "tl_rng_normal": "tl_rng_next_normal",
              "tl_rng_normal_double": "tl_rng_next_normal_double"}

@@ -107,6 +107,7 @@ class JITKernel:
         from ..arith.divisibility import assume_divisors
         from ..ir.buffer import Buffer
         from ..ir.stmt import PrimFunc
+        from ..transform.grid_barrier import split_grid_barriers
         from ..transform.split_kernels import is_multi_kernel, workspaces
         from .aligned_dims import AlignedDims
 
@@ -114,6 +115,7 @@ class JITKernel:
             raise TileLangError(f"expected a @T.prim_func, got {type(func).__name__}; a @tilelang.jit factory "
                                 "must return the prim_func it defines")
         self._prim_func, self._params, self._name, self._rebuild = func, func.params, func.name, None
+        func = split_grid_barriers(func)  # T.sync_grid at a kernel's top level: one launch per part
         self.target = resolve(target)
         self.out_idx = _normalize_out_idx(out_idx, len(func.params))
         for i in self.out_idx:

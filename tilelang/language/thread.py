@@ -81,8 +81,10 @@ def sync_warp(mask=None):
 
 
 def sync_grid():
-    """Grid-wide barrier. It needs a cooperative launch, which no backend here performs: the
-    kernel is rejected when it is compiled, naming T.sync_grid."""
+    """Grid-wide barrier. At the top level of a `T.Kernel` body the kernel is split into launches
+    there (transform/grid_barrier.py: every block's global writes before it are seen after it;
+    registers and shared memory are not carried). Inside a loop or a branch it would need a
+    cooperative launch, which no backend here performs: rejected at compile time, naming T.sync_grid."""
     _emit("tl_sync_grid", (), "T.sync_grid")
 
 

@@ -203,8 +203,15 @@ class HostProgram:
         pre = _prelude_header() if self.precompiled_prelude else None
         parts = [f'#include "{pre}"' if pre else _PRELUDE]
         cases = []
-        for i, (name, k) in enumerate(self.kernels.items()):
-            cs = k.artifact.csource
+        units = []  # (name, artifact): a launch sequence (T.sync_grid, several T.Kernel) gives one per launch
+        for name, k in self.kernels.items():
+            seq = getattr(k.artifact, "kernels", None)
+            if seq is not None and k.artifact.plan.workspaces:
+                self.close()
+                raise NotImplementedError(f"host_cuda: kernel {name} has T.alloc_global workspaces")
+            units += [(name, a) for a in (seq if seq is not None else [k.artifact])]
+        for i, (name, art) in enumerate(units):
+            cs = art.csource
             text = cs.text
             own = "\n".join(line for line in text.splitlines() if not line.startswith("#include"))
             bad = [w for w in UNSUPPORTED if w in own]
@@ -219,7 +226,7 @@ class HostProgram:
             assert count == 1, f"host_cuda: entry {cs.entry} not found in the source of {name}"
             parts.append(text)
             cases.append(f"    case {i}: rc = tl_host_launch(tl_host_k{i}, args.data(), grid, threads); break;")
-            self.index[name] = i
+            self.index.setdefault(name, []).append((i, art))
         src = os.path.join(self.dir, "kernels.cpp")
         with open(src, "w") as f:
             f.write("\n".join(parts) + _MAIN.replace("%(cases)s", "\n".join(cases)))
@@ -243,10 +250,14 @@ class HostProgram:
         """Launch kernel `name` on the params `tensors` (torch tensors for buffers, numbers for
         scalars, in the prim_func's order); buffers are updated in place."""
         k = self.kernels[name]
-        cs = k.artifact.csource
         params = k.prim_func.params
         assert len(tensors) == len(params), f"{name}: {len(params)} params, got {len(tensors)}"
         by_param = dict(zip((id(p) for p in params), tensors))
+        for index, art in self.index[name]:  # the launches of a sequence, in order
+            self._run_one(name, index, art, params, by_param, timeout)
+
+    def _run_one(self, name, index, art, params, by_param, timeout) -> None:
+        cs = art.csource
         values, blob = [], b""
         for kind, obj in cs.arg_kinds:
             if kind == "buffer":
@@ -275,11 +286,11 @@ class HostProgram:
                 payload, is_buf = struct.pack("<q", v), 0
                 values.append(v)
             blob += struct.pack("<QB", len(payload), is_buf) + payload
-        grid = k.artifact.grid(values)
+        grid = art.grid(values)
         path = os.path.join(self.dir, f"{name}.bin")
         with open(path, "wb") as f:
             f.write(blob)
-        r = subprocess.run([self.exe, str(self.index[name]), path, *map(str, grid), str(cs.threads),
+        r = subprocess.run([self.exe, str(index), path, *map(str, grid), str(cs.threads),
                             str(cs.smem_bytes), str(self.barrier_timeout)],
                            capture_output=True, text=True, timeout=timeout)
         if r.returncode:
