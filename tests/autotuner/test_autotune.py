@@ -263,3 +263,94 @@ def test_compile_workers_follow_the_public_variables(monkeypatch):
     monkeypatch.setenv("TILELANG_AUTO_TUNING_CPU_COUNTS", "x")
     with pytest.raises(TileLangError, match="TILELANG_AUTO_TUNING_CPU_COUNTS"):
         env.autotune_compile_workers()
+
+
+def _spy_builds(monkeypatch):
+    """Record the pass_configs of every kernel build."""
+    from tilelang.jit import kernel as jk
+
+    seen, orig = [], jk.build
+
+    def spy(func, target, pass_configs, *rest):
+        seen.append(dict(pass_configs or {}))
+        return orig(func, target, pass_configs, *rest)
+
+    monkeypatch.setattr(jk, "build", spy)
+    return seen
+
+
+PC_CONFIGS = [{"bM": 16, "bN": 16, "pass_configs": {"tl.disable_tma_lower": True}},
+              {"bM": 32, "bN": 32, "pass_configs": {"tl.disable_tma_lower": False}}]
+
+
+def test_config_pass_configs_api_mode(monkeypatch):
+    """A config's "pass_configs" (the public gemm/example_gemm_autotune_pass_configs.py) is laid over
+    the compile args' for that config and is not a kernel parameter; extra run() arguments of the
+    public signature are accepted."""
+    seen = _spy_builds(monkeypatch)
+    tuner = AutoTuner.from_kernel(lambda bM, bN: gemm_prim(40, 48, 32, bM, bN), PC_CONFIGS)
+    tuner.set_compile_args(out_idx=[-1], target="cpu", pass_configs={"tl.disable_warp_specialized": True})
+    tuner.set_profile_args(ref_prog=lambda A, B: A @ B)
+    res = tuner.run(warmup=1, rep=2, enable_grouped_compile=True, group_compile_size=4, use_pipeline=False)
+    assert {"tl.disable_tma_lower": True, "tl.disable_warp_specialized": True} in seen
+    assert {"tl.disable_tma_lower": False, "tl.disable_warp_specialized": True} in seen
+    assert all(r.error is None for r in res.results)
+    a, b = torch.randn(40, 32), torch.randn(32, 48)
+    torch.testing.assert_close(res.kernel(a, b).double(), a.double() @ b.double(), rtol=1e-5, atol=1e-4)
+
+
+def test_config_pass_configs_decorator_mode(monkeypatch):
+    seen = _spy_builds(monkeypatch)
+
+    @tilelang.autotune(configs=PC_CONFIGS, warmup=1, rep=2, ref_prog=lambda A, B: A @ B)
+    @tilelang.jit(out_idx=[-1], target="cpu", pass_configs={"tl.disable_warp_specialized": True})
+    def mm(M, N, K, bM=32, bN=32):
+        return gemm_prim(M, N, K, bM, bN)
+
+    k = mm(40, 48, 32)
+    assert {"tl.disable_tma_lower": True, "tl.disable_warp_specialized": True} in seen
+    assert {"tl.disable_tma_lower": False, "tl.disable_warp_specialized": True} in seen
+    a, b = torch.randn(40, 32), torch.randn(32, 48)
+    torch.testing.assert_close(k(a, b).double(), a.double() @ b.double(), rtol=1e-5, atol=1e-4)
+
+
+def test_early_stop_passes_the_baseline(monkeypatch):
+    """early_stop: every config after the first is timed against early_stop_factor x the best so far."""
+    from tilelang.profiler import Profiler
+
+    baselines, orig = [], Profiler.do_bench
+
+    def spy(self, *a, early_stop_baseline=None, **k):
+        baselines.append(early_stop_baseline)
+        return orig(self, *a, early_stop_baseline=early_stop_baseline, **k)
+
+    monkeypatch.setattr(Profiler, "do_bench", spy)
+
+    @tilelang.autotune(configs=CONFIGS, warmup=1, rep=2, early_stop=True, early_stop_factor=1.5)
+    @tilelang.jit(out_idx=[-1], target="cpu")
+    def mm(M, N, K, bM=32, bN=32):
+        return gemm_prim(M, N, K, bM, bN)
+
+    res = mm.get_result(40, 48, 32)
+    lat = [r.latency for r in res.results]
+    assert baselines[0] is None
+    assert baselines[1] == pytest.approx(lat[0] * 1.5)
+    assert baselines[2] == pytest.approx(min(lat[:2]) * 1.5)
+    a, b = torch.randn(40, 32), torch.randn(32, 48)
+    torch.testing.assert_close(res.kernel(a, b).double(), a.double() @ b.double(), rtol=1e-5, atol=1e-4)
+    with pytest.raises(ValueError, match="early_stop_factor"):
+        tilelang.autotune(configs=CONFIGS, early_stop=True, early_stop_factor=0.5)
+
+
+def test_do_not_specialize_shares_one_tuning():
+    calls = []
+
+    @tilelang.autotune(configs=CONFIGS[:2], warmup=1, rep=2, do_not_specialize=["tag"])
+    @tilelang.jit(out_idx=[-1], target="cpu")
+    def mm(M, N, K, tag=0, bM=32, bN=32):
+        calls.append(tag)
+        return gemm_prim(M, N, K, bM, bN)
+
+    k0 = mm(40, 48, 32, tag=1)
+    n = len(calls)
+    assert mm(40, 48, 32, tag=2) is k0 and len(calls) == n

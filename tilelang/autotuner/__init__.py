@@ -14,7 +14,10 @@ Example::
     kernel = matmul(1024, 1024, 1024, block_M=128, block_N=64)   # given explicitly: no tuning
     matmul.get_result(1024, 1024, 1024).results   # every config's latency or error
 
-Tuning runs once per distinct argument tuple; the winner is remembered. Parameters the
+A config may carry "pass_configs": {...}, laid over the jit's pass_configs for that config.
+`early_stop=True` stops timing a config whose estimate exceeds `early_stop_factor` times the
+best so far. Tuning runs once per distinct argument tuple (less the `do_not_specialize`
+parameters, whose values share one tuning); the winner is remembered. Parameters the
 caller passes explicitly are never overridden by a config. With eager `@tilelang.jit`
 kernels, calling with tensors tunes on those tensors and returns the result of the best.
 Inside `with set_autotune_inputs(a, b, ...)` tuning uses those tensors as the inputs.
@@ -28,7 +31,7 @@ from typing import Callable
 from ..errors import TileLangError
 from ..profiler.supply import TensorSupplyType
 from .capture import get_autotune_inputs, set_autotune_inputs
-from .tuner import AutoTuner, AutotuneResult, ConfigResult
+from .tuner import PASS_CONFIGS, AutoTuner, AutotuneResult, ConfigResult
 
 __all__ = ["autotune", "AutoTuner", "AutotuneResult", "ConfigResult", "AutoTuneImpl", "set_autotune_inputs",
            "get_autotune_inputs"]
@@ -37,14 +40,18 @@ __all__ = ["autotune", "AutoTuner", "AutotuneResult", "ConfigResult", "AutoTuneI
 class AutoTuneImpl:
     """What `@tilelang.autotune` returns: call it like the jit function it wraps."""
 
-    def __init__(self, jit_impl, configs, warmup, rep, timeout, profile_args: dict):
+    def __init__(self, jit_impl, configs, warmup, rep, timeout, profile_args: dict, do_not_specialize=None,
+                 early_stop: bool = False, early_stop_factor: float = 2.0):
         from ..jit import JITImpl, jit
 
         self.jit_impl = jit_impl if isinstance(jit_impl, JITImpl) else jit(jit_impl)
         self.configs = configs
         self.warmup, self.rep, self.timeout = warmup, rep, timeout
         self.profile_args = profile_args
+        self.do_not_specialize = tuple(do_not_specialize or ())
+        self.early_stop, self.early_stop_factor = early_stop, early_stop_factor
         self._results: dict = {}
+        self._with_configs: dict = {}  # repr(pass_configs) -> a JITImpl compiling with them
         functools.update_wrapper(self, self.jit_impl.fn)
 
     def config_list(self, args, kwargs) -> list:
@@ -57,7 +64,7 @@ class AutoTuneImpl:
         params = self.jit_impl.signature.parameters
         takes_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
         for cfg in configs:
-            unknown = [k for k in cfg if k not in params]
+            unknown = [k for k in cfg if k not in params and k != PASS_CONFIGS]
             if unknown and not takes_kwargs:
                 raise TileLangError(f"autotune: config key(s) {unknown} are not parameters of "
                                     f"{self.jit_impl.fn.__name__}{self.jit_impl.signature}")
@@ -75,6 +82,9 @@ class AutoTuneImpl:
         from ..jit import spec_key
 
         key = spec_key(args, kwargs)
+        if self.do_not_specialize:
+            bound = self.jit_impl.signature.bind_partial(*args, **_py_kwargs(self.jit_impl, kwargs))
+            key = spec_key((), {k: v for k, v in bound.arguments.items() if k not in self.do_not_specialize})
         res = self._results.get(key)
         if res is not None:
             return res
@@ -86,15 +96,30 @@ class AutoTuneImpl:
             res = self._results[key] = AutotuneResult(None, {}, kernel)
             return res
 
-        def compile_one(**cfg):
-            return jit_impl.compile(*args, **kwargs, **cfg)
+        def compile_one(pass_configs=None, **cfg):
+            impl = jit_impl if pass_configs is None else self._jit_with(pass_configs)
+            return impl.compile(*args, **kwargs, **cfg)
 
         tuner = AutoTuner(compile_one, configs).set_profile_args(**self.profile_args)
+        tuner.fn_takes_pass_configs = True
         if jit_impl.eager:
             tuner.inputs_fn = lambda kernel: _eager_tensors(jit_impl, kernel, args, kwargs)
-        res = tuner.run(self.warmup, self.rep, self.timeout)
+        res = tuner.run(self.warmup, self.rep, self.timeout, early_stop=self.early_stop,
+                        early_stop_factor=self.early_stop_factor)
         self._results[key] = res
         return res
+
+    def _jit_with(self, pass_configs: dict):
+        """The jit function compiling with `pass_configs` laid over its own (one per distinct dict)."""
+        from ..jit import JITImpl
+
+        key = repr(sorted(pass_configs.items(), key=lambda kv: str(kv[0])))
+        impl = self._with_configs.get(key)
+        if impl is None:
+            options = dict(self.jit_impl.options)
+            options["pass_configs"] = {**(options.get("pass_configs") or {}), **pass_configs}
+            impl = self._with_configs[key] = JITImpl(self.jit_impl.fn, **options)
+        return impl
 
     def get_result(self, *args, **kwargs) -> AutotuneResult:
         return self.tune(*args, **kwargs)
@@ -145,7 +170,8 @@ def autotune(func=None, *, configs, warmup: float = 25, rep: float = 100, timeou
              supply_prog: Callable | None = None, rtol: float = 1e-2, atol: float = 1e-2,
              max_mismatched_ratio: float = 0.01, skip_check: bool = False,
              manual_check_prog: Callable | None = None, cache_input_tensors: bool = False,
-             dynamic_symbolic_constraints: dict | None = None):
+             dynamic_symbolic_constraints: dict | None = None, do_not_specialize=None, early_stop: bool = False,
+             early_stop_factor: float = 2.0):
     """Decorate a `@tilelang.jit` function (place it above) to tune over `configs`.
 
     configs: a list of dicts of parameter values, a dict of lists (their product), or a
@@ -159,7 +185,11 @@ def autotune(func=None, *, configs, warmup: float = 25, rep: float = 100, timeou
                         manual_check_prog=manual_check_prog, cache_input_tensors=cache_input_tensors,
                         dynamic_symbolic_constraints=dynamic_symbolic_constraints)
 
+    if early_stop and early_stop_factor < 1.0:
+        raise ValueError(f"early_stop_factor must be >= 1.0, got {early_stop_factor}")
+
     def wrap(f):
-        return AutoTuneImpl(f, configs, warmup, rep, timeout, profile_args)
+        return AutoTuneImpl(f, configs, warmup, rep, timeout, profile_args, do_not_specialize, early_stop,
+                            early_stop_factor)
 
     return wrap if func is None else wrap(func)

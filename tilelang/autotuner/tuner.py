@@ -8,6 +8,11 @@
 A config that fails to compile, fails the reference check, or runs past `timeout`
 seconds (compile + check) is skipped and reported in `results`; only when every config
 fails does `run` raise.
+
+A config's "pass_configs" key is not a kernel parameter: its dict is laid over the compile
+args' pass_configs for that config. `run(early_stop=True, early_stop_factor=f)` stops timing a
+config as soon as its estimate exceeds f times the best latency so far (its latency is then
+that estimate, and it cannot win).
 """
 from __future__ import annotations
 
@@ -56,6 +61,9 @@ class AutotuneResult:
         return self.kernel.get_kernel_source()
 
 
+PASS_CONFIGS = "pass_configs"  # the config key that is not a kernel parameter
+
+
 class _Timeout(Exception):
     pass
 
@@ -97,6 +105,7 @@ class AutoTuner:
                                        manual_check_prog=None, cache_input_tensors=False,
                                        dynamic_symbolic_constraints=None)
         self.inputs_fn: Callable | None = None  # kernel -> input list (eager mode uses the caller's tensors)
+        self.fn_takes_pass_configs = False  # fn(pass_configs=..., **config) compiles with them itself
 
     @classmethod
     def from_kernel(cls, kernel: Callable, configs) -> "AutoTuner":
@@ -117,16 +126,26 @@ class AutoTuner:
         return self
 
     # ------------------------------------------------------------ running
-    def run(self, warmup: float = 25, rep: float = 100, timeout: float | None = 100) -> AutotuneResult:
+    def run(self, warmup: float = 25, rep: float = 100, timeout: float | None = 100, use_pipeline: bool = False,
+            enable_grouped_compile: bool = False, group_compile_size: int = 2, benchmark_devices=None,
+            benchmark_multi_gpu: bool = False, early_stop: bool = False,
+            early_stop_factor: float = 2.0) -> AutotuneResult:
+        """Tune every config. Configs always compile on a thread pool before timing (see
+        _compile_all), so use_pipeline / enable_grouped_compile / group_compile_size change
+        nothing; timing is on the current device (benchmark_devices / benchmark_multi_gpu
+        are accepted for the public signature)."""
         if not self.configs:
             raise TileLangError("autotune: `configs` is empty; give at least one dict of parameter values")
+        if early_stop and early_stop_factor < 1.0:
+            raise ValueError(f"early_stop_factor must be >= 1.0, got {early_stop_factor}")
         results: list[ConfigResult] = []
         best: tuple | None = None
         ref_latency = None
         cached_inputs: dict = {}
         built = self._compile_all()
         for n, cfg in enumerate(self.configs):
-            r, kernel, ins = self._try_config(cfg, warmup, rep, timeout, cached_inputs, built.get(n))
+            stop_at = best[0] * early_stop_factor if early_stop and best is not None else None
+            r, kernel, ins = self._try_config(cfg, warmup, rep, timeout, cached_inputs, built.get(n), stop_at)
             results.append(r)
             if r.error is not None:
                 logger.info("autotune: config %s skipped: %s", cfg, r.error)
@@ -167,9 +186,9 @@ class AutoTuner:
         with ThreadPoolExecutor(workers) as ex:
             return dict(enumerate(ex.map(build, self.configs)))
 
-    def _try_config(self, cfg: dict, warmup, rep, timeout, cached_inputs: dict, built=None):
+    def _try_config(self, cfg: dict, warmup, rep, timeout, cached_inputs: dict, built=None, stop_at=None):
         """Compile (unless `built` has it), check and time one config: (ConfigResult, kernel or
-        None, inputs or None)."""
+        None, inputs or None). `stop_at` (ms): time no further once the estimate exceeds it."""
         r = ConfigResult(dict(cfg))
         kernel = ins = None
         try:
@@ -184,7 +203,8 @@ class AutoTuner:
                     kernel, r.compile_seconds = built
                 ins = self._inputs(kernel, cached_inputs)
                 self._check(kernel, ins)
-            r.latency = kernel.get_profiler().do_bench(kernel, warmup=warmup, rep=rep, input_tensors=ins)
+            r.latency = kernel.get_profiler().do_bench(kernel, warmup=warmup, rep=rep, input_tensors=ins,
+                                                       early_stop_baseline=stop_at)
         except _Timeout:
             r.error = f"timed out after {timeout} s"
         except (TileLangError, AssertionError, TypeError, ValueError, RuntimeError) as e:
@@ -195,9 +215,18 @@ class AutoTuner:
         from ..ir.stmt import PrimFunc
         from ..jit import compile as tl_compile
 
+        cfg = dict(cfg)
+        pass_configs = cfg.pop(PASS_CONFIGS, None)
+        if pass_configs is not None and self.fn_takes_pass_configs:
+            return self.fn(pass_configs=pass_configs, **cfg)
         out = self.fn(**cfg)
         if isinstance(out, PrimFunc):
-            return tl_compile(out, **self.compile_args)
+            args = dict(self.compile_args)
+            if pass_configs is not None:
+                args["pass_configs"] = {**(args.get("pass_configs") or {}), **pass_configs}
+            return tl_compile(out, **args)
+        if pass_configs is not None:
+            raise TileLangError("autotune: a config's pass_configs need a kernel function that returns a T.prim_func")
         if not hasattr(out, "get_profiler"):
             raise TileLangError(f"autotune: the kernel function returned {type(out).__name__}; expected a "
                                 "T.prim_func or a compiled kernel")
