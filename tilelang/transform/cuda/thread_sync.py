@@ -223,7 +223,14 @@ class _Sync:
 
     def seq(self, stmts, pending):
         out = []
+        # consecutive T.ws scopes run side by side (their warp groups may wait on each other's
+        # mbarriers): a barrier one of them needs against what came before the run goes before
+        # the run's first scope, never between two of them (there it would hang a block whose
+        # earlier scope waits on a later one, as sparse_mla's producer waits on its consumers)
+        run_start, run_acc = None, (set(), set())
         for st in stmts:
+            if not _is_scope(st):
+                run_start = None
             if type(st).__name__ == "WSSplit":  # warp-specialized: consumers sync among themselves
                 outer = self.thread_ranges  # the consumer branch runs on threads below st.consumers
                 self.thread_ranges = {v: min(n, st.consumers) for v, n in outer.items()}
@@ -236,8 +243,12 @@ class _Sync:
                 continue
             if _is_scope(st):  # its warp groups sync among themselves (named barrier, see codegen)
                 acc = _tagged(st)
-                if _conflict(pending, acc):
-                    pending = self.barrier(out, pending)
+                if run_start is None:
+                    run_start, run_acc = len(out), (set(), set())
+                if _conflict(pending, acc) and not self.quiet:
+                    out.insert(run_start, sync())  # scopes never race with one another (tagged)
+                    pending = run_acc
+                run_acc = (run_acc[0] | acc[0], run_acc[1] | acc[1])
                 outer_scope, self.scope = self.scope, (st.t_lo, st.t_hi)
                 try:
                     inner, _ = self.block(st.body, (set(), set()))
