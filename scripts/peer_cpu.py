@@ -12,7 +12,7 @@ What it changes, for the test process only:
 - torch factory calls and `.to()/.cuda()` with a CUDA device get the CPU device instead;
 - `torch.cuda.is_available()` says True and the device is an sm_90 with 132 SMs, so requires_cuda*
   decorators let the tests run; `torch.cuda.synchronize`, events and streams are host no-ops;
-- every tilelang target resolves to "cpu";
+- every tilelang target resolves to "cpu"; `tilelang.carver.arch.driver` answers as an H200 (132 SMs);
 - a floating tensor divided by a Python number is computed as CUDA torch computes it: times the
   reciprocal (rounded in the op's compute precision), not a true division. References written
   on GPUs match kernels that multiply by `1 / c` (deepseek_v4 act_quant: `amax / 448.0` against
@@ -145,10 +145,21 @@ def install_torch_shims():
 def install_tilelang_shims(sm90: bool):
     """Every target resolves to the CPU backend; with sm90, kernels are also compiled for sm_90a."""
     from tilelang.backend import target as tgt
+    from tilelang.carver.arch import driver as arch_driver
     from tilelang.jit import kernel as jk
 
     orig_resolve = tgt.resolve
     tgt.cuda_arch = lambda: "sm_90a"  # what tilelang.testing's requires_* decorators ask
+    h200 = {"MULTIPROCESSOR_COUNT": 132, "MAX_SHARED_MEMORY_PER_BLOCK": 49152,
+            "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 232448, "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR": 233472,
+            "L2_CACHE_SIZE": 60 << 20, "MAX_PERSISTING_L2_CACHE_SIZE": 45 << 20, "MAX_REGISTERS_PER_BLOCK": 65536,
+            "WARP_SIZE": 32, "MAX_THREADS_PER_BLOCK": 1024}
+    orig_attr = arch_driver.get_device_attribute
+
+    def device_attribute(attr, device_id=0):  # carver's driver (driver.get_num_sms() ...) as on the H200
+        return h200[attr] if isinstance(attr, str) and attr in h200 else orig_attr(attr, device_id)
+
+    arch_driver.get_device_attribute = device_attribute
 
     def resolve(target=None):
         t = orig_resolve(target)
