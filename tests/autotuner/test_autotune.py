@@ -266,9 +266,11 @@ def test_compile_workers_follow_the_public_variables(monkeypatch):
 
 
 def _spy_builds(monkeypatch):
-    """Record the pass_configs of every kernel build."""
+    """Record the pass_configs of every kernel build (with the disk caches off: a kernel an earlier
+    test or run built would load from them without a build)."""
     from tilelang.jit import kernel as jk
 
+    monkeypatch.setenv("TILELANG_DISABLE_CACHE", "1")
     seen, orig = [], jk.build
 
     def spy(func, target, pass_configs, *rest):
