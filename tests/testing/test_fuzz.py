@@ -73,6 +73,14 @@ def test_time_budget_stops_generating_and_prints_the_summary(capsys):
     assert rc == 0
 
 
+def test_family_option_draws_every_seed_from_that_family(capsys):
+    rc = main(["--seed", "0", "--n", "2", "--jobs", "0", "--family", "attn", "--no-nvrtc", "--no-shrink",
+               "--progress", "0"])
+    out = capsys.readouterr().out
+    assert "by family: attn:pass 2" in out and out.strip().splitlines()[-1] == "2 passed, 0 failed", out[-3000:]
+    assert rc == 0 and generate(0, "attn").family == "attn" != generate(0).family
+
+
 def test_no_thread_family_runs_thread_programs_with_one_thread():
     seed = next(s for s in range(100) if generate(s).family == "thread")
     p = generate(seed, single_thread=True)

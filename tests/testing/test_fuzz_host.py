@@ -122,3 +122,23 @@ def test_stream_k_partials_run_on_the_host():
     res = check(generate(6064), host_cuda=True)
     assert res.status == "pass", res
     assert not res.host["sm_90a"].startswith("refused"), res.host
+
+
+def test_attention_base2_softmax_with_exp2_poly_runs_on_the_host():
+    """families_attn.py: the first seed whose attention program takes 2^-|.| under
+    tl.enable_exp2_poly; its sm_80 (mma.sync) and sm_90a (wgmma) sources carry tl_exp2_poly, run on
+    the host and match float64 and the CPU backend."""
+    import tilelang
+
+    from tilelang.testing.fuzz.runner import load_kernel
+
+    p = next(q for q in (generate(s) for s in range(400))
+             if q.family == "attn" and "tl.enable_exp2_poly" in q.pass_configs)
+    assert "T.exp2(" in to_source(p)
+    func, _ = load_kernel(p)
+    for arch in ("sm_80", "sm_90a"):
+        src = tilelang.compile(func, target=f"cuda -arch={arch}", pass_configs=dict(p.pass_configs)).get_kernel_source()
+        assert "tl_exp2_poly(" in src, (arch, src[-3000:])
+    res = check(p, host_cuda=True)
+    assert res.status == "pass", (p.seed, res.step, res.message[:2000])
+    assert res.host["sm_80"] == "ran" and res.host["sm_90a"].startswith("ran"), res.host

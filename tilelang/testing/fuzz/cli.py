@@ -1,10 +1,12 @@
 """The command line: `python -m tilelang.testing.fuzz --seed S --n N [--device cuda] [--jobs J]
-[--time-budget SECONDS] [--out DIR] [--json FILE] [--progress SECONDS] [--dry-run] ...`.
+[--time-budget SECONDS] [--out DIR] [--json FILE] [--progress SECONDS] [--dry-run] [--family F] ...`.
 
 Programs seed S .. S+N-1 run in J spawned worker processes (never forked; a crash or a
 hang costs one worker, not the run: it counts as a failure with its seed and the worker is
 replaced; a worker whose CUDA context broke is replaced too). This process never touches
 CUDA: each worker sets its own device (CUDA_VISIBLE_DEVICES, round robin over the GPUs).
+--family F draws every seed's program from family F (generate(seed, F), which is not the
+program that seed has in the mix).
 A failure prints one line as it happens, a progress line every --progress seconds, and
 with --time-budget no program starts after 80% of it (all of it with --no-shrink); what is
 still running when the budget ends is killed and counted as `cut`, not as a verdict.
@@ -40,6 +42,8 @@ import subprocess
 import sys
 import time
 
+from .gen_base import FAMILIES
+
 __all__ = ["main", "run_seed", "run_bad", "default_jobs", "worker_env"]
 
 
@@ -74,7 +78,7 @@ def run_seed(arg) -> dict:
         from .pool import selftest_task
 
         selftest_task(o["inject"][seed])
-    prog = generate(seed, single_thread=o["single"])
+    prog = generate(seed, o.get("family"), single_thread=o["single"])
     full = bool(o["full_opt_every"]) and seed % o["full_opt_every"] == 0
     res = check(prog, device=o["device"], nvrtc=o["nvrtc"], dry=o["dry"], full_opt=full, archs=o["archs"],
                 host_cuda=o["host_cuda"])
@@ -179,7 +183,7 @@ def _lost(seed: int, o: dict, kind: str, message: str) -> dict:
     from .source import to_source
     from .spec import to_json
 
-    prog = generate(seed, single_thread=o["single"])
+    prog = generate(seed, o.get("family"), single_thread=o["single"])
     return {"seed": seed, "family": prog.family, "status": "fail", "step": kind, "signature": kind,
             "message": message, "source": to_source(prog), "desc": to_json(prog)}
 
@@ -190,7 +194,7 @@ def _options(a) -> dict:
         seed, _, kind = item.partition(":")
         inject[int(seed)] = kind or "segv"
     return {"device": a.device, "nvrtc": not a.no_nvrtc, "single": a.no_thread_family, "dry": a.dry_run,
-            "full_opt_every": a.full_opt_every, "inject": inject, "host_cuda": a.host_cuda,
+            "family": a.family, "full_opt_every": a.full_opt_every, "inject": inject, "host_cuda": a.host_cuda,
             "archs": tuple(a.nvrtc_archs.split(",")) if a.nvrtc_archs else None}
 
 
@@ -360,7 +364,7 @@ def _fuzz(a) -> int:
                    "mean_s": {k: round(v / max(ran, 1), 3) for k, v in timing.items()},
                    "failures": [{k: v[k] for k in ("seed", "family", "status", "step", "message") if k in v}
                                 for v in sorted(fails, key=lambda v: v["seed"])],
-                   "shrunk": {str(k): v["source"] for k, v in shrunk.items()}}
+                   "shrunk": {str(k): v["source"] for k, v in shrunk.items()}, "family": a.family}
         if host is not None:
             summary["host_cuda"] = host.summary()
         with open(a.json, "w") as f:
@@ -437,6 +441,8 @@ def main(argv=None) -> int:
     p.add_argument("--progress", type=float, default=15.0, help="seconds between progress lines (0: none)")
     p.add_argument("--time-budget", type=float, default=0.0,
                    help="seconds for the whole run: no program starts after it (shrinking gets the last 20%%)")
+    p.add_argument("--family", default=None, choices=FAMILIES,
+                   help="every seed draws a program of this family (its own programs, not the mix's seeds)")
     p.add_argument("--no-thread-family", action="store_true",
                    help="thread-family programs use one thread per block (a backend without a thread model)")
     p.add_argument("--inject-crash", action="append", metavar="SEED:KIND",

@@ -9,10 +9,14 @@ attn   S = Q K^T into a cleared or masked score tile (a ragged KV length masks i
        division). On sm_90a this is the warp-specialized two-gemm consumer (wgmma SS then RS);
        on sm_80 mma.sync with P in registers; on the CPU backend plain loops. A third of them set
        tl.enable_ws_overlap (the next scores gemm in flight beside the output gemm on sm_90a).
+       Half of them (a draw apart from the rest) take the base-2 softmax, 2^-|x c' - m c'| with
+       c' = c log2(e), and two thirds of those set tl.enable_exp2_poly (True, 1/2, 3/8 or 1: that
+       share of the scores' exp2 as a polynomial on the FMA pipe).
 """
 from __future__ import annotations
 
 import math
+import random
 
 from .gen_base import Gen, ragged, tile_ref
 from .spec import Copy, Ew, Fill, Gemm, Lin, Pipelined, Reduce, Ref
@@ -27,9 +31,9 @@ def _mul(a, b):
     return ("bin", "*", a, b)
 
 
-def _shifted_exp(x, m, c):
-    """exp(x * c - m * c) for x <= m, as exp(-|.|)."""
-    return ("un", "expn", ("bin", "-", _mul(x, ("c", c)), _mul(m, ("c", c))))
+def _shifted_exp(x, m, c, op="expn"):
+    """exp(x * c - m * c) for x <= m, as exp(-|.|) (op "exp2n": 2^(x * c - m * c), as 2^-|.|)."""
+    return ("un", op, ("bin", "-", _mul(x, ("c", c)), _mul(m, ("c", c))))
 
 
 def gen_attn(g: Gen):
@@ -44,6 +48,14 @@ def gen_attn(g: Gen):
     ragged_kv = g.coin(0.5)
     Skv = BN * nkv - (8 * g.r.randrange(1, BN // 8) if ragged_kv else 0)
     c = round(1.0 / math.sqrt(D), 6)
+    # half the seeds take the base-2 softmax (the scale folds in log2(e)), two thirds of those under
+    # tl.enable_exp2_poly: drawn apart from g.r, so the rest of every program is what it was
+    side = random.Random(g.seed * 7368787 + 20)
+    exp_op, poly = "expn", None
+    if side.random() < 0.5:
+        exp_op, c = "exp2n", round(c * math.log2(math.e), 6)
+        if side.random() < 2 / 3:
+            poly = side.choice((True, "1/2", "3/8", 1.0))
     Q = g.tensor("Q", (Sq, D), dt)
     K = g.tensor("K", (Skv, D), dt)
     V = g.tensor("V", (Skv, D), dt)
@@ -73,8 +85,8 @@ def gen_attn(g: Gen):
         Gemm(Qs, Ks, Sf, False, True, "FullRow", clear),
         Copy(Ref(m), Ref(mp)),
         Reduce("max", Sf, m, 1, False),
-        Ew(sc, row, _shifted_exp(("ld", mp, row), ("ld", m, row), c), (BM,), vars=("i",)),
-        Ew(Sf, (_I, _J), _shifted_exp(("ld", Sf, (_I, _J)), ("ld", m, row), c), (BM, BN)),
+        Ew(sc, row, _shifted_exp(("ld", mp, row), ("ld", m, row), c, exp_op), (BM,), vars=("i",)),
+        Ew(Sf, (_I, _J), _shifted_exp(("ld", Sf, (_I, _J)), ("ld", m, row), c, exp_op), (BM, BN)),
         Reduce("sum", Sf, rs, 1, True),
         Ew(l, row, ("bin", "+", _mul(("ld", l, row), ("ld", sc, row)), ("ld", rs, row)), (BM,), vars=("i",)),
         Copy(Ref(Sf), Ref(P)),
@@ -86,6 +98,9 @@ def gen_attn(g: Gen):
             Copy(Ref(Of), tile_ref(g, O, Sq, D, BM, D)),
             Copy(Ref(l), Ref(L, "corner", (Lin.of(("by", BM)),)))]
     p = g.program("attn", ((D, D), (Sq, BM)), threads, body)
+    configs = {}
     if g.coin(0.3):  # the opt-in schedule that keeps both gemms in flight (transform/cuda/ws_overlap.py)
-        p = p.with_(pass_configs={"tl.enable_ws_overlap": True})
-    return p
+        configs["tl.enable_ws_overlap"] = True
+    if poly is not None:  # a share of the scores' exp2 on the FMA pipe (transform/cuda/exp2_poly.py)
+        configs["tl.enable_exp2_poly"] = poly
+    return p.with_(pass_configs=configs) if configs else p

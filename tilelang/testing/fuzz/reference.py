@@ -141,7 +141,8 @@ class _Interp:
         if op == "un":
             a = self.ev(e[2])
             return {"neg": lambda x: -x, "abs": torch.abs, "sq": lambda x: x * x,
-                    "expn": lambda x: torch.exp(-x.abs()), "sqrt1": lambda x: torch.sqrt(x.abs() + 1.0),
+                    "expn": lambda x: torch.exp(-x.abs()), "exp2n": lambda x: torch.exp2(-x.abs()),
+                    "sqrt1": lambda x: torch.sqrt(x.abs() + 1.0),
                     "sigmoid": torch.sigmoid}[e[1]](a)
         if op == "cast":
             return round_to(self.ev(e[2]), e[1])

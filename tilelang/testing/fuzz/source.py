@@ -38,7 +38,8 @@ def expr_src(e, prog: Program) -> str:
     if op == "un":
         a = expr_src(e[2], prog)
         return {"neg": f"(-{a})", "abs": f"T.abs({a})", "sq": f"({a} * {a})",
-                "expn": f"T.exp(-T.abs({a}))", "sqrt1": f"T.sqrt(T.abs({a}) + 1.0)",
+                "expn": f"T.exp(-T.abs({a}))", "exp2n": f"T.exp2(-T.abs({a}))",
+                "sqrt1": f"T.sqrt(T.abs({a}) + 1.0)",
                 "sigmoid": f"T.sigmoid({a})"}[e[1]]
     if op == "cast":
         return f'T.Cast("{e[1]}", {expr_src(e[2], prog)})'

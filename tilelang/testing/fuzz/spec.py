@@ -22,7 +22,7 @@ __all__ = ["Lin", "Tensor", "Alloc", "Ref", "Kernel", "Copy", "Fill", "Ew", "Red
            "Pipelined", "SetVar", "If", "Program", "STMT_TYPES", "UNARY", "to_json", "from_json",
            "walk", "map_bodies"]
 
-UNARY = ("neg", "abs", "sq", "expn", "sqrt1", "sigmoid")
+UNARY = ("neg", "abs", "sq", "expn", "exp2n", "sqrt1", "sigmoid")
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float8_e4m3fn", "float8_e5m2")
 INT_DTYPES = ("int8", "int32")
 
