@@ -348,6 +348,38 @@ def _attention_rows(kv, threads, dt):
     return main
 
 
+def _epilogue_scratch_gemm(M, N, K, BM, BN, dt, stages, staged):
+    """A gemm whose epilogue reduces the accumulator over dim 0 (a BM x BN float `_red` scratch in
+    shared memory), then stores it (through a BM x BN float staging tile where `staged`)."""
+    k_ = T.dynamic("k_")
+
+    @T.prim_func
+    def main(A: T.Tensor((M, k_), dt), B: T.Tensor((N, k_), dt), O: T.Tensor((M, N), "float32"),
+             W: T.Tensor((T.ceildiv(M, BM), N), "float32")):
+        with T.Kernel(T.ceildiv(N, BN), T.ceildiv(M, BM), threads=256) as (bx, by):
+            A_s = T.alloc_shared((BM, 64), dt)
+            B_s = T.alloc_shared((BN, 64), dt)
+            C = T.alloc_fragment((BM, BN), "float32")
+            R = T.alloc_fragment((BN,), "float32")
+            T.clear(C)
+            for k in T.Pipelined(T.ceildiv(k_, 64), num_stages=stages):
+                T.copy(A[by * BM, k * 64], A_s)
+                T.copy(B[bx * BN, k * 64], B_s)
+                T.gemm(A_s, B_s, C, transpose_B=True, policy=T.GemmWarpPolicy.FullCol)
+            T.fill(R, 1.0)
+            T.reduce_max(C, R, dim=0, clear=False)
+            for j in T.Parallel(BN):
+                W[by, bx * BN + j] = R[j]
+            if staged:
+                C_s = T.alloc_shared((BM, BN), "float32")
+                T.copy(C, C_s)
+                T.copy(C_s, O[by * BM, bx * BN])
+            else:
+                T.copy(C, O[by * BM, bx * BN])
+
+    return main
+
+
 def _attention_rows_ref(q, k, v, dt):
     """Float64 attention rows as the program computes them, P rounded to the tile's dtype; k, v:
     zero rows past their end up to a whole 128-row tile (out-of-range reads are zero)."""
@@ -403,3 +435,33 @@ def test_attention_p_stays_in_registers_on_sm80(kv, threads, dt):
     for out in outs:
         torch.testing.assert_close(out["L5"].double(), l_ref, rtol=1e-4, atol=1e-3)
         torch.testing.assert_close(out["O4"].double(), o_ref, rtol=5e-3, atol=5e-3)
+
+
+@pytest.mark.parametrize("seed, M, N, K, BM, BN, dt, stages, staged", [
+    (51032, 345, 256, 96, 256, 128, "float8_e4m3fn", 1, True),
+    (51114, 256, 512, 192, 128, 256, "float16", 3, False)])
+def test_persistent_epilogue_scratch_fits_a_block_on_sm90a(seed, M, N, K, BM, BN, dt, stages, staged):
+    """fuzz seeds 51032 and 51114 (`--family epi`), reduced: a 128 KB `_red` scratch in the epilogue of
+    a persistent warp-specialized gemm. 51032: stream-K runs the epilogue inside the branch of the unit
+    ending a tile, one statement to the shared-memory plan, so the scratch and the 128 KB staging tile
+    both kept their bytes (286856 B); 51114: the persistent kernel's three stages (144 KB) are busy over
+    the whole tile loop (278680 B), past the H200's 232448. Such kernels are rebuilt without stream-K,
+    then with a block per tile. Checked against float64 on the host emulator."""
+    from tilelang.testing.fuzz import host_exec
+
+    if not host_exec.available():
+        pytest.skip("host_cuda needs g++")
+    ck = tilelang.compile(_epilogue_scratch_gemm(M, N, K, BM, BN, dt, stages, staged), target="cuda -arch=sm_90a")
+    assert ck.artifact.csource.smem_bytes <= 232448, ck.artifact.csource.smem_bytes
+    g = torch.Generator().manual_seed(seed)
+    a = (torch.randint(-8, 9, (M, K), generator=g) / 4).to(getattr(torch, dt))
+    b = (torch.randint(-8, 9, (N, K), generator=g) / 4).to(getattr(torch, dt))
+    gm = -(-M // BM)
+    ins = {"A": a, "B": b, "O": torch.full((M, N), 7.0), "W": torch.full((gm, N), 7.0)}
+    out = host_exec.run_on_host(ck, ins, ["A", "B", "O", "W"])
+    c = a.double() @ b.double().T
+    torch.testing.assert_close(out["O"].double(), c, rtol=1e-6, atol=1e-4)
+    pad = torch.zeros(gm * BM, N, dtype=torch.float64)
+    pad[:M] = c
+    wref = torch.maximum(pad.view(gm, BM, N).amax(1), torch.tensor(1.0, dtype=torch.float64))
+    torch.testing.assert_close(out["W"].double(), wref, rtol=0, atol=0)

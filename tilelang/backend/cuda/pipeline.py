@@ -426,6 +426,22 @@ class CUDAArtifact(LowersOnDemand):
             got = without("tl.disable_staged_element_copies")
             if got[2].smem_bytes < self.csource.smem_bytes:
                 ctx, self.lowered, self.csource, self.compiled = got
+        if self.csource.smem_bytes > _SMEM_LIMIT and ctx.ws_info is not None and ctx.ws_info.workspace \
+                and not config(ctx.pass_configs, "tl.disable_stream_k", False):
+            # stream-K runs the epilogue in the branch of the unit that ends a tile, one statement to
+            # the shared-memory plan: the epilogue's tiles (a staging tile, a reduction's scratch) keep
+            # bytes of their own there. Where that outgrows a block, whole tiles
+            got = without("tl.disable_stream_k")
+            if got[2].smem_bytes < self.csource.smem_bytes:
+                ctx, self.lowered, self.csource, self.compiled = got
+        if self.csource.smem_bytes > _SMEM_LIMIT and ctx.ws_info is not None and ctx.ws_info.persistent \
+                and not config(ctx.pass_configs, "tl.disable_persistent", False):
+            # a persistent kernel's stage storage is busy over its whole tile loop (the producer fills
+            # the next tile's stages during this one's epilogue): the epilogue's tiles cannot take its
+            # bytes. Where that outgrows a block, a block per tile
+            got = without("tl.disable_persistent")
+            if got[2].smem_bytes < self.csource.smem_bytes:
+                ctx, self.lowered, self.csource, self.compiled = got
         spill = _spill_note(self.compiled.ptxas_info())
         if spill and ctx.ws_info is not None and ctx.ws_info.deferred_epilogue:
             # the deferred epilogue keeps the output tile in registers through the next k-loop:
