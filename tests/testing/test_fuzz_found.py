@@ -465,3 +465,46 @@ def test_persistent_epilogue_scratch_fits_a_block_on_sm90a(seed, M, N, K, BM, BN
     pad[:M] = c
     wref = torch.maximum(pad.view(gm, BM, N).amax(1), torch.tensor(1.0, dtype=torch.float64))
     torch.testing.assert_close(out["W"].double(), wref, rtol=0, atol=0)
+
+
+def _small_staged_tile(rows):
+    @T.prim_func
+    def main(A: T.Tensor((rows, 32), "bfloat16"), X: T.Tensor((160,), "float32"), O: T.Tensor((rows, 16), "float32"),
+             Y: T.Tensor((160,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            P = T.alloc_shared((160,), "float32")  # 640 bytes, placed before the stages
+            S = T.alloc_shared((rows, 16), "bfloat16")  # 32-byte rows: TMA's 32-byte swizzle
+            F = T.alloc_fragment((rows, 16), "float32")
+            T.copy(X, P)
+            T.clear(F)
+            for k in T.Pipelined(2, num_stages=2):
+                T.copy(A[0, k * 16], S)
+                for i, j in T.Parallel(rows, 16):
+                    F[i, j] += S[i, j]
+            for i in T.Parallel(160):
+                Y[i] = P[i] * 2.0
+            T.copy(F, O)
+
+    return main
+
+
+@pytest.mark.parametrize("rows", [8, 4])
+def test_small_swizzled_tma_stages_start_on_their_pattern_on_sm90a(rows):
+    """fuzz seed 42230 (the `tile` family), shrunk: a (4, 16) bf16 tile loaded by the warp-specialized
+    producer with a 32-byte swizzle. TMA swizzles by shared address, so a box must start on its
+    256-byte pattern: 4 rows put stage 1 at +128 B, and stage storage under 1 KB could start at any
+    128-byte offset (here 640, after a 640-byte tile). Swizzled stage storage now starts on a 1024-byte
+    boundary and tiles whose rows are not a multiple of 8 stay on cp.async. Host emulator vs float64."""
+    from tilelang.testing.fuzz import host_exec
+
+    if not host_exec.available():
+        pytest.skip("host_cuda needs g++")
+    ck = tilelang.compile(_small_staged_tile(rows), target="cuda -arch=sm_90a")
+    assert ("tma_load" in ck.get_kernel_source()) == (rows == 8)
+    g = torch.Generator().manual_seed(42230)
+    a = torch.randn(rows, 32, generator=g).to(torch.bfloat16)
+    x = torch.randn(160, generator=g)
+    out = host_exec.run_on_host(ck, {"A": a, "X": x, "O": torch.full((rows, 16), 7.0), "Y": torch.full((160,), 7.0)},
+                                ["A", "X", "O", "Y"])
+    torch.testing.assert_close(out["O"].double(), a.double()[:, :16] + a.double()[:, 16:], rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(out["Y"].double(), 2 * x.double(), rtol=0, atol=0)

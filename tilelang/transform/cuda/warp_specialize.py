@@ -24,6 +24,7 @@ about 214 MB (ncu) and measured ~2 % faster at the H200's power limit.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 from ... import dtypes as dt
@@ -299,6 +300,10 @@ def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine
     tma = []
     for p in producers:
         box, why = im2col_plan(p, loop) if isinstance(p, O.Im2Col) else tma_plan(p, wide32=bool(on_mma))
+        if box is not None and box[1] and not isinstance(p, O.Im2Col) and math.prod(box[0][:-1]) % 8:
+            # TMA swizzles by shared address: a box must start on its pattern (8 rows of the swizzle
+            # width), and a stage of fewer rows would put the next stage's box off it
+            box, why = None, f"its {math.prod(box[0][:-1])} rows are not a multiple of the 8 of a swizzle pattern"
         if box is None:
             what = "T.im2col" if isinstance(p, O.Im2Col) else "T.copy"
             warn(f"no warp specialization (TMA pipeline): {what} {p.src.buffer.name} -> {p.dst.buffer.name}: {why}")
@@ -544,7 +549,9 @@ def _stage_tiles(plan: WSPlan, producers: list, tma: list) -> None:
         rv.view_of = st
         plan.storages[x.uid], plan.views[x.uid] = st, rv
         if swz:  # (a row tile keeps the plain layout TMA writes without a swizzle)
-            (info.panels if panels > 1 else info.swizzled).add(rv.uid)
+            # the storage too: plan_smem then starts it on a 1024-byte boundary, where every
+            # swizzle pattern starts, however small it is
+            (info.panels if panels > 1 else info.swizzled).update((rv.uid, st.uid))
         plan.tx_bytes += x.numel() * x.dtype.bytes
         name = f"tmap_{len(info.descs)}"
         info.descs.append(im2col_desc(name, p, box, swz) if isinstance(p, O.Im2Col)
