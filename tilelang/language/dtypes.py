@@ -35,7 +35,7 @@ AnyDType = Union[DType, str, type]  # or a torch/numpy dtype
 _ALIAS_NAMES = {"bool": "bool", "short": "int16", "int": "int32", "uint": "uint32", "long": "int64",
                 "half": "float16", "float": "float32", "double": "float64", "float8_e4m3": "float8_e4m3fn"}
 _VECTOR_BASES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
-                 "float32", "float64", "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn",
+                 "bfloat16", "float32", "float64", "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn",
                  "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "float6_e2m3fn",
                  "float6_e3m2fn", "float4_e2m1fn", "tfloat32")
 _SCALAR_NAMES = [n for n in BY_NAME if n not in ("uint4",)]  # the public surface has no T.uint4
@@ -55,7 +55,6 @@ for _n, _target in _ALIAS_NAMES.items():
 for _n in _VECTOR_BASES:
     for _lanes in (2, 4, 8, 16, 32, 64):
         _export(f"{_n}x{_lanes}", DType(f"{_n}x{_lanes}"))
-_export("bfloat16x2", DType("bfloat16x2"))
 del _n, _target, _lanes
 
 
