@@ -256,6 +256,79 @@ def ptx_wait_group(num):
     B.current().emit(H.CpAsyncWait(n))
 
 
+# ---------------------------------------------------------------- raw names (the public TIR intrinsics)
+def ptx_arrive_barrier(barrier_id):
+    """mbarrier.arrive: `T.mbarrier_arrive(barrier_id)` (a barrier from T.alloc_barrier, or mbars[i])."""
+    mbarrier_arrive(barrier_id)
+
+
+def ptx_arrive_barrier_expect_tx(barrier_id, byte_count):
+    """mbarrier.arrive.expect_tx: `T.mbarrier_arrive_expect_tx(barrier_id, byte_count)`."""
+    mbarrier_arrive_expect_tx(barrier_id, byte_count)
+
+
+def ptx_wait_barrier(barrier_id):
+    """mbarrier.try_wait on parity 0, looping until it passes: `T.mbarrier_wait_parity(barrier_id, 0)`
+    (the first phase of the barrier; later phases need T.mbarrier_wait_parity)."""
+    mbarrier_wait_parity(barrier_id, 0)
+
+
+def ptx_cp_async_barrier(barrier_id):
+    """cp.async.mbarrier.arrive (without .noinc): the barrier's current phase also waits for this
+    thread's earlier cp.async copies; the thread's arrival is not counted against arrive_count
+    (for that, T.cp_async_barrier_noinc)."""
+    B.in_kernel("T.ptx_cp_async_barrier")
+    buf, i = _barrier(barrier_id, "T.ptx_cp_async_barrier")
+    B.current().emit(H.CpAsyncBarrierArrive(buf, i, inc=True))
+
+
+def _step(name, kind, count=0):
+    B.in_kernel(name)
+    B.current().emit(H.AsyncStep(kind, count))
+
+
+def _count(v, name):
+    n = _const(v, name, "group count")
+    if n < 0:
+        raise DSLTypeError(f"{name}: the count must be >= 0, got {n}")
+    return n
+
+
+def ptx_fence_barrier_init():
+    """fence.mbarrier_init.release.cluster: earlier barrier initialisations become visible (sm_90).
+    T.alloc_barrier's own initialisation is fenced already; this is for programs that spell it out."""
+    _step("T.ptx_fence_barrier_init", "fence_barrier_init")
+
+
+def tma_store_arrive():
+    """cp.async.bulk.commit_group: this thread's uncommitted TMA stores form one group (sm_90)."""
+    _step("T.tma_store_arrive", "bulk_commit")
+
+
+def tma_store_wait(count=0, read=True):
+    """cp.async.bulk.wait_group[.read] count: wait until at most `count` of this thread's TMA store
+    groups are in flight; with `read` (the default) only until they have read shared memory (sm_90)."""
+    n = _count(count, "T.tma_store_wait")
+    if not isinstance(read, bool):
+        read = bool(_const(read, "T.tma_store_wait", "read flag"))
+    _step("T.tma_store_wait", "bulk_wait_read" if read else "bulk_wait", n)
+
+
+def warpgroup_arrive():
+    """wgmma.fence: register and shared-memory writes before it are seen by the wgmma after it (sm_90a)."""
+    _step("T.warpgroup_arrive", "wgmma_fence")
+
+
+def warpgroup_commit_batch():
+    """wgmma.commit_group: this warp group's uncommitted wgmma ops form one batch (sm_90a)."""
+    _step("T.warpgroup_commit_batch", "wgmma_commit")
+
+
+def warpgroup_wait(num_mma):
+    """wgmma.wait_group num_mma: `T.wait_wgmma(num_mma)` (at most that many batches left in flight)."""
+    wait_wgmma(num_mma)
+
+
 # ---------------------------------------------------------------- register budgets of a specialized block
 def annotate_producer_reg_dealloc(reg_count=24):
     """The producer warp group gives registers back: `T.dec_max_nreg(reg_count)` (default 24)."""

@@ -19,6 +19,9 @@ What each means, on every target:
 - `CpAsync`, `CpAsyncBarrierArrive`, `CpAsyncCommit`, `CpAsyncWait`: per-thread asynchronous
   global -> shared copies and their completion (a barrier arrival, or commit groups and waits).
   In program order a copy is done at once and the waits change nothing.
+- `AsyncStep(kind, count)`: one raw synchronisation step of the async proxies, as the public
+  raw names spell them (T.warpgroup_arrive, T.tma_store_wait, ...; see ASYNC_STEPS). Each orders
+  or waits for asynchronous work; in program order they change nothing.
 
 Barriers are `shared.dyn` uint64 buffers with an attribute `barrier_counts` (one arrival count
 per barrier); `is_barrier` tells them apart.
@@ -152,6 +155,7 @@ class CpAsyncBarrierArrive(TileOp):
     barrier: Buffer
     index: Expr
     span: Span | None = default_span()
+    inc: bool = False  # cp.async.mbarrier.arrive (no .noinc): the pending count goes up first, no net arrival
 
 
 @dataclass(frozen=True)
@@ -166,4 +170,24 @@ class CpAsyncWait(TileOp):
     """cp.async.wait_group: block until at most `count` of the thread's groups are pending."""
 
     count: int
+    span: Span | None = default_span()
+
+
+# kind -> (PTX it stands for, whether it takes a count)
+ASYNC_STEPS = {
+    "fence_barrier_init": ("fence.mbarrier_init.release.cluster", False),
+    "wgmma_fence": ("wgmma.fence.sync.aligned", False),
+    "wgmma_commit": ("wgmma.commit_group.sync.aligned", False),
+    "bulk_commit": ("cp.async.bulk.commit_group", False),
+    "bulk_wait_read": ("cp.async.bulk.wait_group.read N", True),
+    "bulk_wait": ("cp.async.bulk.wait_group N", True),
+}
+
+
+@dataclass(frozen=True)
+class AsyncStep(TileOp):
+    """One raw async-proxy step (a key of ASYNC_STEPS); `count`: the N of the bulk waits."""
+
+    kind: str
+    count: int = 0
     span: Span | None = default_span()

@@ -108,7 +108,12 @@ class HopperCPU:
     def visit_CpAsyncWait(self, op):
         return S.seq()
 
+    def visit_AsyncStep(self, op):
+        return S.seq()
+
     def visit_CpAsyncBarrierArrive(self, op: H.CpAsyncBarrierArrive):
+        if op.inc:  # the pending count goes up, then the copies' landing takes it back down
+            return S.seq()
         return arrive(op.barrier, op.index, self.threads_now, "T.cp_async_barrier_noinc", op.span)
 
     def visit_CpAsync(self, op: H.CpAsync):

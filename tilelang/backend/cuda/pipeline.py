@@ -78,7 +78,7 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
         from ...op import hopper as H
 
         hopper_only = collect(k.body, lambda n: isinstance(n, (H.TmaCopy, H.SetMaxNReg, H.FenceProxyAsync,
-                                                               H.WaitWgmma, H.BarrierExpectTx))
+                                                               H.WaitWgmma, H.BarrierExpectTx, H.AsyncStep))
                               or isinstance(n, H.WarpGroupScope) and n.unit == H.WARP_GROUP)
         if ctx.target.sm < 90 and hopper_only:  # branches over whole warps (named barriers) work on sm_80
             raise LoweringError(f"T.ws (warp specialization by hand) needs sm_90a (Hopper); the target is "

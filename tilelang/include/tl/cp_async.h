@@ -99,5 +99,11 @@ TL_DEVICE void cp_async_mbarrier_arrive(uint64_t* bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];\n" ::"r"(smem_addr(bar))
                : "memory");
 }
+// The same without .noinc: the pending count is raised first, so the
+// barrier's phase waits for the copies without this thread's arrival counting.
+TL_DEVICE void cp_async_mbarrier_arrive_inc(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.shared.b64 [%0];\n" ::"r"(smem_addr(bar))
+               : "memory");
+}
 
 }  // namespace tl

@@ -195,6 +195,13 @@ TL_DEVICE void tma_store_wait_all() {
   TL_TMA_GUARD(kG);
   TL_TMA_ASM("cp.async.bulk.wait_group 0;\n" ::: "memory");
 }
+// Wait until at most N bulk groups are still in flight (writes included).
+template <int N>
+TL_DEVICE void tma_store_wait_group() {
+  static_assert(N >= 0, "tl::tma_store_wait_group<N>: N must be >= 0");
+  TL_TMA_GUARD(N);
+  TL_TMA_ASM("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+}
 
 // ------------------------------------------------------------- misc
 // Pull the descriptor into the TMA unit's cache ahead of the first copy.

@@ -309,6 +309,8 @@ template <int N>
 inline void tma_store_wait() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 template <int kG = 0>
 inline void tma_store_wait_all() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+template <int N>
+inline void tma_store_wait_group() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 template <int kG = 0>
 inline void tma_prefetch_descriptor(const void*) {}
 template <int kG = 0>
@@ -336,5 +338,12 @@ inline void cp_async_mbarrier_arrive(uint64_t* bar) {
   detail::host_cp_land(detail::tl_host_cp_open);
   detail::tl_host_cp_open.clear();
   mbarrier_arrive(bar);
+}
+// Without .noinc: the copies land now; the raised pending count and the arrival cancel out.
+inline void cp_async_mbarrier_arrive_inc(uint64_t*) {
+  for (auto& g : detail::tl_host_cp_committed) detail::host_cp_land(g);
+  detail::tl_host_cp_committed.clear();
+  detail::host_cp_land(detail::tl_host_cp_open);
+  detail::tl_host_cp_open.clear();
 }
 }  // namespace tl

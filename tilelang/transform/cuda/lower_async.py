@@ -10,6 +10,8 @@ our header's PTX wrappers::
     T.cp_async_barrier_noinc(bar)    tl::cp_async_mbarrier_arrive(&bar[0]);
     T.ptx_commit_group()             tl::cp_async_commit();
     T.ptx_wait_group(1)              tl::cp_async_wait<1>();
+    T.warpgroup_arrive()             tl::warpgroup_arrive();   (AsyncStep: wgmma / bulk-group fences and waits)
+    T.tma_store_wait(1)              tl::tma_store_wait<1>();
 
 After a wgmma wait every async accumulator of the kernel is fenced, so the compiler does not
 move reads of those registers above the wait. Also here: `tile_pointer`, the address of a
@@ -100,7 +102,20 @@ class AsyncLowering:
                    span=op.span)
 
     def visit_CpAsyncBarrierArrive(self, op: H.CpAsyncBarrierArrive):
-        return Raw("tl::cp_async_mbarrier_arrive({0});", (_addr_of(op.barrier, op.index),), span=op.span)
+        fn = "cp_async_mbarrier_arrive_inc" if op.inc else "cp_async_mbarrier_arrive"
+        return Raw(f"tl::{fn}({{0}});", (_addr_of(op.barrier, op.index),), span=op.span)
+
+    def visit_AsyncStep(self, op: H.AsyncStep):
+        ptx = H.ASYNC_STEPS[op.kind][0].replace(" N", f" {op.count}")
+        if self.sm < 90:
+            raise LoweringError(f"{ptx} needs sm_90a (Hopper); the target is sm_{self.sm}", op.span)
+        call = {"fence_barrier_init": "tl::fence_barrier_init();",
+                "wgmma_fence": "tl::warpgroup_arrive();",
+                "wgmma_commit": "tl::warpgroup_commit_batch();",
+                "bulk_commit": "tl::tma_store_commit();",
+                "bulk_wait_read": f"tl::tma_store_wait<{op.count}>();",
+                "bulk_wait": f"tl::tma_store_wait_group<{op.count}>();"}[op.kind]
+        return Raw(call, span=op.span)
 
     def visit_CpAsyncCommit(self, op: H.CpAsyncCommit):
         return Raw("tl::cp_async_commit();", span=op.span)
