@@ -172,3 +172,12 @@ def seq(*stmts) -> Stmt:
     if len(flat) == 1:
         return flat[0]
     return SeqStmt(tuple(flat))
+
+
+def top_level(body):
+    """The statements of `body` in order, nested SeqStmts flattened (a body's top level)."""
+    if isinstance(body, SeqStmt):
+        for st in body.stmts:
+            yield from top_level(st)
+    else:
+        yield body

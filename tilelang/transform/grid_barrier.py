@@ -44,8 +44,8 @@ def split_grid_barriers(func: PrimFunc) -> PrimFunc:
     if not collect(func.body, is_grid_barrier):
         return func
     out, changed = [], False
-    for st in _top(func.body):
-        if isinstance(st, S.KernelLaunch) and any(is_grid_barrier(s) for s in _top(st.body)):
+    for st in S.top_level(func.body):
+        if isinstance(st, S.KernelLaunch) and any(is_grid_barrier(s) for s in S.top_level(st.body)):
             out += _split(func.name, st)
             changed = True
         else:
@@ -55,7 +55,7 @@ def split_grid_barriers(func: PrimFunc) -> PrimFunc:
 
 def _split(fname: str, k: S.KernelLaunch) -> list:
     parts, cur = [], []
-    for s in _top(k.body):
+    for s in S.top_level(k.body):
         if is_grid_barrier(s):
             parts.append(cur)
             cur = []
@@ -114,12 +114,3 @@ def _keep(d, i: int, owner: dict, used: set, fname: str, k: S.KernelLaunch):
                                 "before T.sync_grid() and is used after it; register and shared memory do not "
                                 "survive the grid barrier (a split into launches)", d.span or k.span)
     return d
-
-
-def _top(body):
-    """The top-level statements of a body, nested SeqStmts flattened."""
-    if isinstance(body, S.SeqStmt):
-        for s in body.stmts:
-            yield from _top(s)
-    else:
-        yield body

@@ -35,7 +35,7 @@ class LaunchPlan:
 
 def workspaces(func: PrimFunc) -> tuple:
     """The T.alloc_global buffers of `func` (top-level Allocates of global buffers), in order."""
-    return tuple(s.buffer for s in _top(func.body) if isinstance(s, S.Allocate) and s.buffer.scope == "global")
+    return tuple(s.buffer for s in S.top_level(func.body) if isinstance(s, S.Allocate) and s.buffer.scope == "global")
 
 
 def is_multi_kernel(func: PrimFunc) -> bool:
@@ -47,7 +47,7 @@ def split_kernels(func: PrimFunc) -> LaunchPlan:
     ws = workspaces(func)
     lets: dict = {}
     launches = []
-    for st in _top(func.body):
+    for st in S.top_level(func.body):
         if isinstance(st, S.KernelLaunch):
             launches.append(substitute(st, lets) if lets else st)
         elif isinstance(st, S.LetStmt):
@@ -67,12 +67,3 @@ def split_kernels(func: PrimFunc) -> LaunchPlan:
         names = [f"{func.name}_kernel_{i}" for i in range(len(launches))]
     kernels = tuple(PrimFunc(n, params, k, func.attrs, span=k.span or func.span) for n, k in zip(names, launches))
     return LaunchPlan(ws, kernels)
-
-
-def _top(body):
-    """The top-level statements of a function body, nested SeqStmts flattened."""
-    if isinstance(body, S.SeqStmt):
-        for s in body.stmts:
-            yield from _top(s)
-    else:
-        yield body
