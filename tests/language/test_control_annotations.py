@@ -7,6 +7,7 @@ import torch
 
 import tilelang
 import tilelang.language as T
+from tilelang.testing import host_cuda_or_skip
 from tilelang.errors import TileLangError
 
 R, C = 64, 16
@@ -69,12 +70,8 @@ def test_control_and_logical_on_cpu():
 
 @pytest.mark.nvrtc
 def test_control_and_logical_on_host():
-    nvrtc = pytest.importorskip("tilelang.backend.cuda.nvrtc")
-    if not nvrtc.nvrtc_available():
-        pytest.skip("NVRTC from the pip wheels is not installed")
-    host = pytest.importorskip("tilelang.testing.host_cuda")
-    if not host.available():
-        pytest.skip("g++ not installed")
+    host = host_cuda_or_skip()
+    from tilelang.backend.cuda import nvrtc
     kern = tilelang.compile(scan(), target="cuda -arch=sm_80")
     nvrtc.compile_cuda(kern.get_kernel_source(), "sm_80")
     a, o = torch.randn(R, C) * 1.5, torch.full((R, 3), -7, dtype=torch.int32)

@@ -7,6 +7,7 @@ import torch
 
 import tilelang
 import tilelang.language as T
+from tilelang.testing import host_cuda_or_skip
 
 N = 64
 
@@ -52,12 +53,7 @@ def test_words_on_cpu():
 @pytest.mark.nvrtc
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 def test_words_on_host(arch):
-    nvrtc = pytest.importorskip("tilelang.backend.cuda.nvrtc")
-    if not nvrtc.nvrtc_available():
-        pytest.skip("NVRTC from the pip wheels is not installed")
-    host = pytest.importorskip("tilelang.testing.host_cuda")
-    if not host.available():
-        pytest.skip("g++ not installed")
+    host = host_cuda_or_skip()
     a = args()
     host.HostProgram({"k": tilelang.compile(words(), target=f"cuda -arch={arch}")}).run("k", list(a))
     check(*a)

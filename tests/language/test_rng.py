@@ -10,6 +10,7 @@ import torch
 
 import tilelang
 import tilelang.language as T
+from tilelang.testing import host_cuda_or_skip
 
 THREADS, BLOCKS, DRAWS = 64, 3, 4
 M32 = 0xFFFFFFFF
@@ -103,12 +104,8 @@ def test_rng_rand_float_arguments():
 @pytest.mark.nvrtc
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 def test_rng_on_host_emulator(arch):
-    nvrtc = pytest.importorskip("tilelang.backend.cuda.nvrtc")
-    if not nvrtc.nvrtc_available():
-        pytest.skip("NVRTC from the pip wheels is not installed")
-    host = pytest.importorskip("tilelang.testing.host_cuda")
-    if not host.available():
-        pytest.skip("g++ not installed")
+    host = host_cuda_or_skip()
+    from tilelang.backend.cuda import nvrtc
     seed = int(np.random.randint(1, 2 ** 40))
     kern = tilelang.compile(draws(seed), target=f"cuda -arch={arch}")
     nvrtc.compile_cuda(kern.get_kernel_source(), arch)

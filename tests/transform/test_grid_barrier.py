@@ -10,6 +10,7 @@ import torch
 
 import tilelang
 import tilelang.language as T
+from tilelang.testing import host_cuda_or_skip
 from tilelang.errors import LoweringError
 
 R, C, SPLIT, BLOCKS, BC = 10, 256, 4, 3, 64  # 40 (row, split) tiles over 3 blocks: 14 waves
@@ -80,12 +81,7 @@ def test_split_and_cpu_backend():
 @pytest.mark.nvrtc
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 def test_cuda_on_host(arch):
-    nvrtc = pytest.importorskip("tilelang.backend.cuda.nvrtc")
-    if not nvrtc.nvrtc_available():
-        pytest.skip("NVRTC from the pip wheels is not installed")
-    host = pytest.importorskip("tilelang.testing.host_cuda")
-    if not host.available():
-        pytest.skip("g++ not installed")
+    host = host_cuda_or_skip()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         kern = tilelang.compile(persistent(), target=f"cuda -arch={arch}")

@@ -172,6 +172,20 @@ def requires_package(*names: str):
     return pytest.mark.skipif(bool(missing), reason=f"needs {', '.join(missing)}")
 
 
+def host_cuda_or_skip():
+    """The host emulator module (tilelang.testing.host_cuda) for a test that runs generated CUDA on the host;
+    the test is skipped where NVRTC from the pip wheels or g++ is missing."""
+    import pytest
+
+    nvrtc = pytest.importorskip("tilelang.backend.cuda.nvrtc")
+    if not nvrtc.nvrtc_available():
+        pytest.skip("NVRTC from the pip wheels is not installed")
+    host = pytest.importorskip("tilelang.testing.host_cuda")
+    if not host.available():
+        pytest.skip("g++ not installed")
+    return host
+
+
 def line_of(path: str, marker: str) -> int:
     """1-based number of the only line of `path` containing `marker` (for error-location tests)."""
     with open(path) as f:

@@ -10,6 +10,7 @@ import torch
 
 import tilelang
 import tilelang.language as T
+from tilelang.testing import host_cuda_or_skip
 
 M, N, K, BM, BN, BK = 64, 64, 128, 64, 64, 32
 
@@ -58,12 +59,7 @@ def test_cpu_backend():
 
 @pytest.mark.nvrtc
 def test_sm90a_on_host():
-    nvrtc = pytest.importorskip("tilelang.backend.cuda.nvrtc")
-    if not nvrtc.nvrtc_available():
-        pytest.skip("NVRTC from the pip wheels is not installed")
-    host = pytest.importorskip("tilelang.testing.host_cuda")
-    if not host.available():
-        pytest.skip("g++ not installed")
+    host = host_cuda_or_skip()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         kern = tilelang.compile(split_gemm(), target="cuda -arch=sm_90a")

@@ -11,6 +11,7 @@ import torch
 
 import tilelang
 import tilelang.language as T
+from tilelang.testing import host_cuda_or_skip
 
 N = 64
 
@@ -42,12 +43,7 @@ def producer_consumer():
 
 @pytest.mark.nvrtc
 def test_barrier_goes_before_the_branches_on_host():
-    nvrtc = pytest.importorskip("tilelang.backend.cuda.nvrtc")
-    if not nvrtc.nvrtc_available():
-        pytest.skip("NVRTC from the pip wheels is not installed")
-    host = pytest.importorskip("tilelang.testing.host_cuda")
-    if not host.available():
-        pytest.skip("g++ not installed")
+    host = host_cuda_or_skip()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         kern = tilelang.compile(producer_consumer(), target="cuda -arch=sm_90a")
