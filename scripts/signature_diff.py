@@ -119,8 +119,11 @@ def main(argv: list) -> int:
     diffs = {n: d for n, d in diffs.items() if d}
     for n, d in diffs.items():
         print(f"{n}: " + "; ".join(d))
+    import importlib
+    have = set(dir(importlib.import_module(args.module)))  # a name ours defines as a non-function (a DType) is here
+    missing = sorted(set(public) - have)
     print(f"{len(diffs)} of {len(set(public) & set(ours))} shared callables differ "
-          f"({len(set(public) - set(ours))} public callables not here, see surface.py)")
+          f"({len(missing)} public callables not here: {' '.join(missing)})")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(diffs, f, indent=1)
