@@ -173,6 +173,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_REDUCE_TREE = "tl.disable_reduce_tree"
     TL_DISABLE_WGMMA_WAIT_HOLD = "tl.disable_wgmma_wait_hold"
     TL_DISABLE_WGMMA_POLICY_COST = "tl.disable_wgmma_policy_cost"
+    TL_DISABLE_WS_WG_EPILOGUE = "tl.disable_ws_wg_epilogue"
     TL_FRESH_COPY_INDEX = "tl.fresh_copy_index"
 
 
@@ -525,6 +526,13 @@ _DOCS = {
                                   "tl::warpgroup_wait<0>, which ptxas hoists ~35 instructions after P @ V's issue "
                                   "(the softmax then waits for the gemm). Else tl::warpgroup_wait_held: a never-taken "
                                   "branch before the wait keeps it after the softmax (ws_overlap.py).",
+    "TL_DISABLE_WS_WG_EPILOGUE": "Ours. True (sm_90a): a warp-specialized kernel's TMA-store epilogue is staged by "
+                                 "all consumer threads between two barriers across the consumer warpgroups, thread 0 "
+                                 "waiting for and issuing the stores, as before. Else, where each of 2+ consumer "
+                                 "warpgroups owns 64 whole rows of the output tile (attention's 128-row tile), each "
+                                 "warpgroup waits for its own last stores' reads, stages its rows and issues their "
+                                 "TMA store itself behind named barriers of its 128 threads (ws_epilogue.wg_chunk): "
+                                 "no barrier across warpgroups at a persistent tile's end.",
     "TL_DISABLE_WGMMA_POLICY_COST": "Ours. True (sm_90a): a wgmma T.gemm takes its GemmWarpPolicy's warpgroup grid "
                                     "whenever the shape allows it, as before. Else FullCol's grid only where it "
                                     "costs no more than the squarest split: first fewer reductions of the "

@@ -55,6 +55,17 @@ def _check_arch_calls(k: S.KernelLaunch, ctx: PassContext) -> None:
                                 f"the target is {ctx.target.arch}", k.span)
 
 
+def _rows_per_warpgroup(info, acc, ws) -> bool:
+    """Consumer warpgroup w holds rows [64w, 64w + 64) of accumulator `acc`, whole (a (W, 1)
+    wgmma grid over a 64 * W-row tile): what ws_epilogue.wg_chunk's per-warpgroup stores need."""
+    from ...layout.fragment import WgmmaAccFragment
+
+    reg = info.regs.get(acc.uid)
+    lay = info.reg_layouts.get(reg.uid) if reg is not None else None
+    W = ws.consumer_threads // 128
+    return isinstance(lay, WgmmaAccFragment) and (lay.wg_m, lay.wg_n) == (W, 1) and lay.m_wg == 64
+
+
 def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     k0 = k = _the_kernel(func)
     _check_arch_calls(k, ctx)
@@ -119,7 +130,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                                    bool(config(ctx.pass_configs, "tl.enable_ws_pingpong", False)),
                                    not config(ctx.pass_configs, "tl.disable_ring_trip_cap", False),
                                    not config(ctx.pass_configs, "tl.disable_persistent_prefix_tma", False),
-                                   not config(ctx.pass_configs, "tl.disable_wgmma_wait_hold", False))
+                                   not config(ctx.pass_configs, "tl.disable_wgmma_wait_hold", False),
+                                   not config(ctx.pass_configs, "tl.disable_ws_wg_epilogue", False))
     if ws is not None:
         k_piped, views = k_ws, []
     elif manual is not None:
@@ -165,6 +177,11 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                              not config(ctx.pass_configs, "tl.disable_reduce_tree", False),
                              not config(ctx.pass_configs, "tl.disable_wgmma_policy_cost", False),
                              mma_rs16=not config(ctx.pass_configs, "tl.disable_mma_register_a16", False))
+    if ws is not None and ws.wg_epilogue is not None and not _rows_per_warpgroup(info, ws.wg_epilogue, ws):
+        # the per-warpgroup epilogue assumed each consumer warpgroup owns 64 whole rows of the
+        # accumulator; layout inference split it otherwise: build with the shared epilogue
+        ctx.pass_configs = {**ctx.pass_configs, "tl.disable_ws_wg_epilogue": True}
+        return lower_cuda(func, ctx)
     if info.uses_wgmma:
         new = replace(new, body=fold_accum_clears(new.body))
         if not config(ctx.pass_configs, "tl.disable_unmasked_tile_clear", False):

@@ -67,6 +67,22 @@ TL_DEVICE void warpgroup_turn_pass(int wg) {
   }
 }
 
+// ------------------------------------------------------------- warpgroup-local barrier
+// bar.sync Base + wg, 128: the 128 threads of warpgroup wg meet, the other warpgroups run on
+// (transform/cuda/ws_epilogue.py: each consumer warpgroup stages and TMA-stores its own rows of
+// the output tile). Compile-time ids through a chain of branches on the warp-uniform wg.
+template <int Base, int W, int I = 0>
+TL_DEVICE void warpgroup_bar_sync(int wg) {
+  static_assert(W >= 1 && Base >= 1 && Base + W <= 16, "tl::warpgroup_bar_sync: ids Base..Base+W-1 in [1, 16)");
+  if constexpr (I < W) {
+    if (wg == I) {
+      barrier_sync<Base + I, 128>();
+    } else {
+      warpgroup_bar_sync<Base, W, I + 1>(wg);
+    }
+  }
+}
+
 // ------------------------------------------------------------- fences
 // Order this thread's generic-proxy shared-memory writes before later
 // async-proxy accesses (TMA store from smem, wgmma reading smem operands).

@@ -82,11 +82,13 @@ static int tl_host_launch(void (*f)(P...), char** a, dim3 grid, int threads) {
             blockIdx.x = x; blockIdx.y = y; blockIdx.z = z;
             tl::tl_host_wgmma_block_start();
             tl::tl_host_cp_async_block_start();
+            tl::tl_host_tma_store_block_start();
             tl_host_barrier();
             if (t == 0) std::memset(tl_smem, 0xff, sizeof(tl_smem));  // NaN-poisoned shared memory
             tl_host_barrier();
             tl_host_call(f, a, std::index_sequence_for<P...>{});
           }
+      tl::tl_host_tma_store_block_start();
     });
   }
   for (auto& th : ts) th.join();

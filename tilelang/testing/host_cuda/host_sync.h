@@ -38,6 +38,13 @@ inline void warpgroup_turn_pass(int wg) {
   tl_host_bar_sync(Base + (wg + 1) % W, 256, false);
 }
 
+template <int Base, int W, int I = 0>
+inline void warpgroup_bar_sync(int wg) {
+  static_assert(W >= 1 && Base >= 1 && Base + W <= 16, "tl::warpgroup_bar_sync: ids Base..Base+W-1 in [1, 16)");
+  if (wg < 0 || wg >= W) tl_host_fail("warpgroup_bar_sync: warpgroup %d of %d", wg, W);
+  tl_host_bar_sync(Base + wg, 128, true);
+}
+
 template <int kGuard = 0>
 inline void fence_proxy_async() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline void fence_cta() { std::atomic_thread_fence(std::memory_order_seq_cst); }

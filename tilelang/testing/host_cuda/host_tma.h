@@ -174,11 +174,35 @@ inline void host_tma_load_im2col(const void* desc, uint64_t* bar, void* smem, in
   host_tma_defer(bar, std::move(writes));
 }
 
-inline void host_tma_store(const void* desc, const void* smem, const int* c) {
+inline void host_tma_store_now(const void* desc, const void* smem, const int* c) {
   const TensorMap* m = static_cast<const TensorMap*>(desc);
   host_tma_box(m, const_cast<void*>(smem), c, "tma_store", [&](char* g, uint32_t sa) {
     if (g) std::memcpy(g, tl_smem + sa, m->elem);
   });
+}
+// A TMA store reads its shared tile at some time before the issuing thread's
+// cp.async.bulk.wait_group.read lets it go: the host reads it at that wait, the latest moment,
+// so a tile overwritten before its issuer waited (or waited by another thread) stores the new
+// bytes. Per thread: stores not yet committed, and committed groups oldest first.
+struct HostTmaStore {
+  const void* desc;
+  const void* smem;
+  int c[5];
+};
+static thread_local std::vector<HostTmaStore> tl_host_st_open;
+static thread_local std::vector<std::vector<HostTmaStore>> tl_host_st_committed;
+inline void host_tma_store(const void* desc, const void* smem, const int* c) {
+  HostTmaStore s{desc, smem, {c[0], c[1], c[2], c[3], c[4]}};
+  tl_host_st_open.push_back(s);
+}
+inline void host_tma_store_drain(size_t keep) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  auto& g = tl_host_st_committed;
+  const size_t done = g.size() > keep ? g.size() - keep : 0;
+  for (size_t b = 0; b < done; ++b)
+    for (auto& s : g[b]) host_tma_store_now(s.desc, s.smem, s.c);
+  g.erase(g.begin(), g.begin() + done);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
 }  // namespace detail
@@ -304,13 +328,24 @@ inline void tma_store(const void* desc, const void* smem, int c0, int c1, int c2
   detail::host_tma_store(desc, smem, c);
 }
 template <int kG = 0>
-inline void tma_store_commit() {}
+inline void tma_store_commit() {
+  detail::tl_host_st_committed.push_back(std::move(detail::tl_host_st_open));
+  detail::tl_host_st_open.clear();
+}
 template <int N>
-inline void tma_store_wait() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline void tma_store_wait() { detail::host_tma_store_drain(N); }
 template <int kG = 0>
-inline void tma_store_wait_all() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline void tma_store_wait_all() { detail::host_tma_store_drain(0); }
+// cp.async.bulk.wait_group N (writes done too): the stores have read their tiles by then as well.
 template <int N>
-inline void tma_store_wait_group() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline void tma_store_wait_group() { detail::host_tma_store_drain(N); }
+// Between blocks and at the end: a store its thread never committed and waited for would read
+// shared memory the block no longer owns.
+inline void tl_host_tma_store_block_start() {
+  if (!detail::tl_host_st_open.empty() || !detail::tl_host_st_committed.empty())
+    tl_host_fail("a TMA store was not committed and waited for (cp.async.bulk.wait_group) by its own thread "
+                 "before the block ended");
+}
 template <int kG = 0>
 inline void tma_prefetch_descriptor(const void*) {}
 template <int kG = 0>

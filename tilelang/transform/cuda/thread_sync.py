@@ -55,26 +55,35 @@ class _Nodes(Visitor):
         super().generic(node)
 
 
+def _private(b: Buffer) -> bool:
+    """A staging tile each consumer warpgroup writes and TMA-stores only its own rows of, behind
+    that warpgroup's own named barriers (ws_epilogue.wg_chunk): no block barrier orders it."""
+    return getattr(b, "wg_private", False) or getattr(getattr(b, "view_base", b), "wg_private", False)
+
+
 def accesses(st) -> tuple[set, set]:
+    """(reads, writes): storage uids of the shared buffers `st` may read and write (warpgroup-private
+    staging tiles left out, see `_private`)."""
     reads, writes = set(), set()
     walk = _Nodes()
     walk.visit(st)
     for n in walk.found:
         if isinstance(n, Raw):
-            reads |= {_storage(b) for b in n.reads if b.scope in _SHARED}
-            writes |= {_storage(b) for b in n.writes if b.scope in _SHARED}
+            reads |= {_storage(b) for b in n.reads if b.scope in _SHARED and not _private(b)}
+            writes |= {_storage(b) for b in n.writes if b.scope in _SHARED and not _private(b)}
         elif isinstance(n, E.Call) and (n.op.startswith("atomic_") or n.op == "tl_atomic_store"):
             target = n.args[0]  # read-modify-write: the load inside is collected as the read
             if isinstance(target, E.BufferLoad) and target.buffer.scope in _SHARED:
                 writes.add(_storage(target.buffer))
         elif isinstance(n, E.Call) and n.op.startswith(("extern:", "tl_dp4a")):
             for a in n.args:  # T.call_extern(..., T.access_ptr(S, "w")): it may write what it points at
-                if isinstance(a, E.Call) and a.op == "address_of" and a.args[0].buffer.scope in _SHARED:
+                if isinstance(a, E.Call) and a.op == "address_of" and a.args[0].buffer.scope in _SHARED \
+                        and not _private(a.args[0].buffer):
                     writes.add(_storage(a.args[0].buffer))
         elif isinstance(n, S.BufferStore):
-            if n.buffer.scope in _SHARED:
+            if n.buffer.scope in _SHARED and not _private(n.buffer):
                 writes.add(_storage(n.buffer))
-        elif isinstance(n, E.BufferLoad) and n.buffer.scope in _SHARED:
+        elif isinstance(n, E.BufferLoad) and n.buffer.scope in _SHARED and not _private(n.buffer):
             reads.add(_storage(n.buffer))
     return reads, writes
 

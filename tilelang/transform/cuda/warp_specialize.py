@@ -68,6 +68,7 @@ class WSInfo:
     mma_sync: bool = False  # the consumers' gemms take mma.sync (gemm_paths.mma_ws_ok), not wgmma
     consumer_regs: int = 0  # the consumers' setmaxnreg_inc (the producer warpgroup decreases to PRODUCER_REGS)
     pingpong: int = 0  # consumer warpgroups taking turns at their gemms (ws_pingpong.py), 0: none
+    wg_epilogue: object = None  # the accumulator each consumer warpgroup stores its own rows of (ws_epilogue.wg_chunk)
 
 
 PRODUCER_THREADS, PRODUCER_REGS = 128, 40
@@ -100,7 +101,8 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
                     chain: bool = False, fragment_guard: bool = True, fold_staging: bool = True,
                     im2col_tma: bool = True, im2col_small: bool = False, promoted_stream_k: bool = True,
                     mma_sync: bool = True, tile_snake: bool = True, pingpong: bool = False,
-                    trip_cap: bool = True, tile_prefix: bool = True, chain_hold: bool = True):
+                    trip_cap: bool = True, tile_prefix: bool = True, chain_hold: bool = True,
+                    wg_epilogue: bool = True):
     """Returns (new kernel, WSInfo) or (k, None) when the kernel keeps the cp.async pipeline.
 
     num_sms: make the kernel persistent -- min(tiles, num_sms) blocks, each looping over the
@@ -158,6 +160,7 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     plan.chain_hold = chain_hold
     plan.pingpong = pingpong and not chain
     plan.fold_staging = fold_staging
+    plan.wg_epilogue = wg_epilogue
     if not chain:
         plan.groups = _barrier_groups(plan)
     plan.defer_epilogue = plan.defer_epilogue and defer_epilogue
@@ -199,6 +202,7 @@ class WSPlan:
     pprefix: list = field(default_factory=list)  # prefix statements the producer runs too (_producer_prefix)
     defer_epilogue: bool = False  # the TMA-store epilogue runs during the next tile's k-loop
     fold_staging: bool = True  # T.copy(acc, O_s); T.copy(O_s, O[...]) -> the TMA-store epilogue
+    wg_epilogue: bool = True  # each consumer warpgroup stores its own rows (ws_epilogue.wg_chunk)
     groups: list | None = None  # [(pair indices, first use, last use)]: a full/empty pair each (_barrier_groups)
     guard: E.Expr | None = None  # the loads and compute of an iteration run only where it holds (_guarded_copies)
     pre: list = field(default_factory=list)  # copies before the loop the producer issues first (prefix_loads)
@@ -692,23 +696,28 @@ def _rewrite(plan: WSPlan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.K
     defer = plan.persistent and plan.defer_epilogue and defer_fits(plan)
     pre_issue, prefix, allocs, pre_wait = take_prefix_loads(plan.pre, prefix, info)
     free, rows = SMEM_MAX - 2048 - staged - others, 64 if defer else 256
+    wg = T // 128 if plan.wg_epilogue and not defer and plan.sk is None and T % 128 == 0 \
+        and not plan.info.mma_sync else 0
     folded = fold_staged_store(prefix, suffix, plan.gemms) if plan.fold_staging else None  # TMA's tile instead
     epi, fold_saved = None, 0
     if folded is not None:
         o_s = next(a.buffer for a in prefix if isinstance(a, S.Allocate) and not any(a is b for b in folded[0]))
         epi = tma_store_epilogue(k, folded[1], plan.gemms, free + o_s.numel() * o_s.dtype.bytes, len(info.descs),
-                                 lambda m: None, rows, same=(folded[2],))
+                                 lambda m: None, rows, same=(folded[2],), wg=wg)
         if epi is not None:
             prefix = folded[0]
             fold_saved = o_s.numel() * o_s.dtype.bytes
     if epi is None:
-        epi = tma_store_epilogue(k, suffix, plan.gemms, free, len(info.descs), warn, rows)
+        epi = tma_store_epilogue(k, suffix, plan.gemms, free, len(info.descs), warn, rows, wg=wg)
     store_wait, deferred = [], None
     if epi is not None:
         suffix, c_s, desc, where = epi
         info.descs.append(desc)
         info.panels.add(c_s.uid)
         store_wait = [Raw("if (tid == 0) tl::tma_store_wait_all();")]  # global writes done before exit
+        if where.wg:  # every warpgroup's issuing thread waits for its own stores
+            store_wait = [Raw("if (tid % 128 == 0) tl::tma_store_wait_all();")]
+            info.wg_epilogue = where.op.src.buffer
         if defer:
             suffix, consumer_loop, hold_allocs, flush = defer_epilogue(plan, where, consumer_loop)
             info.deferred_epilogue = True

@@ -7,7 +7,9 @@ Guarantees: the suffix's T.copy of an accumulator to a 16-bit global tile (rows 
 2-5 d tensor, the columns its inner dim) becomes chunks of
 `wait for the last TMA store's read; registers -> staging tile; tma_store`, or, deferred, a
 packed register copy of the tile stored chunk by chunk during the next k-loop and after the
-block's last tile; C is written nowhere else (TMA stores land asynchronously). A user's own
+block's last tile; C is written nowhere else (TMA stores land asynchronously). Where 2+ consumer
+warpgroups each own 64 whole rows of the tile (attention), each stages and stores its own rows
+behind its own 128-thread named barriers (`wg_chunk`; off: tl.disable_ws_wg_epilogue). A user's own
 staging (`T.copy(acc, O_s); T.copy(O_s, O[...])`, attention's epilogue) is taken as the one copy
 (`fold_staged_store`): O_s was a plain row-major tile, whose fragment stores conflict 8 ways
 in shared-memory banks (rows of 256 B), copied out by the threads.
@@ -43,7 +45,7 @@ class TmaDesc:
 
 
 def tma_store_epilogue(k: S.KernelLaunch, suffix: list, gemms: list, free: int, ndesc: int, warn,
-                        max_rows: int = 256, same=()):
+                        max_rows: int = 256, same=(), wg: int = 0):
     """(new suffix, staging tile, tensor map, Epilogue) or None: the epilogue's T.copy of a gemm accumulator
     to a fp16/bf16 global tile (rows x columns of a 2-5 d tensor, the columns its inner dim) becomes,
     per chunk of the tile's rows, a store of the chunk into a shared staging tile (64-column
@@ -55,7 +57,10 @@ def tma_store_epilogue(k: S.KernelLaunch, suffix: list, gemms: list, free: int, 
                                                  T.copy(C_l[h*64:(h+1)*64, :], C_s); tma_store(C_s -> C)
 
     max_rows: chunks at most this tall (defer_epilogue's register copy is stored 64 rows at a time).
-    same: statements of k.body that are this copy (fold_staged_store's pair), not other writers of C."""
+    same: statements of k.body that are this copy (fold_staged_store's pair), not other writers of C.
+    wg: the consumer warpgroups where each owns 64 whole rows of the accumulator (rows 64w..64w+63,
+    a (wg, 1) wgmma grid), else 0: with the tile in one chunk of 64 * wg rows, each warpgroup then
+    stages and stores its own rows (`wg_chunk`), with no barrier across warpgroups."""
     accs = {g.C.buffer.uid for g in gemms}
     hits = [i for i, st in enumerate(suffix) if isinstance(st, O.Copy) and st.src.buffer.uid in accs
             and st.dst.buffer.scope == "global"]
@@ -108,8 +113,54 @@ def tma_store_epilogue(k: S.KernelLaunch, suffix: list, gemms: list, free: int, 
                 Raw(f"if (tid == 0) {{{{ {stores} tl::tma_store_commit(); }}}}", tuple(reversed(starts)),
                     reads=(c_s,))]
 
+    rowwise = all(g.policy == "FullRow" or g.A.buffer.scope == "fragment" for g in gemms if g.C.buffer.uid == f.uid)
+    if wg >= 2 and rows == R == 64 * wg and rowwise:
+        box = tuple(64 if d in (rdim, n - 1) else 1 for d in range(n))
+        desc = replace(desc, box=box)
+        c_s.wg_private = True  # ordered by the warpgroups' own barriers (thread_sync leaves it alone)
+        out = wg_chunk(op, c_s, desc, rdim, wg)
+        return suffix[:i] + out + suffix[i + 1:], c_s, desc, Epilogue(suffix, i, op, 1, chunk, wg)
     out = [st for h in range(R // rows) for st in chunk(h)]
     return suffix[:i] + out + suffix[i + 1:], c_s, desc, Epilogue(suffix, i, op, R // rows, chunk)
+
+
+WG_BAR_BASE = 2  # named barrier ids of the warpgroups' epilogue: after ws_pingpong's BASE .. BASE + W - 1
+
+
+def wg_bar_base(wg: int) -> int:
+    """First named barrier id of the per-warpgroup epilogue of `wg` consumer warpgroups (ids 0: the
+    block, 1: the consumers, 2 .. 2 + wg - 1: ws_pingpong's turns)."""
+    return WG_BAR_BASE + wg
+
+
+def wg_chunk(op: O.Copy, c_s: Buffer, desc: TmaDesc, rdim: int, wg: int) -> list:
+    """The accumulator's copy to C, each consumer warpgroup w storing rows [64w, 64w + 64) itself:
+    its first thread (tid % 128 == 0, the one that issued its last stores) waits until those have
+    read its part of the staging tile, a named barrier of its 128 threads, the registers -> staging
+    copy (each thread writes only its own warpgroup's rows), fence.proxy.async and the barrier
+    again, then that thread issues the 64-row TMA stores of its part. The warpgroups never wait
+    for each other, and the next tile's k-loop starts while the stores drain.
+
+        if (tid % 128 == 0) wait_group.read 0; bar.sync 4 + w, 128; stmatrix -> C_s rows of w;
+        fence.proxy.async; bar.sync 4 + w, 128; if (tid % 128 == 0) { tma_store(C_s + w*64 rows); commit }"""
+    f, c = op.src.buffer, op.dst.buffer
+    n, W = c.ndim, const_int(f.shape[1])
+    R = 64 * wg
+    base = wg_bar_base(wg)
+    bar = f"tl::warpgroup_bar_sync<{base}, {wg}>(tid >> 7);"
+    starts = tuple(reversed([simplify(x) for x in op.dst.starts]))
+
+    def coords(q):  # innermost first; argument n - 1 - d is C's start in dim d
+        return ", ".join(f"{{{n - 1 - d}}}" + (f" + {q * 64}" if d == n - 1 else " + (tid >> 7) * 64" if d == rdim
+                                               else "") for d in reversed(range(n)))
+    stores = " ".join(f"tl::tma_store(&{desc.name}, {c_s.name} + {q * R * 64} + (tid >> 7) * {64 * 64}, {coords(q)});"
+                      for q in range(W // 64))
+    whole = BufferRegion(c_s, ((E.as_expr(0), R), (E.as_expr(0), W)))
+    src = BufferRegion(f, ((E.as_expr(0), R), (E.as_expr(0), W)))
+    return [Raw("if (tid % 128 == 0) tl::tma_store_wait<0>(); " + bar, reads=(c_s,)),
+            replace(op, src=src, dst=whole),
+            Raw("tl::fence_proxy_async(); " + bar),
+            Raw(f"if (tid % 128 == 0) {{{{ {stores} tl::tma_store_commit(); }}}}", starts, reads=(c_s,))]
 
 
 def fold_staged_store(prefix: list, suffix: list, gemms: list):
@@ -161,6 +212,7 @@ class Epilogue:
     op: O.Copy
     count: int
     chunk: object
+    wg: int = 0  # per-warpgroup stores (wg_chunk) by this many consumer warpgroups, else 0
 
 
 DEFER_STRIDE = 2  # deferred chunk h is stored in k-iteration 2h of the next tile: the TMA has read chunk h - 1
