@@ -1,7 +1,9 @@
 """A persistent warp-specialized kernel's producer loading each tile's Q by TMA into two buffers
 (transform/cuda/ws_tile_prefix.py; off: `tl.disable_persistent_prefix_tma`): the examples' flash
 attention on sm_90a. NVRTC builds check that the consumers no longer load Q themselves (no
-cp.async, one consumer barrier fewer between a tile's last wgmma and the next tile's first) and
+cp.async, and no 256-thread consumer barrier left where each consumer warpgroup stores its own
+rows: the cp.async build needs two a tile, Q landed and Q read before the next tile's refill; one
+fewer than the cp.async build with the shared epilogue, whose barriers also order the refill) and
 that the switch restores their load; on the host emulator, persistent blocks of three and four
 tiles (both buffers reused, their barriers' phases flipping) match float64 attention on fresh random
 inputs, D64 and D128, causal and not, ragged sequences, also with ws_pingpong's turns."""
@@ -16,6 +18,7 @@ from .conftest import run_attention_on_host
 
 SM90 = "cuda -arch=sm_90a"
 OFF = {"tl.disable_persistent_prefix_tma": True}
+NO_WG = {"tl.disable_ws_wg_epilogue": True}  # the shared epilogue: its 256-thread barriers end a tile
 
 
 def _build(B, H, S, D, causal, cfg, configs=None):
@@ -26,6 +29,12 @@ def _build(B, H, S, D, causal, cfg, configs=None):
 
 def _consumer_bar_syncs(sass: str) -> int:
     return len(re.findall(r"BAR\.SYNC\.DEFER_BLOCKING 0x1, 0x100", sass))
+
+
+def _warpgroup_bar_syncs(sass: str) -> list:
+    """The per-warpgroup epilogue's named barriers of two consumer warpgroups (ws_epilogue.wg_chunk):
+    ids 4 and 5 of 128 threads, their counts."""
+    return [len(re.findall(rf"BAR\.SYNC\.DEFER_BLOCKING 0x{4 + w}, 0x80", sass)) for w in (0, 1)]
 
 
 @pytest.mark.nvrtc
@@ -52,7 +61,19 @@ def test_producer_loads_q_per_tile(monkeypatch):
     osrc, osass = off.get_kernel_source(), off.export_sass()
     assert "tl_tpre" not in osrc and "cp_async_zfill" in osrc
     assert "LDGSTS" not in sass and "LDGSTS" in osass
-    assert _consumer_bar_syncs(sass) == _consumer_bar_syncs(osass) - 1  # the barrier after the Q load is gone
+    # each warpgroup stores its own rows behind its own barriers (2 a tile), in both builds; the
+    # cp.async build's consumers still meet twice a tile: after the Q load (source: the barrier after
+    # cp_async_wait) and before the next tile's refill overwrites the Q both warpgroups read (the
+    # barrier after the stores); the TMA prefix needs neither
+    assert _warpgroup_bar_syncs(sass) == _warpgroup_bar_syncs(osass) == [2, 2]
+    assert _consumer_bar_syncs(sass) == 0 and _consumer_bar_syncs(osass) == 2
+    assert re.search(r"tl::cp_async_wait<0>\(\);\s*tl::fence_proxy_async\(\); tl::barrier_sync<1, 256>\(\);", osrc)
+    assert re.search(r"tl::tma_store_commit\(\); }\s*tl::barrier_sync<1, 256>\(\);", osrc)
+    # with the shared epilogue, whose two consumer barriers also order the refill: the one after the Q load is gone
+    shared, shared_off = (_build(16, 16, 2048, 64, False, (128, 128, 2, 256), {**c, **NO_WG}).export_sass()
+                          for c in ({}, OFF))
+    assert _warpgroup_bar_syncs(shared) == [0, 0]
+    assert _consumer_bar_syncs(shared) == _consumer_bar_syncs(shared_off) - 1 == 2
     for kk in (k, off):
         info = kk.artifact.compiled.ptxas_info()
         assert info.get("spill_stores", 0) == 0 and info.get("spill_loads", 0) == 0
