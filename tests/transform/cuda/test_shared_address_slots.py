@@ -49,8 +49,12 @@ def _ldsm_immediates(kernel) -> tuple[int, int]:
     if not sass_available():
         pytest.skip("cuobjdump / nvdisasm not installed")
     sass = kernel.export_sass()
-    ldsm = re.findall(r"LDSM\.16\.M88\.4 R\d+, \[(R\d+)(\+0x[0-9a-f]+)?\]", sass)
-    return sum(1 for _, imm in ldsm if imm), len(ldsm)
+    # [R], [R+0x..], and the uniform-register forms [R+UR], [R+UR+0x..] (NVRTC 13.0's ptxas prints
+    # these for the generic-pointer form); every LDSM of the kernel must be one of them
+    every = re.findall(r"LDSM\.16\.M88\.4 R\d+, \[[^\]]*\]", sass)
+    ldsm = re.findall(r"LDSM\.16\.M88\.4 R\d+, \[R\d+(?:\+UR\d+)?(\+0x[0-9a-f]+)?\]", sass)
+    assert len(ldsm) == len(every), every
+    return sum(1 for imm in ldsm if imm), len(ldsm)
 
 
 @pytest.mark.nvrtc
