@@ -22,6 +22,7 @@ class KernelContext:
     grid: tuple
     threads: tuple
     thread_vars: list = field(default_factory=list)
+    barriers: object = None  # T.create_barriers' buffer: what integer barrier ids name (language/hopper_raw.py)
 
 
 class Builder:

@@ -158,6 +158,8 @@ _LAZY = {
     "warpgroup_arrive": ".hopper",
     "warpgroup_commit_batch": ".hopper",
     "warpgroup_wait": ".hopper",
+    "create_barriers": ".hopper_raw",
+    "ptx_init_barrier_thread_count": ".hopper_raw",
     "annotate_producer_reg_dealloc": ".hopper",
     "annotate_consumer_reg_alloc": ".hopper",
     "ClusterKernel": ".hopper",

@@ -26,7 +26,7 @@ from ..arith.simplify import const_int
 from ..errors import DSLTypeError
 from ..frontend import builder as B
 from ..ir.buffer import Buffer
-from ..ir.expr import BufferLoad, Call, as_expr
+from ..ir.expr import BufferLoad, Call, Expr, as_expr
 from ..op import hopper as H
 from ..op.regions import is_tile_arg, pair_regions
 from .tile import GemmWarpPolicy
@@ -69,20 +69,32 @@ def _const(v, what, name) -> int:
     return c
 
 
-def _barrier(mbarrier, what):
-    """(buffer, index) of `mbars[i]` or a one-barrier buffer."""
+def barrier_ref(mbarrier, what):
+    """(buffer, index) of `mbars[i]`, a one-barrier buffer, or an integer barrier id: barrier i of
+    the kernel's T.create_barriers(n) (the public TileLang's TIR intrinsics name barriers by id)."""
     if isinstance(mbarrier, BufferLoad) and H.is_barrier(mbarrier.buffer):
         return mbarrier.buffer, mbarrier.indices[0]
     if H.is_barrier(mbarrier):
         return mbarrier, as_expr(0)
-    raise DSLTypeError(f"{what}: expected a barrier from T.alloc_barrier (or one element mbars[i]), "
-                       f"got {mbarrier!r}")
+    if isinstance(mbarrier, int) and not isinstance(mbarrier, bool) or \
+            isinstance(mbarrier, Expr) and mbarrier.dtype.is_int():
+        ids = B.in_kernel(what).barriers
+        if ids is None:
+            raise DSLTypeError(f"{what}: barrier id {mbarrier} names a barrier of T.create_barriers(n), and this "
+                               "kernel has not called it (or pass a barrier from T.alloc_barrier)")
+        i = const_int(mbarrier)
+        if i is not None and not 0 <= i < ids.shape[0]:
+            raise DSLTypeError(f"{what}: barrier id {i} is out of range: T.create_barriers({ids.shape[0]}) made "
+                               f"ids 0 .. {ids.shape[0] - 1}")
+        return ids, as_expr(mbarrier)
+    raise DSLTypeError(f"{what}: expected a barrier from T.alloc_barrier (or one element mbars[i]), or a "
+                       f"T.create_barriers id, got {mbarrier!r}")
 
 
 def mbarrier_wait_parity(mbarrier, parity):
     """Wait until the phase of `mbarrier` with parity `parity` (0 or 1) has completed."""
     B.in_kernel("T.mbarrier_wait_parity")
-    buf, i = _barrier(mbarrier, "T.mbarrier_wait_parity")
+    buf, i = barrier_ref(mbarrier, "T.mbarrier_wait_parity")
     B.current().emit(H.BarrierWait(buf, i, as_expr(parity)))
 
 
@@ -92,21 +104,21 @@ def mbarrier_arrive(mbarrier, cta_id=None):
     if cta_id is not None:
         raise NotImplementedError("T.mbarrier_arrive(cta_id=...): arriving on another block's barrier "
                                   "(clusters) is not supported yet")
-    buf, i = _barrier(mbarrier, "T.mbarrier_arrive")
+    buf, i = barrier_ref(mbarrier, "T.mbarrier_arrive")
     B.current().emit(H.BarrierArrive(buf, i))
 
 
 def mbarrier_expect_tx(mbarrier, tx):
     """Add `tx` bytes the barrier's current phase also waits for (no arrival)."""
     B.in_kernel("T.mbarrier_expect_tx")
-    buf, i = _barrier(mbarrier, "T.mbarrier_expect_tx")
+    buf, i = barrier_ref(mbarrier, "T.mbarrier_expect_tx")
     B.current().emit(H.BarrierExpectTx(buf, i, as_expr(tx), False))
 
 
 def mbarrier_arrive_expect_tx(mbarrier, tx):
     """One arrival plus `tx` expected bytes on the barrier's current phase."""
     B.in_kernel("T.mbarrier_arrive_expect_tx")
-    buf, i = _barrier(mbarrier, "T.mbarrier_arrive_expect_tx")
+    buf, i = barrier_ref(mbarrier, "T.mbarrier_arrive_expect_tx")
     B.current().emit(H.BarrierExpectTx(buf, i, as_expr(tx), True))
 
 
@@ -142,7 +154,7 @@ def tma_copy(src, dst, *, barrier=None, cluster_mask=None, leader_scope_threads=
                     ("eviction_policy", eviction_policy), ("annotations", annotations)):
         if v is not None:
             raise NotImplementedError(f"T.tma_copy({name}=...) is not supported yet")
-    buf, i = _barrier(barrier, "T.tma_copy barrier=")
+    buf, i = barrier_ref(barrier, "T.tma_copy barrier=")
     B.current().emit(H.TmaCopy(s, d, buf, i))
 
 
@@ -237,7 +249,7 @@ def cp_async_barrier_noinc(barrier):
     """One arrival of this thread on `barrier`, made once its earlier cp.async copies have landed
     (cp.async.mbarrier.arrive.noinc: the arrival counts against the barrier's arrive_count)."""
     B.in_kernel("T.cp_async_barrier_noinc")
-    buf, i = _barrier(barrier, "T.cp_async_barrier_noinc")
+    buf, i = barrier_ref(barrier, "T.cp_async_barrier_noinc")
     B.current().emit(H.CpAsyncBarrierArrive(buf, i))
 
 
@@ -278,7 +290,7 @@ def ptx_cp_async_barrier(barrier_id):
     thread's earlier cp.async copies; the thread's arrival is not counted against arrive_count
     (for that, T.cp_async_barrier_noinc)."""
     B.in_kernel("T.ptx_cp_async_barrier")
-    buf, i = _barrier(barrier_id, "T.ptx_cp_async_barrier")
+    buf, i = barrier_ref(barrier_id, "T.ptx_cp_async_barrier")
     B.current().emit(H.CpAsyncBarrierArrive(buf, i, inc=True))
 
 

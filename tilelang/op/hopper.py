@@ -24,7 +24,7 @@ What each means, on every target:
   or waits for asynchronous work; in program order they change nothing.
 
 Barriers are `shared.dyn` uint64 buffers with an attribute `barrier_counts` (one arrival count
-per barrier); `is_barrier` tells them apart.
+per barrier); `is_barrier` tells them apart, `explicit_init` those the program initialises itself.
 """
 from __future__ import annotations
 
@@ -40,6 +40,12 @@ WARP_GROUP = 128  # threads per warp group (Hopper)
 
 def is_barrier(buf) -> bool:
     return isinstance(buf, Buffer) and getattr(buf, "barrier_counts", None) is not None
+
+
+def explicit_init(buf) -> bool:
+    """Barriers of T.create_barriers: no arrival counts of their own (barrier_counts are zeros);
+    the program initialises each with T.ptx_init_barrier_thread_count (op/hopper_raw.BarrierInit)."""
+    return is_barrier(buf) and getattr(buf, "explicit_init", False)
 
 
 @dataclass(frozen=True)

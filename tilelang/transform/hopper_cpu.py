@@ -11,6 +11,8 @@ user's barriers allow that order, so every barrier is simulated and checked:
 - a wait for parity p passes when the current phase's parity is not p (the phase of parity p
   has completed); otherwise, under program order, nothing could ever complete it: the kernel
   fails like a T.device_assert, naming the wait, instead of computing with stale data;
+- T.create_barriers' barriers keep their counts in a uint32 buffer beside the words, set by
+  T.ptx_init_barrier_thread_count (an arrival on one not initialised fails);
 - T.tma_copy is an ordinary copy (its bytes are there at once); expect_tx, setmaxnreg and
   proxy fences change no values;
 - T.wgmma_gemm is an ordinary gemm and T.wait_wgmma, T.ptx_commit_group, T.ptx_wait_group
@@ -22,13 +24,27 @@ from __future__ import annotations
 from .. import dtypes as dt
 from ..ir import expr as E
 from ..ir import stmt as S
+from ..ir.buffer import Buffer
 from ..op import hopper as H
+from ..op import hopper_raw as R
 from ..op import tile_ops as O
 
 PHASE = 1 << 20  # arrivals per phase stay below this
 
 
+def count_buffer(buf) -> Buffer:
+    """The arrival counts of T.create_barriers' barriers (set by T.ptx_init_barrier_thread_count),
+    one uint32 per barrier beside the barrier words; made once per barrier buffer."""
+    c = getattr(buf, "count_buffer", None)
+    if c is None:
+        c = Buffer(buf.name + "_count", buf.shape, dt.uint32, "shared.dyn")
+        buf.count_buffer = c
+    return c
+
+
 def _count(buf, index) -> E.Expr:
+    if H.explicit_init(buf):
+        return E.cast(dt.uint64, E.BufferLoad(count_buffer(buf), (index,), dt.uint32))
     counts = buf.barrier_counts
     out = E.const(counts[-1], dt.uint64)
     for i in range(len(counts) - 2, -1, -1):  # a select chain when the counts differ
@@ -42,20 +58,40 @@ def _word(buf, index) -> E.Expr:
 
 
 def barrier_init(buf) -> S.Stmt:
-    return S.seq(*[S.BufferStore(buf, (E.as_expr(i),), E.const(0, buf.dtype)) for i in range(len(buf.barrier_counts))])
+    """After the barrier buffer's Allocate: every barrier at phase 0 with no arrivals (and, for
+    T.create_barriers, a count buffer of zeros: not initialised)."""
+    zero = [S.BufferStore(buf, (E.as_expr(i),), E.const(0, buf.dtype)) for i in range(len(buf.barrier_counts))]
+    if H.explicit_init(buf):
+        c = count_buffer(buf)
+        zero = [S.Allocate(c)] + zero + [S.BufferStore(c, (E.as_expr(i),), E.const(0, c.dtype))
+                                         for i in range(len(buf.barrier_counts))]
+    return S.seq(*zero)
+
+
+def init(op: R.BarrierInit) -> S.Stmt:
+    """mbarrier.init: the count, and phase 0 with no arrivals."""
+    c = count_buffer(op.barrier)
+    return S.seq(S.BufferStore(c, (op.index,), E.cast(dt.uint32, op.count), span=op.span),
+                 S.BufferStore(op.barrier, (op.index,), E.const(0, op.barrier.dtype), span=op.span))
 
 
 def arrive(buf, index, threads: int, what: str, span=None) -> S.Stmt:
     w = _word(buf, index)
     arrived = E.binop("%", w, E.const(PHASE, dt.uint64)) + E.const(threads, dt.uint64)
     count = _count(buf, index)
-    check = O.DeviceAssert(E.compare("<=", arrived, count),
+    checks, fits = [], E.compare("<=", arrived, count)
+    if H.explicit_init(buf):
+        set_ = E.compare("!=", count, E.const(0, dt.uint64))
+        checks.append(O.DeviceAssert(set_, f"{what} on {buf.name}: the barrier was not initialised "
+                                           "(T.ptx_init_barrier_thread_count)", span=span))
+        fits = E.logical_or(E.logical_not(set_), fits)  # one failure, one message
+    check = O.DeviceAssert(fits,
                            f"{what} on {buf.name}: {threads} arrivals overrun the barrier's count in one phase "
                            "(CPU backend: warp groups run in program order)", span=span)
     done = E.compare("==", arrived, count)
     new = E.select(done, (E.binop("//", w, E.const(PHASE, dt.uint64)) + 1) * E.const(PHASE, dt.uint64),
                    w + E.const(threads, dt.uint64))
-    return S.seq(check, S.BufferStore(buf, (index,), new, span=span))
+    return S.seq(*checks, check, S.BufferStore(buf, (index,), new, span=span))
 
 
 def wait(op: H.BarrierWait) -> S.Stmt:
@@ -92,6 +128,9 @@ class HopperCPU:
 
     def visit_TmaCopy(self, op: H.TmaCopy):
         return self.visit(O.Copy(op.src, op.dst, span=op.span))
+
+    def visit_BarrierInit(self, op: R.BarrierInit):
+        return init(op)
 
     def visit_SetMaxNReg(self, op):
         return S.seq()

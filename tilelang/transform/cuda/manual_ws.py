@@ -28,6 +28,7 @@ from ...ir import stmt as S
 from ...ir.buffer import Buffer, BufferRegion
 from ...ir.visitor import Mutator, collect
 from ...op import hopper as H
+from ...op import hopper_raw as R
 from ...op import tile_ops as O
 from .lower_tile_ops import Raw
 from .manual_ws_ring import ring_loops
@@ -46,7 +47,10 @@ class ManualWS:
 
 
 def has_warp_groups(k: S.KernelLaunch) -> bool:
-    return bool(collect(k.body, lambda n: isinstance(n, H.WarpGroupScope)))
+    """Whether the kernel takes this path: T.ws scopes, or barrier / TMA ops outside them (the raw
+    names' programs, which no other path lowers)."""
+    return bool(collect(k.body, lambda n: isinstance(n, (H.WarpGroupScope, H.BarrierArrive, H.BarrierWait,
+                                                         H.BarrierExpectTx, H.TmaCopy, R.BarrierInit))))
 
 
 def manual_ws(k: S.KernelLaunch, warn, tma_stores: bool = True,
@@ -77,6 +81,9 @@ def _barrier_runs(stmts: list, merge: bool) -> list:
     Allocates is followed by one initialisation of them all (one block-wide barrier, not one each)."""
     out, run = [], []
     for st in stmts + [None]:
+        if isinstance(st, S.Allocate) and H.explicit_init(st.buffer):  # T.create_barriers: the program's own inits
+            out.append(st)
+            continue
         if isinstance(st, S.Allocate) and H.is_barrier(st.buffer):
             run.append(st)
             if merge:
@@ -156,6 +163,9 @@ class _Rewrite(Mutator):
     def visit_BarrierExpectTx(self, op: H.BarrierExpectTx):
         fn = "mbarrier_arrive_expect_tx" if op.arrive else "mbarrier_expect_tx"
         return Raw(f"tl::{fn}({{0}}, {{1}});", (_addr(op.barrier, op.index), op.tx), span=op.span)
+
+    def visit_BarrierInit(self, op: R.BarrierInit):
+        return Raw("tl::mbarrier_init({0}, {1});", (_addr(op.barrier, op.index), op.count), span=op.span)
 
     def visit_SetMaxNReg(self, op: H.SetMaxNReg):
         return Raw(f"tl::setmaxnreg_{'inc' if op.inc else 'dec'}<{op.count}>();", span=op.span)
