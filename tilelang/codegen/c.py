@@ -32,6 +32,28 @@ from .c_expr import CExpr, is_subbyte, storage_type
 from .c_source import CSource
 
 
+POOL_CALLS = ("tl_cpu_tma_load", "tl_wgmma_desc_make", "tl_cpu_wgmma")  # read shared addresses (cpu/tl_hopper.h)
+SHARED_ADDRESS_SPACE = 1 << 18  # bytes a wgmma descriptor's 14-bit start address (in 16 B units) reaches
+
+
+def shared_pool(k: S.KernelLaunch, allocs) -> tuple[dict, int] | None:
+    """({buffer uid: byte offset}, bytes) of the shared buffers of a kernel that addresses shared
+    memory by number (POOL_CALLS): one 1024-byte aligned pool, each buffer at a multiple of 1024
+    (a swizzle pattern's repeat). None for other kernels: they allocate each buffer on its own."""
+    if not collect(k.body, lambda n: isinstance(n, E.Call) and n.op in POOL_CALLS):
+        return None
+    offsets, top = {}, 0
+    for a in allocs:
+        b = a.buffer
+        if b.scope in ("shared", "shared.dyn"):
+            offsets[b.uid] = top
+            top += -(-(-(-b.numel() * b.dtype.bits // 8)) // 1024) * 1024
+    if top > SHARED_ADDRESS_SPACE:
+        raise LoweringError(f"the kernel's shared buffers take {top} bytes; with T.tma_load or wgmma descriptors the "
+                            f"CPU backend keeps them at shared addresses below {SHARED_ADDRESS_SPACE}", k.span)
+    return offsets, max(top, 1024)
+
+
 def shape_vars(params) -> list[E.Var]:
     """Symbolic dims used by buffer params that are not themselves scalar params."""
     seen, out = set(), []
@@ -309,12 +331,19 @@ class CCodegen:
         for n, g in zip(("gx", "gy", "gz"), grid):
             self.emit(f"const int64_t tl_{n} = {g};")
         allocs = [a for a in collect(k.body, lambda n: isinstance(n, S.Allocate))]
+        pool = shared_pool(k, allocs)
         self.emit("#pragma omp parallel")
         self.emit("{")
         self.depth += 1
+        if pool is not None:
+            self.emit("unsigned char* tl_smem = NULL;  /* the shared pool: T.tma_load / wgmma descriptors */")
+            self.emit(f"if (posix_memalign((void**)&tl_smem, 1024, {pool[1]}) != 0) tl_smem = NULL;")
         for a in allocs:
             b = a.buffer
             t = storage_type(b.dtype)
+            if pool is not None and b.uid in pool[0]:
+                self.emit(f"{t}* {b.name} = ({t}*)(tl_smem + {pool[0][b.uid]});")
+                continue
             self.emit(f"{t}* restrict {b.name} = ({t}*)tl_alloc({b.numel()} * sizeof({t}));")
         self.emit("#pragma omp for schedule(static)")
         self.emit("for (int64_t tl_b = 0; tl_b < tl_gx * tl_gy * tl_gz; ++tl_b) {")
@@ -330,7 +359,10 @@ class CCodegen:
         self.depth -= 1
         self.emit("}")
         for a in allocs:
-            self.emit(f"free({a.buffer.name});")
+            if pool is None or a.buffer.uid not in pool[0]:
+                self.emit(f"free({a.buffer.name});")
+        if pool is not None:
+            self.emit("free(tl_smem);")
         self.depth -= 1
         self.emit("}")
         self.depth -= 1

@@ -46,6 +46,11 @@ def print_call(cx, e, args: list) -> str | None:
         return f"tl::{op[3:]}()" if cuda else "((void)0)"
     if op == "tl_sync_warp":
         return f"tl_sync_warp({args[0]})" if cuda else "((void)0)"
+    if op == "tl_cpu_tma_load":  # (dst, g, elem, swizzle, rank, dims.., strides.., box.., coords..)
+        r = int(e.args[4].value)
+        group = lambda i, t: f"(const {t}[]){{{', '.join(args[5 + i * r:5 + (i + 1) * r])}}}"  # noqa: E731
+        return (f"tl_cpu_tma_load(tl_smem, {', '.join(args[:5])}, {group(0, 'int64_t')}, {group(1, 'int64_t')}, "
+                f"{group(2, 'int32_t')}, {group(3, 'int32_t')})")
     if op == "tl_dp4a":
         return f"tl_dp4a({', '.join(args)})"
     if op in RNG_CALLS:

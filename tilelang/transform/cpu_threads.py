@@ -56,7 +56,7 @@ _SCALAR_OPS = (O.DeviceAssert, O.Print, DeclBuffer, ImportSource, O.Swizzle, O.A
 # block-level ops that mean the same when every thread of a branch runs them whole
 _PER_THREAD_OK = (O.Copy, O.Fill, H.TmaCopy, H.BarrierArrive, H.BarrierExpectTx, H.BarrierWait, H.CpAsync,
                   H.CpAsyncBarrierArrive, H.CpAsyncCommit, H.CpAsyncWait, H.FenceProxyAsync, H.SetMaxNReg,
-                  H.WaitWgmma, H.AsyncStep, R.BarrierInit)
+                  H.WaitWgmma, H.AsyncStep, R.BarrierInit, R.TmaLoad, R.BulkCopy)
 _OP_NAMES = {"Copy": "T.copy", "Fill": "T.fill / T.clear", "Gemm": "T.gemm", "Reduce": "a T.reduce_* op",
              "CumSum": "T.cumsum", "AtomicTile": "a tile T.atomic_*", "GemmSp": "T.gemm_sp"}
 BAR = ("bar", None)

@@ -13,6 +13,8 @@ user's barriers allow that order, so every barrier is simulated and checked:
   fails like a T.device_assert, naming the wait, instead of computing with stale data;
 - T.create_barriers' barriers keep their counts in a uint32 buffer beside the words, set by
   T.ptx_init_barrier_thread_count (an arrival on one not initialised fails);
+- T.tma_load copies its box at once (cpu/tl_hopper.h: swizzled into the kernel's shared pool),
+  T.ptx_cp_async_bulk is a memcpy; neither completes transaction bytes (expect_tx counts none);
 - T.tma_copy is an ordinary copy (its bytes are there at once); expect_tx, setmaxnreg and
   proxy fences change no values;
 - T.wgmma_gemm is an ordinary gemm and T.wait_wgmma, T.ptx_commit_group, T.ptx_wait_group
@@ -132,6 +134,12 @@ class HopperCPU:
     def visit_BarrierInit(self, op: R.BarrierInit):
         return init(op)
 
+    def visit_TmaLoad(self, op: R.TmaLoad):
+        return tma_load(op)
+
+    def visit_BulkCopy(self, op: R.BulkCopy):
+        return S.Evaluate(E.Call("extern:memcpy", (op.dst, op.src, op.nbytes), dt.as_dtype("handle")), span=op.span)
+
     def visit_SetMaxNReg(self, op):
         return S.seq()
 
@@ -173,3 +181,15 @@ def cp_async(op: H.CpAsync) -> S.Stmt:
         val = E.select(op.predicate, val, E.const(0, s.buffer.dtype))
     store = S.BufferStore(d.buffer, at(d), E.cast(d.buffer.dtype, val), span=op.span)
     return S.For(i, E.as_expr(0), op.num_elems, "serial", store, span=op.span)
+
+
+def tma_load(op: R.TmaLoad) -> S.Stmt:
+    """tl_cpu_tma_load (cpu/tl_hopper.h) over the kernel's shared pool; a misaligned swizzled box fails."""
+    d = op.desc
+    g = op.desc.buffer
+    base = E.Call("address_of", (E.BufferLoad(g, tuple(E.as_expr(0) for _ in g.shape), g.dtype),), g.dtype)
+    call = E.Call("tl_cpu_tma_load", (op.dst, base, E.as_expr(d.elem), E.as_expr(d.swizzle), E.as_expr(d.rank),
+                                      *d.dims, *d.strides, *(E.as_expr(b) for b in d.box), *op.coords), dt.int32)
+    return O.DeviceAssert(E.compare("==", call, E.as_expr(0)),
+                          f"T.tma_load into a {d.swizzle}-byte swizzled box: the shared address is not a multiple "
+                          f"of {8 * d.swizzle} bytes", span=op.span)

@@ -304,6 +304,20 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     return replace(func, body=body)
 
 
+def launch_env(arg_kinds, values, index) -> dict:
+    """The kernel's scalar parameters and the Var dims of its tensors -> their values at this launch
+    (`values[index[id(param)]]`), as expressions for substitute."""
+    env = {}
+    for kind, obj in arg_kinds:
+        if kind == "scalar" and id(obj) in index:
+            env[obj] = E.as_expr(values[index[id(obj)]])
+        elif kind == "buffer" and id(obj) in index:
+            for d, s in enumerate(obj.shape):
+                if isinstance(s, E.Var) and s not in env:
+                    env[s] = E.as_expr(int(values[index[id(obj)]].shape[d]))
+    return env
+
+
 def _replace_kernel(body, old, new):
     if body is old:
         return new
@@ -557,6 +571,8 @@ class CUDAArtifact(LowersOnDemand):
             raise LoweringError(f"internal: unknown kernel argument kind {kind}")
         base = getattr(obj.buffer, "view_base", obj.buffer)
         t = values[index[id(base)]]
+        if obj.raw is not None:
+            return self.raw_tensor_map(obj, t, values, index)
         key = (obj.name, t.data_ptr(), tuple(t.shape))
         cached = self._tmaps.get(key)
         if cached is None:
@@ -583,6 +599,22 @@ class CUDAArtifact(LowersOnDemand):
                 cached = driver.encode_tensor_map(obj.buffer.dtype.name, t.data_ptr(), list(reversed(shape)),
                                                   list(reversed(strides))[1:], list(reversed(obj.box)),
                                                   swizzle=obj.swizzle)
+            if len(self._tmaps) > 64:
+                self._tmaps.clear()
+            self._tmaps[key] = cached
+        return cached
+
+    def raw_tensor_map(self, obj, t, values, index) -> bytes:
+        """The tensor map of a T.create_tma_descriptor: its dims and byte strides evaluated for this launch."""
+        dims, strides = obj.raw.geometry(launch_env(self.csource.arg_kinds, values, index))
+        key = (obj.name, t.data_ptr(), tuple(dims), tuple(strides))
+        cached = self._tmaps.get(key)
+        if cached is None:
+            from . import driver
+            from ...op.hopper_raw import TMA_DATA_TYPES
+
+            cached = driver.encode_tensor_map(TMA_DATA_TYPES[obj.raw.data_type][0], t.data_ptr(), dims, strides,
+                                              list(obj.raw.box), swizzle=obj.raw.swizzle, l2_promotion=obj.raw.l2)
             if len(self._tmaps) > 64:
                 self._tmaps.clear()
             self._tmaps[key] = cached

@@ -342,4 +342,6 @@ TL_INLINE double tl_rng_next_normal_double(tl_philox *s) {
     return r * sin(3.141592653589793 * v);
 }
 
+#include "tl_hopper.h"  /* the raw Hopper names: T.tma_load, wgmma descriptors, T.ptx_wgmma_* */
+
 #endif /* TL_CPU_H_ */

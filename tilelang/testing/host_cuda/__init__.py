@@ -33,6 +33,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 SMEM_BYTES = 232448
 INCLUDE = os.path.join(os.path.dirname(HERE), os.pardir, "include", "tl")
+SHARED_RULES = os.path.join(os.path.dirname(HERE), os.pardir, "include", "cpu")  # tl_smem_desc.h (host_tma.h)
 # tl headers replaced on the host: host_tl.h provides them (host_wgmma.h, host_tma.h).
 HOST_PROVIDED = ("common.h", "mma.h", "ldmatrix.h", "cp_async.h", "sync.h", "wgmma.h", "wgmma_ops.h",
                  "mbarrier.h", "tma.h")
@@ -167,7 +168,7 @@ def _prelude_header():
     if "path" not in _prelude_memo:
         version = subprocess.run(["g++", "--version"], capture_output=True, text=True).stdout
         host_headers = [(d + fn, open(os.path.join(d, fn), "rb").read())
-                        for d in (HERE, INCLUDE) for fn in sorted(os.listdir(d)) if fn.endswith(".h")]
+                        for d in (HERE, INCLUDE, SHARED_RULES) for fn in sorted(os.listdir(d)) if fn.endswith(".h")]
         k = disk.key("host-cuda-pch-1", _PRELUDE, *_GXX_FLAGS, version, *(x for pair in host_headers for x in pair))
         path = None
         try:
@@ -322,6 +323,13 @@ def _tensor_map(desc, arg_kinds, by_param) -> bytes:
     arg = next(i for i, (kind, obj) in enumerate(arg_kinds) if kind == "buffer" and obj is base)
     t = by_param[id(base)]
     elem = max(1, desc.buffer.dtype.bits // 8)
+    pad = lambda xs: list(xs) + [0] * (5 - len(xs))  # noqa: E731
+    if getattr(desc, "raw", None) is not None:  # T.create_tma_descriptor: the program's dims and strides
+        from tilelang.backend.cuda.pipeline import launch_env
+
+        dims, strides = desc.raw.geometry(launch_env(arg_kinds, by_param, {k: k for k in by_param}))
+        return struct.pack("<IiiiI5i5q5q", 0x544D4150, arg, desc.raw.rank, desc.raw.elem, desc.raw.swizzle,
+                           *pad(desc.raw.box), *pad(dims), *pad(strides)) + b"\0" * 8
     if base is desc.buffer:
         shape, strides = list(t.shape), [int(s) * t.element_size() for s in t.stride()]
     else:  # a view of the parameter with its own constant shape, row-major
@@ -332,7 +340,6 @@ def _tensor_map(desc, arg_kinds, by_param) -> bytes:
             acc *= d
     dims, strides, box = shape[::-1], strides[::-1], list(desc.box)[::-1]
     rank = len(dims)
-    pad = lambda xs: list(xs) + [0] * (5 - len(xs))  # noqa: E731
     geo = getattr(desc, "im2col", None)
     if geo is not None:  # box: channels per pixel, pixels, traversal strides (w, h); the corners after
         return struct.pack("<IiiiI5i5q5q4h", 0x4C433249, arg, rank, elem, desc.swizzle,

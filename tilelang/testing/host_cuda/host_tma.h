@@ -24,6 +24,8 @@
 
 #include <map>
 
+#include "../../include/cpu/tl_smem_desc.h"  // the swizzle and descriptor rules, shared with the CPU backend
+
 static std::vector<char*> tl_host_args;  // the kernel's argument payloads (buffers: their memory)
 
 namespace tl {
@@ -100,11 +102,8 @@ inline void host_mbar_land(HostMbar& b) {
   host_mbar_settle(b);
 }
 
-// The swizzled shared byte address of byte offset `off` of a box that starts at `base`.
-inline uint32_t host_tma_swizzle(uint32_t a, int swizzle) {
-  const uint32_t bits = swizzle == 128 ? 7u : swizzle == 64 ? 3u : swizzle == 32 ? 1u : 0u;
-  return a ^ (((a >> 7) & bits) << 4);
-}
+// The swizzled shared byte address `a` (the CPU backend's rule too: cpu/tl_smem_desc.h).
+inline uint32_t host_tma_swizzle(uint32_t a, int swizzle) { return tl_swizzle_addr(a, swizzle); }
 
 // Walk the box: f(global byte pointer or nullptr when outside the tensor, shared byte address).
 template <class F>

@@ -50,7 +50,8 @@ def has_warp_groups(k: S.KernelLaunch) -> bool:
     """Whether the kernel takes this path: T.ws scopes, or barrier / TMA ops outside them (the raw
     names' programs, which no other path lowers)."""
     return bool(collect(k.body, lambda n: isinstance(n, (H.WarpGroupScope, H.BarrierArrive, H.BarrierWait,
-                                                         H.BarrierExpectTx, H.TmaCopy, R.BarrierInit))))
+                                                         H.BarrierExpectTx, H.TmaCopy, R.BarrierInit, R.TmaLoad,
+                                                         R.BulkCopy))))
 
 
 def manual_ws(k: S.KernelLaunch, warn, tma_stores: bool = True,
@@ -166,6 +167,21 @@ class _Rewrite(Mutator):
 
     def visit_BarrierInit(self, op: R.BarrierInit):
         return Raw("tl::mbarrier_init({0}, {1});", (_addr(op.barrier, op.index), op.count), span=op.span)
+
+    def visit_TmaLoad(self, op: R.TmaLoad):
+        """T.tma_load: one tensor map per distinct T.create_tma_descriptor, encoded at launch."""
+        desc = next((d for d in self.info.descs if d.raw == op.desc), None)
+        if desc is None:
+            desc = TmaDesc(f"tmap_{len(self.info.descs)}", op.desc.buffer, op.desc.box[::-1], op.desc.swizzle,
+                           raw=op.desc)
+            self.info.descs.append(desc)
+        coords = "".join(f", {{{2 + j}}}" for j in range(len(op.coords)))
+        return Raw(f"tl::tma_load(&{desc.name}, {{0}}, {{1}}{coords});",
+                   (_addr(op.barrier, op.index), op.dst, *op.coords), span=op.span)
+
+    def visit_BulkCopy(self, op: R.BulkCopy):
+        return Raw("tl::bulk_copy_g2s({0}, {1}, {2}, {3});", (op.dst, op.src, op.nbytes, _addr(op.barrier, op.index)),
+                   span=op.span)
 
     def visit_SetMaxNReg(self, op: H.SetMaxNReg):
         return Raw(f"tl::setmaxnreg_{'inc' if op.inc else 'dec'}<{op.count}>();", span=op.span)

@@ -15,7 +15,7 @@ total bytes) is attached to the PrimFunc as attribute "tl.smem_plan"; codegen re
 Warp-specialized kernels are planned over the consumers' statements instead (see `ws_plan`:
 the producer runs concurrently, so stage storage is busy from the consumers' first statement
 to their last use of it, and over the whole tile loop of a persistent kernel); the barriers
-this pass adds there are the consumers' own. Kernels with T.ws scopes keep every buffer apart.
+this pass adds there are the consumers' own. Kernels with T.ws scopes or mbarriers keep every buffer apart.
 Conservative (pinned for the whole kernel, never shared): pipeline stage storage and its views
 (outside warp specialization) unless its pipeline drains at the top level (`free_drained_stages`:
 an epilogue tile after the loop then takes the stages' bytes), buffers a Raw names in its text, buffers read by a wgmma that is
@@ -37,6 +37,7 @@ from ...ir import stmt as S
 from ...ir.buffer import Buffer
 from ...ir.stmt import PrimFunc
 from ...ir.visitor import Mutator, buffers_used, collect
+from ...op.hopper import is_barrier
 from .lower_tile_ops import Raw, sync
 from .warp_specialize import WSSplit
 
@@ -113,6 +114,8 @@ def plan(kernel: S.KernelLaunch, allow_reuse: bool = True, wide=frozenset(), tma
         return sequential_plan(buffers, n, wide=wide)
     if collect(kernel.body, lambda x: type(x).__name__ == "WarpGroupScope"):
         return sequential_plan(buffers, n, "warp-group scopes (T.ws): their own barriers order them", wide)
+    if any(is_barrier(b) for b in buffers):  # raw TMA / wgmma reach tiles through addresses lifetimes miss
+        return sequential_plan(buffers, n, "mbarriers: the program's own barriers order its tiles", wide)
     if collect(kernel.body, lambda x: isinstance(x, WSSplit)):
         return ws_plan(kernel, buffers, wide, tma_spans) or sequential_plan(buffers, n, "warp-specialized kernel", wide)
     spans = _spans(stmts, buffers)

@@ -35,13 +35,15 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class TmaDesc:
     """A tensor map the host encodes per call: `buffer`'s tensor, `box` (outer-first), swizzle bytes;
-    `im2col` (ws_im2col.Im2colMap) makes it an im2col-mode map, box = (pixels, channels)."""
+    `im2col` (ws_im2col.Im2colMap) makes it an im2col-mode map, box = (pixels, channels); `raw`
+    (op/hopper_raw.RawTmaDesc, T.create_tma_descriptor) one whose dims and strides the program gave."""
 
     name: str
     buffer: Buffer
     box: tuple
     swizzle: int
     im2col: object = None
+    raw: object = None
 
 
 def tma_store_epilogue(k: S.KernelLaunch, suffix: list, gemms: list, free: int, ndesc: int, warn,
