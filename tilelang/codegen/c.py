@@ -338,6 +338,8 @@ class CCodegen:
         if pool is not None:
             self.emit("unsigned char* tl_smem = NULL;  /* the shared pool: T.tma_load / wgmma descriptors */")
             self.emit(f"if (posix_memalign((void**)&tl_smem, 1024, {pool[1]}) != 0) tl_smem = NULL;")
+            self.emit(f"const uint32_t tl_smem_bytes = {pool[1]}u;")
+            self.emit("(void)tl_smem_bytes;")
         for a in allocs:
             b = a.buffer
             t = storage_type(b.dtype)

@@ -46,11 +46,22 @@ def print_call(cx, e, args: list) -> str | None:
         return f"tl::{op[3:]}()" if cuda else "((void)0)"
     if op == "tl_sync_warp":
         return f"tl_sync_warp({args[0]})" if cuda else "((void)0)"
+    if op == "tl_wgmma_desc_make":  # (start pointer, layout, lbo >> 4, sbo >> 4): op/hopper_raw.py
+        return f"tl::wgmma_desc_encode({', '.join(args)})" if cuda else f"tl_cpu_wgmma_desc(tl_smem, {', '.join(args)})"
+    if op == "tl_wgmma_desc_add":
+        return f"tl::wgmma_desc_add({args[0]}, (uint32_t)({args[1]}))" if cuda else \
+            f"tl_wgmma_desc_add({args[0]}, (uint32_t)({args[1]}))"
     if op == "tl_cpu_tma_load":  # (dst, g, elem, swizzle, rank, dims.., strides.., box.., coords..)
         r = int(e.args[4].value)
         group = lambda i, t: f"(const {t}[]){{{', '.join(args[5 + i * r:5 + (i + 1) * r])}}}"  # noqa: E731
-        return (f"tl_cpu_tma_load(tl_smem, {', '.join(args[:5])}, {group(0, 'int64_t')}, {group(1, 'int64_t')}, "
+        return (f"tl_cpu_tma_load(tl_smem, tl_smem_bytes, {', '.join(args[:5])}, {group(0, 'int64_t')}, "
+                f"{group(1, 'int64_t')}, "
                 f"{group(2, 'int32_t')}, {group(3, 'int32_t')})")
+    if op == "tl_cpu_wgmma":  # transform/hopper_cpu.raw_wgmma's arguments; pointers as the header takes them
+        a = list(args)
+        a[8] = f"(const unsigned char*)({a[8]})"
+        a[11] = f"(void*)({a[11]})"
+        return f"tl_cpu_wgmma(tl_smem, tl_smem_bytes, {', '.join(a)})"
     if op == "tl_dp4a":
         return f"tl_dp4a({', '.join(args)})"
     if op in RNG_CALLS:

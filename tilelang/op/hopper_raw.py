@@ -13,6 +13,14 @@ that reaches it (`if tx == 0:` makes one thread issue it), on data the program a
   complete on barrier[index] (the program arms the barrier with expect_tx itself).
 - `BulkCopy(dst, src, nbytes, barrier, index)`: cp.async.bulk: `nbytes` contiguous bytes global ->
   shared, completing on barrier[index].
+- `RawWgmma`: wgmma.mma_async m64nNkK issued by one warp group from 64-bit shared-memory matrix
+  descriptors (SS) or A in registers (RS), accumulating into each thread's registers of a
+  T.alloc_local buffer in the wgmma D layout (tl/wgmma.h).
+- `FenceOperand(ptr, count, is_float)`: a compiler fence on `count` 32-bit registers from `ptr`
+  (no instruction; nothing on the CPU).
+
+Descriptors of wgmma operands are plain uint64 values (T.alloc_wgmma_desc is a one-element
+local buffer), made and advanced by the E.Calls of DESC_CALLS.
 """
 from __future__ import annotations
 
@@ -25,6 +33,12 @@ from ..ir.expr import Expr
 from ..ir.stmt import TileOp, default_span
 from ..ir.visitor import substitute
 
+
+# E.Call ops of descriptor arithmetic (printed by codegen/intrinsics.py for CUDA and C):
+#   tl_wgmma_desc_make(start pointer, layout_type, lbo >> 4, sbo >> 4) -> uint64 (base offset 0)
+#   tl_wgmma_desc_add(desc, units) -> uint64: `units` (16-byte) added to the low 32 bits, as the
+#                                     hardware descriptor's low word is advanced
+DESC_CALLS = ("tl_wgmma_desc_make", "tl_wgmma_desc_add")
 
 # CUtensorMapDataType -> element bytes (T.create_tma_descriptor's first argument)
 TMA_DATA_TYPES = {0: ("uint8", 1), 1: ("uint16", 2), 2: ("uint32", 4), 3: ("int32", 4), 4: ("uint64", 8),
@@ -106,4 +120,48 @@ class BulkCopy(TileOp):
     nbytes: Expr
     barrier: Buffer
     index: Expr
+    span: Span | None = default_span()
+
+
+@dataclass(frozen=True)
+class RawWgmma(TileOp):
+    """wgmma.mma_async.m64{n}k{k}: D (+)= A @ B for the warp group of the executing thread.
+
+    a: the A descriptor (uint64 expression, SS) or address_of the thread's first A register
+    element (RS); b: the B descriptor; d: address_of the thread's first accumulator element;
+    a_type / b_type / c_type: dtype names; a_k_major / b_k_major: operand majorness (RS: A is
+    K-major); scale_out: 0 overwrites D, else accumulates; scale_a / scale_b: +1 or -1."""
+
+    n: int
+    k: int
+    a_type: str
+    b_type: str
+    c_type: str
+    rs: bool
+    a_k_major: bool
+    b_k_major: bool
+    a: Expr
+    b: Expr
+    d: Expr
+    scale_out: Expr
+    tid: Expr  # the executing thread's index in the block
+    scale_a: int = 1
+    scale_b: int = 1
+    a_regs_elems: int = 0  # RS: elements of each thread's A buffer (its threads' copies are this far apart)
+    span: Span | None = default_span()
+
+    @property
+    def d_regs(self) -> int:
+        """32-bit accumulator registers per thread."""
+        return self.n // 4 if self.c_type == "float16" else self.n // 2
+
+
+@dataclass(frozen=True)
+class FenceOperand(TileOp):
+    """warpgroup_fence_operand: `count` 32-bit registers from `ptr` (address_of) may change behind
+    the compiler's back (no instruction)."""
+
+    ptr: Expr
+    count: int
+    is_float: bool
     span: Span | None = default_span()

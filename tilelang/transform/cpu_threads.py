@@ -20,6 +20,8 @@ lower_tile_ops_cpu (which still runs a block on one CPU thread):
 - a tile op that touches per-thread buffers or reads thread indices is SIMT code (each thread
   runs it whole on its own data); T.copy / T.fill and the hopper issue ops (T.tma_copy,
   barrier arrivals, one arrival per executing thread) may sit under thread branches;
+- T.ptx_wgmma_rs reads its warps' A registers: a barrier before it (T.ptx_wgmma_ss and the other raw
+  Hopper names are SIMT code: each thread computes its own accumulator elements);
 - warp shuffles and votes, and T.tvm_thread_allreduce, split their statement at the point:
   every thread stores its value, then each reads its lanes' (a warp is 32 consecutive thread
   ids; a lane outside the segment's threads gives the thread's own value).
@@ -56,7 +58,8 @@ _SCALAR_OPS = (O.DeviceAssert, O.Print, DeclBuffer, ImportSource, O.Swizzle, O.A
 # block-level ops that mean the same when every thread of a branch runs them whole
 _PER_THREAD_OK = (O.Copy, O.Fill, H.TmaCopy, H.BarrierArrive, H.BarrierExpectTx, H.BarrierWait, H.CpAsync,
                   H.CpAsyncBarrierArrive, H.CpAsyncCommit, H.CpAsyncWait, H.FenceProxyAsync, H.SetMaxNReg,
-                  H.WaitWgmma, H.AsyncStep, R.BarrierInit, R.TmaLoad, R.BulkCopy)
+                  H.WaitWgmma, H.AsyncStep, R.BarrierInit, R.TmaLoad, R.BulkCopy,
+                  R.RawWgmma, R.FenceOperand)
 _OP_NAMES = {"Copy": "T.copy", "Fill": "T.fill / T.clear", "Gemm": "T.gemm", "Reduce": "a T.reduce_* op",
              "CumSum": "T.cumsum", "AtomicTile": "a tile T.atomic_*", "GemmSp": "T.gemm_sp"}
 BAR = ("bar", None)
@@ -67,8 +70,9 @@ def _is_sync(e) -> bool:
 
 
 def _exchange(n) -> bool:
-    """A point where threads see each other's values: barrier, shuffle, vote, all-reduce, scope."""
-    if isinstance(n, (ThreadAllReduce, H.WarpGroupScope)):
+    """A point where threads see each other's values: barrier, shuffle, vote, all-reduce, scope, a
+    wgmma reading A from the warp's registers (T.ptx_wgmma_rs)."""
+    if isinstance(n, (ThreadAllReduce, H.WarpGroupScope)) or isinstance(n, R.RawWgmma) and n.rs:
         return True
     return isinstance(n, E.Call) and (n.op == "tl_sync_threads" or n.op in SHUFFLES or n.op in VOTES)
 
@@ -144,6 +148,8 @@ class _Kernel:
             return self.let(s, rng)
         if isinstance(s, ThreadAllReduce):
             return self.allreduce(s, rng)
+        if isinstance(s, R.RawWgmma) and s.rs:  # every thread's A registers are written before any reads them
+            return [BAR, ("s", s)]
         if isinstance(s, H.WarpGroupScope):
             inner = (s.t_lo, s.t_hi)  # in threads: the scope counts warp groups or warps (s.unit)
             return [("b", replace(s, body=self.assemble(self.split(s.body, inner), inner)))]
@@ -177,6 +183,7 @@ class _Kernel:
             x = sync[0]
             name = ("T.tvm_thread_allreduce" if isinstance(x, ThreadAllReduce) else
                     "a warp-group scope" if isinstance(x, H.WarpGroupScope) else
+                    "T.ptx_wgmma_rs" if isinstance(x, R.RawWgmma) else
                     "T.sync_threads" if x.op == "tl_sync_threads" else f"the thread exchange {x.op[3:]}")
             raise LoweringError(f"{name} inside {what}: the CPU backend runs a block's threads one after another "
                                 "between barriers, and cannot split control flow that differs between threads at "

@@ -15,6 +15,8 @@ user's barriers allow that order, so every barrier is simulated and checked:
   T.ptx_init_barrier_thread_count (an arrival on one not initialised fails);
 - T.tma_load copies its box at once (cpu/tl_hopper.h: swizzled into the kernel's shared pool),
   T.ptx_cp_async_bulk is a memcpy; neither completes transaction bytes (expect_tx counts none);
+- T.ptx_wgmma_ss / _rs compute each thread's accumulator elements from shared memory through the
+  descriptors at once (the waits change nothing); T.warpgroup_fence_operand is nothing;
 - T.tma_copy is an ordinary copy (its bytes are there at once); expect_tx, setmaxnreg and
   proxy fences change no values;
 - T.wgmma_gemm is an ordinary gemm and T.wait_wgmma, T.ptx_commit_group, T.ptx_wait_group
@@ -140,6 +142,12 @@ class HopperCPU:
     def visit_BulkCopy(self, op: R.BulkCopy):
         return S.Evaluate(E.Call("extern:memcpy", (op.dst, op.src, op.nbytes), dt.as_dtype("handle")), span=op.span)
 
+    def visit_RawWgmma(self, op: R.RawWgmma):
+        return raw_wgmma(op)
+
+    def visit_FenceOperand(self, op):
+        return S.seq()
+
     def visit_SetMaxNReg(self, op):
         return S.seq()
 
@@ -193,3 +201,23 @@ def tma_load(op: R.TmaLoad) -> S.Stmt:
     return O.DeviceAssert(E.compare("==", call, E.as_expr(0)),
                           f"T.tma_load into a {d.swizzle}-byte swizzled box: the shared address is not a multiple "
                           f"of {8 * d.swizzle} bytes", span=op.span)
+
+
+_KINDS = {"float16": 0, "bfloat16": 1, "float8_e4m3": 2, "float8_e5m2": 3, "int8": 4}
+_ACC_KINDS = {"float32": 0, "float16": 1, "int32": 2}
+
+
+def raw_wgmma(op: R.RawWgmma) -> S.Stmt:
+    """tl_cpu_wgmma (cpu/tl_hopper.h) for the executing thread: its own accumulator elements, from
+    shared memory through the descriptors (or A from the warp's registers: RS ran after every
+    thread of the segment before it, transform/cpu_threads.py)."""
+    zero = E.as_expr(0)
+    a_bytes = dt.as_dtype(op.a_type).bytes
+    args = (E.as_expr(op.n), E.as_expr(_KINDS[op.a_type]), E.as_expr(_KINDS[op.b_type]),
+            E.as_expr(_ACC_KINDS[op.c_type]), E.as_expr(int(not op.a_k_major)), E.as_expr(int(not op.b_k_major)),
+            E.as_expr(op.scale_a * op.scale_b), zero if op.rs else op.a, op.a if op.rs else zero,
+            E.as_expr(op.a_regs_elems * a_bytes), op.b, op.d, E.binop("%", op.tid, 128), op.scale_out)
+    call = E.Call("tl_cpu_wgmma", args, dt.int32)
+    return O.DeviceAssert(E.compare("==", call, zero),
+                          "T.ptx_wgmma: a descriptor with a base offset, or an operand outside the kernel's shared "
+                          "memory (CPU backend)", span=op.span)

@@ -87,7 +87,13 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
     ws = manual = None
     if has_warp_groups(k):  # warp specialization by hand: the user's barriers are the schedule
         from ...op import hopper as H
+        from ...op import hopper_raw as R
 
+        raw = collect(k.body, lambda n: isinstance(n, (R.TmaLoad, R.BulkCopy, R.RawWgmma)))
+        if ctx.target.sm < 90 and raw:
+            name = {"TmaLoad": "T.tma_load (cp.async.bulk.tensor)", "BulkCopy": "T.ptx_cp_async_bulk (cp.async.bulk)",
+                    "RawWgmma": "T.ptx_wgmma_ss / T.ptx_wgmma_rs (wgmma.mma_async)"}[type(raw[0]).__name__]
+            raise LoweringError(f"{name} needs sm_90a (Hopper); the target is {ctx.target.arch}", raw[0].span)
         hopper_only = collect(k.body, lambda n: isinstance(n, (H.TmaCopy, H.SetMaxNReg, H.FenceProxyAsync,
                                                                H.WaitWgmma, H.BarrierExpectTx, H.AsyncStep))
                               or isinstance(n, H.WarpGroupScope) and n.unit == H.WARP_GROUP)

@@ -54,4 +54,20 @@ TL_DEVICE uint64_t wgmma_desc_advance(uint64_t desc, uint32_t bytes) {
   return desc + static_cast<uint64_t>(bytes >> 4);
 }
 
+// T.initialize_wgmma_descriptor: layout_type as the descriptor's 2-bit field (0 none, 1 = 128B,
+// 2 = 64B, 3 = 32B), LBO and SBO already in 16-byte units, base offset 0.
+TL_DEVICE uint64_t wgmma_desc_encode(const void* smem, uint32_t layout_type, uint32_t lbo16, uint32_t sbo16) {
+  uint64_t desc = detail::desc_field(smem_addr(smem));
+  desc |= static_cast<uint64_t>(lbo16 & 0x3FFFu) << 16;
+  desc |= static_cast<uint64_t>(sbo16 & 0x3FFFu) << 32;
+  desc |= static_cast<uint64_t>(layout_type & 0x3u) << 62;
+  return desc;
+}
+
+// T.increase_descriptor_offset / the offsets of T.ptx_wgmma_*: `units` (16 bytes each) added to
+// the descriptor's low 32-bit word, as the hardware descriptor's low word is advanced.
+TL_HOST_DEVICE uint64_t wgmma_desc_add(uint64_t desc, uint32_t units) {
+  return (desc & 0xFFFFFFFF00000000ull) | static_cast<uint32_t>(static_cast<uint32_t>(desc) + units);
+}
+
 }  // namespace tl

@@ -5,19 +5,14 @@
 //
 // The 128 threads of a warpgroup meet at each wgmma call; the last to arrive reads A and B from
 // shared memory through the 64-bit descriptors (or A from the threads' registers, RS form) and
-// computes every thread's D in the layouts of tl/wgmma.h. Descriptor addressing, by the PTX
-// ISA's canonical layouts, with a swizzle of S = 32, 64 or 128 bytes applied to the final byte
-// address (16-byte chunk bits [4, 4 + log2(S / 16)) XOR the bits from 7 up):
-//   K-major operand, row r (M or N), byte b < 32 of the row's K slice:
-//       start + (r / 8) * SBO + (r % 8) * S + b
-//   MN-major operand (tnspA / tnspB), element mn of the MN dim, k of the K slice:
-//       start + (mn / (S / e)) * LBO + (k / 8) * SBO + (k % 8) * S + (mn % (S / e)) * e
-// (e: element bytes). Products are exact and summed in double, rounded once to the
-// accumulator type (s32 wraps). Part of host_cuda.h (included by host_tl.h).
+// computes every thread's D in the layouts of tl/wgmma.h. Descriptor addressing (the canonical
+// layouts, swizzled or not): cpu/tl_smem_desc.h, shared with the CPU backend. Products are exact
+// and summed in double, rounded once to the accumulator type (s32 wraps). Part of host_cuda.h (included by host_tl.h).
 #pragma once
 
 #include <vector>
 
+#include "../../include/cpu/tl_smem_desc.h"  // the descriptor rule, shared with the CPU backend
 #include "tl/wgmma_desc.h"  // the shipped descriptor packing (host smem_addr: offsets in tl_smem)
 
 namespace tl {
@@ -145,25 +140,10 @@ template <> struct HostWgKind<float8_e4m3_t> { static constexpr int kind = kHost
 template <> struct HostWgKind<float8_e5m2_t> { static constexpr int kind = kHostE5M2, bytes = 1; };
 template <> struct HostWgKind<int8_t> { static constexpr int kind = kHostS8, bytes = 1; };
 
-// The byte address of element (mn, k) of a wgmma operand (see the top of this file), or an error.
+// The byte address of element (mn, k) of a wgmma operand, or an error: the CPU backend's rule
+// (cpu/tl_smem_desc.h, included by host_tma.h), one decoder for both emulations.
 inline const char* host_wg_addr(uint64_t desc, bool mn_major, int mn, int k, int e, uint32_t* addr) {
-  const uint32_t start = static_cast<uint32_t>(desc & 0x3FFFu) << 4;
-  const uint32_t lbo = static_cast<uint32_t>((desc >> 16) & 0x3FFFu) << 4;
-  const uint32_t sbo = static_cast<uint32_t>((desc >> 32) & 0x3FFFu) << 4;
-  const int mode = static_cast<int>(desc >> 62);
-  if ((desc >> 49) & 0x7u) return "a descriptor with a base offset is not emulated";
-  if (mode == 0) return "a descriptor without swizzle (interleaved core matrices) is not emulated";
-  const int S = mode == 1 ? 128 : mode == 2 ? 64 : 32;
-  uint32_t b;
-  if (!mn_major) {
-    b = start + (mn / 8) * sbo + (mn % 8) * S + k * e;
-  } else {
-    const int per = S / e;  // elements of the MN dim in one swizzle row
-    b = start + (mn / per) * lbo + (k / 8) * sbo + (k % 8) * S + (mn % per) * e;
-  }
-  const uint32_t bits = mode == 1 ? 7u : mode == 2 ? 3u : 1u;
-  *addr = b ^ (((b >> 7) & bits) << 4);
-  return nullptr;
+  return tl_gmma_operand_addr(desc, mn_major ? 1 : 0, mn, k, e, addr);
 }
 
 inline double host_wg_load(uint32_t addr, int kind, int e) {

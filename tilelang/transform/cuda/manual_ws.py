@@ -1,7 +1,9 @@
 """Warp specialization written by hand (`T.ws`, mbarriers, `T.tma_copy`) on sm_90a.
 
-Expects: tile-level IR of one kernel holding WarpGroupScope statements (op/hopper.py); the
-user's barriers order everything that crosses warp groups.
+Expects: tile-level IR of one kernel holding WarpGroupScope statements (op/hopper.py), or barrier
+ops and the raw names of op/hopper_raw.py outside them (T.create_barriers, T.tma_load,
+T.ptx_wgmma_ss ...: each a Raw line per executing thread); the user's barriers order everything
+that crosses warp groups.
 Guarantees: no automatic warp specialization or software pipelining: a T.Pipelined(num_stages=n)
 loop gets n-stage rings of its TMA tiles and barriers (manual_ws_ring.py) where it can, else runs
 serially (the user's barriers, not stage counts, say what overlaps); barriers are initialised
@@ -51,7 +53,7 @@ def has_warp_groups(k: S.KernelLaunch) -> bool:
     names' programs, which no other path lowers)."""
     return bool(collect(k.body, lambda n: isinstance(n, (H.WarpGroupScope, H.BarrierArrive, H.BarrierWait,
                                                          H.BarrierExpectTx, H.TmaCopy, R.BarrierInit, R.TmaLoad,
-                                                         R.BulkCopy))))
+                                                         R.BulkCopy, R.RawWgmma, R.FenceOperand))))
 
 
 def manual_ws(k: S.KernelLaunch, warn, tma_stores: bool = True,
@@ -64,6 +66,10 @@ def manual_ws(k: S.KernelLaunch, warn, tma_stores: bool = True,
     rw.merge_inits = merge_inits
     body = rw.top(k.body)
     return replace(k, body=body), rw.info
+
+
+_CUDA_TYPES = {"float16": "tl::half_t", "bfloat16": "tl::bfloat16_t", "float8_e4m3": "tl::float8_e4m3_t",
+               "float8_e5m2": "tl::float8_e5m2_t", "int8": "int8_t", "float32": "float", "int32": "int32_t"}
 
 
 def _addr(buf: Buffer, index) -> E.Expr:
@@ -182,6 +188,22 @@ class _Rewrite(Mutator):
     def visit_BulkCopy(self, op: R.BulkCopy):
         return Raw("tl::bulk_copy_g2s({0}, {1}, {2}, {3});", (op.dst, op.src, op.nbytes, _addr(op.barrier, op.index)),
                    span=op.span)
+
+    def visit_RawWgmma(self, op: R.RawWgmma):
+        """T.ptx_wgmma_ss / _rs: the header's tl::wgmma_ss / wgmma_rs (tl/wgmma.h) on the thread's registers."""
+        t = {k: _CUDA_TYPES[getattr(op, k + "_type")] for k in "abc"}
+        scales = f"{op.scale_a}, {op.scale_b}"
+        if op.rs:
+            return Raw(f"tl::wgmma_rs<{t['a']}, {t['b']}, {t['c']}, {op.n}, {str(not op.b_k_major).lower()}, {scales}>"
+                       "(reinterpret_cast<const uint32_t*>({0}), {1}, {2}, {3});",
+                       (op.a, op.b, op.d, op.scale_out), span=op.span)
+        trans = f"{str(not op.a_k_major).lower()}, {str(not op.b_k_major).lower()}"
+        return Raw(f"tl::wgmma_ss<{t['a']}, {t['b']}, {t['c']}, {op.n}, {trans}, {scales}>"
+                   "({0}, {1}, {2}, {3});", (op.a, op.b, op.d, op.scale_out), span=op.span)
+
+    def visit_FenceOperand(self, op: R.FenceOperand):
+        t = "float" if op.is_float else "uint32_t"
+        return Raw(f"tl::warpgroup_fence_operand<{op.count}>(reinterpret_cast<{t}*>({{0}}));", (op.ptr,), span=op.span)
 
     def visit_SetMaxNReg(self, op: H.SetMaxNReg):
         return Raw(f"tl::setmaxnreg_{'inc' if op.inc else 'dec'}<{op.count}>();", span=op.span)
