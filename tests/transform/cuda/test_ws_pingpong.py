@@ -142,3 +142,20 @@ def test_causal_three_warpgroups_keep_their_wgmma_pipeline(monkeypatch):
     assert tail.index("tl::warpgroup_turn_pass<2, 3>") < tail.index("tl::warpgroup_wait<0>();") \
         < tail.rindex("if ((loop_range > 0)) {") < tail.index("tl_empty1[")
     assert "C7514" not in (k.artifact.compiled.log or "")
+
+
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("D,cfg,configs,turns", [
+    (128, (128, 128, 2, 256), None, True),   # unset: on where the output tile has >= 128 columns
+    (128, (128, 128, 2, 256), {"tl.enable_ws_pingpong": "auto"}, True),
+    (64, (128, 128, 2, 256), None, False),   # D64: measured no faster, left as it was
+    (128, (128, 128, 2, 256), {"tl.enable_ws_pingpong": False}, False),
+    (64, (128, 128, 2, 256), ON, True),
+])
+def test_default_rule_by_output_columns(D, cfg, configs, turns, monkeypatch):
+    import tilelang.backend.target as target
+
+    monkeypatch.setattr(target, "num_sms", lambda default=132: 132)
+    src = _build(8, 16, 2048, D, False, cfg, configs).get_kernel_source()
+    assert ("tl::warpgroup_turn_wait<2, 2>(tid >> 7);" in src) == turns
+    assert ("tl::warpgroup_turn_pass<2, 2>(tid >> 7);" in src) == turns

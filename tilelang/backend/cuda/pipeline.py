@@ -40,6 +40,15 @@ class PerformanceWarning(UserWarning):
     """A fast path (tensor cores, registers, vector/async copies) was not taken, with the reason."""
 
 
+def _tristate(v):
+    """A switch that has a default rule: None (unset, or "auto") leaves the choice to the pass."""
+    if v is None or (isinstance(v, str) and v.strip().lower() in ("", "auto", "none")):
+        return None
+    if isinstance(v, str):
+        return v.strip().lower() not in ("0", "false", "off", "no")
+    return bool(v)
+
+
 def _the_kernel(func: PrimFunc) -> S.KernelLaunch:
     ks = collect(func.body, lambda n: isinstance(n, S.KernelLaunch))
     if len(ks) != 1:
@@ -133,7 +142,7 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                                    not config(ctx.pass_configs, "tl.disable_stream_k_promoted", False),
                                    not config(ctx.pass_configs, "tl.disable_ws_mma_sync", False),
                                    not config(ctx.pass_configs, "tl.disable_persistent_snake", False),
-                                   bool(config(ctx.pass_configs, "tl.enable_ws_pingpong", False)),
+                                   _tristate(config(ctx.pass_configs, "tl.enable_ws_pingpong", None)),
                                    not config(ctx.pass_configs, "tl.disable_ring_trip_cap", False),
                                    not config(ctx.pass_configs, "tl.disable_persistent_prefix_tma", False),
                                    not config(ctx.pass_configs, "tl.disable_wgmma_wait_hold", False),
@@ -226,6 +235,9 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
         from ...transform.cuda.ws_pingpong import turns_without_block_barrier
 
         if not turns_without_block_barrier(new.body):
+            if _tristate(config(ctx.pass_configs, "tl.enable_ws_pingpong", None)) is None:  # the default's choice
+                ctx.pass_configs = {**ctx.pass_configs, "tl.enable_ws_pingpong": False}
+                return lower_cuda(func, ctx)
             raise LoweringError("tl.enable_ws_pingpong: the consumers' k-loop needs a barrier across all consumer "
                                 "warpgroups (a shared-memory exchange), which a warpgroup waiting for its turn at the "
                                 "tensor cores would never reach; build this kernel without tl.enable_ws_pingpong",

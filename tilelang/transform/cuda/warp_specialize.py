@@ -51,7 +51,7 @@ from .ws_epilogue import TmaDesc, defer_epilogue, defer_fits, fold_staged_store,
 from .ws_loads import (hoist_staged_decls, hoistable_copies, panel_width, plan_prefix_loads, prefix_loads,
                        take_prefix_loads, tma_plan)
 from .ws_overlap import chain_plan, overlapped_consumer
-from .ws_pingpong import pingpong_consumer, pingpong_plan, turn_head, turn_tail
+from .ws_pingpong import AUTO_MIN_COLUMNS, pingpong_consumer, pingpong_plan, turn_head, turn_tail
 from .ws_tile_prefix import extra_bytes, take_tile_prefix
 
 
@@ -100,7 +100,7 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
                     defer_epilogue: bool = True, deep_ring: bool = True, rebalance_regs: bool = True,
                     chain: bool = False, fragment_guard: bool = True, fold_staging: bool = True,
                     im2col_tma: bool = True, im2col_small: bool = False, promoted_stream_k: bool = True,
-                    mma_sync: bool = True, tile_snake: bool = True, pingpong: bool = False,
+                    mma_sync: bool = True, tile_snake: bool = True, pingpong: bool | None = False,
                     trip_cap: bool = True, tile_prefix: bool = True, chain_hold: bool = True,
                     wg_epilogue: bool = True):
     """Returns (new kernel, WSInfo) or (k, None) when the kernel keeps the cp.async pipeline.
@@ -147,7 +147,8 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     `tl.disable_persistent_snake`).
     pingpong: the consumer warpgroups of an attention loop take turns at the tensor cores, each
     one's softmax running beside the next one's gemms (ws_pingpong.py; `tl.enable_ws_pingpong`;
-    not with `chain`, which takes the loop first).
+    not with `chain`, which takes the loop first). None: only loops whose output accumulator has
+    ws_pingpong.AUTO_MIN_COLUMNS columns or more (the default).
     tile_prefix: a persistent kernel's producer loads each tile's prefix tiles (attention's Q) by
     TMA into two buffers, where shared memory allows (ws_tile_prefix.py; off:
     `tl.disable_persistent_prefix_tma`, the consumers load them at every tile)."""
@@ -158,7 +159,7 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     plan.rebalance_regs = rebalance_regs
     plan.chain = chain
     plan.chain_hold = chain_hold
-    plan.pingpong = pingpong and not chain
+    plan.pingpong = False if chain else pingpong
     plan.fold_staging = fold_staging
     plan.wg_epilogue = wg_epilogue
     if not chain:
@@ -209,7 +210,7 @@ class WSPlan:
     tile_pre: list = field(default_factory=list)  # the same, issued per tile of a persistent kernel (ws_tile_prefix)
     chain: bool = False  # two chained gemms stay in flight together where ws_overlap.chain_plan allows
     chain_hold: bool = True  # ws_overlap's wait for the output gemm is one ptxas keeps after the softmax
-    pingpong: bool = False  # consumer warpgroups take turns at their gemms where ws_pingpong.pingpong_plan allows
+    pingpong: bool | None = False  # (None: by ws_pingpong.AUTO_MIN_COLUMNS) consumer warpgroups take turns at their gemms where ws_pingpong.pingpong_plan allows
     stage: E.Var = field(default_factory=lambda: E.Var("tl_stage", dt.int32))
     it: E.Var = field(default_factory=lambda: E.Var("tl_it", dt.int32))
     rank: E.Var = field(default_factory=lambda: E.Var("tl_rank", dt.int32))  # the block's rank in its cluster
@@ -628,7 +629,8 @@ def _consumer_loop(plan: WSPlan) -> S.Stmt:
 
     overlap = stages >= 2 and len(plan.gemms) == 1 and all(g.wg_wait == 0 for g in plan.gemms) \
         and not _batch_must_finish(plan) and plan.groups is None and not plan.info.mma_sync
-    pp = pingpong_plan(plan) if plan.pingpong else None
+    pp = None if plan.pingpong is False else \
+        pingpong_plan(plan, AUTO_MIN_COLUMNS if plan.pingpong is None else 0)
     if pp is not None:
         plan.info.pingpong = pp.groups
         return pingpong_consumer(plan, pp)
