@@ -11,15 +11,17 @@ set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 has() { python3 -c "import sys; from tilelang.transform.pass_config import PassConfigKey as K; \
 sys.exit(0 if any(k.value == '$1' for k in K) else 1)"; }
-ab="tl.enable_exp2_poly=0.125 tl.enable_exp2_poly=0.25 tl.enable_exp2_poly=0.5 tl.enable_ws_pingpong"
-ab="$ab tl.enable_ws_pingpong+tl.enable_exp2_poly=0.25"
+# ping-pong is on by default for head dim >= 128 (session 27): False is the A/B's other side there,
+# True forces it at D64
+ab="tl.enable_exp2_poly=0.25 tl.enable_ws_pingpong=False tl.enable_ws_pingpong=True"
+ab="$ab tl.enable_ws_pingpong=True+tl.enable_exp2_poly=0.25"
 has tl.disable_ws_wg_epilogue && ab="$ab tl.disable_ws_wg_epilogue"
 echo "== attention ($ab)"
 timeout 240 python3 benchmarks/attention.py --cases 16,16,2048,64 8,16,4096,128 --configs 128,128,2,256 \
   --ab $ab --json "$OUT/attention.json" > "$OUT/attention.txt" 2>&1
 grep -E "TFLOP/s|ours/cuDNN|^ *B[0-9]" "$OUT/attention.txt" | tail -40
 echo "== host time per call"
-timeout 120 python3 benchmarks/host_overhead.py --ab tl.disable_lean_launcher --calls 200 --repeats 51 \
+PYTHONPATH=$PWD timeout 120 python3 benchmarks/host_overhead.py --ab tl.disable_lean_launcher --calls 200 --repeats 51 \
   > "$OUT/host.txt" 2>&1
 tail -8 "$OUT/host.txt"
 echo "== fp8_lighting_indexer"
