@@ -14,12 +14,12 @@ from tilelang.testing import host_cuda_or_skip
 R, W = 128, 8
 
 
-def relay(steps=3):
+def relay(steps=3, blocks=2):
     """Warp group 1 writes a row tile, arrives on barrier 0; warp group 0 waits (phase p), reads it,
     arrives on barrier 1 that group 1 waits for before its next write: `steps` rounds, both phases."""
     @T.prim_func
     def f(A: T.Tensor((steps, R, W), "float32"), C: T.Tensor((steps, R, W), "float32")):
-        with T.Kernel(2, threads=256) as bx:
+        with T.Kernel(blocks, threads=256) as bx:
             X_s = T.alloc_shared((R, W), "float32")
             T.create_barriers(2)
             tx = T.get_thread_binding()
@@ -108,3 +108,15 @@ def test_id_errors():
         build(lambda: T.ptx_init_barrier_thread_count(T.alloc_barrier(128), 1))
     with pytest.raises(DSLTypeError, match="one call per kernel"):
         build(lambda: (T.create_barriers(1), T.create_barriers(1)))
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9,
+                    reason="needs an sm_90 GPU")
+def test_relay_on_the_gpu():
+    """One block (two would add into C at once): the barrier ids' phases on the hardware."""
+    a = torch.randn(3, R, W, generator=torch.Generator().manual_seed(5)).cuda()
+    c = torch.zeros(3, R, W, device="cuda")
+    compile_(relay(blocks=1), "cuda")(a, c)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(c.double().cpu(), 2 * a.double().cpu(), rtol=1e-6, atol=1e-6)

@@ -183,3 +183,34 @@ def test_descriptor_errors():
         build(*ok[:12], 2, 2, 0)
     with pytest.raises(DSLTypeError, match="takes 2 coordinates"):
         build(*ok, coords=(0,))
+
+
+gpu = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9,
+                         reason="needs an sm_90 GPU")
+
+
+@pytest.mark.cuda
+@gpu
+@pytest.mark.parametrize("swizzle,cols", CASES)
+def test_tma_load_on_the_gpu(swizzle, cols):
+    """The swizzle rule the CPU backend and the host emulator share, against the hardware's."""
+    a = torch.randn(M, K, generator=torch.Generator().manual_seed(40 + swizzle)).half()
+    c = torch.full((3, 2, 64, cols), float("nan"), device="cuda")
+    compile_(box_loader(swizzle, cols), "cuda")(a.cuda(), c)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(c.double().cpu(), ref_boxes(a, cols), rtol=0, atol=0)
+
+
+@pytest.mark.cuda
+@gpu
+def test_dynamic_map_and_bulk_copy_on_the_gpu():
+    x = torch.randn(5, 8, 32, generator=torch.Generator().manual_seed(43)).cuda()
+    y = torch.full_like(x, float("nan"))
+    compile_(dynamic_rows(), "cuda")(x, y)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y.double(), x.double() + 1)
+    xi = torch.randint(-1000, 1000, (4, 64), generator=torch.Generator().manual_seed(44), dtype=torch.int32).cuda()
+    yi = torch.zeros_like(xi)
+    compile_(bulk_copy(), "cuda")(xi, yi)
+    torch.cuda.synchronize()
+    assert torch.equal(yi, xi * 3)

@@ -253,3 +253,30 @@ def test_argument_errors():
         build(lambda S_, d, acc, frag: T.alloc_descriptor("tcgen05_smem"))
     with pytest.raises(DSLTypeError, match="layout_type_ must be 0 .. 3"):
         build(lambda S_, d, acc, frag: T.initialize_wgmma_descriptor(d, S_, 4, 1, 64))
+
+
+gpu = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9,
+                         reason="needs an sm_90 GPU")
+
+
+@pytest.mark.cuda
+@gpu
+@pytest.mark.parametrize("case", CASES)
+def test_ss_on_the_gpu(case):
+    """The descriptor encoding (LBO / SBO, layouts, swizzles) against the hardware's wgmma."""
+    f, n, dt, acc, b_shape = ss_gemm(case)
+    a, b = inputs(dt, b_shape, 30 + CASES.index(case))
+    c = torch.full((64, n), -7, dtype=getattr(torch, acc), device="cuda")
+    compile_(f, "cuda")(a.cuda(), b.cuda(), c)
+    torch.cuda.synchronize()
+    check(case, c.cpu(), expected(case, a, b))
+
+
+@pytest.mark.cuda
+@gpu
+def test_rs_on_the_gpu():
+    a, b = inputs("float16", (K, 64), 31)
+    c = torch.full((64, 64), float("nan"), device="cuda")
+    compile_(rs_gemm(), "cuda")(a.cuda(), b.cuda(), c)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(c.double().cpu(), -2 * (a.double() @ b.double()), rtol=1e-5, atol=1e-4)
