@@ -380,7 +380,7 @@ class CudaCodegen(CCodegen):
         if self.group is not None:  # inside T.ws: only the scope's warp groups reach it
             barrier = f"tl::barrier_sync<{self.group[0]}, {self.group[1]}>();"
         elif self.ws:  # consumers only: the producer warpgroup never reaches these barriers
-            barrier = f"tl::barrier_sync<1, {self.info.threads}>();"
+            barrier = f"tl::barrier_sync<{self.barrier_ids().consumers()}, {self.info.threads}>();"
         # wgmma / TMA-store kernels: transform/cuda/proxy_fences put fence.proxy.async where needed
         self.emit(text.replace("__syncthreads();", barrier))
 
@@ -392,6 +392,7 @@ class CudaCodegen(CCodegen):
         if bar > 15:
             raise LoweringError(f"a thread-index branch over threads [{lo}, {hi}) needs named barrier {bar}; the GPU "
                                 f"has 16 (0-15): start the branch below thread {32 * 15} or use warp groups", s.span)
+        bar = self.barrier_ids().branch(bar, f"the barriers of the branch over threads [{lo}, {hi})")
         outer, self.group = self.group, (bar, s.threads)
         first = s.body.stmts[0] if isinstance(s.body, S.SeqStmt) and s.body.stmts else s.body
         if isinstance(first, S.LetStmt) and first.var.name.startswith("tid_wg"):  # tid - 128 lo >= 0 here
@@ -405,6 +406,15 @@ class CudaCodegen(CCodegen):
         self.group = outer
         self.depth -= 1
         self.emit("}")
+
+    def barrier_ids(self):
+        """The kernel's named barrier ids clear of the program's own (transform/cuda/barrier_ids.py)."""
+        ids = getattr(self.info, "barrier_ids", None)
+        if ids is None:
+            from ..transform.cuda.barrier_ids import BarrierIds
+
+            ids = self.info.barrier_ids = BarrierIds()
+        return ids
 
     def s_WSSplit(self, s):
         self.emit(f"if (tid >= {s.consumers}) {{")

@@ -174,6 +174,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_WGMMA_WAIT_HOLD = "tl.disable_wgmma_wait_hold"
     TL_DISABLE_WGMMA_POLICY_COST = "tl.disable_wgmma_policy_cost"
     TL_DISABLE_WS_WG_EPILOGUE = "tl.disable_ws_wg_epilogue"
+    TL_DISABLE_BARRIER_ID_REMAP = "tl.disable_barrier_id_remap"
     TL_FRESH_COPY_INDEX = "tl.fresh_copy_index"
 
 
@@ -528,6 +529,12 @@ _DOCS = {
                                   "tl::warpgroup_wait<0>, which ptxas hoists ~35 instructions after P @ V's issue "
                                   "(the softmax then waits for the gemm). Else tl::warpgroup_wait_held: a never-taken "
                                   "branch before the wait keeps it after the softmax (ws_overlap.py).",
+    "TL_DISABLE_BARRIER_ID_REMAP": "Ours. True (CUDA): the compiler's named barriers keep their default ids "
+                                   "(warp-specialized consumers 1, ping-pong turns 2.., T.ws / thread-index branches "
+                                   "1 + index, ...) even where the program's own T.sync_threads(id, count) / "
+                                   "T.named_barrier_arrive use one of them, and such a kernel is a LoweringError. "
+                                   "Else the compiler's ids move to ids the program does not use "
+                                   "(transform/cuda/barrier_ids.py); kernels without such calls are unchanged.",
     "TL_DISABLE_WS_WG_EPILOGUE": "Ours. True (sm_90a): a warp-specialized kernel's TMA-store epilogue is staged by "
                                  "all consumer threads between two barriers across the consumer warpgroups, thread 0 "
                                  "waiting for and issuing the stores, as before. Else, where each of 2+ consumer "

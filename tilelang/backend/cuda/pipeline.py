@@ -93,6 +93,9 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
         from ...transform.cuda.unit_grid import fold_unit_grid
 
         k = fold_unit_grid(k)
+    from ...transform.cuda.barrier_ids import barrier_ids
+
+    ids = barrier_ids(k, not config(ctx.pass_configs, "tl.disable_barrier_id_remap", False))
     ws = manual = None
     if has_warp_groups(k):  # warp specialization by hand: the user's barriers are the schedule
         from ...op import hopper as H
@@ -146,7 +149,7 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                                    not config(ctx.pass_configs, "tl.disable_ring_trip_cap", False),
                                    not config(ctx.pass_configs, "tl.disable_persistent_prefix_tma", False),
                                    not config(ctx.pass_configs, "tl.disable_wgmma_wait_hold", False),
-                                   not config(ctx.pass_configs, "tl.disable_ws_wg_epilogue", False))
+                                   not config(ctx.pass_configs, "tl.disable_ws_wg_epilogue", False), ids)
     if ws is not None:
         k_piped, views = k_ws, []
     elif manual is not None:
@@ -192,6 +195,7 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                              not config(ctx.pass_configs, "tl.disable_reduce_tree", False),
                              not config(ctx.pass_configs, "tl.disable_wgmma_policy_cost", False),
                              mma_rs16=not config(ctx.pass_configs, "tl.disable_mma_register_a16", False))
+    info.barrier_ids = ids
     if ws is not None and ws.wg_epilogue is not None and not _rows_per_warpgroup(info, ws.wg_epilogue, ws):
         # the per-warpgroup epilogue assumed each consumer warpgroup owns 64 whole rows of the
         # accumulator; layout inference split it otherwise: build with the shared epilogue

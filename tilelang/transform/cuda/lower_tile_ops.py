@@ -87,6 +87,7 @@ class CudaKernelInfo:
     wgmma_clear_undef: bool = True  # a clearing wgmma gemm drops C's old values first (TL_WGMMA_CLEAR_UNDEF)
     shared_address_slots: bool = False  # {N:smem} arguments printed as smem_addr(tile) + byte terms (tl.disable_shared_address_slots)
     narrow_dims: bool = False  # int32 dims' bound checks in 32 bits (codegen/cuda.narrow_dims; tl.disable_narrow_dim_checks)
+    barrier_ids: object = None  # named barrier ids clear of the program's own (barrier_ids.BarrierIds)
 
 
 class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):

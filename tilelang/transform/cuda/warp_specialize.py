@@ -30,11 +30,13 @@ from dataclasses import dataclass, field, replace
 from ... import dtypes as dt
 from ...arith.ranges import Ranges
 from ...arith.simplify import const_int, simplify
+from ...errors import LoweringError
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer
 from ...ir.visitor import ReplaceBuffers, buffers_used, collect, substitute
 from ...op import tile_ops as O
+from .barrier_ids import BarrierIds
 from .gemm_paths import mma_ws_ok, wgmma_ok, wgmma_rs_ok
 from .lower_tile_ops import Raw
 from .persistent import cluster_plan, persistent_tiles, tile_space, uneven_work
@@ -69,6 +71,7 @@ class WSInfo:
     consumer_regs: int = 0  # the consumers' setmaxnreg_inc (the producer warpgroup decreases to PRODUCER_REGS)
     pingpong: int = 0  # consumer warpgroups taking turns at their gemms (ws_pingpong.py), 0: none
     wg_epilogue: object = None  # the accumulator each consumer warpgroup stores its own rows of (ws_epilogue.wg_chunk)
+    barriers: object = None  # the kernel's barrier_ids.BarrierIds: named barrier ids clear of the program's own
 
 
 PRODUCER_THREADS, PRODUCER_REGS = 128, 40
@@ -102,7 +105,7 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
                     im2col_tma: bool = True, im2col_small: bool = False, promoted_stream_k: bool = True,
                     mma_sync: bool = True, tile_snake: bool = True, pingpong: bool | None = False,
                     trip_cap: bool = True, tile_prefix: bool = True, chain_hold: bool = True,
-                    wg_epilogue: bool = True):
+                    wg_epilogue: bool = True, barriers=None):
     """Returns (new kernel, WSInfo) or (k, None) when the kernel keeps the cp.async pipeline.
 
     num_sms: make the kernel persistent -- min(tiles, num_sms) blocks, each looping over the
@@ -157,6 +160,7 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     if plan is None:
         return k, None
     plan.rebalance_regs = rebalance_regs
+    plan.info.barriers = barriers if barriers is not None else BarrierIds()
     plan.chain = chain
     plan.chain_hold = chain_hold
     plan.pingpong = False if chain else pingpong
@@ -700,17 +704,24 @@ def _rewrite(plan: WSPlan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.K
     free, rows = SMEM_MAX - 2048 - staged - others, 64 if defer else 256
     wg = T // 128 if plan.wg_epilogue and not defer and plan.sk is None and T % 128 == 0 \
         and not plan.info.mma_sync else 0
+    wg_bar = None
+    if wg >= 2:
+        try:
+            wg_bar = info.barriers.wg_epilogue(wg)
+        except LoweringError:  # the program's own named barriers leave no room: the shared epilogue
+            wg = 0
     folded = fold_staged_store(prefix, suffix, plan.gemms) if plan.fold_staging else None  # TMA's tile instead
     epi, fold_saved = None, 0
     if folded is not None:
         o_s = next(a.buffer for a in prefix if isinstance(a, S.Allocate) and not any(a is b for b in folded[0]))
         epi = tma_store_epilogue(k, folded[1], plan.gemms, free + o_s.numel() * o_s.dtype.bytes, len(info.descs),
-                                 lambda m: None, rows, same=(folded[2],), wg=wg)
+                                 lambda m: None, rows, same=(folded[2],), wg=wg,
+                                 wg_bar=wg_bar)
         if epi is not None:
             prefix = folded[0]
             fold_saved = o_s.numel() * o_s.dtype.bytes
     if epi is None:
-        epi = tma_store_epilogue(k, suffix, plan.gemms, free, len(info.descs), warn, rows, wg=wg)
+        epi = tma_store_epilogue(k, suffix, plan.gemms, free, len(info.descs), warn, rows, wg=wg, wg_bar=wg_bar)
     store_wait, deferred = [], None
     if epi is not None:
         suffix, c_s, desc, where = epi
@@ -760,7 +771,8 @@ def _rewrite(plan: WSPlan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.K
         dec = Raw(f"tl::setmaxnreg_dec<{PRODUCER_REGS}>();")
     else:  # ptxas refuses a decrease to more registers than the whole program uses
         setmaxnreg = dec = S.seq()
-    turns = [turn_head(info.pingpong), turn_tail(info.pingpong)] if info.pingpong else []
+    turns = [turn_head(info.pingpong, info.barriers.turns(info.pingpong)),
+             turn_tail(info.pingpong, info.barriers.turns(info.pingpong))] if info.pingpong else []
     if plan.persistent:
         if plan.sk is not None:
             tiles, coords = tile_space(k)

@@ -47,7 +47,8 @@ class TmaDesc:
 
 
 def tma_store_epilogue(k: S.KernelLaunch, suffix: list, gemms: list, free: int, ndesc: int, warn,
-                        max_rows: int = 256, same=(), wg: int = 0):
+                        max_rows: int = 256, same=(), wg: int = 0,
+                       wg_bar: int | None = None):
     """(new suffix, staging tile, tensor map, Epilogue) or None: the epilogue's T.copy of a gemm accumulator
     to a fp16/bf16 global tile (rows x columns of a 2-5 d tensor, the columns its inner dim) becomes,
     per chunk of the tile's rows, a store of the chunk into a shared staging tile (64-column
@@ -62,7 +63,9 @@ def tma_store_epilogue(k: S.KernelLaunch, suffix: list, gemms: list, free: int, 
     same: statements of k.body that are this copy (fold_staged_store's pair), not other writers of C.
     wg: the consumer warpgroups where each owns 64 whole rows of the accumulator (rows 64w..64w+63,
     a (wg, 1) wgmma grid), else 0: with the tile in one chunk of 64 * wg rows, each warpgroup then
-    stages and stores its own rows (`wg_chunk`), with no barrier across warpgroups."""
+    stages and stores its own rows (`wg_chunk`), with no barrier across warpgroups.
+    wg_bar: the first of wg named barrier ids those use (barrier_ids.BarrierIds.wg_epilogue; None:
+    wg_bar_base(wg))."""
     accs = {g.C.buffer.uid for g in gemms}
     hits = [i for i, st in enumerate(suffix) if isinstance(st, O.Copy) and st.src.buffer.uid in accs
             and st.dst.buffer.scope == "global"]
@@ -120,7 +123,7 @@ def tma_store_epilogue(k: S.KernelLaunch, suffix: list, gemms: list, free: int, 
         box = tuple(64 if d in (rdim, n - 1) else 1 for d in range(n))
         desc = replace(desc, box=box)
         c_s.wg_private = True  # ordered by the warpgroups' own barriers (thread_sync leaves it alone)
-        out = wg_chunk(op, c_s, desc, rdim, wg)
+        out = wg_chunk(op, c_s, desc, rdim, wg, wg_bar)
         return suffix[:i] + out + suffix[i + 1:], c_s, desc, Epilogue(suffix, i, op, 1, chunk, wg)
     out = [st for h in range(R // rows) for st in chunk(h)]
     return suffix[:i] + out + suffix[i + 1:], c_s, desc, Epilogue(suffix, i, op, R // rows, chunk)
@@ -131,11 +134,12 @@ WG_BAR_BASE = 2  # named barrier ids of the warpgroups' epilogue: after ws_pingp
 
 def wg_bar_base(wg: int) -> int:
     """First named barrier id of the per-warpgroup epilogue of `wg` consumer warpgroups (ids 0: the
-    block, 1: the consumers, 2 .. 2 + wg - 1: ws_pingpong's turns)."""
+    block, 1: the consumers, 2 .. 2 + wg - 1: ws_pingpong's turns) where the program uses none of
+    these ids itself (else barrier_ids.BarrierIds.wg_epilogue moves them)."""
     return WG_BAR_BASE + wg
 
 
-def wg_chunk(op: O.Copy, c_s: Buffer, desc: TmaDesc, rdim: int, wg: int) -> list:
+def wg_chunk(op: O.Copy, c_s: Buffer, desc: TmaDesc, rdim: int, wg: int, base: int | None = None) -> list:
     """The accumulator's copy to C, each consumer warpgroup w storing rows [64w, 64w + 64) itself:
     its first thread (tid % 128 == 0, the one that issued its last stores) waits until those have
     read its part of the staging tile, a named barrier of its 128 threads, the registers -> staging
@@ -148,7 +152,7 @@ def wg_chunk(op: O.Copy, c_s: Buffer, desc: TmaDesc, rdim: int, wg: int) -> list
     f, c = op.src.buffer, op.dst.buffer
     n, W = c.ndim, const_int(f.shape[1])
     R = 64 * wg
-    base = wg_bar_base(wg)
+    base = wg_bar_base(wg) if base is None else base
     bar = f"tl::warpgroup_bar_sync<{base}, {wg}>(tid >> 7);"
     starts = tuple(reversed([simplify(x) for x in op.dst.starts]))
 

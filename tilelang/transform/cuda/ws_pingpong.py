@@ -33,7 +33,8 @@ a tile; all warpgroups of a block run the same tiles with the same trip count (c
 varies per tile, not per warpgroup), so the turns never run short. Warpgroup W - 1 passes one
 turn to warpgroup 0 as the consumers start (`turn_head`) and warpgroup 0 takes the one left
 over when they finish (`turn_tail`): no barrier is left half-arrived when the block exits.
-Named barrier 1 is the consumers' block barrier (codegen); the turns use 2 .. W + 1. Nothing
+Named barrier 1 is the consumers' block barrier (codegen); the turns use 2 .. W + 1 (other ids
+where the program uses these itself: barrier_ids.py). Nothing
 in the loop may wait on barrier 1 (a warpgroup waiting for its turn would never arrive there):
 Mid touches no shared memory, and `turns_without_block_barrier` checks the lowered loop.
 """
@@ -42,6 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ...arith.simplify import const_int, simplify
+from ...errors import LoweringError
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.visitor import ReplaceBuffers, buffers_used, collect
@@ -59,6 +61,7 @@ class PingPong:
     g0: int  # index in plan.body of the scores gemm
     g1: int  # index of the output gemm (the body's last statement)
     groups: int  # consumer warpgroups taking turns
+    base: int = 2  # their named barrier ids base .. base + groups - 1 (barrier_ids.BarrierIds.turns)
 
 
 AUTO_MIN_COLUMNS = 128  # `tl.enable_ws_pingpong` unset: loops whose output tile has this many columns
@@ -70,7 +73,7 @@ def pingpong_plan(plan, min_columns: int = 0) -> PingPong | None:
     (the default's rule: on the H200, 2026-12-05, the turns gave D128 +2.8..6.8 % and causal
     +4.8..6.5 %, D64 -1..+2 %)."""
     W = plan.T // 128
-    if W < 2 or plan.T % 128 or BASE + W > 16 or plan.groups is None or plan.info.mma_sync \
+    if W < 2 or plan.T % 128 or plan.groups is None or plan.info.mma_sync \
             or plan.defer_epilogue or len(plan.gemms) != 2:
         return None
     body = plan.body
@@ -91,7 +94,13 @@ def pingpong_plan(plan, min_columns: int = 0) -> PingPong | None:
     for i, st in enumerate(body):  # shared memory between the gemms would need the consumers' barrier
         if i not in at and any(b.scope in ("shared", "shared.dyn") for b in buffers_used(st)):
             return None
-    return PingPong(at[0], at[1], W)
+    try:
+        base = plan.info.barriers.turns(W)
+    except LoweringError:  # the program's own named barriers leave no W free consecutive ids
+        if min_columns:  # the default's choice: the loop without the turns
+            return None
+        raise
+    return PingPong(at[0], at[1], W, base)
 
 
 def _row_split(g: O.Gemm, T: int, W: int) -> bool:
@@ -104,18 +113,18 @@ def _uids(st) -> set:
     return {b.uid for b in buffers_used(st)}
 
 
-def turn_text(kind: str, W: int, wg: str = "tid >> 7") -> str:
-    return f"{kind}<{BASE}, {W}>({wg});"
+def turn_text(kind: str, W: int, base: int = BASE, wg: str = "tid >> 7") -> str:
+    return f"{kind}<{base}, {W}>({wg});"
 
 
-def turn_head(W: int) -> Raw:
+def turn_head(W: int, base: int = BASE) -> Raw:
     """Warpgroup W - 1 passes warpgroup 0 its first turn (once, as the consumers start)."""
-    return Raw(f"if ((tid >> 7) == {W - 1}) {{{{ {turn_text(PASS, W)} }}}}")
+    return Raw(f"if ((tid >> 7) == {W - 1}) {{{{ {turn_text(PASS, W, base)} }}}}")
 
 
-def turn_tail(W: int) -> Raw:
+def turn_tail(W: int, base: int = BASE) -> Raw:
     """Warpgroup 0 takes the turn warpgroup W - 1 passed last (once, as the consumers finish)."""
-    return Raw(f"if ((tid >> 7) == 0) {{{{ {turn_text(WAIT, W)} }}}}")
+    return Raw(f"if ((tid >> 7) == 0) {{{{ {turn_text(WAIT, W, base)} }}}}")
 
 
 def pingpong_consumer(plan, pp: PingPong) -> S.Stmt:
@@ -133,10 +142,10 @@ def pingpong_consumer(plan, pp: PingPong) -> S.Stmt:
     for i, st in enumerate(plan.body):
         stmts += [plan.wait_full(it, stage, g) for g, (_, first, _) in enumerate(groups) if first == i]
         if i == pp.g1:
-            stmts.append(Raw(turn_text(WAIT, W)))
+            stmts.append(Raw(turn_text(WAIT, W, pp.base)))
         stmts.append(rb.visit(replace(st, wg_wait=-1) if i in (pp.g0, pp.g1) else st))
         if i == pp.g0:
-            stmts += [Raw(f"if ({{0}}) {{{{ {turn_text(PASS, W)} }}}}", (first_iter,)), H.WaitWgmma(0)]
+            stmts += [Raw(f"if ({{0}}) {{{{ {turn_text(PASS, W, pp.base)} }}}}", (first_iter,)), H.WaitWgmma(0)]
             stmts += [release_prev(g) for g in later]
         stmts += [plan.release(stage, g) for g, (_, _, last) in enumerate(groups) if last == i and i != pp.g1]
     body = S.seq(S.LetStmt(it, plan.it_value(plan.cbase)), S.LetStmt(stage, it % stages),
@@ -153,7 +162,7 @@ def pingpong_consumer(plan, pp: PingPong) -> S.Stmt:
     # the wait is unconditional: behind `if (extent > 0)` (a causal loop's trip count), ptxas saw a
     # path to the epilogue's reads of the accumulator with the last P @ V possibly in flight and
     # injected waits of its own (C7517; at 192x64, three warpgroups, also C7514: every wgmma serialized)
-    return S.seq(main, ran(Raw(turn_text(PASS, W))), H.WaitWgmma(0),
+    return S.seq(main, ran(Raw(turn_text(PASS, W, pp.base))), H.WaitWgmma(0),
                  ran(S.seq(*[Raw(plan.arrive(f"({{0}}) % {stages}", g), (simplify(last),)) for g in later])))
 
 
