@@ -101,8 +101,8 @@ def test_collectives_compile_and_run_on_host(arch):
 
 def handoff():
     """A producer warp group writes, arrives on named barrier 5 and goes on; the consumer warp
-    group waits there and reads (T.named_barrier_arrive against T.sync_threads(5, 256)). Ids 1-4
-    are left to the barriers the compiler gives each warp-group scope."""
+    group waits there and reads (T.named_barrier_arrive against T.sync_threads(5, 256)). (The
+    compiler's own barriers of each warp-group scope take ids other than 5: barrier_ids.py.)"""
     @T.prim_func
     def k(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):
         with T.Kernel(1, threads=256):

@@ -68,7 +68,10 @@ def _emit(op, args, what):
 
 def sync_threads(barrier_id=None, arrive_count=None):
     """Block barrier (`__syncthreads()`); with `barrier_id, arrive_count`, the named barrier
-    `bar.sync id, count` that `arrive_count` threads (a multiple of 32) meet at."""
+    `bar.sync id, count` that `arrive_count` threads (a multiple of 32) meet at. The compiler's own
+    named barriers take ids the kernel's constant ids leave free (transform/cuda/barrier_ids.py).
+
+    Example: `T.sync_threads(2, 256)` -- the 256 threads of two warp groups meet at barrier 2."""
     if (barrier_id is None) != (arrive_count is None) and barrier_id is not None:
         raise DSLTypeError("T.sync_threads(barrier_id, arrive_count): give both, or neither")
     args = () if barrier_id is None else (barrier_id, arrive_count)

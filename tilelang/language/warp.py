@@ -179,7 +179,9 @@ def _emit(op, args, what):
 def named_barrier_arrive(barrier_id, thread_count):
     """Arrive at named barrier `barrier_id` (1-15) without waiting (`bar.arrive`); the threads
     that wait there call `T.sync_threads(barrier_id, thread_count)`. `thread_count` counts both
-    sides and is a multiple of 32.
+    sides and is a multiple of 32. On CUDA the compiler's own named barriers (T.ws branches,
+    warp-specialized consumers, ping-pong turns) take ids the kernel's constant ids leave free;
+    a non-constant id in such a kernel is a LoweringError (transform/cuda/barrier_ids.py).
 
     Example (producer / consumer warp groups)::
 
