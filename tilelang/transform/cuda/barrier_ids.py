@@ -117,7 +117,8 @@ class BarrierIds:
         want = set(range(default, default + n))
         clash = sorted(want & set(self.user.ids)) or sorted(self.user.ids)
         if not clash:  # (no user id: the defaults run past 15)
-            raise LoweringError(f"the compiler needs named barriers {_ids(default, n)} for {what}; the GPU has 16 (0-15)")
+            raise LoweringError(f"the compiler needs named barriers {_ids(default, n)} for {what}; "
+                                "the GPU has 16 (0-15)")
         span, call = self.user.ids[clash[0]]
         mine = ", ".join(str(i) for i in sorted(self.user.ids))
         how = "tl.disable_barrier_id_remap is set" if not self.remap else \
