@@ -12,7 +12,8 @@ Public TileLang programs specialize warp groups with plain `if` statements on
 
 and mean that the tile ops of each branch are block-level over that branch's threads.
 Takes: a PrimFunc whose kernels may hold such IfThenElse chains. Gives: each branch whose
-thread range is whole warp groups (or else whole warps) and that holds a tile op becomes a
+thread range is whole warp groups (or else whole warps) and that holds a tile op or a T.Parallel loop
+(in either branch of the `if`) becomes a
 WarpGroupScope over that range (op/hopper.py; unit 128 or 32), with the if/elif/else chain
 flattened into consecutive scopes (the ranges are disjoint, so the order between them does
 not matter). A condition this pass cannot read as one thread interval, or a range that is
@@ -54,7 +55,9 @@ def _interval(cond, tv) -> tuple | None:
 
 
 def _has_tile_op(s) -> bool:
-    return bool(collect(s, lambda n: isinstance(n, (S.TileOp, H.WarpGroupScope))))
+    """A tile op, a nested scope, or a T.Parallel loop (spread over the branch's threads, as the tile ops)."""
+    return bool(collect(s, lambda n: isinstance(n, (S.TileOp, H.WarpGroupScope))
+                        or isinstance(n, S.For) and n.kind == "parallel"))
 
 
 class _Scopes(Mutator):
