@@ -107,11 +107,13 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                     "RawWgmma": "T.ptx_wgmma_ss / T.ptx_wgmma_rs (wgmma.mma_async)"}[type(raw[0]).__name__]
             raise LoweringError(f"{name} needs sm_90a (Hopper); the target is {ctx.target.arch}", raw[0].span)
         hopper_only = collect(k.body, lambda n: isinstance(n, (H.TmaCopy, H.SetMaxNReg, H.FenceProxyAsync,
-                                                               H.WaitWgmma, H.BarrierExpectTx, H.AsyncStep))
-                              or isinstance(n, H.WarpGroupScope) and n.unit == H.WARP_GROUP)
-        if ctx.target.sm < 90 and hopper_only:  # branches over whole warps (named barriers) work on sm_80
-            raise LoweringError(f"T.ws (warp specialization by hand) needs sm_90a (Hopper); the target is "
-                                f"{ctx.target.arch}", k.span)
+                                                               H.WaitWgmma, H.BarrierExpectTx, H.AsyncStep)))
+        if ctx.target.sm < 90 and hopper_only:  # branches over warps or warp groups (named barriers) work on sm_80
+            what = {"TmaCopy": "T.tma_copy", "SetMaxNReg": "T.set_max_nreg", "FenceProxyAsync": "T.fence_proxy_async",
+                    "WaitWgmma": "T.wait_wgmma", "BarrierExpectTx": "an mbarrier transaction count (expect_tx)",
+                    "AsyncStep": "a TMA store step"}[type(hopper_only[0]).__name__]
+            raise LoweringError(f"{what} in warp specialization by hand needs sm_90a (Hopper); the target is "
+                                f"{ctx.target.arch}", getattr(hopper_only[0], "span", None) or k.span)
         k_manual, manual = manual_ws(k, msgs.append, ctx.target.sm >= 90
                                      and not config(ctx.pass_configs, "tl.disable_manual_tma_store", False)
                                      and not config(ctx.pass_configs, "tl.disable_tma_lower", False),
