@@ -228,8 +228,9 @@ def test_attention_family_leaves_the_other_seeds_alone():
     fams = [generate(s).family for s in range(400)]
     assert 0.02 < fams.count("attn") / 400 < 0.12
     assert 0.02 < fams.count("epi") / 400 < 0.12
+    assert 0.01 < fams.count("branch") / 400 < 0.08
     for s, f in enumerate(fams):
-        if f not in ("attn", "epi"):
+        if f not in ("attn", "epi", "branch"):
             assert f == random.Random(s * 7919 + 1).choices(FAMILIES[:len(_WEIGHTS)], weights=_WEIGHTS)[0]
 
 
@@ -280,3 +281,20 @@ def test_a_build_over_the_block_shared_memory_is_a_failure():
     assert smem_error(big, 80) == "kernel k needs 262144 bytes of shared memory, over sm_80's 166912 a block"
     big90 = tilelang.compile(_copy_through_shared(256), target="cuda -arch=sm_90a")
     assert "over sm_90's 232448 a block" in smem_error(big90, 90)
+
+
+def test_branch_family_runs_against_float64():
+    """families.gen_branch: block-level ops in `if tx < s` / `if tx >= s` branches, among them a branch
+    holding only a T.Parallel loop into its output (the shape that wrote nothing on CUDA before
+    transform/thread_scopes.py counted T.Parallel loops); CPU against float64, NVRTC sm_80 and sm_90a."""
+    from tilelang.testing.fuzz.spec import Copy, If
+
+    def parallel_only(p):
+        return any(isinstance(s, If) and not any(isinstance(x, Copy) for x in s.body) for s in p.body)
+
+    progs = _first_seeds("branch", 2, parallel_only)
+    assert progs
+    for p in progs:
+        assert from_json(to_json(p)) == p
+        res = check(p)
+        assert res.status == "pass", (p.seed, res.step, res.message[:2000])

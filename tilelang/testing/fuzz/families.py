@@ -14,7 +14,7 @@ import random
 from .gen_base import Gen, as_dtype, expr, ragged, tile_ref, warp_split_ok
 from .spec import Atomic, Copy, Ew, Fill, Gemm, If, Lin, Pipelined, Reduce, Ref, SetVar
 
-__all__ = ["gen_gemm", "gen_thread", "gen_atomic", "gemm_shape", "wgmma_eligible"]
+__all__ = ["gen_gemm", "gen_thread", "gen_branch", "gen_atomic", "gemm_shape", "wgmma_eligible"]
 
 _I, _J = Lin.of(("i", 1)), Lin.of(("j", 1))
 
@@ -210,6 +210,42 @@ def gen_thread(g: Gen):
     if stage:
         body.append(Copy(Ref(S2), tile_ref(g, O, M, N, BM, L)))
     return g.program("thread", ((Nd, L), (Md, BM)), threads, body, uses_tx=True)
+
+
+def gen_branch(g: Gen):
+    """Block-level ops in branches on the thread index: a shared tile loaded by the whole block, then
+    `if tx < s:` and `if tx >= s:` (s whole warps or warp groups), each holding a T.Parallel loop
+    into its own output tensor or a T.copy of the tile, which run over that branch's threads only
+    (transform/thread_scopes.py). A loop such a branch kept as a plain `if` had its iterations dealt
+    to threads that never take it (no output on CUDA, no error)."""
+    if g.single_thread:  # --no-thread-family: no thread model, so no thread branches
+        return gen_thread(g)
+    threads = g.pick((64, 128, 256))
+    unit = 128 if threads == 256 and g.coin() else 32
+    split = g.r.randrange(1, threads // unit) * unit
+    BM, BN = g.pick((8, 16, 32)), g.pick((8, 16, 32, 64))
+    gx, gy = g.pick((1, 2)), g.pick((1, 2))
+    exact = g.coin()  # whole tiles: a branch may hold only a T.Parallel loop into the output
+    M, N = (BM * gy, BN * gx) if exact else (ragged(g, BM, gy), ragged(g, BN, gx))
+    Md, Nd = g.dim(M, "m", "M"), g.dim(N, "n", "N")
+    dt = g.pick(("float32", "float16"))
+    A = g.tensor("A", (Md, Nd), dt)
+    S = g.alloc("shared", (BM, BN), dt)
+    body = [Copy(tile_ref(g, A, M, N, BM, BN), Ref(S))]
+    tx = ("ix", Lin.of(("tx", 1)))
+    for cond in (("cmp", "<", tx, ("c", split)), ("cmp", ">=", tx, ("c", split))):
+        O = g.tensor("O", (Md, Nd), dt, "out")
+        e = expr(g, [("ld", S, (_I, _J))], dt, 2, ("i", "j"))
+        u = g.r.random()
+        if u < 0.25:  # the tile out by T.copy (clipped at ragged edges)
+            ops = (Copy(Ref(S), tile_ref(g, O, M, N, BM, BN)),)
+        elif exact and u < 0.75:  # only a T.Parallel loop, straight into the output
+            ops = (Ew(O, (Lin.of(("by", BM), ("i", 1)), Lin.of(("bx", BN), ("j", 1))), e, (BM, BN)),)
+        else:  # a T.Parallel loop into a shared tile, then T.copy out
+            F = g.alloc("shared", (BM, BN), dt)
+            ops = (Ew(F, (_I, _J), e, (BM, BN)), Copy(Ref(F), tile_ref(g, O, M, N, BM, BN)))
+        body.append(If(cond, ops))
+    return g.program("branch", ((Nd, BN), (Md, BM)), threads, body, uses_tx=True)
 
 
 def gen_atomic(g: Gen):

@@ -8,7 +8,7 @@ from .spec import Alloc, Lin, Program, Ref, Tensor
 
 __all__ = ["FAMILIES", "FLOATS", "Gen", "warp_split_ok", "ragged", "tile_ref", "expr", "cond", "as_dtype"]
 
-FAMILIES = ("tile", "gemm", "thread", "atomic", "multi", "pipe", "trans", "attn", "epi")
+FAMILIES = ("tile", "gemm", "thread", "atomic", "multi", "pipe", "trans", "attn", "epi", "branch")
 FLOATS = ("float16", "bfloat16", "float32")
 
 

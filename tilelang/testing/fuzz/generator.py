@@ -242,14 +242,14 @@ def _gen_tile(g: Gen) -> Program:
     return g.program("tile", ((Nd, BN), (Md, BM)), threads, body)
 
 
-from .families import gen_atomic, gen_gemm, gen_thread  # noqa: E402
+from .families import gen_atomic, gen_branch, gen_gemm, gen_thread  # noqa: E402
 from .families_attn import gen_attn  # noqa: E402
 from .families_epi import gen_epi  # noqa: E402
 from .families_ext import gen_multi, gen_pipe, gen_trans  # noqa: E402
 
 _GENS = {"tile": _gen_tile, "gemm": gen_gemm, "thread": gen_thread, "atomic": gen_atomic,
          "multi": gen_multi, "pipe": gen_pipe, "trans": gen_trans, "attn": gen_attn,
-         "epi": gen_epi}
+         "epi": gen_epi, "branch": gen_branch}
 # the later families (multi-kernel, pipeline paths, transposed tiles) are a quarter of the mix
 _WEIGHTS = (34, 22, 12, 7, 9, 8, 8)
 # attention takes this share of the seeds, drawn apart from the mix above, so every other seed
@@ -257,6 +257,8 @@ _WEIGHTS = (34, 22, 12, 7, 9, 8, 8)
 _ATTN_SHARE = 0.06
 # the gemm-epilogue family (families_epi.py) likewise, from its own draw
 _EPI_SHARE = 0.07
+# block-level ops in thread-index branches (families.gen_branch), from a third draw
+_BRANCH_SHARE = 0.04
 
 
 def generate(seed: int, family: str | None = None, single_thread: bool = False) -> Program:
@@ -268,4 +270,6 @@ def generate(seed: int, family: str | None = None, single_thread: bool = False) 
         fam = "attn"
     elif family is None and random.Random(seed * 15485863 + 45).random() < _EPI_SHARE:
         fam = "epi"
+    elif family is None and random.Random(seed * 32452843 + 7).random() < _BRANCH_SHARE:
+        fam = "branch"
     return _GENS[fam](Gen(seed, single_thread))
