@@ -112,7 +112,7 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
             what = {"TmaCopy": "T.tma_copy", "SetMaxNReg": "T.set_max_nreg", "FenceProxyAsync": "T.fence_proxy_async",
                     "WaitWgmma": "T.wait_wgmma", "BarrierExpectTx": "an mbarrier transaction count (expect_tx)",
                     "AsyncStep": "a TMA store step"}[type(hopper_only[0]).__name__]
-            raise LoweringError(f"{what} in warp specialization by hand needs sm_90a (Hopper); the target is "
+            raise LoweringError(f"{what} in T.ws / warp specialization by hand needs sm_90a (Hopper); the target is "
                                 f"{ctx.target.arch}", getattr(hopper_only[0], "span", None) or k.span)
         k_manual, manual = manual_ws(k, msgs.append, ctx.target.sm >= 90
                                      and not config(ctx.pass_configs, "tl.disable_manual_tma_store", False)
