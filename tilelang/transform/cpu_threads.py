@@ -43,12 +43,13 @@ from ..errors import LoweringError
 from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.buffer import Buffer, BufferRegion
-from ..ir.visitor import Mutator, buffers_used, collect
+from ..ir.visitor import Mutator, collect
 from ..op import hopper as H
 from ..op import hopper_raw as R
 from ..op import tile_ops as O
 from ..op.thread_ops import DeclBuffer, ImportSource, ThreadAllReduce
 from .cpu_lanes import COLLECTIVES
+from .thread_dependence import ThreadDependence
 
 WARP = 32
 LOOP_MARK = ("tl.cpu_threads", True)  # annotation of a segment loop: lower_tile_ops_cpu counts 1 thread there
@@ -106,26 +107,12 @@ class _Kernel:
             if b.scope in ("local", "local.var") and b.uid not in self.per_thread:
                 self.per_thread[b.uid] = Buffer(b.name, (self.n,) + tuple(b.shape), b.dtype, "local")
         self.let_loads: dict = {}  # let Var -> BufferLoad of its per-thread copy
-        self.dep_vars = set(k.thread_vars)
-        self._dependent_vars(k.body)
+        self.deps = ThreadDependence(k)
 
     # ------------------------------------------------------------ dependence
-    def _dependent_vars(self, body):
-        binds = collect(body, lambda n: isinstance(n, (S.LetStmt, S.For)))
-        changed = True
-        while changed:
-            changed = False
-            for b in binds:
-                v = b.var
-                if v not in self.dep_vars and self.dep(b.value if isinstance(b, S.LetStmt) else (b.start, b.extent)):
-                    self.dep_vars.add(v)
-                    changed = True
-
     def dep(self, node) -> bool:
         """Does node read a thread index, a per-thread buffer, or a value computed from them?"""
-        if any(b.uid in self.per_thread for b in buffers_used(node)):
-            return True
-        return bool(collect(node, lambda n: isinstance(n, E.Var) and n in self.dep_vars))
+        return self.deps.dep(node)
 
     def block_ops(self, s) -> list:
         """Block-level tile ops (and T.Parallel loops) under s: they run once per block."""
