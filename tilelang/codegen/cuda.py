@@ -56,7 +56,7 @@ class CudaCodegen(CCodegen):
         self.swizzle_panel = swizzle_panel
         self.offsets: dict = {}
         self.declared: set = set()
-        self.group = None  # (named barrier id, threads) inside a T.ws scope
+        self.group = None  # (named barrier id, threads) inside a T.ws scope; (None, lane mask) inside one warp
         self.tid_hi = info.threads if info is not None else 1 << 10  # the thread index is below this here
         self.wg_index: dict = {}  # warp group thread index Var -> the mask its let is printed with
         self.expr.target = "cuda"
@@ -377,7 +377,9 @@ class CudaCodegen(CCodegen):
             fmt = re.sub(r"\{(\d+):smem\}", slot, fmt)
         text = fmt.format(*[self.raw_arg(a) for a in s.args])
         barrier = "__syncthreads();"
-        if self.group is not None:  # inside T.ws: only the scope's warp groups reach it
+        if self.group is not None and self.group[0] is None:  # a branch inside one warp: its lanes' mask
+            barrier = f"__syncwarp({self.group[1]:#x}u);"
+        elif self.group is not None:  # inside T.ws: only the scope's warp groups reach it
             barrier = f"tl::barrier_sync<{self.group[0]}, {self.group[1]}>();"
         elif self.ws:  # consumers only: the producer warpgroup never reaches these barriers
             barrier = f"tl::barrier_sync<{self.barrier_ids().consumers()}, {self.info.threads}>();"
@@ -388,12 +390,17 @@ class CudaCodegen(CCodegen):
         lo, hi = s.t_lo, s.t_hi
         self.emit(f"if (tid >= {lo} && tid < {hi}) {{" if lo else f"if (tid < {hi}) {{")
         self.depth += 1
-        bar = 1 + (s.lo if s.unit == 128 else lo // 32)  # named barrier 0 is __syncthreads
-        if bar > 15:
-            raise LoweringError(f"a thread-index branch over threads [{lo}, {hi}) needs named barrier {bar}; the GPU "
-                                f"has 16 (0-15): start the branch below thread {32 * 15} or use warp groups", s.span)
-        bar = self.barrier_ids().branch(bar, f"the barriers of the branch over threads [{lo}, {hi})")
-        outer, self.group = self.group, (bar, s.threads)
+        outer = self.group
+        if s.unit == 1:  # inside one warp (transform/thread_scopes): __syncwarp over its lanes
+            self.group = (None, ((1 << s.threads) - 1) << (lo % 32))
+        else:
+            bar = 1 + (s.lo if s.unit == 128 else lo // 32)  # named barrier 0 is __syncthreads
+            if bar > 15:
+                raise LoweringError(f"a thread-index branch over threads [{lo}, {hi}) needs named barrier {bar}; the "
+                                    f"GPU has 16 (0-15): start the branch below thread {32 * 15} or use warp groups",
+                                    s.span)
+            bar = self.barrier_ids().branch(bar, f"the barriers of the branch over threads [{lo}, {hi})")
+            self.group = (bar, s.threads)
         first = s.body.stmts[0] if isinstance(s.body, S.SeqStmt) and s.body.stmts else s.body
         if isinstance(first, S.LetStmt) and first.var.name.startswith("tid_wg"):  # tid - 128 lo >= 0 here
             self.expr.nonneg.add(first.var)

@@ -47,22 +47,16 @@ from ..ir.visitor import Mutator, collect
 from ..op import hopper as H
 from ..op import hopper_raw as R
 from ..op import tile_ops as O
-from ..op.thread_ops import DeclBuffer, ImportSource, ThreadAllReduce
+from ..op.thread_ops import DeclBuffer, ThreadAllReduce
 from .cpu_lanes import COLLECTIVES
-from .thread_dependence import ThreadDependence
+from .thread_dependence import ISSUE_OPS, ThreadDependence, op_name
 
 WARP = 32
 LOOP_MARK = ("tl.cpu_threads", True)  # annotation of a segment loop: lower_tile_ops_cpu counts 1 thread there
 SHUFFLES = ("tl_shfl_xor", "tl_shfl_down", "tl_shfl_up", "tl_shfl_idx")
 VOTES = ("tl_any_sync", "tl_all_sync", "tl_ballot") + COLLECTIVES
-_SCALAR_OPS = (O.DeviceAssert, O.Print, DeclBuffer, ImportSource, O.Swizzle, O.AnnotateLayout)
 # block-level ops that mean the same when every thread of a branch runs them whole
-_PER_THREAD_OK = (O.Copy, O.Fill, H.TmaCopy, H.BarrierArrive, H.BarrierExpectTx, H.BarrierWait, H.CpAsync,
-                  H.CpAsyncBarrierArrive, H.CpAsyncCommit, H.CpAsyncWait, H.FenceProxyAsync, H.SetMaxNReg,
-                  H.WaitWgmma, H.AsyncStep, R.BarrierInit, R.TmaLoad, R.BulkCopy,
-                  R.RawWgmma, R.FenceOperand)
-_OP_NAMES = {"Copy": "T.copy", "Fill": "T.fill / T.clear", "Gemm": "T.gemm", "Reduce": "a T.reduce_* op",
-             "CumSum": "T.cumsum", "AtomicTile": "a tile T.atomic_*", "GemmSp": "T.gemm_sp"}
+_PER_THREAD_OK = (O.Copy, O.Fill) + ISSUE_OPS
 BAR = ("bar", None)
 
 
@@ -116,11 +110,7 @@ class _Kernel:
 
     def block_ops(self, s) -> list:
         """Block-level tile ops (and T.Parallel loops) under s: they run once per block."""
-        out = []
-        for n in collect(s, lambda n: isinstance(n, S.TileOp) or (isinstance(n, S.For) and n.kind == "parallel")):
-            if not isinstance(n, _SCALAR_OPS) and not self.dep(n):
-                out.append(n)
-        return out
+        return self.deps.block_ops(s)
 
     # ------------------------------------------------------------ splitting
     def split(self, s, rng) -> list:
@@ -181,10 +171,10 @@ class _Kernel:
                                 jumps[0].span or s.span)
         for op in self.block_ops(s):
             if not isinstance(op, _PER_THREAD_OK):
-                name = "a T.Parallel loop" if isinstance(op, S.For) else _OP_NAMES.get(type(op).__name__, type(op).__name__)
+                name = op_name(op)
                 raise LoweringError(f"{name} inside {what}: a block-level tile op needs every thread of the block "
-                                    "(or of whole warp groups: `if tx < 128`), and on target cpu it would run once "
-                                    "per thread that takes the branch", getattr(op, "span", None) or s.span)
+                                    "(or of one interval of threads: `if tx < 128`, `if tx == 0`), and on target cpu it "
+                                    "would run once per thread that takes the branch", getattr(op, "span", None) or s.span)
         return [("s", s)]
 
     def let(self, s: S.LetStmt, rng) -> list:

@@ -12,18 +12,26 @@ Public TileLang programs specialize warp groups with plain `if` statements on
 
 and mean that the tile ops of each branch are block-level over that branch's threads.
 Takes: a PrimFunc whose kernels may hold such IfThenElse chains. Gives: each branch whose
-thread range is whole warp groups (or else whole warps) and that holds a tile op or a T.Parallel loop
-(in either branch of the `if`) becomes a
-WarpGroupScope over that range (op/hopper.py; unit 128 or 32), with the if/elif/else chain
+condition is a thread interval (`<`, `<=`, `>`, `>=`, `==` on tx, joined by `and`, possibly with
+terms that do not depend on the thread: `if tx < 128 and k > 0`) and that holds a tile op or a
+T.Parallel loop (in either branch of the `if`) becomes a WarpGroupScope over that range
+(op/hopper.py; unit 128 for whole warp groups, 32 for whole warps, 1 for a range inside one
+warp: `if tx == 0`), the thread-free terms an `if` inside it, with the if/elif/else chain
 flattened into consecutive scopes (the ranges are disjoint, so the order between them does
-not matter). A condition this pass cannot read as one thread interval, or a range that is
-not whole warps, is left an ordinary `if`. A thread variable no longer used afterwards is dropped from the kernel.
+not matter). A range that holds tile ops but is neither whole warps nor inside one warp is a
+LoweringError (no barrier can synchronize it on the GPU). A condition this pass cannot read as
+one thread interval is left an ordinary `if` (thread_branches / cpu_threads then refuse block-level
+tile ops under it). A thread variable no longer used afterwards is dropped from the kernel.
+
+    if tx == 0:                         ->   WarpGroupScope(0, 1, unit=1):
+        T.copy(S, B[bx, :])                       T.copy(S, B[bx, :])       # one thread copies all of S
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
 from ..arith.simplify import const_int
+from ..errors import LoweringError
 from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.visitor import Mutator, collect
@@ -31,27 +39,54 @@ from ..op import hopper as H
 
 G = H.WARP_GROUP
 W = 32  # a branch over whole warps that are not whole warp groups (`if tx < 32` of 96 threads)
+BIG = 1 << 30
 
 
-def _interval(cond, tv) -> tuple | None:
-    """[lo, hi) of tv where `cond` holds, or None when cond is not a bound test of tv."""
-    if isinstance(cond, E.Binary) and cond.op == "&&":
-        a, b = _interval(cond.a, tv), _interval(cond.b, tv)
-        if a is None or b is None:
-            return None
-        return max(a[0], b[0]), min(a[1], b[1])
-    if not (isinstance(cond, E.Binary) and cond.op in ("<", "<=", ">", ">=")):
+def _bound(cond, tv) -> tuple | None:
+    """[lo, hi) of tv where `cond` holds, or None when cond is not one bound test of tv."""
+    if not (isinstance(cond, E.Binary) and cond.op in ("<", "<=", ">", ">=", "==")):
         return None
     op, a, b = cond.op, cond.a, cond.b
     if isinstance(b, E.Var) and b == tv:  # c < tv  ->  tv > c
-        op, a, b = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op], b, a
+        op, a, b = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "=="}[op], b, a
     if not (isinstance(a, E.Var) and a == tv):
         return None
     c = const_int(b)
     if c is None:
         return None
-    big = 1 << 30
-    return {"<": (-big, c), "<=": (-big, c + 1), ">": (c + 1, big), ">=": (c, big)}[op]
+    return {"<": (-BIG, c), "<=": (-BIG, c + 1), ">": (c + 1, BIG), ">=": (c, BIG), "==": (c, c + 1)}[op]
+
+
+def _terms(cond) -> list:
+    if isinstance(cond, E.Binary) and cond.op == "&&":
+        return _terms(cond.a) + _terms(cond.b)
+    return [cond]
+
+
+def _interval(cond, tv, tvs) -> tuple | None:
+    """(lo, hi, rest): cond holds for tv in [lo, hi) where `rest` (the terms that read no thread
+    variable, joined by &&; None when there are none) holds; None when cond has a term on the thread
+    that is not a bound test of tv."""
+    lo, hi, rest = -BIG, BIG, []
+    found = False
+    for t in _terms(cond):
+        b = _bound(t, tv)
+        if b is not None:
+            lo, hi, found = max(lo, b[0]), min(hi, b[1]), True
+        elif collect(t, lambda n: isinstance(n, E.Var) and n in tvs):
+            return None
+        else:
+            rest.append(t)
+    if not found:
+        return None
+    return lo, hi, _and(rest)
+
+
+def _and(terms):
+    out = terms[0] if terms else None
+    for t in terms[1:]:
+        out = E.logical_and(out, t)
+    return out
 
 
 def _has_tile_op(s) -> bool:
@@ -66,12 +101,15 @@ class _Scopes(Mutator):
         self.threads = threads
         self.range = (0, threads)
 
-    def scope(self, lo, hi, body):
+    def scope(self, lo, hi, body, span=None, tv=None):
+        """body on threads [lo, hi): a scope, or the scopes of its own thread branches (`if tx >= 16:`
+        around `if tx < 32:`), or a plain `if` on tv when body holds no tile op and no scope fits."""
         if lo >= hi:
             return None
-        unit = G if not (lo % G or hi % G) else W
-        if lo % unit or hi % unit:
-            raise ValueError
+        unit = G if not (lo % G or hi % G) else W if not (lo % W or hi % W) else 1
+        fits = unit > 1 or lo // W == (hi - 1) // W
+        if not fits and not _has_tile_op(body):
+            return S.IfThenElse(E.logical_and(tv >= lo, tv < hi), body, None, span=span)
         outer, self.range = self.range, (lo, hi)
         try:
             inner = self.visit(body)
@@ -79,35 +117,42 @@ class _Scopes(Mutator):
             self.range = outer
         parts = inner.stmts if isinstance(inner, S.SeqStmt) else (inner,)
         if parts and all(isinstance(p, H.WarpGroupScope) for p in parts):
-            return inner  # an elif chain: its branches are scopes of their own
+            return inner  # an elif chain, or nested branches: their scopes are narrower
+        if not fits:
+            raise LoweringError(f"a tile op or T.Parallel loop inside a branch over threads [{lo}, {hi}): such a branch "
+                                f"must cover whole warps (threads [{lo // W * W}, {-(-hi // W) * W})) or lie inside "
+                                "one warp, so that its threads can synchronize between its tile ops", span)
         return H.WarpGroupScope(lo // unit, hi // unit, inner, span=getattr(body, "span", None), unit=unit)
 
     def visit_IfThenElse(self, s: S.IfThenElse):
         iv = None
         for tv in self.tvs:
-            iv = _interval(s.cond, tv)
+            iv = _interval(s.cond, tv, self.tvs)
             if iv is not None:
                 break
-        if iv is None or not (_has_tile_op(s.then_case) or (s.else_case is not None and _has_tile_op(s.else_case))):
+        has_else = s.else_case is not None and _has_tile_op(s.else_case)
+        if iv is None or not (_has_tile_op(s.then_case) or has_else):
             return self.generic(s)
         lo, hi = self.range
-        t_lo, t_hi = max(lo, iv[0]), min(hi, iv[1])
-        if t_lo >= t_hi:  # the branch never runs in this range
-            e_range = (lo, hi)
-        elif t_lo == lo:
-            e_range = (t_hi, hi)
-        elif t_hi == hi:
-            e_range = (lo, t_lo)
-        else:  # the else-branch would be two intervals
-            return self.generic(s)
-        try:
-            parts = [self.scope(t_lo, t_hi, s.then_case)]
+        t_lo, t_hi, rest = max(lo, iv[0]), min(hi, iv[1]), iv[2]
+        span = s.span
+        if rest is not None:  # `if tx < 128 and k > 0`: the scope, and the thread-free test inside it
             if s.else_case is not None:
-                parts.append(self.scope(*e_range, s.else_case))
-        except ValueError:
-            return self.generic(s)
-        parts = [p for p in parts if p is not None]
-        return S.seq(*parts)
+                return self.generic(s)  # the else branch is not one interval of threads
+            return self.scope(t_lo, t_hi, S.IfThenElse(rest, s.then_case, None, span=span), span, tv) or S.seq()
+        if t_lo >= t_hi:  # the branch never runs in this range
+            e_ranges = [(lo, hi)]
+        else:
+            e_ranges = [r for r in ((lo, t_lo), (t_hi, hi)) if r[0] < r[1]]
+        parts = [self.scope(t_lo, t_hi, s.then_case, span, tv)]
+        if s.else_case is not None:
+            if len(e_ranges) == 1:
+                parts.append(self.scope(*e_ranges[0], s.else_case, span, tv))
+            elif has_else:  # the else branch would be two intervals
+                return self.generic(s)
+            else:  # per-thread code on the threads outside [t_lo, t_hi)
+                parts.append(S.IfThenElse(E.logical_not(s.cond), s.else_case, None, span=span))
+        return S.seq(*[p for p in parts if p is not None])
 
 
 def thread_scopes(k: S.KernelLaunch) -> S.KernelLaunch:

@@ -145,12 +145,14 @@ def test_if_chain_becomes_scopes():
                 T.fill(F, 3)
             if tx < 64:  # whole warps, not whole warp groups: a scope of unit 32
                 T.fill(F, 4)
-            if tx < 48:  # not whole warps: stays a branch
+            if tx >= 40 and tx < 48:  # lanes of one warp: a scope of unit 1
                 T.fill(F, 5)
+            if tx < 48:  # no tile op: stays a branch
+                A[0, tx] = 6.0
 
     body = thread_scopes_pass(f).body
     scopes = collect(body, lambda n: isinstance(n, WarpGroupScope))
-    assert [(s.lo, s.hi, s.unit) for s in scopes] == [(0, 1, 128), (1, 2, 128), (2, 3, 128), (0, 2, 32)]
+    assert [(s.lo, s.hi, s.unit) for s in scopes] == [(0, 1, 128), (1, 2, 128), (2, 3, 128), (0, 2, 32), (40, 48, 1)]
     assert not any(collect(s.body, lambda n: isinstance(n, WarpGroupScope)) for s in scopes)  # not nested
     ifs = collect(body, lambda n: isinstance(n, S.IfThenElse))
     assert len(ifs) == 1

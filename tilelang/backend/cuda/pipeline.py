@@ -27,6 +27,7 @@ from ...transform.global_layouts import global_layouts_pass
 from ...transform.widen_fragments import widen_fragments_pass
 from ...transform.legalize_safe_memory import legalize_safe_memory
 from ...transform.thread_scopes import thread_scopes_pass
+from ...transform.cuda.thread_branches import thread_branches_pass
 from ...transform.lower_gemm_sp import lower_gemm_sp
 from ...transform.pass_manager import PassContext, run_passes, simplify_pass
 from ..artifact import LowersOnDemand
@@ -423,6 +424,7 @@ PASSES = [
     ("legal_names", legal_names_pass),
     ("simplify", simplify_pass),
     ("thread_scopes", thread_scopes_pass),
+    ("thread_branches", thread_branches_pass),
     ("lower_gemm_sp", lower_gemm_sp),
     ("legalize_safe_memory", legalize_safe_memory),
     ("lower_cuda", lower_cuda),

@@ -214,8 +214,9 @@ def gen_thread(g: Gen):
 
 def gen_branch(g: Gen):
     """Block-level ops in branches on the thread index: a shared tile loaded by the whole block, then
-    `if tx < s:` and `if tx >= s:` (s whole warps or warp groups), each holding a T.Parallel loop
-    into its own output tensor or a T.copy of the tile, which run over that branch's threads only
+    `if tx < s:` and `if tx >= s:` (s whole warps or warp groups; 40 % of programs make one of them
+    lanes of one warp, `if tx == c` or `if tx >= lo:` around `if tx < hi:`), each holding a T.Parallel
+    loop into its own output tensor or a T.copy of the tile, which run over that branch's threads only
     (transform/thread_scopes.py). A loop such a branch kept as a plain `if` had its iterations dealt
     to threads that never take it (no output on CUDA, no error)."""
     if g.single_thread:  # --no-thread-family: no thread model, so no thread branches
@@ -233,7 +234,13 @@ def gen_branch(g: Gen):
     S = g.alloc("shared", (BM, BN), dt)
     body = [Copy(tile_ref(g, A, M, N, BM, BN), Ref(S))]
     tx = ("ix", Lin.of(("tx", 1)))
-    for cond in (("cmp", "<", tx, ("c", split)), ("cmp", ">=", tx, ("c", split))):
+    conds = [(("cmp", "<", tx, ("c", split)),), (("cmp", ">=", tx, ("c", split)),)]
+    if g.coin(0.4):  # lanes of one warp instead: `if tx == c`, or `if tx >= lo:` around `if tx < hi:`
+        lo = g.r.randrange(threads // 32) * 32 + g.r.randrange(32)
+        hi = g.r.randrange(lo + 1, (lo // 32 + 1) * 32 + 1)
+        conds[g.r.randrange(2)] = ((("cmp", "==", tx, ("c", lo)),) if hi == lo + 1 and g.coin() else
+                                   (("cmp", ">=", tx, ("c", lo)), ("cmp", "<", tx, ("c", hi))))
+    for cond in conds:
         O = g.tensor("O", (Md, Nd), dt, "out")
         e = expr(g, [("ld", S, (_I, _J))], dt, 2, ("i", "j"))
         u = g.r.random()
@@ -244,7 +251,9 @@ def gen_branch(g: Gen):
         else:  # a T.Parallel loop into a shared tile, then T.copy out
             F = g.alloc("shared", (BM, BN), dt)
             ops = (Ew(F, (_I, _J), e, (BM, BN)), Copy(Ref(F), tile_ref(g, O, M, N, BM, BN)))
-        body.append(If(cond, ops))
+        for c in reversed(cond):
+            ops = (If(c, ops),)
+        body += ops
     return g.program("branch", ((Nd, BN), (Md, BM)), threads, body, uses_tx=True)
 
 

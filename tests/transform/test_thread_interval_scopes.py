@@ -1,0 +1,138 @@
+"""Tile ops in a branch on one interval of threads (transform/thread_scopes.py) run over those threads:
+`if tx == 0: T.copy(S, B)` copies all of S from thread 0, `if 8 <= tx < 24:` spreads a T.Parallel loop
+over 16 lanes of one warp (barriers between its tile ops are `__syncwarp(mask)`), and
+`if tx < 32 and bx == 0:` keeps the thread-free test inside the scope. On CUDA these used to be
+dealt over all the block's threads, so the threads that skip the branch left their part unwritten
+(no error). A branch that is neither whole warps nor inside one warp, and a tile op under a branch
+that is not one interval (`if tx % 2 == 0`), are LoweringErrors (transform/cuda/thread_branches.py).
+Each case runs on the CPU backend and on the host emulator (sm_90a and sm_80 sources) against float64."""
+import pytest
+import torch
+
+import tilelang
+import tilelang.language as T
+from tilelang.errors import LoweringError
+from tilelang.testing import host_cuda_or_skip
+
+N = 256
+
+
+def program(case):
+    @T.prim_func
+    def f(A: T.Tensor((N,), "float32"), B: T.Tensor((2, N), "float32")):
+        with T.Kernel(2, threads=64) as bx:
+            tx = T.get_thread_binding()
+            S = T.alloc_shared((N,), "float32")
+            S2 = T.alloc_shared((N,), "float32")
+            F = T.alloc_fragment((N,), "float32")
+            R = T.alloc_fragment((1,), "float32")
+            T.copy(A, S)
+            if case == "one_thread_copy":
+                if tx == 0:
+                    T.copy(S, B[bx, :])
+            elif case == "lanes_two_ops":
+                if tx >= 8 and tx < 24:
+                    for i in T.Parallel(N):
+                        S2[i] = S[i] * 3.0
+                    for i in T.Parallel(N):
+                        B[bx, i] = S2[N - 1 - i] + bx
+            elif case == "nested":
+                if tx >= 40:
+                    if tx < 48:
+                        for i in T.Parallel(N):
+                            B[bx, i] = S[i] * 3.0 + bx
+            elif case == "thread_free_term":
+                if tx < 32 and bx == 0:
+                    for i in T.Parallel(N):
+                        B[bx, i] = S[i] * 3.0
+            elif case == "fragment_reduce":
+                if tx >= 16 and tx < 32:
+                    T.copy(S, F)
+                    T.reduce_sum(F, R, dim=0)
+                    for i in T.Parallel(N):
+                        B[bx, i] = R[0] + S[i]
+            elif case == "else_lanes":
+                if tx < 48:
+                    B[bx, tx] = S[tx] + 1.0
+                else:
+                    for i in T.Parallel(N - 48):
+                        B[bx, 48 + i] = S[48 + i] * 2.0
+            elif case == "across_warps":
+                if tx >= 16 and tx < 48:
+                    for i in T.Parallel(N):
+                        B[bx, i] = S[i]
+            elif case == "not_an_interval":
+                if tx % 2 == 0:
+                    T.copy(S, B[bx, :])
+    return f
+
+
+def reference(case, a):
+    a = a.double()
+    rows = {
+        "one_thread_copy": (a, a),
+        "lanes_two_ops": ((a * 3).flip(0), (a * 3).flip(0) + 1),
+        "nested": (a * 3, a * 3 + 1),
+        "thread_free_term": (a * 3, torch.zeros_like(a)),
+        "fragment_reduce": (a.sum() + a, a.sum() + a),
+    }.get(case)
+    if case == "else_lanes":
+        row = torch.cat([a[:48] + 1, a[48:] * 2])
+        rows = (row, row)
+    return torch.stack(rows)
+
+
+CASES = ["one_thread_copy", "lanes_two_ops", "nested", "thread_free_term", "fragment_reduce", "else_lanes"]
+
+
+def inputs(case):
+    a = torch.randn(N)
+    b = torch.zeros(2, N) if case == "thread_free_term" else torch.full((2, N), float("nan"))
+    return a, b
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_interval_branch_on_cpu(case):
+    a, b = inputs(case)
+    tilelang.compile(program(case), target="cpu")(a, b)
+    torch.testing.assert_close(b.double(), reference(case, a), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+@pytest.mark.parametrize("case", CASES)
+def test_interval_branch_on_host_emulator(case, arch):
+    host = host_cuda_or_skip()
+    k = tilelang.compile(program(case), target=f"cuda -arch={arch}")
+    a, b = inputs(case)
+    host.HostProgram({"f": k}).run("f", [a, b])
+    torch.testing.assert_close(b.double(), reference(case, a), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.nvrtc
+def test_lanes_of_one_warp_synchronize_with_syncwarp():
+    src = tilelang.compile(program("lanes_two_ops"), target="cuda -arch=sm_90a").get_kernel_source()
+    assert "if (tid >= 8 && tid < 24) {" in src
+    assert "__syncwarp(0xffff00u);" in src  # lanes 8-23 between the two loops, not __syncthreads
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda -arch=sm_90a"])
+def test_branch_across_warps_is_refused(target):
+    with pytest.raises(LoweringError, match=r"threads \[16, 48\).*whole warps"):
+        tilelang.compile(program("across_warps"), target=target)
+
+
+def test_tile_op_under_a_branch_that_is_no_interval_is_refused_on_cuda():
+    with pytest.raises(LoweringError, match=r"T\.copy inside a branch on the thread index.*one interval of threads"):
+        tilelang.compile(program("not_an_interval"), target="cuda -arch=sm_90a")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.parametrize("case", CASES)
+def test_interval_branch_on_the_gpu(case):
+    a, b = inputs(case)
+    a, b = a.cuda(), b.cuda()
+    tilelang.compile(program(case), target="cuda")(a, b)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(b.double().cpu(), reference(case, a.cpu()), rtol=1e-5, atol=1e-4)
