@@ -70,7 +70,7 @@ _MODULES = {
         "get_block_bindings get_thread_extent get_thread_extents get_block_extent get_block_extents"),
     "alloc": "alloc_shared alloc_fragment alloc_local alloc_var alloc_barrier alloc_global",
     "loops": "Parallel Pipelined serial Serial unroll Unroll grid vectorized Persistent",
-    "tile": ("copy fill clear gemm reduce_sum reduce_max reduce_min reduce_abssum "
+    "tile": ("copy async_copy transpose fill clear gemm reduce_sum reduce_max reduce_min reduce_abssum "
         "reduce_absmax reduce reduce_bitand reduce_bitor reduce_bitxor cumsum atomic_add atomic_max atomic_min atomic_or "
         "atomic_addx2 use_swizzle annotate_layout "
         "annotate_padding annotate_l2_hit_ratio no_set_max_nreg disable_warp_group_reg_alloc GemmWarpPolicy"),

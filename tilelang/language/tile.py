@@ -6,8 +6,10 @@ import enum
 from ..errors import DSLTypeError, ShapeMismatchError
 from ..frontend import builder as B
 from ..ir.buffer import Buffer, BufferRegion
-from ..ir.expr import BufferLoad, Call, Expr, as_expr, cast, const_value
-from ..ir.stmt import Evaluate
+from .. import dtypes
+from ..ir.expr import BufferLoad, Call, Expr, Var, as_expr, cast, const_value
+from ..ir.stmt import BufferStore, Evaluate, For
+from ..op import hopper as H
 from ..op import tile_ops as O
 from ..op.reduce_rules import BIT_KINDS, KINDS, NAN_KINDS
 from ..op.regions import is_tile_arg, matrix_extents, pair_regions, squeezed, to_region, same_extent
@@ -51,6 +53,70 @@ def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None
             raise DSLTypeError(f"T.copy {name}: expected a buffer, slice or corner, got {type(x).__name__}: {x!r}")
     s, d = pair_regions(src, dst, "T.copy")
     B.current().emit(O.Copy(s, d, bool(disable_tma)))
+
+
+def async_copy(src, dst, *, coalesced_width=None, annotations=None, loop_layout=None):
+    """Start a global -> shared tile copy with cp.async and commit it as one group; no wait.
+
+    The program completes it itself: `T.ptx_wait_group(0)` (each thread's groups), then reads of
+    dst after a barrier (the compiler puts `__syncthreads` before the first read of dst, as for
+    T.copy). On the CPU backend the copy is done at once. `coalesced_width`, `annotations` and
+    `loop_layout` are hints the compiler may ignore.
+
+        T.async_copy(A[by * 64, k * 32], A_shared)
+        ...                                   # independent work overlaps the copy
+        T.ptx_wait_group(0)
+        T.gemm(A_shared, B_shared, C_local)
+    """
+    B.in_kernel("T.async_copy")
+    for name, x in (("src", src), ("dst", dst)):
+        if not is_tile_arg(x):
+            raise DSLTypeError(f"T.async_copy {name}: expected a buffer, slice or corner, got {type(x).__name__}: {x!r}")
+    s, d = pair_regions(src, dst, "T.async_copy")
+    if s.buffer.scope != "global" or d.buffer.scope not in ("shared", "shared.dyn"):
+        raise DSLTypeError(f"T.async_copy copies global -> shared (cp.async); got {s.buffer.name} "
+                           f"({s.buffer.scope}) -> {d.buffer.name} ({d.buffer.scope}): use T.copy")
+    B.current().emit(O.Copy(s, d, True, no_wait=True))
+    B.current().emit(H.CpAsyncCommit())
+
+
+def transpose(src, dst, annotations=None):
+    """dst[..., j, i] = src[..., i, j] for on-chip tiles (shared, as in the public TileLang, or fragment).
+
+    src is (..., M, N), dst (..., N, M) with the same leading extents; each side is a buffer or a
+    slice. Lowered as a T.Parallel loop over src (values cast to dst's dtype). `annotations` are
+    accepted and change nothing here.
+
+        T.transpose(K_shared, Kt_shared)      # (64, 128) -> (128, 64)
+    """
+    B.in_kernel("T.transpose")
+    regions = []
+    for name, x in (("src", src), ("dst", dst)):
+        if not is_tile_arg(x) or isinstance(x, BufferLoad):
+            raise DSLTypeError(f"T.transpose {name}: expected a buffer or a slice, got {type(x).__name__}: {x!r}")
+        r = to_region(x, None, "T.transpose")
+        if r.buffer.scope == "global":
+            raise DSLTypeError(f"T.transpose {name}: {r.buffer.name} is a global tensor; T.transpose works on "
+                               "shared or fragment tiles: T.copy it into one first")
+        ext = [const_value(e) for e in r.extents]
+        if len(ext) < 2 or any(e is None for e in ext):
+            raise DSLTypeError(f"T.transpose {name}: expected a tile of 2 or more dims with constant extents, got "
+                               f"{r.buffer.name} with extents {list(r.extents)}")
+        regions.append((r, ext))
+    (s, se), (d, de) = regions
+    lead_s, lead_d = [e for e in se[:-2] if e != 1], [e for e in de[:-2] if e != 1]  # unit dims drop out
+    if lead_s != lead_d or se[-2:] != de[-2:][::-1]:
+        raise ShapeMismatchError(f"T.transpose: src {s.buffer.name} is {tuple(se)}, so dst must be "
+                                 f"{tuple(se[:-2] + se[-2:][::-1])}; got {d.buffer.name} {tuple(de)}")
+    ivs = [Var(f"tr{k}", dtypes.int32) for k in range(len(se))]
+    si = [st + v for (st, _), v in zip(s.ranges, ivs)]
+    lead = iter(v for v, e in zip(ivs[:-2], se[:-2]) if e != 1)
+    dv = [next(lead) if e != 1 else 0 for e in de[:-2]] + ivs[-2:][::-1]
+    di = [st + v for (st, _), v in zip(d.ranges, dv)]
+    body = BufferStore(d.buffer, tuple(di), cast(d.buffer.dtype, BufferLoad(s.buffer, tuple(si), s.buffer.dtype)))
+    for v, e in reversed(list(zip(ivs, se))):
+        body = For(v, as_expr(0), as_expr(e), "parallel", body)
+    B.current().emit(body)
 
 
 def fill(buffer, value, annotations=None):

@@ -23,6 +23,7 @@ class Copy(TileOp):
     disable_tma: bool = False
     async_group: bool = False  # set by software pipelining: issue cp.async, leave commit/wait to the pipeline
     span: Span | None = default_span()
+    no_wait: bool = False  # T.async_copy: cp.async + commit, the program waits (T.ptx_wait_group)
 
 
 @dataclass(frozen=True)

@@ -96,7 +96,7 @@ class CopyLowering:
                 S.LetStmt(e, (v * self.T + self.tid) * vec),
                 S.IfThenElse(E.binop("<", e, total), S.seq(*[S.LetStmt(c, x) for c, x in zip(cvars, coords)], body)))
         loop = S.For(v, E.as_expr(0), E.as_expr(-(-total // per)), "unroll", inner, THREAD_LOOP)
-        if g2s and not op.async_group:
+        if g2s and not (op.async_group or op.no_wait):  # T.async_copy: its commit follows, the program waits
             return S.seq(loop, Raw(COPY_COMMIT_WAIT))
         return loop
 
@@ -199,6 +199,10 @@ class CopyLowering:
         ld = self.ldmatrix_copy(op)
         if ld is not None:
             return ld
+        if op.no_wait:
+            self.warn(f"T.async_copy {op.src.buffer.name} -> {op.dst.buffer.name} is not a cp.async copy "
+                      f"({why or 'its elements do not form 4-, 8- or 16-byte vectors'}): each thread stores its "
+                      "elements synchronously")
         before = self.vectorized
         out = self.element_copy(op)
         if why and self.vectorized == before:
