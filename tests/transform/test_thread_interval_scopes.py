@@ -136,3 +136,58 @@ def test_interval_branch_on_the_gpu(case):
     tilelang.compile(program(case), target="cuda")(a, b)
     torch.cuda.synchronize()
     torch.testing.assert_close(b.double().cpu(), reference(case, a.cpu()), rtol=1e-5, atol=1e-4)
+
+
+def synced(case):
+    """The program's own T.sync_threads() inside a thread branch: a barrier of that branch's threads."""
+    @T.prim_func
+    def f(A: T.Tensor((256,), "float32"), B: T.Tensor((256,), "float32")):
+        with T.Kernel(1, threads=256) as bx:
+            tx = T.get_thread_binding()
+            S = T.alloc_shared((256,), "float32")
+            if case == "warp_groups":
+                if tx < 128:
+                    S[tx] = A[tx] * 2.0
+                    T.sync_threads()
+                    B[tx] = S[127 - tx]
+                else:
+                    B[tx] = A[tx]
+            elif case == "lanes":
+                if tx >= 32 and tx < 40:
+                    S[tx] = A[tx] * 2.0
+                    T.sync_threads()
+                    B[tx] = S[71 - tx]
+            else:
+                if tx % 2 == 0:
+                    T.sync_threads()
+    return f
+
+
+def synced_reference(case, a):
+    a = a.double()
+    if case == "warp_groups":
+        return torch.cat([(a[:128] * 2).flip(0), a[128:]])
+    out = torch.full((256,), float("nan"), dtype=torch.float64)
+    out[32:40] = (a[32:40] * 2).flip(0)
+    return out
+
+
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("case,barrier", [("warp_groups", "tl::barrier_sync<1, 128>();"), ("lanes", "__syncwarp(0xffu);")])
+def test_sync_threads_in_a_branch_is_the_branch_barrier(case, barrier):
+    a = torch.randn(256)
+    b = torch.full((256,), float("nan"))
+    tilelang.compile(synced(case), target="cpu")(a, b)
+    torch.testing.assert_close(b.double(), synced_reference(case, a), equal_nan=True)
+    k = tilelang.compile(synced(case), target="cuda -arch=sm_90a")
+    assert barrier in k.get_kernel_source() and "__syncthreads" not in k.get_kernel_source()
+    host = host_cuda_or_skip()
+    b = torch.full((256,), float("nan"))
+    host.HostProgram({"f": k}).run("f", [a, b])
+    torch.testing.assert_close(b.double(), synced_reference(case, a), equal_nan=True)
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda -arch=sm_90a"])
+def test_sync_threads_under_a_branch_that_is_no_interval_is_refused(target):
+    with pytest.raises(LoweringError, match=r"T\.sync_threads.* inside a branch on the thread index"):
+        tilelang.compile(synced("odd"), target=target)

@@ -376,15 +376,26 @@ class CudaCodegen(CCodegen):
                 return "{" + m.group(1) + "}"
             fmt = re.sub(r"\{(\d+):smem\}", slot, fmt)
         text = fmt.format(*[self.raw_arg(a) for a in s.args])
-        barrier = "__syncthreads();"
-        if self.group is not None and self.group[0] is None:  # a branch inside one warp: its lanes' mask
-            barrier = f"__syncwarp({self.group[1]:#x}u);"
-        elif self.group is not None:  # inside T.ws: only the scope's warp groups reach it
-            barrier = f"tl::barrier_sync<{self.group[0]}, {self.group[1]}>();"
-        elif self.ws:  # consumers only: the producer warpgroup never reaches these barriers
+        barrier = self.scope_barrier()
+        if barrier is None and self.ws:  # consumers only: the producer warpgroup never reaches these barriers
             barrier = f"tl::barrier_sync<{self.barrier_ids().consumers()}, {self.info.threads}>();"
         # wgmma / TMA-store kernels: transform/cuda/proxy_fences put fence.proxy.async where needed
-        self.emit(text.replace("__syncthreads();", barrier))
+        self.emit(text.replace("__syncthreads();", barrier or "__syncthreads();"))
+
+    def scope_barrier(self) -> str | None:
+        """The barrier of the innermost thread scope (T.ws, `if tx < 128`, lanes of one warp), or None."""
+        if self.group is not None and self.group[0] is None:  # a branch inside one warp: its lanes' mask
+            return f"__syncwarp({self.group[1]:#x}u);"
+        if self.group is not None:  # only the scope's warps reach it
+            return f"tl::barrier_sync<{self.group[0]}, {self.group[1]}>();"
+        return None
+
+    def s_Evaluate(self, s: S.Evaluate):
+        v = s.value
+        if isinstance(v, E.Call) and v.op == "tl_sync_threads" and not v.args and self.scope_barrier():
+            self.emit(self.scope_barrier())  # the program's T.sync_threads() inside a thread scope: its threads
+            return
+        super().s_Evaluate(s)
 
     def s_WarpGroupScope(self, s):
         lo, hi = s.t_lo, s.t_hi

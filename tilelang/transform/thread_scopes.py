@@ -13,8 +13,9 @@ Public TileLang programs specialize warp groups with plain `if` statements on
 and mean that the tile ops of each branch are block-level over that branch's threads.
 Takes: a PrimFunc whose kernels may hold such IfThenElse chains. Gives: each branch whose
 condition is a thread interval (`<`, `<=`, `>`, `>=`, `==` on tx, joined by `and`, possibly with
-terms that do not depend on the thread: `if tx < 128 and k > 0`) and that holds a tile op or a
-T.Parallel loop (in either branch of the `if`) becomes a WarpGroupScope over that range
+terms that do not depend on the thread: `if tx < 128 and k > 0`) and that holds a tile op, a
+T.Parallel loop or a T.sync_threads() (in either branch of the `if`; the barrier is then the
+branch's threads', as in the public TileLang) becomes a WarpGroupScope over that range
 (op/hopper.py; unit 128 for whole warp groups, 32 for whole warps, 1 for a range inside one
 warp: `if tx == 0`), the thread-free terms an `if` inside it, with the if/elif/else chain
 flattened into consecutive scopes (the ranges are disjoint, so the order between them does
@@ -90,9 +91,11 @@ def _and(terms):
 
 
 def _has_tile_op(s) -> bool:
-    """A tile op, a nested scope, or a T.Parallel loop (spread over the branch's threads, as the tile ops)."""
+    """A tile op, a nested scope, a T.Parallel loop (spread over the branch's threads, as the tile ops),
+    or a T.sync_threads() (a barrier of the branch's threads)."""
     return bool(collect(s, lambda n: isinstance(n, (S.TileOp, H.WarpGroupScope))
-                        or isinstance(n, S.For) and n.kind == "parallel"))
+                        or isinstance(n, S.For) and n.kind == "parallel"
+                        or isinstance(n, E.Call) and n.op == "tl_sync_threads" and not n.args))
 
 
 class _Scopes(Mutator):

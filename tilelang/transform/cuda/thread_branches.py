@@ -2,8 +2,8 @@
 
 Expects: tile-op IR after thread_scopes, which has turned branches on one interval of threads
 (`if tx < 128`, `if tx == 0`) into WarpGroupScope statements. Guarantees: no T.copy, T.fill,
-T.gemm, reduction or T.Parallel loop that reads nothing per-thread sits under an `if`, loop or
-while whose condition does (`if tx % 2 == 0`, `if A[tx] > 0`, `for k in range(tx)`): the CUDA
+T.gemm, reduction or T.Parallel loop that reads nothing per-thread, and no T.sync_threads(), sits
+under an `if`, loop or while whose condition does (`if tx % 2 == 0`, `if A[tx] > 0`, `for k in range(tx)`): the CUDA
 lowering spreads such an op over all the block's threads, so the threads that skip the branch
 would leave their part undone. A LoweringError names the op and the user's line. Ops that each
 thread issues alone (T.tma_copy, barriers, cp.async, the raw Hopper names) and per-thread code
@@ -16,8 +16,9 @@ thread issues alone (T.tma_copy, barriers, cp.async, the raw Hopper names) and p
 from __future__ import annotations
 
 from ...errors import LoweringError
+from ...ir import expr as E
 from ...ir import stmt as S
-from ...ir.visitor import Visitor
+from ...ir.visitor import Visitor, collect
 from ..thread_dependence import ISSUE_OPS, ThreadDependence, op_name
 
 _WHAT = {S.For: "a loop whose trip count depends on the thread index",
@@ -32,6 +33,11 @@ class _Check(Visitor):
     def check(self, s, cond):
         if not self.deps.dep(cond):
             return
+        sync = collect(s, lambda n: isinstance(n, E.Call) and n.op == "tl_sync_threads" and not n.args)
+        if sync:
+            raise LoweringError(f"T.sync_threads() inside {_WHAT[type(s)]}: only some of the block's threads reach "
+                                "it, and __syncthreads there hangs or races; branch on one interval of whole warps "
+                                "(`if tx < 128`: the barrier is then those threads'), or move it out", s.span)
         for op in self.deps.block_ops(s):
             if not isinstance(op, ISSUE_OPS):
                 raise LoweringError(f"{op_name(op)} inside {_WHAT[type(s)]}: on target cuda a block-level tile op is "
