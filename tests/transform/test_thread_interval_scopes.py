@@ -191,3 +191,38 @@ def test_sync_threads_in_a_branch_is_the_branch_barrier(case, barrier):
 def test_sync_threads_under_a_branch_that_is_no_interval_is_refused(target):
     with pytest.raises(LoweringError, match=r"T\.sync_threads.* inside a branch on the thread index"):
         tilelang.compile(synced("odd"), target=target)
+
+
+def flagged(case):
+    @T.prim_func
+    def f(A: T.Tensor((64,), "float32"), Flag: T.Tensor((1,), "int32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            tx = T.get_thread_binding()
+            v = T.alloc_var("int32")
+            S = T.alloc_shared((64,), "float32")
+            T.copy(A, S)
+            if case == "uniform":
+                v = Flag[bx]
+            else:
+                v = tx
+            if v > 0:
+                for i in T.Parallel(64):
+                    B[i] = S[i] * 2.0
+    return f
+
+
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("flag", [0, 1])
+def test_tile_op_under_a_uniform_alloc_var_runs_over_all_threads(flag):
+    a, fl = torch.randn(64), torch.tensor([flag], dtype=torch.int32)
+    want = a.double() * 2 if flag else torch.full((64,), float("nan"), dtype=torch.float64)
+    # NOTE: the CPU backend refuses this program (it takes every T.alloc_var as per-thread there)
+    k = tilelang.compile(flagged("uniform"), target="cuda -arch=sm_90a")
+    b = torch.full((64,), float("nan"))
+    host_cuda_or_skip().HostProgram({"f": k}).run("f", [a, fl, b])
+    torch.testing.assert_close(b.double(), want, equal_nan=True)
+
+
+def test_tile_op_under_an_alloc_var_set_from_tx_is_refused_on_cuda():
+    with pytest.raises(LoweringError, match=r"a T\.Parallel loop inside a branch on the thread index"):
+        tilelang.compile(flagged("per_thread"), target="cuda -arch=sm_90a")

@@ -37,17 +37,27 @@ def op_name(op) -> str:
 
 
 class ThreadDependence:
-    def __init__(self, k: S.KernelLaunch):
-        self.local_uids = {a.buffer.uid for a in collect(k.body, lambda n: isinstance(n, S.Allocate))
-                           if a.buffer.scope in PER_THREAD_SCOPES}
+    """buffers=True: every per-thread buffer counts as differing between threads. buffers=False: only
+    those a store fills from the thread index (or from another such buffer): a T.alloc_var that every
+    thread sets from shared or global values, as `n = s_count[0]`, is then the same in every thread."""
+
+    def __init__(self, k: S.KernelLaunch, buffers: bool = True):
+        local = {a.buffer.uid for a in collect(k.body, lambda n: isinstance(n, S.Allocate))
+                 if a.buffer.scope in PER_THREAD_SCOPES}
+        self.local_uids = set(local) if buffers else set()
         self.vars = set(k.thread_vars)
         binds = collect(k.body, lambda n: isinstance(n, (S.LetStmt, S.For)))
+        stores = [] if buffers else collect(k.body, lambda n: isinstance(n, S.BufferStore) and n.buffer.uid in local)
         changed = True
         while changed:  # to a fixed point: a binding may read one made later in the walk
             changed = False
             for b in binds:
                 if b.var not in self.vars and self.dep(b.value if isinstance(b, S.LetStmt) else (b.start, b.extent)):
                     self.vars.add(b.var)
+                    changed = True
+            for st in stores:
+                if st.buffer.uid not in self.local_uids and self.dep((st.value, st.indices)):
+                    self.local_uids.add(st.buffer.uid)
                     changed = True
 
     def dep(self, node) -> bool:

@@ -3,7 +3,9 @@
 Expects: tile-op IR after thread_scopes, which has turned branches on one interval of threads
 (`if tx < 128`, `if tx == 0`) into WarpGroupScope statements. Guarantees: no T.copy, T.fill,
 T.gemm, reduction or T.Parallel loop that reads nothing per-thread, and no T.sync_threads(), sits
-under an `if`, loop or while whose condition does (`if tx % 2 == 0`, `if A[tx] > 0`, `for k in range(tx)`): the CUDA
+under an `if`, loop or while whose condition reads the thread index (`if tx % 2 == 0`, `if A[tx] > 0`,
+`for k in range(tx)`, or a T.alloc_var a store fills from tx; one set from shared or global values,
+as topk_selector's `l_num_input = s_num_input[r]`, is the same in every thread): the CUDA
 lowering spreads such an op over all the block's threads, so the threads that skip the branch
 would leave their part undone. A LoweringError names the op and the user's line. Ops that each
 thread issues alone (T.tma_copy, barriers, cp.async, the raw Hopper names) and per-thread code
@@ -27,11 +29,14 @@ _WHAT = {S.For: "a loop whose trip count depends on the thread index",
 
 
 class _Check(Visitor):
-    def __init__(self, deps: ThreadDependence):
-        self.deps = deps
+    def __init__(self, k: S.KernelLaunch):
+        self.deps = ThreadDependence(k)
+        self.index = ThreadDependence(k, buffers=False)
 
     def check(self, s, cond):
-        if not self.deps.dep(cond):
+        # conditions on the thread index, not on every T.alloc_var: topk_selector's
+        # `for s in T.serial(T.ceildiv(l_num_input, ...))` holds T.sync_threads() and is the same in all threads
+        if not self.index.dep(cond):
             return
         sync = collect(s, lambda n: isinstance(n, E.Call) and n.op == "tl_sync_threads" and not n.args)
         if sync:
@@ -61,7 +66,7 @@ class _Check(Visitor):
 
 class _Kernels(Visitor):
     def visit_KernelLaunch(self, k: S.KernelLaunch):
-        _Check(ThreadDependence(k)).visit(k.body)
+        _Check(k).visit(k.body)
 
 
 def thread_branches_pass(func: S.PrimFunc, ctx=None) -> S.PrimFunc:
