@@ -133,7 +133,7 @@ def test_barrier_under_a_thread_branch_is_a_clear_error():
     def f(A: T.Tensor((64,), "float32")):
         with T.Kernel(1, threads=64):
             tx = T.get_thread_binding()
-            if tx < 32:
+            if tx % 2 == 0:  # (`if tx < 32:` is a branch of whole warps: its T.sync_threads() is their barrier)
                 A[tx] = 0
                 T.sync_threads()
 
@@ -155,7 +155,11 @@ def test_loop_with_barrier_and_thread_trip_count_is_a_clear_error():
         tilelang.compile(f, target="cpu")
 
 
-def test_gemm_under_a_thread_branch_is_a_clear_error():
+@pytest.mark.parametrize("case,match", [
+    ("odd", "T.gemm inside a branch on the thread index"),          # not an interval: a per-thread branch
+    ("48", r"branch over threads \[0, 48\): such a branch must cover whole warps"),  # an interval of no whole warps
+])
+def test_gemm_under_a_thread_branch_is_a_clear_error(case, match):
     @T.prim_func
     def f(A: T.Tensor((16, 16), "float32"), C: T.Tensor((16, 16), "float32")):
         with T.Kernel(1, threads=64):
@@ -164,11 +168,15 @@ def test_gemm_under_a_thread_branch_is_a_clear_error():
             F = T.alloc_fragment((16, 16), "float32")
             T.copy(A, S)
             T.clear(F)
-            if tx < 48:  # not whole warps (`tx < 32` would be a warp scope): a per-thread branch
-                T.gemm(S, S, F)
+            if case == "odd":
+                if tx % 2 == 1:
+                    T.gemm(S, S, F)
+            else:
+                if tx < 48:
+                    T.gemm(S, S, F)
             T.copy(F, C)
 
-    with pytest.raises(LoweringError, match="T.gemm inside a branch on the thread index"):
+    with pytest.raises(LoweringError, match=match):
         tilelang.compile(f, target="cpu")
 
 

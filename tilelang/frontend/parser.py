@@ -236,7 +236,7 @@ class Parser:
             return
         then = self.block(node.body)
         other = self.block(node.orelse) if node.orelse else None
-        self.builder.emit(S.IfThenElse(cond, then, other))
+        self.builder.emit(S.IfThenElse(cond, then, other, span=self.span(node)))  # the `if` line, not its body's last
 
     def stmt_For(self, node):
         from ..language.loops import ForSpec, PersistentSpec

@@ -72,6 +72,16 @@ def _exchange(n) -> bool:
     return isinstance(n, E.Call) and (n.op == "tl_sync_threads" or n.op in SHUFFLES or n.op in VOTES)
 
 
+def _where(s, x):
+    """The span of the statement holding x (a call inside s, or a statement), else s's."""
+    if isinstance(x, E.Expr):
+        held = collect(s, lambda n: isinstance(n, S.Stmt) and getattr(n, "span", None) is not None
+                       and not isinstance(n, (S.SeqStmt, S.IfThenElse, S.For, S.While, S.LetStmt))
+                       and x in collect(n, lambda m: m is x))
+        return held[0].span if held else s.span
+    return getattr(x, "span", None) or s.span
+
+
 def _loose_jumps(s) -> list:
     """break/continue statements of s that leave a loop enclosing s (not one inside it)."""
     if isinstance(s, (S.Break, S.Continue)):
@@ -164,7 +174,7 @@ class _Kernel:
                     "T.sync_threads" if x.op == "tl_sync_threads" else f"the thread exchange {x.op[3:]}")
             raise LoweringError(f"{name} inside {what}: the CPU backend runs a block's threads one after another "
                                 "between barriers, and cannot split control flow that differs between threads at "
-                                "a barrier; move the barrier out of the thread-dependent code", s.span)
+                                "a barrier; move the barrier out of the thread-dependent code", _where(s, x))
         if jumps:
             raise LoweringError(f"break/continue inside {what}, in a loop that holds a barrier or a block-level "
                                 "tile op: the CPU backend cannot run the loop's iterations per thread there",
