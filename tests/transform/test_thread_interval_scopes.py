@@ -226,3 +226,43 @@ def test_tile_op_under_a_uniform_alloc_var_runs_over_all_threads(flag):
 def test_tile_op_under_an_alloc_var_set_from_tx_is_refused_on_cuda():
     with pytest.raises(LoweringError, match=r"a T\.Parallel loop inside a branch on the thread index"):
         tilelang.compile(flagged("per_thread"), target="cuda -arch=sm_90a")
+
+
+def rows_of_threads(X):
+    """A 2-d block: `if ty == 1` is the linear threads [X, 2X) (whole warps for X = 32, 16 lanes for X = 16)."""
+    @T.prim_func
+    def f(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=(X, 4)) as bx:
+            tx, ty, tz = T.get_thread_bindings()
+            S = T.alloc_shared((64,), "float32")
+            T.copy(A, S)
+            if ty == 1:
+                for i in T.Parallel(64):
+                    B[i] = S[63 - i] * 2.0
+    return f
+
+
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("X", [32, 16])
+def test_branch_on_ty_runs_over_its_row_of_threads(X):
+    a = torch.randn(64)
+    want = (a.double() * 2).flip(0)
+    b = torch.full((64,), float("nan"))
+    tilelang.compile(rows_of_threads(X), target="cpu")(a, b)
+    torch.testing.assert_close(b.double(), want)
+    for arch in ("sm_90a", "sm_80"):
+        k = tilelang.compile(rows_of_threads(X), target=f"cuda -arch={arch}")
+        assert f"if (tid >= {X} && tid < {2 * X}) {{" in k.get_kernel_source()
+        b = torch.full((64,), float("nan"))
+        host_cuda_or_skip().HostProgram({"f": k}).run("f", [a, b])
+        torch.testing.assert_close(b.double(), want)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.parametrize("X", [32, 16])
+def test_branch_on_ty_on_the_gpu(X):
+    a, b = torch.randn(64, device="cuda"), torch.full((64,), float("nan"), device="cuda")
+    tilelang.compile(rows_of_threads(X), target="cuda")(a, b)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(b.double().cpu(), (a.double().cpu() * 2).flip(0))

@@ -99,20 +99,21 @@ def _has_tile_op(s) -> bool:
 
 
 class _Scopes(Mutator):
-    def __init__(self, tvs, threads: int):
-        self.tvs = tvs
+    def __init__(self, tvs: dict, threads: int, all_tvs=()):
+        self.tvs = tvs  # thread variable -> its step in the linear thread index (tx 1, ty X, tz X*Y)
+        self.all_tvs = set(all_tvs) | set(tvs)  # a term on any of these is not thread-free
         self.threads = threads
         self.range = (0, threads)
 
-    def scope(self, lo, hi, body, span=None, tv=None):
-        """body on threads [lo, hi): a scope, or the scopes of its own thread branches (`if tx >= 16:`
-        around `if tx < 32:`), or a plain `if` on tv when body holds no tile op and no scope fits."""
+    def scope(self, lo, hi, body, span=None, cond=None):
+        """body on threads [lo, hi) (where `cond` holds): a scope, or the scopes of its own thread branches
+        (`if tx >= 16:` around `if tx < 32:`), or a plain `if cond` when body holds no tile op and no scope fits."""
         if lo >= hi:
             return None
         unit = G if not (lo % G or hi % G) else W if not (lo % W or hi % W) else 1
         fits = unit > 1 or lo // W == (hi - 1) // W
         if not fits and not _has_tile_op(body):
-            return S.IfThenElse(E.logical_and(tv >= lo, tv < hi), body, None, span=span)
+            return S.IfThenElse(cond, body, None, span=span)
         outer, self.range = self.range, (lo, hi)
         try:
             inner = self.visit(body)
@@ -129,9 +130,10 @@ class _Scopes(Mutator):
 
     def visit_IfThenElse(self, s: S.IfThenElse):
         iv = None
-        for tv in self.tvs:
-            iv = _interval(s.cond, tv, self.tvs)
-            if iv is not None:
+        for tv, step in self.tvs.items():
+            iv = _interval(s.cond, tv, self.all_tvs)
+            if iv is not None:  # tv in [a, b) is the linear thread index in [a step, b step)
+                iv = (max(iv[0], -BIG // step) * step, min(iv[1], BIG // step) * step, iv[2])
                 break
         has_else = s.else_case is not None and _has_tile_op(s.else_case)
         if iv is None or not (_has_tile_op(s.then_case) or has_else):
@@ -142,15 +144,15 @@ class _Scopes(Mutator):
         if rest is not None:  # `if tx < 128 and k > 0`: the scope, and the thread-free test inside it
             if s.else_case is not None:
                 return self.generic(s)  # the else branch is not one interval of threads
-            return self.scope(t_lo, t_hi, S.IfThenElse(rest, s.then_case, None, span=span), span, tv) or S.seq()
+            return self.scope(t_lo, t_hi, S.IfThenElse(rest, s.then_case, None, span=span), span, s.cond) or S.seq()
         if t_lo >= t_hi:  # the branch never runs in this range
             e_ranges = [(lo, hi)]
         else:
             e_ranges = [r for r in ((lo, t_lo), (t_hi, hi)) if r[0] < r[1]]
-        parts = [self.scope(t_lo, t_hi, s.then_case, span, tv)]
+        parts = [self.scope(t_lo, t_hi, s.then_case, span, s.cond)]
         if s.else_case is not None:
             if len(e_ranges) == 1:
-                parts.append(self.scope(*e_ranges[0], s.else_case, span, tv))
+                parts.append(self.scope(*e_ranges[0], s.else_case, span, E.logical_not(s.cond)))
             elif has_else:  # the else branch would be two intervals
                 return self.generic(s)
             else:  # per-thread code on the threads outside [t_lo, t_hi)
@@ -159,11 +161,17 @@ class _Scopes(Mutator):
 
 
 def thread_scopes(k: S.KernelLaunch) -> S.KernelLaunch:
-    # only a 1-d thread block: tx is then the block's thread index
-    if not k.thread_vars or k.threads[1] * k.threads[2] != 1:
+    if not k.thread_vars:
         return k
-    tvs = [v for v in k.thread_vars if v.name not in ("ty", "tz")]  # ty, tz are 0 in a 1-d block
-    body = _Scopes(tvs, k.threads[0]).visit(k.body)
+    X, Y, Z = k.threads
+    # the variable whose intervals are intervals of the linear thread index tx + X (ty + Y tz): tx in a 1-d
+    # block, ty in a 2-d one (`if ty == 1` of (32, 4) threads is threads [32, 64)), tz in a 3-d one
+    axis = "tx" if Y * Z == 1 else "ty" if Z == 1 else "tz"
+    step = {"tx": 1, "ty": X, "tz": X * Y}[axis]
+    tvs = {v: step for v in k.thread_vars if (v.name if v.name in ("ty", "tz") else "tx") == axis}
+    if not tvs:
+        return k
+    body = _Scopes(tvs, X * Y * Z, k.thread_vars).visit(k.body)
     if body is k.body:
         return k
     used = {v.uid for v in collect(body, lambda n: isinstance(n, E.Var))}
