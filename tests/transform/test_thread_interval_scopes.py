@@ -216,7 +216,9 @@ def flagged(case):
 def test_tile_op_under_a_uniform_alloc_var_runs_over_all_threads(flag):
     a, fl = torch.randn(64), torch.tensor([flag], dtype=torch.int32)
     want = a.double() * 2 if flag else torch.full((64,), float("nan"), dtype=torch.float64)
-    # NOTE: the CPU backend refuses this program (it takes every T.alloc_var as per-thread there)
+    b = torch.full((64,), float("nan"))
+    tilelang.compile(flagged("uniform"), target="cpu")(a, fl, b)
+    torch.testing.assert_close(b.double(), want, equal_nan=True)
     k = tilelang.compile(flagged("uniform"), target="cuda -arch=sm_90a")
     b = torch.full((64,), float("nan"))
     host_cuda_or_skip().HostProgram({"f": k}).run("f", [a, fl, b])
@@ -266,3 +268,36 @@ def test_branch_on_ty_on_the_gpu(X):
     tilelang.compile(rows_of_threads(X), target="cuda")(a, b)
     torch.cuda.synchronize()
     torch.testing.assert_close(b.double().cpu(), (a.double().cpu() * 2).flip(0))
+
+
+def atomic_at_a_flag():
+    """A tile atomic at a row a T.alloc_var picks (the same in every thread): one block-level op. The CPU
+    backend used to run it once per thread (64 times the sum), the generated CUDA once."""
+    @T.prim_func
+    def f(A: T.Tensor((64,), "float32"), Flag: T.Tensor((1,), "int32"), B: T.Tensor((2, 64), "float32")):
+        with T.Kernel(3, threads=64) as bx:
+            tx = T.get_thread_binding()
+            v = T.alloc_var("int32")
+            S = T.alloc_shared((64,), "float32")
+            T.copy(A, S)
+            v = Flag[0]
+            T.atomic_add(B[v, :], S)
+            if tx == 0 and bx == 0:
+                B[1 - v, 0] = B[1 - v, 0] + 1.0
+    return f
+
+
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("flag", [0, 1])
+def test_tile_atomic_at_a_uniform_alloc_var_row_runs_once_per_block(flag):
+    a, fl = torch.randn(64), torch.tensor([flag], dtype=torch.int32)
+    want = torch.zeros(2, 64, dtype=torch.float64)
+    want[flag] = a.double() * 3
+    want[1 - flag, 0] = 1.0
+    b = torch.zeros(2, 64)
+    tilelang.compile(atomic_at_a_flag(), target="cpu")(a, fl, b)
+    torch.testing.assert_close(b.double(), want, rtol=1e-5, atol=1e-5)
+    k = tilelang.compile(atomic_at_a_flag(), target="cuda -arch=sm_90a")
+    b = torch.zeros(2, 64)
+    host_cuda_or_skip().HostProgram({"f": k}).run("f", [a, fl, b])
+    torch.testing.assert_close(b.double(), want, rtol=1e-5, atol=1e-5)

@@ -43,13 +43,13 @@ from ..errors import LoweringError
 from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.buffer import Buffer, BufferRegion
-from ..ir.visitor import Mutator, collect
+from ..ir.visitor import Mutator, collect, substitute
 from ..op import hopper as H
 from ..op import hopper_raw as R
 from ..op import tile_ops as O
 from ..op.thread_ops import DeclBuffer, ThreadAllReduce
 from .cpu_lanes import COLLECTIVES
-from .thread_dependence import ISSUE_OPS, ThreadDependence, op_name
+from .thread_dependence import ISSUE_OPS, SCALAR_OPS as _SCALAR, ThreadDependence, op_name
 
 WARP = 32
 LOOP_MARK = ("tl.cpu_threads", True)  # annotation of a segment loop: lower_tile_ops_cpu counts 1 thread there
@@ -70,6 +70,10 @@ def _exchange(n) -> bool:
     if isinstance(n, (ThreadAllReduce, H.WarpGroupScope)) or isinstance(n, R.RawWgmma) and n.rs:
         return True
     return isinstance(n, E.Call) and (n.op == "tl_sync_threads" or n.op in SHUFFLES or n.op in VOTES)
+
+
+def _is_block_op(n) -> bool:
+    return isinstance(n, S.TileOp) or isinstance(n, S.For) and n.kind == "parallel"
 
 
 def _where(s, x):
@@ -112,6 +116,7 @@ class _Kernel:
                 self.per_thread[b.uid] = Buffer(b.name, (self.n,) + tuple(b.shape), b.dtype, "local")
         self.let_loads: dict = {}  # let Var -> BufferLoad of its per-thread copy
         self.deps = ThreadDependence(k)
+        self.same = ThreadDependence(k, buffers=False)  # what may really differ between threads
 
     # ------------------------------------------------------------ dependence
     def dep(self, node) -> bool:
@@ -119,8 +124,33 @@ class _Kernel:
         return self.deps.dep(node)
 
     def block_ops(self, s) -> list:
-        """Block-level tile ops (and T.Parallel loops) under s: they run once per block."""
-        return self.deps.block_ops(s)
+        """Block-level tile ops (and T.Parallel loops) under s: they run once per block. That includes ops
+        that read a per-thread buffer holding the same value in every thread (`T.atomic_add(B[v, :], S)`
+        with `v = Flag[0]`), but write none: run per thread, an atomic or an accumulation would be
+        applied once per thread."""
+        return self.deps.block_ops(s) + [n for n in collect(s, _is_block_op) if self.uniform_op(n)]
+
+    def uniform_op(self, n) -> bool:
+        """n reads per-thread buffers (or values computed from them), all the same in every thread, and
+        writes no per-thread buffer: a block-level op reading the first thread's copies."""
+        if isinstance(n, _SCALAR) or not self.dep(n) or self.same.dep(n):
+            return False
+        return not collect(n, lambda m: isinstance(m, (BufferRegion, S.BufferStore))
+                           and m.buffer.uid in self.per_thread)
+
+    def first_thread(self, node, rng):
+        """node (an op, or a condition) at block level, its per-thread reads those of thread rng[0]
+        (they hold the same value in every thread)."""
+        if not self.dep(node):
+            return node
+        return substitute(_Expand(self, self.thread_map()).visit(node), {self.thr: E.as_expr(rng[0])})
+
+    def thread_map(self) -> dict:
+        """Thread variable -> its value in thread `thr` (x fastest)."""
+        X, Y, Z = self.dims
+        t = self.thr
+        axes = {"tx": t % X if Y * Z > 1 else t, "ty": (t // X) % Y, "tz": t // (X * Y)}
+        return {v: axes[v.name] if v.name in axes else t for v in self.k.thread_vars}
 
     # ------------------------------------------------------------ splitting
     def split(self, s, rng) -> list:
@@ -147,19 +177,23 @@ class _Kernel:
         if isinstance(s, (S.BufferStore, S.Evaluate)):
             return self.lanes(s, rng)
         if isinstance(s, S.TileOp) or (isinstance(s, S.For) and s.kind == "parallel"):
-            return [("b", s)]
+            return [("b", self.first_thread(s, rng))]
         if isinstance(s, (S.Break, S.Continue)):
             return [("b", s)]
         cond = {S.For: lambda: (s.start, s.extent), S.IfThenElse: lambda: s.cond,
                 S.While: lambda: s.cond}[type(s)]()
-        if self.dep(cond):
+        if self.same.dep(cond):
             return self.divergent(s, sync, jumps)
+        # the same in every thread (maybe through per-thread buffers that hold one value): block-level control
         if isinstance(s, S.For):
-            return [("b", replace(s, body=self.assemble(self.split(s.body, rng), rng)))]
+            start, extent = self.first_thread((s.start, s.extent), rng)
+            return [("b", replace(s, start=start, extent=extent, body=self.assemble(self.split(s.body, rng), rng)))]
         if isinstance(s, S.While):
-            return [("b", replace(s, body=self.assemble(self.split(s.body, rng), rng)))]
+            return [("b", replace(s, cond=self.first_thread(s.cond, rng),
+                                  body=self.assemble(self.split(s.body, rng), rng)))]
         els = None if s.else_case is None else self.assemble(self.split(s.else_case, rng), rng)
-        return [("b", replace(s, then_case=self.assemble(self.split(s.then_case, rng), rng), else_case=els))]
+        return [("b", replace(s, cond=self.first_thread(s.cond, rng),
+                              then_case=self.assemble(self.split(s.then_case, rng), rng), else_case=els))]
 
     def divergent(self, s, sync, jumps) -> list:
         """s branches or loops on the thread: all of it is SIMT code, if that is honest."""
@@ -243,11 +277,7 @@ class _Kernel:
     # ------------------------------------------------------------ result
     def lower(self) -> S.KernelLaunch:
         body = self.assemble(self.split(self.k.body, (0, self.n)), (0, self.n))
-        X, Y, _ = self.dims
-        t = self.thr
-        axes = {"tx": t % X if Y * self.dims[2] > 1 else t, "ty": (t // X) % Y, "tz": t // (X * Y)}
-        tmap = {v: axes[v.name] if v.name in axes else t for v in self.k.thread_vars}
-        body = _Expand(self, tmap).visit(body)
+        body = _Expand(self, self.thread_map()).visit(body)
         return replace(self.k, thread_vars=(), body=body)
 
 

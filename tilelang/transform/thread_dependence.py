@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ..ir import expr as E
 from ..ir import stmt as S
-from ..ir.visitor import buffers_used, collect
+from ..ir.visitor import Visitor, buffers_used, collect
 from ..op import hopper as H
 from ..op import hopper_raw as R
 from ..op import tile_ops as O
@@ -36,18 +36,35 @@ def op_name(op) -> str:
     return "a T.Parallel loop" if isinstance(op, S.For) else _NAMES.get(type(op).__name__, type(op).__name__)
 
 
+def _varying_call(n) -> bool:
+    """A call whose value may differ between threads for equal arguments (atomics' old values, shuffles,
+    votes, random numbers, lane ids, extern functions) or that may write through a pointer."""
+    if not isinstance(n, E.Call):
+        return False
+    op = n.op
+    return op.startswith(("tl_", "extern:")) or "atomic" in op or op in ("address_of", "mma", "ldmatrix")
+
+
 class ThreadDependence:
     """buffers=True: every per-thread buffer counts as differing between threads. buffers=False: only
-    those a store fills from the thread index (or from another such buffer): a T.alloc_var that every
-    thread sets from shared or global values, as `n = s_count[0]`, is then the same in every thread."""
+    those that may differ, by a conservative analysis: a per-thread buffer is the same in every thread
+    when every write to it stores a value that reads no thread index, no differing buffer and no
+    varying call (atomics' old values, shuffles, votes ...), at a point every thread reaches (not under
+    a condition or loop bound that differs between threads, not inside a thread-branch scope), and
+    no tile op writes it from differing data, and its address is never taken. `n = s_count[0]` is
+    then the same in every thread; `pos = T.atomic_add(..., return_prev=True)` is not."""
 
     def __init__(self, k: S.KernelLaunch, buffers: bool = True):
         local = {a.buffer.uid for a in collect(k.body, lambda n: isinstance(n, S.Allocate))
                  if a.buffer.scope in PER_THREAD_SCOPES}
         self.local_uids = set(local) if buffers else set()
         self.vars = set(k.thread_vars)
+        self.calls = not buffers  # varying calls count only in the finer analysis (as before otherwise)
+        if not buffers:
+            taken = {b.uid for c in collect(k.body, lambda n: isinstance(n, E.Call) and _varying_call(n))
+                     for b in buffers_used(c.args) if b.uid in local}
+            self.local_uids |= taken
         binds = collect(k.body, lambda n: isinstance(n, (S.LetStmt, S.For)))
-        stores = [] if buffers else collect(k.body, lambda n: isinstance(n, S.BufferStore) and n.buffer.uid in local)
         changed = True
         while changed:  # to a fixed point: a binding may read one made later in the walk
             changed = False
@@ -55,18 +72,78 @@ class ThreadDependence:
                 if b.var not in self.vars and self.dep(b.value if isinstance(b, S.LetStmt) else (b.start, b.extent)):
                     self.vars.add(b.var)
                     changed = True
-            for st in stores:
-                if st.buffer.uid not in self.local_uids and self.dep((st.value, st.indices)):
-                    self.local_uids.add(st.buffer.uid)
+            if not buffers:
+                marked = set()
+                _Writes(self, local, marked).visit(k.body)
+                if marked - self.local_uids:
+                    self.local_uids |= marked
                     changed = True
 
     def dep(self, node) -> bool:
         """Does node read a thread index, a per-thread buffer, or a value computed from them?"""
         if any(b.uid in self.local_uids for b in buffers_used(node)):
             return True
-        return bool(collect(node, lambda n: isinstance(n, E.Var) and n in self.vars))
+        return bool(collect(node, lambda n: isinstance(n, E.Var) and n in self.vars
+                            or self.calls and _varying_call(n)))
 
     def block_ops(self, s) -> list:
         """Block-level tile ops (and T.Parallel loops) under s: they run once per block, not per thread."""
         return [n for n in collect(s, lambda n: isinstance(n, S.TileOp) or isinstance(n, S.For) and n.kind == "parallel")
                 if not isinstance(n, SCALAR_OPS) and not self.dep(n)]
+
+
+class _Writes(Visitor):
+    """The per-thread buffers (of `local`) that a write may leave differing between threads."""
+
+    def __init__(self, deps: ThreadDependence, local: set, marked: set):
+        self.deps, self.local, self.marked = deps, local, marked
+        self.ctl = False  # under control flow that differs between threads, or inside a thread-branch scope
+
+    def under(self, differs: bool, body):
+        outer, self.ctl = self.ctl, self.ctl or differs
+        try:
+            self.visit(body)
+        finally:
+            self.ctl = outer
+
+    def visit_IfThenElse(self, s):
+        self.under(self.deps.dep(s.cond), (s.then_case, s.else_case))
+
+    def visit_While(self, s):
+        self.under(self.deps.dep(s.cond) or self.exits_apart(s.body), s.body)
+
+    def visit_For(self, s):
+        self.under(self.deps.dep((s.start, s.extent)) or self.exits_apart(s.body), s.body)
+
+    def exits_apart(self, body, differs=False) -> bool:
+        """A break / continue of this loop under a differing condition: threads leave it at different iterations."""
+        if isinstance(body, (S.Break, S.Continue)):
+            return differs
+        if isinstance(body, (S.For, S.While)) or not isinstance(body, S.Stmt):
+            return False  # an inner loop's jumps are its own
+        if isinstance(body, S.IfThenElse):
+            d = differs or self.deps.dep(body.cond)
+            return self.exits_apart(body.then_case, d) or self.exits_apart(body.else_case, d)
+        if isinstance(body, S.SeqStmt):
+            return any(self.exits_apart(x, differs) for x in body.stmts)
+        inner = getattr(body, "body", None)
+        return self.exits_apart(inner, differs) if isinstance(inner, S.Stmt) else False
+
+    def visit_WarpGroupScope(self, s):
+        self.under(True, s.body)
+
+    def visit_BufferStore(self, s):
+        if s.buffer.uid in self.local and (self.ctl or self.deps.dep((s.value, s.indices))):
+            self.marked.add(s.buffer.uid)
+        self.generic(s)
+
+    def visit_Allocate(self, s):
+        if s.buffer.uid in self.local and s.init is not None and self.deps.dep(s.init):
+            self.marked.add(s.buffer.uid)
+
+    def generic(self, node):
+        if isinstance(node, S.TileOp):  # a tile op writing a per-thread buffer: taken as differing if anything is
+            touched = {b.uid for b in buffers_used(node)} & self.local
+            if touched and (self.ctl or self.deps.dep(node)):
+                self.marked |= touched
+        super().generic(node)

@@ -22,7 +22,9 @@ flattened into consecutive scopes (the ranges are disjoint, so the order between
 not matter). A range that holds tile ops but is neither whole warps nor inside one warp is a
 LoweringError (no barrier can synchronize it on the GPU). A condition this pass cannot read as
 one thread interval is left an ordinary `if` (thread_branches / cpu_threads then refuse block-level
-tile ops under it). A thread variable no longer used afterwards is dropped from the kernel.
+tile ops under it). In a 2-d (3-d) block the same holds for ty (tz), whose intervals are intervals
+of the linear thread index tx + X (ty + Y tz). A thread variable no longer used afterwards is dropped
+from the kernel.
 
     if tx == 0:                         ->   WarpGroupScope(0, 1, unit=1):
         T.copy(S, B[bx, :])                       T.copy(S, B[bx, :])       # one thread copies all of S
