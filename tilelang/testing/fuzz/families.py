@@ -216,7 +216,8 @@ def gen_branch(g: Gen):
     """Block-level ops in branches on the thread index: a shared tile loaded by the whole block, then
     `if tx < s:` and `if tx >= s:` (s whole warps or warp groups; 40 % of programs make one of them
     lanes of one warp, `if tx == c` or `if tx >= lo:` around `if tx < hi:`), each holding a T.Parallel
-    loop into its own output tensor or a T.copy of the tile, which run over that branch's threads only
+    loop into its own output tensor or a T.copy of the tile, which run over that branch's threads only;
+    30 % first bump the tile in a T.Parallel under `if v > 0`, v a T.alloc_var read from a Flag tensor
     (transform/thread_scopes.py). A loop such a branch kept as a plain `if` had its iterations dealt
     to threads that never take it (no output on CUDA, no error)."""
     if g.single_thread:  # --no-thread-family: no thread model, so no thread branches
@@ -233,6 +234,12 @@ def gen_branch(g: Gen):
     A = g.tensor("A", (Md, Nd), dt)
     S = g.alloc("shared", (BM, BN), dt)
     body = [Copy(tile_ref(g, A, M, N, BM, BN), Ref(S))]
+    if g.coin(0.3):  # a T.alloc_var with one value in every thread, and a block-level loop under `if` on it
+        flags = g.tensor("Flag", (4,), "int32")
+        v = g.alloc("var", (1,), "int32")
+        body.append(SetVar(v, ("ld", flags, (Lin.of(("bx", 1), const=g.r.randrange(0, 2)),))))
+        bump = ("bin", "+", ("ld", S, (_I, _J)), ("c", 1.0))
+        body.append(If(("cmp", g.pick((">", "<=")), ("var", v), ("c", 0)), (Ew(S, (_I, _J), bump, (BM, BN)),)))
     tx = ("ix", Lin.of(("tx", 1)))
     conds = [(("cmp", "<", tx, ("c", split)),), (("cmp", ">=", tx, ("c", split)),)]
     if g.coin(0.4):  # lanes of one warp instead: `if tx == c`, or `if tx >= lo:` around `if tx < hi:`
