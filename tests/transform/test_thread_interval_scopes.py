@@ -301,3 +301,66 @@ def test_tile_atomic_at_a_uniform_alloc_var_row_runs_once_per_block(flag):
     b = torch.zeros(2, 64)
     host_cuda_or_skip().HostProgram({"f": k}).run("f", [a, fl, b])
     torch.testing.assert_close(b.double(), want, rtol=1e-5, atol=1e-5)
+
+
+def scopes_in_a_row(case):
+    """Two branches over the same threads, one writing a tile in an order the other does not read it in:
+    a barrier of those threads between them (thread_sync). There was none: scopes were taken to be
+    ordered by the program's own barriers, as T.ws producers and consumers over other threads are."""
+    @T.prim_func
+    def f(A: T.Tensor((32, 32), "float16"), Bm: T.Tensor((32, 32), "float16"), C: T.Tensor((32, 32), "float32"),
+          R: T.Tensor((32,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            tx = T.get_thread_binding()
+            As = T.alloc_shared((32, 32), "float16")
+            Bs = T.alloc_shared((32, 32), "float16")
+            S2 = T.alloc_shared((32, 32), "float32")
+            Cf = T.alloc_fragment((32, 32), "float32")
+            Rf = T.alloc_fragment((32,), "float32")
+            T.copy(A, As)
+            T.copy(Bm, Bs)
+            if case == "loop":  # the gemm's accumulator lives in shared memory (used inside and outside branches)
+                T.clear(Cf)
+                for k in T.serial(3):
+                    if tx < 32:
+                        T.gemm(As, Bs, Cf)
+                if tx < 32:
+                    T.reduce_sum(Cf, Rf, dim=1)
+                    T.copy(Cf, C)
+                    T.copy(Rf, R)
+            else:
+                if tx >= 64 and tx < 96:
+                    for i, j in T.Parallel(32, 32):
+                        S2[i, j] = T.Cast("float32", As[i, j]) * 3.0
+                if tx >= 64 and tx < 96:
+                    for i, j in T.Parallel(32, 32):
+                        C[i, j] = S2[j, i]
+                    for i in T.Parallel(32):
+                        R[i] = S2[i, 31 - i]
+    return f
+
+
+def scopes_reference(case, a, b):
+    a, b = a.double(), b.double()
+    if case == "loop":
+        c = 3 * (a @ b)
+        return c, c.sum(dim=1)
+    s2 = a * 3
+    return s2.t(), s2[torch.arange(32), 31 - torch.arange(32)]
+
+
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("case", ["loop", "transpose"])
+def test_branches_over_the_same_threads_are_ordered(case):
+    a, b = torch.randn(32, 32, dtype=torch.float16), torch.randn(32, 32, dtype=torch.float16)
+    rc, rr = scopes_reference(case, a, b)
+    c, r = torch.full((32, 32), float("nan")), torch.full((32,), float("nan"))
+    tilelang.compile(scopes_in_a_row(case), target="cpu")(a, b, c, r)
+    torch.testing.assert_close(c.double(), rc, rtol=1e-4, atol=1e-3)
+    torch.testing.assert_close(r.double(), rr, rtol=1e-4, atol=1e-3)
+    for arch in ("sm_80", "sm_90a"):
+        k = tilelang.compile(scopes_in_a_row(case), target=f"cuda -arch={arch}")
+        c, r = torch.full((32, 32), float("nan")), torch.full((32,), float("nan"))
+        host_cuda_or_skip().HostProgram({"f": k}).run("f", [a, b, c, r])
+        torch.testing.assert_close(c.double(), rc, rtol=1e-4, atol=1e-3)
+        torch.testing.assert_close(r.double(), rr, rtol=1e-4, atol=1e-3)

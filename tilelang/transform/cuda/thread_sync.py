@@ -105,15 +105,55 @@ def _hits(a: set, b: set) -> bool:
     return bool(pa & (pb | tb)) or bool(ta & pb)
 
 
+def _scope_hits(a: set, b: set):
+    """The threads [lo, hi) a barrier must join when a scope's access in `a` and one in `b` touch one
+    buffer from thread ranges that share threads (two `if tx < 32:` branches in a row, one writing what
+    the other reads: the same threads, but not each its own elements); None when none do. Scopes over
+    disjoint threads are ordered by the program's own barriers (T.ws producers and consumers)."""
+    lo = hi = None
+    for x in a:
+        if not isinstance(x, tuple):
+            continue
+        for y in b:
+            if isinstance(y, tuple) and x[1] == y[1] and x[2] < y[3] and y[2] < x[3]:
+                lo = min(x[2], y[2]) if lo is None else min(lo, x[2], y[2])
+                hi = max(x[3], y[3]) if hi is None else max(hi, x[3], y[3])
+    return None if lo is None else (lo, hi)
+
+
+def _scope_conflict(pending, acc):
+    pr, pw = pending
+    r, w = acc
+    ranges = [x for x in (_scope_hits(pw, r | w), _scope_hits(pr, w)) if x is not None]
+    if not ranges:
+        return None
+    return min(x[0] for x in ranges), max(x[1] for x in ranges)
+
+
+def _without_scoped(pending, rng):
+    """pending, less the scope accesses a barrier over the threads rng has ordered."""
+    keep = lambda acc: {x for x in acc if not (isinstance(x, tuple) and rng[0] <= x[2] and x[3] <= rng[1])}  # noqa: E731
+    return keep(pending[0]), keep(pending[1])
+
+
+def _range_barrier(rng):
+    """A barrier of the threads [lo, hi) only: their named barrier (whole warps) or __syncwarp (one warp)."""
+    from ...op.hopper import WARP_GROUP, WarpGroupScope
+
+    lo, hi = rng
+    unit = WARP_GROUP if not (lo % WARP_GROUP or hi % WARP_GROUP) else 32 if not (lo % 32 or hi % 32) else 1
+    return WarpGroupScope(lo // unit, hi // unit, sync(), unit=unit)
+
+
 def _is_scope(st) -> bool:
     return type(st).__name__ == "WarpGroupScope"
 
 
 def _tagged(st) -> tuple[set, set]:
-    """accesses(st), with those inside T.ws scopes tagged."""
+    """accesses(st), with those inside T.ws scopes tagged ("ws", uid, first thread, end thread)."""
     if _is_scope(st):
         r, w = accesses(st)
-        return {("ws", u) for u in r}, {("ws", u) for u in w}
+        return {("ws", u, st.t_lo, st.t_hi) for u in r}, {("ws", u, st.t_lo, st.t_hi) for u in w}
     scopes = collect(st, _is_scope)
     if not scopes:
         return accesses(st)
@@ -255,8 +295,12 @@ class _Sync:
                 if run_start is None:
                     run_start, run_acc = len(out), (set(), set())
                 if _conflict(pending, acc) and not self.quiet:
-                    out.insert(run_start, sync())  # scopes never race with one another (tagged)
+                    out.insert(run_start, sync())  # scopes over other threads never race with it (tagged)
                     pending = run_acc
+                rng = _scope_conflict(pending, acc)
+                if rng is not None and not self.quiet:  # an earlier scope over some of its threads
+                    out.append(_range_barrier(rng))
+                    pending = _without_scoped(pending, rng)
                 run_acc = (run_acc[0] | acc[0], run_acc[1] | acc[1])
                 outer_scope, self.scope = self.scope, (st.t_lo, st.t_hi)
                 try:
@@ -320,6 +364,10 @@ class _Sync:
         # racing with what came before the loop: one barrier before it, not one per pass
         if _conflict(pending, head) or _conflict(pending, body_acc):
             pending = self.barrier(out, pending)
+        rng = _scope_conflict(pending, body_acc)
+        if rng is not None and not self.quiet:  # a scope before it and one inside it, over shared threads
+            out.append(_range_barrier(rng))
+            pending = _without_scoped(pending, rng)
         pending = (pending[0] | head[0], pending[1] | head[1])  # the body must not overwrite them early
         self.loops.append(st)
         try:
@@ -333,6 +381,10 @@ class _Sync:
                 and not (self.apart and self.apart_passes(st, body, end, (nr, nw))):
             body = S.seq(body, sync())
             end = (set(), set())
+        rng = _scope_conflict(end, (nr, nw))
+        if rng is not None and not self.quiet:  # a scope of this pass and one of the next, over shared threads
+            body = S.seq(body, _range_barrier(rng))
+            end = _without_scoped(end, rng)
         if isinstance(st, S.For):
             new = S.For(st.var, st.start, st.extent, st.kind, body, st.annotations, span=st.span)
         else:
