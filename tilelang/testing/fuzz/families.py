@@ -217,7 +217,9 @@ def gen_branch(g: Gen):
     `if tx < s:` and `if tx >= s:` (s whole warps or warp groups; 40 % of programs make one of them
     lanes of one warp, `if tx == c` or `if tx >= lo:` around `if tx < hi:`), each holding a T.Parallel
     loop into its own output tensor or a T.copy of the tile, which run over that branch's threads only;
-    30 % first bump the tile in a T.Parallel under `if v > 0`, v a T.alloc_var read from a Flag tensor
+    30 % first bump the tile in a T.Parallel under `if v > 0`, v a T.alloc_var read from a Flag tensor;
+    30 % end with two more branches on one of those conditions, the second reading the tile the first
+    wrote with its rows reversed (a barrier of those threads between them)
     (transform/thread_scopes.py). A loop such a branch kept as a plain `if` had its iterations dealt
     to threads that never take it (no output on CUDA, no error)."""
     if g.single_thread:  # --no-thread-family: no thread model, so no thread branches
@@ -261,6 +263,18 @@ def gen_branch(g: Gen):
         for c in reversed(cond):
             ops = (If(c, ops),)
         body += ops
+    if g.coin(0.3):  # two more branches over the same threads, the second reading the first's tile rows reversed
+        cond = g.pick(conds)
+        F = g.alloc("shared", (BM, BN), dt)
+        O = g.tensor("O", (Md, Nd), dt, "out")
+        first = (Ew(F, (_I, _J), expr(g, [("ld", S, (_I, _J))], dt, 2, ("i", "j")), (BM, BN)),)
+        flip = ("ld", F, (Lin.of(("i", -1), const=BM - 1), _J))
+        G = g.alloc("shared", (BM, BN), dt)
+        second = (Ew(G, (_I, _J), flip, (BM, BN)), Copy(Ref(G), tile_ref(g, O, M, N, BM, BN)))
+        for ops in (first, second):
+            for c in reversed(cond):
+                ops = (If(c, ops),)
+            body += ops
     return g.program("branch", ((Nd, BN), (Md, BM)), threads, body, uses_tx=True)
 
 
