@@ -51,6 +51,12 @@ def program(case):
                     T.reduce_sum(F, R, dim=0)
                     for i in T.Parallel(N):
                         B[bx, i] = R[0] + S[i]
+            elif case == "odd_lanes":  # 7 lanes of warp 1: loops and the reduction over 7 threads
+                if tx >= 37 and tx < 44:
+                    T.copy(S, F)
+                    T.reduce_sum(F, R, dim=0)
+                    for i in T.Parallel(N):
+                        B[bx, i] = R[0] + S[i]
             elif case == "else_lanes":
                 if tx < 48:
                     B[bx, tx] = S[tx] + 1.0
@@ -75,6 +81,7 @@ def reference(case, a):
         "nested": (a * 3, a * 3 + 1),
         "thread_free_term": (a * 3, torch.zeros_like(a)),
         "fragment_reduce": (a.sum() + a, a.sum() + a),
+        "odd_lanes": (a.sum() + a, a.sum() + a),
     }.get(case)
     if case == "else_lanes":
         row = torch.cat([a[:48] + 1, a[48:] * 2])
@@ -82,7 +89,7 @@ def reference(case, a):
     return torch.stack(rows)
 
 
-CASES = ["one_thread_copy", "lanes_two_ops", "nested", "thread_free_term", "fragment_reduce", "else_lanes"]
+CASES = ["one_thread_copy", "lanes_two_ops", "nested", "thread_free_term", "fragment_reduce", "odd_lanes", "else_lanes"]
 
 
 def inputs(case):
@@ -364,3 +371,20 @@ def test_branches_over_the_same_threads_are_ordered(case):
         host_cuda_or_skip().HostProgram({"f": k}).run("f", [a, b, c, r])
         torch.testing.assert_close(c.double(), rc, rtol=1e-4, atol=1e-3)
         torch.testing.assert_close(r.double(), rr, rtol=1e-4, atol=1e-3)
+
+
+def test_gemm_on_lanes_of_one_warp_is_refused_on_cuda():
+    @T.prim_func
+    def f(A: T.Tensor((16, 16), "float16"), C: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            tx = T.get_thread_binding()
+            S = T.alloc_shared((16, 16), "float16")
+            F = T.alloc_fragment((16, 16), "float32")
+            T.copy(A, S)
+            if tx >= 8 and tx < 24:
+                T.clear(F)
+                T.gemm(S, S, F)
+                T.copy(F, C)
+
+    with pytest.raises(LoweringError, match=r"T\.gemm in the branch on threads \[8, 24\): a gemm needs whole warps"):
+        tilelang.compile(f, target="cuda -arch=sm_90a")

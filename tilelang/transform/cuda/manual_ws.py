@@ -139,7 +139,12 @@ class _Rewrite(Mutator):
 
     def visit_WarpGroupScope(self, s: H.WarpGroupScope):
         n = s.hi - s.lo
-        if s.lo % n and collect(s.body, lambda x: isinstance(x, (O.Gemm, O.Reduce))):
+        if s.unit == 1:  # lanes of one warp (transform/thread_scopes): tile ops over them, but no gemm
+            gemm = collect(s.body, lambda x: isinstance(x, O.Gemm))
+            if gemm:
+                raise LoweringError(f"T.gemm in the branch on threads [{s.t_lo}, {s.t_hi}): a gemm needs whole warps "
+                                    "(`if tx < 32`, `if tx >= 64 and tx < 128`)", gemm[0].span or s.span)
+        elif s.lo % n and collect(s.body, lambda x: isinstance(x, (O.Gemm, O.Reduce))):
             # the header's gemms and reductions number warps modulo their count
             what = f"T.ws({', '.join(str(g) for g in range(s.lo, s.hi))})" if s.unit == H.WARP_GROUP else \
                 f"the branch on threads [{s.t_lo}, {s.t_hi})"
