@@ -216,7 +216,8 @@ def gen_branch(g: Gen):
     """Block-level ops in branches on the thread index: a shared tile loaded by the whole block, then
     `if tx < s:` and `if tx >= s:` (s whole warps or warp groups; 40 % of programs make one of them
     lanes of one warp, `if tx == c` or `if tx >= lo:` around `if tx < hi:`), each holding a T.Parallel
-    loop into its own output tensor or a T.copy of the tile, which run over that branch's threads only;
+    loop into its own output tensor, a T.copy of the tile, or a row reduction of it (float32), which run over
+    that branch's threads only;
     30 % first bump the tile in a T.Parallel under `if v > 0`, v a T.alloc_var read from a Flag tensor;
     30 % end with two more branches on one of those conditions, the second reading the tile the first
     wrote with its rows reversed (a barrier of those threads between them)
@@ -255,8 +256,13 @@ def gen_branch(g: Gen):
         u = g.r.random()
         if u < 0.25:  # the tile out by T.copy (clipped at ragged edges)
             ops = (Copy(Ref(S), tile_ref(g, O, M, N, BM, BN)),)
-        elif exact and u < 0.75:  # only a T.Parallel loop, straight into the output
+        elif exact and u < 0.6:  # only a T.Parallel loop, straight into the output
             ops = (Ew(O, (Lin.of(("by", BM), ("i", 1)), Lin.of(("bx", BN), ("j", 1))), e, (BM, BN)),)
+        elif u < 0.75 and dt == "float32":  # a reduction of the tile's rows over the branch's threads
+            R = g.alloc("fragment", (BM,), dt, base="R")
+            V = g.tensor("V", (Md, gx), dt, "out")  # one column per block column: each block its own partial rows
+            ops = (Reduce(g.pick(("sum", "max")), S, R, 1, True),
+                   Copy(Ref(R), Ref(V, "slice", (Lin.of(("by", BM)), Lin.of(("bx", 1))), (BM, 1))))
         else:  # a T.Parallel loop into a shared tile, then T.copy out
             F = g.alloc("shared", (BM, BN), dt)
             ops = (Ew(F, (_I, _J), e, (BM, BN)), Copy(Ref(F), tile_ref(g, O, M, N, BM, BN)))
