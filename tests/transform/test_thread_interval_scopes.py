@@ -237,34 +237,52 @@ def test_tile_op_under_an_alloc_var_set_from_tx_is_refused_on_cuda():
         tilelang.compile(flagged("per_thread"), target="cuda -arch=sm_90a")
 
 
-def rows_of_threads(X):
-    """A 2-d block: `if ty == 1` is the linear threads [X, 2X) (whole warps for X = 32, 16 lanes for X = 16)."""
+def rows_of_threads(X, part="row"):
+    """A 2-d block: `if ty == 1` is the linear threads [X, 2X) (whole warps for X = 32, 16 lanes for X = 16);
+    `if ty == 1 and tx < 4` is [X, X + 4); `if tx < 4` is four pieces of 4 threads, no interval."""
     @T.prim_func
     def f(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
         with T.Kernel(1, threads=(X, 4)) as bx:
             tx, ty, tz = T.get_thread_bindings()
             S = T.alloc_shared((64,), "float32")
             T.copy(A, S)
-            if ty == 1:
-                for i in T.Parallel(64):
-                    B[i] = S[63 - i] * 2.0
+            if part == "row":
+                if ty == 1:
+                    for i in T.Parallel(64):
+                        B[i] = S[63 - i] * 2.0
+            elif part == "row_start":
+                if ty == 1 and tx < 4:
+                    for i in T.Parallel(64):
+                        B[i] = S[63 - i] * 2.0
+            else:
+                if tx < 4:
+                    for i in T.Parallel(64):
+                        B[i] = S[63 - i] * 2.0
     return f
 
 
 @pytest.mark.nvrtc
 @pytest.mark.parametrize("X", [32, 16])
-def test_branch_on_ty_runs_over_its_row_of_threads(X):
+@pytest.mark.parametrize("part", ["row", "row_start"])
+def test_branch_on_ty_runs_over_its_row_of_threads(X, part):
     a = torch.randn(64)
     want = (a.double() * 2).flip(0)
     b = torch.full((64,), float("nan"))
-    tilelang.compile(rows_of_threads(X), target="cpu")(a, b)
+    tilelang.compile(rows_of_threads(X, part), target="cpu")(a, b)
     torch.testing.assert_close(b.double(), want)
+    hi = 2 * X if part == "row" else X + 4
     for arch in ("sm_90a", "sm_80"):
-        k = tilelang.compile(rows_of_threads(X), target=f"cuda -arch={arch}")
-        assert f"if (tid >= {X} && tid < {2 * X}) {{" in k.get_kernel_source()
+        k = tilelang.compile(rows_of_threads(X, part), target=f"cuda -arch={arch}")
+        assert f"if (tid >= {X} && tid < {hi}) {{" in k.get_kernel_source()
         b = torch.full((64,), float("nan"))
         host_cuda_or_skip().HostProgram({"f": k}).run("f", [a, b])
         torch.testing.assert_close(b.double(), want)
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda -arch=sm_90a"])
+def test_branch_on_tx_in_a_2d_block_is_refused(target):
+    with pytest.raises(LoweringError, match=r"a T\.Parallel loop inside a branch on the thread index"):
+        tilelang.compile(rows_of_threads(32, "pieces"), target=target)
 
 
 @pytest.mark.cuda

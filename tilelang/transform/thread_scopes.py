@@ -22,9 +22,10 @@ flattened into consecutive scopes (the ranges are disjoint, so the order between
 not matter). A range that holds tile ops but is neither whole warps nor inside one warp is a
 LoweringError (no barrier can synchronize it on the GPU). A condition this pass cannot read as
 one thread interval is left an ordinary `if` (thread_branches / cpu_threads then refuse block-level
-tile ops under it). In a 2-d (3-d) block the same holds for ty (tz), whose intervals are intervals
-of the linear thread index tx + X (ty + Y tz). A thread variable no longer used afterwards is dropped
-from the kernel.
+tile ops under it). In a 2-d or 3-d block, bounds on tx, ty and tz together must make one interval of
+the linear thread index tx + X (ty + Y tz): `if ty == 1` of (32, 4) threads is [32, 64), `if ty == 1 and
+tx < 4` is [32, 36), `if tx < 4` is four pieces (left an `if`). A thread variable no longer used
+afterwards is dropped from the kernel.
 
     if tx == 0:                         ->   WarpGroupScope(0, 1, unit=1):
         T.copy(S, B[bx, :])                       T.copy(S, B[bx, :])       # one thread copies all of S
@@ -66,23 +67,40 @@ def _terms(cond) -> list:
     return [cond]
 
 
-def _interval(cond, tv, tvs) -> tuple | None:
-    """(lo, hi, rest): cond holds for tv in [lo, hi) where `rest` (the terms that read no thread
-    variable, joined by &&; None when there are none) holds; None when cond has a term on the thread
-    that is not a bound test of tv."""
-    lo, hi, rest = -BIG, BIG, []
-    found = False
+def _interval(cond, axes: dict) -> tuple | None:
+    """(lo, hi, rest): cond holds for the linear thread index in [lo, hi) where `rest` (the terms that read
+    no thread variable, joined by &&; None when there are none) holds. axes: thread variable -> (its step
+    in the linear index, its extent). None when cond has a term on a thread variable that is not a bound
+    test of it, or its bounds are not one interval of the linear index: below the slowest axis with more
+    than one value left, every axis must be whole (`if ty == 1 and tx < 4` of (32, 4) threads: [32, 36);
+    `if tx < 4` there: four pieces, None)."""
+    bounds = {v: (0, ext) for v, (_, ext) in axes.items()}
+    rest, found = [], False
     for t in _terms(cond):
-        b = _bound(t, tv)
-        if b is not None:
-            lo, hi, found = max(lo, b[0]), min(hi, b[1]), True
-        elif collect(t, lambda n: isinstance(n, E.Var) and n in tvs):
-            return None
+        for v in axes:
+            b = _bound(t, v)
+            if b is not None:
+                bounds[v] = (max(bounds[v][0], b[0]), min(bounds[v][1], b[1]))
+                found = True
+                break
         else:
+            if collect(t, lambda n: isinstance(n, E.Var) and n in axes):
+                return None
             rest.append(t)
     if not found:
         return None
-    return lo, hi, _and(rest)
+    if any(lo >= hi for lo, hi in bounds.values()):  # no thread takes it
+        return 0, 0, _and(rest)
+    order = sorted(axes, key=lambda v: -axes[v][0])  # slowest first
+    base = 0
+    for i, v in enumerate(order):
+        (step, _), (lo, hi) = axes[v], bounds[v]
+        if all(bounds[f] == (0, axes[f][1]) for f in order[i + 1:]):
+            return base + lo * step, base + hi * step, _and(rest)
+        if hi - lo != 1:
+            return None
+        base += lo * step
+    return None
 
 
 def _and(terms):
@@ -101,9 +119,8 @@ def _has_tile_op(s) -> bool:
 
 
 class _Scopes(Mutator):
-    def __init__(self, tvs: dict, threads: int, all_tvs=()):
-        self.tvs = tvs  # thread variable -> its step in the linear thread index (tx 1, ty X, tz X*Y)
-        self.all_tvs = set(all_tvs) | set(tvs)  # a term on any of these is not thread-free
+    def __init__(self, axes: dict, threads: int):
+        self.axes = axes  # thread variable -> (its step in the linear thread index, its extent)
         self.threads = threads
         self.range = (0, threads)
 
@@ -131,12 +148,7 @@ class _Scopes(Mutator):
         return H.WarpGroupScope(lo // unit, hi // unit, inner, span=getattr(body, "span", None), unit=unit)
 
     def visit_IfThenElse(self, s: S.IfThenElse):
-        iv = None
-        for tv, step in self.tvs.items():
-            iv = _interval(s.cond, tv, self.all_tvs)
-            if iv is not None:  # tv in [a, b) is the linear thread index in [a step, b step)
-                iv = (max(iv[0], -BIG // step) * step, min(iv[1], BIG // step) * step, iv[2])
-                break
+        iv = _interval(s.cond, self.axes)
         has_else = s.else_case is not None and _has_tile_op(s.else_case)
         if iv is None or not (_has_tile_op(s.then_case) or has_else):
             return self.generic(s)
@@ -166,14 +178,9 @@ def thread_scopes(k: S.KernelLaunch) -> S.KernelLaunch:
     if not k.thread_vars:
         return k
     X, Y, Z = k.threads
-    # the variable whose intervals are intervals of the linear thread index tx + X (ty + Y tz): tx in a 1-d
-    # block, ty in a 2-d one (`if ty == 1` of (32, 4) threads is threads [32, 64)), tz in a 3-d one
-    axis = "tx" if Y * Z == 1 else "ty" if Z == 1 else "tz"
-    step = {"tx": 1, "ty": X, "tz": X * Y}[axis]
-    tvs = {v: step for v in k.thread_vars if (v.name if v.name in ("ty", "tz") else "tx") == axis}
-    if not tvs:
-        return k
-    body = _Scopes(tvs, X * Y * Z, k.thread_vars).visit(k.body)
+    steps = {"tx": (1, X), "ty": (X, Y), "tz": (X * Y, Z)}  # the linear thread index is tx + X (ty + Y tz)
+    axes = {v: steps[v.name if v.name in ("ty", "tz") else "tx"] for v in k.thread_vars}
+    body = _Scopes(axes, X * Y * Z).visit(k.body)
     if body is k.body:
         return k
     used = {v.uid for v in collect(body, lambda n: isinstance(n, E.Var))}
