@@ -221,7 +221,13 @@ def gen_pipe(g: Gen):
         Mask = g.tensor("Mask", (-(-M // BM), -(-K // BK)), "float32")
         loop = (If(("cmp", ">", ("ld", Mask, (Lin.of(("by", 1)), Lin.of(("k", 1)))), ("c", 0.0)), loop),)
     swz = [Swizzle(t) for t in (As, Bs) if g.coin(0.25)]  # a swizzle the stages must keep
-    body = [*swz, Fill(C, 0.0), Pipelined("k", (Kd, BK), g.r.randint(1, 4), loop)]
+    stages = g.r.randint(1, 4)
+    # every stage holds each staged tile: keep them within sm_80's shared memory (163 KB a block; the
+    # accumulator's epilogue may stage through shared too), as a program written for both archs would
+    size = 1 if dt.startswith("float8") or dt.endswith("int8") else 4 if dt in ("float32", "int32") else 2
+    per_stage = BK * (BM + BN * (2 if len(loop) == 5 else 1)) * size  # A's tile, B's (and D's)
+    stages = max(1, min(stages, (144 * 1024) // per_stage))
+    body = [*swz, Fill(C, 0.0), Pipelined("k", (Kd, BK), stages, loop)]
     if g.coin(0.4):
         body.append(Ew(C, (_I, _J), ("bin", "max", ("ld", C, (_I, _J)), ("c", 0.0)), (BM, BN)))
     body.append(Copy(Ref(C), tile_ref(g, O, M, N, BM, BN)))
