@@ -392,8 +392,9 @@ class CudaCodegen(CCodegen):
 
     def s_Evaluate(self, s: S.Evaluate):
         v = s.value
-        if isinstance(v, E.Call) and v.op == "tl_sync_threads" and not v.args and self.scope_barrier():
-            self.emit(self.scope_barrier())  # the program's T.sync_threads() inside a thread scope: its threads
+        barrier = self.scope_barrier()
+        if barrier and isinstance(v, E.Call) and v.op == "tl_sync_threads" and not v.args:
+            self.emit(barrier)  # the program's T.sync_threads() inside a thread scope: its threads' barrier
             return
         super().s_Evaluate(s)
 

@@ -74,6 +74,22 @@ class WarpGroupScope(Stmt):
         return self.hi * self.unit
 
 
+def scope_unit(lo: int, hi: int) -> int | None:
+    """The unit of a WarpGroupScope over threads [lo, hi): 128 for whole warp groups, 32 for whole
+    warps, 1 for lanes of one warp; None when the range is none of these (no barrier can join it)."""
+    if not (lo % WARP_GROUP or hi % WARP_GROUP):
+        return WARP_GROUP
+    if not (lo % 32 or hi % 32):
+        return 32
+    return 1 if lo // 32 == (hi - 1) // 32 else None
+
+
+def scope_over(lo: int, hi: int, body: Stmt, span=None) -> "WarpGroupScope":
+    """A WarpGroupScope running body on threads [lo, hi) (a range scope_unit accepts)."""
+    unit = scope_unit(lo, hi)
+    return WarpGroupScope(lo // unit, hi // unit, body, span=span, unit=unit)
+
+
 @dataclass(frozen=True)
 class BarrierArrive(TileOp):
     """One arrival per executing thread on barrier[index]."""

@@ -49,7 +49,7 @@ from ..op import hopper_raw as R
 from ..op import tile_ops as O
 from ..op.thread_ops import DeclBuffer, ThreadAllReduce
 from .cpu_lanes import COLLECTIVES
-from .thread_dependence import ISSUE_OPS, SCALAR_OPS as _SCALAR, ThreadDependence, op_name
+from .thread_dependence import ISSUE_OPS, SCALAR_OPS, ThreadDependence, is_block_op, op_name
 
 WARP = 32
 LOOP_MARK = ("tl.cpu_threads", True)  # annotation of a segment loop: lower_tile_ops_cpu counts 1 thread there
@@ -70,10 +70,6 @@ def _exchange(n) -> bool:
     if isinstance(n, (ThreadAllReduce, H.WarpGroupScope)) or isinstance(n, R.RawWgmma) and n.rs:
         return True
     return isinstance(n, E.Call) and (n.op == "tl_sync_threads" or n.op in SHUFFLES or n.op in VOTES)
-
-
-def _is_block_op(n) -> bool:
-    return isinstance(n, S.TileOp) or isinstance(n, S.For) and n.kind == "parallel"
 
 
 def _where(s, x):
@@ -128,12 +124,13 @@ class _Kernel:
         that read a per-thread buffer holding the same value in every thread (`T.atomic_add(B[v, :], S)`
         with `v = Flag[0]`), but write none: run per thread, an atomic or an accumulation would be
         applied once per thread."""
-        return self.deps.block_ops(s) + [n for n in collect(s, _is_block_op) if self.uniform_op(n)]
+        return [n for n in collect(s, is_block_op)
+                if not isinstance(n, SCALAR_OPS) and (not self.dep(n) or self.uniform_op(n))]
 
     def uniform_op(self, n) -> bool:
         """n reads per-thread buffers (or values computed from them), all the same in every thread, and
         writes no per-thread buffer: a block-level op reading the first thread's copies."""
-        if isinstance(n, _SCALAR) or not self.dep(n) or self.same.dep(n):
+        if self.same.dep(n):
             return False
         return not collect(n, lambda m: isinstance(m, (BufferRegion, S.BufferStore))
                            and m.buffer.uid in self.per_thread)
@@ -176,7 +173,7 @@ class _Kernel:
             return [("s", s)]
         if isinstance(s, (S.BufferStore, S.Evaluate)):
             return self.lanes(s, rng)
-        if isinstance(s, S.TileOp) or (isinstance(s, S.For) and s.kind == "parallel"):
+        if is_block_op(s):
             return [("b", self.first_thread(s, rng))]
         if isinstance(s, (S.Break, S.Continue)):
             return [("b", s)]

@@ -3,9 +3,9 @@
 Takes: a KernelLaunch (tile-op IR). Gives: `ThreadDependence(k).dep(node)`, true when node reads
 a thread index, a per-thread buffer (T.alloc_local / T.alloc_var: one copy per thread), or a
 let / loop variable computed from them; `.block_ops(s)`, the block-level tile ops under s (those
-that read nothing per-thread), and the op classes both backends treat alike. cpu_threads uses it to find the SIMT code it runs per
-thread; thread_branches uses it to find block-level tile ops under control flow that differs
-between threads.
+that read nothing per-thread), and the op classes both backends treat alike. cpu_threads uses it
+to find the SIMT code it runs per thread; thread_branches uses it to find block-level tile ops under
+control flow that differs between threads.
 
     tx = T.get_thread_binding()          dep(tx) = dep(r) = dep(acc[0]) = True
     r = tx // 32                         dep(bx) = dep(S[i]) = False  (S shared)
@@ -29,6 +29,11 @@ ISSUE_OPS = (H.TmaCopy, H.BarrierArrive, H.BarrierExpectTx, H.BarrierWait, H.CpA
              R.BarrierInit, R.TmaLoad, R.BulkCopy, R.RawWgmma, R.FenceOperand)
 _NAMES = {"Copy": "T.copy", "Fill": "T.fill / T.clear", "Gemm": "T.gemm", "Reduce": "a T.reduce_* op",
           "CumSum": "T.cumsum", "AtomicTile": "a tile T.atomic_*", "GemmSp": "T.gemm_sp"}
+
+
+def is_block_op(n) -> bool:
+    """A tile op or a T.Parallel loop (block-level unless it reads something per-thread)."""
+    return isinstance(n, S.TileOp) or isinstance(n, S.For) and n.kind == "parallel"
 
 
 def op_name(op) -> str:
@@ -88,8 +93,7 @@ class ThreadDependence:
 
     def block_ops(self, s) -> list:
         """Block-level tile ops (and T.Parallel loops) under s: they run once per block, not per thread."""
-        return [n for n in collect(s, lambda n: isinstance(n, S.TileOp) or isinstance(n, S.For) and n.kind == "parallel")
-                if not isinstance(n, SCALAR_OPS) and not self.dep(n)]
+        return [n for n in collect(s, is_block_op) if not isinstance(n, SCALAR_OPS) and not self.dep(n)]
 
 
 class _Writes(Visitor):

@@ -41,8 +41,7 @@ from ..ir import stmt as S
 from ..ir.visitor import Mutator, collect
 from ..op import hopper as H
 
-G = H.WARP_GROUP
-W = 32  # a branch over whole warps that are not whole warp groups (`if tx < 32` of 96 threads)
+W = 32  # threads per warp
 BIG = 1 << 30
 
 
@@ -129,8 +128,7 @@ class _Scopes(Mutator):
         (`if tx >= 16:` around `if tx < 32:`), or a plain `if cond` when body holds no tile op and no scope fits."""
         if lo >= hi:
             return None
-        unit = G if not (lo % G or hi % G) else W if not (lo % W or hi % W) else 1
-        fits = unit > 1 or lo // W == (hi - 1) // W
+        fits = H.scope_unit(lo, hi) is not None
         if not fits and not _has_tile_op(body):
             return S.IfThenElse(cond, body, None, span=span)
         outer, self.range = self.range, (lo, hi)
@@ -145,7 +143,7 @@ class _Scopes(Mutator):
             raise LoweringError(f"a tile op or T.Parallel loop inside a branch over threads [{lo}, {hi}): such a branch "
                                 f"must cover whole warps (threads [{lo // W * W}, {-(-hi // W) * W})) or lie inside "
                                 "one warp, so that its threads can synchronize between its tile ops", span)
-        return H.WarpGroupScope(lo // unit, hi // unit, inner, span=getattr(body, "span", None), unit=unit)
+        return H.scope_over(lo, hi, inner, span=getattr(body, "span", None))
 
     def visit_IfThenElse(self, s: S.IfThenElse):
         iv = _interval(s.cond, self.axes)

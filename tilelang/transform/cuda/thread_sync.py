@@ -24,6 +24,7 @@ from ...ir.buffer import Buffer
 from ...arith.ranges import Ranges
 from ...arith.simplify import const_int, linear_form, simplify
 from ...ir.visitor import Mutator, Visitor, collect, substitute
+from ...op.hopper import scope_over
 from .divergence import Divergence, divergence
 from .lower_tile_ops import Raw, sync
 
@@ -132,17 +133,14 @@ def _scope_conflict(pending, acc):
 
 def _without_scoped(pending, rng):
     """pending, less the scope accesses a barrier over the threads rng has ordered."""
-    keep = lambda acc: {x for x in acc if not (isinstance(x, tuple) and rng[0] <= x[2] and x[3] <= rng[1])}  # noqa: E731
+    def keep(acc):
+        return {x for x in acc if not (isinstance(x, tuple) and rng[0] <= x[2] and x[3] <= rng[1])}
     return keep(pending[0]), keep(pending[1])
 
 
 def _range_barrier(rng):
     """A barrier of the threads [lo, hi) only: their named barrier (whole warps) or __syncwarp (one warp)."""
-    from ...op.hopper import WARP_GROUP, WarpGroupScope
-
-    lo, hi = rng
-    unit = WARP_GROUP if not (lo % WARP_GROUP or hi % WARP_GROUP) else 32 if not (lo % 32 or hi % 32) else 1
-    return WarpGroupScope(lo // unit, hi // unit, sync(), unit=unit)
+    return scope_over(rng[0], rng[1], sync())
 
 
 def _is_scope(st) -> bool:
