@@ -39,6 +39,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .. import dtypes as dt
+from ..arith.simplify import const_int
 from ..errors import LoweringError
 from ..ir import expr as E
 from ..ir import stmt as S
@@ -50,6 +51,7 @@ from ..op import tile_ops as O
 from ..op.thread_ops import DeclBuffer, ThreadAllReduce
 from .cpu_lanes import COLLECTIVES
 from .thread_dependence import ISSUE_OPS, SCALAR_OPS, ThreadDependence, is_block_op, op_name
+from .thread_scopes import thread_axes, thread_interval
 
 WARP = 32
 LOOP_MARK = ("tl.cpu_threads", True)  # annotation of a segment loop: lower_tile_ops_cpu counts 1 thread there
@@ -111,6 +113,7 @@ class _Kernel:
             if b.scope in ("local", "local.var") and b.uid not in self.per_thread:
                 self.per_thread[b.uid] = Buffer(b.name, (self.n,) + tuple(b.shape), b.dtype, "local")
         self.let_loads: dict = {}  # let Var -> BufferLoad of its per-thread copy
+        self.axes = thread_axes(k)  # for thread_interval
         self.deps = ThreadDependence(k)
         self.same = ThreadDependence(k, buffers=False)  # what may really differ between threads
 
@@ -179,6 +182,10 @@ class _Kernel:
             return [("b", s)]
         cond = {S.For: lambda: (s.start, s.extent), S.IfThenElse: lambda: s.cond,
                 S.While: lambda: s.cond}[type(s)]()
+        if isinstance(s, S.IfThenElse) and sync and not jumps:
+            items = self.interval_branch(s, rng)
+            if items is not None:
+                return items
         if self.same.dep(cond):
             return self.divergent(s, sync, jumps)
         # the same in every thread (maybe through per-thread buffers that hold one value): block-level control
@@ -191,6 +198,38 @@ class _Kernel:
         els = None if s.else_case is None else self.assemble(self.split(s.else_case, rng), rng)
         return [("b", replace(s, cond=self.first_thread(s.cond, rng),
                               then_case=self.assemble(self.split(s.then_case, rng), rng), else_case=els))]
+
+    def interval_branch(self, s: S.IfThenElse, rng):
+        """`if tx < 256:` around barriers (a named barrier of those 256 threads, `T.sync_threads(3, 256)`):
+        the branch's body split over its interval of threads, the else branch SIMT code on the others.
+        None when the condition is not one interval of the linear thread index (thread_interval), its
+        thread-free terms differ between threads, or the else branch holds barriers or block-level ops."""
+        iv = thread_interval(s.cond, self.axes)
+        if iv is None:
+            return None
+        lo, hi, rest = iv
+        if rest is not None and self.same.dep(rest):
+            return None
+        if s.else_case is not None and (collect(s.else_case, _exchange) or self.block_ops(s.else_case)
+                                        or _loose_jumps(s.else_case)):
+            return None
+        t_lo, t_hi = max(lo, rng[0]), min(hi, rng[1])
+        for c in collect(s.then_case, lambda n: _is_sync(n) and len(n.args) == 2):
+            count = const_int(c.args[1])
+            if t_lo < t_hi and count is not None and count != t_hi - t_lo:
+                raise LoweringError(f"T.sync_threads({c.args[0]}, {count}) inside a branch over the {t_hi - t_lo} "
+                                    f"threads [{t_lo}, {t_hi}): the CPU backend runs a named barrier inside such a "
+                                    "branch as the branch's threads' barrier, and its thread count must be theirs",
+                                    _where(s, c))
+        items = []
+        if t_lo < t_hi:
+            body = self.assemble(self.split(s.then_case, (t_lo, t_hi)), (t_lo, t_hi))
+            if rest is not None:
+                body = S.IfThenElse(self.first_thread(rest, rng), body, None, span=s.span)
+            items.append(("b", body))
+        if s.else_case is not None:
+            items.append(("s", S.IfThenElse(E.logical_not(s.cond), s.else_case, None, span=s.span)))
+        return items
 
     def divergent(self, s, sync, jumps) -> list:
         """s branches or loops on the thread: all of it is SIMT code, if that is honest."""

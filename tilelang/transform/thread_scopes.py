@@ -66,7 +66,7 @@ def _terms(cond) -> list:
     return [cond]
 
 
-def _interval(cond, axes: dict) -> tuple | None:
+def thread_interval(cond, axes: dict) -> tuple | None:
     """(lo, hi, rest): cond holds for the linear thread index in [lo, hi) where `rest` (the terms that read
     no thread variable, joined by &&; None when there are none) holds. axes: thread variable -> (its step
     in the linear index, its extent). None when cond has a term on a thread variable that is not a bound
@@ -146,7 +146,7 @@ class _Scopes(Mutator):
         return H.scope_over(lo, hi, inner, span=getattr(body, "span", None))
 
     def visit_IfThenElse(self, s: S.IfThenElse):
-        iv = _interval(s.cond, self.axes)
+        iv = thread_interval(s.cond, self.axes)
         has_else = s.else_case is not None and _has_tile_op(s.else_case)
         if iv is None or not (_has_tile_op(s.then_case) or has_else):
             return self.generic(s)
@@ -172,13 +172,19 @@ class _Scopes(Mutator):
         return S.seq(*[p for p in parts if p is not None])
 
 
+def thread_axes(k: S.KernelLaunch) -> dict:
+    """The kernel's thread variables -> (step in the linear thread index tx + X (ty + Y tz), extent): the
+    `axes` of thread_interval."""
+    X, Y, Z = k.threads
+    steps = {"tx": (1, X), "ty": (X, Y), "tz": (X * Y, Z)}
+    return {v: steps[v.name if v.name in ("ty", "tz") else "tx"] for v in k.thread_vars}
+
+
 def thread_scopes(k: S.KernelLaunch) -> S.KernelLaunch:
     if not k.thread_vars:
         return k
     X, Y, Z = k.threads
-    steps = {"tx": (1, X), "ty": (X, Y), "tz": (X * Y, Z)}  # the linear thread index is tx + X (ty + Y tz)
-    axes = {v: steps[v.name if v.name in ("ty", "tz") else "tx"] for v in k.thread_vars}
-    body = _Scopes(axes, X * Y * Z).visit(k.body)
+    body = _Scopes(thread_axes(k), X * Y * Z).visit(k.body)
     if body is k.body:
         return k
     used = {v.uid for v in collect(body, lambda n: isinstance(n, E.Var))}
