@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 
 from .gen_base import Gen, as_dtype, expr, ragged, tile_ref, warp_split_ok
-from .spec import Atomic, Copy, Ew, Fill, Gemm, If, Lin, Pipelined, Reduce, Ref, SetVar
+from .spec import Atomic, Copy, Ew, Fill, Gemm, If, Lin, Pipelined, Reduce, Ref, Scan, SetVar
 
 __all__ = ["gen_gemm", "gen_thread", "gen_branch", "gen_atomic", "gemm_shape", "wgmma_eligible"]
 
@@ -220,8 +220,10 @@ def gen_branch(g: Gen):
     that branch's threads only;
     30 % first bump the tile in a T.Parallel under `if v > 0`, v a T.alloc_var read from a Flag tensor;
     30 % end with two more branches on one of those conditions, the second reading the tile the first
-    wrote with its rows reversed (a barrier of those threads between them)
-    (transform/thread_scopes.py). A loop such a branch kept as a plain `if` had its iterations dealt
+    wrote with its rows reversed (a barrier of those threads between them);
+    30 % add a prefix sum written as SIMT code of one thread range between that range's barriers (spec.Scan:
+    a named `T.sync_threads(id, n)` as topk_selector's, or the branch's `T.sync_threads()`)
+    (transform/thread_scopes.py, cpu_threads.py). A loop such a branch kept as a plain `if` had its iterations dealt
     to threads that never take it (no output on CUDA, no error)."""
     if g.single_thread:  # --no-thread-family: no thread model, so no thread branches
         return gen_thread(g)
@@ -281,7 +283,29 @@ def gen_branch(g: Gen):
             for c in reversed(cond):
                 ops = (If(c, ops),)
             body += ops
+    if g.coin(0.3):  # a prefix sum as SIMT code of one thread range, between barriers of those threads
+        body += _scan(g, threads, gx, gy)
     return g.program("branch", ((Nd, BN), (Md, BM)), threads, body, uses_tx=True)
+
+
+def _scan(g: Gen, threads: int, gx: int, gy: int) -> list:
+    """A Scan (spec.py) of a 1-d shared tile loaded from X, then stored to block (by, bx)'s row piece of P:
+    named barriers over whole warps (half the time), or the branch's T.sync_threads() over whole warps or
+    over lanes of one warp."""
+    named = g.coin()
+    if named or g.coin():
+        n = g.pick([c for c in (32, 64, 128) if c <= threads])
+        lo = g.r.randrange((threads - n) // 32 + 1) * 32
+    else:
+        n = g.pick((2, 4, 8, 16))
+        lo = g.r.randrange(threads // 32) * 32 + g.r.randrange(32 - n + 1)
+    dt = g.pick(("float32", "int32"))
+    X = g.tensor("X", (n,), dt)
+    P = g.alloc("shared", (n,), dt, base="P")
+    v = g.alloc("var", (1,), dt, base="v")
+    out = g.tensor("Y", (gy, gx * n), dt, "out")
+    return [Copy(Ref(X), Ref(P)), Scan(P, v, lo, n, g.pick((1, 2, 3, 5)) if named else 0),
+            Copy(Ref(P), Ref(out, "slice", (Lin.of(("by", 1)), Lin.of(("bx", n))), (1, n)))]
 
 
 def gen_atomic(g: Gen):

@@ -17,8 +17,8 @@ import math
 
 import torch
 
-from .spec import (Atomic, Copy, CumSum, Ew, Fill, Gemm, GlobalLayout, If, Lin, Pipelined, Program, Reduce, Ref, SetVar,
-                   Swizzle)
+from .spec import (Atomic, Copy, CumSum, Ew, Fill, Gemm, GlobalLayout, If, Lin, Pipelined, Program, Reduce, Ref, Scan,
+                   SetVar, Swizzle)
 
 __all__ = ["run_reference", "round_to", "TORCH_DTYPES", "ReferenceError_"]
 
@@ -249,6 +249,11 @@ class _Interp:
         elif isinstance(s, If):
             if bool(self.ev(s.cond)):
                 self.run(s.body)
+        elif isinstance(s, Scan):  # the threads' rounds, as a whole-tile prefix sum (adds rounded as the tile stores)
+            t = self.data(s.buf)
+            for r in range(s.n.bit_length() - 1):
+                d = 1 << r
+                t[d:s.n] = round_to(t[d:s.n] + t[:s.n - d], self.dtype(s.buf))
         else:
             raise ReferenceError_(f"unknown statement {s!r}")
 

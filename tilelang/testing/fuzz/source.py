@@ -7,8 +7,8 @@ The text is a runnable file: the kernel `main`, the description as `DESC` (JSON)
 """
 from __future__ import annotations
 
-from .spec import (Atomic, Copy, CumSum, Ew, Fill, Gemm, GlobalLayout, If, Pipelined, Program, Reduce, Ref, SetVar, Swizzle,
-                   to_json)
+from .spec import (Atomic, Copy, CumSum, Ew, Fill, Gemm, GlobalLayout, If, Pipelined, Program, Reduce, Ref, Scan, SetVar,
+                   Swizzle, to_json)
 
 __all__ = ["to_source", "expr_src"]
 
@@ -102,8 +102,21 @@ def _stmt(s, prog: Program, ind: str, out: list) -> None:
     elif isinstance(s, GlobalLayout):
         fn = "[j, i]" if s.kind == "transposed" else f"[j // {s.c}, i, j % {s.c}]"
         out.append(f"{ind}T.annotate_layout({{{s.buf}: T.Layout({s.buf}.shape, lambda i, j: {fn})}})")
+    elif isinstance(s, Scan):
+        _scan(s, ind, out)
     else:
         raise ValueError(f"unknown statement {s!r}")
+
+
+def _scan(s: Scan, ind: str, out: list) -> None:
+    t = "tx" if s.lo == 0 else f"(tx - {s.lo})"
+    cond = f"tx < {s.n}" if s.lo == 0 else f"tx >= {s.lo} and tx < {s.lo + s.n}"
+    sync = f"T.sync_threads({s.bar}, {s.n})" if s.bar else "T.sync_threads()"
+    rounds = s.n.bit_length() - 1
+    i2, i3 = ind + "    ", ind + "        "
+    out += [f"{ind}if {cond}:", f"{i2}for r in T.serial({rounds}):", f"{i3}{sync}",
+            f"{i3}if {t} >= (1 << r):", f"{i3}    {s.var}[0] = {s.buf}[{t}] + {s.buf}[{t} - (1 << r)]",
+            f"{i3}{sync}", f"{i3}if {t} >= (1 << r):", f"{i3}    {s.buf}[{t}] = {s.var}[0]"]
 
 
 def _trip(ext) -> str:

@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass, field, fields, replace
 
 __all__ = ["Lin", "Tensor", "Alloc", "Ref", "Kernel", "Copy", "Fill", "Ew", "Reduce", "CumSum", "Gemm", "Atomic",
-           "Pipelined", "SetVar", "If", "Program", "STMT_TYPES", "UNARY", "to_json", "from_json",
+           "Pipelined", "SetVar", "If", "Scan", "Program", "STMT_TYPES", "UNARY", "to_json", "from_json",
            "walk", "map_bodies"]
 
 UNARY = ("neg", "abs", "sq", "expn", "exp2n", "sqrt1", "sigmoid")
@@ -182,8 +182,22 @@ class GlobalLayout:
     c: int = 1
 
 
+@dataclass(frozen=True)
+class Scan:
+    """An inclusive prefix sum of the 1-d shared tile `buf` (n elements) written as SIMT code by the
+    threads [lo, lo + n): `if tx >= lo and tx < lo + n:` around log2(n) rounds of `v = buf[t] + buf[t - 2^r]`
+    (t = tx - lo, v the per-thread T.alloc_var `var`), each read and write between two barriers:
+    `T.sync_threads(bar, n)`, a named barrier of those threads (bar > 0, as deepseek_v32's topk_selector),
+    or with bar 0 `T.sync_threads()`, the branch's own barrier."""
+    buf: str
+    var: str
+    lo: int
+    n: int
+    bar: int = 0
+
+
 STMT_TYPES = {c.__name__: c for c in (Copy, Fill, Ew, Reduce, CumSum, Gemm, Atomic, Pipelined, SetVar, If, Swizzle,
-                                      GlobalLayout)}
+                                      GlobalLayout, Scan)}
 
 
 @dataclass(frozen=True)
