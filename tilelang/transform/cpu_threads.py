@@ -12,8 +12,11 @@ lower_tile_ops_cpu (which still runs a block on one CPU thread):
   T.Parallel ... that read no thread index and no per-thread buffer: they run once per block,
   as before, at the point the CUDA path would synchronize around them);
 - control flow that depends on no thread holds the segments (a serial loop with a barrier
-  stays one loop, its body split); where it depends on the thread and holds a barrier, the
-  kernel cannot be split honestly: a LoweringError names the construct and the user's line;
+  stays one loop, its body split); so does a branch on one interval of the linear thread index
+  (`if tx < 256:` around `T.sync_threads(3, 256)`, as topk_selector): its body is split over
+  its threads, its else branch runs per thread on the others. Where control flow otherwise
+  depends on the thread and holds a barrier, the kernel cannot be split honestly: a
+  LoweringError names the construct and the user's line;
 - T.alloc_local / T.alloc_var buffers get one copy per thread (a leading thread dim), since
   they live across segments; so do thread-dependent `x = ...` bindings. Shared buffers and
   fragments stay one per block;
