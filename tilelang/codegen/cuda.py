@@ -406,7 +406,7 @@ class CudaCodegen(CCodegen):
         if s.unit == 1:  # inside one warp (transform/thread_scopes): __syncwarp over its lanes
             self.group = (None, ((1 << s.threads) - 1) << (lo % 32))
         else:
-            bar = 1 + (s.lo if s.unit == 128 else lo // 32)  # named barrier 0 is __syncthreads
+            bar = self.scope_default_ids()[(lo, hi)]
             if bar > 15:
                 raise LoweringError(f"a thread-index branch over threads [{lo}, {hi}) needs named barrier {bar}; the "
                                     f"GPU has 16 (0-15): start the branch below thread {32 * 15} or use warp groups",
@@ -425,6 +425,29 @@ class CudaCodegen(CCodegen):
         self.group = outer
         self.depth -= 1
         self.emit("}")
+
+    def scope_default_ids(self) -> dict:
+        """(first thread, end thread) of each warp or warp-group scope in the kernel -> its barrier's default id
+        (BarrierIds.branch maps it clear of the program's ids): 1 + its first warp group (unit 128) or warp
+        (unit 32), named barrier 0 being __syncthreads'. Two ranges with one default (`if tx < 96:` then
+        `if tx < 128:`: warp 0 and warp group 0) would meet at one barrier with different thread counts
+        (a hang): the later range takes the lowest id no range has by default."""
+        ids = getattr(self, "_scope_ids", None)
+        if ids is not None:
+            return ids
+        ranges, natural = [], {}
+        for sc in collect(self.kernel.body, lambda n: type(n).__name__ == "WarpGroupScope" and n.unit != 1):
+            if (sc.t_lo, sc.t_hi) not in natural:
+                ranges.append((sc.t_lo, sc.t_hi))
+                natural[ranges[-1]] = 1 + (sc.lo if sc.unit == 128 else sc.t_lo // 32)
+        ids, pending = {}, []
+        for r in ranges:
+            (pending.append(r) if natural[r] in ids.values() else ids.__setitem__(r, natural[r]))
+        for r in pending:
+            taken = set(ids.values()) | set(natural.values())
+            ids[r] = next((i for i in range(1, 64) if i not in taken), 64)
+        self._scope_ids = ids
+        return ids
 
     def barrier_ids(self):
         """The kernel's named barrier ids clear of the program's own (transform/cuda/barrier_ids.py)."""
