@@ -87,6 +87,51 @@ def _where(s, x):
     return getattr(x, "span", None) or s.span
 
 
+_SHARED = ("shared", "shared.dyn")
+
+
+def _shared_accesses(s) -> tuple[set, set]:
+    """(reads, writes): uids of the shared buffers SIMT code s may read and write (an atomic's target, and
+    any shared region of a tile op, count as both)."""
+    reads, writes = set(), set()
+    for n in collect(s, lambda n: isinstance(n, (E.BufferLoad, S.BufferStore, BufferRegion, E.Call))):
+        if isinstance(n, E.Call):
+            if "atomic" in n.op and n.args and isinstance(n.args[0], E.BufferLoad) \
+                    and n.args[0].buffer.scope in _SHARED:
+                writes.add(n.args[0].buffer.uid)
+            continue
+        if n.buffer.scope not in _SHARED:
+            continue
+        if isinstance(n, BufferRegion):
+            reads.add(n.buffer.uid)
+            writes.add(n.buffer.uid)
+        else:
+            (writes if isinstance(n, S.BufferStore) else reads).add(n.buffer.uid)
+    return reads, writes
+
+
+def _races(seen, acc) -> bool:
+    """Accesses acc after seen touch one shared buffer, one of them writing."""
+    return bool(seen[1] & (acc[0] | acc[1])) or bool(seen[0] & acc[1])
+
+
+def _self_race(s) -> bool:
+    """Two statements (or two passes) of the loop or branch s may race on a shared buffer."""
+    body = s.body if isinstance(s, (S.For, S.While)) else S.seq(s.then_case, s.else_case) \
+        if s.else_case is not None else s.then_case
+    parts = body.stmts if isinstance(body, S.SeqStmt) else (body,)
+    if isinstance(s, (S.For, S.While)):  # pass k's accesses against pass k + 1's
+        acc = _shared_accesses(body)
+        return _races(acc, acc)
+    seen = (set(), set())
+    for x in parts:
+        acc = _shared_accesses(x)
+        if _races(seen, acc) or (isinstance(x, (S.For, S.While, S.IfThenElse)) and _self_race(x)):
+            return True
+        seen = (seen[0] | acc[0], seen[1] | acc[1])
+    return False
+
+
 def _loose_jumps(s) -> list:
     """break/continue statements of s that leave a loop enclosing s (not one inside it)."""
     if isinstance(s, (S.Break, S.Continue)):
@@ -105,8 +150,9 @@ def _loose_jumps(s) -> list:
 class _Kernel:
     """The split of one kernel (see the module docstring)."""
 
-    def __init__(self, k: S.KernelLaunch):
+    def __init__(self, k: S.KernelLaunch, hazards: bool = True):
         self.k = k
+        self.hazards = hazards  # barriers where SIMT code races on shared memory (off: tl.disable_thread_storage_sync)
         self.dims = k.threads
         self.n = k.threads[0] * k.threads[1] * k.threads[2]
         self.thr = E.Var("thr", dt.int32)
@@ -156,8 +202,9 @@ class _Kernel:
         return {v: axes[v.name] if v.name in axes else t for v in self.k.thread_vars}
 
     # ------------------------------------------------------------ splitting
-    def split(self, s, rng) -> list:
-        """s as a list of items: ("s", simt stmt) | ("b", block stmt) | BAR."""
+    def split(self, s, rng, structured: bool = False) -> list:
+        """s as a list of items: ("s", simt stmt) | ("b", block stmt) | BAR. structured: s is a loop or
+        branch that takes the block-level path even with no barrier inside (see `unrolled`)."""
         if isinstance(s, S.SeqStmt):
             return [it for x in s.stmts for it in self.split(x, rng)]
         if isinstance(s, S.Evaluate) and _is_sync(s.value):
@@ -175,7 +222,9 @@ class _Kernel:
             return [("b", replace(s, body=self.assemble(self.split(s.body, inner), inner)))]
         sync = collect(s, _exchange)
         jumps = _loose_jumps(s)
-        if not sync and not jumps and not self.block_ops(s):
+        if not sync and not jumps and not self.block_ops(s) and not structured:
+            if self.hazards and isinstance(s, (S.For, S.While, S.IfThenElse)) and _self_race(s):
+                return self.unrolled(s, rng)
             return [("s", s)]
         if isinstance(s, (S.BufferStore, S.Evaluate)):
             return self.lanes(s, rng)
@@ -185,7 +234,7 @@ class _Kernel:
             return [("b", s)]
         cond = {S.For: lambda: (s.start, s.extent), S.IfThenElse: lambda: s.cond,
                 S.While: lambda: s.cond}[type(s)]()
-        if isinstance(s, S.IfThenElse) and sync and not jumps:
+        if isinstance(s, S.IfThenElse) and (sync or structured) and not jumps:
             items = self.interval_branch(s, rng)
             if items is not None:
                 return items
@@ -202,9 +251,29 @@ class _Kernel:
         return [("b", replace(s, cond=self.first_thread(s.cond, rng),
                               then_case=self.assemble(self.split(s.then_case, rng), rng), else_case=els))]
 
+    def unrolled(self, s, rng) -> list:
+        """s (a loop or branch of SIMT code) touches a shared buffer from two of its statements or
+        passes, one a write: the CUDA path puts barriers between them (thread_sync), so here s runs
+        statement by statement over the threads, as if it held a barrier: a loop or branch that every
+        thread takes the same way at block level, a branch on one interval of threads over those
+        threads. Where control flow differs between threads otherwise, no barrier can go inside (CUDA's
+        goes before it): s stays SIMT code run whole by each thread."""
+        if isinstance(s, S.IfThenElse):
+            items = self.interval_branch(s, rng)
+            if items is not None:
+                return items
+        cond = s.cond if not isinstance(s, S.For) else (s.start, s.extent)
+        if self.same.dep(cond):
+            return [("s", s)]
+        try:
+            return self.split(s, rng, structured=True)
+        except LoweringError:  # a jump or exchange inside that only SIMT code can run
+            return [("s", s)]
+
     def interval_branch(self, s: S.IfThenElse, rng):
         """`if tx < 256:` around barriers (a named barrier of those 256 threads, `T.sync_threads(3, 256)`):
-        the branch's body split over its interval of threads, the else branch SIMT code on the others.
+        the branch's body split over its interval of threads; the else branch too where its threads are
+        one interval (the branch's lie at one end) and it holds barriers or races, else SIMT code.
         None when the condition is not one interval of the linear thread index (thread_interval), its
         thread-free terms differ between threads, or the else branch holds barriers or block-level ops."""
         iv = thread_interval(s.cond, self.axes)
@@ -213,10 +282,15 @@ class _Kernel:
         lo, hi, rest = iv
         if rest is not None and self.same.dep(rest):
             return None
-        if s.else_case is not None and (collect(s.else_case, _exchange) or self.block_ops(s.else_case)
-                                        or _loose_jumps(s.else_case)):
-            return None
         t_lo, t_hi = max(lo, rng[0]), min(hi, rng[1])
+        # the else branch's threads: one interval when the branch's is at one end of rng
+        e_rng = None if rest is not None else (t_hi, rng[1]) if t_lo <= rng[0] else (rng[0], t_lo) \
+            if t_hi >= rng[1] else None
+        split_else = s.else_case is not None and e_rng is not None and e_rng[0] < e_rng[1] and (
+            collect(s.else_case, _exchange) or self.hazards and _self_race(S.IfThenElse(s.cond, s.else_case, None)))
+        if s.else_case is not None and not split_else and (
+                collect(s.else_case, _exchange) or self.block_ops(s.else_case) or _loose_jumps(s.else_case)):
+            return None
         for c in collect(s.then_case, lambda n: _is_sync(n) and len(n.args) == 2):
             count = const_int(c.args[1])
             if t_lo < t_hi and count is not None and count != t_hi - t_lo:
@@ -230,7 +304,9 @@ class _Kernel:
             if rest is not None:
                 body = S.IfThenElse(self.first_thread(rest, rng), body, None, span=s.span)
             items.append(("b", body))
-        if s.else_case is not None:
+        if split_else:
+            items.append(("b", self.assemble(self.split(s.else_case, e_rng), e_rng)))
+        elif s.else_case is not None:
             items.append(("s", S.IfThenElse(E.logical_not(s.cond), s.else_case, None, span=s.span)))
         return items
 
@@ -303,11 +379,18 @@ class _Kernel:
                 out.append(S.For(self.thr, E.as_expr(lo), E.as_expr(hi - lo), "serial", body, (LOOP_MARK,)))
                 cur.clear()
 
+        seen = (set(), set())  # shared buffers the segment so far reads, writes
         for kind, st in items:
             if kind == "s":
+                acc = _shared_accesses(st) if self.hazards else (set(), set())
+                if _races(seen, acc):
+                    flush()  # the CUDA path's barrier (thread_sync): every thread's earlier accesses first
+                    seen = (set(), set())
+                seen = (seen[0] | acc[0], seen[1] | acc[1])
                 cur.append(st)
                 continue
             flush()
+            seen = (set(), set())
             if kind == "b":
                 out.append(st)
         flush()
@@ -400,9 +483,13 @@ def _needs_threads(k: S.KernelLaunch) -> bool:
 
 
 class _Kernels(Mutator):
+    def __init__(self, hazards: bool):
+        self.hazards = hazards
+
     def visit_KernelLaunch(self, k: S.KernelLaunch):
-        return _Kernel(k).lower() if _needs_threads(k) else k
+        return _Kernel(k, self.hazards).lower() if _needs_threads(k) else k
 
 
 def cpu_threads_pass(func: S.PrimFunc, ctx=None) -> S.PrimFunc:
-    return replace(func, body=_Kernels().visit(func.body))
+    hazards = ctx is None or not ctx.config("tl.disable_thread_storage_sync", False)
+    return replace(func, body=_Kernels(hazards).visit(func.body))

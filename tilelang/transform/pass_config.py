@@ -109,6 +109,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_PANEL_XOR_INDEX = "tl.disable_panel_xor_index"
     TL_DISABLE_PROXY_FENCE_REACH = "tl.disable_proxy_fence_reach"
     TL_DISABLE_SYNC_PASS_RANGES = "tl.disable_sync_pass_ranges"
+    TL_DISABLE_BRANCH_BARRIERS = "tl.disable_branch_barriers"
     TL_DISABLE_TF32_EXACT_LOADS = "tl.disable_tf32_exact_loads"
     TL_DISABLE_MMA_SPLIT_CHAINS = "tl.disable_mma_split_chains"
     TL_DISABLE_LDSM_LANE_OFFSETS = "tl.disable_ldsm_lane_offsets"
@@ -315,6 +316,9 @@ _DOCS = {
     "TL_DISABLE_PROXY_FENCE_REACH": "Ours. True: every barrier after a generic shared-memory write gets "
                                     "fence.proxy.async (else only writes of bytes the async proxy may touch: "
                                     "transform/cuda/proxy_fences.py).",
+    "TL_DISABLE_BRANCH_BARRIERS": "Ours. True: shared-memory races inside a branch on one interval of threads "
+                                  "(`if tx < 64:`) get no barrier of those threads, as before session 29 "
+                                  "(transform/cuda/thread_sync.py).",
     "TL_DISABLE_SYNC_PASS_RANGES": "Ours. True: a loop whose passes touch one shared buffer gets a barrier at "
                                    "the end of its body even where consecutive passes touch disjoint elements "
                                    "(thread_sync.passes_apart).",

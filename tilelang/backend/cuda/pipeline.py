@@ -26,7 +26,7 @@ from ...transform.check_index_ranges import check_index_ranges_pass
 from ...transform.global_layouts import global_layouts_pass
 from ...transform.widen_fragments import widen_fragments_pass
 from ...transform.legalize_safe_memory import legalize_safe_memory
-from ...transform.thread_scopes import thread_scopes_pass
+from ...transform.thread_scopes import thread_axes, thread_scopes_pass
 from ...transform.cuda.thread_branches import thread_branches_pass
 from ...transform.lower_gemm_sp import lower_gemm_sp
 from ...transform.pass_manager import PassContext, run_passes, simplify_pass
@@ -234,8 +234,13 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
         new = replace(new, body=prefetch_element_copies(new.body))
     if not config(ctx.pass_configs, "tl.disable_thread_storage_sync", False):
         dims = [new.threads[{"tx": 0, "ty": 1, "tz": 2}.get(tv.name, 0)] for tv in new.thread_vars]  # as codegen binds them
+        # branches the program writes on its thread index (not the compiler's guards on tid), outside
+        # warp-specialized kernels (whose consumers hold barrier 1)
+        axes = None if ws is not None or config(ctx.pass_configs, "tl.disable_branch_barriers", False) else \
+            (thread_axes(new),)
         new = replace(new, body=insert_syncs(new.body, (info.tid, *new.thread_vars), (info.threads, *dims),
-                                             not config(ctx.pass_configs, "tl.disable_sync_pass_ranges", False)))
+                                             not config(ctx.pass_configs, "tl.disable_sync_pass_ranges", False),
+                                             axes))
     if ws is None and not info.uses_wgmma:
         new = replace(new, body=fuse_mma_mainloops(new.body))
     if ws is not None and ws.pingpong:

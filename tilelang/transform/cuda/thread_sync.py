@@ -9,7 +9,11 @@ get one at the end of the body when the next iteration, up to its first barrier 
 path, would race with this one, and one before the loop (not inside it) when the body races
 with what came before it. No barrier is put inside an if (or loop) whose condition (trip
 count) may differ between threads - it reads a thread index, or a thread's own local values:
-threads that skip it would never arrive; one goes before it instead.
+threads that skip it would never arrive; one goes before it instead. The exception is a branch
+on one interval of the linear thread index that whole warps or lanes of one warp take
+(`if tx < 64:`, `if 32 <= tx < 96:`, the else of `if tx < 64` in a 128-thread block): races
+inside it get a barrier of those threads (a named barrier, or __syncwarp), as the public
+TileLang's partial barriers give (tl.disable_branch_barriers: none, as before).
 
     T.copy(A, A_s)  ; T.gemm(A_s, ...)        ->  copy ; __syncthreads() ; gemm
 """
@@ -24,7 +28,8 @@ from ...ir.buffer import Buffer
 from ...arith.ranges import Ranges
 from ...arith.simplify import const_int, linear_form, simplify
 from ...ir.visitor import Mutator, Visitor, collect, substitute
-from ...op.hopper import scope_over
+from ...op.hopper import scope_over, scope_unit
+from ..thread_scopes import thread_interval
 from .divergence import Divergence, divergence
 from .lower_tile_ops import Raw, sync
 
@@ -232,8 +237,13 @@ class _Sync:
     """quiet > 0: inside a branch (or loop) whose condition differs between threads, where a
     __syncthreads() some threads never reach would hang the block: barriers go before it."""
 
-    def __init__(self, div: Divergence, thread_ranges: dict | None = None, apart: bool = True):
+    def __init__(self, div: Divergence, thread_ranges: dict | None = None, apart: bool = True, axes=None):
         self.div = div
+        # ways to name the linear thread index: dicts of thread variable -> (its step in it, extent)
+        # ({tid: (1, n)}, {tx: (1, X), ty: (X, Y)}); a branch's condition must use one; None: no branch barriers
+        self.axes = axes
+        self.block_threads = max(thread_ranges.values(), default=0) if thread_ranges else 0
+        self.branch = None  # (first thread, end thread) of the enclosing thread-interval branch
         self.apart = apart  # passes_apart may drop a loop's end barrier (tl.disable_sync_pass_ranges)
         self.quiet = 0
         self.thread_ranges = thread_ranges or {}  # thread index variable -> its extent
@@ -262,11 +272,61 @@ class _Sync:
             return False
         return all(passes_apart(loop, u, self.thread_ranges, self.scope, self.loops, self.div.vars) for u in both)
 
+    def own_named_barrier(self, st) -> bool:
+        """The program's `T.sync_threads(id, n)` inside an interval branch of n threads."""
+        if self.branch is None or not (isinstance(st, S.Evaluate) and isinstance(st.value, E.Call)):
+            return False
+        c = st.value
+        return c.op == "tl_sync_threads" and len(c.args) == 2 and const_int(c.args[1]) == self.branch[1] - self.branch[0]
+
+    def sync_stmt(self):
+        """The barrier of the threads running here: the block's, or an interval branch's."""
+        return sync() if self.branch is None else _range_barrier(self.branch)
+
     def barrier(self, out, pending):
         if self.quiet:
             return pending
-        out.append(sync())
+        out.append(self.sync_stmt())
         return (set(), set())
+
+    def branch_ranges(self, st):
+        """(then range, else range) of the threads taking each side of an if on one interval of the
+        linear thread index (thread_interval), within the threads running here; a side's range is None
+        when no barrier can join its threads (not whole warps, nor inside one warp; an else that is two
+        pieces). None when st is no such branch."""
+        if not self.axes or not isinstance(st, S.IfThenElse):
+            return None
+        used = {v for v in collect(st.cond, lambda n: isinstance(n, E.Var)) if any(v in a for a in self.axes)}
+        iv = next((thread_interval(st.cond, a) for a in self.axes if used <= set(a)), None)
+        if iv is None or iv[2] is not None and self.div.reads_divergent(iv[2]):
+            return None
+        lo, hi = self.branch or self.scope or (0, self.block_threads)
+        t_lo, t_hi = max(lo, iv[0]), min(hi, iv[1])
+        if t_lo >= t_hi:
+            return None
+        else_rng = (t_hi, hi) if t_lo == lo else (lo, t_lo) if t_hi == hi else None
+        if iv[2] is not None:  # `if tx < 64 and k > 0`: the else side is all threads when k <= 0
+            else_rng = None
+        fits = [r if r is not None and r[0] < r[1] and scope_unit(*r) is not None else None
+                for r in ((t_lo, t_hi), else_rng)]
+        return None if fits == [None, None] else tuple(fits)
+
+    def in_branch(self, body, rng):
+        """body processed on the threads rng (barriers over them), or quiet when rng is None."""
+        if body is None:
+            return None
+        if rng is None:
+            self.quiet += 1
+            try:
+                return self.block(body, (set(), set()))[0]
+            finally:
+                self.quiet -= 1
+        outer = self.branch, self.scope
+        self.branch = self.scope = rng
+        try:
+            return self.block(body, (set(), set()))[0]
+        finally:
+            self.branch, self.scope = outer
 
     def seq(self, stmts, pending):
         out = []
@@ -293,7 +353,7 @@ class _Sync:
                 if run_start is None:
                     run_start, run_acc = len(out), (set(), set())
                 if _conflict(pending, acc) and not self.quiet:
-                    out.insert(run_start, sync())  # scopes over other threads never race with it (tagged)
+                    out.insert(run_start, self.sync_stmt())  # scopes over other threads never race with it (tagged)
                     pending = run_acc
                 rng = _scope_conflict(pending, acc)
                 if rng is not None and not self.quiet:  # an earlier scope over some of its threads
@@ -323,8 +383,8 @@ class _Sync:
                     pending = self.barrier(out, pending)
                 pending = (pending[0] | acc[0], pending[1] | acc[1])
                 out.append(st)
-                if _is_barrier(st) and not self.quiet:  # one already there (a pipeline's) orders what came before
-                    pending = (set(), set())
+                if (_is_barrier(st) or self.own_named_barrier(st)) and not self.quiet:
+                    pending = (set(), set())  # one already there (a pipeline's, the program's) orders what came before
         return out, pending
 
     def block(self, st, pending):
@@ -333,6 +393,13 @@ class _Sync:
         return S.seq(*out), pending
 
     def container(self, st, pending, out):
+        ranges = self.branch_ranges(st) if not self.quiet and self.div.splits(st) else None
+        if ranges is not None:  # one interval of threads: barriers of those threads inside
+            acc = _tagged(st)
+            if _conflict(pending, acc):
+                pending = self.barrier(out, pending)
+            then, other = self.in_branch(st.then_case, ranges[0]), self.in_branch(st.else_case, ranges[1])
+            return S.IfThenElse(st.cond, then, other, span=st.span), (pending[0] | acc[0], pending[1] | acc[1])
         if not self.quiet and self.div.splits(st):
             # NOTE: no barrier inside: one before it when it races with what came before;
             # races between its own statements are the program's (threads that skip it never
@@ -377,7 +444,7 @@ class _Sync:
             nr, nw = nr | head[0], nw | head[1]
         if _conflict(end, (nr, nw)) and not self.quiet and not self.disjoint_passes(st, end, (nr, nw)) \
                 and not (self.apart and self.apart_passes(st, body, end, (nr, nw))):
-            body = S.seq(body, sync())
+            body = S.seq(body, self.sync_stmt())
             end = (set(), set())
         rng = _scope_conflict(end, (nr, nw))
         if rng is not None and not self.quiet:  # a scope of this pass and one of the next, over shared threads
@@ -391,11 +458,14 @@ class _Sync:
         return new, (end[0] | pending[0], end[1] | pending[1])
 
 
-def insert_syncs(body: S.Stmt, thread_vars=(), thread_extents=(), apart: bool = True) -> S.Stmt:
-    """thread_vars: the thread index variables (tid, tx...): branches on them get no barrier inside.
+def insert_syncs(body: S.Stmt, thread_vars=(), thread_extents=(), apart: bool = True, axes=None) -> S.Stmt:
+    """thread_vars: the thread index variables (tid, tx...): branches on them get no barrier inside,
+    except branches on one interval of threads (axes: the ways to name the linear thread index, each a
+    dict of thread variable -> (its step in it, its extent) as thread_scopes.thread_interval reads them:
+    `({tid: (1, n)}, {tx: (1, X), ty: (X, Y)})`; None: no such barriers).
     thread_extents: their ranges (a loop whose passes write disjoint elements needs no barrier between them).
     apart: a loop whose consecutive passes touch disjoint elements (passes_apart) needs none either."""
-    sync_ = _Sync(divergence(body, thread_vars), dict(zip(thread_vars, thread_extents)), apart)
+    sync_ = _Sync(divergence(body, thread_vars), dict(zip(thread_vars, thread_extents)), apart, axes)
     out, _ = sync_.seq(body.stmts if isinstance(body, S.SeqStmt) else (body,), (set(), set()))
     return S.seq(*out)
 
