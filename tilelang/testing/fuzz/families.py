@@ -289,9 +289,9 @@ def gen_branch(g: Gen):
 
 
 def _scan(g: Gen, threads: int, gx: int, gy: int) -> list:
-    """A Scan (spec.py) of a 1-d shared tile loaded from X, then stored to block (by, bx)'s row piece of P:
-    named barriers over whole warps (half the time), or the branch's T.sync_threads() over whole warps or
-    over lanes of one warp."""
+    """A Scan (spec.py) of a 1-d shared tile loaded from X, then stored to block (by, bx)'s row piece of Y:
+    named barriers over whole warps (half the time), or over whole warps or lanes of one warp the branch's
+    T.sync_threads() or no barrier written (the compiler's)."""
     named = g.coin()
     if named or g.coin():
         n = g.pick([c for c in (32, 64, 128) if c <= threads])
@@ -304,7 +304,8 @@ def _scan(g: Gen, threads: int, gx: int, gy: int) -> list:
     P = g.alloc("shared", (n,), dt, base="P")
     v = g.alloc("var", (1,), dt, base="v")
     out = g.tensor("Y", (gy, gx * n), dt, "out")
-    return [Copy(Ref(X), Ref(P)), Scan(P, v, lo, n, g.pick((1, 2, 3, 5)) if named else 0),
+    bar = g.pick((1, 2, 3, 5)) if named else g.pick((0, -1))  # -1: no barrier written, the compiler's
+    return [Copy(Ref(X), Ref(P)), Scan(P, v, lo, n, bar),
             Copy(Ref(P), Ref(out, "slice", (Lin.of(("by", 1)), Lin.of(("bx", n))), (1, n)))]
 
 

@@ -111,12 +111,12 @@ def _stmt(s, prog: Program, ind: str, out: list) -> None:
 def _scan(s: Scan, ind: str, out: list) -> None:
     t = "tx" if s.lo == 0 else f"(tx - {s.lo})"
     cond = f"tx < {s.n}" if s.lo == 0 else f"tx >= {s.lo} and tx < {s.lo + s.n}"
-    sync = f"T.sync_threads({s.bar}, {s.n})" if s.bar else "T.sync_threads()"
+    sync = [f"T.sync_threads({s.bar}, {s.n})" if s.bar > 0 else "T.sync_threads()"] if s.bar >= 0 else []
     rounds = s.n.bit_length() - 1
     i2, i3 = ind + "    ", ind + "        "
-    out += [f"{ind}if {cond}:", f"{i2}for r in T.serial({rounds}):", f"{i3}{sync}",
-            f"{i3}if {t} >= (1 << r):", f"{i3}    {s.var}[0] = {s.buf}[{t}] + {s.buf}[{t} - (1 << r)]",
-            f"{i3}{sync}", f"{i3}if {t} >= (1 << r):", f"{i3}    {s.buf}[{t}] = {s.var}[0]"]
+    out += [f"{ind}if {cond}:", f"{i2}for r in T.serial({rounds}):"] + [i3 + x for x in sync] + [
+            f"{i3}if {t} >= (1 << r):", f"{i3}    {s.var}[0] = {s.buf}[{t}] + {s.buf}[{t} - (1 << r)]"] + [
+            i3 + x for x in sync] + [f"{i3}if {t} >= (1 << r):", f"{i3}    {s.buf}[{t}] = {s.var}[0]"]
 
 
 def _trip(ext) -> str:

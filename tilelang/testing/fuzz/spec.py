@@ -188,7 +188,8 @@ class Scan:
     threads [lo, lo + n): `if tx >= lo and tx < lo + n:` around log2(n) rounds of `v = buf[t] + buf[t - 2^r]`
     (t = tx - lo, v the per-thread T.alloc_var `var`), each read and write between two barriers:
     `T.sync_threads(bar, n)`, a named barrier of those threads (bar > 0, as deepseek_v32's topk_selector),
-    or with bar 0 `T.sync_threads()`, the branch's own barrier."""
+    or with bar 0 `T.sync_threads()`, the branch's own barrier; with bar -1 none: the compiler must put
+    them (thread_sync's branch barriers, cpu_threads' splits)."""
     buf: str
     var: str
     lo: int
