@@ -76,6 +76,15 @@ def program(case):
                     T.sync_threads()
                     if tx < N:
                         C[tx] = A[tx] * 3.0
+            elif case == "lane_scopes_overlap":  # lane 31 alone, then lanes 16-31: two __syncwarp masks
+                if tx == 31:
+                    for i in T.Parallel(N):
+                        S[N + i] = A[i] * 2.0
+                    for i in T.Parallel(N):
+                        B[i] = S[2 * N - 1 - i]
+                if tx >= 16 and tx < 32:
+                    S[tx - 16] = A[tx - 16]
+                    C[tx - 16] = S[31 - tx]
             elif case == "lanes":
                 if tx >= 40 and tx < 56:
                     S[tx - 40] = A[tx - 40]
@@ -84,7 +93,7 @@ def program(case):
 
 
 CASES = ["top_level", "top_level_loop", "branch", "branch_mid", "branch_loop", "branch_else", "lanes",
-         "overlapping_scopes"]
+         "overlapping_scopes", "lane_scopes_overlap"]
 
 
 def reference(case, a):
@@ -101,6 +110,9 @@ def reference(case, a):
         b[:16] = a[:16].flip(0)
     elif case == "overlapping_scopes":
         b, c = 2 * a.flip(0), 3 * a
+    elif case == "lane_scopes_overlap":  # (fuzz branch family seed 138: the host emulator took the two
+        b = 2 * a.flip(0)               # masks' __syncwarp for divergent code; PTX meets each mask apart)
+        c[:16] = a[:16].flip(0)
     return b, c
 
 

@@ -148,17 +148,24 @@ static void tl_host_bar_sync(int id, int count, bool wait) {
 // ------------------------------------------------------------------ warp exchange
 // The lanes of `mask` that exist meet; each passes kIn words and gets kOut words back.  The
 // last to arrive runs complete(in, out, participants) for the whole warp under the lock.
-constexpr int kTlIn = 12, kTlOut = 4;
-struct TlHostWarp {
-  std::mutex mu;
-  std::condition_variable cv;
+// Collectives of different masks are separate meetings (PTX: a thread waits for the lanes of its
+// membermask to execute one with the same membermask), so lane 31 may pass `__syncwarp(1u << 31)`
+// while lanes 16-30 wait for it at `__syncwarp(0xffff0000)`: each mask has its own slot. Lanes of
+// one mask at different operations (a shuffle and a __syncwarp) are divergent code: an error.
+constexpr int kTlIn = 12, kTlOut = 4, kTlSlots = 4;
+struct TlHostSlot {
   int count = 0;
   long gen = 0;
-  unsigned mask = 0;
+  unsigned mask = 0;  // 0: free
   const char* op = nullptr;
   uint32_t in[32][kTlIn];
   uint32_t out[2][32][kTlOut];
   int unread[2] = {0, 0};
+};
+struct TlHostWarp {
+  std::mutex mu;
+  std::condition_variable cv;
+  TlHostSlot slots[kTlSlots];
 };
 static TlHostWarp tl_host_warps[32];
 
@@ -174,6 +181,20 @@ inline unsigned tl_host_warp_lanes() {
   return n >= 32 ? 0xffffffffu : ((1u << n) - 1u);
 }
 
+// The slot of the meeting over `parts`: the one open for that mask, else a free one (no lane
+// inside it, its last results read).
+static TlHostSlot* tl_host_slot(TlHostWarp& w, unsigned parts) {
+  for (auto& sl : w.slots)
+    if (sl.mask == parts) return &sl;
+  for (auto& sl : w.slots)
+    if (sl.mask == 0 || (sl.count == 0 && sl.unread[0] == 0 && sl.unread[1] == 0)) {
+      sl.mask = parts;
+      sl.op = nullptr;
+      return &sl;
+    }
+  return nullptr;
+}
+
 template <class F>
 static void tl_host_collective(const char* op, unsigned mask, const uint32_t* mine, int n_in, uint32_t* result,
                                int n_out, F complete) {
@@ -186,35 +207,40 @@ static void tl_host_collective(const char* op, unsigned mask, const uint32_t* mi
     lk.unlock();
     longjmp(tl_host_escape, 1);
   }
-  if (w.count == 0) {
-    w.mask = parts;
-    w.op = op;
-  } else if (w.mask != parts || std::strcmp(w.op, op) != 0) {
-    const char* other = w.op;
-    unsigned om = w.mask;
+  TlHostSlot* sp = tl_host_slot(w, parts);
+  if (!sp) {
     lk.unlock();
-    tl_host_fail("lanes of warp %u meet at different warp collectives (%s with lanes 0x%08x, %s with 0x%08x): "
-                 "divergent code", threadIdx.x / 32, other, om, op, parts);
+    tl_host_fail("lanes of warp %u are at more than %d warp collectives of different masks at once (%s with lanes "
+                 "0x%08x): divergent code", threadIdx.x / 32, kTlSlots, op, parts);
   }
-  std::memcpy(w.in[lane], mine, n_in * 4);
-  const long gen = w.gen;
+  TlHostSlot& sl = *sp;
+  if (sl.count == 0) {
+    sl.op = op;
+  } else if (std::strcmp(sl.op, op) != 0) {
+    const char* other = sl.op;
+    lk.unlock();
+    tl_host_fail("lanes of warp %u meet at different warp collectives (%s and %s, lanes 0x%08x): divergent code",
+                 threadIdx.x / 32, other, op, parts);
+  }
+  std::memcpy(sl.in[lane], mine, n_in * 4);
+  const long gen = sl.gen;
   const int buf = gen & 1;
-  if (++w.count == __builtin_popcount(parts)) {
-    tl_host_wait(lk, w.cv, [&] { return w.unread[buf] == 0; }, op);
-    const char* err = complete(w.in, w.out[buf], parts);
+  if (++sl.count == __builtin_popcount(parts)) {
+    tl_host_wait(lk, w.cv, [&] { return sl.unread[buf] == 0; }, op);
+    const char* err = complete(sl.in, sl.out[buf], parts);
     if (err) {
       lk.unlock();
       tl_host_fail("%s: %s", op, err);
     }
-    w.count = 0;
-    w.unread[buf] = __builtin_popcount(parts);
-    ++w.gen;
+    sl.count = 0;
+    sl.unread[buf] = __builtin_popcount(parts);
+    ++sl.gen;
     w.cv.notify_all();
   } else {
-    tl_host_wait(lk, w.cv, [&] { return w.gen != gen; }, op);
+    tl_host_wait(lk, w.cv, [&] { return sl.gen != gen; }, op);
   }
-  std::memcpy(result, w.out[buf][lane], n_out * 4);
-  if (--w.unread[buf] == 0) w.cv.notify_all();
+  std::memcpy(result, sl.out[buf][lane], n_out * 4);
+  if (--sl.unread[buf] == 0) w.cv.notify_all();
 }
 
 // ------------------------------------------------------------------ shuffles, votes
