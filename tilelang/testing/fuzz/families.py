@@ -247,12 +247,19 @@ def gen_branch(g: Gen):
         body.append(If(("cmp", g.pick((">", "<=")), ("var", v), ("c", 0)), (Ew(S, (_I, _J), bump, (BM, BN)),)))
     tx = ("ix", Lin.of(("tx", 1)))
     conds = [(("cmp", "<", tx, ("c", split)),), (("cmp", ">=", tx, ("c", split)),)]
+    lanes = [False, False]
     if g.coin(0.4):  # lanes of one warp instead: `if tx == c`, or `if tx >= lo:` around `if tx < hi:`
         lo = g.r.randrange(threads // 32) * 32 + g.r.randrange(32)
         hi = g.r.randrange(lo + 1, (lo // 32 + 1) * 32 + 1)
-        conds[g.r.randrange(2)] = ((("cmp", "==", tx, ("c", lo)),) if hi == lo + 1 and g.coin() else
-                                   (("cmp", ">=", tx, ("c", lo)), ("cmp", "<", tx, ("c", hi))))
-    for cond in conds:
+        k = g.r.randrange(2)
+        lanes[k] = True
+        conds[k] = ((("cmp", "==", tx, ("c", lo)),) if hi == lo + 1 and g.coin() else
+                    (("cmp", ">=", tx, ("c", lo)), ("cmp", "<", tx, ("c", hi))))
+    # a reduction over n warps must start at a multiple of n warps (manual_ws: the header numbers
+    # warps modulo their count); `tx >= split` may not
+    n_hi = (threads - split) // 32
+    reduce_ok = [True, lanes[1] or (split // 32) % n_hi == 0]
+    for cond, red_ok in zip(conds, reduce_ok):
         O = g.tensor("O", (Md, Nd), dt, "out")
         e = expr(g, [("ld", S, (_I, _J))], dt, 2, ("i", "j"))
         u = g.r.random()
@@ -260,7 +267,7 @@ def gen_branch(g: Gen):
             ops = (Copy(Ref(S), tile_ref(g, O, M, N, BM, BN)),)
         elif exact and u < 0.6:  # only a T.Parallel loop, straight into the output
             ops = (Ew(O, (Lin.of(("by", BM), ("i", 1)), Lin.of(("bx", BN), ("j", 1))), e, (BM, BN)),)
-        elif u < 0.75 and dt == "float32":  # a reduction of the tile's rows over the branch's threads
+        elif u < 0.75 and dt == "float32" and red_ok:  # a reduction of the tile's rows over the branch's threads
             R = g.alloc("fragment", (BM,), dt, base="R")
             V = g.tensor("V", (Md, gx), dt, "out")  # one column per block column: each block its own partial rows
             ops = (Reduce(g.pick(("sum", "max")), S, R, 1, True),
