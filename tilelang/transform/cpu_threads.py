@@ -223,7 +223,8 @@ class _Kernel:
         sync = collect(s, _exchange)
         jumps = _loose_jumps(s)
         if not sync and not jumps and not self.block_ops(s) and not structured:
-            if self.hazards and isinstance(s, (S.For, S.While, S.IfThenElse)) and _self_race(s):
+            if self.hazards and (isinstance(s, (S.While, S.IfThenElse)) or isinstance(s, S.For) and s.kind in (
+                    "serial", "unroll")) and _self_race(s):
                 return self.unrolled(s, rng)
             return [("s", s)]
         if isinstance(s, (S.BufferStore, S.Evaluate)):
