@@ -7,8 +7,9 @@ TileLang inserts the barriers a program's shared-memory accesses need. Two gaps,
   put a barrier: between statements, and inside loops and branches every thread takes alike.
 - CUDA: inside `if tx < 64:` no barrier was put (threads that skip the branch never arrive), so the
   same two statements raced. The public TileLang gives such a branch partial barriers of its threads;
-  thread_sync now does (a named barrier of whole warps, __syncwarp for lanes of one warp), and the
-  CPU backend runs the branch's statements over its threads in order.
+  thread_sync now does (a named barrier of whole warps, __syncwarp for lanes of one warp; a branch
+  over other threads, `if tx < 48:`, is cut into two ifs around a __syncthreads, as the public build
+  cuts it), and the CPU backend runs the branch's statements over its threads in order.
 Each program runs on the CPU backend and on the host emulator (sm_90a and sm_80) against float64.
 """
 import numpy as np
@@ -46,6 +47,10 @@ def program(case):
                 if tx < N:
                     S[tx] = A[tx]
                     B[tx] = S[N - 1 - tx]
+            elif case == "branch_not_warps":  # 48 threads: no barrier joins them; the if is cut instead
+                if tx < 48:
+                    S[tx] = A[tx]
+                    B[tx] = S[47 - tx]
             elif case == "branch_mid":
                 if tx >= 32 and tx < 32 + N:
                     S[tx - 32] = A[tx - 32]
@@ -92,7 +97,7 @@ def program(case):
     return f
 
 
-CASES = ["top_level", "top_level_loop", "branch", "branch_mid", "branch_loop", "branch_else", "lanes",
+CASES = ["top_level", "top_level_loop", "branch", "branch_not_warps", "branch_mid", "branch_loop", "branch_else", "lanes",
          "overlapping_scopes", "lane_scopes_overlap"]
 
 
@@ -108,6 +113,8 @@ def reference(case, a):
         b, c = a.flip(0), 2 * a.flip(0)
     elif case == "lanes":
         b[:16] = a[:16].flip(0)
+    elif case == "branch_not_warps":
+        b[:48] = a[:48].flip(0)
     elif case == "overlapping_scopes":
         b, c = 2 * a.flip(0), 3 * a
     elif case == "lane_scopes_overlap":  # (fuzz branch family seed 138: the host emulator took the two
@@ -179,3 +186,9 @@ def test_scopes_over_different_threads_get_different_barriers():
     for i, n in re.findall(r"barrier_sync<(\d+), (\d+)>", src):
         ids.setdefault(i, set()).add(n)
     assert ids and all(len(n) == 1 for n in ids.values()), ids
+
+
+@pytest.mark.nvrtc
+def test_branch_over_part_of_a_warp_is_cut_around_a_block_barrier():
+    src = tilelang.compile(program("branch_not_warps"), target="cuda -arch=sm_90a").get_kernel_source()
+    assert src.count("if ((tid < 48)) {") == 2 and src.count("__syncthreads();") == 1

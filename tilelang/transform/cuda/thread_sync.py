@@ -13,7 +13,9 @@ threads that skip it would never arrive; one goes before it instead. The excepti
 on one interval of the linear thread index that whole warps or lanes of one warp take
 (`if tx < 64:`, `if 32 <= tx < 96:`, the else of `if tx < 64` in a 128-thread block): races
 inside it get a barrier of those threads (a named barrier, or __syncwarp), as the public
-TileLang's partial barriers give (tl.disable_branch_barriers: none, as before).
+TileLang's partial barriers give; a branch over other threads (`if tx < 48:`) whose statements
+race is cut into one `if` per race-free run with a __syncthreads between, as the public TileLang
+cuts it (tl.disable_branch_barriers: neither, as before).
 
     T.copy(A, A_s)  ; T.gemm(A_s, ...)        ->  copy ; __syncthreads() ; gemm
 """
@@ -311,6 +313,42 @@ class _Sync:
                 for r in ((t_lo, t_hi), else_rng)]
         return None if fits == [None, None] else tuple(fits)
 
+    def cut_branch(self, st, pending, out):
+        """An if (no else) on one interval of threads that no barrier can join (`if tx < 48:`), whose top-level
+        statements race with each other: cut into one `if` per race-free run of them with a block barrier
+        between (every thread reaches it), as the public TileLang does; the runs themselves stay quiet. Only where
+        the condition reads nothing the branch writes, so every run's `if` takes the same threads. None
+        when st is no such branch, or has no race between its statements."""
+        if not self.axes or not isinstance(st, S.IfThenElse) or st.else_case is not None:
+            return None
+        used = {v for v in collect(st.cond, lambda n: isinstance(n, E.Var)) if any(v in a for a in self.axes)}
+        iv = next((thread_interval(st.cond, a) for a in self.axes if used <= set(a)), None)
+        if iv is None or iv[2] is not None or collect(st.cond, lambda n: isinstance(n, E.Call)):
+            return None
+        written = {_storage(n.buffer) for n in collect(st.then_case, lambda n: isinstance(n, S.BufferStore))}
+        if any(_storage(n.buffer) in written for n in collect(st.cond, lambda n: isinstance(n, E.BufferLoad))):
+            return None
+        runs, cur, seen = [], [], (set(), set())
+        for x in (st.then_case.stmts if isinstance(st.then_case, S.SeqStmt) else (st.then_case,)):
+            acc = _tagged(x)
+            if cur and _conflict(seen, acc):
+                runs.append(cur)
+                cur, seen = [], (set(), set())
+            cur.append(x)
+            seen = (seen[0] | acc[0], seen[1] | acc[1])
+        if not runs:
+            return None
+        runs.append(cur)
+        acc = _tagged(st)
+        if _conflict(pending, acc):
+            pending = self.barrier(out, pending)
+        ifs = []
+        for run in runs:
+            ifs.append(S.IfThenElse(st.cond, self.in_branch(S.seq(*run), None), None, span=st.span))
+        for i in ifs[:-1]:
+            out += [i, self.sync_stmt()]
+        return ifs[-1], (pending[0] | acc[0], pending[1] | acc[1])
+
     def in_branch(self, body, rng):
         """body processed on the threads rng (barriers over them), or quiet when rng is None."""
         if body is None:
@@ -400,6 +438,8 @@ class _Sync:
                 pending = self.barrier(out, pending)
             then, other = self.in_branch(st.then_case, ranges[0]), self.in_branch(st.else_case, ranges[1])
             return S.IfThenElse(st.cond, then, other, span=st.span), (pending[0] | acc[0], pending[1] | acc[1])
+        if not self.quiet and self.div.splits(st) and (cut := self.cut_branch(st, pending, out)) is not None:
+            return cut
         if not self.quiet and self.div.splits(st):
             # NOTE: no barrier inside: one before it when it races with what came before;
             # races between its own statements are the program's (threads that skip it never
