@@ -24,7 +24,7 @@ N = 64
 
 
 def program(case):
-    threads = 64 if case in ("top_level", "top_level_loop") else 128
+    threads = 64 if case in ("top_level", "top_level_loop", "branch_all_but_one") else 128
 
     @T.prim_func
     def f(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32"), C: T.Tensor((N,), "float32")):
@@ -51,6 +51,10 @@ def program(case):
                 if tx < 48:
                     S[tx] = A[tx]
                     B[tx] = S[47 - tx]
+            elif case == "branch_all_but_one":  # its else side is one lane: the if is still cut (fuzz seed 16)
+                if tx < N - 1:
+                    S[tx] = A[tx]
+                    B[tx] = S[N - 2 - tx]
             elif case == "branch_mid":
                 if tx >= 32 and tx < 32 + N:
                     S[tx - 32] = A[tx - 32]
@@ -97,7 +101,7 @@ def program(case):
     return f
 
 
-CASES = ["top_level", "top_level_loop", "branch", "branch_not_warps", "branch_mid", "branch_loop", "branch_else", "lanes",
+CASES = ["top_level", "top_level_loop", "branch", "branch_not_warps", "branch_all_but_one", "branch_mid", "branch_loop", "branch_else", "lanes",
          "overlapping_scopes", "lane_scopes_overlap"]
 
 
@@ -115,6 +119,8 @@ def reference(case, a):
         b[:16] = a[:16].flip(0)
     elif case == "branch_not_warps":
         b[:48] = a[:48].flip(0)
+    elif case == "branch_all_but_one":
+        b[:N - 1] = a[:N - 1].flip(0)
     elif case == "overlapping_scopes":
         b, c = 2 * a.flip(0), 3 * a
     elif case == "lane_scopes_overlap":  # (fuzz branch family seed 138: the host emulator took the two

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 
 from .gen_base import Gen, as_dtype, expr, ragged, tile_ref, warp_split_ok
-from .spec import Atomic, Copy, Ew, Fill, Gemm, If, Lin, Pipelined, Reduce, Ref, Scan, SetVar
+from .spec import Atomic, Copy, Ew, Fill, Flip, Gemm, If, Lin, Pipelined, Reduce, Ref, Scan, SetVar
 
 __all__ = ["gen_gemm", "gen_thread", "gen_branch", "gen_atomic", "gemm_shape", "wgmma_eligible"]
 
@@ -222,7 +222,8 @@ def gen_branch(g: Gen):
     30 % end with two more branches on one of those conditions, the second reading the tile the first
     wrote with its rows reversed (a barrier of those threads between them);
     30 % add a prefix sum written as SIMT code of one thread range between that range's barriers (spec.Scan:
-    a named `T.sync_threads(id, n)` as topk_selector's, or the branch's `T.sync_threads()`)
+    a named `T.sync_threads(id, n)` as topk_selector's, the branch's `T.sync_threads()`, or none written);
+    25 % a shared tile written and read reversed by any interval of threads, no barrier written (spec.Flip)
     (transform/thread_scopes.py, cpu_threads.py). A loop such a branch kept as a plain `if` had its iterations dealt
     to threads that never take it (no output on CUDA, no error)."""
     if g.single_thread:  # --no-thread-family: no thread model, so no thread branches
@@ -292,6 +293,11 @@ def gen_branch(g: Gen):
             body += ops
     if g.coin(0.3):  # a prefix sum as SIMT code of one thread range, between barriers of those threads
         body += _scan(g, threads, gx, gy)
+    if g.coin(0.25):  # a write and a reversed read of a shared tile by any interval of threads, no barrier written
+        n = g.r.randrange(1, threads + 1)
+        dt = g.pick(("float32", "int32"))
+        X, P = g.tensor("X", (n,), dt), g.alloc("shared", (n,), dt, base="P")
+        body.append(Flip(X, P, g.tensor("Y", (gy, gx * n), dt, "out"), g.r.randrange(threads - n + 1), n))
     return g.program("branch", ((Nd, BN), (Md, BM)), threads, body, uses_tx=True)
 
 

@@ -17,8 +17,8 @@ import math
 
 import torch
 
-from .spec import (Atomic, Copy, CumSum, Ew, Fill, Gemm, GlobalLayout, If, Lin, Pipelined, Program, Reduce, Ref, Scan,
-                   SetVar, Swizzle)
+from .spec import (Atomic, Copy, CumSum, Ew, Fill, Flip, Gemm, GlobalLayout, If, Lin, Pipelined, Program, Reduce, Ref,
+                   Scan, SetVar, Swizzle)
 
 __all__ = ["run_reference", "round_to", "TORCH_DTYPES", "ReferenceError_"]
 
@@ -249,6 +249,11 @@ class _Interp:
         elif isinstance(s, If):
             if bool(self.ev(s.cond)):
                 self.run(s.body)
+        elif isinstance(s, Flip):
+            x = round_to(self.data(s.x)[:s.n], self.dtype(s.buf))
+            self.data(s.buf)[:s.n] = x
+            by, bx = self.env["by"], self.env["bx"]
+            self.data(s.y)[by, bx * s.n:(bx + 1) * s.n] = round_to(x.flip(0), self.dtype(s.y))
         elif isinstance(s, Scan):  # the threads' rounds, as a whole-tile prefix sum (adds rounded as the tile stores)
             t = self.data(s.buf)
             for r in range(s.n.bit_length() - 1):

@@ -7,8 +7,8 @@ The text is a runnable file: the kernel `main`, the description as `DESC` (JSON)
 """
 from __future__ import annotations
 
-from .spec import (Atomic, Copy, CumSum, Ew, Fill, Gemm, GlobalLayout, If, Pipelined, Program, Reduce, Ref, Scan, SetVar,
-                   Swizzle, to_json)
+from .spec import (Atomic, Copy, CumSum, Ew, Fill, Flip, Gemm, GlobalLayout, If, Pipelined, Program, Reduce, Ref, Scan,
+                   SetVar, Swizzle, to_json)
 
 __all__ = ["to_source", "expr_src"]
 
@@ -104,6 +104,11 @@ def _stmt(s, prog: Program, ind: str, out: list) -> None:
         out.append(f"{ind}T.annotate_layout({{{s.buf}: T.Layout({s.buf}.shape, lambda i, j: {fn})}})")
     elif isinstance(s, Scan):
         _scan(s, ind, out)
+    elif isinstance(s, Flip):
+        t = "tx" if s.lo == 0 else f"(tx - {s.lo})"
+        cond = f"tx < {s.n}" if s.lo == 0 else f"tx >= {s.lo} and tx < {s.lo + s.n}"
+        out += [f"{ind}if {cond}:", f"{ind}    {s.buf}[{t}] = {s.x}[{t}]",
+                f"{ind}    {s.y}[by, bx * {s.n} + {t}] = {s.buf}[{s.n - 1} - {t}]"]
     else:
         raise ValueError(f"unknown statement {s!r}")
 

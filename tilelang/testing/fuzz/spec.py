@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass, field, fields, replace
 
 __all__ = ["Lin", "Tensor", "Alloc", "Ref", "Kernel", "Copy", "Fill", "Ew", "Reduce", "CumSum", "Gemm", "Atomic",
-           "Pipelined", "SetVar", "If", "Scan", "Program", "STMT_TYPES", "UNARY", "to_json", "from_json",
+           "Pipelined", "SetVar", "If", "Scan", "Flip", "Program", "STMT_TYPES", "UNARY", "to_json", "from_json",
            "walk", "map_bodies"]
 
 UNARY = ("neg", "abs", "sq", "expn", "exp2n", "sqrt1", "sigmoid")
@@ -197,8 +197,20 @@ class Scan:
     bar: int = 0
 
 
+@dataclass(frozen=True)
+class Flip:
+    """SIMT code of the threads [lo, lo + n) (any interval, warps or not): `buf[t] = x[t]` then
+    `y[by, bx * n + t] = buf[n - 1 - t]` (t = tx - lo), with no barrier written: the compiler's (a barrier of
+    those threads, or the branch cut around a __syncthreads; the CPU backend runs the two in order)."""
+    x: str
+    buf: str
+    y: str
+    lo: int
+    n: int
+
+
 STMT_TYPES = {c.__name__: c for c in (Copy, Fill, Ew, Reduce, CumSum, Gemm, Atomic, Pipelined, SetVar, If, Swizzle,
-                                      GlobalLayout, Scan)}
+                                      GlobalLayout, Scan, Flip)}
 
 
 @dataclass(frozen=True)

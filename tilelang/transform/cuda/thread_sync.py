@@ -432,14 +432,15 @@ class _Sync:
 
     def container(self, st, pending, out):
         ranges = self.branch_ranges(st) if not self.quiet and self.div.splits(st) else None
+        if not self.quiet and self.div.splits(st) and (ranges is None or ranges[0] is None) \
+                and (cut := self.cut_branch(st, pending, out)) is not None:
+            return cut
         if ranges is not None:  # one interval of threads: barriers of those threads inside
             acc = _tagged(st)
             if _conflict(pending, acc):
                 pending = self.barrier(out, pending)
             then, other = self.in_branch(st.then_case, ranges[0]), self.in_branch(st.else_case, ranges[1])
             return S.IfThenElse(st.cond, then, other, span=st.span), (pending[0] | acc[0], pending[1] | acc[1])
-        if not self.quiet and self.div.splits(st) and (cut := self.cut_branch(st, pending, out)) is not None:
-            return cut
         if not self.quiet and self.div.splits(st):
             # NOTE: no barrier inside: one before it when it races with what came before;
             # races between its own statements are the program's (threads that skip it never
