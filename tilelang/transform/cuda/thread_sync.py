@@ -291,15 +291,20 @@ class _Sync:
         out.append(self.sync_stmt())
         return (set(), set())
 
+    def interval(self, st):
+        """thread_interval of an if's condition, read with the one naming of the thread index it uses
+        (self.axes); None for no if, or no interval."""
+        if not self.axes or not isinstance(st, S.IfThenElse):
+            return None
+        used = {v for v in collect(st.cond, lambda n: isinstance(n, E.Var)) if any(v in a for a in self.axes)}
+        return next((thread_interval(st.cond, a) for a in self.axes if used <= set(a)), None)
+
     def branch_ranges(self, st):
         """(then range, else range) of the threads taking each side of an if on one interval of the
         linear thread index (thread_interval), within the threads running here; a side's range is None
         when no barrier can join its threads (not whole warps, nor inside one warp; an else that is two
         pieces). None when st is no such branch."""
-        if not self.axes or not isinstance(st, S.IfThenElse):
-            return None
-        used = {v for v in collect(st.cond, lambda n: isinstance(n, E.Var)) if any(v in a for a in self.axes)}
-        iv = next((thread_interval(st.cond, a) for a in self.axes if used <= set(a)), None)
+        iv = self.interval(st)
         if iv is None or iv[2] is not None and self.div.reads_divergent(iv[2]):
             return None
         lo, hi = self.branch or self.scope or (0, self.block_threads)
@@ -319,10 +324,7 @@ class _Sync:
         between (every thread reaches it), as the public TileLang does; the runs themselves stay quiet. Only where
         the condition reads nothing the branch writes, so every run's `if` takes the same threads. None
         when st is no such branch, or has no race between its statements."""
-        if not self.axes or not isinstance(st, S.IfThenElse) or st.else_case is not None:
-            return None
-        used = {v for v in collect(st.cond, lambda n: isinstance(n, E.Var)) if any(v in a for a in self.axes)}
-        iv = next((thread_interval(st.cond, a) for a in self.axes if used <= set(a)), None)
+        iv = self.interval(st) if getattr(st, "else_case", None) is None else None
         if iv is None or iv[2] is not None or collect(st.cond, lambda n: isinstance(n, E.Call)):
             return None
         written = {_storage(n.buffer) for n in collect(st.then_case, lambda n: isinstance(n, S.BufferStore))}
@@ -431,9 +433,9 @@ class _Sync:
         return S.seq(*out), pending
 
     def container(self, st, pending, out):
-        ranges = self.branch_ranges(st) if not self.quiet and self.div.splits(st) else None
-        if not self.quiet and self.div.splits(st) and (ranges is None or ranges[0] is None) \
-                and (cut := self.cut_branch(st, pending, out)) is not None:
+        splits = not self.quiet and self.div.splits(st)
+        ranges = self.branch_ranges(st) if splits else None
+        if splits and (ranges is None or ranges[0] is None) and (cut := self.cut_branch(st, pending, out)) is not None:
             return cut
         if ranges is not None:  # one interval of threads: barriers of those threads inside
             acc = _tagged(st)
@@ -441,7 +443,7 @@ class _Sync:
                 pending = self.barrier(out, pending)
             then, other = self.in_branch(st.then_case, ranges[0]), self.in_branch(st.else_case, ranges[1])
             return S.IfThenElse(st.cond, then, other, span=st.span), (pending[0] | acc[0], pending[1] | acc[1])
-        if not self.quiet and self.div.splits(st):
+        if splits:
             # NOTE: no barrier inside: one before it when it races with what came before;
             # races between its own statements are the program's (threads that skip it never
             # arrive). After it, everything it may have touched is pending.
