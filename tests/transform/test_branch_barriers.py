@@ -5,6 +5,8 @@ TileLang inserts the barriers a program's shared-memory accesses need. Two gaps,
   `B[tx] = S[63 - tx]` read elements other threads had not written yet (the CUDA path put a
   __syncthreads between them). cpu_threads now splits SIMT code where CUDA's thread_sync would
   put a barrier: between statements, and inside loops and branches every thread takes alike.
+- Both, for `c = tx < 64` then `if c:`: the condition was opaque (no barrier at all); thread_scopes now reads
+  an if's condition through the lets it names.
 - CUDA: inside `if tx < 64:` no barrier was put (threads that skip the branch never arrive), so the
   same two statements raced. The public TileLang gives such a branch partial barriers of its threads;
   thread_sync now does (a named barrier of whole warps, __syncwarp for lanes of one warp; a branch
@@ -55,6 +57,11 @@ def program(case):
                 if tx < N - 1:
                     S[tx] = A[tx]
                     B[tx] = S[N - 2 - tx]
+            elif case == "let_condition":  # the condition through a let: the same branch as "branch"
+                c = tx < N
+                if c:
+                    S[tx] = A[tx]
+                    B[tx] = S[N - 1 - tx]
             elif case == "branch_mid":
                 if tx >= 32 and tx < 32 + N:
                     S[tx - 32] = A[tx - 32]
@@ -101,7 +108,7 @@ def program(case):
     return f
 
 
-CASES = ["top_level", "top_level_loop", "branch", "branch_not_warps", "branch_all_but_one", "branch_mid", "branch_loop", "branch_else", "lanes",
+CASES = ["top_level", "top_level_loop", "branch", "let_condition", "branch_not_warps", "branch_all_but_one", "branch_mid", "branch_loop", "branch_else", "lanes",
          "overlapping_scopes", "lane_scopes_overlap"]
 
 
@@ -109,7 +116,7 @@ def reference(case, a):
     a = a.double()
     b = torch.full((N,), -1.0, dtype=torch.float64)
     c = torch.full((N,), -1.0, dtype=torch.float64)
-    if case in ("top_level", "branch", "branch_mid"):
+    if case in ("top_level", "branch", "let_condition", "branch_mid"):
         b = a.flip(0)
     elif case in ("top_level_loop", "branch_loop"):
         b = torch.from_numpy(np.cumsum(a.numpy()))
@@ -198,3 +205,45 @@ def test_scopes_over_different_threads_get_different_barriers():
 def test_branch_over_part_of_a_warp_is_cut_around_a_block_barrier():
     src = tilelang.compile(program("branch_not_warps"), target="cuda -arch=sm_90a").get_kernel_source()
     assert src.count("if ((tid < 48)) {") == 2 and src.count("__syncthreads();") == 1
+
+
+def loop_in_unjoinable_branch(own: bool):
+    """A loop inside `if tx < 48:` (no barrier joins 48 threads, and a loop cannot be cut around): a race
+    across its passes is refused on CUDA, as the public TileLang refuses it; a loop where each thread only
+    touches its own elements of S needs no barrier and compiles."""
+
+    @T.prim_func
+    def f(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            tx = T.get_thread_binding()
+            S = T.alloc_shared((N,), "float32")
+            if tx < 48:
+                S[tx] = 0.0
+                for k in T.serial(4):
+                    if own:
+                        S[tx] = S[tx] + A[tx] * k
+                    else:
+                        S[tx] = A[tx] + k
+                        B[tx] = B[tx] + S[47 - tx]
+                B[tx] = S[tx]
+    return f
+
+
+@pytest.mark.nvrtc
+def test_race_in_a_loop_in_an_unjoinable_branch_is_refused():
+    with pytest.raises(tilelang.errors.LoweringError, match=r"barrier inside `if .*tx < 48.*threads \[0, 48\)"):
+        tilelang.compile(loop_in_unjoinable_branch(own=False), target="cuda -arch=sm_90a")
+
+
+@pytest.mark.nvrtc
+def test_own_elements_in_a_loop_in_an_unjoinable_branch_compile():
+    host = host_cuda_or_skip()
+    k = tilelang.compile(loop_in_unjoinable_branch(own=True), target="cuda -arch=sm_90a")
+    a, b = torch.randn(N), torch.full((N,), -1.0)
+    host.HostProgram({"f": k}).run("f", [a, b])
+    ref = torch.full((N,), -1.0, dtype=torch.float64)
+    ref[:48] = a[:48].double() * 6
+    torch.testing.assert_close(b.double(), ref, rtol=1e-5, atol=1e-5)
+    c = torch.full((N,), -1.0)
+    tilelang.compile(loop_in_unjoinable_branch(own=True), target="cpu")(a, c)
+    torch.testing.assert_close(c.double(), ref, rtol=1e-5, atol=1e-5)

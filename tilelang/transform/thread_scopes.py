@@ -38,7 +38,7 @@ from ..arith.simplify import const_int
 from ..errors import LoweringError
 from ..ir import expr as E
 from ..ir import stmt as S
-from ..ir.visitor import Mutator, collect
+from ..ir.visitor import substitute, Mutator, collect
 from ..op import hopper as H
 
 W = 32  # threads per warp
@@ -184,11 +184,39 @@ def thread_scopes(k: S.KernelLaunch) -> S.KernelLaunch:
     if not k.thread_vars:
         return k
     X, Y, Z = k.threads
-    body = _Scopes(thread_axes(k), X * Y * Z).visit(k.body)
+    body = _Scopes(thread_axes(k), X * Y * Z).visit(_conditions_read_through_lets(k.body, thread_axes(k)))
     if body is k.body:
         return k
     used = {v.uid for v in collect(body, lambda n: isinstance(n, E.Var))}
     return replace(k, body=body, thread_vars=tuple(tv for tv in k.thread_vars if tv.uid in used))
+
+
+class _LetConditions(Mutator):
+    def __init__(self, values: dict, axes: dict):
+        self.values, self.axes = values, axes
+
+    def visit_IfThenElse(self, s: S.IfThenElse):
+        s = self.generic(s)
+        cond = s.cond
+        for _ in range(8):  # a let of a let ...
+            names = [v for v in collect(cond, lambda n: isinstance(n, E.Var)) if v in self.values]
+            if not names:
+                break
+            cond = substitute(cond, {v: self.values[v] for v in names})
+        if cond is s.cond or not collect(cond, lambda n: isinstance(n, E.Var) and n in self.axes):
+            return s
+        return replace(s, cond=cond)
+
+
+def _conditions_read_through_lets(body, axes: dict):
+    """`c = tx < 64` then `if c:` is a branch on threads [0, 64): an if's condition gets the values of the
+    lets it names, where those read no buffer and call nothing (the same value wherever it is read), so that
+    this pass, thread_sync and cpu_threads see the thread interval (before, such a branch was an opaque one:
+    no barrier for a race inside it on either backend). Only conditions that then read a thread variable
+    change."""
+    values = {s.var: s.value for s in collect(body, lambda n: isinstance(n, S.LetStmt))
+              if not collect(s.value, lambda n: isinstance(n, (E.BufferLoad, E.Call)))}
+    return _LetConditions(values, axes).visit(body) if values else body
 
 
 class _Kernels(Mutator):

@@ -31,6 +31,7 @@ from ...arith.ranges import Ranges
 from ...arith.simplify import const_int, linear_form, simplify
 from ...ir.visitor import Mutator, Visitor, collect, substitute
 from ...op.hopper import scope_over, scope_unit
+from ...errors import LoweringError
 from ..thread_scopes import thread_interval
 from .divergence import Divergence, divergence
 from .lower_tile_ops import Raw, sync
@@ -235,6 +236,29 @@ def _is_container(st) -> bool:
     return isinstance(st, (S.IfThenElse, S.SeqStmt, S.While))
 
 
+def _own_elements(st, uid: int, thread_ranges: dict) -> bool:
+    """Every access of the shared buffer uid in st is a plain load or store at one index, the same in each,
+    that only thread variables move (`S[tx]`, `S[2 * tx + 1, 3]`) and no two threads share: each thread
+    touches its own elements only, so no barrier is needed between them."""
+    forms, raw = [], False
+    for n in collect(st, lambda n: isinstance(n, (E.BufferLoad, S.BufferStore, Raw, E.Call))):
+        if isinstance(n, Raw):
+            raw = raw or uid in {_storage(b) for b in (*n.reads, *n.writes)}
+        elif isinstance(n, E.Call):
+            raw = raw or any(isinstance(a, E.Call) and a.op == "address_of" and _storage(a.args[0].buffer) == uid
+                             for a in n.args)
+        elif _storage(n.buffer) == uid:
+            forms.append((n.buffer, [linear_form(i) for i in n.indices]))
+    if raw or not forms:
+        return False
+    buf, first = forms[0]
+    if any(b is not buf or f != first for b, f in forms[1:]) or any(f is None for f in first):
+        return False
+    moving = [f for f in first if f[0]]
+    return (len(moving) == 1 and len(moving[0][0]) == 1 and next(iter(moving[0][0])) in thread_ranges
+            and next(iter(moving[0][0].values())) != 0)
+
+
 class _Sync:
     """quiet > 0: inside a branch (or loop) whose condition differs between threads, where a
     __syncthreads() some threads never reach would hang the block: barriers go before it."""
@@ -251,6 +275,7 @@ class _Sync:
         self.thread_ranges = thread_ranges or {}  # thread index variable -> its extent
         self.loops: list = []  # enclosing block-level loops (their passes may overlap in time too)
         self.scope = None  # (first thread, end thread) of the enclosing T.ws / thread-index branch
+        self.unjoined = None  # (if, lo, hi): the innermost quiet branch on a thread interval no barrier can join
 
     def disjoint_passes(self, loop, end, nxt) -> bool:
         """The next pass of `loop` only overwrites shared elements this pass wrote, and no thread in
@@ -285,11 +310,54 @@ class _Sync:
         """The barrier of the threads running here: the block's, or an interval branch's."""
         return sync() if self.branch is None else _range_barrier(self.branch)
 
-    def barrier(self, out, pending):
+    def barrier(self, out, pending, acc):
         if self.quiet:
+            self.refuse(pending, acc)
             return pending
         out.append(self.sync_stmt())
         return (set(), set())
+
+    def refuse(self, pending, acc):
+        """A barrier is needed (acc after pending) where the threads running here cannot all meet: inside a
+        branch on an interval of threads that is neither whole warps nor inside one warp, in a place the branch
+        cannot be cut (a loop inside it). Raised as the public TileLang refuses it, unless every buffer the two
+        share is one each thread only touches at its own elements (`_own_elements`); elsewhere (a branch on
+        data) a race is the program's own."""
+        if self.unjoined is None:
+            return
+        st, lo, hi = self.unjoined
+        (pr, pw), (r, w) = pending, acc
+        shared = {x for x in (pw & (r | w)) | (pr & w) if not isinstance(x, tuple)}
+        if all(_own_elements(st, u, self.thread_ranges) for u in shared):
+            return
+        who = f"threads [{lo}, {hi})" if lo is not None else "the threads that skip it"
+        raise LoweringError(f"shared memory needs a barrier inside `if {st.cond}` ({who}), inside a loop or nested "
+                            "statement the branch cannot be cut around, and no barrier can join those threads: they "
+                            "are neither whole warps nor inside one warp. Make the branch cover whole warps, or "
+                            "write the loop around the branch", getattr(st, "span", None))
+
+    def unjoinable(self, st, side: int):
+        """(st, lo, hi) for the threads taking side 0 (then) or 1 (else) of st, a branch on one thread interval
+        (lo = hi = None for an else side of two pieces); None when st is no such branch."""
+        iv = self.interval(st)
+        if iv is None or iv[2] is not None:
+            return None
+        lo, hi = self.branch or self.scope or (0, self.block_threads)
+        t_lo, t_hi = max(lo, iv[0]), min(hi, iv[1])
+        if side == 0:
+            return st, t_lo, t_hi
+        return (st, t_hi, hi) if t_lo <= lo else (st, lo, t_lo) if t_hi >= hi else (st, None, None)
+
+    def quietly(self, unjoined, run, *args):
+        """run(*args) with no barriers; unjoined (see `unjoinable`): refuse a race there instead."""
+        outer = self.unjoined
+        self.unjoined = unjoined
+        self.quiet += 1
+        try:
+            return run(*args)
+        finally:
+            self.quiet -= 1
+            self.unjoined = outer
 
     def interval(self, st):
         """thread_interval of an if's condition, read with the one naming of the thread index it uses
@@ -343,24 +411,21 @@ class _Sync:
         runs.append(cur)
         acc = _tagged(st)
         if _conflict(pending, acc):
-            pending = self.barrier(out, pending)
+            pending = self.barrier(out, pending, acc)
         ifs = []
         for run in runs:
-            ifs.append(S.IfThenElse(st.cond, self.in_branch(S.seq(*run), None), None, span=st.span))
+            ifs.append(S.IfThenElse(st.cond, self.in_branch(S.seq(*run), None, self.unjoinable(st, 0)), None, span=st.span))
         for i in ifs[:-1]:
             out += [i, self.sync_stmt()]
         return ifs[-1], (pending[0] | acc[0], pending[1] | acc[1])
 
-    def in_branch(self, body, rng):
-        """body processed on the threads rng (barriers over them), or quiet when rng is None."""
+    def in_branch(self, body, rng, unjoined=None):
+        """body processed on the threads rng (barriers over them), or quiet when rng is None (a race refused
+        there when unjoined, see `unjoinable`)."""
         if body is None:
             return None
         if rng is None:
-            self.quiet += 1
-            try:
-                return self.block(body, (set(), set()))[0]
-            finally:
-                self.quiet -= 1
+            return self.quietly(unjoined, self.block, body, (set(), set()))[0]
         outer = self.branch, self.scope
         self.branch = self.scope = rng
         try:
@@ -420,7 +485,7 @@ class _Sync:
                 # where their data lands for this thread: pending from here on, whatever barrier
                 # went between the copy and it; the copy itself already raced with what came before
                 if _conflict(pending, acc) and not _lands_copies(st):
-                    pending = self.barrier(out, pending)
+                    pending = self.barrier(out, pending, acc)
                 pending = (pending[0] | acc[0], pending[1] | acc[1])
                 out.append(st)
                 if (_is_barrier(st) or self.own_named_barrier(st)) and not self.quiet:
@@ -440,8 +505,9 @@ class _Sync:
         if ranges is not None:  # one interval of threads: barriers of those threads inside
             acc = _tagged(st)
             if _conflict(pending, acc):
-                pending = self.barrier(out, pending)
-            then, other = self.in_branch(st.then_case, ranges[0]), self.in_branch(st.else_case, ranges[1])
+                pending = self.barrier(out, pending, acc)
+            then = self.in_branch(st.then_case, ranges[0], self.unjoinable(st, 0))
+            other = self.in_branch(st.else_case, ranges[1], self.unjoinable(st, 1))
             return S.IfThenElse(st.cond, then, other, span=st.span), (pending[0] | acc[0], pending[1] | acc[1])
         if splits:
             # NOTE: no barrier inside: one before it when it races with what came before;
@@ -449,17 +515,13 @@ class _Sync:
             # arrive). After it, everything it may have touched is pending.
             acc = _tagged(st)
             if _conflict(pending, acc):
-                pending = self.barrier(out, pending)
-            self.quiet += 1
-            try:
-                new, _ = self.container(st, pending, [])
-            finally:
-                self.quiet -= 1
+                pending = self.barrier(out, pending, acc)
+            new, _ = self.quietly(self.unjoinable(st, 0), self.container, st, pending, [])
             return new, (pending[0] | acc[0], pending[1] | acc[1])
         if isinstance(st, S.IfThenElse):
             acc = accesses(S.Evaluate(st.cond))
             if _conflict(pending, acc):
-                pending = self.barrier(out, pending)
+                pending = self.barrier(out, pending, acc)
             then, p1 = self.block(st.then_case, pending)
             other, p2 = (self.block(st.else_case, pending) if st.else_case is not None else (None, pending))
             return S.IfThenElse(st.cond, then, other, span=st.span), (p1[0] | p2[0], p1[1] | p2[1])
@@ -471,7 +533,7 @@ class _Sync:
             body_acc = (body_acc[0] | head[0], body_acc[1] | head[1])
         # racing with what came before the loop: one barrier before it, not one per pass
         if _conflict(pending, head) or _conflict(pending, body_acc):
-            pending = self.barrier(out, pending)
+            pending = self.barrier(out, pending, (head[0] | body_acc[0], head[1] | body_acc[1]))
         rng = _scope_conflict(pending, body_acc)
         if rng is not None and not self.quiet:  # a scope before it and one inside it, over shared threads
             out.append(_range_barrier(rng))
@@ -485,10 +547,13 @@ class _Sync:
         nr, nw, _ = _exposed(body)  # the next pass, up to its first barrier (a While's condition first)
         if isinstance(st, S.While):
             nr, nw = nr | head[0], nw | head[1]
-        if _conflict(end, (nr, nw)) and not self.quiet and not self.disjoint_passes(st, end, (nr, nw)) \
+        if _conflict(end, (nr, nw)) and not self.disjoint_passes(st, end, (nr, nw)) \
                 and not (self.apart and self.apart_passes(st, body, end, (nr, nw))):
-            body = S.seq(body, self.sync_stmt())
-            end = (set(), set())
+            if self.quiet:
+                self.refuse(end, (nr, nw))
+            else:
+                body = S.seq(body, self.sync_stmt())
+                end = (set(), set())
         rng = _scope_conflict(end, (nr, nw))
         if rng is not None and not self.quiet:  # a scope of this pass and one of the next, over shared threads
             body = S.seq(body, _range_barrier(rng))
