@@ -223,7 +223,8 @@ def gen_branch(g: Gen):
     wrote with its rows reversed (a barrier of those threads between them);
     30 % add a prefix sum written as SIMT code of one thread range between that range's barriers (spec.Scan:
     a named `T.sync_threads(id, n)` as topk_selector's, the branch's `T.sync_threads()`, or none written);
-    25 % a shared tile written and read reversed by any interval of threads, no barrier written (spec.Flip)
+    25 % a shared tile written and read reversed by any interval of threads, no barrier written (spec.Flip; half
+    of them with the condition bound to a name first)
     (transform/thread_scopes.py, cpu_threads.py). A loop such a branch kept as a plain `if` had its iterations dealt
     to threads that never take it (no output on CUDA, no error)."""
     if g.single_thread:  # --no-thread-family: no thread model, so no thread branches
@@ -297,7 +298,7 @@ def gen_branch(g: Gen):
         n = g.r.randrange(1, threads + 1)
         dt = g.pick(("float32", "int32"))
         X, P = g.tensor("X", (n,), dt), g.alloc("shared", (n,), dt, base="P")
-        body.append(Flip(X, P, g.tensor("Y", (gy, gx * n), dt, "out"), g.r.randrange(threads - n + 1), n))
+        body.append(Flip(X, P, g.tensor("Y", (gy, gx * n), dt, "out"), g.r.randrange(threads - n + 1), n, g.coin()))
     return g.program("branch", ((Nd, BN), (Md, BM)), threads, body, uses_tx=True)
 
 

@@ -107,6 +107,9 @@ def _stmt(s, prog: Program, ind: str, out: list) -> None:
     elif isinstance(s, Flip):
         t = "tx" if s.lo == 0 else f"(tx - {s.lo})"
         cond = f"tx < {s.n}" if s.lo == 0 else f"tx >= {s.lo} and tx < {s.lo + s.n}"
+        if s.let:
+            out.append(f"{ind}in_{s.buf} = {cond}")
+            cond = f"in_{s.buf}"
         out += [f"{ind}if {cond}:", f"{ind}    {s.buf}[{t}] = {s.x}[{t}]",
                 f"{ind}    {s.y}[by, bx * {s.n} + {t}] = {s.buf}[{s.n - 1} - {t}]"]
     else:

@@ -201,12 +201,14 @@ class Scan:
 class Flip:
     """SIMT code of the threads [lo, lo + n) (any interval, warps or not): `buf[t] = x[t]` then
     `y[by, bx * n + t] = buf[n - 1 - t]` (t = tx - lo), with no barrier written: the compiler's (a barrier of
-    those threads, or the branch cut around a __syncthreads; the CPU backend runs the two in order)."""
+    those threads, or the branch cut around a __syncthreads; the CPU backend runs the two in order). let: the
+    condition bound to a name first (`inside = tx < n`, then `if inside:`), the same branch."""
     x: str
     buf: str
     y: str
     lo: int
     n: int
+    let: bool = False
 
 
 STMT_TYPES = {c.__name__: c for c in (Copy, Fill, Ew, Reduce, CumSum, Gemm, Atomic, Pipelined, SetVar, If, Swizzle,
