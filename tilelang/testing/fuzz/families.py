@@ -257,11 +257,7 @@ def gen_branch(g: Gen):
         lanes[k] = True
         conds[k] = ((("cmp", "==", tx, ("c", lo)),) if hi == lo + 1 and g.coin() else
                     (("cmp", ">=", tx, ("c", lo)), ("cmp", "<", tx, ("c", hi))))
-    # a reduction over n warps must start at a multiple of n warps (manual_ws: the header numbers
-    # warps modulo their count); `tx >= split` may not
-    n_hi = (threads - split) // 32
-    reduce_ok = [True, lanes[1] or (split // 32) % n_hi == 0]
-    for cond, red_ok in zip(conds, reduce_ok):
+    for cond in conds:  # (a reduction over n warps may start at any warp: fuzz seed 188's 6 warps at warp 2)
         O = g.tensor("O", (Md, Nd), dt, "out")
         e = expr(g, [("ld", S, (_I, _J))], dt, 2, ("i", "j"))
         u = g.r.random()
@@ -269,7 +265,7 @@ def gen_branch(g: Gen):
             ops = (Copy(Ref(S), tile_ref(g, O, M, N, BM, BN)),)
         elif exact and u < 0.6:  # only a T.Parallel loop, straight into the output
             ops = (Ew(O, (Lin.of(("by", BM), ("i", 1)), Lin.of(("bx", BN), ("j", 1))), e, (BM, BN)),)
-        elif u < 0.75 and dt == "float32" and red_ok:  # a reduction of the tile's rows over the branch's threads
+        elif u < 0.75 and dt == "float32":  # a reduction of the tile's rows over the branch's threads
             R = g.alloc("fragment", (BM,), dt, base="R")
             V = g.tensor("V", (Md, gx), dt, "out")  # one column per block column: each block its own partial rows
             ops = (Reduce(g.pick(("sum", "max")), S, R, 1, True),

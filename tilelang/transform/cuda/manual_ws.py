@@ -144,11 +144,11 @@ class _Rewrite(Mutator):
             if gemm:
                 raise LoweringError(f"T.gemm in the branch on threads [{s.t_lo}, {s.t_hi}): a gemm needs whole warps "
                                     "(`if tx < 32`, `if tx >= 64 and tx < 128`)", gemm[0].span or s.span)
-        elif s.lo % n and collect(s.body, lambda x: isinstance(x, (O.Gemm, O.Reduce))):
-            # the header's gemms and reductions number warps modulo their count
+        elif s.lo % n and collect(s.body, lambda x: isinstance(x, O.Gemm)):
+            # the gemm headers number warps modulo their count (a reduction's lowering counts from t_lo)
             what = f"T.ws({', '.join(str(g) for g in range(s.lo, s.hi))})" if s.unit == H.WARP_GROUP else \
                 f"the branch on threads [{s.t_lo}, {s.t_hi})"
-            raise LoweringError(f"{what}: a T.gemm or reduction over {n} {'warp groups' if s.unit == H.WARP_GROUP else 'warps'} "
+            raise LoweringError(f"{what}: a T.gemm over {n} {'warp groups' if s.unit == H.WARP_GROUP else 'warps'} "
                                 f"must start at a multiple of {n}", s.span)
         outer, self.lo = self.lo, s.t_lo
         try:
