@@ -247,3 +247,32 @@ def test_own_elements_in_a_loop_in_an_unjoinable_branch_compile():
     c = torch.full((N,), -1.0)
     tilelang.compile(loop_in_unjoinable_branch(own=True), target="cpu")(a, c)
     torch.testing.assert_close(c.double(), ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("step,trips,ok", [(4, 4, True), (4, 5, False)])
+def test_own_element_runs_in_a_loop_in_an_unjoinable_branch(step, trips, ok):
+    """`S[tx * 4 + k]` for k < 4 inside `if tx < 48:`: each thread's elements lie apart from the others', so the
+    loop needs no barrier and compiles; with k < 5 thread t's last element is thread t + 1's first: refused."""
+
+    @T.prim_func
+    def f(A: T.Tensor((48 * step,), "float32"), B: T.Tensor((48 * step + trips,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            tx = T.get_thread_binding()
+            S = T.alloc_shared((48 * step + trips,), "float32")
+            if tx < 48:
+                for k in T.serial(trips):
+                    S[tx * step + k] = A[tx * step + k % step] * 2.0
+                    B[tx * step + k] = S[tx * step + k] + 1.0
+
+    if not ok:
+        with pytest.raises(tilelang.errors.LoweringError, match="barrier inside"):
+            tilelang.compile(f, target="cuda -arch=sm_90a")
+        return
+    host = host_cuda_or_skip()
+    k = tilelang.compile(f, target="cuda -arch=sm_90a")
+    a, b = torch.randn(48 * step), torch.zeros(48 * step + trips)
+    host.HostProgram({"f": k}).run("f", [a, b])
+    ref = torch.zeros(48 * step + trips, dtype=torch.float64)
+    ref[:48 * step] = a.double() * 2 + 1
+    torch.testing.assert_close(b.double(), ref, rtol=1e-6, atol=1e-6)

@@ -238,8 +238,9 @@ def _is_container(st) -> bool:
 
 def _own_elements(st, uid: int, thread_ranges: dict) -> bool:
     """Every access of the shared buffer uid in st is a plain load or store at one index, the same in each,
-    that only thread variables move (`S[tx]`, `S[2 * tx + 1, 3]`) and no two threads share: each thread
-    touches its own elements only, so no barrier is needed between them."""
+    that one thread variable moves (`S[tx]`, `S[2 * tx + 1, 3]`), perhaps with loops inside st moving it less
+    than one thread's step (`S[tx * 4 + k]`, k < 4): each thread touches its own elements only, so no barrier
+    is needed between threads."""
     forms, raw = [], False
     for n in collect(st, lambda n: isinstance(n, (E.BufferLoad, S.BufferStore, Raw, E.Call))):
         if isinstance(n, Raw):
@@ -255,8 +256,23 @@ def _own_elements(st, uid: int, thread_ranges: dict) -> bool:
     if any(b is not buf or f != first for b, f in forms[1:]) or any(f is None for f in first):
         return False
     moving = [f for f in first if f[0]]
-    return (len(moving) == 1 and len(moving[0][0]) == 1 and next(iter(moving[0][0])) in thread_ranges
-            and next(iter(moving[0][0].values())) != 0)
+    if len(moving) != 1:
+        return False
+    terms = moving[0][0]
+    threads = [v for v in terms if v in thread_ranges]
+    if len(threads) != 1 or terms[threads[0]] == 0:
+        return False
+    # other terms: variables of constant-bound loops inside st, spanning fewer elements than one thread's
+    # step (`S[tx * 4 + k]`, k < 4): each thread's elements lie apart from every other thread's
+    trips = {f.var: const_int(E.as_expr(f.extent)) for f in collect(st, lambda n: isinstance(n, S.For))}
+    span = 0
+    for v, c in terms.items():
+        if v is threads[0]:
+            continue
+        if trips.get(v) is None:
+            return False
+        span += abs(c) * (trips[v] - 1)
+    return span < abs(terms[threads[0]])
 
 
 class _Sync:
