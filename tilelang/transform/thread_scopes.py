@@ -38,7 +38,7 @@ from ..arith.simplify import const_int
 from ..errors import LoweringError
 from ..ir import expr as E
 from ..ir import stmt as S
-from ..ir.visitor import substitute, Mutator, collect
+from ..ir.visitor import Mutator, collect, substitute
 from ..op import hopper as H
 
 W = 32  # threads per warp
@@ -197,12 +197,7 @@ class _LetConditions(Mutator):
 
     def visit_IfThenElse(self, s: S.IfThenElse):
         s = self.generic(s)
-        cond = s.cond
-        for _ in range(8):  # a let of a let ...
-            names = [v for v in collect(cond, lambda n: isinstance(n, E.Var)) if v in self.values]
-            if not names:
-                break
-            cond = substitute(cond, {v: self.values[v] for v in names})
+        cond = substitute(s.cond, self.values)
         if cond is s.cond or not collect(cond, lambda n: isinstance(n, E.Var) and n in self.axes):
             return s
         return replace(s, cond=cond)
@@ -214,8 +209,10 @@ def _conditions_read_through_lets(body, axes: dict):
     this pass, thread_sync and cpu_threads see the thread interval (before, such a branch was an opaque one:
     no barrier for a race inside it on either backend). Only conditions that then read a thread variable
     change."""
-    values = {s.var: s.value for s in collect(body, lambda n: isinstance(n, S.LetStmt))
-              if not collect(s.value, lambda n: isinstance(n, (E.BufferLoad, E.Call)))}
+    values = {}
+    for s in collect(body, lambda n: isinstance(n, S.LetStmt)):  # in program order: a let of a let reads through
+        if not collect(s.value, lambda n: isinstance(n, (E.BufferLoad, E.Call))):
+            values[s.var] = substitute(s.value, values)
     return _LetConditions(values, axes).visit(body) if values else body
 
 

@@ -353,16 +353,13 @@ class _Sync:
                             "write the loop around the branch", getattr(st, "span", None))
 
     def unjoinable(self, st, side: int):
-        """(st, lo, hi) for the threads taking side 0 (then) or 1 (else) of st, a branch on one thread interval
-        (lo = hi = None for an else side of two pieces); None when st is no such branch."""
-        iv = self.interval(st)
-        if iv is None or iv[2] is not None:
+        """(st, lo, hi) for the threads taking side 0 (then) or 1 (else) of st (`sides`; lo = hi = None for an
+        else side of two pieces); None when st is no branch on one thread interval alone."""
+        sides = self.sides(st)
+        if sides is None or sides[0] is not None:
             return None
-        lo, hi = self.branch or self.scope or (0, self.block_threads)
-        t_lo, t_hi = max(lo, iv[0]), min(hi, iv[1])
-        if side == 0:
-            return st, t_lo, t_hi
-        return (st, t_hi, hi) if t_lo <= lo else (st, lo, t_lo) if t_hi >= hi else (st, None, None)
+        rng = sides[1 + side]
+        return (st, *rng) if rng is not None else (st, None, None)
 
     def quietly(self, unjoined, run, *args):
         """run(*args) with no barriers; unjoined (see `unjoinable`): refuse a race there instead."""
@@ -383,21 +380,29 @@ class _Sync:
         used = {v for v in collect(st.cond, lambda n: isinstance(n, E.Var)) if any(v in a for a in self.axes)}
         return next((thread_interval(st.cond, a) for a in self.axes if used <= set(a)), None)
 
-    def branch_ranges(self, st):
-        """(then range, else range) of the threads taking each side of an if on one interval of the
-        linear thread index (thread_interval), within the threads running here; a side's range is None
-        when no barrier can join its threads (not whole warps, nor inside one warp; an else that is two
-        pieces). None when st is no such branch."""
+    def sides(self, st):
+        """(rest, then range, else range): the thread-free terms of st's condition (thread_interval) and the
+        threads taking each side of st, an if on one interval of the linear thread index, within the threads
+        running here; the else range None when it is two pieces, or when rest may send every thread there
+        (`if tx < 64 and k > 0`). None when st is no such if."""
         iv = self.interval(st)
-        if iv is None or iv[2] is not None and self.div.reads_divergent(iv[2]):
+        if iv is None:
             return None
         lo, hi = self.branch or self.scope or (0, self.block_threads)
         t_lo, t_hi = max(lo, iv[0]), min(hi, iv[1])
+        else_rng = None if iv[2] is not None else (t_hi, hi) if t_lo == lo else (lo, t_lo) if t_hi == hi else None
+        return iv[2], (t_lo, t_hi), else_rng
+
+    def branch_ranges(self, st):
+        """(then range, else range) of the threads taking each side of an if on one interval of the
+        linear thread index (`sides`); a side's range is None when no barrier can join its threads (not
+        whole warps, nor inside one warp; an else that is two pieces). None when st is no such branch."""
+        sides = self.sides(st)
+        if sides is None or sides[0] is not None and self.div.reads_divergent(sides[0]):
+            return None
+        _, (t_lo, t_hi), else_rng = sides
         if t_lo >= t_hi:
             return None
-        else_rng = (t_hi, hi) if t_lo == lo else (lo, t_lo) if t_hi == hi else None
-        if iv[2] is not None:  # `if tx < 64 and k > 0`: the else side is all threads when k <= 0
-            else_rng = None
         fits = [r if r is not None and r[0] < r[1] and scope_unit(*r) is not None else None
                 for r in ((t_lo, t_hi), else_rng)]
         return None if fits == [None, None] else tuple(fits)
