@@ -276,3 +276,38 @@ def test_own_element_runs_in_a_loop_in_an_unjoinable_branch(step, trips, ok):
     ref = torch.zeros(48 * step + trips, dtype=torch.float64)
     ref[:48 * step] = a.double() * 2 + 1
     torch.testing.assert_close(b.double(), ref, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("gap,ok", [(1, True), (2, False)])
+def test_two_index_forms_of_own_elements_in_a_loop_in_an_unjoinable_branch(gap, ok):
+    """`S[2 * tx]` written and `S[2 * tx + 1]` read in a loop inside `if tx < 48:`: two index forms of one
+    buffer, both thread t's own elements (2t and 2t + 1), need no barrier and compile, on both backends alike;
+    with `S[2 * tx + 2]` thread t reads thread t + 1's element: a race no barrier can fix there, refused."""
+
+    @T.prim_func
+    def f(A: T.Tensor((100,), "float32"), B: T.Tensor((100,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            tx = T.get_thread_binding()
+            S = T.alloc_shared((100,), "float32")
+            if tx < 48:
+                S[2 * tx + gap] = 1.0
+                for k in T.serial(3):
+                    S[2 * tx] = A[2 * tx] * k
+                    S[2 * tx + gap] = S[2 * tx + gap] + S[2 * tx]
+                B[2 * tx + gap] = S[2 * tx + gap]
+
+    if not ok:
+        with pytest.raises(tilelang.errors.LoweringError, match=r"barrier inside `if .*tx < 48"):
+            tilelang.compile(f, target="cuda -arch=sm_90a")
+        return
+    a = torch.randn(100)
+    ref = torch.zeros(100, dtype=torch.float64)
+    ref[1:96:2] = 1 + 3 * a[0:96:2].double()
+    c = torch.zeros(100)
+    tilelang.compile(f, target="cpu")(a, c)
+    torch.testing.assert_close(c.double(), ref, rtol=1e-5, atol=1e-5)
+    host = host_cuda_or_skip()
+    b = torch.zeros(100)
+    host.HostProgram({"f": tilelang.compile(f, target="cuda -arch=sm_90a")}).run("f", [a, b])
+    torch.testing.assert_close(b.double(), ref, rtol=1e-5, atol=1e-5)

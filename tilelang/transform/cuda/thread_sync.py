@@ -237,10 +237,11 @@ def _is_container(st) -> bool:
 
 
 def _own_elements(st, uid: int, thread_ranges: dict) -> bool:
-    """Every access of the shared buffer uid in st is a plain load or store at one index, the same in each,
-    that one thread variable moves (`S[tx]`, `S[2 * tx + 1, 3]`), perhaps with loops inside st moving it less
-    than one thread's step (`S[tx * 4 + k]`, k < 4): each thread touches its own elements only, so no barrier
-    is needed between threads."""
+    """Every access of the shared buffer uid in st is a plain load or store of one buffer whose index has one
+    dim that one thread variable moves by the same step in each access (`S[tx]`, `S[2 * tx + 1, j]`); its other
+    terms, constants and loops inside st, keep every access of one thread within less than that step
+    (`S[2 * tx]` with `S[2 * tx + 1]`; `S[tx * 4 + k]`, k < 4): each thread touches its own elements only, so
+    no barrier is needed between threads."""
     forms, raw = [], False
     for n in collect(st, lambda n: isinstance(n, (E.BufferLoad, S.BufferStore, Raw, E.Call))):
         if isinstance(n, Raw):
@@ -250,29 +251,33 @@ def _own_elements(st, uid: int, thread_ranges: dict) -> bool:
                              for a in n.args)
         elif _storage(n.buffer) == uid:
             forms.append((n.buffer, [linear_form(i) for i in n.indices]))
-    if raw or not forms:
+    if raw or not forms or any(b is not forms[0][0] for b, _ in forms):
         return False
-    buf, first = forms[0]
-    if any(b is not buf or f != first for b, f in forms[1:]) or any(f is None for f in first):
-        return False
-    moving = [f for f in first if f[0]]
-    if len(moving) != 1:
-        return False
-    terms = moving[0][0]
-    threads = [v for v in terms if v in thread_ranges]
-    if len(threads) != 1 or terms[threads[0]] == 0:
-        return False
-    # other terms: variables of constant-bound loops inside st, spanning fewer elements than one thread's
-    # step (`S[tx * 4 + k]`, k < 4): each thread's elements lie apart from every other thread's
-    trips = {f.var: const_int(E.as_expr(f.extent)) for f in collect(st, lambda n: isinstance(n, S.For))}
-    span = 0
-    for v, c in terms.items():
-        if v is threads[0]:
-            continue
-        if trips.get(v) is None:
+    loops = {f.var: (const_int(E.as_expr(f.start)), const_int(E.as_expr(f.extent)))
+             for f in collect(st, lambda n: isinstance(n, S.For))}
+    moved = None  # (dim, thread variable, its step), the same in every access
+    lo = hi = None  # the least and greatest element of that dim one thread reaches, less its thread's offset
+    for _, index in forms:
+        dims = [(d, f) for d, f in enumerate(index)
+                if f is None or any(c and v in thread_ranges for v, c in f[0].items())]
+        if len(dims) != 1 or dims[0][1] is None:
             return False
-        span += abs(c) * (trips[v] - 1)
-    return span < abs(terms[threads[0]])
+        d, (terms, const) = dims[0]
+        threads = [(v, c) for v, c in terms.items() if c and v in thread_ranges]
+        if len(threads) != 1 or moved not in (None, (d, *threads[0])):
+            return False
+        moved = (d, *threads[0])
+        a = b = const
+        for v, c in terms.items():
+            if v is moved[1] or not c:
+                continue
+            first, trips = loops.get(v, (None, None))
+            if first is None or trips is None or trips < 1:
+                return False
+            ends = (c * first, c * (first + trips - 1))
+            a, b = a + min(ends), b + max(ends)
+        lo, hi = (a, b) if lo is None else (min(lo, a), max(hi, b))
+    return hi - lo < abs(moved[2])
 
 
 class _Sync:
