@@ -17,10 +17,27 @@ from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.buffer import Buffer
 from ..ir.visitor import collect
+from ..layout.fragment import WGMMA_COMMON_N
 from ..op import tile_ops as O
 from .c import CCodegen, shape_vars
 from .c_expr import is_subbyte, storage_type
 from .swizzle_rows import split_row
+
+# the wgmma width of a lowered gemm or raw wgmma call: tl::gemm_ss_sm90<M, N, K, WG_M, WG_N, ...> (N / WG_N
+# a warpgroup), tl::gemm_rs_sm90<M, N, ...> (N), tl::wgmma_ss / wgmma_rs<A, B, C, N, ...>
+_WGMMA_CALL = re.compile(r"tl::(?:gemm_ss_sm90<\d+, (\d+), \d+, \d+, (\d+),|gemm_rs_sm90<\d+, (\d+),"
+                         r"|wgmma_(?:ss|rs)<[^,<>]+, [^,<>]+, [^,<>]+, (\d+)[,>])")
+
+
+def wgmma_ext(body) -> bool:
+    """Whether the kernel's wgmma calls take a width outside tl/wgmma_ops.h's common set: then it defines
+    TL_WGMMA_EXT, and tl/wgmma.h reads wgmma_ops_ext.h (the other widths; NVRTC parses them only then)."""
+    for r in collect(body, lambda x: type(x).__name__ == "Raw"):
+        for m in _WGMMA_CALL.finditer(r.fmt):
+            ss_n, ss_wg, rs_n, raw_n = m.groups()
+            if (int(ss_n) // int(ss_wg) if ss_n else int(rs_n or raw_n)) not in WGMMA_COMMON_N:
+                return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -235,6 +252,8 @@ class CudaCodegen(CCodegen):
             self.emit("#define TL_WGMMA_CLEAR_UNDEF 0")
         if not getattr(self.info, "mbarrier_suspend_hint", True):
             self.emit("#define TL_MBAR_SUSPEND_HINT 0")
+        if wgmma_ext(k.body):
+            self.emit("#define TL_WGMMA_EXT 1")
         self.emit('#include "tl/tl.h"')
         self.emit('#include "tl/gemm_sm80.h"')
         if self.info.sm >= 90:

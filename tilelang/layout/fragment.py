@@ -648,11 +648,20 @@ def row_fragment_ok(acc) -> bool:
     return isinstance(acc, (MmaAccFragment, WgmmaAccFragment))
 
 
-WGMMA_N = (8, 16, 32, 64, 96, 128, 192, 256)
+WGMMA_N = tuple(range(8, 257, 8))  # the widths of wgmma.mma_async, m64nNk*: multiples of 8 up to 256
+WGMMA_N_S8 = tuple(n for n in WGMMA_N if n <= 32 or n % 16 == 0)  # s8 operands: multiples of 16 above 32
+# the widths tl/wgmma_ops.h holds; the others are in wgmma_ops_ext.h, which a kernel reads under TL_WGMMA_EXT
+WGMMA_COMMON_N = (8, 16, 32, 64, 96, 128, 192, 256)
 
 
-def choose_warpgroups(m: int, n: int, groups: int) -> tuple[int, int] | None:
-    """(wg_m, wg_n) splitting an m x n tile over warpgroups: m64 rows each, N a wgmma width.
+def wgmma_widths(int8: bool = False) -> tuple:
+    """The N a wgmma instruction takes: WGMMA_N, or WGMMA_N_S8 for int8 operands."""
+    return WGMMA_N_S8 if int8 else WGMMA_N
+
+
+def choose_warpgroups(m: int, n: int, groups: int, int8: bool = False) -> tuple[int, int] | None:
+    """(wg_m, wg_n) splitting an m x n tile over warpgroups: m64 rows each, N a wgmma width
+    (`wgmma_widths(int8)`).
 
     The squarest per-warpgroup tile wins: on the H200, 128 x 256 on two warpgroups ran 3 %
     faster as two 128 x 128 halves (two m64n128 per k-step) than as two 64 x 256 halves."""
@@ -661,7 +670,7 @@ def choose_warpgroups(m: int, n: int, groups: int) -> tuple[int, int] | None:
         if groups % wg_m:
             continue
         wg_n = groups // wg_m
-        if m % (wg_m * 64) or n % wg_n or (n // wg_n) not in WGMMA_N:
+        if m % (wg_m * 64) or n % wg_n or (n // wg_n) not in wgmma_widths(int8):
             continue
         score = (abs(m // wg_m - n // wg_n), -wg_m)
         if best is None or score < best[0]:

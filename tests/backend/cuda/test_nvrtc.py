@@ -184,7 +184,7 @@ def test_every_generated_wgmma_shape_compiles():
             f"    tl::wgmma_ss<{ty}>(da, db, acc, 1);\n"
             f"    tl::wgmma_rs<{ty}>(ra, db, acc, scale);\n"
             f"    tl::warpgroup_wait<0>(); for (int j = 0; j < 4; ++j) out[j] = (float)acc[j]; }}")
-    src = ("#include \"tl/wgmma.h\"\n"
+    src = ("#define TL_WGMMA_EXT 1\n#include \"tl/wgmma.h\"\n"
            "extern \"C\" __global__ void all_wgmma(float* out, uint64_t da, uint64_t db, int scale) {\n"
            "  uint32_t ra[4] = {1, 2, 3, 4};\n" + "\n".join(calls) + "\n}\n")
     res = nvrtc.compile_cuda(src, "sm_90a")

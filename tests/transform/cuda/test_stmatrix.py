@@ -74,8 +74,10 @@ OUT = {
     "bf16_one_warpgroup": (64, 64, 64, "bfloat16", 128, 0, None, "tl::gemm_ss_sm90", (1, 0)),
     "f16_two_warpgroups": (128, 64, 64, "float16", 256, 0, None, "tl::gemm_ss_sm90", (1, 0)),
     "bf16_column_box": (64, 64, 64, "bfloat16", 128, 64, 192, "tl::gemm_ss_sm90", (1, 0)),  # S_s[:, 64:128]
-    # no wgmma width fits 24 columns: mma.sync's accumulator, 3 atoms a thread (one x4, one x2)
-    "bf16_mma_odd_atoms": (64, 24, 64, "bfloat16", 128, 0, None, "tl::gemm_ss<", (1, 1)),
+    # 32 x 24 at 64 threads (no warpgroup: mma.sync's accumulator), 3 atoms a thread (one x4, one x2)
+    "bf16_mma_odd_atoms": (32, 24, 64, "bfloat16", 64, 0, None, "tl::gemm_ss<", (1, 1)),
+    # wgmma m64n24 (a width of 8 mod 16): 3 atoms a thread as well
+    "bf16_wgmma_odd_atoms": (64, 24, 64, "bfloat16", 128, 0, None, "tl::gemm_ss_sm90", (1, 1)),
 }
 
 

@@ -127,10 +127,10 @@ def test_policy_the_shape_cannot_take_warns_and_keeps_the_square_split():
     kern, msgs = _compile(gemm_kernel(128, 256, 64, 512, T.GemmWarpPolicy.FullRow))
     assert _grid(kern.get_kernel_source()) == (2, 2)
     assert [m for m in msgs if "policy=FullRow is not honoured" in m and "64 rows" in m], msgs
-    # FullCol over 4 warpgroups of 24 columns is no wgmma width: (4, 1)
-    kern, msgs = _compile(gemm_kernel(256, 96, 64, 512, T.GemmWarpPolicy.FullCol))
+    # FullCol over 4 warpgroups of 20 columns is no wgmma width (a multiple of 8): (4, 1)
+    kern, msgs = _compile(gemm_kernel(256, 80, 64, 512, T.GemmWarpPolicy.FullCol))
     assert _grid(kern.get_kernel_source()) == (4, 1)
-    assert [m for m in msgs if "policy=FullCol is not honoured" in m and "24 columns" in m], msgs
+    assert [m for m in msgs if "policy=FullCol is not honoured" in m and "20 columns" in m], msgs
 
 
 @pytest.mark.parametrize("shape,policy", [((256, 64, 512), "FullRow"), ((256, 64, 512), "FullCol"),

@@ -27,6 +27,9 @@
 #include "common.h"
 #include "wgmma_desc.h"
 #include "wgmma_ops.h"
+#if defined(TL_WGMMA_EXT) && TL_WGMMA_EXT
+#include "wgmma_ops_ext.h"  // the widths outside the common set (tools/gen_wgmma.py)
+#endif
 
 namespace tl {
 
@@ -124,7 +127,7 @@ TL_DEVICE void wgmma_ss(uint64_t desc_a, uint64_t desc_b, D* acc, int scale_d) {
                 "wgmma needs --gpu-architecture=sm_90a");
   static_assert(N % 8 == 0 && N >= 8 && N <= 256, "tl::wgmma_ss: N must be a multiple of 8 in [8, 256]");
   static_assert(Op::kSupported,
-                "tl::wgmma_ss: this (A, B, C, N) is not generated; see tilelang/tools/gen_wgmma.py");
+                "tl::wgmma_ss: this (A, B, C, N) is not generated (widths outside the common set need TL_WGMMA_EXT); see tilelang/tools/gen_wgmma.py");
   static_assert(sizeof(D) == sizeof(typename Op::Reg) ||
                     (detail::is_same<C, half_t>::value && detail::is_same<D, half_t>::value),
                 "tl::wgmma_ss: accumulator pointer type does not match C");
@@ -143,7 +146,7 @@ TL_DEVICE void wgmma_rs(const uint32_t* a, uint64_t desc_b, D* acc, int scale_d)
                 "wgmma needs --gpu-architecture=sm_90a");
   static_assert(N % 8 == 0 && N >= 8 && N <= 256, "tl::wgmma_rs: N must be a multiple of 8 in [8, 256]");
   static_assert(Op::kSupported,
-                "tl::wgmma_rs: this (A, B, C, N) is not generated; see tilelang/tools/gen_wgmma.py");
+                "tl::wgmma_rs: this (A, B, C, N) is not generated (widths outside the common set need TL_WGMMA_EXT); see tilelang/tools/gen_wgmma.py");
   static_assert(sizeof(D) == sizeof(typename Op::Reg) ||
                     (detail::is_same<C, half_t>::value && detail::is_same<D, half_t>::value),
                 "tl::wgmma_rs: accumulator pointer type does not match C");

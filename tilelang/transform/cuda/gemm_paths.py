@@ -20,7 +20,7 @@ from ...arith.simplify import aligned, const_int
 from ...errors import LoweringError
 from ...ir.buffer import Buffer
 from ...ir.visitor import collect
-from ...layout.fragment import WGMMA_N, choose_warpgroups, choose_warps
+from ...layout.fragment import choose_warpgroups, choose_warps, wgmma_widths
 from ...op import tile_ops as O
 from .lower_async import tile_pointer
 
@@ -60,7 +60,7 @@ def wgmma_ok(op: O.Gemm, threads: int) -> tuple[tuple | None, str | None]:
                       "or 16-bit rows of a multiple of 128 bytes")
     if op.transpose_B and not kmajor_rows_ok(b):
         return None, f"B's tile rows are {b.shape[-1]} elements; wgmma needs 32, 64, 128 or (16-bit) k * 128 bytes"
-    grid = choose_warpgroups(m, n, threads // 128)
+    grid = choose_warpgroups(m, n, threads // 128, int8=a.dtype.name == "int8")
     if grid is None:
         return None, f"no split of a {m}x{n} tile over {threads // 128} warpgroups gives m64 rows and a wgmma width"
     if not op.transpose_B and (n // grid[1]) % 64:
@@ -93,8 +93,10 @@ def wgmma_policy_grid(op: O.Gemm, groups: int, fallback: tuple) -> tuple[tuple, 
         if n % groups:
             return fallback, f"N = {n} does not split into {groups} equal column blocks"
         want, width = (1, groups), n // groups
-    if width not in WGMMA_N:
-        return fallback, f"{width} columns a warpgroup is not a wgmma width ({', '.join(map(str, WGMMA_N))})"
+    widths = wgmma_widths(op.A.buffer.dtype.name == "int8")
+    if width not in widths:
+        return fallback, (f"{width} columns a warpgroup is not a wgmma width (a multiple of 8 up to 256"
+                          + (", of 16 above 32 for int8)" if len(widths) < 32 else ")"))
     if not op.transpose_B and width % 64:
         return fallback, f"a K x N B needs a multiple of 64 columns a warpgroup, not {width}"
     return want, None
@@ -183,7 +185,7 @@ def wgmma_rs_ok(op: O.Gemm, threads: int) -> tuple[int | None, str | None]:
         return None, "operands must be whole tiles and threads whole warpgroups"
     m, n, k = op.mnk
     groups = threads // 128
-    if m % (groups * 64) or n not in WGMMA_N or k % 16:
+    if m % (groups * 64) or n not in wgmma_widths() or k % 16:
         return None, f"a {m}x{n}x{k} tile does not split over {groups} warpgroups as m64 rows x a wgmma width"
     if op.transpose_B and not kmajor_rows_ok(b):
         return None, "B's tile rows must be 32, 64 or 128 bytes, or 16-bit rows of a multiple of 128 bytes"
