@@ -15,6 +15,8 @@ import torch
 import tilelang
 import tilelang.language as T
 
+from .conftest import example_attention, run_attention_on_host
+
 SM90 = "cuda -arch=sm_90a"
 
 
@@ -125,3 +127,14 @@ def test_gemm_at_the_width_on_gpu(bN, dtype, acc, threads, bM):
     torch.cuda.synchronize()
     err = (c.cpu().double() - ref).abs().max().item()
     assert err <= (0.5 if acc == "float16" else 1e-2), err
+
+
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("cfg,S,causal", [((128, 176, 2, 256), 352, False), ((192, 112, 2, 384), 384, True)])
+def test_attention_at_the_width_on_host(cfg, S, causal, host):
+    """examples/flash_attention.py with key tiles of 176 / 112 (two / three consumer warpgroups): both gemms on
+    wgmma (Q K^T at n176 / n112, P V from registers), ragged key tiles, against float64."""
+    k = example_attention(1, 1, S, 64, causal, cfg)
+    src = k.get_kernel_source()
+    assert "#define TL_WGMMA_EXT 1" in src and "tl::gemm_ss_sm90<" in src and "tl::gemm_rs_sm90<" in src
+    run_attention_on_host(host, k, 1, 1, S, 64, causal, seed=cfg[1] + S)
