@@ -4,7 +4,9 @@
 #   attention: the exp2 polynomial fractions, ping-pong alone and with the polynomial at 1/4, and the
 #     per-warpgroup epilogue where it is registered;
 #   host time per out_idx call: the lean launcher;
-#   fp8_lighting_indexer (peer regression case, public wheel beside): the wgmma grid cost check.
+#   fp8_lighting_indexer (peer regression case, public wheel beside): the wgmma grid cost check;
+#   attention D64 key tiles at the wgmma widths outside the common set (176, 112) and 192-row tiles (three
+#   consumer warpgroups), beside 128x128.
 # Usage (GPU machine, project root, .peer carried): bash scripts/pending_ab.sh
 # Writes $OUT/attention.txt, $OUT/attention.json, $OUT/host.txt, $OUT/indexer.txt, $OUT/ab.jsonl.
 set -u
@@ -20,6 +22,10 @@ echo "== attention ($ab)"
 timeout 240 python3 benchmarks/attention.py --cases 16,16,2048,64 8,16,4096,128 --configs 128,128,2,256 \
   --ab $ab --json "$OUT/attention.json" > "$OUT/attention.txt" 2>&1
 grep -E "TFLOP/s|ours/cuDNN|^ *B[0-9]" "$OUT/attention.txt" | tail -40
+echo "== attention D64 tile shapes"
+timeout 300 python3 benchmarks/attention.py --cases 16,16,2048,64 --configs 128,128,2,256 128,176,2,256 \
+  128,112,2,256 192,128,2,384 192,112,2,384 192,176,2,384 --json "$OUT/attention_tiles.json" > "$OUT/attention_tiles.txt" 2>&1
+grep -E "TFLOP/s|ours/cuDNN|^ *B[0-9]" "$OUT/attention_tiles.txt" | tail -30
 echo "== host time per call"
 PYTHONPATH=$PWD timeout 120 python3 benchmarks/host_overhead.py --ab tl.disable_lean_launcher --calls 200 --repeats 51 \
   > "$OUT/host.txt" 2>&1
