@@ -26,7 +26,8 @@ from .spec import Copy, Ew, Fill, Gemm, Lin, Pipelined, Reduce, Ref
 __all__ = ["gen_epi", "big_shape"]
 
 _I, _J = Lin.of(("i", 1)), Lin.of(("j", 1))
-_BIG = ((128, 256), (64, 256), (256, 128), (192, 128), (128, 192), (128, 128), (256, 64))
+_BIG = ((128, 256), (64, 256), (256, 128), (192, 128), (128, 192), (128, 128), (256, 64),
+        (128, 176), (192, 112), (128, 80))  # the last three: wgmma widths outside the common eight
 _SMEM = 160 * 1024
 _BYTES = {"float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1, "int8": 1, "float32": 4, "int32": 4}
 
