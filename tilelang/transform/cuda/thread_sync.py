@@ -264,7 +264,8 @@ def _own_elements(st, uid: int, thread_ranges: dict) -> bool:
             return False
         d, (terms, const) = dims[0]
         threads = [(v, c) for v, c in terms.items() if c and v in thread_ranges]
-        if len(threads) != 1 or moved not in (None, (d, *threads[0])):
+        if len(threads) != 1 or moved is not None and (moved[0] != d or moved[1] is not threads[0][0]
+                                                       or moved[2] != threads[0][1]):
             return False
         moved = (d, *threads[0])
         a = b = const
