@@ -2,9 +2,9 @@
 
 Why a generator: a wgmma.mma_async instruction names every accumulator register
 (N/2 of them for f32 at m64nN, up to 128), and inline asm needs one constraint
-per register.  Writing 56 such operand lists by hand invites off-by-one errors;
+per register.  Writing hundreds of such operand lists by hand invites off-by-one errors;
 the preprocessor cannot count.  This script is the single source of truth; the
-header it writes is committed so that building a kernel never runs Python.
+headers it writes are committed so that building a kernel never runs Python.
 
 Run:  python -m tilelang.tools.gen_wgmma        (rewrites the headers in place)
       python -m tilelang.tools.gen_wgmma --check  (exit 1 if a header is stale)
