@@ -297,11 +297,6 @@ _SHAPES = {("float16", "float16", "float32"), ("float16", "float16", "float16"),
            ("int8", "int8", "int32")}
 
 
-def _wgmma_width_ok(n: int, a: str) -> bool:
-    """wgmma.mma_async's N: a multiple of 8 up to 256; for s8 operands 8, 16, 24, 32 or a multiple of 16."""
-    return n % 8 == 0 and 8 <= n <= 256 and (a != "int8" or n <= 32 or n % 16 == 0)
-
-
 def _abbrv(x, what):
     s = str(x)
     for name, spellings in _ABBRV.items():
@@ -318,7 +313,9 @@ def _wgmma_types(what, prefix, a, b, c):
         raise DSLTypeError(f"{what}: wgmma_prefix must read 'm64n<N>k<K>', got {prefix!r}")
     mm, n, k = (int(g) for g in m.groups())
     want_k = 16 if a in ("float16", "bfloat16") else 32
-    if (a, b, c) not in _SHAPES or mm != 64 or k != want_k or not _wgmma_width_ok(n, a):
+    from ..layout.fragment import wgmma_widths  # on first use: importing tilelang.language stays light
+
+    if (a, b, c) not in _SHAPES or mm != 64 or k != want_k or n not in wgmma_widths(a == "int8"):
         raise DSLTypeError(f"{what}: {prefix} {a} x {b} -> {c} is not one of our wgmma shapes: m64, k{want_k} for "
                            f"{a}, n a multiple of 8 up to 256 (for int8 8, 16, 24, 32 or a multiple of 16), "
                            f"types {sorted(_SHAPES)}")

@@ -93,10 +93,10 @@ def wgmma_policy_grid(op: O.Gemm, groups: int, fallback: tuple) -> tuple[tuple, 
         if n % groups:
             return fallback, f"N = {n} does not split into {groups} equal column blocks"
         want, width = (1, groups), n // groups
-    widths = wgmma_widths(op.A.buffer.dtype.name == "int8")
-    if width not in widths:
+    int8 = op.A.buffer.dtype.name == "int8"
+    if width not in wgmma_widths(int8):
         return fallback, (f"{width} columns a warpgroup is not a wgmma width (a multiple of 8 up to 256"
-                          + (", of 16 above 32 for int8)" if len(widths) < 32 else ")"))
+                          + (", of 16 above 32 for int8)" if int8 else ")"))
     if not op.transpose_B and width % 64:
         return fallback, f"a K x N B needs a multiple of 64 columns a warpgroup, not {width}"
     return want, None
