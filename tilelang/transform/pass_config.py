@@ -177,6 +177,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_WS_WG_EPILOGUE = "tl.disable_ws_wg_epilogue"
     TL_DISABLE_BARRIER_ID_REMAP = "tl.disable_barrier_id_remap"
     TL_FRESH_COPY_INDEX = "tl.fresh_copy_index"
+    TL_WS_PRODUCER_REGS = "tl.ws_producer_regs"
 
 
 _SIMPLIFY = _NONE + "our simplifier has no tunable options (a sub-key of tl.Simplify)."
@@ -558,6 +559,11 @@ _DOCS = {
                            "ptxas does not keep their addresses live across the k-loop "
                            "(transform/cuda/fresh_index.py). False: never. Unset: a kernel that spills is recompiled "
                            "with it, and the build that spills less is kept.",
+    "TL_WS_PRODUCER_REGS": "Ours. An int (a multiple of 8, 24..256): the registers a thread the producer warpgroup of "
+                           "a warp-specialized kernel keeps (setmaxnreg.dec); the consumers get the rest of the "
+                           "block's pool (transform/cuda/warp_specialize.consumer_registers). Unset: 24 (consumers "
+                           "240 with one or two warpgroups, 160 with three, 112 with four), and a kernel that then "
+                           "spills, or loses setmaxnreg, is built again at 40 and the better build is kept.",
 }
 
 for _m in PassConfigKey:

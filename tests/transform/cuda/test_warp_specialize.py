@@ -38,9 +38,9 @@ def test_producer_consumer_structure(case, threads, stages, ndim, tiles, build, 
     producer, _, consumer = src.partition(f"if (tid >= {threads}) {{")
     producer, _, consumer = consumer.partition("} else {")
     assert consumer, src
-    assert "tl::setmaxnreg_dec<40>();" in producer and f"if ((tid == {threads}))" in producer
+    assert "tl::setmaxnreg_dec<24>();" in producer and f"if ((tid == {threads}))" in producer
     assert re.search(r"tl::setmaxnreg_inc<(\d+)>\(\);", consumer)
-    assert int(re.search(r"setmaxnreg_inc<(\d+)>", consumer).group(1)) * threads + 40 * 128 <= 65536
+    assert int(re.search(r"setmaxnreg_inc<(\d+)>", consumer).group(1)) * threads + 24 * 128 <= 65536
     assert "tma_load" not in consumer and "gemm_ss_sm90<" in consumer and "gemm_ss_sm90<" not in producer
     # barriers: full[s] waits for the producer's one arrival (+ bytes), empty[s] for every consumer warp
     inits = re.findall(r"tl::mbarrier_init\(&tl_(full|empty)\[(\d+)\], (\d+)\);", src)

@@ -60,7 +60,7 @@ def test_gemm_sqrsum_is_warp_specialized():
     k, warns = _compile(kernels.gemm_sqrsum(64, 512, hb=256))
     src = k.get_kernel_source()
     assert "no warp specialization" not in warns
-    assert "cp_async" not in src and "tl::setmaxnreg_dec<40>();" in src
+    assert "cp_async" not in src and "tl::setmaxnreg_dec<24>();" in src
     # fn (24 x 256 tf32 a stage): eight 32-column panels; x (bf16): four 64-column panels
     assert src.count("tl::tma_load(&tmap_1,") == 8 and src.count("tl::tma_load(&tmap_0,") == 4
     assert "fn_s_stages + (tl_stage) * 8192 + 7168, ((pz * 256) + 224), 0);" in src

@@ -42,7 +42,7 @@ def test_seed_config_structure(seed):
     src = seed.get_kernel_source()
     # a producer warpgroup beside the user's 128 threads, one block per SM for setmaxnreg
     assert "__launch_bounds__(256, 1)" in src and "if (tid >= 128) {" in src
-    assert "tl::setmaxnreg_dec<40>();" in src and "tl::setmaxnreg_inc<240>();" in src
+    assert "tl::setmaxnreg_dec<24>();" in src and "tl::setmaxnreg_inc<240>();" in src
     # 16 KB per stage: RING_BYTES of loads, the stage index and phase taken modulo 8
     assert ring(src) == RING_BYTES // (16 * 1024) == 8
     # (tl_it & 7 is the floor modulo as the power-of-two floor shifts print it)

@@ -20,7 +20,7 @@ from ...transform.cuda.plan_smem import plan_smem_pass
 from ...transform.cuda.proxy_fences import place_proxy_fences
 from ...transform.cuda.cp_async_waits import merge_cp_async_waits
 from ...transform.cuda.thread_sync import insert_syncs
-from ...transform.cuda.warp_specialize import TIMELINE
+from ...transform.cuda.warp_specialize import PRODUCER_REGS, PRODUCER_REGS_WIDE, TIMELINE
 from ...transform.check_dtypes import check_dtypes_pass
 from ...transform.check_index_ranges import check_index_ranges_pass
 from ...transform.global_layouts import global_layouts_pass
@@ -39,6 +39,16 @@ _SMEM_LIMIT = smem_per_block(90)  # the most dynamic shared memory one block may
 
 class PerformanceWarning(UserWarning):
     """A fast path (tensor cores, registers, vector/async copies) was not taken, with the reason."""
+
+
+def _producer_regs(value) -> int:
+    """tl.ws_producer_regs: the warp-specialized producer's setmaxnreg decrease (24 unset)."""
+    if value is None:
+        return PRODUCER_REGS
+    if isinstance(value, bool) or not isinstance(value, int) or not (24 <= value <= 256 and value % 8 == 0):
+        raise ValueError(f"pass_configs['tl.ws_producer_regs']: expected a multiple of 8 from 24 to 256 "
+                         f"(setmaxnreg's range), found {value!r}")
+    return value
 
 
 def _tristate(v):
@@ -152,7 +162,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                                    not config(ctx.pass_configs, "tl.disable_ring_trip_cap", False),
                                    not config(ctx.pass_configs, "tl.disable_persistent_prefix_tma", False),
                                    not config(ctx.pass_configs, "tl.disable_wgmma_wait_hold", False),
-                                   not config(ctx.pass_configs, "tl.disable_ws_wg_epilogue", False), ids)
+                                   not config(ctx.pass_configs, "tl.disable_ws_wg_epilogue", False), ids,
+                                   _producer_regs(config(ctx.pass_configs, "tl.ws_producer_regs", None)))
     if ws is not None:
         k_piped, views = k_ws, []
     elif manual is not None:
@@ -505,6 +516,21 @@ class CUDAArtifact(LowersOnDemand):
             if got[2].smem_bytes < self.csource.smem_bytes:
                 ctx, self.lowered, self.csource, self.compiled = got
         spill = _spill_note(self.compiled.ptxas_info())
+        if ctx.ws_info is not None and ctx.ws_info.producer_regs == PRODUCER_REGS \
+                and config(ctx.pass_configs, "tl.ws_producer_regs", None) is None \
+                and (spill or "'setmaxnreg' ignored" in (self.compiled.log or "")):
+            # the producer at setmaxnreg's least (24) frees 8 registers a consumer thread; where the
+            # kernel spills or ptxas drops setmaxnreg, the build with the producer at 40 is kept if it
+            # spills less, or keeps setmaxnreg where this one lost it
+            from .nvrtc import spilled
+
+            got = without("tl.ws_producer_regs", PRODUCER_REGS_WIDE)
+            lost, lost_wide = ("'setmaxnreg' ignored" in (c.log or "") for c in (self.compiled, got[3]))
+            fewer = spilled(got[3].ptxas_info()) < spilled(self.compiled.ptxas_info()) \
+                and got[2].smem_bytes <= self.csource.smem_bytes
+            if (lost and not lost_wide) or (fewer and lost_wide <= lost):
+                ctx, self.lowered, self.csource, self.compiled = got
+                spill = _spill_note(self.compiled.ptxas_info())
         if spill and ctx.ws_info is not None and ctx.ws_info.deferred_epilogue:
             # the deferred epilogue keeps the output tile in registers through the next k-loop:
             # where that spills, the epilogue stays between the k-loops

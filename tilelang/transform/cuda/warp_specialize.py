@@ -68,27 +68,32 @@ class WSInfo:
     workspace: tuple = ()  # hidden global buffers the launcher allocates (stream-K partials and flags)
     deferred_epilogue: bool = False  # the output tile is stored during the next tile's k-loop
     mma_sync: bool = False  # the consumers' gemms take mma.sync (gemm_paths.mma_ws_ok), not wgmma
-    consumer_regs: int = 0  # the consumers' setmaxnreg_inc (the producer warpgroup decreases to PRODUCER_REGS)
+    consumer_regs: int = 0  # the consumers' setmaxnreg_inc (the producer warpgroup decreases to producer_regs)
+    producer_regs: int = 0  # the producer warpgroup's setmaxnreg_dec (0: no setmaxnreg)
     pingpong: int = 0  # consumer warpgroups taking turns at their gemms (ws_pingpong.py), 0: none
     wg_epilogue: object = None  # the accumulator each consumer warpgroup stores its own rows of (ws_epilogue.wg_chunk)
     barriers: object = None  # the kernel's barrier_ids.BarrierIds: named barrier ids clear of the program's own
 
 
-PRODUCER_THREADS, PRODUCER_REGS = 128, 40
+# the producer warpgroup issues TMA and waits on barriers: 24 registers a thread (setmaxnreg's
+# least) hold it; a kernel that then spills or loses setmaxnreg is built again at
+# PRODUCER_REGS_WIDE (backend/cuda/pipeline.py), the producer count of the earlier builds
+PRODUCER_THREADS, PRODUCER_REGS, PRODUCER_REGS_WIDE = 128, 24, 40
 
 
-def consumer_registers(T: int, launch_regs: int | None = None) -> int:
+def consumer_registers(T: int, launch_regs: int | None = None, producer_regs: int = PRODUCER_REGS) -> int:
     """The consumers' setmaxnreg_inc for T consumer threads beside the 128-thread producer.
 
     setmaxnreg moves registers within the block's own pool (PTX ISA: per CTA): the producer's
-    decrease to 40 frees (R - 40) x 128 of them, and an increase that asks the T consumers for
-    more than that blocks forever. R is the per-thread allocation at launch: `launch_regs`, else
-    the most `__launch_bounds__(T + 128, 1)` allows (96 at 640 threads, where the fp8 lighting
-    indexer's 4 consumer warpgroups asked for 112 and hung). 240 / 232 for one / two consumer
-    warpgroups, 152 for three, 104 for four."""
+    decrease to P (`producer_regs`) frees (R - P) x 128 of them, and an increase that asks the T
+    consumers for more than that blocks forever. R is the per-thread allocation at launch:
+    `launch_regs`, else the most `__launch_bounds__(T + 128, 1)` allows (96 at 640 threads, where
+    the fp8 lighting indexer's 4 consumer warpgroups once asked for 112 with P = 40 and hung).
+    With P = 24: 240 for one or two consumer warpgroups, 160 for three, 112 for four (P = 40:
+    240, 232, 152, 104)."""
     n = T + PRODUCER_THREADS
     r = launch_regs if launch_regs else min(255, 65536 // n) // 8 * 8
-    pool = (r * n - PRODUCER_REGS * PRODUCER_THREADS) // T // 8 * 8
+    pool = (r * n - producer_regs * PRODUCER_THREADS) // T // 8 * 8
     return min(240, pool)
 
 
@@ -105,7 +110,7 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
                     im2col_tma: bool = True, im2col_small: bool = False, promoted_stream_k: bool = True,
                     mma_sync: bool = True, tile_snake: bool = True, pingpong: bool | None = False,
                     trip_cap: bool = True, tile_prefix: bool = True, chain_hold: bool = True,
-                    wg_epilogue: bool = True, barriers=None):
+                    wg_epilogue: bool = True, barriers=None, producer_regs: int = PRODUCER_REGS):
     """Returns (new kernel, WSInfo) or (k, None) when the kernel keeps the cp.async pipeline.
 
     num_sms: make the kernel persistent -- min(tiles, num_sms) blocks, each looping over the
@@ -125,7 +130,7 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     trip_cap: where each block runs one tile, the ring holds no more stages than the loop's most
     iterations (see `trip_bound`; off: `tl.disable_ring_trip_cap`).
     rebalance_regs: False leaves out setmaxnreg (for kernels that use fewer registers than the
-    producer's decrease names, which ptxas rejects).
+    producer's decrease names, which ptxas rejects). producer_regs: the producer's decrease.
     chain: a loop of two chained gemms (attention: scores, then P @ V) keeps the next scores gemm
     in flight beside this one's output gemm (ws_overlap.py; `tl.enable_ws_overlap`).
     chain_hold: with `chain`, the wait for the output gemm stays after the next softmax in ptxas'
@@ -160,6 +165,7 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     if plan is None:
         return k, None
     plan.rebalance_regs = rebalance_regs
+    plan.producer_regs = producer_regs
     plan.info.barriers = barriers if barriers is not None else BarrierIds()
     plan.chain = chain
     plan.chain_hold = chain_hold
@@ -195,6 +201,7 @@ class WSPlan:
     num_sms: int | None
     persistent: bool  # stage/phase counters run on across a block's tiles from a per-branch base
     rebalance_regs: bool = True  # setmaxnreg: the producer gives registers to the consumers
+    producer_regs: int = PRODUCER_REGS  # the producer's setmaxnreg_dec
     storages: dict = field(default_factory=dict)  # tile uid -> multi-stage storage
     views: dict = field(default_factory=dict)  # tile uid -> the window onto the current stage
     tx_bytes: int = 0  # bytes landing in one stage
@@ -765,10 +772,10 @@ def _rewrite(plan: WSPlan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.K
                + (" " + tp.init if tp is not None else "")
                + " tl::fence_barrier_init(); }} " + sync)
     if plan.rebalance_regs:
-        regs_c = consumer_registers(T)
-        info.consumer_regs = regs_c
+        regs_c = consumer_registers(T, producer_regs=plan.producer_regs)
+        info.consumer_regs, info.producer_regs = regs_c, plan.producer_regs
         setmaxnreg = Raw(f"tl::setmaxnreg_inc<{regs_c}>();")
-        dec = Raw(f"tl::setmaxnreg_dec<{PRODUCER_REGS}>();")
+        dec = Raw(f"tl::setmaxnreg_dec<{plan.producer_regs}>();")
     else:  # ptxas refuses a decrease to more registers than the whole program uses
         setmaxnreg = dec = S.seq()
     turns = [turn_head(info.pingpong, info.barriers.turns(info.pingpong)),
