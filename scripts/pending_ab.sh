@@ -29,6 +29,11 @@ echo "== attention D64 tile shapes"
 timeout 300 python3 benchmarks/attention.py --cases 16,16,2048,64 --configs 128,128,2,256 128,176,2,256 \
   128,112,2,256 192,128,2,384 192,112,2,384 192,176,2,384 $(has tl.ws_producer_regs && echo "--ab tl.ws_producer_regs=40") --json "$OUT/attention_tiles.json" > "$OUT/attention_tiles.txt" 2>&1
 grep -E "TFLOP/s|ours/cuDNN|^ *B[0-9]" "$OUT/attention_tiles.txt" | tail -30
+echo "== attention D128 tile shapes (192x128 spilled 768 B with the producer at 40, none at 24)"
+timeout 200 python3 benchmarks/attention.py --cases 8,16,4096,128 --configs 128,128,2,256 192,128,2,384 \
+  128,176,2,256 $(has tl.ws_producer_regs && echo "--ab tl.ws_producer_regs=40") \
+  --json "$OUT/attention_tiles128.json" > "$OUT/attention_tiles128.txt" 2>&1
+grep -E "TFLOP/s|ours/cuDNN|^ *B[0-9]" "$OUT/attention_tiles128.txt" | tail -20
 echo "== host time per call"
 PYTHONPATH=$PWD timeout 120 python3 benchmarks/host_overhead.py --ab tl.disable_lean_launcher --calls 200 --repeats 51 \
   > "$OUT/host.txt" 2>&1
