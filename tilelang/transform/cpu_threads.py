@@ -14,7 +14,9 @@ lower_tile_ops_cpu (which still runs a block on one CPU thread):
 - control flow that depends on no thread holds the segments (a serial loop with a barrier
   stays one loop, its body split); so does a branch on one interval of the linear thread index
   (`if tx < 256:` around `T.sync_threads(3, 256)`, as topk_selector): its body is split over
-  its threads, its else branch runs per thread on the others. Where control flow otherwise
+  its threads, its else branch runs per thread on the others. A race inside a loop of such a branch
+  over threads no barrier can join (`if tx < 48:`) is refused as the CUDA path refuses it
+  (branch_races.py). Where control flow otherwise
   depends on the thread and holds a barrier, the kernel cannot be split honestly: a
   LoweringError names the construct and the user's line;
 - T.alloc_local / T.alloc_var buffers get one copy per thread (a leading thread dim), since
@@ -52,6 +54,7 @@ from ..op import hopper as H
 from ..op import hopper_raw as R
 from ..op import tile_ops as O
 from ..op.thread_ops import DeclBuffer, ThreadAllReduce
+from .branch_races import check_branch, unjoinable
 from .cpu_lanes import COLLECTIVES
 from .thread_dependence import ISSUE_OPS, SCALAR_OPS, ThreadDependence, is_block_op, op_name
 from .thread_scopes import thread_axes, thread_interval
@@ -194,6 +197,12 @@ class _Kernel:
             return node
         return substitute(_Expand(self, self.thread_map()).visit(node), {self.thr: E.as_expr(rng[0])})
 
+    def var_extents(self) -> list:
+        """The extent of each thread variable of the kernel (tx: X, ty: Y, tz: Z; another name: the block)."""
+        X, Y, Z = self.dims
+        ext = {"tx": X if Y * Z > 1 else self.n, "ty": Y, "tz": Z}
+        return [ext.get(v.name, self.n) for v in self.k.thread_vars]
+
     def thread_map(self) -> dict:
         """Thread variable -> its value in thread `thr` (x fastest)."""
         X, Y, Z = self.dims
@@ -287,6 +296,10 @@ class _Kernel:
         # the else branch's threads: one interval when the branch's is at one end of rng
         e_rng = None if rest is not None else (t_hi, rng[1]) if t_lo <= rng[0] else (rng[0], t_lo) \
             if t_hi >= rng[1] else None
+        if self.hazards and rng == (0, self.n) and (unjoinable(t_lo, t_hi) or e_rng is None or unjoinable(*e_rng)) \
+                and not self.block_ops(s) and not collect(s, _exchange):
+            # a race no barrier can order (inside a loop of `if tx < 48:`): refused as the CUDA path refuses it
+            check_branch(s, self.k.thread_vars, dict(zip(self.k.thread_vars, self.var_extents())), self.n, self.axes)
         split_else = s.else_case is not None and e_rng is not None and e_rng[0] < e_rng[1] and (
             collect(s.else_case, _exchange) or self.hazards and _self_race(S.IfThenElse(s.cond, s.else_case, None)))
         if s.else_case is not None and not split_else and (
