@@ -156,3 +156,33 @@ def test_histogram_ranks_on_gpu():
     for v in range(16):
         sel = rank[a == v].sort().values.cpu().tolist()
         assert hist[v].item() == len(sel) and sel == list(range(len(sel)))
+
+
+def _column_atomics(dtype, op):
+    @T.prim_func
+    def f(A: T.Tensor((64, 32), dtype), B: T.Tensor((32,), dtype)):
+        with T.Kernel(2, threads=32) as bx:
+            for i, j in T.Parallel(32, 32):
+                if op == "add":
+                    T.atomic_add(B[j], A[bx * 32 + i, j])
+                elif op == "max":
+                    T.atomic_max(B[j], A[bx * 32 + i, j])
+                else:
+                    T.atomic_min(B[j], A[bx * 32 + i, j])
+    return f
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("op", ["add", "max", "min"])
+def test_16_bit_element_atomics_on_the_cpu(dtype, op):
+    """A 16-bit destination takes the value in its own storage type: the CPU backend passed a float to
+    tl_atomic_add_bf16 (a C compile error, "incompatible type for argument 2")."""
+    td = getattr(torch, dtype)
+    a = (torch.randn(64, 32) * 0.1).to(td)
+    b = torch.zeros(32, dtype=td)
+    tilelang.compile(_column_atomics(dtype, op), target="cpu")(a, b)
+    ad = a.double()
+    ref = ad.sum(0) if op == "add" else ad.max(0).values.clamp(min=0) if op == "max" else ad.min(0).values.clamp(max=0)
+    # 64 additions, each rounded to the 16-bit dtype
+    tol = 0 if op != "add" else (3e-2 if dtype == "bfloat16" else 4e-3)
+    torch.testing.assert_close(b.double(), ref, rtol=0, atol=tol)

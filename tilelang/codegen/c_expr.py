@@ -412,4 +412,5 @@ class CExpr:
         if suffix is None:
             raise NotImplementedError(f"atomics on {d} are not supported")
         kind = e.op.split("_", 1)[1]
-        return f"tl_atomic_{kind}_{suffix}(&{self.index_fn(target.buffer, target.indices)}, {self(val)})"
+        # the value in the destination's storage type (a bf16 / fp16 element takes its bits, not a float)
+        return f"tl_atomic_{kind}_{suffix}(&{self.index_fn(target.buffer, target.indices)}, {self.store_expr(d, val)})"
