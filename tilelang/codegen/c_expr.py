@@ -137,7 +137,9 @@ class CExpr:
         if d.name == "float16":
             return f"((tl_half){lit}f)" if "INF" not in lit and "NAN" not in lit else f"((tl_half){lit})"
         if d.name in EMULATED:
-            return self.round_to(d, f"{lit}f" if "INF" not in lit and "NAN" not in lit else lit)
+            if ("INF" in lit and d.name != "float8_e4m3fn") or "NAN" in lit:  # a d value already (e5m2's inf)
+                return lit
+            return self.round_to(d, f"{lit}f")
         return f"{lit}f" if "INF" not in lit and "NAN" not in lit else lit
 
     def round_to(self, d: dt.DType, text: str) -> str:
@@ -393,6 +395,13 @@ class CExpr:
                 return self.index_fn(e.buffer, e.indices)
             if e.dtype == d and (native := self.bf16_native(e)) is not None:
                 return native
+            if isinstance(e, E.Const) and e.dtype == d and d.name == "float8_e5m2" and isinstance(e.value, float) \
+                    and not math.isfinite(e.value):
+                # T.infinity(e5m2) is e5m2's inf, not its largest finite value: no saturation (e4m3fn has
+                # no inf: its constant saturates to 448, as torch converts it)
+                from .math_calls import nosat_bits
+
+                return nosat_bits(d, self(e))
             if isinstance(e, E.Call) and e.op == "cast_nosat" and e.dtype == d:
                 # its own bits: converting the value back would saturate an e5m2 inf on CUDA
                 from .math_calls import nosat_bits
