@@ -139,7 +139,7 @@ class CExpr:
         if d.name in EMULATED:
             if ("INF" in lit and d.name != "float8_e4m3fn") or "NAN" in lit:  # a d value already (e5m2's inf)
                 return lit
-            return self.round_to(d, f"{lit}f")
+            return self.round_to(d, f"{lit}f" if "INF" not in lit else lit)
         return f"{lit}f" if "INF" not in lit and "NAN" not in lit else lit
 
     def round_to(self, d: dt.DType, text: str) -> str:
