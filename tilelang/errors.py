@@ -62,12 +62,13 @@ class DSLSyntaxError(TileLangError):
     """The kernel uses Python syntax the DSL does not support."""
 
 
-class DSLNameError(TileLangError):
-    """A name in the kernel is not defined."""
+class DSLNameError(TileLangError, NameError):
+    """A name in the kernel is not defined (a NameError too, as Python raises for it)."""
 
 
-class DSLTypeError(TileLangError):
-    """A DSL call got an argument of the wrong kind."""
+class DSLTypeError(TileLangError, TypeError):
+    """A DSL call got an argument of the wrong kind (a TypeError too: `except TypeError` around a kernel's
+    construction catches it, as it catches the public TileLang's)."""
 
 
 class ShapeMismatchError(TileLangError):

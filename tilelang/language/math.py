@@ -191,8 +191,26 @@ fabs = abs
 
 # CUDA's fast-math spellings: here the accurate function (a valid approximation of the fast one)
 fast_exp, fast_exp2, fast_log, fast_log2 = exp, exp2, log, log2
-__exp, __exp2, __log, __log2, __log10, __exp10 = exp, exp2, log, log2, log10, exp10
-__sin, __cos, __tan = sin, cos, tan
+
+
+def _fast_intrinsic(name: str, fn):
+    """T.<name> (CUDA's `__exp` ...): fn for a 16-, 32- or 64-bit float operand (a Python float is float32);
+    any other operand (bool, ints, float8) is a TypeError, as in the public TileLang."""
+
+    def intrinsic(x):
+        e = E.as_expr(x)
+        if not (e.dtype.is_float and e.dtype.name in ("float16", "bfloat16", "float32", "float64")):
+            raise TypeError(f"T.{name} only supports floating-point inputs, but got {e.dtype.name}")
+        return fn(e)
+
+    intrinsic.__name__ = intrinsic.__qualname__ = name
+    intrinsic.__doc__ = f"{name}(x) = {fn.__name__}(x) of a float operand: {fn.__doc__ or ''}"
+    return intrinsic
+
+
+__exp, __exp2, __log, __log2, __log10, __exp10 = (_fast_intrinsic(f"__{f.__name__}", f)
+                                                  for f in (exp, exp2, log, log2, log10, exp10))
+__sin, __cos, __tan = (_fast_intrinsic(f"__{f.__name__}", f) for f in (sin, cos, tan))
 
 
 def max(a, b, *rest):
