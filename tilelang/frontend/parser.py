@@ -110,9 +110,40 @@ class Parser:
             self.builder.emit(S.Evaluate(value))
 
     def stmt_Assign(self, node):
-        value = self.eval(node.value)
+        tuple_target = any(isinstance(t, (ast.Tuple, ast.List)) for t in node.targets)
+        if tuple_target and isinstance(node.value, (ast.Tuple, ast.List)) and not _find(
+                node.value, lambda n: isinstance(n, ast.Starred)):
+            value = tuple(self.eval(e) for e in node.value.elts)
+            # a name read of a T.alloc_var is its current value (`a, b = b, a` swaps the values)
+            value = tuple(v.as_load() if isinstance(e, ast.Name) and isinstance(v, Buffer) and v.scope == "local.var"
+                          else v for e, v in zip(node.value.elts, value))
+        else:
+            value = self.eval(node.value)
+        if tuple_target and any(self.stores_into(t) for t in node.targets) and isinstance(value, (tuple, list)):
+            # Python reads every right-hand value before the first store: `A[0], A[1] = A[1], A[0]`
+            value = type(value)(self.snapshot(v) for v in value)
         for target in node.targets:
             self.assign(target, value, node)
+
+    def stores_into(self, target) -> bool:
+        """Whether assigning to `target` (possibly a tuple of targets) writes to memory, not just binds names."""
+        if isinstance(target, (ast.Tuple, ast.List)):
+            return any(self.stores_into(t) for t in target.elts)
+        if isinstance(target, ast.Name):
+            old = self.scope.get(target.id)
+            return isinstance(old, Buffer) and old.scope == "local.var"
+        return isinstance(target, ast.Subscript)
+
+    def snapshot(self, value):
+        """`value` read now: an expression that loads memory becomes a let variable holding its current value."""
+        if isinstance(value, (tuple, list)):
+            return type(value)(self.snapshot(v) for v in value)
+        if not isinstance(value, E.Expr) or isinstance(value, (E.Var, E.Const)) or value.dtype.name == "handle":
+            return value
+        var = E.Var(self.builder.unique("rhs"), value.dtype)
+        self.builder.emit(S.LetStmt(var, value))
+        self.builder.lets[var] = value
+        return var
 
     def assign(self, target, value, node):
         if isinstance(target, ast.Name):
