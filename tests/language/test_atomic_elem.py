@@ -186,3 +186,37 @@ def test_16_bit_element_atomics_on_the_cpu(dtype, op):
     # 64 additions, each rounded to the 16-bit dtype
     tol = 0 if op != "add" else (3e-2 if dtype == "bfloat16" else 4e-3)
     torch.testing.assert_close(b.double(), ref, rtol=0, atol=tol)
+
+
+def test_atomic_addx2_adds_both_lanes():
+    """`T.atomic_addx2(B[i, 2 * j], A[i, 2 * j])` adds elements 2j and 2j + 1 (it added only 2j)."""
+
+    @T.prim_func
+    def f(A: T.Tensor((4, 8), "float32"), B: T.Tensor((4, 8), "float32")):
+        with T.Kernel(2, threads=32) as bx:
+            for i, j in T.Parallel(4, 4):
+                T.atomic_addx2(B[i, j * 2], A[i, j * 2])
+
+    a, b = torch.randn(4, 8), torch.randn(4, 8)
+    ref = b.double() + 2 * a.double()  # two blocks add
+    tilelang.compile(f, target="cpu")(a, b)
+    torch.testing.assert_close(b.double(), ref, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_16_bit_return_prev(dtype):
+    """The previous value of a bf16 element (a C compile error on the CPU backend before) and of an fp16 one."""
+
+    @T.prim_func
+    def f(A: T.Tensor((8,), dtype), B: T.Tensor((8,), dtype), Old: T.Tensor((8,), dtype)):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(8):
+                Old[i] = T.atomic_add(B[i], A[i], return_prev=True)
+
+    td = getattr(torch, dtype)
+    a, b = torch.randn(8).to(td), torch.randn(8).to(td)
+    old = torch.zeros(8, dtype=td)
+    b0 = b.clone()
+    tilelang.compile(f, target="cpu")(a, b, old)
+    torch.testing.assert_close(old, b0, rtol=0, atol=0)
+    torch.testing.assert_close(b.double(), (b0.double() + a.double()).to(td).double(), rtol=0, atol=0)

@@ -421,5 +421,8 @@ class CExpr:
         if suffix is None:
             raise NotImplementedError(f"atomics on {d} are not supported")
         kind = e.op.split("_", 1)[1]
-        # the value in the destination's storage type (a bf16 / fp16 element takes its bits, not a float)
-        return f"tl_atomic_{kind}_{suffix}(&{self.index_fn(target.buffer, target.indices)}, {self.store_expr(d, val)})"
+        # the value in the destination's storage type (a bf16 / fp16 element takes its bits, not a float);
+        # the previous value it returns is read back as any element of that dtype is
+        call = f"tl_atomic_{kind}_{suffix}(&{self.index_fn(target.buffer, target.indices)}, {self.store_expr(d, val)})"
+        k = EMULATED.get(d.name)
+        return f"tl_{k}_to_f32({call})" if k else call

@@ -72,7 +72,7 @@ _MODULES = {
     "loops": "Parallel Pipelined serial Serial unroll Unroll grid vectorized Persistent",
     "tile": ("copy async_copy transpose fill clear gemm reduce_sum reduce_max reduce_min reduce_abssum "
         "reduce_absmax reduce reduce_bitand reduce_bitor reduce_bitxor cumsum atomic_add atomic_max atomic_min atomic_or "
-        "atomic_addx2 use_swizzle annotate_layout "
+        "use_swizzle annotate_layout "
         "annotate_padding annotate_l2_hit_ratio no_set_max_nreg disable_warp_group_reg_alloc GemmWarpPolicy"),
     "math": ("exp exp2 log log2 log10 sqrt rsqrt tanh sigmoid sin cos erf floor ceil "
         "round trunc log1p expm1 exp10 abs max min pow if_then_else Select cast Cast infinity max_value "
@@ -92,7 +92,7 @@ _MODULES = {
     "extern": "call_extern import_source access_ptr dp4a",
     "views": "ptr make_tensor reshape view SharedBuffer FragmentBuffer LocalBuffer alloc_buffer",
     "reducer": "alloc_reducer reducer_init reducer_update finalize_reducer cummax",
-    "memory": "atomic_addx4 atomic_load atomic_store im2col index_to_coordinates",
+    "memory": "atomic_addx2 atomic_addx4 atomic_load atomic_store im2col index_to_coordinates",
     "random": "rng_init rng_rand rng_rand_float",
     "annotations": ("annotate_min_blocks_per_sm annotate_restrict_buffers annotate_safe_value "
         "annotate_compile_flags annotate_pass_configs"),

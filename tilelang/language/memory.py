@@ -1,4 +1,4 @@
-"""Element-level memory operations: `T.atomic_addx4`, `T.atomic_load`, `T.atomic_store`,
+"""Element-level memory operations: `T.atomic_addx2` / `T.atomic_addx4`, `T.atomic_load`, `T.atomic_store`,
 `T.im2col` (a convolution's input patches as a matrix tile) and `T.index_to_coordinates`."""
 from __future__ import annotations
 
@@ -28,19 +28,31 @@ def _shift(ld: E.BufferLoad, u: int) -> E.BufferLoad:
     return E.BufferLoad(ld.buffer, tuple(idx), ld.dtype)
 
 
+def _atomic_lanes(n: int, dst, value, return_prev):
+    from .tile import atomic_add
+
+    what = f"T.atomic_addx{n}"
+    if return_prev:
+        raise DSLTypeError(f"{what}(return_prev=True): the previous {n} values as one vector value are not "
+                           "supported; use T.atomic_add(dst, value, return_prev=True) on each element")
+    d, v = _element(dst, what), _element(value, what)
+    for u in range(n):
+        atomic_add(_shift(d, u), _shift(v, u))
+    return EMITTED
+
+
+def atomic_addx2(dst, value, return_prev=False):
+    """dst[..., j:j+2] += value[..., k:k+2] atomically, element by element (two adjacent values, such as
+    a half2): `T.atomic_addx2(dQ[b, i, d * 2], acc[i, d * 2])`."""
+    return _atomic_lanes(2, dst, value, return_prev)
+
+
 def atomic_addx4(dst, value, return_prev=False):
     """dst[..., j:j+4] += value[..., k:k+4] atomically, element by element (four adjacent values).
 
     Example: `T.atomic_addx4(dKV[b, row, h, d * 4], acc_shared[i, d * 4])`.
     """
-    from .tile import atomic_add
-
-    if return_prev:
-        raise DSLTypeError("T.atomic_addx4: return_prev=True is not supported")
-    d, v = _element(dst, "T.atomic_addx4"), _element(value, "T.atomic_addx4")
-    for u in range(4):
-        atomic_add(_shift(d, u), _shift(v, u))
-    return EMITTED
+    return _atomic_lanes(4, dst, value, return_prev)
 
 
 def _order(memory_order, what):

@@ -327,16 +327,6 @@ def atomic_or(dst, value, memory_order=None):
     return _atomic("or", dst, value, memory_order)
 
 
-def atomic_addx2(dst, value, return_prev=False):
-    """dst[j:j+2] += value[k:k+2] atomically, element by element (two adjacent values, such as a
-    half2): `T.atomic_addx2(dQ[b, i, d * 2], acc[i, d * 2])`. return_prev=True (the previous pair
-    as one vector value) is not supported."""
-    if return_prev:
-        raise DSLTypeError("T.atomic_addx2(return_prev=True): the previous pair as a vector value is not supported; "
-                           "use T.atomic_add(dst, value, return_prev=True) on each element")
-    return _atomic("add", dst, value)
-
-
 def use_swizzle(panel_size=8, order="row", enable=True):
     """Rasterize blocks in panels of `panel_size` for L2 reuse (does not change results)."""
     B.in_kernel("T.use_swizzle")
