@@ -140,6 +140,7 @@ def install_torch_shims():
     c.max_memory_allocated = lambda *a, **k: 0
     c.memory_allocated = lambda *a, **k: 0
     c.reset_peak_memory_stats = lambda *a, **k: None
+    c.mem_get_info = lambda *a, **k: (props.total_memory, props.total_memory)  # (free, total) bytes
 
 
 def install_tilelang_shims(sm90: bool):
@@ -166,6 +167,7 @@ def install_tilelang_shims(sm90: bool):
         return tgt.Target("cpu") if t.kind != "cpu" else t
 
     tgt.resolve = resolve
+    jk.resolve = resolve  # imported by name there: tilelang.compile(..., target="cuda") resolves through it
     if not sm90:
         return
     orig_build = jk.build
@@ -239,6 +241,8 @@ def main(argv):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([env.get("PYTHONPATH", ROOT)] + [ROOT])
     env.setdefault("TILELANG_DEFAULT_TARGET", "cpu")
+    # a cache of its own: kernels asked for "cuda" are built for the CPU here
+    env.setdefault("TILELANG_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "tilelang-peer-cpu"))
     rc_all = 0
     for f in files:
         cmd = [sys.executable, os.path.abspath(__file__), "--child", f] + (["--sm90"] if sm90 else []) + extra
