@@ -1,7 +1,8 @@
 """Eager-mode @tilelang.jit: the decorated function body *is* the kernel.
 
-Tensor parameters are declared in the body (`A: T.Tensor((M, N), dtype)`), dims with
-`T.const`, outputs with `T.empty` and returned. Calling the function with tensors
+Tensor parameters are annotated in the signature (`def f(A: T.Tensor((M, N), dtype))`) or
+declared in the body (`A: T.Tensor((M, N), dtype)`), dims with `T.const`, outputs with
+`T.empty` and returned. Calling the function with tensors
 infers the T.const dims from their shapes, compiles once per specialization and runs.
 
 T.const values come from, in order: a keyword of `.compile(N=...)`, a scalar parameter of
@@ -89,10 +90,42 @@ def _shape_names(annotation) -> list:
     return []
 
 
+def signature_tensors(fn) -> dict:
+    """{parameter: TensorSpec} for parameters annotated as tensors in the signature
+    (`def f(A: T.Tensor((M, N), T.float16))`), in signature order. A string annotation
+    (`from __future__ import annotations`) is evaluated where `fn` was defined; one that
+    cannot be (it names a T.const of the body) is left to a body declaration.
+    """
+    from ..language.types import TensorSpec
+
+    anns = getattr(fn, "__annotations__", None) or {}
+    scope = None
+    out = {}
+    for name in inspect.signature(fn).parameters:
+        ann = anns.get(name)
+        if isinstance(ann, str) and not isinstance(ann, dt.DType):
+            scope = closure_scope(fn) if scope is None else scope
+            try:
+                ann = eval(ann, scope)  # noqa: S307 - the user's own annotation, as typing.get_type_hints does
+            except Exception:  # noqa: BLE001 - not a signature tensor, then
+                continue
+        if isinstance(ann, TensorSpec):
+            out[name] = ann
+    return out
+
+
+def _declare_signature_tensors(fn, state: EagerState, parser: Parser) -> None:
+    """Bind the signature-annotated tensor parameters as buffers before the body is parsed."""
+    for name, spec in signature_tensors(fn).items():
+        if name in state.tensor_params:
+            parser.scope[name] = state.declare_param(name, spec, parser.span(parser.src.node))
+
+
 def tensor_params(fn) -> list[str]:
-    """Parameters the body declares as tensors (`A: T.Tensor(...)`), in declaration order."""
+    """Tensor parameters: those annotated `A: T.Tensor(...)` in the signature, in signature
+    order, then those the body declares so, in declaration order."""
     params = inspect.signature(fn).parameters
-    out = []
+    out = list(signature_tensors(fn))
     for st in ast.walk(SourceInfo.of(fn).node):
         if (isinstance(st, ast.AnnAssign) and st.value is None and isinstance(st.target, ast.Name)
                 and st.target.id in params and st.target.id not in out):
@@ -173,6 +206,7 @@ def _first_parse(fn, bound: dict) -> EagerState:
     scope.update(bound)
     parser = Parser(fn, builder, scope)
     with B.activate(builder):
+        _declare_signature_tensors(fn, state, parser)
         try:
             parser.body(parser.src.node.body)
         except ParsedReturn:
@@ -212,6 +246,7 @@ def parse_eager(fn, bound: dict, const_values: dict) -> tuple[PrimFunc, list[int
     parser = Parser(fn, builder, scope)
     returned = None
     with B.activate(builder):
+        _declare_signature_tensors(fn, state, parser)
         try:
             parser.body(parser.src.node.body)
         except ParsedReturn as r:
