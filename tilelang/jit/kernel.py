@@ -310,6 +310,28 @@ class JITKernel:
 
         return Profiler(self, tensor_supply_type, dynamic_symbolic_constraints)
 
+    def run_once(self, func=None):
+        """Call the kernel (or `func`) once on inputs the default profiler makes; its result."""
+        return self.get_profiler().run_once(func)
+
+    def show_source(self, which: str = "kernel") -> None:
+        """Print the generated source: "kernel", "host" or "both" (under a heading each).
+        An unknown `which` is logged as an error, not raised (nothing is printed then)."""
+        if which == "kernel":
+            print(self.get_kernel_source())
+        elif which == "host":
+            print(self.get_host_source())
+        elif which == "both":
+            print("===== Kernel Source =====")
+            print(self.get_kernel_source())
+            print("===== Host Source =====")
+            print(self.get_host_source())
+        else:
+            import logging
+
+            logging.getLogger("tilelang").error("show_source: which must be 'kernel', 'host' or 'both', got %r",
+                                                which)
+
     # Hopper inspection helpers (CUDA only)
     def timeline(self, stream=None):
         """The last launch's timestamps of a kernel compiled with
