@@ -51,9 +51,14 @@ def alloc_local(shape, dtype, scope="local") -> Buffer:
 
 
 def alloc_var(dtype, init=None, scope="local.var", name=None) -> Buffer:
-    """A per-thread mutable scalar; read it as `x` or `x[0]`, write `x = ...` or `x[0] = ...`."""
-    if init is not None:
-        init = (cast(dtype, as_expr(init)),)
+    """A per-thread mutable scalar; read it as `x` or `x[0]`, write `x = ...` or `x[0] = ...`.
+
+    It starts at `init`, or at zero when no `init` is given. `T.alloc_var(dtype, "local.var")` (a string
+    in init's place) names the scope, as the public TileLang allows.
+    """
+    if isinstance(init, str):
+        init = None
+    init = (cast(dtype, as_expr(0 if init is None else init)),)
     return _alloc((1,), dtype, "local.var", "T.alloc_var", name=name, init=init)
 
 
