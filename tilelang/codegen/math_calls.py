@@ -1,7 +1,7 @@
 """C text of the elementwise math calls of language/math.py and math_ieee.py, per target.
 
 The CPU (C) and CUDA printers share this: libm names exist on both (`acosf`, `hypotf`, ...),
-and the helpers without one spelling (tl_clamp_f32, tl_popc32, tl_f32_to_fp8e4m3_nosat ...)
+and the helpers without one spelling (tl_clamp_f32, tl_popc32, tl_ffs32, tl_fns, tl_f32_to_fp8e4m3_nosat ...)
 have one definition per target header with the same results (include/cpu/tl_math.h,
 include/tl/math_ops.h). Only the rounding-mode arithmetic prints differently: CUDA's own
 intrinsics there, FPU-mode helpers on the CPU.
@@ -41,6 +41,11 @@ def print_math(cx, e, args: list) -> str | None:
         return f"({op}({v}) != 0)"
     if op in ("popcount", "clz"):
         return _bits(op, e.args[0].dtype, args[0], d)
+    if op == "ffs":
+        src = e.args[0].dtype
+        return f"tl_ffs64((uint64_t)({args[0]}))" if src.bits == 64 else f"tl_ffs32((uint32_t)({args[0]}))"
+    if op == "fns":
+        return f"tl_fns((uint32_t)({args[0]}), (uint32_t)({args[1]}), (int32_t)({args[2]}))"
     if op == "clamp":
         if d.name == "float64":
             return f"tl_clamp_f64({', '.join(args)})"

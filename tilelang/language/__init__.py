@@ -79,7 +79,7 @@ _MODULES = {
         "min_value ceildiv floordiv floormod truncdiv truncmod bitwise_and bitwise_or bitwise_xor bitwise_not "
         "shift_left shift_right And Or Not reinterpret clamp fast_exp fast_exp2 fast_log fast_log2 "
         "acos acosh asin asinh atan atanh cosh sinh tan atan2 hypot copysign nextafter nearbyint fmod ldexp "
-        "isnan isinf isfinite popcount clz fabs likely cdiv align_up q_multiply_shift "
+        "isnan isinf isfinite popcount clz __ffs __fns fabs likely cdiv align_up q_multiply_shift "
         "__exp __exp2 __log __log2 __log10 __exp10 __sin __cos __tan"),
     "math_ieee": ("ieee_add ieee_sub ieee_mul ieee_fmaf ieee_fdiv ieee_frcp ieee_fsqrt ieee_frsqrt fma fmul "
         "fast_rcp add2 sub2 mul2 fma2 max2 min2 abs2"),

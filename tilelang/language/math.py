@@ -182,6 +182,21 @@ def clz(x):
     return E.Call("clz", (x,), dt.int32)
 
 
+def __ffs(value):
+    """One-based position of the least significant set bit of an integer (0 for 0), as CUDA's __ffs /
+    __ffsll for 32- / 64-bit operands: `T.__ffs(T.ballot(p))` (int32)."""
+    x = _int_operand("__ffs", value)
+    return E.Call("ffs", (x,), dt.int32)
+
+
+def __fns(mask, base, offset):
+    """Zero-based position of the offset-th set bit of the 32-bit mask, searching from bit `base` up
+    (offset > 0) or down (offset < 0; offset 0: `base` itself if set); 0xFFFFFFFF when there is none,
+    as CUDA's __fns / PTX fns.b32 (uint32)."""
+    m, b, o = (_int_operand("__fns", v) for v in (mask, base, offset))
+    return E.Call("fns", (E.cast(dt.uint32, m), E.cast(dt.uint32, b), E.cast(dt.int32, o)), dt.uint32)
+
+
 def abs(x, span=None):
     """|x| (keeps the dtype): `T.abs(x[i])`."""
     return E.call("abs", x)

@@ -1,6 +1,8 @@
 /* tl_math.h: the elementwise math of T.* that C has no single spelling for (part of tl_cpu.h).
  *
  *   tl_popc32/64, tl_clz32/64   T.popcount / T.clz; clz(0) is the width (as CUDA's __clz).
+ *   tl_ffs32/64, tl_fns         T.__ffs (one-based, 0 for 0) / T.__fns (PTX fns.b32: the offset-th set bit
+ *                               from base, up for offset > 0, down for < 0; 0xFFFFFFFF for none).
  *   tl_clamp_f32/f64            T.clamp on floats: a NaN operand gives NaN (fmin/fmax would drop it).
  *   tl_f32_to_fp8*_nosat        T.cast(x, fp8, sat=False): past the largest finite value e4m3fn
  *                               gives NaN and e5m2 gives +-inf (CUDA's __NV_NOSAT), where the
@@ -17,6 +19,21 @@ TL_INLINE int32_t tl_popc32(uint32_t x) { return __builtin_popcount(x); }
 TL_INLINE int32_t tl_popc64(uint64_t x) { return __builtin_popcountll(x); }
 TL_INLINE int32_t tl_clz32(uint32_t x) { return x ? __builtin_clz(x) : 32; }
 TL_INLINE int32_t tl_clz64(uint64_t x) { return x ? __builtin_clzll(x) : 64; }
+TL_INLINE int32_t tl_ffs32(uint32_t x) { return __builtin_ffs((int)x); }
+TL_INLINE int32_t tl_ffs64(uint64_t x) { return __builtin_ffsll((long long)x); }
+TL_INLINE uint32_t tl_fns(uint32_t mask, uint32_t base, int32_t offset) {
+    if (base > 31) return 0xFFFFFFFFu;
+    if (offset == 0) return ((mask >> base) & 1u) ? base : 0xFFFFFFFFu;
+    int32_t step = offset > 0 ? 1 : -1;
+    int32_t left = (offset > 0 ? offset : -offset) - 1;
+    for (int32_t pos = (int32_t)base; pos >= 0 && pos < 32; pos += step) {
+        if ((mask >> pos) & 1u) {
+            if (left == 0) return (uint32_t)pos;
+            --left;
+        }
+    }
+    return 0xFFFFFFFFu;
+}
 
 TL_INLINE float tl_clamp_f32(float x, float lo, float hi) {
     if (x != x) return x;

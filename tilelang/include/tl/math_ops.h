@@ -2,6 +2,7 @@
 // backend's include/cpu/tl_math.h defines the same names with the same results.
 //
 //   tl_popc32/64, tl_clz32/64   T.popcount / T.clz (clz(0) is the width)
+//   tl_ffs32/64, tl_fns         T.__ffs / T.__fns (CUDA's __ffs, __ffsll, __fns)
 //   tl_clamp_f32/f64            T.clamp on floats: a NaN operand gives NaN
 //   tl_f32_to_fp8*_nosat        T.cast(x, fp8, sat=False): e4m3fn overflows to NaN, e5m2 to inf
 //   tl_fast_rcp                 T.fast_rcp: rcp.approx.ftz.f32 (about 1 ulp; subnormals flush)
@@ -14,6 +15,9 @@ TL_DEVICE int32_t tl_popc32(uint32_t x) { return __popc(x); }
 TL_DEVICE int32_t tl_popc64(uint64_t x) { return __popcll((unsigned long long)x); }
 TL_DEVICE int32_t tl_clz32(uint32_t x) { return __clz((int)x); }
 TL_DEVICE int32_t tl_clz64(uint64_t x) { return __clzll((long long)x); }
+TL_DEVICE int32_t tl_ffs32(uint32_t x) { return __ffs((int)x); }
+TL_DEVICE int32_t tl_ffs64(uint64_t x) { return __ffsll((long long)x); }
+TL_DEVICE uint32_t tl_fns(uint32_t mask, uint32_t base, int32_t offset) { return __fns(mask, base, offset); }
 
 TL_DEVICE float tl_clamp_f32(float x, float lo, float hi) {
   if (x != x) return x;

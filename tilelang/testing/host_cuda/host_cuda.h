@@ -396,6 +396,18 @@ inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
 inline int __ffs(int x) { return __builtin_ffs(x); }
+inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+inline unsigned __fns(unsigned mask, unsigned base, int offset) {  // PTX fns.b32
+  if (base > 31) return 0xFFFFFFFFu;
+  if (offset == 0) return ((mask >> base) & 1u) ? base : 0xFFFFFFFFu;
+  int step = offset > 0 ? 1 : -1, left = (offset > 0 ? offset : -offset) - 1;
+  for (int pos = (int)base; pos >= 0 && pos < 32; pos += step)
+    if ((mask >> pos) & 1u) {
+      if (left == 0) return (unsigned)pos;
+      --left;
+    }
+  return 0xFFFFFFFFu;
+}
 inline unsigned __brev(unsigned x) {
   unsigned r = 0;
   for (int i = 0; i < 32; ++i) r |= ((x >> i) & 1u) << (31 - i);
