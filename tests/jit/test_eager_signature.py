@@ -106,3 +106,28 @@ def test_factory_returning_a_prim_func_stays_lazy():
     a, b = torch.randn(12), torch.zeros(12)
     negate(12)(a, b)
     torch.testing.assert_close(b.double(), -a.double(), rtol=0, atol=0)
+
+
+@tilelang.jit(target="cpu")
+def head_scale(A: T.Tensor((32,), T.float32), B: T.Tensor((32,), T.float32), n: T.int32, s: T.float32):
+    """`n: T.int32`, `s: T.float32` in the signature: scalar arguments of the kernel."""
+    with T.Kernel(1, threads=8):
+        for i in T.serial(n):
+            B[i] = A[i] * s
+
+
+def test_dtype_annotated_scalars_are_kernel_arguments():
+    a = torch.randn(32)
+    for n, s in [(5, 1.5), (32, -0.25), (0, 3.0)]:
+        b = torch.zeros(32)
+        head_scale(a, b, n, s)
+        want = torch.zeros(32, dtype=torch.float64)
+        want[:n] = a.double()[:n] * s
+        torch.testing.assert_close(b.double(), want, rtol=1e-6, atol=1e-6)
+    assert len(head_scale._cache) == 1  # one kernel for every (n, s)
+    k = head_scale.compile()
+    assert [getattr(p, "name", None) for p in k.params] == ["A", "B", "n", "s"]
+    b = torch.zeros(32)
+    k(a, b, 7, 2.0)
+    torch.testing.assert_close(b.double()[:7], a.double()[:7] * 2.0, rtol=1e-6, atol=1e-6)
+    assert not b[7:].any()

@@ -64,10 +64,11 @@ class JITImpl:
         self._cache: dict = {}
         self._matchers: dict = {}  # Python (non-tensor) args -> {T.const name: (tensor param, dim)}
         if self.eager:
-            from .eager import const_names, tensor_params
+            from .eager import const_names, signature_scalars, tensor_params
 
             self._tensor_params = tensor_params(fn)
             self._const_names = const_names(fn)
+            self._scalar_params = set(signature_scalars(fn))  # `n: T.int32`: kernel arguments
         functools.update_wrapper(self, fn)
 
     @property
@@ -140,6 +141,8 @@ class JITImpl:
         values = dict(bound.arguments)
         for n in params:
             values.setdefault(n, None)
+        for n in self._scalar_params:  # passed at each call, not compiled in: no part of the key
+            values[n] = None
         try:
             check_tensor_args(self.fn, values, need_all=need_all, names=self._tensor_params)
         except TypeError as e:

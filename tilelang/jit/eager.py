@@ -2,7 +2,8 @@
 
 Tensor parameters are annotated in the signature (`def f(A: T.Tensor((M, N), dtype))`) or
 declared in the body (`A: T.Tensor((M, N), dtype)`), dims with `T.const`, outputs with
-`T.empty` and returned. Calling the function with tensors
+`T.empty` and returned. A parameter annotated with a dtype (`n: T.int32`) is a scalar argument
+of the kernel; other parameters are Python values the kernel is specialized on. Calling the function with tensors
 infers the T.const dims from their shapes, compiles once per specialization and runs.
 
 T.const values come from, in order: a keyword of `.compile(N=...)`, a scalar parameter of
@@ -33,7 +34,7 @@ class EagerState:
     def __init__(self, const_values: dict, tensor_params: list[str], symbolic: bool = False):
         self.values = dict(const_values)
         self.tensor_params = tensor_params
-        self.params: dict[str, Buffer] = {}
+        self.params: dict[str, Buffer | Var] = {}  # Var: a scalar parameter (`n: T.int32`)
         self.outputs: list[Buffer] = []
         self.symbolic = symbolic
         self.symbols: dict[str, Var] = {}
@@ -98,6 +99,16 @@ def signature_tensors(fn) -> dict:
     """
     from ..language.types import TensorSpec
 
+    return {n: a for n, a in _signature_annotations(fn).items() if isinstance(a, TensorSpec)}
+
+
+def signature_scalars(fn) -> dict:
+    """{parameter: DType} for parameters annotated with a TileLang dtype (`n: T.int32`): scalar
+    arguments of the kernel, passed at each call rather than compiled in."""
+    return {n: a for n, a in _signature_annotations(fn).items() if isinstance(a, dt.DType)}
+
+
+def _signature_annotations(fn) -> dict:
     anns = getattr(fn, "__annotations__", None) or {}
     scope = None
     out = {}
@@ -109,16 +120,19 @@ def signature_tensors(fn) -> dict:
                 ann = eval(ann, scope)  # noqa: S307 - the user's own annotation, as typing.get_type_hints does
             except Exception:  # noqa: BLE001 - not a signature tensor, then
                 continue
-        if isinstance(ann, TensorSpec):
+        if ann is not None:
             out[name] = ann
     return out
 
 
-def _declare_signature_tensors(fn, state: EagerState, parser: Parser) -> None:
-    """Bind the signature-annotated tensor parameters as buffers before the body is parsed."""
+def _declare_signature_params(fn, state: EagerState, parser: Parser) -> None:
+    """Bind the signature-annotated parameters before the body is parsed: tensors as buffers,
+    dtype-annotated scalars as scalar parameters of the kernel."""
     for name, spec in signature_tensors(fn).items():
         if name in state.tensor_params:
             parser.scope[name] = state.declare_param(name, spec, parser.span(parser.src.node))
+    for name, dtype in signature_scalars(fn).items():
+        parser.scope[name] = state.params[name] = Var(name, dtype)
 
 
 def tensor_params(fn) -> list[str]:
@@ -183,7 +197,7 @@ def const_matcher(fn, bound: dict) -> dict:
     if state is not None:
         for n in names:
             buf = state.params.get(n)
-            for i, d in enumerate(buf.shape if buf is not None else ()):
+            for i, d in enumerate(buf.shape if isinstance(buf, Buffer) else ()):
                 if isinstance(d, Var) and state.symbols.get(d.name) is d and d.name not in out:
                     out[d.name] = (n, i)
     for st in ast.walk(SourceInfo.of(fn).node):
@@ -206,7 +220,7 @@ def _first_parse(fn, bound: dict) -> EagerState:
     scope.update(bound)
     parser = Parser(fn, builder, scope)
     with B.activate(builder):
-        _declare_signature_tensors(fn, state, parser)
+        _declare_signature_params(fn, state, parser)
         try:
             parser.body(parser.src.node.body)
         except ParsedReturn:
@@ -246,7 +260,7 @@ def parse_eager(fn, bound: dict, const_values: dict) -> tuple[PrimFunc, list[int
     parser = Parser(fn, builder, scope)
     returned = None
     with B.activate(builder):
-        _declare_signature_tensors(fn, state, parser)
+        _declare_signature_params(fn, state, parser)
         try:
             parser.body(parser.src.node.body)
         except ParsedReturn as r:
