@@ -60,7 +60,7 @@ def shape_vars(params) -> list[E.Var]:
     scalars = {p for p in params if isinstance(p, E.Var)}
     for p in params:
         if isinstance(p, Buffer):
-            for d in p.shape:
+            for d in tuple(p.shape) + tuple(p.strides or ()):  # T.StridedTensor's symbolic strides too
                 for v in collect(d, lambda n: isinstance(n, E.Var)) if not isinstance(d, int) else []:
                     if v not in seen and v not in scalars:
                         seen.add(v)
@@ -249,6 +249,8 @@ class CCodegen:
     def flat_offset(self, buf: Buffer, indices) -> str:
         if buf.ndim == 0 or buf.scope == "local.var":
             return "0"
+        if buf.strides is not None and buf.scope == "global":  # T.StridedTensor: its declared strides
+            return self.strided_offset(buf, indices)
         terms, stride = [], "1"
         for d in range(buf.ndim - 1, -1, -1):
             if stride == "1" and buf.ndim > 1 and self.split_inner_sum(buf):
@@ -267,6 +269,17 @@ class CCodegen:
             else:
                 stride = f"{stride} * {dim_text}"
         return ' + '.join(reversed(terms)) or '0'
+
+    def strided_offset(self, buf: Buffer, indices) -> str:
+        """sum(index[d] * strides[d]) in 64 bits: a strided view's rows need not be its row length apart."""
+        terms = []
+        for idx, st in zip(indices, buf.strides):
+            i, c = self.expr(idx), const_int(st) if not isinstance(st, int) else st
+            if i == "0" or c == 0:
+                continue
+            terms.append(i if c == 1 else f"(int64_t){i} * {c}" if c is not None
+                         else f"(int64_t){i} * (int64_t){self.expr(st)}")
+        return ' + '.join(terms) or '0'
 
     # ---------------------------------------------------------------- entry
     def generate(self) -> CSource:

@@ -156,10 +156,36 @@ class ArgBinder:
                 deferred.append((i, d, want_d, int(got)))
         if self.device_type == "cuda" and a.data_ptr() % 16:
             raise ValueError(f"{self._where(i)}: the tensor's data pointer is not 16-byte aligned (storage offset "
-                             f"{a.storage_offset()}); CUDA kernels use 16-byte vector accesses; pass .clone()")
-        if not a.is_contiguous():
+                             f"{a.storage_offset()}); CUDA kernels use 16-byte vector accesses; "
+                             + ("start the view on a 16-byte boundary" if p.strides is not None else "pass .clone()"))
+        if p.strides is not None:
+            self._check_strides(i, p, a, env, deferred)
+        elif not a.is_contiguous():
             raise ValueError(f"{self._where(i)}: expected a contiguous (row-major) tensor, got strides "
                              f"{tuple(a.stride())} for shape {tuple(a.shape)}; call .contiguous() first")
+
+    def _check_strides(self, i, p: Buffer, a, env, deferred):
+        """A T.StridedTensor parameter: the tensor's element strides are the declared ones; a symbolic
+        stride binds from the tensor's (dims of extent 1 too: their stride is still read). A packed
+        sub-byte tensor's strides count values: torch's byte strides times the values per byte on
+        every dim but the last (whose stride is 1)."""
+        per_byte = 8 // p.dtype.bits if p.dtype.bits < 8 else 1
+        got = tuple(int(x) * (per_byte if d < a.dim() - 1 else 1) for d, x in enumerate(a.stride()))
+        want = p.strides
+        for d, (want_d, g) in enumerate(zip(want, got)):
+            c = want_d if isinstance(want_d, int) else const_int(want_d)
+            if c is not None:
+                if c != g and a.shape[d] > 1:  # a dim of extent 0 or 1 is never stepped along
+                    raise ValueError(f"{self._where(i)}: expected strides {_tuple_str(want)}, got strides "
+                                     f"{got} for shape {tuple(a.shape)} (dim {d}'s stride is {g}, expected {c})")
+            elif isinstance(want_d, E.Var):
+                if want_d in env and env[want_d] != g:
+                    raise ValueError(f"{self._where(i)}: expected strides {_tuple_str(want)}, got strides {got}: "
+                                     f"dim {d}'s stride is {g} but {want_d.name!r} was already bound to "
+                                     f"{env[want_d]}")
+                env[want_d] = g
+            else:
+                deferred.append((i, f"{d}'s stride", want_d, g))
 
     def _check_scalar(self, i, p: E.Var, a):
         if hasattr(a, "item") and getattr(a, "numel", lambda: 2)() == 1:
@@ -188,6 +214,10 @@ def _int_range(d) -> tuple[int, int]:
     if d.kind == "uint":
         return 0, (1 << d.bits) - 1
     return -(1 << (d.bits - 1)), (1 << (d.bits - 1)) - 1
+
+
+def _tuple_str(t) -> str:
+    return "(" + ", ".join(str(x) for x in t) + ("," if len(t) == 1 else "") + ")"
 
 
 def _shape_str(p: Buffer) -> str:

@@ -45,6 +45,8 @@ class FastCall:
             shape = tuple(const_int(d) if not isinstance(d, int) else d for d in p.shape)
             if any(d is None for d in shape):
                 raise ValueError("symbolic shapes take the general path")
+            if p.strides is not None:
+                raise ValueError("T.StridedTensor parameters (strides checked and bound) take the general path")
             if p.dtype.bits < 8:
                 raise ValueError("packed sub-byte tensors (torch shape differs from the logical one) take the general path")
             spec = (i, p.dtype.as_torch(), torch.Size(shape))  # tfloat32 is stored as float32

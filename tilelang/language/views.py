@@ -76,6 +76,9 @@ def _alias(src: Buffer, shape, dtype, what, strides=None):
     shape = src.shape if shape is None else _shape(shape, what)
     if strides is not None:
         raise DSLTypeError(f"{what}: explicit strides are not supported")
+    if getattr(src, "strides", None) is not None and src.scope == "global":
+        raise DSLTypeError(f"{what}: {src.name} is a T.StridedTensor; a view of its storage would ignore the "
+                           "declared strides (index it directly, or pass a contiguous T.Tensor)")
     a, b = _bits(shape, dtype), _bits(src.shape, src.dtype)
     if const_int(simplify(a - b)) != 0:
         raise ShapeMismatchError(f"{what}: {tuple(shape)} of {dtype} ({a} bits) does not cover the same storage as "

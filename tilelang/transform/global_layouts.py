@@ -83,6 +83,9 @@ def _physical_view(buf: Buffer, lay: Layout, span) -> Buffer:
     ranges = Ranges()
     scope = {v: (0, const_int(E.as_expr(s)) - 1) for v, s in zip(lay.forward_vars, buf.shape)
              if const_int(E.as_expr(s)) is not None}
+    if buf.strides is not None:
+        raise LoweringError(f"{what}: {buf.name} is a T.StridedTensor; a layout over its storage would "
+                            "ignore the declared strides (pass a contiguous T.Tensor)", span)
     if len(scope) != buf.ndim:
         raise LoweringError(f"{what}: the tensor's shape must be constant to lay it out (its physical "
                             "extents come from the layout's largest index)", span)
