@@ -222,6 +222,13 @@ class CudaCodegen(CCodegen):
             kinds.append(("dim", v))
             args.append(f"int64_t {v.name}")
             sig.append("i64")
+        for d in [*(self.ws.descs if self.ws else []), *getattr(self.info, "tma_descs", ())]:
+            if getattr(d, "raw", None) is None and getattr(d.buffer, "strides", None) is not None:
+                from ..transform.cuda.ws_epilogue import strided_tma_unfit
+
+                why = strided_tma_unfit(d.buffer)
+                if why is not None:  # every planner checks this; never encode a map that would be wrong
+                    raise LoweringError(f"internal: a TMA tensor map over {d.buffer.name}: {why}")
         for d in (self.ws.descs if self.ws else []):
             kinds.append(("tensormap", d))
             args.append(f"const __grid_constant__ tl::TensorMap {d.name}")

@@ -356,6 +356,9 @@ def launch_env(arg_kinds, values, index) -> dict:
             for d, s in enumerate(obj.shape):
                 if isinstance(s, E.Var) and s not in env:
                     env[s] = E.as_expr(int(values[index[id(obj)]].shape[d]))
+            for d, s in enumerate(obj.strides or ()):  # T.StridedTensor's symbolic strides
+                if isinstance(s, E.Var) and s not in env:
+                    env[s] = E.as_expr(int(values[index[id(obj)]].stride(d)))
     return env
 
 
@@ -630,7 +633,7 @@ class CUDAArtifact(LowersOnDemand):
         t = values[index[id(base)]]
         if obj.raw is not None:
             return self.raw_tensor_map(obj, t, values, index)
-        key = (obj.name, t.data_ptr(), tuple(t.shape))
+        key = (obj.name, t.data_ptr(), tuple(t.shape), tuple(t.stride()))
         cached = self._tmaps.get(key)
         if cached is None:
             from . import driver

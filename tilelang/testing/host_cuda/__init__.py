@@ -264,9 +264,9 @@ class HostProgram:
         values, blob = [], b""
         for kind, obj in cs.arg_kinds:
             if kind == "buffer":
-                t = by_param[id(obj)]
-                assert t.is_contiguous() and t.device.type == "cpu", f"{name}: {obj.name} must be a contiguous CPU tensor"
-                payload, is_buf = t.reshape(-1).view(torch.uint8).numpy().tobytes(), 1
+                t = _flat_span(by_param[id(obj)], obj)
+                assert t.device.type == "cpu", f"{name}: {obj.name} must be a CPU tensor"
+                payload, is_buf = t.view(torch.uint8).numpy().tobytes(), 1
                 values.append(t)
             elif kind == "scalar":
                 v = by_param[id(obj)]
@@ -307,8 +307,8 @@ class HostProgram:
             n, is_buf = struct.unpack_from("<QB", out, pos)
             pos += 9
             if kind == "buffer":
-                t = by_param[id(obj)]
-                t.view(-1).view(torch.uint8).copy_(torch.frombuffer(bytearray(out[pos:pos + n]), dtype=torch.uint8))
+                t = _flat_span(by_param[id(obj)], obj)
+                t.view(torch.uint8).copy_(torch.frombuffer(bytearray(out[pos:pos + n]), dtype=torch.uint8))
             elif kind == "assert_flag" and struct.unpack_from("<i", out, pos)[0]:
                 raise AssertionError(f"host_cuda: kernel {name}: T.device_assert number "
                                      f"{struct.unpack_from('<i', out, pos)[0]} failed")
@@ -370,8 +370,22 @@ def _scalar_bytes(v, dtype: str) -> bytes:
     return struct.pack(fmt, v)
 
 
+def _flat_span(t, p):
+    """The 1-d run of storage a buffer argument's kernel pointer spans: the tensor itself when contiguous;
+    for a T.StridedTensor view, its storage from the first element to the last (gaps included)."""
+    if t.is_contiguous():
+        return t.reshape(-1)
+    assert getattr(p, "strides", None) is not None, f"{p.name} must be a contiguous CPU tensor"
+    assert all(s >= 0 for s in t.stride()), f"{p.name}: negative strides"
+    span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride())) if t.numel() else 0
+    return t.as_strided((span,), (1,))
+
+
 def _dim_value(var, params, by_param) -> int:
     for p in params:
+        for d, s in enumerate(getattr(p, "strides", None) or ()):  # a T.StridedTensor's symbolic stride
+            if s is var:
+                return int(by_param[id(p)].stride(d))
         for d, s in enumerate(getattr(p, "shape", ())):
             if s is var or (hasattr(s, "name") and getattr(s, "name", None) == var.name and type(s) is type(var)):
                 return int(by_param[id(p)].shape[d])

@@ -168,7 +168,10 @@ class CopyLowering:
                               for b in base for x in _leaves(b)):
             return None
         stride, kc, vc = E.as_expr(1, dt.int64), E.as_expr(0, dt.int64), E.as_expr(0, dt.int64)
+        declared = op.src.buffer.strides  # a T.StridedTensor's element strides, else row-major ones
         for d in range(op.src.buffer.ndim - 1, -1, -1):
+            if declared is not None:
+                stride = E.cast(dt.int64, E.as_expr(declared[d]))
             kc, vc = kc + stride * ck[d], vc + stride * cv[d]
             stride = stride * E.cast(dt.int64, op.src.buffer.shape[d])
         return base, simplify(kc), simplify(vc)
@@ -418,7 +421,14 @@ def _vector_unfit(op: O.Copy, vec: int) -> str | None:
         b = r.buffer
         if const_int(r.extents[-1]) != ext[-1]:
             return f"{b.name}: the tile's last dim is not the buffer's last dim"
-        if not is_multiple(b.shape[-1], vec):
+        if b.strides is not None:  # T.StridedTensor: rows start where the declared strides say
+            inner = const_int(b.strides[-1]) if not isinstance(b.strides[-1], int) else b.strides[-1]
+            if inner != 1:
+                return f"{b.name}: its declared inner stride is {b.strides[-1]}, not 1"
+            bad = [x for x in b.strides[:-1] if not is_multiple(x, vec)]
+            if bad:
+                return f"{b.name}: its declared stride {bad[0]} is not provably a multiple of {vec} elements"
+        elif not is_multiple(b.shape[-1], vec):
             return f"{b.name}: row length {b.shape[-1]} is not a multiple of {vec} elements"
         if not aligned(r.starts[-1], vec):
             return f"{b.name}: column offset {r.starts[-1]} is not provably a multiple of {vec}"

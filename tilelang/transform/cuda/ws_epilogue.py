@@ -46,6 +46,21 @@ class TmaDesc:
     raw: object = None
 
 
+def strided_tma_unfit(g: Buffer) -> str | None:
+    """Why a T.StridedTensor `g` cannot be a TMA tensor map's global tensor (the map takes the tensor's
+    own strides, which the call checked against the declared ones), or None; None for other tensors."""
+    if g.strides is None:
+        return None
+    st = [const_int(s) if not isinstance(s, int) else s for s in g.strides]
+    if st[-1] != 1:
+        return f"{g.name}'s declared inner stride is {g.strides[-1]}, not 1"
+    bad = [s for s, c in zip(g.strides[:-1], st[:-1]) if c is None or (c * g.dtype.bytes) % 16]
+    if bad:
+        return (f"{g.name}'s declared strides {tuple(g.strides)} are not all constant multiples of 16 bytes "
+                "(TMA's global strides)")
+    return None
+
+
 def tma_store_epilogue(k: S.KernelLaunch, suffix: list, gemms: list, free: int, ndesc: int, warn,
                         max_rows: int = 256, same=(), wg: int = 0,
                        wg_bar: int | None = None):
@@ -83,6 +98,12 @@ def tma_store_epilogue(k: S.KernelLaunch, suffix: list, gemms: list, free: int, 
     if not full or not 2 <= c.ndim <= 5 or c.dtype.bytes != 2 or rdim is None or [ext[rdim], ext[-1]] != [R, W]:
         return None
     inner = const_int(c.shape[-1])
+    if c.strides is not None:
+        why = strided_tma_unfit(c)
+        if why is not None:
+            warn(f"epilogue T.copy {f.name} -> {c.name} stores from registers, not through TMA: {why}")
+            return None
+        inner = 8  # the declared strides are what the map takes, not the row length
     if inner is None or (inner * 2) % 16 or R > 256 or W % 64:
         return None
     # C must be written only here: TMA stores land asynchronously

@@ -29,7 +29,7 @@ from ...ir import stmt as S
 from ...ir.visitor import collect, substitute
 from ...op import tile_ops as O
 from .raw import Raw
-from .ws_epilogue import TmaDesc
+from .ws_epilogue import TmaDesc, strided_tma_unfit
 
 MAX_PIXELS = 256  # rows of one im2col box (the driver allows 1024; the staged tiles here are at most 256 rows)
 MAX_CORNER = 127  # |bounding-box corner| and filter offsets of a 4-d map (the driver's 4-d corner range)
@@ -74,6 +74,8 @@ def im2col_plan(op: O.Im2Col, loop: S.For):
     K, St, D, P = op.kernel, op.stride, op.dilation, op.pad
     if img.ndim != 4 or img.dtype != col.dtype or bm is None or bk is None:
         return None, "it is not a 2-d tile of a 4-d NHWC image of the same dtype"
+    if img.strides is not None and (why := strided_tma_unfit(img)) is not None:
+        return None, why
     if C is None or C % bk:
         return None, f"the channel count ({img.shape[-1]}) is not a constant multiple of block_K ({bk})"
     if bm > MAX_PIXELS:

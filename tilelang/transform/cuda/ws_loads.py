@@ -26,7 +26,7 @@ from ...ir.visitor import buffers_used, collect
 from ...op import tile_ops as O
 from .persistent import tile_space
 from .raw import Raw
-from .ws_epilogue import TmaDesc
+from .ws_epilogue import TmaDesc, strided_tma_unfit
 
 
 def tma_plan(op: O.Copy, wide32: bool = False):
@@ -38,6 +38,8 @@ def tma_plan(op: O.Copy, wide32: bool = False):
         return None, "it asks for disable_tma=True"
     if g.dtype != s.dtype:
         return None, "it converts dtypes"
+    if g.strides is not None and (why := strided_tma_unfit(g)) is not None:
+        return None, why
     if s.ndim == 1 and 2 <= g.ndim <= 5:
         return _row_plan(op)
     if not 2 <= g.ndim <= 5 or s.ndim != 2:
@@ -50,7 +52,7 @@ def tma_plan(op: O.Copy, wide32: bool = False):
     if const_int(op.src.extents[-1]) != const_int(s.shape[-1]):
         return None, "the tile's inner dim is not the tensor's inner dim"
     b = g.dtype.bytes
-    if not is_multiple(g.shape[-1] * b, 16):
+    if g.strides is None and not is_multiple(g.shape[-1] * b, 16):
         return None, f"{g.name}'s rows ({g.shape[-1]} elements) are not a multiple of 16 bytes"
     row = ext[-1] * b
     if any(e > 256 for e in ext[:-1]):  # the inner dim's box is at most 128 bytes (a panel) below
@@ -77,7 +79,7 @@ def _row_plan(op: O.Copy):
     n, b = const_int(s.shape[0]), g.dtype.bytes
     if any(e is None for e in ext) or n is None or ext[:-1] != [1] * (g.ndim - 1) or ext[-1] != n:
         return None, f"the 1-d tile {s.name} is not a run of {g.name}'s inner dim"
-    if not is_multiple(g.shape[-1] * b, 16) or (n * b) % 16 or n > 256:
+    if (g.strides is None and not is_multiple(g.shape[-1] * b, 16)) or (n * b) % 16 or n > 256:
         return None, f"the 1-d tile {s.name} is {n * b} bytes or {g.name}'s rows are not a multiple of 16 bytes " \
                      "(TMA here: a multiple of 16 bytes, at most 256 elements)"
     return (tuple(ext), 0, 1), None
