@@ -256,3 +256,23 @@ def test_symbolic_stride_cuda_host(arch):
         b = torch.zeros(64, 64).half()
         launch("cuda", k, [aw[:, :64], b])
         assert torch.equal(b, aw[:, :64])
+
+
+def test_eager_jit_body_declared_strided_tensor():
+    """An eager @tilelang.jit kernel declaring a T.StridedTensor in its body keeps the declared strides."""
+    S = T.dynamic("S")
+
+    @tilelang.jit
+    def scale(A, B):
+        M, N = T.const("M, N")
+        A: T.StridedTensor[(M, N), (S, 1), T.float32]
+        B: T.Tensor((M, N), T.float32)
+        with T.Kernel(1, threads=32):
+            for i, j in T.Parallel(M, N):
+                B[i, j] = A[i, j] * 2.0
+
+    wide = torch.randn(8, 24)
+    a = wide[:, 3:19]  # strides (24, 1)
+    b = torch.zeros(8, 16)
+    scale(a, b)
+    torch.testing.assert_close(b.double(), a.double() * 2, rtol=1e-6, atol=1e-6)

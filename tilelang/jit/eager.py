@@ -55,7 +55,7 @@ class EagerState:
     def declare_param(self, name: str, spec, span: Span) -> Buffer:
         if name not in self.tensor_params:
             raise DSLSyntaxError(f"`{name}: T.Tensor(...)` annotates a name that is not a parameter of the function")
-        buf = Buffer(name, spec.shape, spec.dtype, "global")
+        buf = Buffer(name, spec.shape, spec.dtype, "global", strides=getattr(spec, "strides", None))
         self.params[name] = buf
         return buf
 
