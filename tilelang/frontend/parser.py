@@ -203,7 +203,7 @@ class Parser:
         val = E.cast(buf.dtype, E.as_expr(value, buf.dtype))
         idx = tuple(E.as_expr(i) for i in idx)
         if buf.scope != "local.var":
-            buf.check_const_indices(idx)
+            idx = buf.check_const_indices(idx)
         self.builder.emit(S.BufferStore(buf, idx, val))
 
     def stmt_AugAssign(self, node):

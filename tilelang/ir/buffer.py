@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from .. import dtypes as dt
 from ..dtypes import DType
 from ..errors import DSLTypeError
-from .expr import BufferLoad, Expr, as_expr, const_value
+from .expr import BufferLoad, Expr, as_expr, const, const_value
 
 _uid = itertools.count()
 
@@ -66,17 +66,30 @@ class Buffer:
             return BufferRegion.from_slices(self, idx)
         loads = tuple(as_expr(i) for i in idx)
         if self.scope != "local.var":
-            self.check_const_indices(loads)
+            loads = self.check_const_indices(loads)
         return BufferLoad(self, loads, self.dtype)
 
-    def check_const_indices(self, idx) -> None:
-        """A constant index outside a constant dim is an error (negative ones are not wrapped)."""
+    def check_const_indices(self, idx) -> tuple:
+        """idx with each negative constant index counted from the end of its dim, Python style
+        (`A[-1]` is `A[extent - 1]`, as the public TileLang wraps it); a constant index still outside a
+        constant dim (`A[16]` or `A[-17]` of 16 elements) is an error."""
+        out = list(idx)
         for d, (i, s) in enumerate(zip(idx, self.shape)):
             iv, sv = const_value(i), const_value(s)
-            if isinstance(iv, int) and isinstance(sv, int) and not 0 <= iv < sv:
+            if not isinstance(iv, int) or isinstance(iv, bool) or iv >= 0:
+                continue
+            if not isinstance(sv, int):
+                out[d] = as_expr(s) + i  # a symbolic dim: N - 1
+            elif iv >= -sv:
+                out[d] = const(iv + sv, i.dtype)
+        idx, out = tuple(idx), tuple(out)
+        for d, (i, s) in enumerate(zip(idx, self.shape)):
+            iv, sv = const_value(i), const_value(s)
+            if isinstance(iv, int) and isinstance(sv, int) and not -sv <= iv < sv:
                 shown = ", ".join(str(const_value(x) if const_value(x) is not None else x) for x in idx)
                 raise DSLTypeError(f"{self.name}[{shown}]: index {iv} is out of range for dim {d} of "
-                                   f"{self.name}{tuple(self.shape)} (valid: 0 .. {sv - 1})")
+                                   f"{self.name}{tuple(self.shape)} (valid: {-sv} .. {sv - 1})")
+        return out
 
     def as_load(self):
         if self.scope != "local.var":

@@ -20,6 +20,7 @@ def passes() -> list:
     from ...transform.global_layouts import global_layouts_pass
     from ...transform.widen_fragments import widen_fragments_pass
     from ...transform.cpu_threads import cpu_threads_pass
+    from ...transform.legalize_negative_index import legalize_negative_index
     from ...transform.legalize_safe_memory import legalize_safe_memory
     from ...transform.lower_gemm_sp import lower_gemm_sp
     from ...transform.lower_tile_ops_cpu import lower_tile_ops_cpu
@@ -27,6 +28,7 @@ def passes() -> list:
     from ...transform.thread_scopes import thread_scopes_pass
 
     return [
+        ("legalize_negative_index", legalize_negative_index),
         ("check_dtypes", check_dtypes_pass),
         ("widen_fragments", widen_fragments_pass),
         ("check_index_ranges", check_index_ranges_pass),

@@ -25,6 +25,7 @@ from ...transform.check_dtypes import check_dtypes_pass
 from ...transform.check_index_ranges import check_index_ranges_pass
 from ...transform.global_layouts import global_layouts_pass
 from ...transform.widen_fragments import widen_fragments_pass
+from ...transform.legalize_negative_index import legalize_negative_index
 from ...transform.legalize_safe_memory import legalize_safe_memory
 from ...transform.thread_scopes import thread_axes, thread_scopes_pass
 from ...transform.cuda.thread_branches import thread_branches_pass
@@ -436,6 +437,7 @@ def proxy_fences_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
 
 
 PASSES = [
+    ("legalize_negative_index", legalize_negative_index),
     ("check_dtypes", check_dtypes_pass),
     ("widen_fragments", widen_fragments_pass),
     ("check_index_ranges", check_index_ranges_pass),
