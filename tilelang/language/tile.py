@@ -33,6 +33,7 @@ def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None
 
     Each side is a buffer, a slice (`A[a:b, c:d]`) or a corner (`A[i, j]`, extent taken from
     the other side). Global elements outside the tensor read as zero and are never written.
+    With two corners it copies one element: `T.copy(A[i], B[j])` is `B[j] = A[i]`.
     `coalesced_width`, `eviction_policy`, `prefer_instruction` ("tma", "cp_async" or "sync") and
     `loop_layout` are lowering hints (the compiler picks its own); `annotations` may carry any of
     them and wins over the keyword, as in the public TileLang.
@@ -51,6 +52,14 @@ def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None
     for name, x in (("src", src), ("dst", dst)):
         if not is_tile_arg(x):
             raise DSLTypeError(f"T.copy {name}: expected a buffer, slice or corner, got {type(x).__name__}: {x!r}")
+    if isinstance(src, BufferLoad) and isinstance(dst, BufferLoad):
+        # two single elements: a plain element store `dst[j] = src[i]` (cast to dst's dtype), as in the
+        # public TileLang; with lowering hints it stays a (one-element) copy op that carries them
+        if not ann and coalesced_width is None and loop_layout is None:
+            B.current().emit(BufferStore(dst.buffer, dst.indices, cast(dst.buffer.dtype, src)))
+        else:
+            B.current().emit(O.Copy(to_region(src), to_region(dst), bool(disable_tma)))
+        return
     s, d = pair_regions(src, dst, "T.copy")
     B.current().emit(O.Copy(s, d, bool(disable_tma)))
 
