@@ -371,6 +371,13 @@ class Parser:
             raise self.error(DSLSyntaxError, "nested T.Kernel is not allowed", node)
         bvars = tuple(E.Var(n, dt.int32) for n in ("bx", "by", "bz")[:len(ctx.grid)])
         names = _target_names(item.optional_vars) if item.optional_vars is not None else []
+        if not ctx.grid_given and item.optional_vars is not None:
+            # `with T.Kernel(threads=n) as x:` (one block, no grid extents): x is an empty list, as in the
+            # public TileLang; the block keeps its (internal) index 0
+            if not isinstance(item.optional_vars, ast.Name):
+                raise self.error(DSLTypeError, "T.Kernel with no grid extents has no block index to bind", node)
+            self.scope[item.optional_vars.id] = []
+            names = []
         if names and len(names) != len(bvars):
             if not (len(names) == 1 and isinstance(item.optional_vars, ast.Name)):
                 raise self.error(DSLTypeError, f"T.Kernel has {len(bvars)} grid dims but `as` binds {len(names)} names", node)

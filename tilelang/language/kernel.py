@@ -14,10 +14,13 @@ from ..ir.expr import Var, as_expr
 class KernelSpec:
     grid: tuple
     threads: tuple
+    grid_given: bool = True  # False for `T.Kernel(threads=...)`: one block, and `as` binds no block index
 
 
 def Kernel(*blocks, threads=None, is_cpu=False, prelude=None, cluster_dims=None) -> KernelSpec:
     """Launch a grid of `blocks` (1-3 extents), each block with `threads` threads (128 when omitted).
+    With no extents (`with T.Kernel(threads=128):`) it launches one block, as the public TileLang
+    does; `as x` then binds an empty list (there is no block index to name).
     `cluster_dims` other than 1 (thread-block clusters) is not supported here and raises.
 
     Example::
@@ -27,8 +30,11 @@ def Kernel(*blocks, threads=None, is_cpu=False, prelude=None, cluster_dims=None)
     """
     if len(blocks) == 1 and isinstance(blocks[0], (tuple, list)):
         blocks = tuple(blocks[0])
-    if not 1 <= len(blocks) <= 3:
-        raise DSLTypeError(f"T.Kernel takes 1 to 3 grid extents, got {len(blocks)}")
+    grid_given = len(blocks) > 0
+    if not grid_given:
+        blocks = (1,)
+    if len(blocks) > 3:
+        raise DSLTypeError(f"T.Kernel takes at most 3 grid extents, got {len(blocks)}")
     grid = tuple(const_int(b) if const_int(b) is not None else as_expr(b) for b in blocks)
     if cluster_dims is not None:
         dims = tuple(cluster_dims) if isinstance(cluster_dims, (tuple, list)) else (cluster_dims,)
@@ -49,7 +55,7 @@ def Kernel(*blocks, threads=None, is_cpu=False, prelude=None, cluster_dims=None)
             raise NonConstantShapeError(f"T.Kernel threads= must be positive integer constants, got {t!r}")
         th.append(c)
     th += [1] * (3 - len(th))
-    return KernelSpec(grid, tuple(th))
+    return KernelSpec(grid, tuple(th), grid_given)
 
 
 def get_thread_binding(dim: int = 0) -> Var:
