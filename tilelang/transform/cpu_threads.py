@@ -21,7 +21,9 @@ lower_tile_ops_cpu (which still runs a block on one CPU thread):
   LoweringError names the construct and the user's line;
 - T.alloc_local / T.alloc_var buffers get one copy per thread (a leading thread dim), since
   they live across segments; so do thread-dependent `x = ...` bindings. Shared buffers and
-  fragments stay one per block;
+  fragments stay one per block; a fragment store that is the same code in every thread (each CUDA
+  thread updates its own replica once: `acc[0] = acc[0] * scale + s[0]`) runs once, at block level
+  between the threads' code around it (a serial loop or branch holding one runs at block level);
 - a tile op that touches per-thread buffers or reads thread indices is SIMT code (each thread
   runs it whole on its own data); T.copy / T.fill and the hopper issue ops (T.tma_copy,
   barrier arrivals, one arrival per executing thread) may sit under thread branches;
@@ -91,6 +93,10 @@ def _where(s, x):
 
 
 _SHARED = ("shared", "shared.dyn")
+
+
+def _fragment_store(n) -> bool:
+    return isinstance(n, S.BufferStore) and n.buffer.scope == "fragment"
 
 
 def _shared_accesses(s) -> tuple[set, set]:
@@ -232,6 +238,16 @@ class _Kernel:
         sync = collect(s, _exchange)
         jumps = _loose_jumps(s)
         if not sync and not jumps and not self.block_ops(s) and not structured:
+            if self.once(s):  # one update of every thread's replica: once, between the threads' code around it
+                return [("b", self.first_thread(s, rng))]
+            if isinstance(s, (S.While, S.IfThenElse)) or isinstance(s, S.For) and s.kind in ("serial", "unroll"):
+                if self.holds_once(s):
+                    try:
+                        items = self.unrolled(s, rng)
+                    except LoweringError:  # refused split of a thread branch: as before, SIMT code
+                        items = None
+                    if items is not None and items != [("s", s)]:
+                        return items
             if self.hazards and (isinstance(s, (S.While, S.IfThenElse)) or isinstance(s, S.For) and s.kind in (
                     "serial", "unroll")) and _self_race(s):
                 return self.unrolled(s, rng)
@@ -260,6 +276,24 @@ class _Kernel:
         els = None if s.else_case is None else self.assemble(self.split(s.else_case, rng), rng)
         return [("b", replace(s, cond=self.first_thread(s.cond, rng),
                               then_case=self.assemble(self.split(s.then_case, rng), rng), else_case=els))]
+
+    def once(self, s) -> bool:
+        """s (SIMT code) stores into a fragment, and is the same code in every thread: it reads no thread
+        index, no per-thread value that may differ, calls nothing that differs between threads (atomics,
+        random numbers, shuffles), holds no tile op and writes no per-thread buffer. On CUDA each thread
+        runs it on its own replica of the fragment, one update of each; the block's one copy here takes it
+        once (run per thread, `acc[0] = acc[0] * scale + s[0]` would be applied once per thread)."""
+        if isinstance(s, (S.Allocate, S.Break, S.Continue)) or not collect(s, _fragment_store):
+            return False
+        if self.same.dep(s) or collect(s, lambda n: n is self.thr or isinstance(n, S.TileOp)):
+            return False
+        return not collect(s, lambda n: isinstance(n, (S.BufferStore, BufferRegion, S.Allocate))
+                           and n.buffer.uid in self.per_thread)
+
+    def holds_once(self, s) -> bool:
+        """A loop or branch of SIMT code holding a fragment store that would run once (see `once`): it takes
+        the block-level path (as `unrolled`), so that the store runs once and the rest per thread."""
+        return any(self.once(x) for x in collect(s, _fragment_store) if x is not s)
 
     def unrolled(self, s, rng) -> list:
         """s (a loop or branch of SIMT code) touches a shared buffer from two of its statements or
