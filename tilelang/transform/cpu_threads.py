@@ -1,8 +1,8 @@
 """Run a block's threads on the CPU: SIMT code becomes loops over the thread index.
 
 Takes: a PrimFunc (tile-op IR, after thread_scopes) whose kernels read thread indices
-(T.get_thread_binding / T.thread_binding / T.launch_thread), or use warp shuffles, votes or
-T.tvm_thread_allreduce. Gives: the same kernels with no thread variables left, for
+(T.get_thread_binding / T.thread_binding / T.launch_thread), use warp shuffles, votes or
+T.tvm_thread_allreduce, or hold an element atomic outside T.Parallel (every thread applies it). Gives: the same kernels with no thread variables left, for
 lower_tile_ops_cpu (which still runs a block on one CPU thread):
 
 - scalar statements are SIMT code: every thread runs them. A run of them with no barrier in
@@ -51,7 +51,7 @@ from ..errors import LoweringError
 from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.buffer import Buffer, BufferRegion
-from ..ir.visitor import Mutator, collect, substitute
+from ..ir.visitor import Mutator, Visitor, collect, substitute
 from ..op import hopper as H
 from ..op import hopper_raw as R
 from ..op import tile_ops as O
@@ -525,9 +525,35 @@ class _Expand(Mutator):
         return super().generic(node)
 
 
+class _SimtAtomic(Visitor):
+    """Finds an element atomic (`T.atomic_add(B[0], x)`) outside T.Parallel loops and tile ops: SIMT code
+    that every thread of the block runs, each applying its update (a T.Parallel's element runs once)."""
+
+    found = False
+
+    def visit_For(self, s):
+        if s.kind != "parallel":
+            self.generic(s)
+
+    def visit_Call(self, c):
+        self.found = self.found or c.op.startswith("atomic_")
+        self.generic(c)
+
+    def generic(self, node):
+        if not self.found and not isinstance(node, S.TileOp):
+            super().generic(node)
+
+
 def _needs_threads(k: S.KernelLaunch) -> bool:
-    return bool(k.thread_vars) or bool(collect(k.body, lambda n: isinstance(n, ThreadAllReduce) or (
-        isinstance(n, E.Call) and (n.op in SHUFFLES or n.op in VOTES))))
+    """k reads thread indices, exchanges values between threads, or holds an atomic that every thread
+    applies (in a kernel that reads no thread index too: once per block would add once, not threads-many
+    times)."""
+    if k.thread_vars or collect(k.body, lambda n: isinstance(n, ThreadAllReduce) or (
+            isinstance(n, E.Call) and (n.op in SHUFFLES or n.op in VOTES))):
+        return True
+    v = _SimtAtomic()
+    v.visit(k.body)
+    return v.found and k.threads[0] * k.threads[1] * k.threads[2] > 1
 
 
 class _Kernels(Mutator):
