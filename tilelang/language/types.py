@@ -48,7 +48,13 @@ class _TensorType:
         return make_tensor(data, shape, dtype, strides)
 
     def __getitem__(self, item) -> TensorSpec:
-        if not isinstance(item, tuple) or len(item) != 2:
+        """`T.Tensor[shape, dtype]`; items that are all dims (`T.Tensor[(n,)]`, `T.Tensor[M, N]`) are the shape
+        of a float32 tensor, as in the public TileLang."""
+        if not isinstance(item, tuple):
+            item = (item,)
+        if all(not isinstance(x, (tuple, list, str)) for x in item):
+            return self(item)
+        if len(item) != 2:
             raise DSLTypeError(f"T.{self.name}[shape, dtype] expects two items, got {item!r}")
         return self(item[0], item[1])
 
