@@ -126,7 +126,10 @@ def test_gemm_at_the_width_on_gpu(bN, dtype, acc, threads, bM):
     k(a, b, c)
     torch.cuda.synchronize()
     err = (c.cpu().double() - ref).abs().max().item()
-    assert err <= (0.5 if acc == "float16" else 1e-2), err
+    # fp8 wgmma on the hardware accumulates with fewer mantissa bits than float32 (the H100 run: 0.08 against
+    # |ref| up to ~60 at K = 512, where the host emulator's exact sums give 1e-5): relative to the output there
+    tol = 0.5 if acc == "float16" else 4e-3 * ref.abs().max().item() if dtype.startswith("float8") else 1e-2
+    assert err <= tol, (err, tol)
 
 
 @pytest.mark.nvrtc

@@ -68,7 +68,7 @@ _PROGRAMS = {
             S[i, 0] = A[i, 0]""",
     "neg_index": """
         for j in T.Parallel(16):
-            S[-1, j] = A[0, j]
+            S[-17, j] = A[0, j]
         T.copy(S, B)""",
     "global_oob_index": """
         T.copy(A, S)
