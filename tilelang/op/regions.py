@@ -129,11 +129,47 @@ def pair_regions(src, dst, what="T.copy") -> tuple[BufferRegion, BufferRegion]:
     if de is not None and se is None:
         s = to_region(src, d.extents, what)
     a, b = squeezed(s.extents), squeezed(d.extents)
+    if what == "T.copy" and len(a) == len(b) and not all(same_extent(x, y) for x, y in zip(a, b)):
+        s, d = _copy_over_on_chip_side(s, d, a, b)
+        a, b = squeezed(s.extents), squeezed(d.extents)
     if len(a) != len(b) or not all(same_extent(x, y) for x, y in zip(a, b)):
         raise ShapeMismatchError(
             f"{what}: source tile {s.buffer.name} has extents {tuple(a)} but destination {d.buffer.name} "
             f"has {tuple(b)}; the shapes must match (unit dims are ignored)")
     return s, d
+
+
+def _on_chip(b) -> bool:
+    return b.scope != "global"
+
+
+def _with_extents(r: BufferRegion, extents) -> BufferRegion:
+    """r with its non-unit dims' extents replaced, in order, by `extents`."""
+    it = iter(extents)
+    ranges = tuple((st, next(it)) if const_int(ext) != 1 else (st, ext) for st, ext in r.ranges)
+    return BufferRegion(r.buffer, ranges)
+
+
+def _copy_over_on_chip_side(s: BufferRegion, d: BufferRegion, a, b):
+    """T.copy between a global region and an on-chip tile whose extents differ (`T.copy(g[0:n], S)` with S of
+    1024 elements, n symbolic): the copy runs over the on-chip tile's extents, as in the public TileLang; the
+    global side's elements past its buffer's bounds are not read (zeros) and not written, as in any T.copy. Where
+    the on-chip tile is provably smaller than the global region (data would be dropped), the pair stays a
+    mismatch. Pairs of two on-chip or two global sides are left as they are."""
+    if _on_chip(s.buffer) == _on_chip(d.buffer):
+        return s, d
+    tile = s if _on_chip(s.buffer) else d
+    for dim, ((st, ext), n) in enumerate(zip(tile.ranges, tile.buffer.shape)):
+        lo, e, cn = const_int(st), const_int(ext), const_int(n)
+        if lo is not None and e is not None and cn is not None and (lo < 0 or lo + e > cn):
+            raise ShapeMismatchError(f"T.copy: the region of {tile.buffer.name} reaches [{lo}, {lo + e}) along dim "
+                                     f"{dim}, past its shape {tuple(tile.buffer.shape)}")
+    chip, other = (a, b) if _on_chip(s.buffer) else (b, a)
+    for x, y in zip(chip, other):
+        cx, cy = const_int(x), const_int(y)
+        if cx is not None and cy is not None and cx < cy:
+            return s, d
+    return (s, _with_extents(d, a)) if _on_chip(s.buffer) else (_with_extents(s, b), d)
 
 
 def as_value(v, dtype) -> Expr:
