@@ -102,12 +102,7 @@ def finalize_reducer(reducer, dst=None, batch=1, annotations=None):
 
 def cummax(src, dst=None, dim=0, reverse=False, annotations=None):
     """Inclusive running maximum of a tile along `dim` (in place when dst is None)."""
+    from .tile import scan_op
+
     B.in_kernel("T.cummax")
-    dst = src if dst is None else dst
-    if not isinstance(src, Buffer) or not isinstance(dst, Buffer):
-        raise DSLTypeError(f"T.cummax: expected buffers, got {src!r}, {dst!r}")
-    if tuple(src.shape) != tuple(dst.shape):
-        raise ShapeMismatchError(f"T.cummax: {src.name}{src.shape} and {dst.name}{dst.shape} differ in shape")
-    if not -src.ndim <= dim < src.ndim:
-        raise DSLTypeError(f"T.cummax: dim={dim} is out of range for the {src.ndim}-d buffer {src.name}")
-    B.current().emit(O.CumSum(src, dst, dim % src.ndim, bool(reverse), kind="max"))
+    B.current().emit(scan_op("T.cummax", "max", src, dst, dim, reverse))

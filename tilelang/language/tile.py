@@ -268,16 +268,29 @@ def cumsum(src, dst=None, dim=0, reverse=False, annotations=None):
     """Inclusive prefix sum of a tile along `dim` (in place when dst is None); `annotations`
     (lowering hints) change nothing here. Example: `T.cumsum(S, dim=1, reverse=True)`."""
     B.in_kernel("T.cumsum")
+    B.current().emit(scan_op("T.cumsum", "sum", src, dst, dim, reverse))
+
+
+def scan_op(what: str, kind: str, src, dst, dim, reverse) -> O.CumSum:
+    """The O.CumSum of T.cumsum / T.cummax: src and dst are on-chip buffers or regions of them (`S[r0:r1, :]`,
+    only that box is scanned) of equal shape; dst None scans in place; dim counts the buffers' dims."""
     dst = src if dst is None else dst
-    if not isinstance(src, Buffer) or not isinstance(dst, Buffer):
-        raise DSLTypeError("T.cumsum: expected buffers")
-    _on_chip("T.cumsum", src=src, dst=dst)
-    if tuple(src.shape) != tuple(dst.shape):
-        raise ShapeMismatchError(f"T.cumsum: {src.name}{src.shape} and {dst.name}{dst.shape} differ in shape")
-    if not -src.ndim <= dim < src.ndim:
-        raise DSLTypeError(f"T.cumsum: dim={dim} is out of range for the {src.ndim}-d buffer {src.name}")
-    dim %= src.ndim
-    B.current().emit(O.CumSum(src, dst, dim, bool(reverse)))
+    if not isinstance(src, (Buffer, BufferRegion)) or not isinstance(dst, (Buffer, BufferRegion)):
+        raise DSLTypeError(f"{what}: expected buffers or slices of them (S or S[a:b, :]), got {src!r}, {dst!r}")
+    _on_chip(what, src=src, dst=dst)
+    rs, rd = to_region(src), to_region(dst)
+    sb, db = rs.buffer, rd.buffer
+    es, ed = tuple(rs.extents), tuple(rd.extents)
+    if len(es) != len(ed) or not all(same_extent(x, y) for x, y in zip(es, ed)):
+        raise ShapeMismatchError(f"{what}: {sb.name} {es} and {db.name} {ed} differ in shape")
+    if not -len(es) <= dim < len(es):
+        raise DSLTypeError(f"{what}: dim={dim} is out of range for the {len(es)}-d buffer {sb.name}")
+    dim %= len(es)
+    whole = isinstance(src, Buffer) and isinstance(dst, Buffer)
+    if whole:
+        return O.CumSum(sb, db, dim, bool(reverse), kind=kind)
+    return O.CumSum(sb, db, dim, bool(reverse), kind=kind, src_start=tuple(st for st, _ in rs.ranges),
+                    dst_start=tuple(st for st, _ in rd.ranges), extents=es)
 
 
 def _atomic(kind, dst, value, memory_order=None, return_prev=False):

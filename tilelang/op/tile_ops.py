@@ -102,7 +102,9 @@ class FinalizeReducer(TileOp):
 
 @dataclass(frozen=True)
 class CumSum(TileOp):
-    """Inclusive scan of src along dim into dst; kind: "sum" (T.cumsum) or "max" (T.cummax)."""
+    """Inclusive scan of src along dim into dst; kind: "sum" (T.cumsum) or "max" (T.cummax). A scan of
+    regions (`T.cumsum(S[r0:r1, :], dim=0)`) has their first elements in src_start / dst_start and their
+    common extents in `extents`; empty tuples: the whole buffers."""
 
     src: Buffer
     dst: Buffer
@@ -110,6 +112,13 @@ class CumSum(TileOp):
     reverse: bool = False
     span: Span | None = default_span()
     kind: str = "sum"
+    src_start: tuple = ()
+    dst_start: tuple = ()
+    extents: tuple = ()
+
+    def scan_extents(self) -> tuple:
+        """The extents of the scanned box (the src buffer's shape when the op covers whole buffers)."""
+        return tuple(self.extents) if self.extents else tuple(self.src.shape)
 
 
 @dataclass(frozen=True)

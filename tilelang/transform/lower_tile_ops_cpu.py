@@ -179,7 +179,7 @@ class LowerTileOpsCPU(HopperCPU, TrackRanges, Mutator):
         return serial_loops(keep, body, prefix="ri") if keep else body([])
 
     def visit_CumSum(self, op: O.CumSum):
-        keep = [s for d, s in enumerate(op.src.shape) if d != op.dim]
+        keep = [s for d, s in enumerate(op.scan_extents()) if d != op.dim]
         return serial_loops(keep, lambda vs: cumsum_scan(op, vs), prefix="ci")
 
     def visit_AtomicTile(self, op: O.AtomicTile):
@@ -300,20 +300,20 @@ def _gemm_kj_loops(j, k, n, update):
 def cumsum_scan(op: O.CumSum, vs) -> S.Stmt:
     """The serial scan along op.dim for one position `vs` of the other dims (all targets)."""
     src, dst = op.src, op.dst
-    n = const_int(src.shape[op.dim])
+    n = const_int(op.scan_extents()[op.dim])
     r = E.Var("c", dt.int32)
     pos = (n - 1 - r) if op.reverse else r
     prev = (pos + 1) if op.reverse else (pos - 1)
 
-    def idx(p):
+    def idx(p, start):
         lst = list(vs)
         lst.insert(op.dim, p)
-        return tuple(lst)
+        return tuple(lst) if not start else tuple(E.as_expr(a) + b for a, b in zip(start, lst))
 
-    v = E.cast(dst.dtype, E.BufferLoad(src, idx(pos), src.dtype))
-    before = E.BufferLoad(dst, idx(prev), dst.dtype)
+    v = E.cast(dst.dtype, E.BufferLoad(src, idx(pos, op.src_start), src.dtype))
+    before = E.BufferLoad(dst, idx(prev, op.dst_start), dst.dtype)
     acc = E.select(E.binop("==", r, 0), v, E.call("max", before, v) if op.kind == "max" else before + v)
-    return S.For(r, E.as_expr(0), E.as_expr(n), "serial", S.BufferStore(dst, idx(pos), acc))
+    return S.For(r, E.as_expr(0), E.as_expr(n), "serial", S.BufferStore(dst, idx(pos, op.dst_start), acc))
 
 
 def O_fill(region: BufferRegion, dtype):

@@ -12,5 +12,5 @@ from ...lower_tile_ops_cpu import cumsum_scan
 
 @register_lowering("cuda", O.CumSum)
 def lower_cumsum(low, op: O.CumSum):
-    keep = [s for d, s in enumerate(op.src.shape) if d != op.dim]
+    keep = [s for d, s in enumerate(op.scan_extents()) if d != op.dim]
     return low.flat_loop(tuple(keep) if keep else (1,), lambda cv: cumsum_scan(op, cv if keep else []))
