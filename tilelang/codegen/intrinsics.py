@@ -6,7 +6,7 @@ are what it cannot: the active-lane mask and the grid barrier).
 """
 from __future__ import annotations
 
-from .c_expr import storage_type
+from .c_expr import EMULATED, storage_type
 
 # op -> the T.* name users wrote (for errors)
 CPU_UNSUPPORTED = {"tl_shfl_xor": "T.shfl_xor", "tl_shfl_down": "T.shfl_down", "tl_shfl_up": "T.shfl_up",
@@ -36,6 +36,13 @@ def print_call(cx, e, args: list) -> str | None:
     if op == "address_of":
         ld = e.args[0]
         return f"(&{cx.index_fn(ld.buffer, ld.indices)})"
+    if op == "ldg":  # T.__ldg: CUDA's read-only cache load where __ldg has the element type; else plain
+        ld = e.args[0]
+        if not cuda or ld.buffer.dtype.name.startswith("float8") or ld.buffer.dtype.bits < 8:
+            return cx(ld)
+        text = f"__ldg(&{cx.index_fn(ld.buffer, ld.indices)})"
+        k = EMULATED.get(ld.buffer.dtype.name)
+        return f"tl_{k}_to_f32({text})" if k else text
     if op == "tl_sync_threads":
         if not cuda:
             return "((void)0)"  # one thread runs the block: every write is already visible

@@ -9,6 +9,9 @@ implementation does not have: they are errors that say so.
 
     w = T.ldg32(x[2 * i:2 * i + 2])      # two float16 as one word
     T.sts32(s[2 * i:2 * i + 2], w)
+
+`T.__ldg(x[i])` (or `T.__ldg(x, i)`) is the element x[i] read through CUDA's read-only data cache
+(`__ldg(&x[i])`); the CPU backend reads it plainly.
 """
 from __future__ import annotations
 
@@ -160,3 +163,22 @@ def sts64(dst, value):
 def sts128(dst, value):
     """Not supported: a 128-bit vector (uint32x4) form (see the module docstring)."""
     return _vector("sts128", 128)()
+
+
+def __ldg(load_or_buf, index=None):
+    """The element of a global tensor at `x[i]` read through the read-only data cache: `T.__ldg(x[i])`, or
+    `T.__ldg(x, i)` / `T.__ldg(x, (i, j))` with a buffer and its index. CUDA: `__ldg(&x[i])` (float8 elements,
+    which __ldg has no overload for, load plainly); CPU: a plain load. The element's dtype."""
+    if isinstance(load_or_buf, Buffer):
+        if index is None:
+            raise ValueError("T.__ldg(Buffer, index) requires an index when passing a Buffer")
+        idx = tuple(index) if isinstance(index, (list, tuple)) else (index,)
+        ld = E.BufferLoad(load_or_buf, tuple(E.as_expr(i) for i in idx), load_or_buf.dtype)
+    elif isinstance(load_or_buf, E.BufferLoad):
+        ld = load_or_buf
+    else:
+        raise TypeError(f"T.__ldg expects a BufferLoad such as x[i] or a Buffer and an index, got {load_or_buf!r}")
+    if ld.buffer.scope != "global":
+        raise DSLTypeError(f"T.__ldg: {ld.buffer.name} is a {ld.buffer.scope} buffer; the read-only data cache "
+                           "serves global tensors")
+    return E.Call("ldg", (ld,), ld.dtype)

@@ -396,6 +396,7 @@ inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
 inline int __ffs(int x) { return __builtin_ffs(x); }
+template <typename T> inline T __ldg(const T* p) { return *p; }  // the read-only cache is a hint
 inline int __ffsll(long long x) { return __builtin_ffsll(x); }
 inline unsigned __fns(unsigned mask, unsigned base, int offset) {  // PTX fns.b32
   if (base > 31) return 0xFFFFFFFFu;
