@@ -68,12 +68,22 @@ def _emit(op, args, what):
 
 def sync_threads(barrier_id=None, arrive_count=None):
     """Block barrier (`__syncthreads()`); with `barrier_id, arrive_count`, the named barrier
-    `bar.sync id, count` that `arrive_count` threads (a multiple of 32) meet at. The compiler's own
+    `bar.sync id, count` that `arrive_count` threads (a multiple of 32) meet at; `barrier_id` alone: the
+    whole block meets at that named barrier. The compiler's own
     named barriers take ids the kernel's constant ids leave free (transform/cuda/barrier_ids.py).
 
     Example: `T.sync_threads(2, 256)` -- the 256 threads of two warp groups meet at barrier 2."""
-    if (barrier_id is None) != (arrive_count is None) and barrier_id is not None:
-        raise DSLTypeError("T.sync_threads(barrier_id, arrive_count): give both, or neither")
+    if barrier_id is None and arrive_count is not None:
+        raise DSLTypeError("T.sync_threads(arrive_count=...): name the barrier too (barrier_id)")
+    if barrier_id is not None and arrive_count is None:  # the whole block meets at that barrier
+        n = 1
+        for t in B.in_kernel("T.sync_threads").threads:
+            c = const_int(t)
+            n = n * c if c is not None and n is not None else None
+        if n is None:
+            raise DSLTypeError("T.sync_threads(barrier_id): without arrive_count it is the whole block's barrier, and "
+                               "the block's thread count must be a constant of the enclosing T.Kernel")
+        arrive_count = n
     args = () if barrier_id is None else (barrier_id, arrive_count)
     _emit("tl_sync_threads", args, "T.sync_threads")
 
