@@ -7,6 +7,7 @@ import torch
 
 import tilelang
 import tilelang.language as T
+from tilelang.testing import host_cuda_or_skip
 from tilelang.errors import ShapeMismatchError
 
 length = T.symbolic("len", dtype=T.int32)
@@ -39,11 +40,7 @@ def test_dynamic_global_length_into_a_static_tile_on_the_cpu():
 @pytest.mark.nvrtc
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 def test_dynamic_global_length_into_a_static_tile_on_the_host_emulator(arch):
-    pytest.importorskip("cuda.bindings")
-    from tilelang.testing import host_cuda as host
-
-    if not host.available():
-        pytest.skip("g++ not installed")
+    host = host_cuda_or_skip()
     k = tilelang.compile(dyn_copy, target=f"cuda -arch={arch}")
 
     def run(g, out, back):

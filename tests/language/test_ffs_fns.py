@@ -6,6 +6,7 @@ import torch
 
 import tilelang
 import tilelang.language as T
+from tilelang.testing import host_cuda_or_skip
 
 
 def ffs_model(x: int, bits: int) -> int:
@@ -71,11 +72,7 @@ def test_ffs_fns_on_the_cpu():
 
 @pytest.mark.nvrtc
 def test_ffs_fns_in_the_cuda_source_on_the_host_emulator():
-    pytest.importorskip("cuda.bindings")
-    from tilelang.testing import host_cuda as host
-
-    if not host.available():
-        pytest.skip("g++ not installed")
+    host = host_cuda_or_skip()
     n = 64
     x, y, base, off = inputs(n, 2)
     k = tilelang.compile(program(n), target="cuda -arch=sm_90a")

@@ -5,6 +5,7 @@ import torch
 
 import tilelang
 import tilelang.language as T
+from tilelang.testing import host_cuda_or_skip
 from tilelang.errors import DSLTypeError
 
 
@@ -35,11 +36,7 @@ def test_ldg_on_the_cpu(dtype):
 @pytest.mark.nvrtc
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 def test_ldg_in_the_cuda_source_on_the_host_emulator(dtype):
-    pytest.importorskip("cuda.bindings")
-    from tilelang.testing import host_cuda as host
-
-    if not host.available():
-        pytest.skip("g++ not installed")
+    host = host_cuda_or_skip()
     k = tilelang.compile(program(dtype), target="cuda -arch=sm_90a")
     assert "__ldg(&" in k.get_kernel_source()
     td = getattr(torch, dtype)

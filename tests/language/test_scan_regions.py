@@ -6,6 +6,7 @@ import torch
 
 import tilelang
 import tilelang.language as T
+from tilelang.testing import host_cuda_or_skip
 
 
 def program(kind, reverse):
@@ -50,11 +51,7 @@ def test_scan_of_regions(kind, reverse, target):
     a = torch.randn(16, 24)
     b, c = torch.zeros(16, 24), torch.zeros(16, 24)
     if target != "cpu":  # the sm_90a source on the host emulator
-        pytest.importorskip("cuda.bindings")
-        from tilelang.testing import host_cuda as host
-
-        if not host.available():
-            pytest.skip("g++ not installed")
+        host = host_cuda_or_skip()
         kc = tilelang.compile(program(kind, reverse), target=target)
         prog = host.HostProgram({"k": kc})
         try:
