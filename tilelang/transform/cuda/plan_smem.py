@@ -200,6 +200,7 @@ def _pinned(body, buffers, spans) -> dict:
 
 
 _ASYNC_PROXY = re.compile(r"tma|mbarrier|wgmma|_sm90<|fence\.proxy")
+_WGMMA_CALL = re.compile(r"^\s*(tl::)?gemm_[rs]s_sm90<")  # a wgmma tile gemm alone in its statement
 
 
 def free_drained_stages(body, stmts, spans, pins) -> None:
@@ -209,7 +210,9 @@ def free_drained_stages(body, stmts, spans, pins) -> None:
     followed by a top-level `cp_async_wait<0>(); __syncthreads();` at j > last, is busy over
     (first, j - 1): every thread's stage writes have landed at the wait and every read is done
     at the barrier after it, so a buffer first used after j may take its bytes (the barrier is
-    `_barriers_in`'s index j). Storage the async proxy touches (TMA, wgmma) stays pinned.
+    `_barriers_in`'s index j). Storage TMA or an mbarrier touches stays pinned; storage a wgmma reads
+    is freed only where a top-level `warpgroup_wait<0>` after its last use (up to j) has retired
+    every wgmma group, so no read of the async proxy is left in flight over the reused bytes.
     Updates `spans` and `pins` in place.
     """
     views: dict = {}
@@ -222,8 +225,8 @@ def free_drained_stages(body, stmts, spans, pins) -> None:
             continue
         uids = {x for x in names if isinstance(x, int)} | {uid}
         words = {x for x in names if isinstance(x, str)}
-        if any(_ASYNC_PROXY.search(r.fmt) and _names_any(r, uids, words)
-               for r in collect(body, lambda x: isinstance(x, Raw))):
+        touching = [r.fmt for r in collect(body, lambda x: isinstance(x, Raw)) if _names_any(r, uids, words)]
+        if any(_ASYNC_PROXY.search(f) for f in touching if not _WGMMA_CALL.search(f)):
             continue
         used = [i for i, st in enumerate(stmts) if not isinstance(st, S.Allocate) and _names_any(st, uids, words)]
         if not used:
@@ -231,8 +234,15 @@ def free_drained_stages(body, stmts, spans, pins) -> None:
         drain = next((j for j in range(used[-1] + 1, len(stmts)) if _drains(stmts[j])), None)
         if drain is None:
             continue
+        if any(_WGMMA_CALL.search(f) for f in touching) and not _wgmma_waited(stmts[used[-1] + 1:drain + 1]):
+            continue
         spans[uid] = (used[0], drain - 1)
         del pins[uid]
+
+
+def _wgmma_waited(stmts) -> bool:
+    """A top-level statement among `stmts` waits for every wgmma group (`warpgroup_wait<0>`)."""
+    return any(isinstance(st, Raw) and "warpgroup_wait<0>" in st.fmt for st in stmts)
 
 
 def _drains(st) -> bool:
