@@ -191,3 +191,16 @@ def require_cuda(script: str) -> bool:
         reason = f"torch unavailable: {_short(e, 120)}"
     print(f"{script}: skipped: {reason}", flush=True)
     return False
+
+
+def showdown(fns: dict, flops: float, rounds: int = 5) -> dict:
+    """TFLOP/s per name, the median of `rounds` rounds that time every fn in turn.
+
+    The H200's clock drifts with temperature and power by several % within a run, so a
+    baseline timed once at the start and our kernel timed later are not comparable; in
+    rounds, each side sees the same conditions."""
+    times = {n: [] for n in fns}
+    for _ in range(rounds):
+        for n, fn in fns.items():
+            times[n].append(tflops(flops, bench(fn)))
+    return {n: sorted(v)[len(v) // 2] for n, v in times.items()}

@@ -27,8 +27,8 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (bench, device_info, error_text, ratio, rel_err, require_cuda, rnd, skipped,  # noqa: E402
-                    table, tflops, write_json)
+from common import (bench, device_info, error_text, ratio, rel_err, require_cuda, rnd, showdown,  # noqa: E402
+                    skipped, table, tflops, write_json)
 
 import torch  # noqa: E402
 
@@ -281,19 +281,6 @@ def pick(final: dict, path: str, cands: list):
     return t, c[1], c[2]
 
 
-def showdown(fns: dict, flops: float) -> dict:
-    """TFLOP/s per name, the median of ROUNDS rounds that time every fn in turn.
-
-    The H200's clock drifts with temperature and power by several % within a run, so a
-    baseline timed once at the start and our kernel timed later are not comparable; in
-    rounds, each side sees the same conditions."""
-    times = {n: [] for n in fns}
-    for _ in range(ROUNDS):
-        for n, fn in fns.items():
-            times[n].append(tflops(flops, bench(fn)))
-    return {n: sorted(v)[len(v) // 2] for n, v in times.items()}
-
-
 def gemm_case(M, N, K, dt, args, records):
     tl_dtype, tdt = DTYPES[dt]
     label = f"{dt} {M}x{N}x{K}"
@@ -327,7 +314,7 @@ def gemm_case(M, N, K, dt, args, records):
     for path in args.paths:
         for c in best.get(path, []):
             fns[f"{path} {c[1]}"] = call(c[3], a, b, out)
-    final = showdown(fns, flops)
+    final = showdown(fns, flops, ROUNDS)
     print(f"  median of {ROUNDS} interleaved rounds: " + ", ".join(f"{n} {v:.1f}" for n, v in final.items()), flush=True)
     cub, tri = final.get("cuBLAS"), final.get("Triton")
     rows = []
@@ -361,7 +348,7 @@ def canonical_case(M, N, K, args, records):
     for path in args.paths:
         for c in best.get(path, []):
             fns[f"{path} {c[1]}"] = call(c[3], a, b, out)
-    final = showdown(fns, flops)
+    final = showdown(fns, flops, ROUNDS)
     print(f"  median of {ROUNDS} interleaved rounds: " + ", ".join(f"{n} {v:.1f}" for n, v in final.items()), flush=True)
     cub = final.get("cuBLAS+relu")
     rows = []
@@ -435,7 +422,7 @@ def fp8_case(n, args, records):
     fns = {f"scaled_mm fast={fast}": fn for fast, fn in base_fns.items()}
     for c in best.get("auto", []):
         fns[f"auto {c[1]}"] = call(c[3], a, b_nk, out)
-    final = showdown(fns, flops)
+    final = showdown(fns, flops, ROUNDS)
     print(f"  median of {ROUNDS} interleaved rounds: " + ", ".join(f"{n} {v:.1f}" for n, v in final.items()), flush=True)
     cub = {fast: final.get(f"scaled_mm fast={fast}") for fast in (False, True)}
     tf, cfg, isa = pick(final, "auto", best.get("auto", []))
