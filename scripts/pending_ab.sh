@@ -14,7 +14,7 @@ set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 echo "== attention D64 (192-row tiles, exp2 polynomial, ping-pong)"
 timeout 300 python3 benchmarks/attention.py --cases 16,16,2048,64 --configs 128,128,2,256 192,128,2,384 \
-  --ab tl.enable_exp2_poly=0.25 tl.enable_exp2_poly=0.5 tl.enable_ws_pingpong=True \
+  --ab tl.enable_exp2_poly=0.25 tl.enable_exp2_poly=0.5 tl.enable_ws_pingpong=True tl.enable_ws_overlap \
   --json "$OUT/attention64.json" > "$OUT/attention64.txt" 2>&1
 sed -n '/interleaved rounds:/,/^attention B/p' "$OUT/attention64.txt" | tail -40
 echo "== attention D128 (producer registers, ping-pong, exp2 polynomial)"
