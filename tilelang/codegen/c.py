@@ -436,7 +436,11 @@ class CCodegen:
         return s.kind == "unroll" and const_int(s.extent) is not None
 
     def unroll_pragma(self, s: S.For) -> str | None:
-        """The pragma line before loop s: UNROLL_PRAGMA where `unrolled`, else none."""
+        """The pragma line before loop s: UNROLL_PRAGMA where `unrolled`, else none; a T.unroll
+        loop with an unroll_factor is unrolled by that factor."""
+        factor = s.annotation("pragma_unroll_factor") if s.kind == "unroll" else None
+        if factor is not None:
+            return f"{self.UNROLL_PRAGMA.rsplit(' ', 1)[0]} {factor}"
         return self.UNROLL_PRAGMA if self.unrolled(s) else None
 
     def s_For(self, s: S.For):

@@ -106,7 +106,10 @@ class CudaCodegen(CCodegen):
         (straight-line, reads global buffers, writes only thread-local ones: a GEMV's k-loop) by
         STREAM_UNROLL, so that many iterations' loads are in flight at once. The dequant GEMV's
         32-iteration loop: NVRTC unrolled it 4x, nvcc the public build's 8x (4 vs 8 loads of B per
-        thread in flight; the kernel is bound by HBM latency x bytes in flight)."""
+        thread in flight; the kernel is bound by HBM latency x bytes in flight). A T.unroll loop
+        with unroll_factor=k: `#pragma unroll k`."""
+        if s.kind == "unroll" and s.annotation("pragma_unroll_factor") is not None:
+            return f"#pragma unroll {s.annotation('pragma_unroll_factor')}"
         if self.unrolled(s):
             return self.UNROLL_PRAGMA
         n = const_int(s.extent)

@@ -271,8 +271,13 @@ class Parser:
 
     def stmt_For(self, node):
         from ..language.loops import ForSpec, PersistentSpec
+        from . import binding_launch as BL
 
         it = self.eval(node.iter)
+        if isinstance(it, BL.LaunchAxis):  # `for bx in T.thread_binding(n, thread="blockIdx.x")` outside a kernel
+            return BL.parse_binding_launch(self, node, it)
+        if self.builder.kernel is not None and isinstance(it, E.Expr) and BL.is_binding_call(self, node.iter):
+            return self.builder.emit(BL.bind_and_parse(self, node, it))
         if isinstance(it, PersistentSpec):
             return self.persistent_for(node, it)
         if not isinstance(it, ForSpec):

@@ -52,9 +52,24 @@ def serial(start, stop=None, step=None, *, annotations=None) -> ForSpec:
 
 
 def unroll(start, stop=None, step=None, *, explicit=False, unroll_factor=None, annotations=None) -> ForSpec:
-    """A loop the compiler unrolls."""
+    """A loop the compiler unrolls: `for i in T.unroll(n)`, `T.unroll(0, 16, step=4)`.
+
+    `unroll_factor=k` unrolls by k (CUDA: `#pragma unroll k`) instead of fully; `explicit=True` asks
+    for a full unroll and excludes `unroll_factor`, as in the public TileLang.
+    Example: `for i in T.unroll(0, K, unroll_factor=4): acc += A[i]`."""
+    ann = dict(annotations or {})
+    if explicit:
+        ann["pragma_unroll_explicit"] = True
+    if unroll_factor is not None:
+        ann["pragma_unroll_factor"] = unroll_factor
+    factor = ann.get("pragma_unroll_factor")
+    if ann.get("pragma_unroll_explicit") and factor is not None:
+        raise ValueError("T.unroll's explicit and unroll_factor params are mutually exclusive.")
+    if factor is not None and (const_int(factor) is None or const_int(factor) <= 0):
+        raise DSLTypeError(f"T.unroll: unroll_factor must be a positive integer constant, got {factor!r}")
+    keep = (("pragma_unroll_factor", const_int(factor)),) if factor is not None else ()
     start, extent, step = _range_args(_given(start, stop, step, "T.unroll"), "T.unroll")
-    return ForSpec("unroll", (start,), (extent,), (), step)  # annotations, unroll_factor: no effect here
+    return ForSpec("unroll", (start,), (extent,), keep, step)
 
 
 def vectorized(start, stop=None, *, annotations=None) -> ForSpec:

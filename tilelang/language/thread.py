@@ -25,19 +25,41 @@ _BLOCKS = {"blockIdx.x": 0, "blockIdx.y": 1, "blockIdx.z": 2}
 
 
 def thread_binding(start, stop=None, thread=None, *, annotations=None):
-    """The index of this thread along `thread` ("threadIdx.x" / ".y" / ".z").
+    """The index of this thread along `thread` ("threadIdx.x" / ".y" / ".z", or "blockIdx.*" for the
+    block's index in the grid).
 
-    `[start, stop)` must be the whole extent the enclosing T.Kernel launches on that axis.
-    Example: `kr = T.thread_binding(0, 128, thread="threadIdx.x")`.
+    Inside `with T.Kernel`, `[start, stop)` must be the whole extent the kernel launches on that axis.
+    Outside any kernel, a loop `for v in T.thread_binding(n, thread=...)` is a launch in the TVM style
+    (frontend/binding_launch.py): the grid comes from its blockIdx loops, the threads from its
+    threadIdx loops, and the body runs on every thread.
+
+    Example: `kr = T.thread_binding(0, 128, thread="threadIdx.x")`, or::
+
+        for bx in T.thread_binding(T.ceildiv(N, 128), thread="blockIdx.x"):
+            for tx in T.thread_binding(128, thread="threadIdx.x"):
+                B[bx * 128 + tx] = A[bx * 128 + tx] * 2
     """
+    from ..frontend.binding_launch import LaunchAxis
+
     if stop is None:
         start, stop = 0, start
-    if thread not in _AXES:
-        raise DSLTypeError(f"T.thread_binding: thread= must be one of {sorted(_AXES)}, got {thread!r}")
+    if thread not in _AXES and thread not in _BLOCKS:
+        raise DSLTypeError(f"T.thread_binding: thread= must be one of {sorted(_AXES) + sorted(_BLOCKS)}, "
+                           f"got {thread!r}")
+    if const_int(start) != 0:
+        raise DSLTypeError(f"T.thread_binding({start}, {stop}, thread={thread!r}): a launched axis starts at 0")
+    if B.current("T.thread_binding").kernel is None:
+        return LaunchAxis(thread, stop)
     k = B.in_kernel("T.thread_binding")
+    if thread in _BLOCKS:
+        dim = _BLOCKS[thread]
+        have = k.grid[dim] if dim < len(k.grid) else 1
+        if const_int(have) is not None and const_int(stop) != const_int(have):
+            raise DSLTypeError(f"T.thread_binding(0, {stop}, thread={thread!r}): the kernel grid is "
+                               f"{tuple(k.grid)}; bind [0, {have})")
+        return get_block_binding(dim) if dim < len(k.grid) else E.const(0, dt.int32)
     dim = _AXES[thread]
-    lo, hi = const_int(start), const_int(stop)
-    if lo != 0 or hi != k.threads[dim]:
+    if const_int(stop) != k.threads[dim]:
         raise DSLTypeError(f"T.thread_binding({start}, {stop}, thread={thread!r}): the kernel launches "
                            f"{k.threads[dim]} threads on that axis (T.Kernel threads={k.threads}); bind [0, "
                            f"{k.threads[dim]})")
