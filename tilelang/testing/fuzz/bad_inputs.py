@@ -239,11 +239,14 @@ def _prog_case(case: str, target: str = "cpu") -> dict:
            '        S = T.alloc_shared((16, 16), "float32")\n' + body + "\n")
     d = os.path.join(tempfile.gettempdir(), f"tilelang-fuzz-{os.getuid()}")
     os.makedirs(d, exist_ok=True)
-    path = os.path.join(d, f"bad_{case}.py")
-    with open(path, "w") as f:
+    # one file per worker process, written whole before it is renamed into place: workers running the
+    # same case at once read each other's half-written file otherwise (a module without `main`)
+    path = os.path.join(d, f"bad_{case}_{os.getpid()}.py")
+    with open(path + ".tmp", "w") as f:
         f.write(src)
+    os.replace(path + ".tmp", path)
     try:
-        spec = importlib.util.spec_from_file_location(f"tl_bad_{case}", path)
+        spec = importlib.util.spec_from_file_location(f"tl_bad_{case}_{os.getpid()}", path)
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
         tilelang.compile(mod.main, target=target)
