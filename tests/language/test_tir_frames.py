@@ -75,7 +75,7 @@ def elementwise():
 @pytest.mark.parametrize("n", [100, 37, 64])
 def test_dynamic_match_buffer_with_if_while_and_sync(n):
     func = elementwise()
-    assert func.name == "tvm_style_ew" and ("tir.noalias", True) in func.attrs
+    assert func.name == "tvm_style_ew" and func.attrs["tir.noalias"] is True
     kern = tilelang.compile(func, target="cpu")
     a = torch.randn(n)
     b = torch.full((n,), float("nan"))

@@ -15,6 +15,7 @@ from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.buffer import Buffer, BufferRegion
 from . import builder as B
+from .declarations import OUT_IDX, BodyDeclarations, output_indices
 from .rewrite import helpers
 from .source import SourceInfo
 
@@ -417,6 +418,10 @@ class Parser:
         if isinstance(cond, E.Expr):
             if self.builder.eager is not None and self.builder.eager.symbolic:
                 return  # a check on T.const dims: made in the parse that has their values
+            if self.builder.kernel is None:  # before the kernels: the host checks it at each call
+                from .host_checks import host_assert
+
+                return host_assert(cond, str(msg), self.span(node))
             from ..language.debug import device_assert
 
             device_assert(cond, str(msg))
@@ -511,11 +516,13 @@ def parse_prim_func(fn, outer: dict | None = None) -> S.PrimFunc:
     evaluated = _evaluated_annotations(fn)
     if args.vararg or args.kwarg or args.kwonlyargs:
         raise parser.error(DSLSyntaxError, "prim_func parameters must be plain positional names", src.node)
+    # unannotated parameters are declared by the body (`A: T.Tensor(...)`), outputs by T.empty
+    decls = builder.eager = BodyDeclarations({}, [a.arg for a in args.args if a.annotation is None], jit=False)
     with B.activate(builder):
         for a in args.args:
             if a.annotation is None:
-                raise parser.error(DSLTypeError, f"parameter {a.arg!r} needs an annotation such as "
-                                   f"`{a.arg}: T.Tensor((M, N), 'float16')` or `{a.arg}: T.int32`", a)
+                params.append(a.arg)
+                continue
             ann = evaluated[a.arg] if a.arg in evaluated else parser.eval(a.annotation)
             if isinstance(ann, TensorSpec):
                 p = Buffer(a.arg, ann.shape, ann.dtype, "global", strides=ann.strides)
@@ -529,16 +536,30 @@ def parse_prim_func(fn, outer: dict | None = None) -> S.PrimFunc:
                                    f"dtype, got {ann!r}", a)
             parser.scope[a.arg] = p
             params.append(p)
+        returned = None
         try:
             body = parser.block(src.node.body)
         except ParsedReturn as r:
-            if r.value is not None:
-                raise DSLSyntaxError("a @T.prim_func cannot return a value; write results into an output "
-                                     "tensor (or use eager @tilelang.jit with `return`)") from None
+            returned = r.value
             body = builder.pop() if len(builder.frames) > 1 else S.seq()
-    params = [_matched(builder, p, parser, src.node) for p in params]
-    return S.PrimFunc(builder.func_name or fn.__name__, tuple(params), body, tuple(builder.func_attrs.items()),
-                      span=parser.span(src.node))
+    params = [_body_declared(decls, p, parser, src.node) for p in params]
+    params = [_matched(builder, p, parser, src.node) for p in params] + decls.outputs
+    attrs = dict(builder.func_attrs)
+    out_idx = output_indices(decls, returned, parser.span(src.node))
+    if out_idx:
+        attrs[OUT_IDX] = tuple(out_idx)
+    return S.PrimFunc(builder.func_name or fn.__name__, tuple(params), body, attrs, span=parser.span(src.node))
+
+
+def _body_declared(decls, p, parser, node):
+    """An unannotated parameter (its name): the buffer the body declared for it."""
+    if not isinstance(p, str):
+        return p
+    if p not in decls.params:
+        a = next(a for a in node.args.args if a.arg == p)
+        raise parser.error(DSLTypeError, f"parameter {p!r} needs an annotation such as `{p}: T.Tensor((M, N), "
+                           f"'float16')` or `{p}: T.int32`, in the signature or as a statement of the body", a)
+    return decls.params[p]
 
 
 def _matched(builder, p, parser, node):

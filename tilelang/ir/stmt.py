@@ -6,6 +6,7 @@ rest of the enclosing `SeqStmt`, which keeps the builder and printers simple.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 
 from ..errors import Span
@@ -133,25 +134,66 @@ class TileOp(Stmt):
         return out
 
 
+class FuncAttrs(Mapping):
+    """A PrimFunc's attributes: an immutable, hashable mapping from str keys to values
+    (`"tilelang_out_idx" in f.attrs`, `f.attrs["tilelang_pass_configs"]`), as TVM's DictAttrs reads."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items=()):
+        pairs = items.items() if isinstance(items, Mapping) else items
+        d = {}
+        for k, v in pairs:
+            d[k] = v
+        object.__setattr__(self, "_items", tuple(d.items()))
+
+    def __getitem__(self, key):
+        for k, v in self._items:
+            if k == key:
+                return v
+        raise KeyError(key)
+
+    def __iter__(self):
+        return (k for k, _ in self._items)
+
+    def __len__(self):
+        return len(self._items)
+
+    def __hash__(self):
+        return hash(self._items)
+
+    def __eq__(self, other):
+        return isinstance(other, Mapping) and dict(self._items) == dict(other.items())
+
+    def __repr__(self):
+        return f"FuncAttrs({dict(self._items)!r})"
+
+
 @dataclass(frozen=True)
 class PrimFunc:
-    """A kernel: parameters (Buffers and scalar Vars), body, and attributes."""
+    """A kernel: parameters (Buffers and scalar Vars), body, and attributes (a FuncAttrs; a
+    dict or ((key, value), ...) is converted)."""
 
     name: str
     params: tuple  # Buffer | Var
     body: Stmt
-    attrs: tuple = ()  # ((key, value), ...)
+    attrs: FuncAttrs = field(default_factory=FuncAttrs)
     span: Span | None = field(default=None, compare=False, repr=False)
 
+    def __post_init__(self):
+        if not isinstance(self.attrs, FuncAttrs):
+            object.__setattr__(self, "attrs", FuncAttrs(self.attrs))
+
     def attr(self, key, default=None):
-        for k, v in self.attrs:
-            if k == key:
-                return v
-        return default
+        return self.attrs.get(key, default)
 
     def with_attr(self, key, value) -> "PrimFunc":
-        attrs = tuple((k, v) for k, v in self.attrs if k != key) + ((key, value),)
-        return replace(self, attrs=attrs)
+        return replace(self, attrs=FuncAttrs({**self.attrs, key: value}))
+
+    @property
+    def buffer_map(self) -> dict:
+        """{parameter: its Buffer} for the tensor parameters (TVM's name; here they are the same object)."""
+        return {p: p for p in self.params if isinstance(p, Buffer)}
 
     def __str__(self):
         from .printer import func_str

@@ -62,7 +62,7 @@ class JITImpl:
         self.mode = "eager" if self.eager else "lazy"
         self.signature = inspect.signature(fn)
         self._cache: dict = {}
-        self._matchers: dict = {}  # Python (non-tensor) args -> {T.const name: (tensor param, dim)}
+        self._matchers: dict = {}  # Python (non-tensor) args -> {T.const name: (param, "shape"|"stride", i, per byte)}
         if self.eager:
             from .eager import const_names, signature_scalars, tensor_params
 
@@ -175,7 +175,7 @@ class JITImpl:
         k = self._cache.get(key)
         if k is None:
             func, out_idx = parse_eager(self.fn, values, consts)
-            k = JITKernel(func, **{**self.options, "out_idx": out_idx})
+            k = JITKernel(func, **self.options)  # out_idx: the func's tilelang_out_idx attr
             k.eager_inputs = [p.name for p in func.params[: len(func.params) - len(out_idx)]]
             self._debug_dump(k)
             self._cache[key] = k

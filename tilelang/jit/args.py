@@ -7,18 +7,19 @@ from __future__ import annotations
 
 import numbers
 
-from ..arith.simplify import const_int, simplify
+from ..arith.simplify import const_int, const_value, simplify
 from ..ir import expr as E
 from ..ir.buffer import Buffer
 from ..ir.visitor import substitute
 
 
 class ArgBinder:
-    def __init__(self, func_name: str, params: tuple, out_idx: list[int], device_type: str):
+    def __init__(self, func_name: str, params: tuple, out_idx: list[int], device_type: str, host_checks=()):
         self.func_name = func_name
         self.params = params
         self.out_idx = out_idx
         self.device_type = device_type
+        self.host_checks = tuple(host_checks)  # (cond, msg, span) of `assert`s before the kernels
         self.inputs = [i for i in range(len(params)) if i not in out_idx]
 
     def _where(self, i: int) -> str:
@@ -57,6 +58,8 @@ class ArgBinder:
                                      f"{p.name!r} to {env[p]}")
                 env[p] = values[i]
         self._check_deferred(deferred, env)
+        if self.host_checks:
+            self._check_host_asserts(env)
         outs = []
         for i in self.out_idx:
             p = self.params[i]
@@ -105,6 +108,17 @@ class ArgBinder:
             if v != got:
                 shown = f"{want_d} = {v}" if v is not None else str(want_d)
                 raise ValueError(f"{self._where(i)}: dim {d} is {got}, expected {shown}")
+
+    def _check_host_asserts(self, env: dict) -> None:
+        """The body's `assert`s on symbolic values (frontend/host_checks.py), with every dim bound."""
+        for cond, msg, span in self.host_checks:
+            v = const_value(simplify(substitute(cond, {k: E.as_expr(x) for k, x in env.items()})))
+            where = f" ({span.file}:{span.line})" if span is not None else ""
+            if v is None:
+                raise ValueError(f"{self.func_name}: the assert `{cond}`{where} uses a value no argument binds")
+            if not v:
+                bound = ", ".join(f"{k.name}={x}" for k, x in env.items() if k in _vars(cond))
+                raise AssertionError(f"{msg} (assert `{cond}` of {self.func_name}{where}, with {bound})")
 
     def _solve(self, i, d, want_d, got, env) -> None:
         from ..arith.simplify import linear_form
@@ -208,6 +222,12 @@ class ArgBinder:
 
 def _eval_dim(d, env: dict) -> int | None:
     return const_int(simplify(substitute(E.as_expr(d), {k: E.as_expr(x) for k, x in env.items()})))
+
+
+def _vars(e) -> set:
+    from ..ir.visitor import collect
+
+    return set(collect(e, lambda n: isinstance(n, E.Var)))
 
 
 def _int_range(d) -> tuple[int, int]:

@@ -18,63 +18,14 @@ import ast
 import inspect
 
 from .. import dtypes as dt
-from ..errors import DSLSyntaxError, DSLTypeError, Span, TileLangError
+from ..errors import TileLangError
 from ..frontend import builder as B
+from ..frontend.declarations import FIRST_PARSE_ERROR, OUT_IDX, BodyDeclarations, output_indices
 from ..frontend.parser import Parser, ParsedReturn, SourceInfo, closure_scope
 from ..ir.buffer import Buffer
 from ..ir.expr import Var
 from ..ir.stmt import PrimFunc, seq
 from .mode import is_eager  # noqa: F401  (it was defined here)
-
-
-class EagerState:
-    """What one parse of an eager body declares. `symbolic`: the first parse, where T.const
-    names are dims (`symbols`) and `with T.Kernel` bodies are skipped."""
-
-    def __init__(self, const_values: dict, tensor_params: list[str], symbolic: bool = False):
-        self.values = dict(const_values)
-        self.tensor_params = tensor_params
-        self.params: dict[str, Buffer | Var] = {}  # Var: a scalar parameter (`n: T.int32`)
-        self.outputs: list[Buffer] = []
-        self.symbolic = symbolic
-        self.symbols: dict[str, Var] = {}
-
-    def const(self, name: str, dtype=None):
-        if self.symbolic:
-            if name not in self.symbols:
-                self.symbols[name] = Var(name, dtype or dt.int32)
-            return self.symbols[name]
-        if name not in self.values:
-            why = self.values.get(FIRST_PARSE_ERROR)
-            raise DSLTypeError(f"T.const {name!r} has no value: pass it to .compile({name}=...) or pass a tensor "
-                               f"whose annotated shape has {name!r} as a dim" +
-                               (f" (the tensor declarations could not be read without the values: {why})"
-                                if why is not None else ""))
-        return self.values[name]
-
-    def declare_param(self, name: str, spec, span: Span) -> Buffer:
-        if name not in self.tensor_params:
-            raise DSLSyntaxError(f"`{name}: T.Tensor(...)` annotates a name that is not a parameter of the function")
-        buf = Buffer(name, spec.shape, spec.dtype, "global", strides=getattr(spec, "strides", None))
-        self.params[name] = buf
-        return buf
-
-    def declare_output(self, shape, dtype) -> Buffer:
-        b = B.current()
-        buf = Buffer(b.unique(_assign_target() or f"out{len(self.outputs)}"), shape, dtype, "global")
-        self.outputs.append(buf)
-        return buf
-
-
-def _assign_target() -> str | None:
-    b = B.current()
-    if b.span is None:
-        return None
-    import linecache
-
-    line = linecache.getline(b.span.file, b.span.line).strip()
-    lhs = line.split("=", 1)[0].strip() if "=" in line else ""
-    return lhs if lhs.isidentifier() else None
 
 
 def _shape_names(annotation) -> list:
@@ -125,7 +76,7 @@ def _signature_annotations(fn) -> dict:
     return out
 
 
-def _declare_signature_params(fn, state: EagerState, parser: Parser) -> None:
+def _declare_signature_params(fn, state: BodyDeclarations, parser: Parser) -> None:
     """Bind the signature-annotated parameters before the body is parsed: tensors as buffers,
     dtype-annotated scalars as scalar parameters of the kernel."""
     for name, spec in signature_tensors(fn).items():
@@ -195,25 +146,31 @@ def const_matcher(fn, bound: dict) -> dict:
     except TileLangError as e:
         state, out[FIRST_PARSE_ERROR] = None, e
     if state is not None:
-        for n in names:
-            buf = state.params.get(n)
-            for i, d in enumerate(buf.shape if isinstance(buf, Buffer) else ()):
-                if isinstance(d, Var) and state.symbols.get(d.name) is d and d.name not in out:
-                    out[d.name] = (n, i)
+        for kind in ("shape", "stride"):  # a dim first; then a T.StridedTensor's stride
+            for n in names:
+                buf = state.params.get(n)
+                if not isinstance(buf, Buffer):
+                    continue
+                for i, d in enumerate((buf.shape if kind == "shape" else buf.strides) or ()):
+                    if isinstance(d, Var) and state.symbols.get(d.name) is d and d.name not in out:
+                        out[d.name] = (n, kind, i, _values_per_byte(buf.dtype))
     for st in ast.walk(SourceInfo.of(fn).node):
         if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and st.target.id in names:
             for i, c in enumerate(_shape_names(st.annotation)):
                 if c is not None and c not in out:
-                    out[c] = (st.target.id, i)
+                    out[c] = (st.target.id, "shape", i, 1)
     return out
 
 
-FIRST_PARSE_ERROR = "<why the first parse failed>"  # a key no T.const name can be
+def _values_per_byte(dtype) -> int:
+    """How many values of `dtype` a torch byte holds (2 for float4_e2m1fn, else 1)."""
+    bits = dtype.bits * getattr(dtype, "lanes", 1)
+    return 8 // bits if bits < 8 else 1
 
 
-def _first_parse(fn, bound: dict) -> EagerState:
+def _first_parse(fn, bound: dict) -> BodyDeclarations:
     tensors = [n for n, v in bound.items() if v is None or tensor_shape(v) is not None]
-    state = EagerState({}, tensors, symbolic=True)
+    state = BodyDeclarations({}, tensors, symbolic=True)
     builder = B.Builder(mode="eager")
     builder.eager = state
     scope = closure_scope(fn)
@@ -240,19 +197,38 @@ def const_names(fn) -> set:
 
 
 def infer_consts(matcher: dict, tensors: dict) -> dict:
-    """T.const values read off the shapes of the tensors passed for annotated parameters."""
+    """T.const values read off the shapes (and strides) of the tensors passed for annotated
+    parameters, counted in values: a packed sub-byte tensor's last dim and other strides are
+    its torch ones times the values per byte."""
     out = {}
-    for name, (param, i) in ((k, v) for k, v in matcher.items() if k != FIRST_PARSE_ERROR):
-        shape = tensor_shape(tensors[param]) if param in tensors else None
-        if shape is not None and i < len(shape):
-            out[name] = int(shape[i])
+    for name, (param, kind, i, per_byte) in ((k, v) for k, v in matcher.items() if k != FIRST_PARSE_ERROR):
+        t = tensors.get(param)
+        shape = tensor_shape(t)
+        if shape is None or i >= len(shape):
+            continue
+        if not type(t).__module__.startswith("torch"):  # a T.Tensor spec counts values already
+            per_byte = 1
+        if kind == "shape":
+            out[name] = int(shape[i]) * (per_byte if i == len(shape) - 1 else 1)
+            continue
+        strides = _strides(t)
+        if strides is not None:
+            out[name] = int(strides[i]) * (per_byte if i < len(shape) - 1 else 1)
     return out
+
+
+def _strides(v):
+    """A torch tensor's element strides; a spec's declared ones when they are numbers; else None."""
+    if type(v).__module__.startswith("torch") and hasattr(v, "stride"):
+        return tuple(v.stride())
+    st = getattr(v, "strides", None)
+    return tuple(st) if st is not None and all(isinstance(x, int) for x in st) else None
 
 
 def parse_eager(fn, bound: dict, const_values: dict) -> tuple[PrimFunc, list[int]]:
     """Parse an eager body with Python args `bound`; returns (prim_func, out_idx)."""
     tensor_params = [n for n, v in bound.items() if v is None or tensor_shape(v) is not None]
-    state = EagerState(const_values, tensor_params)
+    state = BodyDeclarations(const_values, tensor_params)
     builder = B.Builder(mode="eager")
     builder.eager = state
     scope = closure_scope(fn)
@@ -270,14 +246,10 @@ def parse_eager(fn, bound: dict, const_values: dict) -> tuple[PrimFunc, list[int
         builder.emit(inner)
     body = seq(*builder.frames[0])
     ins = [state.params[n] for n in inspect.signature(fn).parameters if n in state.params]
-    outs = list(state.outputs)
-    if returned is not None:
-        ret = list(returned) if isinstance(returned, (tuple, list)) else [returned]
-        for r in ret:
-            if not isinstance(r, Buffer) or r not in outs:
-                raise DSLSyntaxError("an eager kernel may only return buffers created with T.empty", parser.span(
-                    parser.src.node))
-        outs = ret + [o for o in outs if o not in ret]
-    func = PrimFunc(fn.__name__, tuple(ins + outs), body, span=parser.span(parser.src.node))
-    n_ret = len(list(returned) if isinstance(returned, (tuple, list)) else ([returned] if returned is not None else []))
-    return func, list(range(len(ins), len(ins) + n_ret)) if n_ret else list(range(len(ins), len(ins) + len(outs)))
+    span = parser.span(parser.src.node)
+    out_idx = output_indices(state, returned, span)
+    attrs = dict(builder.func_attrs)
+    if out_idx:
+        attrs[OUT_IDX] = tuple(out_idx)
+    func = PrimFunc(builder.func_name or fn.__name__, tuple(ins + state.outputs), body, attrs, span=span)
+    return func, [i % len(func.params) for i in out_idx]

@@ -39,6 +39,8 @@ class FastCall:
         index = {id(p): i for i, p in enumerate(params)}
         self.inputs = []  # (param index, torch dtype, shape)
         self.outputs = []  # (param index, torch dtype, shape)
+        if kernel.binder.host_checks:
+            raise ValueError("a body's asserts on symbolic values are checked by the general binder")
         for i, p in enumerate(params):
             if not isinstance(p, Buffer):
                 raise ValueError("scalar parameters take the general path")

@@ -38,6 +38,20 @@ def _normalize_out_idx(out_idx, n: int) -> list[int]:
     return out
 
 
+def _with_func_out_idx(func: PrimFunc, out_idx):
+    """The body's returned T.empty outputs (PrimFunc attr `tilelang_out_idx`) are the kernel's
+    out_idx; an out_idx given as well is a conflict (ValueError), as in the public TileLang."""
+    from ..frontend.declarations import OUT_IDX
+
+    own = func.attr(OUT_IDX)
+    if own is None:
+        return out_idx
+    if out_idx is not None:
+        raise ValueError(f"Out index conflict: out_idx={out_idx!r} is given, but {func.name} returns T.empty "
+                         f"tensors (its out_idx is {list(own)}); drop out_idx")
+    return list(own)
+
+
 def _flags(compile_flags) -> tuple:
     """compile_flags as a tuple of strings ("-O1 -DX" and ["-O1", "-DX"] alike)."""
     if compile_flags is None:
@@ -105,6 +119,7 @@ class JITKernel:
     def __init__(self, func: PrimFunc, out_idx=None, target="auto", pass_configs=None, verbose=False,
                  execution_backend="auto", target_host=None, compile_flags=None):
         from ..arith.divisibility import assume_divisors
+        from ..frontend.host_checks import HOST_ASSERTS
         from ..ir.buffer import Buffer
         from ..ir.stmt import PrimFunc
         from ..transform.grid_barrier import split_grid_barriers
@@ -115,6 +130,7 @@ class JITKernel:
             raise TileLangError(f"expected a @T.prim_func, got {type(func).__name__}; a @tilelang.jit factory "
                                 "must return the prim_func it defines")
         self._prim_func, self._params, self._name, self._rebuild = func, func.params, func.name, None
+        out_idx = _with_func_out_idx(func, out_idx)
         func = split_grid_barriers(func)  # T.sync_grid at a kernel's top level: one launch per part
         self.target = resolve(target)
         self.out_idx = _normalize_out_idx(out_idx, len(func.params))
@@ -133,7 +149,7 @@ class JITKernel:
             self.artifact = build(func, self.target, pass_configs, compile_flags)
         self.compile_seconds = time.perf_counter() - t0
         device_type = "cpu" if self.target.kind == "cpu" else "cuda"
-        self.binder = ArgBinder(func.name, func.params, self.out_idx, device_type)
+        self.binder = ArgBinder(func.name, func.params, self.out_idx, device_type, func.attr(HOST_ASSERTS, ()))
         self.workspaces = workspaces(func)  # T.alloc_global buffers, allocated per call
         if verbose:
             print(f"[tilelang] compiled {func.name} for {self.target} in {self.compile_seconds:.3f}s")
@@ -157,7 +173,7 @@ class JITKernel:
             return None
         return {"artifact": art, "params": self._params, "name": self._name, "out_idx": self.out_idx,
                 "target": self.target, "workspaces": self.workspaces, "compile_seconds": self.compile_seconds,
-                "aligned": self.aligned, "build_args": self._build_args}
+                "aligned": self.aligned, "build_args": self._build_args, "host_checks": self.binder.host_checks}
 
     @classmethod
     def from_record(cls, rec: dict, rebuild, options: dict) -> "JITKernel | None":
@@ -182,7 +198,8 @@ class JITKernel:
         self.workspaces = rec["workspaces"]
         self.aligned, self._build_args = rec.get("aligned"), rec.get("build_args", (None, None))
         self.compile_seconds = time.perf_counter() - t0
-        self.binder = ArgBinder(self._name, self._params, self.out_idx, "cpu" if self.target.kind == "cpu" else "cuda")
+        self.binder = ArgBinder(self._name, self._params, self.out_idx, "cpu" if self.target.kind == "cpu" else "cuda",
+                                rec.get("host_checks", ()))
         artifact.relower = lambda: JITKernel(self.prim_func, **options).artifact.lowered
         return self
 
@@ -212,7 +229,7 @@ class JITKernel:
                 args = self._merge_kwargs(args, kwargs)
             values, env_, outs = self.binder.bind(args)
             ws = self.binder.workspaces(self.workspaces, values, env_) if self.workspaces else None
-        except (TypeError, ValueError) as e:
+        except (TypeError, ValueError, AssertionError) as e:
             raise hide_internal_frames(e) from None
         if hasattr(self.artifact, "launch_params"):  # a launch sequence binds each kernel's arguments itself
             self.artifact.launch_params(values, env_, ws, stream=stream)

@@ -21,8 +21,8 @@ from ..ir.expr import as_expr
 
 MIN_BLOCKS = "tl.min_blocks_per_sm"
 NON_RESTRICT = "tl.non_restrict_params"
-COMPILE_FLAGS = "tl.compile_flags"
-PASS_CONFIGS = "tl.pass_configs"
+COMPILE_FLAGS = "tilelang_compile_flags"  # the public TileLang's PrimFunc attr names
+PASS_CONFIGS = "tilelang_pass_configs"
 
 
 def _set(what: str, key: str, value) -> None:

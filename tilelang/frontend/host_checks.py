@@ -1,0 +1,54 @@
+"""`assert` outside `with T.Kernel`: a check the host makes before launching.
+
+    @tilelang.jit
+    def copy(A, B):
+        n, m = T.dynamic("n, m")
+        A: T.Tensor[[n], T.float32]
+        B: T.Tensor[[m], T.float32]
+        assert n == m, "A and B differ in length"     # host check: read at each call
+        with T.Kernel(...): ...
+
+A condition on Python values (or on T.const dims, which are numbers by then) is checked while
+the kernel is built. One that is decided by the symbolic dims alone (`n == n`, `n * 2 >= n + n`)
+is settled then as well. Any other is recorded on the PrimFunc (attr `tl.host_asserts`: a tuple
+of (condition, message, span)) and evaluated by the call's argument binder once the arguments
+have bound every symbolic dim (jit/args.py); a false one raises AssertionError with the message.
+"""
+from __future__ import annotations
+
+from ..arith.simplify import const_int, const_value, simplify
+from ..errors import DSLTypeError, Span
+from ..ir import expr as E
+from . import builder as B
+
+HOST_ASSERTS = "tl.host_asserts"
+
+_CMP = {"==": lambda d: d == 0, "!=": lambda d: d != 0, "<": lambda d: d < 0, "<=": lambda d: d <= 0,
+        ">": lambda d: d > 0, ">=": lambda d: d >= 0}
+
+
+def decide(cond) -> bool | None:
+    """True/False when `cond` holds or fails whatever the symbolic dims are; None when it depends on them."""
+    c = const_value(simplify(cond))
+    if c is not None:
+        return bool(c)
+    if isinstance(cond, E.Binary) and cond.op in _CMP and cond.a.dtype.is_int and cond.b.dtype.is_int:
+        d = const_int(simplify(cond.a - cond.b))
+        if d is not None:
+            return _CMP[cond.op](d)
+    return None
+
+
+def host_assert(cond: E.Expr, msg: str, span: Span | None) -> None:
+    """Settle `assert cond, msg` now if the dims decide it, else record it for the host."""
+    cond = B.inline_lets(cond)  # `n, = A.shape` names A's dim through a let
+    verdict = decide(cond)
+    if verdict is True:
+        return
+    if verdict is False:
+        raise DSLTypeError(f"assert failed while building the kernel: {msg}", span)
+    b = B.current("assert")
+    if not (cond.dtype.is_int or cond.dtype.is_bool):
+        raise DSLTypeError(f"assert outside `with T.Kernel`: expected a condition on integer dims, got `{cond}` "
+                           f"({cond.dtype})", span)
+    b.func_attrs = {**b.func_attrs, HOST_ASSERTS: tuple(b.func_attrs.get(HOST_ASSERTS, ())) + ((cond, msg, span),)}
