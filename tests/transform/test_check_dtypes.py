@@ -30,12 +30,12 @@ def int4_shared():
     return k
 
 
-def e8m0_cast():
+def e5m2fnuz_cast():
     @T.prim_func
     def k(A: T.Tensor((64,), T.float32), B: T.Tensor((64,), T.float32)):
         with T.Kernel(1, threads=32) as _:
             for i in T.Parallel(64):
-                B[i] = T.cast(T.cast(A[i], T.float8_e8m0fnu), T.float32)
+                B[i] = T.cast(T.cast(A[i], T.float8_e5m2fnuz), T.float32)
 
     return k
 
@@ -55,7 +55,7 @@ def vector_local():
 @pytest.mark.parametrize("make, dtype, where, reason", [
     (int4_param, "int4", "parameter A", "sub-byte"),
     (int4_shared, "int4", "buffer s (shared", "sub-byte"),
-    (e8m0_cast, "float8_e8m0fnu", "expression", "float8 format"),
+    (e5m2fnuz_cast, "float8_e5m2fnuz", "expression", "float8 format"),
     (vector_local, "float16x2", "buffer v (local", "vector dtypes"),
 ])
 def test_unsupported_dtype_is_named_with_target(make, dtype, where, reason, target):

@@ -3,6 +3,9 @@
 bf16 and fp8 values are stored as bit patterns and computed in float: a load
 converts to float, a store or a cast converts back with exact rounding. tfloat32
 is float storage whose stores and casts (not arithmetic) round to a 10-bit mantissa.
+float8_e8m0fnu (a power of two per byte) is computed in float too; its store rounds |x| up
+to a power of two, and a float64 value converts from the double (tl_f64_to_fp8e8m0), not
+through a float that may already have rounded it down.
 float4_e2m1fn is packed two per byte (element k in byte k >> 1, the even element in
 the low nibble): loads and stores go through tl_nibble_get / tl_nibble_set (see
 `is_subbyte`), whose set is an atomic read-modify-write where other threads may write
@@ -20,17 +23,18 @@ STORAGE = {"bool": "bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32
            "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
            "float16": "tl_half", "bfloat16": "tl_bf16", "float32": "float", "float64": "double",
            "float8_e4m3fn": "tl_fp8e4m3", "float8_e5m2": "tl_fp8e5m2", "tfloat32": "float",
-           "float4_e2m1fn": "uint8_t"}
+           "float4_e2m1fn": "uint8_t", "float8_e8m0fnu": "tl_fp8e8m0"}
 EMULATED = {"bfloat16": "bf16", "float8_e4m3fn": "fp8e4m3", "float8_e5m2": "fp8e5m2", "tfloat32": "tf32",
-            "float4_e2m1fn": "fp4e2m1"}
+            "float4_e2m1fn": "fp4e2m1", "float8_e8m0fnu": "fp8e8m0"}
 # Rounded only where stored or cast: arithmetic on them stays float (as on GPUs, where tf32 is
 # an MMA input format), so `x * x` of two tf32 values is the exact float product.
 STORAGE_ONLY = frozenset({"tfloat32"})
 
 
 # emulated dtypes whose store is one rounding of a float (bits of the dtype in, the same bits out)
-_ROUND_ON_STORE = frozenset({"bfloat16", "float8_e4m3fn", "float8_e5m2"})
-_TF32_EXACT = frozenset({"bfloat16", "float16", "float8_e4m3fn", "float8_e5m2", "bool", "int8", "uint8"})
+_ROUND_ON_STORE = frozenset({"bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu"})
+_TF32_EXACT = frozenset({"bfloat16", "float16", "float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu", "bool", "int8",
+                         "uint8"})
 
 
 def tf32_exact(e) -> bool:
@@ -137,7 +141,8 @@ class CExpr:
         if d.name == "float16":
             return f"((tl_half){lit}f)" if "INF" not in lit and "NAN" not in lit else f"((tl_half){lit})"
         if d.name in EMULATED:
-            if ("INF" in lit and d.name != "float8_e4m3fn") or "NAN" in lit:  # a d value already (e5m2's inf)
+            if ("INF" in lit and d.name not in ("float8_e4m3fn", "float8_e8m0fnu")) or "NAN" in lit:
+                # a d value already (e5m2's inf); e4m3fn and e8m0 have no inf: theirs saturates
                 return lit
             return self.round_to(d, f"{lit}f" if "INF" not in lit else lit)
         return f"{lit}f" if "INF" not in lit and "NAN" not in lit else lit
@@ -307,6 +312,8 @@ class CExpr:
             return f"({v} != 0)"
         if tf32_exact(e):  # every bf16 / fp16 / fp8 value is a tf32 value: nothing to round
             return f"((float)({v}))"
+        if d.name == "float8_e8m0fnu" and src.name == "float64":  # rounded once, from the double
+            return f"tl_fp8e8m0_to_f32(tl_f64_to_fp8e8m0({v}))"
         if d.name in EMULATED:
             return self.round_to(d, f"(float)({v})")
         if src.name in EMULATED and d.is_int:
@@ -407,6 +414,8 @@ class CExpr:
                 from .math_calls import nosat_bits
 
                 return nosat_bits(d, self(e.args[0]))
+            if d.name == "float8_e8m0fnu" and e.dtype.name == "float64":  # rounded once, from the double
+                return f"tl_f64_to_fp8e8m0({self(e)})"
         return self.store_value(d, self.converted(e, d))
 
     def store_value(self, d: dt.DType, text: str) -> str:

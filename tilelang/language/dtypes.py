@@ -12,7 +12,11 @@ our backends (see `transform/check_dtypes.py`):
   nibble), computed in float32; a store rounds to nearest, ties to even, saturates at +-6 and
   turns NaN into +6 (as CUDA's __nv_fp4_e2m1(float)). A (..., N) buffer is a torch
   float4_e2m1fn_x2 (or uint8) tensor of shape (..., N // 2).
-- int4, uint4, float6_*, float8_e4m3fnuz/e5m2fnuz/e3m4/e4m3b11fnuz/e8m0fnu,
+- float8_e8m0fnu (MX scales): a byte e is 2^(e - 127), 0xFF is NaN; computed in float32. A store
+  rounds |x| UP to a power of two, |x| <= 2^-127 (0 too) gives 2^-127, |x| > 2^127 and inf give
+  2^127 (as CUDA's __nv_cvt_float_to_e8m0 with satfinite / round-up, which the public TileLang
+  uses; torch's own cast rounds to nearest instead); float64 converts from the double.
+- int4, uint4, float6_*, float8_e4m3fnuz/e5m2fnuz/e3m4/e4m3b11fnuz,
   float4_e2m1_unpacked and vector (`x2`..`x64`) types: names only for now; a kernel that
   stores or computes them fails to compile with a message naming the dtype and target.
   `.as_torch()` gives their torch storage type (int4 -> int8, float4_e2m1fn -> float4_e2m1fn_x2).

@@ -376,9 +376,10 @@ def cast(value, dtype, round="", sat=True, rbits=None, span=None):
     is +-max, inf included, as CUDA's `.satfinite`; NOTE: float8_e5m2 on the CPU backend
     follows torch's conversion instead and overflows to inf). `sat=False` lets it overflow on
     both backends: to NaN for float8_e4m3fn (which has no inf), to +-inf for float8_e5m2.
-    Other dtypes never saturate (`sat` changes nothing there). `round` other than "" (round to
-    nearest even) is rejected: the public TileLang lowers only "rs", stochastic rounding, an
-    sm_100a instruction::
+    float8_e8m0fnu always saturates (to 2^127; `sat` is ignored, as the public TileLang's CUDA
+    conversion is satfinite either way). Other dtypes never saturate (`sat` changes nothing
+    there). `round` other than "" (round to nearest even) is rejected: the public TileLang
+    lowers only "rs", stochastic rounding, an sm_100a instruction::
 
         Q[i] = T.cast(X[i] * scale, "float8_e4m3fn", sat=False)   # overflow shows as NaN
     """

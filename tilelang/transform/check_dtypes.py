@@ -20,10 +20,11 @@ from ..ir.stmt import PrimFunc
 from ..ir.visitor import Visitor, buffers_used
 
 # Computed by both backends: native C types, float-emulated bit patterns, float32-stored tf32,
-# float4_e2m1fn packed two per byte (computed in float, see codegen/c_expr.py).
+# float8_e8m0fnu (power-of-two scales), float4_e2m1fn packed two per byte (computed in float,
+# see codegen/c_expr.py).
 SUPPORTED = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                        "float16", "bfloat16", "float32", "float64", "tfloat32", "float8_e4m3fn", "float8_e5m2",
-                       "float4_e2m1fn"})
+                       "float8_e8m0fnu", "float4_e2m1fn"})
 
 
 # Addresses (T.access_ptr, T.address_of, T.call_extern("handle", ...)): values of expressions only.
@@ -43,7 +44,7 @@ def why_unsupported(d) -> str:
         return ("of the sub-byte types only float4_e2m1fn has loads, stores and conversions in our backends; "
                 "keep other packed bytes in a uint8/int8 buffer and unpack them with shifts and masks")
     if d.scalar_name.startswith("float8"):
-        return "this float8 format has no conversions in our backends (supported: float8_e4m3fn, float8_e5m2)"
+        return "this float8 format has no conversions in our backends (supported: float8_e4m3fn, float8_e5m2, float8_e8m0fnu)"
     return f"supported dtypes: {', '.join(sorted(SUPPORTED))}"
 
 

@@ -582,7 +582,8 @@ class AssertFlag:
 # types (int8, fp8) all travel as UINT8.
 _TMA_DTYPES = {
     "uint8": "UINT8", "int8": "UINT8", "bool": "UINT8", "float8_e4m3fn": "UINT8",
-    "float8_e5m2": "UINT8", "float8_e4m3": "UINT8", "uint16": "UINT16", "int16": "UINT16",
+    "float8_e5m2": "UINT8", "float8_e4m3": "UINT8", "float8_e8m0fnu": "UINT8", "uint16": "UINT16",
+    "int16": "UINT16",
     "uint32": "UINT32", "int32": "INT32", "uint64": "UINT64", "int64": "INT64",
     "float16": "FLOAT16", "bfloat16": "BFLOAT16", "float32": "FLOAT32", "float64": "FLOAT64",
     "tfloat32": "FLOAT32",  # raw fp32 bits, as cp.async moves them (the mma reads their tf32 part)

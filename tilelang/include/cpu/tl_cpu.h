@@ -13,6 +13,7 @@
  *               Same size and alignment as torch.bfloat16 storage.
  *   tl_fp8e4m3  uint8_t bits of torch.float8_e4m3fn (bias 7, no inf, NaN = S.1111.111).
  *   tl_fp8e5m2  uint8_t bits of torch.float8_e5m2 (bias 15, IEEE-like inf/NaN).
+ *   tl_fp8e8m0  uint8_t bits of torch.float8_e8m0fnu (2^(e - 127), 0xFF NaN; tl_fp8e8m0.h).
  *
  * What torch (checked against 2.13, CPU) and CUDA do, and so what we do:
  *   f32 -> bf16/f16/fp8   round to nearest, ties to even.
@@ -142,6 +143,7 @@ TL_INLINE double tl_fp8e4m3_to_f64(tl_fp8e4m3 v) { return (double)tl_fp8e4m3_to_
 TL_INLINE double tl_fp8e5m2_to_f64(tl_fp8e5m2 v) { return (double)tl_fp8e5m2_to_f32(v); }
 
 #include "tl_fp4.h"  /* float4_e2m1fn: conversions and packed nibble access */
+#include "tl_fp8e8m0.h"  /* float8_e8m0fnu: power-of-two scales, rounded up as CUDA does */
 #include "tl_math.h"  /* T.popcount / T.clz / T.clamp / T.ieee_* / fp8 casts with sat=False */
 /* Every fp8 value is exact in f16, so these round once. */
 TL_INLINE tl_half tl_fp8e4m3_to_f16(tl_fp8e4m3 v) { return (tl_half)tl_fp8e4m3_to_f32(v); }

@@ -6,6 +6,7 @@
 #include "common.h"
 #include "atomic.h"
 #include "fp4.h"
+#include "fp8_e8m0.h"
 #include "exp2_poly.h"
 #include "math_ops.h"
 

@@ -309,7 +309,8 @@ class CopyLowering:
         di = region_indices(op.dst, (ci - r0, cj - c0) if box else (ci, cj))
         addr = E.Call("address_of", (E.BufferLoad(dst, di, dst.dtype),), dt.uint64)
         conv = {"bfloat16": "tl_f32_to_bf16", "float8_e4m3fn": "tl_f32_to_fp8e4m3",
-                "float8_e5m2": "tl_f32_to_fp8e5m2", "tfloat32": "tl_f32_to_tf32"}.get(dst.dtype.name, "")  # emulated types compute in float
+                "float8_e5m2": "tl_f32_to_fp8e5m2", "tfloat32": "tl_f32_to_tf32",
+                "float8_e8m0fnu": "tl_f32_to_fp8e8m0"}.get(dst.dtype.name, "")  # emulated types compute in float
         # an emulated type is rounded once, by conv, from the float value (a cast to it first printed
         # as f32 -> bf16 -> f32 before conv rounded again)
         vt = dt.float32 if conv else dst.dtype
