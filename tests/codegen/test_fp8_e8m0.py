@@ -12,7 +12,7 @@ import torch
 
 import tilelang
 import tilelang.language as T
-from tilelang.testing import host_cuda_or_skip
+from tilelang.testing import host_cuda_or_skip, requires_cuda
 
 pytestmark = pytest.mark.skipif(not hasattr(torch, "float8_e8m0fnu"), reason="torch without float8_e8m0fnu")
 
@@ -270,3 +270,20 @@ def test_float64_converts_from_the_double_in_cuda_source():
         for make in (copy_kernel, parallel_kernel):
             src = tilelang.compile(make(256, "float64", E8M0), target=f"cuda -arch={arch}").get_kernel_source()
             assert "tl_f64_to_fp8e8m0(" in src and "tl_f32_to_fp8e8m0(" not in src, src
+
+
+@requires_cuda
+@pytest.mark.filterwarnings("ignore::tilelang.backend.cuda.pipeline.PerformanceWarning")
+@pytest.mark.parametrize("src", ["float32", "float64", "bfloat16"])
+def test_gpu_matches_reference(src):
+    M = 1024
+    x = inputs(M, src)
+    for make in (copy_kernel, parallel_kernel):
+        q = poisoned_codes(M).cuda()
+        tilelang.compile(make(M, src, E8M0), target="cuda")(x.cuda(), q)
+        check_codes(q.cpu(), x)
+        codes = q.view(torch.uint8).clone()
+        codes[:256] = torch.arange(256, dtype=torch.uint8, device="cuda")
+        y = torch.full((M,), 7.0, dtype=getattr(torch, src), device="cuda")
+        tilelang.compile(make(M, E8M0, src), target="cuda")(codes.view(torch.float8_e8m0fnu), y)
+        np.testing.assert_array_equal(y.double().cpu().numpy(), ref_values(codes.cpu().numpy()))
