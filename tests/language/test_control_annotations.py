@@ -132,11 +132,12 @@ def test_errors():
             T.Assert(4 % 3 == 0, "4 is a multiple of 3")
             with T.Kernel(1, threads=32):
                 A[0] = 1.0
-    with pytest.raises(TileLangError, match="only 0 is supported"):
+    with pytest.raises(TileLangError, match="the keys must be tensor parameters"):
         @T.prim_func
         def k3(A: T.Tensor((4,), "float32")):
             with T.Kernel(1, threads=32):
-                T.annotate_safe_value({A: 1.5})
+                s = T.alloc_shared((4,), "float32")
+                T.annotate_safe_value({s: 1.5})
     with pytest.raises(TileLangError, match="is a fragment"):
         @T.prim_func
         def k4(A: T.Tensor((4,), "int32")):

@@ -17,12 +17,13 @@ from ..arith.simplify import const_value
 from ..errors import DSLTypeError
 from ..frontend import builder as B
 from ..ir.buffer import Buffer
-from ..ir.expr import as_expr
+from ..ir.expr import Expr, as_expr
 
 MIN_BLOCKS = "tl.min_blocks_per_sm"
 NON_RESTRICT = "tl.non_restrict_params"
 COMPILE_FLAGS = "tilelang_compile_flags"  # the public TileLang's PrimFunc attr names
 PASS_CONFIGS = "tilelang_pass_configs"
+SAFE_VALUES = "tl.safe_value_map"  # ((tensor name, value), ...): T.annotate_safe_value, values other than 0
 
 
 def _set(what: str, key: str, value) -> None:
@@ -53,14 +54,30 @@ def annotate_restrict_buffers(*buffers):
 
 
 def annotate_safe_value(safe_value_map: dict):
-    """The value out-of-range reads of a tensor give in T.copy. Here they read as 0 always, so
-    only 0 is accepted; another value is an error."""
-    for buf, v in dict(safe_value_map).items():
-        c = const_value(as_expr(v))
-        if c is None or c != 0:
-            name = getattr(buf, "name", buf)
-            raise DSLTypeError(f"T.annotate_safe_value: {name} -> {v!r}: only 0 is supported (out-of-range elements of "
-                               "a tile read as 0); fill the tile with your value where the tensor ends instead")
+    """The value out-of-range reads of a tensor give: `{A: v}` makes every element of A that a T.copy
+    or a load in a T.Parallel loop reads outside A's shape read as `v` (0 without the annotation).
+    It applies to the whole prim_func (transform/legalize_safe_memory.py). Example::
+
+        T.annotate_safe_value({A: -T.infinity("float32")})   # a max over a padded tile ignores the padding
+    """
+    if not isinstance(safe_value_map, dict):
+        raise DSLTypeError(f"T.annotate_safe_value: expected a dict {{tensor: value}}, got {safe_value_map!r}")
+    b = B.current("T.annotate_safe_value")
+    have = dict(getattr(b, "func_attrs", {}).get(SAFE_VALUES, ()))
+    for buf, v in safe_value_map.items():
+        if not isinstance(buf, Buffer) or buf.scope != "global":
+            raise DSLTypeError(f"T.annotate_safe_value: the keys must be tensor parameters (global buffers), got "
+                               f"{getattr(buf, 'name', buf)!r}")
+        e = as_expr(v)
+        if getattr(e.dtype, "lanes", 1) != 1:
+            raise DSLTypeError(f"T.annotate_safe_value: {buf.name} -> {v!r}: the value must be a scalar")
+        c = const_value(e)
+        have[buf.name] = c if c is not None else e
+    _set("T.annotate_safe_value", SAFE_VALUES, tuple((k, v) for k, v in have.items() if not _is_zero(v)))
+
+
+def _is_zero(v) -> bool:
+    return not isinstance(v, Expr) and v == 0
 
 
 def annotate_compile_flags(flags):

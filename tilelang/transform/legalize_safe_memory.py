@@ -9,6 +9,10 @@ with no loop inside, as the public TileLang guards them) are guarded the same wa
 `for k in T.serial(block_K // threads): Logits[bx, k * threads + tx] = ...` does not write past
 the row. Turned off by pass config tl.disable_safe_memory_legalize.
 
+T.annotate_safe_value({A: v}) (func attr "tl.safe_value_map") makes out-of-range loads of A read v
+instead of 0; a T.copy from A becomes the T.Parallel loop it means, with that select, since the
+copy paths (cp.async zero-fill, TMA) can only fill zeros.
+
     for i, j in T.Parallel(32, 128):                  for i, j in T.Parallel(32, 128):
         C[by*32 + i, j] = A[by*32 + i, j] + 1   ->        if by*32 + i < M:
                                                               C[by*32 + i, j] = T.if_then_else(by*32 + i < M, A[...], 0) + 1
@@ -17,17 +21,24 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from .. import dtypes as dt
 from ..arith.ranges import Ranges, TrackRanges
 from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.stmt import PrimFunc
 from ..ir.visitor import Mutator, collect
+from ..op import tile_ops as O
+from ..op.regions import squeezed
+from .lower_tile_ops_cpu import in_bounds, region_indices
 from .pass_config import get as config
+
+SAFE_VALUES = "tl.safe_value_map"  # T.annotate_safe_value (language/annotations.py): ((tensor name, value), ...)
 
 
 class _Legalize(TrackRanges, Mutator):
-    def __init__(self, minmax_calls: bool = False):
+    def __init__(self, minmax_calls: bool = False, safe: dict | None = None):
         self.ranges = Ranges(minmax_calls)
+        self.safe = safe or {}  # tensor name -> the value its out-of-range reads give (0 when absent)
         self.parallel = 0
         self.leaf = 0  # inside an innermost serial loop: its global stores are guarded
 
@@ -60,7 +71,31 @@ class _Legalize(TrackRanges, Mutator):
         if not self.parallel or e.buffer.scope != "global":
             return e2
         c = self.cond(e.buffer, e2.indices)
-        return e2 if c is True else E.select(c, e2, E.const(0, e.buffer.dtype))
+        return e2 if c is True else E.select(c, e2, self.safe_value(e.buffer, e.dtype))
+
+    def safe_value(self, buf, dtype):
+        """What an out-of-range read of `buf` gives, as `dtype`."""
+        v = self.safe.get(buf.name, 0) if buf.scope == "global" else 0
+        return E.cast(dtype, E.as_expr(v)) if isinstance(v, E.Expr) else E.const(v, dtype)
+
+    def visit_Copy(self, op: O.Copy):
+        """A T.copy from a tensor with a safe value: the elementwise T.Parallel loop it means, its
+        out-of-range source elements reading the safe value."""
+        if op.src.buffer.scope != "global" or op.src.buffer.name not in self.safe:
+            return op
+        ext = squeezed(op.dst.extents)
+        vs = [E.Var(f"sv{d}", dt.int32) for d in range(len(ext))]
+        si, di = region_indices(op.src, vs), region_indices(op.dst, vs)
+        ok_s, ok_d = in_bounds(op.src, si, self.ranges), in_bounds(op.dst, di, self.ranges)
+        val = E.cast(op.dst.buffer.dtype, E.BufferLoad(op.src.buffer, si, op.src.buffer.dtype))
+        if ok_s is not True:
+            val = E.select(ok_s, val, self.safe_value(op.src.buffer, op.dst.buffer.dtype))
+        body = S.BufferStore(op.dst.buffer, di, val, span=op.span)
+        if ok_d is not True:
+            body = S.IfThenElse(ok_d, body, span=op.span)
+        for v, n in reversed(list(zip(vs, ext))):
+            body = S.For(v, E.as_expr(0), E.as_expr(n), "parallel", body, span=op.span)
+        return body
 
     def target_call(self, e: E.Call):
         """An atomic (or address_of) on a global element: its first argument is an address, kept
@@ -76,7 +111,7 @@ class _Legalize(TrackRanges, Mutator):
         if not _addresses(e):
             return self.generic(e)
         call, c = self.target_call(e)
-        return call if c is True else E.select(c, call, E.const(0, e.dtype))
+        return call if c is True else E.select(c, call, self.safe_value(e.args[0].buffer, e.dtype))
 
     def visit_Evaluate(self, s: S.Evaluate):
         if not _addresses(s.value):
@@ -98,8 +133,18 @@ def _addresses(e) -> bool:
                                       "address_of")) and bool(e.args) and isinstance(e.args[0], E.BufferLoad)
 
 
+class _SafeCopies(_Legalize):
+    """Only the T.copy rewrite (tl.disable_safe_memory_legalize: user loads and stores stay unguarded)."""
+
+    def visit_BufferLoad(self, e):
+        return self.generic(e)
+
+    visit_BufferStore = visit_Call = visit_Evaluate = visit_BufferLoad
+
+
 def legalize_safe_memory(func: PrimFunc, ctx=None) -> PrimFunc:
-    if ctx is not None and config(ctx.pass_configs, "tl.disable_safe_memory_legalize", False):
-        return func
+    safe = dict(func.attr(SAFE_VALUES, ()) or ())
     calls = ctx is None or not config(ctx.pass_configs, "tl.disable_minmax_call_ranges", False)
-    return replace(func, body=_Legalize(calls).visit(func.body))
+    if ctx is not None and config(ctx.pass_configs, "tl.disable_safe_memory_legalize", False):
+        return replace(func, body=_SafeCopies(calls, safe).visit(func.body)) if safe else func
+    return replace(func, body=_Legalize(calls, safe).visit(func.body))
