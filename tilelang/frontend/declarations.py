@@ -25,6 +25,7 @@ from . import builder as B
 FIRST_PARSE_ERROR = "<why the first parse failed>"  # a key no T.const name can be
 
 OUT_IDX = "tilelang_out_idx"  # PrimFunc attr: the returned T.empty outputs, as negative parameter indices
+POINTER_PARAMS = "tl.pointer_params"  # PrimFunc attr: names of the `p: T.ptr` parameters (int64 addresses)
 
 
 class BodyDeclarations:
@@ -42,6 +43,7 @@ class BodyDeclarations:
         self.symbolic = symbolic
         self.symbols: dict[str, Var] = {}
         self.jit = jit
+        self.pointer_views: list = []  # DeclBuffers of T.make_tensor(ptr_param, ...) written before the kernels
 
     def const(self, name: str, dtype=None):
         if not self.jit:

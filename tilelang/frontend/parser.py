@@ -15,7 +15,7 @@ from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.buffer import Buffer, BufferRegion
 from . import builder as B
-from .declarations import OUT_IDX, BodyDeclarations, output_indices
+from .declarations import OUT_IDX, POINTER_PARAMS, BodyDeclarations, output_indices
 from .rewrite import helpers
 from .source import SourceInfo
 
@@ -396,6 +396,8 @@ class Parser:
             self.scope[names[0]] = bvars if len(bvars) > 1 else bvars[0]
         self.builder.kernel = B.KernelContext(bvars, ctx.grid, ctx.threads)
         body = self.block(node.body)
+        if getattr(self.builder.eager, "pointer_views", None):  # T.make_tensor(ptr_param, ...) before the kernel
+            body = S.seq(*self.builder.eager.pointer_views, body)
         k = self.builder.kernel
         self.builder.kernel = None
         self.builder.emit(S.KernelLaunch(bvars, ctx.grid, ctx.threads, tuple(k.thread_vars), body,
@@ -526,6 +528,9 @@ def parse_prim_func(fn, outer: dict | None = None) -> S.PrimFunc:
             ann = evaluated[a.arg] if a.arg in evaluated else parser.eval(a.annotation)
             if isinstance(ann, TensorSpec):
                 p = Buffer(a.arg, ann.shape, ann.dtype, "global", strides=ann.strides)
+            elif getattr(ann, "tl_pointer_marker", False):  # `p: T.ptr`: an address, viewed with T.make_tensor
+                p = E.Var(a.arg, dt.int64)
+                builder.func_attrs[POINTER_PARAMS] = builder.func_attrs.get(POINTER_PARAMS, ()) + (a.arg,)
             elif getattr(ann, "tl_handle_type", False) or ann == "handle":  # TVM style: T.match_buffer binds it
                 p = E.Var(a.arg, dt.as_dtype("handle"))
                 builder.handle_params[p] = None

@@ -14,12 +14,14 @@ from ..ir.visitor import substitute
 
 
 class ArgBinder:
-    def __init__(self, func_name: str, params: tuple, out_idx: list[int], device_type: str, host_checks=()):
+    def __init__(self, func_name: str, params: tuple, out_idx: list[int], device_type: str, host_checks=(),
+                 pointer_params=()):
         self.func_name = func_name
         self.params = params
         self.out_idx = out_idx
         self.device_type = device_type
         self.host_checks = tuple(host_checks)  # (cond, msg, span) of `assert`s before the kernels
+        self.pointer_params = tuple(pointer_params)  # names of `p: T.ptr` parameters
         self.inputs = [i for i in range(len(params)) if i not in out_idx]
 
     def _where(self, i: int) -> str:
@@ -51,6 +53,8 @@ class ArgBinder:
                     raise ValueError(f"{self._where(i)}: all tensors must be on one device; found {a.device} "
                                      f"after {device}")
                 values[i] = a
+            elif p.name in self.pointer_params:
+                values[i] = self._check_pointer(i, a, torch)
             else:
                 values[i] = self._check_scalar(i, p, a)
                 if p in env and env[p] != values[i]:
@@ -200,6 +204,18 @@ class ArgBinder:
                 env[want_d] = g
             else:
                 deferred.append((i, f"{d}'s stride", want_d, g))
+
+    def _check_pointer(self, i, a, torch) -> int:
+        """A `T.ptr` parameter: a tensor (on the kernel's device; its data_ptr()) or an int address."""
+        if isinstance(a, torch.Tensor):
+            if a.device.type != self.device_type:
+                raise ValueError(f"{self._where(i)}: a pointer to a tensor on {a.device}, but this kernel was "
+                                 f"compiled for target {self.device_type!r}")
+            return int(a.data_ptr())
+        if isinstance(a, numbers.Integral) and not isinstance(a, bool):
+            return int(a)
+        raise TypeError(f"{self._where(i)}: expected a pointer (a torch.Tensor or an int address such as "
+                        f"t.data_ptr()), got {type(a).__name__}: {a!r}")
 
     def _check_scalar(self, i, p: E.Var, a):
         if hasattr(a, "item") and getattr(a, "numel", lambda: 2)() == 1:

@@ -20,7 +20,7 @@ import inspect
 from .. import dtypes as dt
 from ..errors import TileLangError
 from ..frontend import builder as B
-from ..frontend.declarations import FIRST_PARSE_ERROR, OUT_IDX, BodyDeclarations, output_indices
+from ..frontend.declarations import FIRST_PARSE_ERROR, OUT_IDX, POINTER_PARAMS, BodyDeclarations, output_indices
 from ..frontend.parser import Parser, ParsedReturn, SourceInfo, closure_scope
 from ..ir.buffer import Buffer
 from ..ir.expr import Var
@@ -54,9 +54,20 @@ def signature_tensors(fn) -> dict:
 
 
 def signature_scalars(fn) -> dict:
-    """{parameter: DType} for parameters annotated with a TileLang dtype (`n: T.int32`): scalar
-    arguments of the kernel, passed at each call rather than compiled in."""
-    return {n: a for n, a in _signature_annotations(fn).items() if isinstance(a, dt.DType)}
+    """{parameter: DType} for parameters annotated with a TileLang dtype (`n: T.int32`) or as a
+    pointer (`p: T.ptr`, an int64 address): scalar arguments of the kernel, passed at each call
+    rather than compiled in."""
+    return {n: dt.int64 if _is_pointer(a) else a for n, a in _signature_annotations(fn).items()
+            if isinstance(a, dt.DType) or _is_pointer(a)}
+
+
+def signature_pointers(fn) -> list:
+    """The `p: T.ptr` parameters, in signature order."""
+    return [n for n, a in _signature_annotations(fn).items() if _is_pointer(a)]
+
+
+def _is_pointer(ann) -> bool:
+    return getattr(ann, "tl_pointer_marker", False)
 
 
 def _signature_annotations(fn) -> dict:
@@ -84,6 +95,9 @@ def _declare_signature_params(fn, state: BodyDeclarations, parser: Parser) -> No
             parser.scope[name] = state.declare_param(name, spec, parser.span(parser.src.node))
     for name, dtype in signature_scalars(fn).items():
         parser.scope[name] = state.params[name] = Var(name, dtype)
+    pointers = tuple(signature_pointers(fn))
+    if pointers:
+        parser.builder.func_attrs[POINTER_PARAMS] = pointers
 
 
 def tensor_params(fn) -> list[str]:

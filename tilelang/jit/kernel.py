@@ -119,6 +119,7 @@ class JITKernel:
     def __init__(self, func: PrimFunc, out_idx=None, target="auto", pass_configs=None, verbose=False,
                  execution_backend="auto", target_host=None, compile_flags=None):
         from ..arith.divisibility import assume_divisors
+        from ..frontend.declarations import POINTER_PARAMS
         from ..frontend.host_checks import HOST_ASSERTS
         from ..ir.buffer import Buffer
         from ..ir.stmt import PrimFunc
@@ -149,7 +150,8 @@ class JITKernel:
             self.artifact = build(func, self.target, pass_configs, compile_flags)
         self.compile_seconds = time.perf_counter() - t0
         device_type = "cpu" if self.target.kind == "cpu" else "cuda"
-        self.binder = ArgBinder(func.name, func.params, self.out_idx, device_type, func.attr(HOST_ASSERTS, ()))
+        self.binder = ArgBinder(func.name, func.params, self.out_idx, device_type, func.attr(HOST_ASSERTS, ()),
+                                func.attr(POINTER_PARAMS, ()))
         self.workspaces = workspaces(func)  # T.alloc_global buffers, allocated per call
         if verbose:
             print(f"[tilelang] compiled {func.name} for {self.target} in {self.compile_seconds:.3f}s")
@@ -173,7 +175,8 @@ class JITKernel:
             return None
         return {"artifact": art, "params": self._params, "name": self._name, "out_idx": self.out_idx,
                 "target": self.target, "workspaces": self.workspaces, "compile_seconds": self.compile_seconds,
-                "aligned": self.aligned, "build_args": self._build_args, "host_checks": self.binder.host_checks}
+                "aligned": self.aligned, "build_args": self._build_args, "host_checks": self.binder.host_checks,
+                "pointer_params": self.binder.pointer_params}
 
     @classmethod
     def from_record(cls, rec: dict, rebuild, options: dict) -> "JITKernel | None":
@@ -199,7 +202,7 @@ class JITKernel:
         self.aligned, self._build_args = rec.get("aligned"), rec.get("build_args", (None, None))
         self.compile_seconds = time.perf_counter() - t0
         self.binder = ArgBinder(self._name, self._params, self.out_idx, "cpu" if self.target.kind == "cpu" else "cuda",
-                                rec.get("host_checks", ()))
+                                rec.get("host_checks", ()), rec.get("pointer_params", ()))
         artifact.relower = lambda: JITKernel(self.prim_func, **options).artifact.lowered
         return self
 

@@ -19,12 +19,35 @@ from ..op.thread_ops import DeclBuffer
 from .types import TensorSpec, TensorType
 
 
+class PointerArg:
+    """What `T.ptr()` gives outside a kernel body: the value of a `T.ptr` parameter when a kernel
+    is only compiled (`f.compile(A=T.ptr(), ...)`, `f.par_compile([{"A": T.ptr(), ...}])`)."""
+
+    def __repr__(self):
+        return "T.ptr()"
+
+
 def ptr(dtype=None, storage_scope="global", *, is_size_var=False):
-    """`T.Tensor([n], T.ptr)` declares a table of addresses (stored as int64, one per tensor;
-    pass `torch.tensor([t.data_ptr() ...], dtype=torch.int64)`); T.make_tensor reads one.
-    A free-standing pointer variable (`T.ptr()` called) is not supported."""
-    raise DSLTypeError("T.ptr(): pointer variables are not supported; declare an address table "
-                       "`T.Tensor([n], T.ptr)` and read it with T.make_tensor(table[i], shape, dtype)")
+    """A pointer, as a parameter annotation or an address table's element type.
+
+    - `def main(a_ptr: T.ptr, ...)`: a parameter holding a device address (an int64 in the
+      kernel); pass a torch.Tensor (its data_ptr() is taken) or an int. View it as a tensor with
+      `A = T.make_tensor(a_ptr, (M, K), T.float16)`, before or inside `with T.Kernel`.
+    - `T.Tensor([n], T.ptr)` declares a table of addresses (stored as int64, one per tensor;
+      pass `torch.tensor([t.data_ptr() ...], dtype=torch.int64)`); T.make_tensor reads one.
+    - `T.ptr()` called outside a kernel body stands for such an argument when only compiling.
+
+    A pointer variable inside a body (`p = T.ptr()` there) is not supported."""
+    if B.active() is not None:
+        raise DSLTypeError("T.ptr(): pointer variables inside a kernel body are not supported; take the address as "
+                           "a `name: T.ptr` parameter, or declare an address table `T.Tensor([n], T.ptr)` and read "
+                           "it with T.make_tensor(table[i], shape, dtype)")
+    return PointerArg()
+
+
+def is_pointer_annotation(ann) -> bool:
+    """`T.ptr` (the function itself) written as a parameter's annotation."""
+    return getattr(ann, "tl_pointer_marker", False)
 
 
 ptr.tl_pointer_marker = True  # T.Tensor(shape, T.ptr) stores int64 addresses (types.py)
@@ -38,7 +61,9 @@ def make_tensor(ptr, shape, dtype="float32", strides=None):
         A = T.make_tensor(A_ptrs[g], (M, K), T.float16)
         T.copy(A[m0, k0], A_shared)
     """
-    B.in_kernel("T.make_tensor")
+    b = B.current("T.make_tensor")
+    if b.kernel is None and (isinstance(ptr, Buffer) or b.eager is None):
+        B.in_kernel("T.make_tensor")  # only a pointer parameter is viewed before the kernels
     if isinstance(ptr, Buffer):
         return _alias(ptr, shape, dtype, "T.make_tensor", strides)
     addr = E.as_expr(ptr)
@@ -47,9 +72,12 @@ def make_tensor(ptr, shape, dtype="float32", strides=None):
                            f"({addr}); pointer tables are T.Tensor([n], T.ptr)")
     if strides is not None:
         raise DSLTypeError("T.make_tensor: explicit strides are not supported; tensors are row-major")
-    buf = Buffer(B.current().unique("tensor"), _shape(shape, "T.make_tensor"), dtype, "global")
+    buf = Buffer(b.unique("tensor"), _shape(shape, "T.make_tensor"), dtype, "global")
     buf.auto_named = True
-    B.current().emit(DeclBuffer(buf, addr))
+    if b.kernel is None:  # a view of a `T.ptr` parameter: declared at the top of every kernel
+        b.eager.pointer_views.append(DeclBuffer(buf, addr, span=b.span))
+    else:
+        b.emit(DeclBuffer(buf, addr))
     return buf
 
 
