@@ -135,6 +135,8 @@ def install_torch_shims():
     c.default_stream = lambda *a, **k: _Stream()
     c.stream = lambda s=None: _Stream()
     c.empty_cache = lambda: None
+    c.init = lambda: None
+    c.is_initialized = lambda: True
     c.manual_seed = lambda *a, **k: None  # torch.manual_seed calls these: no recursion into it
     c.manual_seed_all = lambda *a, **k: None
     c.max_memory_allocated = lambda *a, **k: 0
