@@ -3,6 +3,9 @@
 Blocks of the grid are spread over OpenMP threads; each thread allocates the
 block-local tiles (shared, fragment, local) once and reuses them for every block
 it runs. The function returns 0, or the 1-based index of a failed T.device_assert.
+A kernel holding a T.sync_grid that was not split into launches (inside a loop, or with registers
+living across it) is a cooperative launch: one OpenMP thread per block, all at once (at most
+COOP_MAX_BLOCKS), the grid barrier an `omp barrier`.
 
     int32_t main_kernel(void* tl_arg0, void* tl_arg1, int64_t m) {
       #pragma omp parallel
@@ -194,6 +197,13 @@ def legal_buffer_names(func: S.PrimFunc) -> S.PrimFunc:
     return func
 
 
+COOP_MAX_BLOCKS = 1024  # a cooperative CPU launch runs this many blocks at once at most (one thread each)
+
+
+def _grid_sync(n) -> bool:
+    return isinstance(n, E.Call) and n.op == "tl_sync_grid"
+
+
 class CCodegen:
     UNROLL_PRAGMA = "#pragma GCC unroll 16"
     LOOP_TYPE = "int32_t"
@@ -345,7 +355,8 @@ class CCodegen:
             self.emit(f"const int64_t tl_{n} = {g};")
         allocs = [a for a in collect(k.body, lambda n: isinstance(n, S.Allocate))]
         pool = shared_pool(k, allocs)
-        self.emit("#pragma omp parallel")
+        coop = self.cooperative(k)
+        self.emit(f"#pragma omp parallel{' num_threads((int)tl_nb)' if coop else ''}")
         self.emit("{")
         self.depth += 1
         if pool is not None:
@@ -360,8 +371,19 @@ class CCodegen:
                 self.emit(f"{t}* {b.name} = ({t}*)(tl_smem + {pool[0][b.uid]});")
                 continue
             self.emit(f"{t}* restrict {b.name} = ({t}*)tl_alloc({b.numel()} * sizeof({t}));")
-        self.emit("#pragma omp for schedule(static)")
-        self.emit("for (int64_t tl_b = 0; tl_b < tl_gx * tl_gy * tl_gz; ++tl_b) {")
+        if coop:  # every block on its own thread at once: the grid barrier (`omp barrier`) can meet them all
+            self.emit("#ifdef _OPENMP")
+            self.emit("extern int omp_get_num_threads(void);")
+            self.emit("extern int omp_get_thread_num(void);")
+            self.emit("const int64_t tl_team = omp_get_num_threads(), tl_rank = omp_get_thread_num();")
+            self.emit("#else")
+            self.emit("const int64_t tl_team = 1, tl_rank = 0;")
+            self.emit("#endif")
+            self.emit(f"if (tl_team != tl_nb) __atomic_store_n(&tl_err, {coop}, __ATOMIC_RELAXED);")
+            self.emit("else for (int64_t tl_b = tl_rank; tl_b == tl_rank; ++tl_b) {")
+        else:
+            self.emit("#pragma omp for schedule(static)")
+            self.emit("for (int64_t tl_b = 0; tl_b < tl_gx * tl_gy * tl_gz; ++tl_b) {")
         self.depth += 1
         names = [v.name for v in k.block_vars]
         exprs = ["tl_b % tl_gx", "(tl_b / tl_gx) % tl_gy", "tl_b / (tl_gx * tl_gy)"]
@@ -428,7 +450,30 @@ class CCodegen:
                             "backend runs a block on one thread (internal: lower_tile_ops_cpu should have "
                             "rejected it)", s.span)
 
+    def cooperative(self, k: S.KernelLaunch) -> int:
+        """0, or for a kernel holding a grid barrier: emits the grid-size check (`tl_nb` blocks) and
+        returns the error code a run gets when OpenMP cannot give every block its own thread."""
+        if not collect(k.body, _grid_sync):
+            return 0
+        n = 1
+        for g in k.grid:
+            n = n * g if isinstance(g, int) and n is not None else None
+        if n is not None and n > COOP_MAX_BLOCKS:
+            raise LoweringError(f"T.sync_grid in a kernel of {n} blocks: a grid barrier that is not split into "
+                                "launches (it sits in a loop or a branch, or registers live across it) runs every "
+                                f"block at once, one CPU thread each, at most {COOP_MAX_BLOCKS} blocks on target "
+                                "cpu; launch fewer blocks (loop over the tiles in each)", k.span)
+        self.asserts.append(f"T.sync_grid: the grid's blocks must all run at once (one OpenMP thread each, at most "
+                            f"{COOP_MAX_BLOCKS}), and OpenMP did not give every block a thread (check OMP_THREAD_LIMIT "
+                            "and that the C compiler has OpenMP)")
+        self.emit("const int64_t tl_nb = tl_gx * tl_gy * tl_gz;")
+        self.emit(f"if (tl_nb > {COOP_MAX_BLOCKS}) return {len(self.asserts)};")
+        return len(self.asserts)
+
     def s_Evaluate(self, s: S.Evaluate):
+        if _grid_sync(s.value) and self.expr.target != "cuda":  # a cooperative launch (s_KernelLaunch)
+            self.emit("#pragma omp barrier")
+            return
         self.emit(f"{self.expr(s.value)};")
 
     def unrolled(self, s: S.For) -> bool:

@@ -2,7 +2,8 @@
 address_of), per target. The CPU and CUDA headers define the same helper names where both
 targets give a call a meaning; `CPU_UNSUPPORTED` lists those the CPU target rejects
 (transform/cpu_threads.py gives shuffles and votes their meaning there before codegen; these
-are what it cannot: the active-lane mask and the grid barrier).
+are what it cannot: the active-lane mask and the like; the grid barrier runs the grid's blocks at once
+there, codegen/c.py).
 """
 from __future__ import annotations
 
@@ -12,14 +13,15 @@ from .c_expr import EMULATED, storage_type
 CPU_UNSUPPORTED = {"tl_shfl_xor": "T.shfl_xor", "tl_shfl_down": "T.shfl_down", "tl_shfl_up": "T.shfl_up",
                    "tl_shfl_idx": "T.shfl_sync / T.tvm_warp_shuffle", "tl_any_sync": "T.any_sync",
                    "tl_all_sync": "T.all_sync", "tl_ballot": "T.ballot_sync / T.ballot",
-                   "tl_activemask": "T.activemask", "tl_sync_grid": "T.sync_grid",
+                   "tl_activemask": "T.activemask",
                    **{f"tl_warp_reduce_{k}": f"T.warp_reduce_{k}" for k in ("sum", "max", "min", "bitand", "bitor")},
                    "tl_match_any": "T.match_any_sync", "tl_match_all": "T.match_all_sync",
                    "tl_syncthreads_count": "T.syncthreads_count", "tl_syncthreads_and": "T.syncthreads_and",
                    "tl_syncthreads_or": "T.syncthreads_or"}
 NOWHERE = {"tl_sync_grid": "T.sync_grid needs a cooperative launch (all blocks resident at once) inside a loop or "
-                           "a branch, which this backend does not perform; at the top level of the T.Kernel body it "
-                           "is supported (the kernel is split into launches there: transform/grid_barrier.py)"}
+                           "a branch, or where registers or shared memory live across it, which the CUDA backend "
+                           "does not perform yet (the CPU backend does); at the top level of the T.Kernel body it is "
+                           "supported (the kernel is split into launches there: transform/grid_barrier.py)"}
 RNG_CALLS = {"tl_rng_init": "tl_rng_init_state", "tl_rng_rand": "tl_rng_next", "tl_rng_rand_float": "tl_rng_next_float",
              "tl_rng_rand_double": "tl_rng_next_double", "tl_rng_normal": "tl_rng_next_normal",
              "tl_rng_normal_double": "tl_rng_next_normal_double"}

@@ -132,8 +132,9 @@ class JITKernel:
                                 "must return the prim_func it defines")
         self._prim_func, self._params, self._name, self._rebuild = func, func.params, func.name, None
         out_idx = _with_func_out_idx(func, out_idx)
-        func = split_grid_barriers(func)  # T.sync_grid at a kernel's top level: one launch per part
         self.target = resolve(target)
+        # T.sync_grid at a kernel's top level: one launch per part (the CPU backend can also run it whole)
+        func = split_grid_barriers(func, cooperative=self.target.kind == "cpu")
         self.out_idx = _normalize_out_idx(out_idx, len(func.params))
         for i in self.out_idx:
             if not isinstance(func.params[i], Buffer):

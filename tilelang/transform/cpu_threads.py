@@ -71,7 +71,7 @@ BAR = ("bar", None)
 
 
 def _is_sync(e) -> bool:
-    return isinstance(e, E.Call) and e.op == "tl_sync_threads"
+    return isinstance(e, E.Call) and e.op in ("tl_sync_threads", "tl_sync_grid")
 
 
 def _exchange(n) -> bool:
@@ -79,7 +79,8 @@ def _exchange(n) -> bool:
     wgmma reading A from the warp's registers (T.ptx_wgmma_rs)."""
     if isinstance(n, (ThreadAllReduce, H.WarpGroupScope)) or isinstance(n, R.RawWgmma) and n.rs:
         return True
-    return isinstance(n, E.Call) and (n.op == "tl_sync_threads" or n.op in SHUFFLES or n.op in VOTES)
+    return isinstance(n, E.Call) and (n.op in ("tl_sync_threads", "tl_sync_grid") or n.op in SHUFFLES
+                                      or n.op in VOTES)
 
 
 def _where(s, x):
@@ -222,8 +223,8 @@ class _Kernel:
         branch that takes the block-level path even with no barrier inside (see `unrolled`)."""
         if isinstance(s, S.SeqStmt):
             return [it for x in s.stmts for it in self.split(x, rng)]
-        if isinstance(s, S.Evaluate) and _is_sync(s.value):
-            return [BAR]
+        if isinstance(s, S.Evaluate) and _is_sync(s.value):  # T.sync_grid: the block meets the grid, once
+            return [BAR] if s.value.op == "tl_sync_threads" else [BAR, ("b", s)]
         if isinstance(s, S.Allocate):
             return [("b" if getattr(s.buffer, "barrier_counts", None) is not None else "s", s)]
         if isinstance(s, S.LetStmt):
@@ -368,7 +369,8 @@ class _Kernel:
             name = ("T.tvm_thread_allreduce" if isinstance(x, ThreadAllReduce) else
                     "a warp-group scope" if isinstance(x, H.WarpGroupScope) else
                     "T.ptx_wgmma_rs" if isinstance(x, R.RawWgmma) else
-                    "T.sync_threads" if x.op == "tl_sync_threads" else f"the thread exchange {x.op[3:]}")
+                    "T.sync_threads" if x.op == "tl_sync_threads" else "T.sync_grid" if x.op == "tl_sync_grid" else
+                    f"the thread exchange {x.op[3:]}")
             raise LoweringError(f"{name} inside {what}: the CPU backend runs a block's threads one after another "
                                 "between barriers, and cannot split control flow that differs between threads at "
                                 "a barrier; move the barrier out of the thread-dependent code", _where(s, x))

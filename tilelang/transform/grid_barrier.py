@@ -6,8 +6,9 @@ writes before it are visible to every block after it) is what a kernel boundary 
 launch boundary needs no co-residency of the blocks (a persistent kernel's grid may be any size).
 What it does not keep: registers and shared memory. A part may therefore not touch a shared,
 fragment or local buffer (T.alloc_var included) that another part touches; that is an error
-naming the buffer (give the code after the barrier its own buffers). A grid barrier inside a loop
-or a branch stays unsupported (the backends name T.sync_grid there).
+naming the buffer (give the code after the barrier its own buffers), except on a target that runs
+the blocks at once (the CPU backend: such a kernel stays whole). A grid barrier inside a loop or a
+branch is left to the backend (the CPU backend runs it as a cooperative launch; CUDA refuses it).
 
 Expects: tile-level IR (the parser's output); the kernel body's top level is a flat sequence.
 Guarantees: no top-level T.sync_grid remains; each part holds the declarations written before it
@@ -39,15 +40,22 @@ def is_grid_barrier(st) -> bool:
     return isinstance(st, S.Evaluate) and isinstance(st.value, E.Call) and st.value.op == "tl_sync_grid"
 
 
-def split_grid_barriers(func: PrimFunc) -> PrimFunc:
-    """`func` with every kernel whose body has top-level grid barriers split into launches there."""
+def split_grid_barriers(func: PrimFunc, cooperative: bool = False) -> PrimFunc:
+    """`func` with every kernel whose body has top-level grid barriers split into launches there.
+    `cooperative`: the target runs a kernel's blocks at once (the CPU backend), so a kernel whose
+    registers or shared memory live across a barrier stays whole instead of being refused."""
     if not collect(func.body, is_grid_barrier):
         return func
     out, changed = [], False
     for st in S.top_level(func.body):
         if isinstance(st, S.KernelLaunch) and any(is_grid_barrier(s) for s in S.top_level(st.body)):
-            out += _split(func.name, st)
-            changed = True
+            try:
+                out += _split(func.name, st)
+                changed = True
+            except LoweringError:
+                if not cooperative:
+                    raise
+                out.append(st)
         else:
             out.append(st)
     return replace(func, body=S.seq(*out)) if changed else func

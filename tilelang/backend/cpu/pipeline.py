@@ -24,6 +24,7 @@ def passes() -> list:
     from ...transform.legalize_safe_memory import legalize_safe_memory
     from ...transform.lower_gemm_sp import lower_gemm_sp
     from ...transform.lower_tile_ops_cpu import lower_tile_ops_cpu
+    from ...transform.parallel_barriers import split_parallel_barriers
     from ...transform.pass_manager import simplify_pass
     from ...transform.thread_scopes import thread_scopes_pass
 
@@ -34,6 +35,7 @@ def passes() -> list:
         ("check_index_ranges", check_index_ranges_pass),
         ("global_layouts", global_layouts_pass),
         ("simplify", simplify_pass),
+        ("parallel_barriers", split_parallel_barriers),
         ("thread_scopes", thread_scopes_pass),
         ("lower_gemm_sp", lower_gemm_sp),
         ("legalize_safe_memory", legalize_safe_memory),
@@ -129,4 +131,6 @@ class CPUArtifact(LowersOnDemand):
             self.tracer.collect_cpu(self.lib.cdll, *self.tracer.static_launch_dims(self.lowered))
         if rc != 0:
             msg = self.csource.asserts[rc - 1] if 0 < rc <= len(self.csource.asserts) else f"code {rc}"
+            if msg.startswith("T.sync_grid:"):  # a cooperative launch the machine could not run (codegen/c.py)
+                raise RuntimeError(f"kernel {self.csource.entry}: {msg}")
             raise RuntimeError(f"T.device_assert failed in kernel {self.csource.entry}: {msg}")
