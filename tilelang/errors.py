@@ -71,6 +71,11 @@ class DSLTypeError(TileLangError, TypeError):
     construction catches it, as it catches the public TileLang's)."""
 
 
+class DSLValueError(DSLTypeError, ValueError):
+    """A DSL call got an argument of the right kind but a value it refuses (a ValueError too, as the
+    public TileLang raises; a DSLTypeError for the code that catches those)."""
+
+
 class ShapeMismatchError(TileLangError):
     """Tile shapes of a copy, gemm, reduce ... do not agree."""
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import ast
 
 from .. import dtypes as dt
-from ..errors import (DSLNameError, DSLSyntaxError, DSLTypeError, Span, TileLangError, user_facing)
+from ..errors import (DSLNameError, DSLSyntaxError, DSLTypeError, DSLValueError, Span, TileLangError,
+                      user_facing)
 from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.buffer import Buffer, BufferRegion
@@ -83,7 +84,8 @@ class Parser:
                                  where) from None
             raise self.error(DSLTypeError, f"{type(e).__name__}: {e}", node) from None
         except (TypeError, ValueError, IndexError, KeyError, ZeroDivisionError) as e:
-            raise self.error(DSLTypeError, f"{type(e).__name__}: {e}", node) from None
+            cls = DSLValueError if isinstance(e, ValueError) else DSLTypeError
+            raise self.error(cls, f"{type(e).__name__}: {e}", node) from None
 
     def body(self, stmts):
         for st in stmts:

@@ -58,8 +58,26 @@ def alloc_var(dtype, init=None, scope="local.var", name=None) -> Buffer:
     """
     if isinstance(init, str):
         init = None
+    _check_literal(dtype, init)
     init = (cast(dtype, as_expr(0 if init is None else init)),)
     return _alloc((1,), dtype, "local.var", "T.alloc_var", name=name, init=init)
+
+
+_FLOAT_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38}
+
+
+def _check_literal(dtype, init) -> None:
+    """A finite Python number past the largest value of a 16/32-bit float dtype is refused (it would
+    silently become inf), as the public TileLang refuses such a literal."""
+    import math
+
+    from ..dtypes import as_dtype
+
+    name = as_dtype(dtype).name
+    if isinstance(init, (int, float)) and not isinstance(init, bool) and name in _FLOAT_MAX \
+            and math.isfinite(init) and abs(init) > _FLOAT_MAX[name]:
+        raise ValueError(f"T.alloc_var({name}, init={init!r}): literal value {init!r} exceeds maximum of {name} "
+                         f"({_FLOAT_MAX[name]!r}); use a wider dtype, or T.infinity({name!r}) for inf")
 
 
 def alloc_global(shape, dtype, scope="global") -> Buffer:
