@@ -199,7 +199,13 @@ class Parser:
         if buf.scope == "local.var" and idx in ((), (0,)):
             idx = (0,)
         if any(isinstance(i, slice) for i in idx):
-            fill(BufferRegion.from_slices(buf, idx), value)
+            region = BufferRegion.from_slices(buf, idx)
+            if isinstance(value, BufferRegion) or isinstance(value, Buffer) and value.scope != "local.var":
+                from ..language.tile import copy  # `A[0, 4:8] = B[0, 0:4]`: the region's elements, in order
+
+                copy(value, region)
+                return
+            fill(region, value)
             return
         if len(idx) != buf.ndim:
             raise DSLTypeError(f"{buf.name} has {buf.ndim} dims but the store uses {len(idx)} indices")
