@@ -82,6 +82,11 @@ def install_torch_shims():
             return func(*args, **kwargs)
 
     CudaToCpu().__enter__()
+    class Generator(torch.Generator):  # torch.Generator(device="cuda") in references: a CPU generator
+        def __new__(cls, device="cpu"):
+            return torch._C.Generator(device=_cpu_device(device))
+
+    torch.Generator = Generator
 
     class _Event:
         def __init__(self, *a, **k):
