@@ -43,7 +43,7 @@ def unrolled(N):
         A = T.match_buffer(A_ptr, (4, N), dtype=T.float32)
         B = T.match_buffer(B_ptr, (4, N), dtype=T.float32)
         for _b in T.thread_binding(1, thread="blockIdx.x"):
-            for tx in T.thread_binding(4, thread="threadIdx.x"):
+            for tx in T.thread_binding(4, "threadIdx.x"):  # the thread as the second positional argument
                 for i in T.unroll(0, N, unroll_factor=4):
                     B[tx, i] = A[tx, i] + 1.0
                 for i in T.unroll(1, N, step=3):
@@ -169,3 +169,15 @@ def test_kernel_inside_binding_launch_refused():
             for bx in T.thread_binding(2, thread="blockIdx.x"):
                 with T.Kernel(2, threads=32):
                     A[bx] = 1.0
+
+
+def test_threads_only_launch():
+    @T.prim_func
+    def k(A: T.Tensor((48,), "float32"), B: T.Tensor((48,), "float32")):
+        for tx in T.thread_binding(48, thread="threadIdx.x"):
+            B[tx] = A[47 - tx] + tx
+
+    a = torch.randn(48)
+    b = torch.full((48,), float("nan"))
+    tilelang.compile(k, target="cpu")(a, b)
+    torch.testing.assert_close(b.double(), a.double().flip(0) + torch.arange(48).double())

@@ -41,6 +41,8 @@ def thread_binding(start, stop=None, thread=None, *, annotations=None):
     """
     from ..frontend.binding_launch import LaunchAxis
 
+    if thread is None and isinstance(stop, str):  # T.thread_binding(128, "threadIdx.x"), as TVM reads it
+        start, stop, thread = 0, start, stop
     if stop is None:
         start, stop = 0, start
     if thread not in _AXES and thread not in _BLOCKS:
