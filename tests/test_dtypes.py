@@ -85,7 +85,9 @@ def test_calling_a_dtype_makes_a_typed_constant():
     assert c.dtype is T.float32 and c.value == 1.5
     assert T.int8(300).value == 44 and T.int8(300).dtype is T.int8  # wraps like a C cast
     with pytest.raises(TypeError, match="takes one value"):
-        T.float16x2(1.0, 2.0)
+        T.float16(1.0, 2.0)
+    v = T.float16x2(1.0, 2.0)  # a vector built from its lanes (frontend/vector.py)
+    assert v.dtype is T.float16x2 and [x.value for x in v.values] == [1.0, 2.0]
 
 
 def axpb_factory(n, dtype: T.dtype = T.float32):

@@ -168,9 +168,12 @@ class DType(str):
     def __call__(self, *args, is_size_var=False):
         """`T.float32(x)`: `x` converted to this dtype (a typed constant when `x` is a number);
         `n = T.int32()` (TVM style): a new variable of this dtype, named by the assignment."""
+        if self.lanes > 1:  # `T.float32x2(a, b)`: a parse-time vector value
+            from .frontend.vector import construct
+
+            return construct(self, args)
         if len(args) > 1:
-            raise TypeError(f"T.{self.name}(value) takes one value, got {len(args)}: building "
-                            "vectors from lanes is not supported")
+            raise TypeError(f"T.{self.name}(value) takes one value, got {len(args)}")
         from .ir.expr import Var, cast
 
         if not args or args[0] is None:

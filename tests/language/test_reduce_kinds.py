@@ -169,5 +169,5 @@ def test_argument_errors():
         build(lambda x, r: T.reduce_bitor(x, r, dim=1))
     with pytest.raises(tilelang.errors.TileLangError, match="reduce_type must be one of"):
         build(lambda x, r: T.reduce(x, r, "prod", 1, True))
-    with pytest.raises(tilelang.errors.TileLangError, match="return_prev=True"):
-        build(lambda x, r: T.atomic_addx2(x[0, 0], r[0], return_prev=True))
+    with pytest.raises(tilelang.errors.TileLangError, match="dst must name buffer elements"):
+        build(lambda x, r: T.atomic_addx2(T.float32x2(x[0, 0], x[0, 1]) * 2, r[0], return_prev=True))

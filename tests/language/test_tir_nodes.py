@@ -114,8 +114,8 @@ def test_isinstance_asks_about_our_nodes():
 @pytest.mark.parametrize("make,msg", [
     (lambda: T.IntImm("float32", 1), "not an integer dtype"),
     (lambda: T.FloatImm("int32", 1), "not a floating-point dtype"),
-    (lambda: T.Ramp(0, 1, 4), "4 lanes"),
-    (lambda: T.Broadcast(1.0, 8), "8 lanes"),
+    (lambda: T.Ramp(0, 1, 0), "lane count must be a constant integer >= 1"),
+    (lambda: T.Shuffle([T.Ramp(0, 1, 2)], [2]), "constant lane in"),
     (lambda: T.PrimExpr("int32"), "not constructed itself"),
     (lambda: T.Call("float32", "tirx.nonexistent_op", [1.0]), "'tirx.nonexistent_op' is not supported"),
 ])

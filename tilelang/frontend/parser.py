@@ -16,6 +16,7 @@ from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.buffer import Buffer, BufferRegion
 from . import builder as B
+from . import vector
 from .declarations import OUT_IDX, POINTER_PARAMS, BodyDeclarations, output_indices
 from .rewrite import helpers
 from .source import SourceInfo
@@ -170,6 +171,11 @@ class Parser:
         if getattr(value, "tl_meta_var", False):  # T.meta_var(v): the parse-time value itself, no let
             self.scope[name] = value.value
             return
+        if vector.binds(self.scope.get(name), value):
+            bound = vector.bind(self.builder, name, self.scope.get(name), value)
+            if bound is not None:
+                self.scope[name] = bound
+            return
         if isinstance(value, E.Var) and value.name == "":  # `n = T.int32()`: a new variable named n
             value = E.Var(self.builder.unique(name), value.dtype)
         old = self.scope.get(name)
@@ -196,6 +202,9 @@ class Parser:
                 return
             raise DSLTypeError(f"only buffers can be stored into, got {type(buf).__name__}")
         idx = index if isinstance(index, tuple) else (index,)
+        if getattr(value, "is_tl_vector", False) or any(getattr(i, "is_tl_vector", False) for i in idx):
+            vector.store(self.builder, buf, idx, value)
+            return
         if buf.scope == "local.var" and idx in ((), (0,)):
             idx = (0,)
         if any(isinstance(i, slice) for i in idx):

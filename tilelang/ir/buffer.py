@@ -64,6 +64,9 @@ class Buffer:
             raise DSLTypeError(f"buffer {self.name} has {self.ndim} dims, indexed with {len(idx)}")
         if any(isinstance(i, slice) for i in idx):
             return BufferRegion.from_slices(self, idx)
+        vec = next((i for i in idx if getattr(i, "is_tl_vector", False)), None)
+        if vec is not None:  # a T.Ramp index: the vector of its lanes' elements (frontend/vector.py)
+            return vec.tl_gather(self, idx)
         loads = tuple(as_expr(i) for i in idx)
         if self.scope != "local.var":
             loads = self.check_const_indices(loads)

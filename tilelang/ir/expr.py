@@ -258,7 +258,15 @@ def _result_dtype(op: str, a: Expr, b: Expr) -> DType:
     return dt.promote(a.dtype, b.dtype)
 
 
+def _vector(*xs):
+    """The first operand that is a parse-time vector (frontend/vector.py: lane-wise operations)."""
+    return next((x for x in xs if getattr(x, "is_tl_vector", False)), None)
+
+
 def binop(op: str, a, b) -> Expr:
+    v = _vector(a, b)
+    if v is not None:
+        return v.tl_binop(op, a, b)
     if not isinstance(a, Expr) and not isinstance(b, Expr):
         a, b = as_expr(a), as_expr(b)
     elif not isinstance(a, Expr):
@@ -276,6 +284,8 @@ def binop(op: str, a, b) -> Expr:
 
 
 def unop(op: str, a) -> Expr:
+    if _vector(a) is not None:
+        return a.tl_unop(op)
     a = as_expr(a)
     return Unary(op, a, dt.bool_ if op == "!" else a.dtype)
 
@@ -335,6 +345,8 @@ def select(cond, a, b) -> Expr:
 
 def cast(dtype, value) -> Expr:
     dtype = dt.as_dtype(dtype)
+    if _vector(value) is not None:
+        return value.tl_cast(dtype)
     value = as_expr(value)
     if value.dtype == dtype:
         return value

@@ -98,6 +98,7 @@ _MODULES = {
         "annotate_compile_flags annotate_pass_configs"),
     "control": "loop_break break_loop continue_loop thread_return",
     "logical": "any_of all_of",
+    "vector": "extract_lane",
     "ldst": "__ldg ldg32 ldg64 ldg128 ldg256 stg32 stg64 stg128 stg256 lds32 lds64 lds128 sts32 sts64 sts128",
     "warp": ("get_lane_idx get_warp_idx get_warp_idx_sync get_warp_group_idx shuffle_elect syncthreads_count "
         "syncthreads_and syncthreads_or match_any_sync match_all_sync warp_reduce_sum warp_reduce_max "

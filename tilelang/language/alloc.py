@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 from ..arith.simplify import const_int
+from ..dtypes import as_dtype
 from ..errors import NonConstantShapeError
 from ..frontend import builder as B
+from ..frontend.vector import VectorVar
 from ..ir.buffer import Buffer
 from ..ir.expr import as_expr, cast
 from ..ir.stmt import Allocate
@@ -58,6 +60,8 @@ def alloc_var(dtype, init=None, scope="local.var", name=None) -> Buffer:
     """
     if isinstance(init, str):
         init = None
+    if as_dtype(dtype).lanes > 1:  # `v = T.alloc_var(T.float32x2)`: a mutable vector of lanes
+        return VectorVar.allocate(_alloc, as_dtype(dtype), init, name)
     _check_literal(dtype, init)
     init = (cast(dtype, as_expr(0 if init is None else init)),)
     return _alloc((1,), dtype, "local.var", "T.alloc_var", name=name, init=init)

@@ -320,11 +320,16 @@ def Not(a, span=None): return E.logical_not(a)
 
 
 def reinterpret(value, dtype, span=None):
-    """Bit-cast a scalar to a same-width dtype: `T.reinterpret(x[i], "int32")` (the older
-    `T.reinterpret(dtype, value)` order is accepted too)."""
+    """Bit-cast to a same-width dtype: `T.reinterpret(x[i], "int32")` (the older
+    `T.reinterpret(dtype, value)` order is accepted too). Vectors regroup their bits, lane 0 in the
+    lowest: `T.reinterpret(T.ldg64(X[i:i + 2]), T.float32x2)`, `T.reinterpret(w, T.float16x2)` of a uint32."""
     if _is_dtype(value) and not _is_dtype(dtype):
         value, dtype = dtype, value
     d = dt.as_dtype(dtype)
+    if d.lanes > 1 or getattr(value, "is_tl_vector", False):
+        from ..frontend.vector import reinterpret as vector_reinterpret
+
+        return vector_reinterpret(value, d)
     return E.call("reinterpret", value, dtype=d)
 
 
@@ -390,6 +395,12 @@ def cast(value, dtype, round="", sat=True, rbits=None, span=None):
     if (round == "rs") != (rbits is not None):
         raise DSLTypeError("T.cast: rbits (the random bits) goes with round='rs' and only with it")
     d = dt.as_dtype(dtype)
+    if getattr(value, "is_tl_vector", False):  # lane by lane: `T.cast(v, "float16x2")`
+        from ..frontend.vector import VectorValue
+
+        if d.lanes not in (1, value.lanes):
+            return value.tl_cast(d)  # the error that says the lane counts differ
+        return VectorValue([cast(x, d.element_of(), round, sat, rbits) for x in value.values])
     if round == "rs":
         raise DSLTypeError("T.cast(round='rs'): stochastic rounding lowers to cvt.rs.satfinite, which needs "
                            "sm_100a / sm_103a; this implementation targets sm_80, sm_90a and the CPU. Round to "

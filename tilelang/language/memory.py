@@ -5,9 +5,10 @@ from __future__ import annotations
 from ..arith.simplify import simplify
 from ..errors import DSLTypeError
 from ..frontend import builder as B
+from ..frontend.vector import VectorValue, materialize_lane, region_positions
 from ..ir import expr as E
 from ..ir import stmt as S
-from ..ir.buffer import Buffer
+from ..ir.buffer import Buffer, BufferRegion
 from ..op.im2col import im2col_op
 from .thread import EMITTED
 
@@ -22,33 +23,60 @@ def _element(x, what) -> E.BufferLoad:
     return x
 
 
-def _shift(ld: E.BufferLoad, u: int) -> E.BufferLoad:
-    idx = list(ld.indices)
-    idx[-1] = simplify(idx[-1] + u)
-    return E.BufferLoad(ld.buffer, tuple(idx), ld.dtype)
+def _lane_elements(n: int, x, what) -> list:
+    """The n elements an x2 / x4 operand names: x[..., j] (and the next n - 1 along the last dim),
+    a region x[..., j:j + n], or a vector of elements (x[T.Ramp(j, 1, n)])."""
+    if getattr(x, "is_tl_vector", False):
+        if x.lanes != n:
+            raise DSLTypeError(f"{what}: expected {n} lanes, got the {x.dtype} vector {x!r}")
+        return list(x.values)
+    if isinstance(x, BufferRegion):
+        pos = region_positions(x, what)
+        if len(pos) != n:
+            raise DSLTypeError(f"{what}: the region {x!r} holds {len(pos)} elements, expected {n}")
+        return [E.BufferLoad(x.buffer, p, x.buffer.dtype) for p in pos]
+    ld = _element(x, what)
+    out = []
+    for u in range(n):
+        idx = list(ld.indices)
+        idx[-1] = simplify(idx[-1] + u)
+        out.append(E.BufferLoad(ld.buffer, tuple(idx), ld.dtype))
+    return out
 
 
 def _atomic_lanes(n: int, dst, value, return_prev):
     from .tile import atomic_add
 
     what = f"T.atomic_addx{n}"
-    if return_prev:
-        raise DSLTypeError(f"{what}(return_prev=True): the previous {n} values as one vector value are not "
-                           "supported; use T.atomic_add(dst, value, return_prev=True) on each element")
-    d, v = _element(dst, what), _element(value, what)
-    for u in range(n):
-        atomic_add(_shift(d, u), _shift(v, u))
-    return EMITTED
+    B.in_kernel(what)
+    d = _lane_elements(n, dst, what)
+    if not all(isinstance(x, E.BufferLoad) for x in d):
+        raise DSLTypeError(f"{what}: dst must name buffer elements (A[i:i + {n}], A[i] or A[T.Ramp(i, 1, {n})]), "
+                           f"got {dst!r}")
+    v = _lane_elements(n, value, what)
+    if not return_prev:
+        for a, b in zip(d, v):
+            atomic_add(a, b)
+        return EMITTED
+    # each element's previous value, read by its own atomic (per element, as the public TileLang's
+    # wider-than-hardware forms are): one let per lane, so each atomic runs once, here
+    b = B.current()
+    prev = [materialize_lane(b, "prev", atomic_add(a, x, return_prev=True)) for a, x in zip(d, v)]
+    return VectorValue(prev)
 
 
 def atomic_addx2(dst, value, return_prev=False):
     """dst[..., j:j+2] += value[..., k:k+2] atomically, element by element (two adjacent values, such as
-    a half2): `T.atomic_addx2(dQ[b, i, d * 2], acc[i, d * 2])`."""
+    a half2): `T.atomic_addx2(dQ[b, i, d * 2], acc[i, d * 2])`. dst and value are an element (the
+    pair starting there), a 2-element region (`dQ[b, i, j:j + 2]`) or a T.Ramp-indexed pair; with
+    `return_prev=True` the result is the previous pair as a vector value: `Prev[0:2] = T.atomic_addx2(
+    Dst[0:2], Val[0:2], return_prev=True)`."""
     return _atomic_lanes(2, dst, value, return_prev)
 
 
 def atomic_addx4(dst, value, return_prev=False):
-    """dst[..., j:j+4] += value[..., k:k+4] atomically, element by element (four adjacent values).
+    """dst[..., j:j+4] += value[..., k:k+4] atomically, element by element (four adjacent values);
+    operands and `return_prev` as T.atomic_addx2.
 
     Example: `T.atomic_addx4(dKV[b, row, h, d * 4], acc_shared[i, d * 4])`.
     """

@@ -8,8 +8,8 @@ builds the equivalent node of our IR (`ir/expr.py`), and `isinstance` asks about
     T.Div(a, b)        # TVM's Div: truncated for integers (T.FloorDiv rounds down)
     T.Mod(a, b)        # TVM's Mod: the remainder of T.Div (sign of a); T.FloorMod: sign of b
 
-Vector nodes (`Ramp`, `Broadcast`, `Shuffle`) exist only with one lane: our IR has no vector
-expressions (a `T.vectorized` loop is how a kernel asks for vector code).
+Vector nodes (`Ramp`, `Broadcast`, `Shuffle`) build parse-time vector values (frontend/vector.py),
+expanded to scalar IR where they are stored, loaded, reinterpreted or have a lane extracted.
 """
 from __future__ import annotations
 
@@ -235,11 +235,13 @@ class BufferLoad(metaclass=_Node):
 
 
 class Ramp(metaclass=_Node):
-    """The vector base, base + stride, ... of `lanes` lanes; only one lane (the value `base`) here."""
+    """The vector base, base + stride, ... of `lanes` lanes (a parse-time vector, frontend/vector.py):
+    `A[T.Ramp(i, 1, 4)]` loads four elements, `Y[T.Ramp(i, 2, 2)] = v` stores two; one lane is `base`."""
 
     def __new__(cls, base, stride, lanes, span=None):
-        _one_lane("Ramp", lanes)
-        return E.as_expr(base)
+        from ..frontend.vector import ramp
+
+        return ramp(base, stride, lanes)
 
     @staticmethod
     def _is(obj):
@@ -247,11 +249,13 @@ class Ramp(metaclass=_Node):
 
 
 class Broadcast(metaclass=_Node):
-    """`value` in each of `lanes` lanes; only one lane (the value itself) here."""
+    """`value` in each of `lanes` lanes (a parse-time vector); one lane is the value itself:
+    `packed[0:32] = T.Broadcast(x, 32)`."""
 
     def __new__(cls, value, lanes, span=None):
-        _one_lane("Broadcast", lanes)
-        return E.as_expr(value)
+        from ..frontend.vector import broadcast
+
+        return broadcast(value, lanes)
 
     @staticmethod
     def _is(obj):
@@ -259,26 +263,17 @@ class Broadcast(metaclass=_Node):
 
 
 class Shuffle(metaclass=_Node):
-    """Lanes picked from concatenated vectors; only the one-lane case (a single pick) here."""
+    """The lanes `indices` (constants) of the concatenated `vectors` (vectors or scalars); one index
+    gives that scalar lane: `T.Shuffle([v, w], [0, 2])` is (v0, w0) of two 2-lane vectors."""
 
     def __new__(cls, vectors, indices, span=None):
-        vectors, indices = list(vectors), list(indices)
-        if len(indices) != 1:
-            _one_lane("Shuffle", len(indices))
-        k = E.const_value(indices[0])
-        if not isinstance(k, int) or not 0 <= k < len(vectors):
-            raise DSLTypeError(f"Shuffle: the index must be a constant lane in [0, {len(vectors)}), got {indices[0]}")
-        return E.as_expr(vectors[k])
+        from ..frontend.vector import shuffle
+
+        return shuffle(list(vectors), list(indices))
 
     @staticmethod
     def _is(obj):
         return False
-
-
-def _one_lane(what, lanes):
-    if E.const_value(lanes) != 1:
-        raise DSLTypeError(f"{what} with {lanes} lanes: vector expressions are not supported here (scalar "
-                           "IR); write the lanes as a `T.vectorized` loop over scalar elements")
 
 
 class Let(metaclass=_Node):
