@@ -82,7 +82,7 @@ class _Legalize(TrackRanges, Mutator):
         """A T.copy from a tensor with a safe value: the elementwise T.Parallel loop it means, its
         out-of-range source elements reading the safe value."""
         if op.src.buffer.scope != "global" or op.src.buffer.name not in self.safe:
-            return op
+            return self.generic(op)
         ext = squeezed(op.dst.extents)
         vs = [E.Var(f"sv{d}", dt.int32) for d in range(len(ext))]
         si, di = region_indices(op.src, vs), region_indices(op.dst, vs)
