@@ -9,9 +9,9 @@ from tilelang.transform.check_dtypes import UnsupportedDTypeError
 TARGETS = ["cpu", "cuda -arch=sm_90a"]
 
 
-def int4_param():
+def f6_param():
     @T.prim_func
-    def k(A: T.Tensor((64,), T.int4), B: T.Tensor((64,), T.int8)):
+    def k(A: T.Tensor((64,), T.float6_e3m2fn), B: T.Tensor((64,), T.int8)):
         with T.Kernel(1, threads=32) as _:
             for i in T.Parallel(64):
                 B[i] = A[i]
@@ -19,11 +19,11 @@ def int4_param():
     return k
 
 
-def int4_shared():
+def f6_shared():
     @T.prim_func
     def k(A: T.Tensor((64,), T.int8), B: T.Tensor((64,), T.int8)):
         with T.Kernel(1, threads=32) as _:
-            s = T.alloc_shared((64,), T.int4)
+            s = T.alloc_shared((64,), T.float6_e2m3fn)
             T.copy(A, s)
             T.copy(s, B)
 
@@ -53,8 +53,8 @@ def vector_local():
 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("make, dtype, where, reason", [
-    (int4_param, "int4", "parameter A", "sub-byte"),
-    (int4_shared, "int4", "buffer s (shared", "sub-byte"),
+    (f6_param, "float6_e3m2fn", "parameter A", "sub-byte"),
+    (f6_shared, "float6_e2m3fn", "buffer s (shared", "sub-byte"),
     (e5m2fnuz_cast, "float8_e5m2fnuz", "expression", "float8 format"),
     (vector_local, "float16x2", "buffer v (local", "vector dtypes"),
 ])
@@ -69,8 +69,8 @@ def test_unsupported_dtype_is_named_with_target(make, dtype, where, reason, targ
 
 def test_error_points_at_the_allocation_line():
     with pytest.raises(UnsupportedDTypeError) as info:
-        tilelang.compile(int4_shared(), target="cpu")
-    assert "T.alloc_shared((64,), T.int4)" in str(info.value)
+        tilelang.compile(f6_shared(), target="cpu")
+    assert "T.alloc_shared((64,), T.float6_e2m3fn)" in str(info.value)
     assert f"{__file__}:" in str(info.value)
 
 

@@ -555,11 +555,11 @@ class CCodegen:
             self.emit(f'printf("{msg} %g\\n", (double)({self.expr(obj)}));')
 
     def _load_flat(self, b: Buffer) -> str:
-        from .c_expr import EMULATED
+        from .c_expr import EMULATED, nibble_value
 
         k = EMULATED.get(b.dtype.name)
         if is_subbyte(b.dtype):
-            return f"tl_{k}_to_f32(tl_nibble_get({b.name}, q))"
+            return nibble_value(b.dtype, f"tl_nibble_get({b.name}, q)")
         return f"tl_{k}_to_f32({b.name}[q])" if k else f"{b.name}[q]"
 
     def __getattr__(self, name):

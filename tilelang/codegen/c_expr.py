@@ -6,10 +6,12 @@ is float storage whose stores and casts (not arithmetic) round to a 10-bit manti
 float8_e8m0fnu (a power of two per byte) is computed in float too; its store rounds |x| up
 to a power of two, and a float64 value converts from the double (tl_f64_to_fp8e8m0), not
 through a float that may already have rounded it down.
-float4_e2m1fn is packed two per byte (element k in byte k >> 1, the even element in
-the low nibble): loads and stores go through tl_nibble_get / tl_nibble_set (see
+float4_e2m1fn, int4 and uint4 are packed two per byte (element k in byte k >> 1, the even
+element in the low nibble): loads and stores go through tl_nibble_get / tl_nibble_set (see
 `is_subbyte`), whose set is an atomic read-modify-write where other threads may write
-the other nibble of the byte (global and shared memory).
+the other nibble of the byte (global and shared memory). An int4 value is computed as an
+int8_t (a load sign-extends its nibble: tl_s4), a uint4 one as a uint8_t; int4 / uint4
+arithmetic and casts wrap to 4 bits (`int_wrap`), a store keeps the low 4 bits.
 """
 from __future__ import annotations
 
@@ -23,7 +25,9 @@ STORAGE = {"bool": "bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32
            "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
            "float16": "tl_half", "bfloat16": "tl_bf16", "float32": "float", "float64": "double",
            "float8_e4m3fn": "tl_fp8e4m3", "float8_e5m2": "tl_fp8e5m2", "tfloat32": "float",
-           "float4_e2m1fn": "uint8_t", "float8_e8m0fnu": "tl_fp8e8m0"}
+           "float4_e2m1fn": "uint8_t", "float8_e8m0fnu": "tl_fp8e8m0", "int4": "uint8_t", "uint4": "uint8_t"}
+# the C type of a sub-byte integer's value (its storage is bytes of two nibbles)
+_NIBBLE_INT = {"int4": "int8_t", "uint4": "uint8_t"}
 EMULATED = {"bfloat16": "bf16", "float8_e4m3fn": "fp8e4m3", "float8_e5m2": "fp8e5m2", "tfloat32": "tf32",
             "float4_e2m1fn": "fp4e2m1", "float8_e8m0fnu": "fp8e8m0"}
 # Rounded only where stored or cast: arithmetic on them stays float (as on GPUs, where tf32 is
@@ -48,12 +52,31 @@ def is_subbyte(d: dt.DType) -> bool:
     return d.bits < 8 and d.lanes == 1
 
 
+def nibble_value(d: dt.DType, code: str) -> str:
+    """The value (as computed) of a sub-byte element whose 4-bit code is the C text `code`."""
+    if d.name == "int4":
+        return f"tl_s4({code})"
+    if d.name == "uint4":
+        return code
+    return f"tl_{EMULATED[d.name]}_to_f32({code})"
+
+
 def storage_type(d: dt.DType) -> str:
     return STORAGE[d.name]
 
 
 def compute_type(d: dt.DType) -> str:
-    return "float" if d.name in EMULATED else STORAGE[d.name]
+    return "float" if d.name in EMULATED else _NIBBLE_INT.get(d.name) or STORAGE[d.name]
+
+
+def int_wrap(d: dt.DType, text: str) -> str:
+    """An integer value of C text converted to the 8/16-bit or 4-bit integer dtype d (wrapping, as a
+    cast between C integer types does; int4 sign-extends its low 4 bits)."""
+    if d.name == "int4":
+        return f"tl_s4({text})"
+    if d.name == "uint4":
+        return f"((uint8_t)(({text}) & 0xF))"
+    return f"(({storage_type(d)}){text})"
 
 
 _FLOAT_FN = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "log10": "log10", "sqrt": "sqrt",
@@ -128,7 +151,7 @@ class CExpr:
             suffix = "LL" if d.bits == 64 or not -(2**31) <= v < 2**31 else ""
             if d.kind == "uint":
                 suffix = "ULL" if d.bits == 64 else "u"
-            return f"(({storage_type(d)}){v}{suffix})" if d.bits < 32 else f"{v}{suffix}"
+            return int_wrap(d, f"{v}{suffix}") if d.bits < 32 else f"{v}{suffix}"
         v = float(e.value)
         if math.isinf(v):
             lit = "INFINITY" if v > 0 else "(-INFINITY)"
@@ -173,7 +196,7 @@ class CExpr:
         text = self._binary(e)
         if e.dtype.is_int and e.dtype.bits < 32 and e.op in _WRAPPING:
             # C computes int8/int16 in int; wrap so the value is the IR's declared dtype
-            return f"(({storage_type(e.dtype)}){text})"
+            return int_wrap(e.dtype, text)
         return text
 
     def bf16_native(self, e) -> str | None:
@@ -299,7 +322,7 @@ class CExpr:
     def e_Unary(self, e):
         text = f"({e.op}{self(e.a)})"
         if e.dtype.is_int and e.dtype.bits < 32 and e.op in ("-", "~"):
-            return f"(({storage_type(e.dtype)}){text})"
+            return int_wrap(e.dtype, text)
         return text
 
     def e_Select(self, e):
@@ -316,6 +339,8 @@ class CExpr:
             return f"tl_fp8e8m0_to_f32(tl_f64_to_fp8e8m0({v}))"
         if d.name in EMULATED:
             return self.round_to(d, f"(float)({v})")
+        if d.name in _NIBBLE_INT:
+            return int_wrap(d, f"(int)({v})")
         if src.name in EMULATED and d.is_int:
             return f"(({storage_type(d)})({v}))"
         return f"(({compute_type(d)})({v}))"
@@ -382,7 +407,7 @@ class CExpr:
     def e_BufferLoad(self, e):
         if is_subbyte(e.buffer.dtype):
             base, off = self.nibble_fn(e.buffer, e.indices)
-            return f"tl_{EMULATED[e.buffer.dtype.name]}_to_f32(tl_nibble_get({base}, {off}))"
+            return nibble_value(e.buffer.dtype, f"tl_nibble_get({base}, {off})")
         ref = self.index_fn(e.buffer, e.indices)
         k = EMULATED.get(e.buffer.dtype.name)
         if k == "tf32" and e.buffer.uid in self.tf32_exact:  # holds tf32 values only (tf32_loads.py)
@@ -419,6 +444,8 @@ class CExpr:
         return self.store_value(d, self.converted(e, d))
 
     def store_value(self, d: dt.DType, text: str) -> str:
+        if d.name in _NIBBLE_INT:  # tl_nibble_set keeps the low 4 bits
+            return f"((uint8_t)({text}))"
         k = EMULATED.get(d.name)
         return f"tl_f32_to_{k}({text})" if k else text
 

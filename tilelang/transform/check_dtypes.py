@@ -3,12 +3,12 @@
 Takes a PrimFunc as parsed; gives it back unchanged, or raises `UnsupportedDTypeError`
 naming the dtype, where it is used (buffer, parameter or expression, with the user's
 source line) and the target. Every dtype name exists in `T.*` (so programs that only
-mention int4 or float4 import and run their host code); this pass is the first place
+mention float6 or int2 import and run their host code); this pass is the first place
 a kernel actually needs one.
 
-    A: T.Tensor((M, K), T.int4)        ->  UnsupportedDTypeError: kernel `main`, parameter A:
-                                           dtype int4 is not supported by the cuda backend yet:
-                                           sub-byte types (packed two per byte) ...
+    A: T.Tensor((M, K), T.float6_e3m2fn) ->  UnsupportedDTypeError: kernel `main`, parameter A:
+                                             dtype float6_e3m2fn is not supported by the cuda backend
+                                             yet: of the sub-byte types only float4_e2m1fn, int4 ...
 """
 from __future__ import annotations
 
@@ -20,11 +20,11 @@ from ..ir.stmt import PrimFunc
 from ..ir.visitor import Visitor, buffers_used
 
 # Computed by both backends: native C types, float-emulated bit patterns, float32-stored tf32,
-# float8_e8m0fnu (power-of-two scales), float4_e2m1fn packed two per byte (computed in float,
-# see codegen/c_expr.py).
+# float8_e8m0fnu (power-of-two scales), float4_e2m1fn, int4 and uint4 packed two per byte (see
+# codegen/c_expr.py).
 SUPPORTED = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                        "float16", "bfloat16", "float32", "float64", "tfloat32", "float8_e4m3fn", "float8_e5m2",
-                       "float8_e8m0fnu", "float4_e2m1fn"})
+                       "float8_e8m0fnu", "float4_e2m1fn", "int4", "uint4"})
 
 
 # Addresses (T.access_ptr, T.address_of, T.call_extern("handle", ...)): values of expressions only.
@@ -41,7 +41,8 @@ def why_unsupported(d) -> str:
         return (f"vector dtypes ({d.scalar_name} x {d.lanes} lanes) are not kernel element types here; "
                 f"use a buffer of {d.scalar_name} (copies and loops are vectorized automatically)")
     if d.bits < 8 or d.scalar_name in ("float4_e2m1_unpacked",):
-        return ("of the sub-byte types only float4_e2m1fn has loads, stores and conversions in our backends; "
+        return ("of the sub-byte types only float4_e2m1fn, int4 and uint4 have loads, stores and conversions in our "
+                "backends; "
                 "keep other packed bytes in a uint8/int8 buffer and unpack them with shifts and masks")
     if d.scalar_name.startswith("float8"):
         return "this float8 format has no conversions in our backends (supported: float8_e4m3fn, float8_e5m2, float8_e8m0fnu)"

@@ -29,6 +29,9 @@ TL_DEVICE float tl_fp4e2m1_to_f32(uint8_t c) {
 }
 
 // ---- packed access: element k of a byte array ----
+// int4: a nibble (or any integer's low 4 bits) sign-extended; uint4 values are the nibble
+TL_DEVICE int8_t tl_s4(int x) { return (int8_t)(((x & 0xF) ^ 8) - 8); }
+
 TL_DEVICE uint8_t tl_nibble_get(const uint8_t* p, int64_t k) {
   return (uint8_t)((p[k >> 1] >> ((k & 1) << 2)) & 0xFu);
 }

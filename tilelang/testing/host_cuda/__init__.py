@@ -388,5 +388,8 @@ def _dim_value(var, params, by_param) -> int:
                 return int(by_param[id(p)].stride(d))
         for d, s in enumerate(getattr(p, "shape", ())):
             if s is var or (hasattr(s, "name") and getattr(s, "name", None) == var.name and type(s) is type(var)):
-                return int(by_param[id(p)].shape[d])
+                # a sub-byte tensor's last dim counts bytes in torch and values in the kernel
+                bits = p.dtype.bits if hasattr(p, "dtype") else 8
+                per_byte = 8 // bits if bits < 8 and d == len(p.shape) - 1 else 1
+                return int(by_param[id(p)].shape[d]) * per_byte
     raise AssertionError(f"host_cuda: no buffer has the dynamic dim {var.name}")
