@@ -65,6 +65,9 @@ class Gemm(TileOp):
     k_pack: int = 1
     wg_wait: int = 0
     span: Span | None = default_span()
+    # "int4" / "uint4": A and B are byte tiles holding two such values a byte, K counted in bytes
+    # (CUDA, transform/cuda/nibble_tiles.py); "" otherwise
+    packed: str = ""
 
     @property
     def mnk(self) -> tuple:

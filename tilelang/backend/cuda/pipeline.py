@@ -22,6 +22,7 @@ from ...transform.cuda.cp_async_waits import merge_cp_async_waits
 from ...transform.cuda.thread_sync import insert_syncs
 from ...transform.cuda.warp_specialize import PRODUCER_REGS, PRODUCER_REGS_WIDE, TIMELINE
 from ...transform.check_dtypes import check_dtypes_pass
+from ...transform.cuda.nibble_tiles import nibble_tiles_pass
 from ...transform.check_index_ranges import check_index_ranges_pass
 from ...transform.global_layouts import global_layouts_pass
 from ...transform.widen_fragments import widen_fragments_pass
@@ -448,6 +449,7 @@ PASSES = [
     ("thread_branches", thread_branches_pass),
     ("lower_gemm_sp", lower_gemm_sp),
     ("legalize_safe_memory", legalize_safe_memory),
+    ("nibble_tiles", nibble_tiles_pass),  # int4 / uint4 tiles that move whole bytes: byte tiles (mma.sync s4)
     ("lower_cuda", lower_cuda),
     ("simplify_lowered", simplify_pass),
     ("exp2_poly", exp2_poly_pass),

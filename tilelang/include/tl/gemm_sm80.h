@@ -1,12 +1,15 @@
 // tl/gemm_sm80.h -- block-level GEMM on mma.sync + ldmatrix (sm_80+), and the shared-memory
 // swizzle every codegen'd access of a swizzled tile uses.
 //
-// C (M x N, f32; s32 for int8 inputs) is held in registers in the m16n8 accumulator layout tiled over a
+// C (M x N, f32; s32 for int8 / int4 inputs) is held in registers in the m16n8 accumulator layout tiled over a
 // WARPS_M x WARPS_N warp grid (warp w -> wm = w % WARPS_M, wn = w / WARPS_M):
 //   slot (mi * NI + ni) * 4 + r  ->  row wm*WM + mi*16 + lane/4 + 8*(r/2),
 //                                    col wn*WN + ni*8 + (lane%4)*2 + r%2
 // A is M x K (K x M when TA), B is K x N (N x K when TB), both row-major in shared memory
 // with rows of LDA / LDB elements, swizzled in 16-byte chunks when SWA / SWB.
+// int4 / uint4 tiles are bytes of two values (T = tl::int4x2_t / uint4x2_t, the even k in the low
+// nibble): K, LDA, LDB and every offset count bytes, addressed as int8's are, and each 32-byte K
+// slice is one m16n8k64 mma. The tile pointers are untyped (an int4 tile is an int8_t array).
 #pragma once
 
 #include "common.h"
@@ -113,6 +116,7 @@ struct MmaWarpTile {
                 "tl::gemm_ss: mma.sync path takes 8-bit (int8), 16-bit (half_t / bfloat16_t) or tf32 (float) inputs");
   static_assert(sizeof(T) != 1 || (!TA && TB), "tl::gemm_ss: 8-bit operands must both be K-major (A M x K, B N x K)");
   static constexpr int KS = 32 / sizeof(T);  // K slice of one mma: 32 (8-bit), 16 (16-bit), 8 (tf32)
+  static constexpr int KM = KS * detail::values_per_byte<T>::value;  // the mma's K: 64 for int4 bytes
   static constexpr int E8 = KS / 2;          // elements in 16 bytes
   static constexpr int WM = M / WARPS_M, WN = N / WARPS_N;
   static constexpr int MI = WM / 16, NI = WN / 8;
@@ -218,7 +222,7 @@ struct MmaWarpTile {
     }
   }
 
-  // Acc: float (16-bit and tf32 inputs), int32_t (int8: m16n8k32.s32.s8.s8)
+  // Acc: float (16-bit and tf32 inputs), int32_t (int8: m16n8k32.s32.s8.s8; int4: m16n8k64.s32.s4.s4)
   template <class Acc>
   TL_DEVICE static void mma(const uint32_t* f, Acc* C) {
     const uint32_t* fb = f + MI * 4;
@@ -227,7 +231,7 @@ struct MmaWarpTile {
 #pragma unroll
       for (int ni = 0; ni < NI; ++ni) {
         Acc* c = C + (mi * NI + ni) * 4;
-        mma_sync<T, T, Acc, 16, 8, KS>(c, f + mi * 4, fb + ni * 2, c);
+        mma_sync<T, T, Acc, 16, 8, KM>(c, f + mi * 4, fb + ni * 2, c);
       }
     }
   }
@@ -245,9 +249,10 @@ struct MmaWarpTile {
 
 template <int M, int N, int K, int WARPS_M, int WARPS_N, bool TA, bool TB, int LDA, int LDB, bool SWA,
           bool SWB, class T, int PRA = 0, int PRB = 0, class Acc>
-TL_DEVICE void gemm_ss(const T* A, const T* B, Acc* C) {
+TL_DEVICE void gemm_ss(const void* A, const void* B, Acc* C) {
   using W = MmaWarpTile<M, N, WARPS_M, WARPS_N, TA, TB, LDA, LDB, SWA, SWB, T, PRA, PRB>;
-  static_assert(K % W::KS == 0, "tl::gemm_ss: K must be a multiple of the mma's K (16; 8 for tf32, 32 for int8)");
+  static_assert(K % W::KS == 0,
+                "tl::gemm_ss: K must be a multiple of the mma's K (16; 8 for tf32, 32 for int8, 32 bytes for int4)");
   constexpr int kSlices = K / W::KS, kAcc = W::MI * W::NI * 4;
   constexpr bool kSplit = TL_MMA_SPLIT_CHAINS && W::MI * W::NI <= 2 && kSlices >= 8 && kSlices % 2 == 0 &&
                           (detail::is_same<Acc, float>::value || detail::is_same<Acc, int32_t>::value);
@@ -338,14 +343,14 @@ struct GemmPipeState {
 // Before the loop, once the first stage is visible: its first K slice into slot 0.
 template <int M, int N, int K, int WARPS_M, int WARPS_N, bool TA, bool TB, int LDA, int LDB, bool SWA,
           bool SWB, class T>
-TL_DEVICE void gemm_ss_preload(const T* A, const T* B,
+TL_DEVICE void gemm_ss_preload(const void* A, const void* B,
                                GemmPipeState<M, N, K, WARPS_M, WARPS_N, TA, TB, LDA, LDB, SWA, SWB, T>& st) {
   MmaWarpTile<M, N, WARPS_M, WARPS_N, TA, TB, LDA, LDB, SWA, SWB, T>::load(st.f[0], smem_addr(A), smem_addr(B), 0);
 }
 
 template <int M, int N, int K, int WARPS_M, int WARPS_N, bool TA, bool TB, int LDA, int LDB, bool SWA,
           bool SWB, class T, int kWait, class Acc>
-TL_DEVICE void gemm_ss_pipe(const T* A, const T* B, Acc* C, const T* A_next, const T* B_next,
+TL_DEVICE void gemm_ss_pipe(const void* A, const void* B, Acc* C, const void* A_next, const void* B_next,
                             GemmPipeState<M, N, K, WARPS_M, WARPS_N, TA, TB, LDA, LDB, SWA, SWB, T>& st) {
   using W = MmaWarpTile<M, N, WARPS_M, WARPS_N, TA, TB, LDA, LDB, SWA, SWB, T>;
   constexpr int KS = K / W::KS;

@@ -22,6 +22,10 @@
 //   B[32x8]   b[0] = (rows 4t..4t+3, col g)       b[1] = (rows 4t+16..+19, col g)
 //   C[16x8]   same as m16n8k16 (s32 or f32).
 //
+// m16n8k64, s4 / u4 inputs (8 nibbles per register, lowest k in the low nibble): byte for byte
+//   the m16n8k32 layout above (a register's 4 bytes hold k 8t..8t+7 of its row / column), so an
+//   int4 tile read as bytes (tl::int4x2_t / uint4x2_t, two values a byte) takes int8's addressing.
+//
 // m16n8k8, tf32 inputs (one fp32 bit pattern per register):
 //   A[16x8]   a[0] = (g, t)  a[1] = (g+8, t)  a[2] = (g, t+4)  a[3] = (g+8, t+4)
 //   B[8x8]    b[0] = (t, g)  b[1] = (t+4, g)
@@ -69,6 +73,32 @@ TL_DEVICE void mma_m16n8k32_s8_s32(int32_t* d, const uint32_t* a, const uint32_t
                                    const int32_t* c) {
   asm volatile(
       "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
+      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+        "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]));
+}
+
+// ------------------------------------------------------------- int4 / uint4 (two values a byte)
+// A byte of a packed 4-bit integer tile: the even element in the low nibble. The element type
+// of gemm templates over int4 / uint4 tiles, whose K, row lengths and offsets count bytes.
+struct int4x2_t { uint8_t bits; };
+struct uint4x2_t { uint8_t bits; };
+
+TL_DEVICE void mma_m16n8k64_s4_s32(int32_t* d, const uint32_t* a, const uint32_t* b,
+                                   const int32_t* c) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k64.row.col.s32.s4.s4.s32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
+      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+        "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]));
+}
+
+TL_DEVICE void mma_m16n8k64_u4_s32(int32_t* d, const uint32_t* a, const uint32_t* b,
+                                   const int32_t* c) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k64.row.col.s32.u4.u4.s32 "
       "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
       : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
@@ -146,12 +176,22 @@ TL_MMA_SPEC(half_t, half_t, float, 16, 8, 16, float, mma_m16n8k16_f16_f32)
 TL_MMA_SPEC(bfloat16_t, bfloat16_t, float, 16, 8, 16, float, mma_m16n8k16_bf16_f32)
 TL_MMA_SPEC(half_t, half_t, half_t, 16, 8, 16, uint32_t, mma_m16n8k16_f16_f16)
 TL_MMA_SPEC(int8_t, int8_t, int32_t, 16, 8, 32, int32_t, mma_m16n8k32_s8_s32)
+TL_MMA_SPEC(int4x2_t, int4x2_t, int32_t, 16, 8, 64, int32_t, mma_m16n8k64_s4_s32)
+TL_MMA_SPEC(uint4x2_t, uint4x2_t, int32_t, 16, 8, 64, int32_t, mma_m16n8k64_u4_s32)
 TL_MMA_SPEC(float, float, float, 16, 8, 8, float, mma_m16n8k8_tf32_f32)
 TL_MMA_SPEC(float8_e4m3_t, float8_e4m3_t, float, 16, 8, 32, float, mma_m16n8k32_e4m3e4m3_f32<>)
 TL_MMA_SPEC(float8_e4m3_t, float8_e5m2_t, float, 16, 8, 32, float, mma_m16n8k32_e4m3e5m2_f32<>)
 TL_MMA_SPEC(float8_e5m2_t, float8_e4m3_t, float, 16, 8, 32, float, mma_m16n8k32_e5m2e4m3_f32<>)
 TL_MMA_SPEC(float8_e5m2_t, float8_e5m2_t, float, 16, 8, 32, float, mma_m16n8k32_e5m2e5m2_f32<>)
 #undef TL_MMA_SPEC
+
+// Values one byte of T holds: 2 for the packed 4-bit integer types, else 1.
+template <class T>
+struct values_per_byte { static constexpr int value = 1; };
+template <>
+struct values_per_byte<int4x2_t> { static constexpr int value = 2; };
+template <>
+struct values_per_byte<uint4x2_t> { static constexpr int value = 2; };
 }  // namespace detail
 
 template <class A, class B, class Acc, int M, int N, int K, class D>
@@ -159,7 +199,7 @@ TL_DEVICE void mma_sync(D* d, const uint32_t* a, const uint32_t* b, const D* c) 
   using Op = detail::MmaSync<A, B, Acc, M, N, K>;
   static_assert(Op::kSupported,
                 "tl::mma_sync: no mma.sync for this (A, B, Acc, M, N, K); supported: "
-                "f16/bf16 m16n8k16 -> f32, f16 m16n8k16 -> f16, s8 m16n8k32 -> s32, "
+                "f16/bf16 m16n8k16 -> f32, f16 m16n8k16 -> f16, s8 m16n8k32 -> s32, s4/u4 m16n8k64 -> s32, "
                 "tf32 (A=B=float) m16n8k8 -> f32, fp8 m16n8k32 -> f32");
   Op::run(d, a, b, c);
 }

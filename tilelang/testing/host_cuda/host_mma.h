@@ -1,4 +1,4 @@
-// host_mma.h -- tl/mma.h on the host: mma.sync m16n8k{16,32,8} as a warp collective, in the
+// host_mma.h -- tl/mma.h on the host: mma.sync m16n8k{16,32,8,64} as a warp collective, in the
 // fragment layouts listed in host_tl.h (the PTX ISA's "Matrix Fragments for mma.m16n8k*").
 // Part of host_cuda.h (included by host_tl.h).
 #pragma once
@@ -6,7 +6,7 @@
 namespace tl {
 namespace detail {
 
-enum HostMmaIn { kHostF16, kHostBF16, kHostS8, kHostTF32, kHostE4M3, kHostE5M2 };
+enum HostMmaIn { kHostF16, kHostBF16, kHostS8, kHostTF32, kHostE4M3, kHostE5M2, kHostS4, kHostU4 };
 
 // Element `sub` of one 32-bit operand register, as a double.
 inline double host_mma_elem(uint32_t w, int sub, int kind) {
@@ -14,6 +14,8 @@ inline double host_mma_elem(uint32_t w, int sub, int kind) {
     case kHostF16: return TlHostF16::decode((w >> (16 * sub)) & 0xffffu);
     case kHostBF16: return TlHostBF16::decode((w >> (16 * sub)) & 0xffffu);
     case kHostS8: return (double)(int8_t)(w >> (8 * sub));
+    case kHostS4: return (double)((int)((w >> (4 * sub)) & 0xfu) ^ 8) - 8;  // sign-extended nibble
+    case kHostU4: return (double)((w >> (4 * sub)) & 0xfu);
     case kHostE4M3: return TlHostE4M3::decode((w >> (8 * sub)) & 0xffu);
     case kHostE5M2: return TlHostE5M2::decode((w >> (8 * sub)) & 0xffu);
     default: return (double)__uint_as_float(w & 0xffffe000u);  // tf32: the low 13 bits are not read
@@ -82,6 +84,17 @@ inline void mma_m16n8k32_s8_s32(int32_t* d, const uint32_t* a, const uint32_t* b
   detail::host_mma<32, 1>("mma.m16n8k32.s32.s8.s8.s32", detail::kHostS8, detail::kHostS8, reinterpret_cast<uint32_t*>(d), a, b,
                           reinterpret_cast<const uint32_t*>(c));
 }
+// s4 / u4: 8 nibbles a register, the lowest k in the low nibble (host_mma's generic layout at K = 64).
+struct int4x2_t { uint8_t bits; };
+struct uint4x2_t { uint8_t bits; };
+inline void mma_m16n8k64_s4_s32(int32_t* d, const uint32_t* a, const uint32_t* b, const int32_t* c) {
+  detail::host_mma<64, 1>("mma.m16n8k64.s32.s4.s4.s32", detail::kHostS4, detail::kHostS4, reinterpret_cast<uint32_t*>(d), a, b,
+                          reinterpret_cast<const uint32_t*>(c));
+}
+inline void mma_m16n8k64_u4_s32(int32_t* d, const uint32_t* a, const uint32_t* b, const int32_t* c) {
+  detail::host_mma<64, 1>("mma.m16n8k64.s32.u4.u4.s32", detail::kHostU4, detail::kHostU4, reinterpret_cast<uint32_t*>(d), a, b,
+                          reinterpret_cast<const uint32_t*>(c));
+}
 inline void mma_m16n8k8_tf32_f32(float* d, const uint32_t* a, const uint32_t* b, const float* c) {
   detail::host_mma<8, 0>("mma.m16n8k8.f32.tf32.tf32.f32", detail::kHostTF32, detail::kHostTF32, reinterpret_cast<uint32_t*>(d), a, b,
                          reinterpret_cast<const uint32_t*>(c));
@@ -125,12 +138,21 @@ TL_HOST_MMA_SPEC(half_t, half_t, float, 16, 8, 16, float, mma_m16n8k16_f16_f32)
 TL_HOST_MMA_SPEC(bfloat16_t, bfloat16_t, float, 16, 8, 16, float, mma_m16n8k16_bf16_f32)
 TL_HOST_MMA_SPEC(half_t, half_t, half_t, 16, 8, 16, uint32_t, mma_m16n8k16_f16_f16)
 TL_HOST_MMA_SPEC(int8_t, int8_t, int32_t, 16, 8, 32, int32_t, mma_m16n8k32_s8_s32)
+TL_HOST_MMA_SPEC(int4x2_t, int4x2_t, int32_t, 16, 8, 64, int32_t, mma_m16n8k64_s4_s32)
+TL_HOST_MMA_SPEC(uint4x2_t, uint4x2_t, int32_t, 16, 8, 64, int32_t, mma_m16n8k64_u4_s32)
 TL_HOST_MMA_SPEC(float, float, float, 16, 8, 8, float, mma_m16n8k8_tf32_f32)
 TL_HOST_MMA_SPEC(float8_e4m3_t, float8_e4m3_t, float, 16, 8, 32, float, mma_m16n8k32_e4m3e4m3_f32<>)
 TL_HOST_MMA_SPEC(float8_e4m3_t, float8_e5m2_t, float, 16, 8, 32, float, mma_m16n8k32_e4m3e5m2_f32<>)
 TL_HOST_MMA_SPEC(float8_e5m2_t, float8_e4m3_t, float, 16, 8, 32, float, mma_m16n8k32_e5m2e4m3_f32<>)
 TL_HOST_MMA_SPEC(float8_e5m2_t, float8_e5m2_t, float, 16, 8, 32, float, mma_m16n8k32_e5m2e5m2_f32<>)
 #undef TL_HOST_MMA_SPEC
+
+template <class T>
+struct values_per_byte { static constexpr int value = 1; };
+template <>
+struct values_per_byte<int4x2_t> { static constexpr int value = 2; };
+template <>
+struct values_per_byte<uint4x2_t> { static constexpr int value = 2; };
 }  // namespace detail
 
 template <class A, class B, class Acc, int M, int N, int K, class D>

@@ -3,7 +3,8 @@
 Takes: a Gemm op (its regions, dtypes, transposes, policy) and the thread count of its scope.
 Gives: wgmma_ok / wgmma_rs_ok (the warpgroup split for sm_90a's SS / RS forms, or the reason it
 cannot use them), wgmma_policy_grid (the split the gemm's GemmWarpPolicy asks for), grid_cost /
-accumulator_folds (whether that split pays over the squarest one), mma_ok (the warp grid for mma.sync), and the region predicates layout
+accumulator_folds (whether that split pays over the squarest one), mma_ok (the warp grid for mma.sync),
+nibble_gemm (int4 / uint4 operands as byte tiles: mma.sync m16n8k64 only), and the region predicates layout
 inference, the gemm lowering and warp specialization share (a whole tile, a panel slice, a box
 of an accumulator that a store can copy out), mma_ws_ok (an mma.sync gemm in the consumers of
 a warp-specialized TMA pipeline), and mma_rs_ok / mma_rs16_ok (an mma.sync gemm reading A from registers).
@@ -34,9 +35,18 @@ def whole(region, buf: Buffer) -> bool:
     return True
 
 
+def nibble_gemm(op: O.Gemm) -> str | None:
+    """"int4" / "uint4" when the gemm's operands are the byte tiles of 4-bit integer tiles
+    (nibble_tiles.py: two values a byte, K counted in bytes), else None."""
+    return op.packed or None
+
+
 def wgmma_ok(op: O.Gemm, threads: int) -> tuple[tuple | None, str | None]:
     """((wg_m, wg_n), None) when this gemm can run on wgmma (sm_90a), else (None, reason)."""
     a, b = op.A.buffer, op.B.buffer
+    if nibble_gemm(op) is not None:
+        return None, (f"wgmma has no 4-bit integer form, and sm_90 has no 4-bit mma.sync either ({nibble_gemm(op)} "
+                      "m16n8k64 compiles to int8 IMMA steps on unpacked operands); int8 tiles would take wgmma")
     if eight_bit_wgmma(op):
         kind = "int8" if a.dtype.name == "int8" else "fp8"
         if not op.transpose_B or op.transpose_A:
@@ -158,6 +168,8 @@ def sixteen_bit_wgmma(op: O.Gemm) -> bool:
 
 def eight_bit_wgmma(op: O.Gemm) -> bool:
     """The k32 wgmma forms: fp8 (e4m3 / e5m2) into float32, int8 into int32."""
+    if nibble_gemm(op) is not None:
+        return False
     a, b, c = op.A.buffer.dtype.name, op.B.buffer.dtype.name, op.C.buffer.dtype.name
     return a == b and ((a in ("float8_e4m3fn", "float8_e5m2") and c == "float32") or (a == "int8" and c == "int32"))
 
@@ -198,10 +210,11 @@ def mma_ok(op: O.Gemm, threads: int, half_acc: bool = False):
     """(warps_m, warps_n) when this gemm can run on mma.sync with C in registers, else None.
     half_acc: also accept fp16 x fp16 into a float16 C (the wgmma path has that form)."""
     a, b, c = op.A.buffer, op.B.buffer, op.C.buffer
-    if a.dtype != b.dtype or a.dtype.name not in ("float16", "bfloat16", "tfloat32", "int8"):
+    nibbles = nibble_gemm(op) is not None  # m16n8k64 .s4 / .u4 on the bytes: an int8 gemm's addressing
+    if a.dtype != b.dtype or (a.dtype.name not in ("float16", "bfloat16", "tfloat32", "int8") and not nibbles):
         return None
     tf32 = a.dtype.name == "tfloat32"  # m16n8k8 on the fp32 bits (the mma reads their tf32 part)
-    if a.dtype.name == "int8":  # m16n8k32.s32.s8.s8: both operands K-major (ldmatrix moves 16-bit pairs)
+    if a.dtype.name == "int8" or nibbles:  # m16n8k32.s32.s8.s8: both operands K-major (ldmatrix moves 16-bit pairs)
         if c.dtype.name != "int32" or op.transpose_A or not op.transpose_B or op.mnk[2] % 32:
             return None
     elif c.dtype.name != "float32" and not (half_acc and a.dtype.name == "float16" and c.dtype.name == "float16"):
@@ -224,7 +237,8 @@ def mma_ws_ok(op: O.Gemm, threads: int, staged: set) -> str | None:
     swizzled box, or 128-byte panels for rows longer than 128 bytes)."""
     a, b = op.A.buffer, op.B.buffer
     if a.dtype.name != "tfloat32" or b.dtype != a.dtype or op.C.buffer.dtype.name != "float32":
-        return f"mma.sync here takes tf32 operands into a float32 accumulator ({a.dtype}, {op.C.buffer.dtype})"
+        return (f"mma.sync here takes tf32 operands into a float32 accumulator ({nibble_gemm(op) or a.dtype}, "
+                f"{op.C.buffer.dtype})")
     if mma_ok(op, threads) is None:
         return "it cannot use mma.sync with its accumulator in registers"
     for r, kmajor in ((op.A, not op.transpose_A), (op.B, op.transpose_B)):

@@ -599,8 +599,9 @@ def _fuse(loop: S.For, before: list, counter: list):
         return None
     wait = _WAIT_RE.match(stmts[0].fmt)
     gemm = _GEMM_RE.match(stmts[-1].fmt)
-    # gemm_ss_pipe takes an even number of K slices: 2 x 16 (16-bit), 2 x 32 (int8)
-    if wait is None or gemm is None or int(gemm.group(3)) % (64 if "int8_t" in gemm.group(4) else 32):
+    # gemm_ss_pipe takes an even number of K slices: 2 x 16 (16-bit), 2 x 32 (int8; int4 / uint4 bytes)
+    byte_k = "int8_t" in gemm.group(4) or "int4x2_t" in gemm.group(4) if gemm is not None else False
+    if wait is None or gemm is None or int(gemm.group(3)) % (64 if byte_k else 32):
         return None
     views = {}  # read view name -> (storage name, numel, stage expr)
     i = 1

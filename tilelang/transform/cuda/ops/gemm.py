@@ -6,6 +6,9 @@ gemm is in the plan's `mma_gemms`). Gives: one call of our header's tile templat
     T.gemm(A_s, B_s, C)   ->   tl::gemm_ss<M, N, K, warps_m, warps_n, tA, tB, lda, ldb, true, true, T>(&A_s, &B_s, C_reg)
                                (sm_90a: tl::gemm_ss_sm90 / tl::gemm_rs_sm90, wgmma)
 
+(int4 / uint4 operands arrive as byte tiles, transform/cuda/nibble_tiles.py: K, lda and ldb count
+bytes and T is tl::int4x2_t / tl::uint4x2_t, mma.sync m16n8k64 on every arch),
+
 recording on the pass which shared tiles it reads swizzled or as 64-column panels, or, with no
 tensor-core path, a per-element k loop on CUDA cores (reported as a warning). A T.wgmma_gemm that
 cannot use wgmma is an error naming why.
@@ -25,7 +28,7 @@ from ....op.regions import matrix_coords, matrix_indices
 from ....op.registry import register_lowering
 from ...lower_tile_ops_cpu import region_indices
 from ..fold_accum_clear import clearing_call, wgmma_elems
-from ..gemm_paths import kmajor_panels, kmajor_rows_ok, wgmma_ok, whole
+from ..gemm_paths import kmajor_panels, kmajor_rows_ok, nibble_gemm, wgmma_ok, whole
 from ..lower_async import not_wgmma, tile_pointer
 from ..raw import Raw
 from .base import addr_of
@@ -48,21 +51,34 @@ def lower_gemm(low, op: O.Gemm):
     if id(op) in low.plan.mma_gemms and isinstance(lay, MmaAccFragment):
         return mma_gemm(low, op, creg, lay)
     m, n, k = op.mnk
+    nib = nibble_gemm(op)  # byte tiles of int4 / uint4 (nibble_tiles.py): k counts bytes, two values each
+    if nib is not None:
+        k = k * 2
     why = ""
-    if op.A.buffer.dtype.name == "int8" and (op.transpose_A or not op.transpose_B):
-        why = "; int8 mma.sync needs both operands K-major: transpose_A=False, transpose_B=True"
+    kind = nib or op.A.buffer.dtype.name
+    if kind in ("int8", "int4", "uint4") and (op.transpose_A or not op.transpose_B):
+        why = f"; {kind} mma.sync needs both operands K-major: transpose_A=False, transpose_B=True"
+    elif kind in ("int4", "uint4") and nib is None:
+        why = (f"; {kind} tiles take mma.sync only as whole bytes: shared tiles that only T.copy (an even "
+               "column start and count) and T.gemm use, with an int32 accumulator")
     low.warn(f"T.gemm {op.A.buffer.name} x {op.B.buffer.name} -> {op.C.buffer.name} runs on CUDA cores "
-             f"(no tensor-core path for {op.A.buffer.dtype}/{op.C.buffer.dtype}, shape {m}x{n}x{k}, "
+             f"(no tensor-core path for {nib or op.A.buffer.dtype}/{op.C.buffer.dtype}, shape {m}x{n}x{k}, "
              f"C {'in registers' if creg is not None else 'in shared memory'}{why})")
     acc = op.C.buffer.dtype
     kk = E.Var("kk", dt.int32)
 
+    def operand(r, rows, trans):  # element (row, kk) of A / B (rows: M or N)
+        kx = kk // 2 if nib is not None else kk
+        ld = E.BufferLoad(r.buffer, matrix_indices(r, *((kx, rows) if trans else (rows, kx))), r.buffer.dtype)
+        if nib is None:
+            return ld
+        # the value in nibble kk % 2 of the byte (the even k in the low nibble), sign-extended for int4
+        return E.cast(dt.as_dtype(nib), E.Binary(">>", E.cast(dt.int32, ld), (kk % 2) * 4, dt.int32))
+
     def make(cv, reg_ref):  # cv: C's tile coords; A, B, C are indexed through their matrix dims
         i, j = matrix_coords(op.C, cv)
-        a = E.BufferLoad(op.A.buffer, matrix_indices(op.A, *((kk, i) if op.transpose_A else (i, kk))),
-                         op.A.buffer.dtype)
-        b = E.BufferLoad(op.B.buffer, matrix_indices(op.B, *((j, kk) if op.transpose_B else (kk, j))),
-                         op.B.buffer.dtype)
+        a = operand(op.A, i, op.transpose_A)
+        b = operand(op.B, j, not op.transpose_B)
         s = E.Var("acc", acc)
         ref = reg_ref if reg_ref is not None else E.BufferLoad(op.C.buffer, region_indices(op.C, cv), acc)
         init = E.const(0, acc) if op.clear_accum else ref
@@ -100,7 +116,8 @@ def mma_gemm(low, op: O.Gemm, creg: Buffer, lay: MmaAccFragment):
             ptrs.append(tile_pointer(r, True, "T.gemm operand", op.span)[0])
             lds.append(const_int(r.ranges[-1][1]))
     m, n, k = op.mnk
-    t = {"float16": "tl::half_t", "bfloat16": "tl::bfloat16_t", "tfloat32": "float", "int8": "int8_t"}[a.dtype.name]
+    t = {"float16": "tl::half_t", "bfloat16": "tl::bfloat16_t", "tfloat32": "float", "int8": "int8_t",
+         "int4": "tl::int4x2_t", "uint4": "tl::uint4x2_t"}[nibble_gemm(op) or a.dtype.name]
     pre = []
     if op.clear_accum:
         pre.append(lower_fill(low, O.Fill(op.C, E.const(0, op.C.buffer.dtype))))
