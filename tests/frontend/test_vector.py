@@ -208,3 +208,55 @@ def test_vector_stores_that_do_not_fit_are_clear_errors():
                 s = T.alloc_var("float32")
                 s = T.float32x2(A[0], A[1])
                 A[0] = s
+
+
+def packed_kernel(dtype):
+    @T.prim_func
+    def k(A: T.Tensor((2 * N,), dtype), B: T.Tensor((2 * N,), dtype), C: T.Tensor((2 * N,), dtype),
+          O: T.Tensor((6, 2 * N), dtype)):
+        with T.Kernel(1, threads=N):
+            t = T.get_thread_binding()
+            idx = T.Ramp(2 * t, 1, 2)
+            a, b = A[idx], B[idx]
+            O[0, 2 * t:2 * t + 2] = T.add2(a, b)
+            O[1, idx] = T.sub2(a, b)
+            O[2, idx] = T.mul2(a, b)
+            O[3, idx] = T.fma2(a, b, C[idx])
+            O[4, idx] = T.max2(a, b)
+            O[5, idx] = T.abs2(T.min2(a, b))
+    return k
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("target", ["cpu"] + [pytest.param(f"cuda -arch={a}", marks=pytest.mark.nvrtc)
+                                               for a in ("sm_80", "sm_90a")])
+def test_packed_x2_ops_lane_by_lane(dtype, target):
+    td = getattr(torch, dtype)
+    a, b, c = (torch.randn(2 * N, dtype=torch.float64).to(td) for _ in range(3))
+    a[0], b[3] = float("nan"), float("nan")  # max2 / min2 ignore a NaN lane, as fmaxf / __hmax2
+    o = torch.full((6, 2 * N), 7.0, dtype=td)
+    kern = tilelang.compile(packed_kernel(dtype), target=target)
+    if target == "cpu":
+        kern(a, b, c, o)
+    else:
+        host_cuda_or_skip().HostProgram({"k": kern}).run("k", [a, b, c, o])
+    x, y, z = (v.double().numpy() for v in (a, b, c))
+
+    def rounded(v):
+        return torch.from_numpy(v).to(td).double().numpy()
+
+    got = o.double().numpy()
+    for row, ref in enumerate([x + y, x - y, x * y, None, np.fmax(x, y), np.abs(np.fmin(x, y))]):
+        if ref is not None:
+            np.testing.assert_array_equal(got[row], rounded(ref))
+    # one rounding of the exact x * y + z (bfloat16: the float32 fma rounded again, within an ulp)
+    np.testing.assert_allclose(got[3], rounded(x * y + z), rtol=0 if dtype != "bfloat16" else 2 ** -7, atol=0)
+
+
+def test_packed_x2_ops_check_their_operands():
+    with pytest.raises(ValueError, match="same dtype"):
+        T.add2(T.float16x2(1.0, 2.0), T.bfloat16x2(1.0, 2.0))
+    with pytest.raises(ValueError, match="expected dtype in"):
+        T.abs2(T.float64x2(1.0, 2.0))
+    with pytest.raises(TypeError, match="packed x2 value"):
+        T.max2(1.0, 2.0)

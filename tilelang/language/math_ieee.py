@@ -1,5 +1,5 @@
 """Float arithmetic with a stated rounding: `T.ieee_add(a, b, "rz")`, `T.fma(a, b, c)`, `T.fmul(a, b)`,
-`T.fast_rcp(x)`; and the packed x2 ops (`T.add2` ...), which need vector dtypes we do not have.
+`T.fast_rcp(x)`; and the packed x2 ops (`T.add2` ...) on float32x2 / float16x2 / bfloat16x2 vector values.
 
 `rounding_mode` is one of "rn" (to nearest, ties to even), "rz" (toward zero), "ru" (toward
 +inf), "rd" (toward -inf). On CUDA these print as CUDA's own intrinsics (`__fadd_rz`,
@@ -105,46 +105,68 @@ def fast_rcp(x):
     return E.Call("fast_rcp", (x,), x.dtype)
 
 
-def _packed(name: str):
-    raise DSLTypeError(
-        f"T.{name} computes on packed x2 values (float32x2 / float16x2 / bfloat16x2); vector dtypes are "
-        "not kernel element types in this implementation. Write the elementwise operation on scalar "
-        "elements in a T.Parallel loop (x + y, T.max(x, y), T.fma(x, y, z) ...): copies and loops are "
-        "vectorized by the compiler")
+_PACKED_X2 = ("float32x2", "float16x2", "bfloat16x2")
 
 
-# The packed x2 ops of the public TileLang (float32x2 / float16x2 / bfloat16x2 operands only):
-# each raises DSLTypeError here, saying to write the scalar operation instead.
+def _packed(name: str, fn, *xs):
+    """The packed x2 op `name` on vector values of one of float32x2 / float16x2 / bfloat16x2: `fn` on
+    each lane pair (frontend/vector.py), each lane rounded to its dtype as the scalar op rounds."""
+    from ..frontend.vector import VectorValue
+
+    for x in xs:
+        if not getattr(x, "is_tl_vector", False) and not isinstance(x, E.Expr):
+            raise TypeError(f"T.{name}: expected a packed x2 value ({', '.join(_PACKED_X2)}), got {type(x).__name__}")
+        if str(x.dtype) not in _PACKED_X2:
+            raise ValueError(f"T.{name}: expected dtype in {list(_PACKED_X2)}, got '{x.dtype}'")
+    if len({str(x.dtype) for x in xs}) > 1:
+        raise ValueError(f"T.{name}: expected all packed x2 arguments to have the same dtype, got "
+                         f"{[str(x.dtype) for x in xs]}")
+    for x in xs:
+        if not getattr(x, "is_tl_vector", False):
+            raise DSLTypeError(f"T.{name}: {x} is an expression of dtype {x.dtype}, which this implementation "
+                               f"does not have; build the value from its lanes: T.{x.dtype}(a, b)")
+    return VectorValue([fn(*lane) for lane in zip(*(x.values for x in xs))], xs[0].dtype)
+
+
+# The packed x2 ops of the public TileLang, on float32x2 / float16x2 / bfloat16x2 vector values
+# (`T.float16x2(a, b)`, `T.reinterpret(w, T.bfloat16x2)` ...): lane by lane.
 def add2(x, y):
-    """Packed element-wise x + y (packed x2 dtypes only; raises DSLTypeError here)."""
-    _packed("add2")
+    """Packed element-wise x + y: `T.add2(T.float16x2(a, b), T.float16x2(c, d))` is (a + c, b + d)."""
+    return _packed("add2", lambda a, b: a + b, x, y)
 
 
 def sub2(x, y):
-    """Packed element-wise x - y (packed x2 dtypes only; raises DSLTypeError here)."""
-    _packed("sub2")
+    """Packed element-wise x - y."""
+    return _packed("sub2", lambda a, b: a - b, x, y)
 
 
 def mul2(x, y):
-    """Packed element-wise x * y (packed x2 dtypes only; raises DSLTypeError here)."""
-    _packed("mul2")
+    """Packed element-wise x * y."""
+    return _packed("mul2", lambda a, b: a * b, x, y)
 
 
 def fma2(x, y, z):
-    """Packed element-wise x * y + z (packed x2 dtypes only; raises DSLTypeError here)."""
-    _packed("fma2")
+    """Packed element-wise x * y + z, each lane fused (one rounding)."""
+    return _packed("fma2", fma, x, y, z)
+
+
+def _nan_ignoring(op):
+    # through float32, whose max / min ignore a NaN operand (fmaxf): exact, the result is an operand
+    def f(a, b):
+        return E.cast(a.dtype, E.call(op, E.cast(dt.float32, a), E.cast(dt.float32, b)))
+    return f
 
 
 def max2(x, y):
-    """Packed element-wise maximum (packed x2 dtypes only; raises DSLTypeError here)."""
-    _packed("max2")
+    """Packed element-wise maximum (a NaN lane is ignored, as CUDA's fmaxf / __hmax2)."""
+    return _packed("max2", _nan_ignoring("max"), x, y)
 
 
 def min2(x, y):
-    """Packed element-wise minimum (packed x2 dtypes only; raises DSLTypeError here)."""
-    _packed("min2")
+    """Packed element-wise minimum (a NaN lane is ignored, as CUDA's fminf / __hmin2)."""
+    return _packed("min2", _nan_ignoring("min"), x, y)
 
 
 def abs2(x):
-    """Packed element-wise |x| (packed x2 dtypes only; raises DSLTypeError here)."""
-    _packed("abs2")
+    """Packed element-wise |x|."""
+    return _packed("abs2", lambda a: E.call("abs", a), x)
