@@ -62,3 +62,14 @@ def test_fp8_roundtrip_with_chosen_type(fmt):
     ref = x.to(fp8.as_torch())
     assert torch.equal(q.view(torch.uint8), ref.view(torch.uint8))
     assert torch.equal(y, ref.double())
+
+
+def test_resolve_torch_storage_dtype_names_the_tensors_that_hold_a_dtype():
+    # sub-byte integers live in bytes, tf32 in float32, the rest in their own torch dtype
+    want = {T.int4: T.int8, "uint4": T.uint8, T.tfloat32: T.float32, T.float16: T.float16, T.int32: T.int32,
+            T.float8_e4m3fn: T.float8_e4m3fn,
+            T.float4_e2m1fn: T.float4_e2m1fnx2 if hasattr(torch, "float4_e2m1fn_x2") else T.int8}
+    for logical, storage in want.items():
+        got = D.resolve_torch_storage_dtype(logical)
+        assert got == storage and isinstance(got, T.dtype), (logical, got)
+        assert got.as_torch() == T.dtype(logical).as_torch()  # a fixed point: storage of storage

@@ -67,6 +67,12 @@ def get_tvm_dtype(value) -> DType:
     return as_dtype(value)
 
 
+def resolve_torch_storage_dtype(value) -> DType:
+    """The dtype of the torch tensors that store `value`'s values: int4 -> int8, uint4 -> uint8,
+    float4_e2m1fn -> float4_e2m1fnx2 (int8 where torch lacks it), tfloat32 -> float32, others themselves."""
+    return as_dtype(as_dtype(value).as_torch())
+
+
 def is_float4_e2m1fn(value) -> bool:
     """Packed 4-bit FP4 (E2M1)."""
     return as_dtype(value).is_float4_e2m1fn()
@@ -116,5 +122,6 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = list(_all_dtypes) + ["dtype", "AnyDType", "get_tvm_dtype", "is_float4_e2m1fn", "is_float4_e2m1_unpacked",
+__all__ = list(_all_dtypes) + ["dtype", "AnyDType", "get_tvm_dtype", "resolve_torch_storage_dtype",
+                               "is_float4_e2m1fn", "is_float4_e2m1_unpacked",
                                "is_float4", "is_f8f6f4_family", "validate_gemm_ab_dtypes"]
