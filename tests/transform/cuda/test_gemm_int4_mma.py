@@ -12,13 +12,15 @@ import torch
 
 import tilelang
 import tilelang.language as T
+from tilelang.layout import make_swizzled_layout
 
 LIMITS = {"int4": (-8, 8), "uint4": (0, 16)}
 
 
 def gemm_nt(M, N, K, bM, bN, bK, threads=128, dtype="int4", stages=3, trans_b=True, c_shared=False,
-            touch_a=False):
-    """c_shared: the accumulator is a shared tile; touch_a: A's tile is also read element by element."""
+            touch_a=False, annotate=False):
+    """c_shared: the accumulator is a shared tile; touch_a: A's tile is also read element by element;
+    annotate: both tiles pinned to make_swizzled_layout."""
     b_shape, bs_shape = ((N, K), (bN, bK)) if trans_b else ((K, N), (bK, bN))
 
     @T.prim_func
@@ -30,6 +32,8 @@ def gemm_nt(M, N, K, bM, bN, bK, threads=128, dtype="int4", stages=3, trans_b=Tr
                 C_acc = T.alloc_shared((bM, bN), T.int32)
             else:
                 C_acc = T.alloc_fragment((bM, bN), T.int32)
+            if annotate:
+                T.annotate_layout({A_shared: make_swizzled_layout(A_shared), B_shared: make_swizzled_layout(B_shared)})
             T.clear(C_acc)
             for ko in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
                 T.copy(A[by * bM, ko * bK], A_shared)
@@ -123,6 +127,22 @@ def test_mma_sync_s4_on_the_host_emulator(host, arch, dtype, M, N, K, bM, bN, bK
     a, b, c = operands(M, N, K, dtype)
     host_run(host, kern, [pack(a), pack(b), c])
     assert torch.equal(c.long(), reference(a, b, dtype))
+
+
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_swizzle_annotated_tiles_still_take_mma_sync(host, arch):
+    """T.annotate_layout(make_swizzled_layout) of the int4 tiles: their byte tiles are swizzled instead."""
+    M, N, K = 64, 64, 256
+    for target in ("cpu", f"cuda -arch={arch}"):
+        kern, msgs = compile_(gemm_nt(M, N, K, 32, 32, 128, stages=2, annotate=True), target)
+        a, b, c = operands(M, N, K, "int4")
+        if target == "cpu":
+            kern(pack(a), pack(b), c)
+        else:
+            assert "tl::int4x2_t" in kern.get_kernel_source() and not any("CUDA cores" in m for m in msgs), msgs
+            host_run(host, kern, [pack(a), pack(b), c])
+        assert torch.equal(c.long(), reference(a, b, "int4")), target
 
 
 @pytest.mark.nvrtc

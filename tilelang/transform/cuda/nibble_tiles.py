@@ -15,8 +15,9 @@ cp.async, no vectors, no swizzle, no ldmatrix, a CUDA-core gemm); as bytes it is
     T.gemm(A_shared, B_shared, C, transpose_B=True)        T.gemm(A_shared, B_shared, C, transpose_B=True)
 
 A tile qualifies when every use is a T.copy with a global tensor or another such tile of the same
-dtype over whole bytes (the last dim's start and extent even), or an int32-accumulating T.gemm
-whose operands are both such tiles, K-major (A M x K, B N x K with transpose_B=True) and whole;
+dtype over whole bytes (the last dim's start and extent even), an int32-accumulating T.gemm
+whose operands are both such tiles, K-major (A M x K, B N x K with transpose_B=True) and whole,
+or a T.annotate_layout of it as row-major or make_swizzled_layout (which then swizzles the bytes);
 any other use (an element access, a fill, a fragment, a strided tensor) keeps it as nibbles.
 """
 from __future__ import annotations
@@ -30,6 +31,8 @@ from ...ir import stmt as S
 from ...ir.buffer import Buffer, BufferRegion
 from ...ir.stmt import PrimFunc
 from ...ir.visitor import Mutator, collect
+from ...layout.layout import Layout
+from ...layout.swizzle import make_swizzled_layout
 from ...op import tile_ops as O
 from ...op.thread_ops import DeclBuffer
 
@@ -86,6 +89,11 @@ def _qualifying(body, tiles: dict, params: set) -> dict:
                 for b in {r.buffer.uid for r in _regions(node)} & tiles.keys():
                     uses[b].append(node)
                 return node
+            if isinstance(node, O.AnnotateLayout):
+                for b, _ in node.layouts:
+                    if b.uid in tiles:
+                        uses[b.uid].append(node)
+                return node
             if isinstance(node, S.Allocate) and node.buffer.uid in tiles:
                 return node
             if isinstance(node, Buffer) and node.uid in tiles:
@@ -113,6 +121,8 @@ def _regions(op) -> tuple:
 def _use_ok(op, tiles: dict, params: set) -> bool:
     if isinstance(op, O.Gemm):
         return _gemm_ok(op, tiles)
+    if isinstance(op, O.AnnotateLayout):
+        return all(_layout_kind(b, lay) is not None for b, lay in op.layouts if b.uid in tiles)
     if not isinstance(op, O.Copy) or op.no_wait:
         return False
     s, d = op.src.buffer, op.dst.buffer
@@ -151,9 +161,31 @@ class _Rewrite(Mutator):
             return replace(op, A=self.region(op.A), B=self.region(op.B), packed=op.A.buffer.dtype.name)
         return op
 
+    def visit_AnnotateLayout(self, op: O.AnnotateLayout):
+        out = []
+        for b, lay in op.layouts:
+            kind = _layout_kind(b, lay) if b.uid in self.tiles else None
+            if kind is None:
+                out.append((b, lay))
+                continue
+            t = self.tiles[b.uid]
+            shape = t.static_shape
+            out.append((t, make_swizzled_layout(t) if kind == "swizzled" else Layout(shape, lambda i, j: (i, j))))
+        return replace(op, layouts=tuple(out))
+
     def visit_Allocate(self, a: S.Allocate):
         b = self.tiles.get(a.buffer.uid)
         return a if b is None else replace(a, buffer=b)
+
+
+def _layout_kind(b: Buffer, lay) -> str | None:
+    """"row-major" / "swizzled" for an annotation of a 2-d tile that its byte tile can keep, else None."""
+    shape = b.static_shape
+    if not isinstance(lay, Layout) or shape is None or len(shape) != 2 or tuple(lay.shape) != shape:
+        return None
+    if lay == Layout(shape, lambda i, j: (i, j)):
+        return "row-major"
+    return "swizzled" if lay == make_swizzled_layout(b) else None
 
 
 def _bytes_of(b: Buffer, name: str) -> Buffer:
