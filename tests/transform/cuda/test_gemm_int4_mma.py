@@ -177,11 +177,18 @@ def test_other_forms_run_on_cuda_cores_and_say_why(host, variant, why):
 
 @pytest.mark.nvrtc
 def test_real_example_shape_compiles_for_sm80_and_sm90a():
-    """The public example's 1024^3 gemm with 128 x 128 x 64 tiles at 128 threads."""
+    """The public example's 1024^3 gemm with 128 x 128 x 64 tiles at 128 threads: the SASS has the
+    4-bit IMMA on sm_80 and ldmatrix + 16-byte cp.async (LDGSTS) on both."""
+    from tilelang.backend.cuda import sass
+
     for arch in ("sm_80", "sm_90a"):
         kern, msgs = compile_(gemm_nt(1024, 1024, 1024, 128, 128, 64), f"cuda -arch={arch}")
         assert "tl::int4x2_t" in kern.get_kernel_source()
         assert not any("CUDA cores" in m for m in msgs), msgs
+        if sass.sass_available():
+            text = sass.disassemble(kern.artifact.compiled.cubin)
+            assert "LDSM" in text and "LDGSTS.E.BYPASS.128" in text
+            assert ("IMMA.16864.S4.S4" in text) == (arch == "sm_80")  # sm_90: int8 IMMA steps
 
 
 @pytest.mark.cuda
