@@ -16,10 +16,15 @@ our backends (see `transform/check_dtypes.py`):
   rounds |x| UP to a power of two, |x| <= 2^-127 (0 too) gives 2^-127, |x| > 2^127 and inf give
   2^127 (as CUDA's __nv_cvt_float_to_e8m0 with satfinite / round-up, which the public TileLang
   uses; torch's own cast rounds to nearest instead); float64 converts from the double.
-- int4, uint4, float6_*, float8_e4m3fnuz/e5m2fnuz/e3m4/e4m3b11fnuz,
+- int4, uint4 ("uint4": the public surface has no T.uint4): packed two per byte as float4_e2m1fn
+  is; an int4 load sign-extends its nibble, a store keeps the low 4 bits, arithmetic and casts
+  wrap to 4 bits. A (..., N) buffer is an int8 (uint4: uint8) tensor of shape (..., N // 2).
+  T.gemm of int4 / uint4 tiles into int32 takes mma.sync m16n8k64 on CUDA.
+- float6_*, float8_e4m3fnuz/e5m2fnuz/e3m4/e4m3b11fnuz,
   float4_e2m1_unpacked and vector (`x2`..`x64`) types: names only for now; a kernel that
   stores or computes them fails to compile with a message naming the dtype and target.
-  `.as_torch()` gives their torch storage type (int4 -> int8, float4_e2m1fn -> float4_e2m1fn_x2).
+  `.as_torch()` gives their torch storage type (int4 -> int8, float4_e2m1fn -> float4_e2m1fn_x2;
+  resolve_torch_storage_dtype gives it as a dtype).
 
 Example::
 
