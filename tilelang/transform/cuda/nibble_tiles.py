@@ -30,7 +30,7 @@ from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.buffer import Buffer, BufferRegion
 from ...ir.stmt import PrimFunc
-from ...ir.visitor import Mutator, collect
+from ...ir.visitor import Mutator, Visitor, collect
 from ...layout.layout import Layout
 from ...layout.swizzle import make_swizzled_layout
 from ...op import tile_ops as O
@@ -83,25 +83,25 @@ def _qualifying(body, tiles: dict, params: set) -> dict:
     tiles = dict(tiles)
     uses: dict = {uid: [] for uid in tiles}
 
-    class _Uses(Mutator):  # records the statement of each use; a tile op's regions count as one use
+    class _Uses(Visitor):  # records the statement of each use; a tile op's regions count as one use
         def visit(self, node):
             if isinstance(node, (O.Copy, O.Gemm)):
                 for b in {r.buffer.uid for r in _regions(node)} & tiles.keys():
                     uses[b].append(node)
-                return node
+                return
             if isinstance(node, O.AnnotateLayout):
                 for b, _ in node.layouts:
                     if b.uid in tiles:
                         uses[b.uid].append(node)
-                return node
+                return
             if isinstance(node, S.Allocate) and node.buffer.uid in tiles:
-                return node
+                return
             if isinstance(node, Buffer) and node.uid in tiles:
                 uses[node.uid].append(None)  # any other reference: an element access, a fill, a view ...
-                return node
+                return
             if isinstance(node, E.BufferLoad) and node.buffer.uid in tiles:
                 uses[node.buffer.uid].append(None)
-            return super().visit(node)
+            super().visit(node)
 
     _Uses().visit(body)
     changed = True
