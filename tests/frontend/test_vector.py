@@ -91,24 +91,28 @@ def lanes_check(x, h, i8, y, hs, yh, r, b8):
 
 def atomics_kernel():
     @T.prim_func
-    def k(D: T.Tensor((8,), "float32"), V: T.Tensor((N, 8), "float32"), P: T.Tensor((N, 6), "float32")):
+    def k(D: T.Tensor((8,), "float32"), V: T.Tensor((N, 8), "float32"), P: T.Tensor((N, 6), "float32"),
+          W: T.Tensor((2,), "float32")):
         with T.Kernel(1, threads=N):
             t = T.get_thread_binding()
             P[t, 0:2] = T.atomic_addx2(D[0:2], V[t, 0:2], return_prev=True)
             prev = T.atomic_addx4(D[T.Ramp(2, 1, 4)], V[t, 2:6], return_prev=True)
             P[t, 2:6] = prev
             T.atomic_addx2(D[6], V[t, 6])
+            if t == 0:
+                T.atomic_addx2(W, V[t, 0:2])  # a whole buffer: from its first element
     return k
 
 
 def atomics_args():
     d = torch.randint(-50, 50, (8,)).float()
     v = torch.randint(1, 9, (N, 8)).float()  # small integers: every partial sum is exact
-    return d, v, torch.full((N, 6), float("nan"))
+    return d, v, torch.full((N, 6), float("nan")), torch.randint(-9, 9, (2,)).float()
 
 
-def atomics_check(d0, d, v, p):
+def atomics_check(d0, d, v, p, w0, w):
     """Each lane's previous values chain: sorted, each is the one before plus that thread's value."""
+    np.testing.assert_array_equal(w.numpy(), (w0 + v[0, 0:2]).numpy())
     d0, d, v, p = (a.double().numpy() for a in (d0, d, v, p))
     for j in range(6):
         order = np.argsort(p[:, j], kind="stable")
@@ -125,10 +129,10 @@ def test_vector_lanes_on_cpu():
 
 
 def test_vector_atomics_return_prev_on_cpu():
-    d, v, p = atomics_args()
-    d0 = d.clone()
-    tilelang.compile(atomics_kernel(), target="cpu")(d, v, p)
-    atomics_check(d0, d, v, p)
+    d, v, p, w = atomics_args()
+    d0, w0 = d.clone(), w.clone()
+    tilelang.compile(atomics_kernel(), target="cpu")(d, v, p, w)
+    atomics_check(d0, d, v, p, w0, w)
 
 
 @pytest.mark.nvrtc
@@ -144,10 +148,10 @@ def test_vector_lanes_on_host(arch):
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 def test_vector_atomics_return_prev_on_host(arch):
     host = host_cuda_or_skip()
-    d, v, p = atomics_args()
-    d0 = d.clone()
-    host.HostProgram({"k": tilelang.compile(atomics_kernel(), target=f"cuda -arch={arch}")}).run("k", [d, v, p])
-    atomics_check(d0, d, v, p)
+    d, v, p, w = atomics_args()
+    d0, w0 = d.clone(), w.clone()
+    host.HostProgram({"k": tilelang.compile(atomics_kernel(), target=f"cuda -arch={arch}")}).run("k", [d, v, p, w])
+    atomics_check(d0, d, v, p, w0, w)
 
 
 def test_values_outside_a_kernel():
@@ -260,3 +264,34 @@ def test_packed_x2_ops_check_their_operands():
         T.abs2(T.float64x2(1.0, 2.0))
     with pytest.raises(TypeError, match="packed x2 value"):
         T.max2(1.0, 2.0)
+
+
+def negative_lanes_kernel():
+    @T.prim_func
+    def k(A: T.Tensor((64,), "float32"), B: T.Tensor((6, 4), "float32"), C: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=1):
+            for t in T.serial(6):
+                B[t, T.Ramp(0, 1, 4)] = A[T.Ramp(t - 3, 1, 4)]  # lanes of unknown sign count from the end
+            for t in T.serial(6):
+                C[T.Ramp(2 * t - 5, 2, 2)] = B[t, 1:3]
+    return k
+
+
+@pytest.mark.parametrize("target", ["cpu"] + [pytest.param(f"cuda -arch={a}", marks=pytest.mark.nvrtc)
+                                               for a in ("sm_80", "sm_90a")])
+def test_vector_index_lanes_of_unknown_sign_wrap(target):
+    a = torch.randn(64)
+    b, c = torch.full((6, 4), float("nan")), torch.full((64,), float("nan"))
+    kern = tilelang.compile(negative_lanes_kernel(), target=target)
+    if target == "cpu":
+        kern(a, b, c)
+    else:
+        host_cuda_or_skip().HostProgram({"k": kern}).run("k", [a, b, c])
+    an = a.numpy()
+    bref = np.array([[an[(t - 3 + j) % 64] for j in range(4)] for t in range(6)])
+    np.testing.assert_array_equal(b.numpy(), bref)
+    cref = np.full(64, np.nan, dtype=np.float32)
+    for t in range(6):
+        for j in range(2):
+            cref[(2 * t - 5 + 2 * j) % 64] = bref[t, 1 + j]
+    np.testing.assert_array_equal(c.numpy(), cref)

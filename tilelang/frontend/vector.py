@@ -24,6 +24,7 @@ from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.buffer import Buffer, BufferRegion
 from ..ir.visitor import collect
+from ..transform.legalize_negative_index import VECTOR_LANE_INDEX
 from . import builder as B
 
 _BITS = (8, 16, 32, 64)
@@ -294,7 +295,18 @@ def _vector_positions(buffer, idx) -> list:
                            f"({', '.join(str(v.dtype) for v in vecs)})")
     if any(isinstance(i, slice) for i in idx):
         raise DSLTypeError(f"{buffer.name}[...]: a vector index (T.Ramp) and a slice in one access is not supported")
-    return [tuple(i.values[k] if getattr(i, "is_tl_vector", False) else i for i in idx) for k in range(n)]
+    return [tuple(_lane_index(i.values[k]) if getattr(i, "is_tl_vector", False) else i for i in idx)
+            for k in range(n)]
+
+
+def _lane_index(x):
+    """A lane of a vector index: a signed one that may be negative is marked, for legalize_negative_index to
+    count from the end of the dim (at run time where its sign is unknown), as the public TileLang does."""
+    x = E.as_expr(x)
+    v = E.const_value(x)
+    if isinstance(v, int) or not (x.dtype.is_int and x.dtype.is_signed):
+        return x
+    return E.Call(VECTOR_LANE_INDEX, (x,), x.dtype)
 
 
 def region_positions(region: BufferRegion, what: str) -> list:

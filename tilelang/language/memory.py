@@ -25,7 +25,7 @@ def _element(x, what) -> E.BufferLoad:
 
 def _lane_elements(n: int, x, what) -> list:
     """The n elements an x2 / x4 operand names: x[..., j] (and the next n - 1 along the last dim),
-    a region x[..., j:j + n], or a vector of elements (x[T.Ramp(j, 1, n)])."""
+    a region x[..., j:j + n], a vector of elements (x[T.Ramp(j, 1, n)]) or a whole buffer (from its start)."""
     if getattr(x, "is_tl_vector", False):
         if x.lanes != n:
             raise DSLTypeError(f"{what}: expected {n} lanes, got the {x.dtype} vector {x!r}")
@@ -35,7 +35,12 @@ def _lane_elements(n: int, x, what) -> list:
         if len(pos) != n:
             raise DSLTypeError(f"{what}: the region {x!r} holds {len(pos)} elements, expected {n}")
         return [E.BufferLoad(x.buffer, p, x.buffer.dtype) for p in pos]
-    ld = _element(x, what)
+    if isinstance(x, Buffer) and x.scope != "local.var":  # a whole buffer: from its first element
+        ld = E.BufferLoad(x, (E.const(0),) * x.ndim, x.dtype)
+        if x.static_shape is not None and x.numel() < n:
+            raise DSLTypeError(f"{what}: {x.name} has {x.numel()} elements, fewer than {n}")
+    else:
+        ld = _element(x, what)
     out = []
     for u in range(n):
         idx = list(ld.indices)

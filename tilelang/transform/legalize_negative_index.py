@@ -8,7 +8,9 @@ as the public TileLang does on every target:
     for i in T.serial(4):                   for i in T.serial(4):
         B[i] = A[-i - 1]          ->            B[i] = A[16 + (-i - 1)]     # A has 16 elements
 
-An index whose sign is unknown or varies (`A[i - 1]` for i in [0, 3], `A[shift + i]`) is left as written.
+An index whose sign is unknown or varies (`A[i - 1]` for i in [0, 3], `A[shift + i]`) is left as written,
+except a lane of a vector index (`A[T.Ramp(t - 2, 1, 4)]`, marked by the parser, frontend/vector.py): it
+is wrapped at run time (`l < 0 ? extent + l : l`), as the public TileLang does for vector indices.
 Constant negative indices were already wrapped by the parser (Buffer.__getitem__ / the store path);
 slices (tile-op regions) are not touched. Both backends run this pass first.
 """
@@ -22,6 +24,8 @@ from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.stmt import PrimFunc
 from ..ir.visitor import Mutator
+
+VECTOR_LANE_INDEX = "vector_lane_index"  # the parser's mark on a lane of a vector index (frontend/vector.py)
 
 
 class _Wrap(TrackRanges, Mutator):
@@ -52,10 +56,23 @@ class _Wrap(TrackRanges, Mutator):
             return indices
         out = []
         for idx, dim in zip(indices, buf.shape):
+            if isinstance(idx, E.Call) and idx.op == VECTOR_LANE_INDEX:
+                out.append(self.lane(idx.args[0], dim))
+                continue
             t = E.as_expr(idx).dtype
             hi = self.ranges.upper(_Negations().visit(E.as_expr(idx))) if t.is_int and t.is_signed else None
             out.append(simplify(E.as_expr(dim) + idx) if hi is not None and hi < 0 else idx)
         return indices if all(a is b for a, b in zip(out, indices)) else tuple(out)
+
+    def lane(self, idx, dim):
+        """A lane of a vector (T.Ramp) index: wrapped where proved negative, kept where proved not, and
+        wrapped at run time where its sign is unknown (the public TileLang's rule for vector indices)."""
+        e = _Negations().visit(idx)
+        hi, lo = self.ranges.upper(e), self.ranges.lower(e)
+        if lo is not None and lo >= 0:
+            return idx
+        wrapped = simplify(E.as_expr(dim) + idx)
+        return wrapped if hi is not None and hi < 0 else E.select(idx < 0, wrapped, idx)
 
     def visit_BufferLoad(self, e: E.BufferLoad):
         e2 = self.generic(e)
