@@ -1,11 +1,12 @@
-"""Split T.Parallel loops at the barriers of their body (CPU).
+"""Split T.Parallel loops at the barriers of their body (both backends).
 
-A barrier at the top level of a T.Parallel body (T.sync_threads, T.sync_grid) means what it means
-on the GPU, where the loop's elements are spread over the threads: every element's statements
-before it run before any element's statements after it. The CPU backend runs a T.Parallel nest as
-one serial loop per block, so this pass splits the nest there, one nest per part, the barrier
-between them (where cpu_threads / the C codegen give it its meaning: a no-op between the block's
-serial loops for T.sync_threads, the grid barrier for T.sync_grid).
+A barrier at the top level of a T.Parallel body (T.sync_threads, T.sync_grid) means every element's
+statements before it run before any element's statements after it. The CPU backend runs a T.Parallel
+nest as one serial loop per block, and the CUDA backend deals the elements to the threads in guarded
+per-thread loops (a barrier there would be reached by some threads only, or a different number of
+times), so this pass splits the nest there, one nest per part, the barrier between them (where
+cpu_threads / the C codegen give it its meaning on the CPU: a no-op between the block's serial loops for
+T.sync_threads, the grid barrier for T.sync_grid; on CUDA a __syncthreads every thread reaches).
 
 Expects: tile-level IR (the parser's output), before cpu_threads.
 Guarantees: no barrier call is left inside a T.Parallel loop. A barrier under a branch or a serial

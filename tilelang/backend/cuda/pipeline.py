@@ -27,6 +27,7 @@ from ...transform.check_index_ranges import check_index_ranges_pass
 from ...transform.global_layouts import global_layouts_pass
 from ...transform.widen_fragments import widen_fragments_pass
 from ...transform.legalize_negative_index import legalize_negative_index
+from ...transform.parallel_barriers import split_parallel_barriers
 from ...transform.legalize_safe_memory import legalize_safe_memory
 from ...transform.thread_scopes import thread_axes, thread_scopes_pass
 from ...transform.cuda.thread_branches import thread_branches_pass
@@ -445,6 +446,7 @@ PASSES = [
     ("global_layouts", global_layouts_pass),
     ("legal_names", legal_names_pass),
     ("simplify", simplify_pass),
+    ("parallel_barriers", split_parallel_barriers),  # a barrier in a T.Parallel body: no guarded __syncthreads
     ("thread_scopes", thread_scopes_pass),
     ("thread_branches", thread_branches_pass),
     ("lower_gemm_sp", lower_gemm_sp),
