@@ -295,3 +295,31 @@ def test_vector_index_lanes_of_unknown_sign_wrap(target):
         for j in range(2):
             cref[(2 * t - 5 + 2 * j) % 64] = bref[t, 1 + j]
     np.testing.assert_array_equal(c.numpy(), cref)
+
+
+def lanewise_math_kernel():
+    @T.prim_func
+    def k(X: T.Tensor((4 * N,), "float32"), Y: T.Tensor((4 * N,), "float32"), Z: T.Tensor((4 * N,), "float32")):
+        with T.Kernel(1, threads=N):
+            t = T.get_thread_binding()
+            v = X[T.Ramp(4 * t, 1, 4)]
+            Y[4 * t:4 * t + 4] = T.if_then_else(v > 0, T.exp(-v), T.max(v, -0.5)) + T.abs(v) * T.sqrt(T.abs(v))
+            Z[4 * t:4 * t + 4] = v
+            Z[4 * t:4 * t + 4] += T.cast(T.cast(v, "float16x4"), "float32x4")  # a slice +=, a cast round trip
+    return k
+
+
+@pytest.mark.parametrize("target", ["cpu"] + [pytest.param(f"cuda -arch={a}", marks=pytest.mark.nvrtc)
+                                               for a in ("sm_80", "sm_90a")])
+def test_lanewise_math_select_and_slice_augassign(target):
+    x = torch.randn(4 * N, dtype=torch.float64).float()
+    y, z = torch.full((4 * N,), float("nan")), torch.full((4 * N,), float("nan"))
+    kern = tilelang.compile(lanewise_math_kernel(), target=target)
+    if target == "cpu":
+        kern(x, y, z)
+    else:
+        host_cuda_or_skip().HostProgram({"k": kern}).run("k", [x, y, z])
+    xd = x.double().numpy()
+    ref = np.where(xd > 0, np.exp(-xd), np.maximum(xd, -0.5)) + np.abs(xd) * np.sqrt(np.abs(xd))
+    np.testing.assert_allclose(y.double().numpy(), ref, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(z.numpy(), (xd + xd.astype(np.float16).astype(np.float64)).astype(np.float32))

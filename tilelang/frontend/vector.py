@@ -75,6 +75,18 @@ class VectorValue:
     def tl_unop(self, op):
         return VectorValue([E.unop(op, x) for x in self.values])
 
+    def tl_select(self, cond, a, b):
+        n = self.lanes
+        return VectorValue([E.select(c, x, y) for c, x, y in zip(spread(cond, n), spread(a, n), spread(b, n))])
+
+    def tl_call(self, op, args, dtype=None):
+        return self.tl_map(lambda *lane: E.call(op, *lane, dtype=dtype), args)
+
+    def tl_map(self, fn, args):
+        """The vector of fn(lane k of each arg) (a scalar arg in every lane)."""
+        n = self.lanes
+        return VectorValue([fn(*lane) for lane in zip(*(spread(a, n) for a in args))])
+
     def tl_cast(self, dtype):
         d = dt.as_dtype(dtype)
         if d.lanes not in (1, self.lanes):

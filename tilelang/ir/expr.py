@@ -233,6 +233,9 @@ def const(value, dtype: DType | str | None = None) -> Const:
         return Const(value, dt.float32)
     if hasattr(value, "item") and hasattr(value, "dtype"):  # numpy / torch scalar
         return const(value.item())
+    if _vector(value) is not None:
+        raise DSLTypeError(f"the {value.dtype} vector {value!r} where a scalar is expected; vectors take lane-wise "
+                           "arithmetic, T.cast, T.reinterpret, T.extract_lane and stores into slices (Y[i:i + n] = v)")
     raise DSLTypeError(f"expected a number or an expression, got {type(value).__name__}: {value!r}")
 
 
@@ -331,6 +334,9 @@ def logical_not(a):
 def select(cond, a, b) -> Expr:
     if isinstance(cond, ExprCompare):
         cond = cond.as_load()
+    v = _vector(cond, a, b)
+    if v is not None:
+        return v.tl_select(cond, a, b)
     if not isinstance(cond, Expr):
         return a if cond else b
     if not isinstance(a, Expr) and not isinstance(b, Expr):
@@ -365,6 +371,9 @@ FLOAT_RESULT = {"exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt", "tanh", 
 
 
 def call(op: str, *args, dtype: DType | None = None) -> Expr:
+    v = _vector(*args)
+    if v is not None:
+        return v.tl_call(op, args, dtype)
     args = tuple(as_expr(a) for a in args)
     if dtype is None:
         dtype = args[0].dtype

@@ -15,7 +15,7 @@ from ..ir import expr as E
 
 def _unary(op):
     def fn(x):
-        x = E.as_expr(x)
+        x = x if getattr(x, "is_tl_vector", False) else E.as_expr(x)  # a vector: lane by lane
         return E.call(op, x)
     fn.__name__ = op
     fn.__doc__ = f"Elementwise `{op}` of a scalar expression (float result)."
@@ -25,6 +25,11 @@ def _unary(op):
 exp, exp2, log, log2, log10, sqrt, rsqrt, tanh, sigmoid = (_unary(n) for n in (
     "exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt", "tanh", "sigmoid"))
 sin, cos, erf, log1p, expm1, exp10 = (_unary(n) for n in ("sin", "cos", "erf", "log1p", "expm1", "exp10"))
+
+
+def _is_ir(x) -> bool:
+    """An IR value (an expression or a parse-time vector), not a Python number."""
+    return isinstance(x, E.Expr) or getattr(x, "is_tl_vector", False)
 
 
 def _operands(*xs) -> list:
@@ -43,6 +48,9 @@ def _float_dtype(xs) -> dt.DType:
 
 
 def _float_call(op: str, *xs) -> E.Expr:
+    v = next((x for x in xs if getattr(x, "is_tl_vector", False)), None)
+    if v is not None:  # lane by lane: `T.exp(T.float32x2(a, b))`
+        return v.tl_map(lambda *lane: _float_call(op, *lane), xs)
     xs = _operands(*xs)
     d = _float_dtype(xs)
     return E.Call(op, tuple(E.cast(d, x) for x in xs), d)
@@ -230,7 +238,7 @@ __sin, __cos, __tan = (_fast_intrinsic(f"__{f.__name__}", f) for f in (sin, cos,
 
 def max(a, b, *rest):
     """The larger of the arguments (a NaN operand is ignored, as CUDA's fmaxf): `T.max(x[i], 0)`."""
-    if not isinstance(a, E.Expr) and not isinstance(b, E.Expr) and not rest:
+    if not _is_ir(a) and not _is_ir(b) and not rest:
         return a if a >= b else b
     out = E.call("max", a, b)
     for r in rest:
@@ -240,7 +248,7 @@ def max(a, b, *rest):
 
 def min(a, b, *rest):
     """The smaller of the arguments (a NaN operand is ignored, as CUDA's fminf): `T.min(x[i], 6)`."""
-    if not isinstance(a, E.Expr) and not isinstance(b, E.Expr) and not rest:
+    if not _is_ir(a) and not _is_ir(b) and not rest:
         return a if a <= b else b
     out = E.call("min", a, b)
     for r in rest:
