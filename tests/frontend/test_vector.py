@@ -140,7 +140,12 @@ def test_vector_atomics_return_prev_on_cpu():
 def test_vector_lanes_on_host(arch):
     host = host_cuda_or_skip()
     a = lanes_args()
-    host.HostProgram({"k": tilelang.compile(lanes_kernel(), target=f"cuda -arch={arch}")}).run("k", list(a))
+    kern = tilelang.compile(lanes_kernel(), target=f"cuda -arch={arch}")
+    src = kern.get_kernel_source()
+    # T.ldg128 / ldg64 / sts64 / lds64 at provably aligned addresses are single vector accesses
+    for access in ("load_vec<4>(X_v", "load_vec<4>(H_v", "store_vec<4>(&S[", "load_vec<4>(S_v"):
+        assert access in src, access
+    host.HostProgram({"k": kern}).run("k", list(a))
     lanes_check(*a)
 
 

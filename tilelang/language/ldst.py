@@ -7,7 +7,8 @@ The source or destination is an element (`x[i]`: the bytes from x[i] on, along i
 region of exactly those bytes (`x[i:i+2]` of a 16-bit tensor for 32 bits), or a whole buffer (from
 its first element). The value is built from the elements' bits (little-endian, element i in the
 low bits), so it means the same on every backend; `pred=False` skips a load (giving 0) or a store.
-The wide forms are the scalar accesses of their elements in the generated code.
+The wide forms move their elements through a local array in one T.vectorized loop: one 8/16-byte
+access on CUDA where the address is proved aligned, else one access per element.
 
     w = T.ldg32(x[2 * i:2 * i + 2])      # two float16 as one word
     T.sts32(s[2 * i:2 * i + 2], w)
@@ -26,6 +27,7 @@ from ..frontend import vector as V
 from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.buffer import Buffer, BufferRegion
+from .alloc import alloc_local
 from .thread import EMITTED
 
 
@@ -58,18 +60,34 @@ def _elements(x, bits, what, scopes):
     return buf, [start[:-1] + (simplify(start[-1] + j),) for j in range(n)]
 
 
+def _moved(buf, idx, staged, load: bool) -> S.Stmt:
+    """`staged[j] = buf[idx[j]]` (or the other way) as one T.vectorized loop over the elements: the
+    CUDA lowering moves them as one 8/16-byte access where it proves the address aligned, else one
+    element at a time."""
+    j = E.Var(B.current().unique("lane"), dt.int32)
+    at = idx[0][:-1] + (simplify(idx[0][-1] + j),)
+    mem, reg = E.BufferLoad(buf, at, buf.dtype), E.BufferLoad(staged, (j,), buf.dtype)
+    body = S.BufferStore(staged, (j,), mem) if load else S.BufferStore(buf, at, reg)
+    return S.For(j, E.const(0), E.const(len(idx)), "vectorized", body)
+
+
 def _load(src, pred, bits, what, scopes):
     """The bits at src as a uint32 (32 bits) or a uint32xN vector; 0 where pred is False."""
     B.in_kernel(what)
     buf, idx = _elements(src, bits, what, scopes)
-    loads = [E.BufferLoad(buf, at, buf.dtype) for at in idx]
-    elems = loads[0] if len(loads) == 1 else V.VectorValue(loads)
-    words = V.reinterpret(elems, dt.uint32.with_lanes(bits // 32), what)
-    if pred is None:
-        return words
-    p = E.as_expr(pred)
-    sel = [E.select(p, w, E.const(0, dt.uint32)) for w in V.lanes_of(words)]
-    return sel[0] if len(sel) == 1 else V.VectorValue(sel)
+    p = None if pred is None else E.as_expr(pred)
+    if len(idx) == 1:
+        word = V.reinterpret(E.BufferLoad(buf, idx[0], buf.dtype), dt.uint32, what)
+        return word if p is None else E.select(p, word, E.const(0, dt.uint32))
+    staged = alloc_local((len(idx),), buf.dtype)  # zero bits where pred is False
+    b = B.current()
+    if p is not None:
+        for k in range(len(idx)):
+            b.emit(S.BufferStore(staged, (E.const(k),), E.cast(buf.dtype, E.const(0))))
+    move = _moved(buf, idx, staged, load=True)
+    b.emit(move if p is None else S.IfThenElse(p, move))
+    elems = V.VectorValue([E.BufferLoad(staged, (E.const(k),), buf.dtype) for k in range(len(idx))])
+    return V.reinterpret(elems, dt.uint32.with_lanes(bits // 32), what)
 
 
 def _store(dst, value, pred, bits, what, scopes):
@@ -78,8 +96,15 @@ def _store(dst, value, pred, bits, what, scopes):
     if bits == 32 and not getattr(value, "is_tl_vector", False):
         value = E.cast(dt.uint32, E.as_expr(value, dt.uint32))
     lanes = V.lanes_of(V.reinterpret(value, buf.dtype.with_lanes(len(idx)), what))
-    body = S.seq(*(S.BufferStore(buf, at, v) for at, v in zip(idx, lanes)))
-    B.current().emit(body if pred is None else S.IfThenElse(E.as_expr(pred), body))
+    b = B.current()
+    if len(idx) == 1:
+        body = S.BufferStore(buf, idx[0], lanes[0])
+    else:
+        staged = alloc_local((len(idx),), buf.dtype)
+        for k, v in enumerate(lanes):
+            b.emit(S.BufferStore(staged, (E.const(k),), v))
+        body = _moved(buf, idx, staged, load=False)
+    b.emit(body if pred is None else S.IfThenElse(E.as_expr(pred), body))
     return EMITTED
 
 

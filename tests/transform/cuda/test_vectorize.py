@@ -524,3 +524,33 @@ def test_wide_shared_vectors_move_one_16_byte_chunk_each():
     prog.run("k", [a, c])
     prog.close()
     close(c, a.double() * 2, 0)
+
+
+def two_vectorized_reads_of_one_buffer():
+    @T.prim_func
+    def k(X: T.Tensor((256,), "float32"), Y: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=32):
+            t = T.get_thread_binding()
+            a = T.alloc_local((4,), "float32")
+            b = T.alloc_local((4,), "float32")
+            for j in T.vectorized(4):
+                a[j] = X[t * 4 + j]
+            for j in T.vectorized(4):
+                b[j] = X[128 + t * 4 + j]
+            for j in T.vectorized(4):
+                Y[t * 4 + j] = a[j] * b[j]
+    return k
+
+
+@pytest.mark.nvrtc
+def test_vectorized_loops_reading_one_buffer_in_one_scope_have_their_own_registers():
+    """Each T.vectorized loop's register copy of X gets its own name (both were X_v0: NVRTC refused it)."""
+    from tilelang.testing import host_cuda_or_skip
+
+    host = host_cuda_or_skip()
+    src, _ = cuda(two_vectorized_reads_of_one_buffer())
+    assert src.count("tl::load_vec<4>(") == 2, src
+    x, y = torch.randn(256), torch.full((128,), float("nan"))
+    host.HostProgram({"k": tilelang.compile(two_vectorized_reads_of_one_buffer(), target="cuda -arch=sm_90a")}
+                     ).run("k", [x, y])
+    assert torch.equal(y.double(), (x[:128].double() * x[128:].double()).float().double())

@@ -351,6 +351,9 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
             return loop
         plan = plan_vectors(loop.body, loop.var, (), n, self.ranges.values)
         if plan.ok:
+            if self.vectorized:  # its register copies sit in the enclosing scope: names of their own
+                for acc in plan.accesses:
+                    acc.regs.name = f"{acc.regs.name}_{self.vectorized}"
             self.vectorized += 1
             return serial_vector_loop(plan, loop, Raw)
         if plan.why:
