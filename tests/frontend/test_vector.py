@@ -328,3 +328,27 @@ def test_lanewise_math_select_and_slice_augassign(target):
     ref = np.where(xd > 0, np.exp(-xd), np.maximum(xd, -0.5)) + np.abs(xd) * np.sqrt(np.abs(xd))
     np.testing.assert_allclose(y.double().numpy(), ref, rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(z.numpy(), (xd + xd.astype(np.float16).astype(np.float64)).astype(np.float32))
+
+
+def broadcast_once_kernel():
+    @T.prim_func
+    def k(Cnt: T.Tensor((2,), "int32"), P: T.Tensor((N, 6), "int32")):
+        with T.Kernel(1, threads=N):
+            t = T.get_thread_binding()
+            P[t, 0:4] = T.Broadcast(T.atomic_add(Cnt[0], 1, return_prev=True), 4)
+            P[t, 4:6] = T.int32x2(10, 20) + T.atomic_add(Cnt[1], 1, return_prev=True)
+    return k
+
+
+@pytest.mark.parametrize("target", ["cpu"] + [pytest.param("cuda -arch=sm_90a", marks=pytest.mark.nvrtc)])
+def test_a_side_effect_in_every_lane_runs_once(target):
+    cnt, p = torch.zeros(2, dtype=torch.int32), torch.full((N, 6), -1, dtype=torch.int32)
+    kern = tilelang.compile(broadcast_once_kernel(), target=target)
+    if target == "cpu":
+        kern(cnt, p)
+    else:
+        host_cuda_or_skip().HostProgram({"k": kern}).run("k", [cnt, p])
+    pn = p.numpy()
+    assert cnt.tolist() == [N, N]
+    assert (pn[:, 0:4] == pn[:, :1]).all() and sorted(pn[:, 0]) == list(range(N))
+    assert (pn[:, 5] - pn[:, 4] == 10).all() and sorted(pn[:, 4] - 10) == list(range(N))

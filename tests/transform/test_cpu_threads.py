@@ -231,3 +231,20 @@ def test_warp_branch_in_a_small_block_runs_its_own_threads():
     if importlib.util.find_spec("cuda") is not None:
         src = tilelang.compile(f, target="cuda -arch=sm_80").get_kernel_source()
         assert "__global__" in src
+
+
+def thread_invariant_atomic_old_value():
+    @T.prim_func
+    def k(Cnt: T.Tensor((1,), "int32"), P: T.Tensor((128,), "int32")):
+        with T.Kernel(2, threads=64) as bx:
+            t = T.get_thread_binding()
+            pos = T.atomic_add(Cnt[0], 1, return_prev=True)  # reads no thread index, still per thread
+            P[bx * 64 + t] = pos
+    return k
+
+
+def test_an_atomic_bound_to_a_name_runs_in_every_thread():
+    cnt, p = torch.zeros(1, dtype=torch.int32), torch.full((128,), -1, dtype=torch.int32)
+    tilelang.compile(thread_invariant_atomic_old_value(), target="cpu")(cnt, p)
+    assert cnt.item() == 128  # it ran once per block
+    assert sorted(p.tolist()) == list(range(128))  # every thread its own old value

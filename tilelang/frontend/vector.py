@@ -171,7 +171,20 @@ def spread(x, n: int) -> list:
         return [E.BufferLoad(x.buffer, p, x.buffer.dtype) for p in pos]
     if isinstance(x, Buffer) and x.scope != "local.var":
         raise DSLTypeError(f"expected a scalar or a vector value, got the buffer {x.name}")
-    return [x] * n
+    return [once(x)] * n
+
+
+_SIDE_EFFECTS = ("atomic_", "tl_atomic", "tl_rng")
+
+
+def once(x):
+    """A scalar that goes into several lanes: held in a let first when evaluating it has a side effect
+    (`T.Broadcast(T.atomic_add(c[0], 1, return_prev=True), 4)` adds once, as the public TileLang does)."""
+    if not isinstance(x, E.Expr) or isinstance(x, (E.Var, E.Const)) or B.active() is None:
+        return x
+    if not collect(x, lambda e: isinstance(e, E.Call) and e.op.startswith(_SIDE_EFFECTS)):
+        return x
+    return materialize_lane(B.current(), "once", x)
 
 
 def lanes_of(x) -> list:
@@ -191,7 +204,7 @@ def broadcast(value, lanes):
     n = _count(lanes, "T.Broadcast")
     if getattr(value, "is_tl_vector", False):
         raise DSLTypeError(f"T.Broadcast takes a scalar value, got the vector {value!r}")
-    return E.as_expr(value) if n == 1 else VectorValue([value] * n)
+    return E.as_expr(value) if n == 1 else VectorValue([once(E.as_expr(value))] * n)
 
 
 def ramp(base, stride, lanes):
@@ -226,7 +239,7 @@ def construct(dtype, args):
         return VectorValue(args, d)
     if len(args) == 1:
         (x,) = args
-        return x.tl_cast(d) if getattr(x, "is_tl_vector", False) else VectorValue([x] * d.lanes, d)
+        return x.tl_cast(d) if getattr(x, "is_tl_vector", False) else VectorValue([once(E.as_expr(x))] * d.lanes, d)
     if not args:
         raise DSLTypeError(f"T.{d}() declares a vector variable TVM style, which is not supported; use "
                            f"T.alloc_var(T.{d}) or build the value from its lanes: T.{d}(a, b, ...)")

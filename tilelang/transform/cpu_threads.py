@@ -387,7 +387,8 @@ class _Kernel:
         return [("s", s)]
 
     def let(self, s: S.LetStmt, rng) -> list:
-        if not self.dep(s.value) and not collect(s.value, _exchange):
+        # (a varying call, `pos = T.atomic_add(c[0], 1, return_prev=True)`, runs in every thread)
+        if not self.dep(s.value) and not self.same.dep(s.value) and not collect(s.value, _exchange):
             return [("b", s)]
         buf = Buffer(s.var.name, (self.n,), s.var.dtype, "local")
         self.let_loads[s.var] = E.BufferLoad(buf, (self.thr,), s.var.dtype)
