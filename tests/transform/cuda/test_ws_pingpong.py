@@ -1,5 +1,5 @@
 """Consumer warpgroups taking turns at the tensor cores (transform/cuda/ws_pingpong.py,
-`tl.enable_ws_pingpong`, off by default): the examples' flash attention on sm_90a. NVRTC builds check
+`tl.enable_ws_pingpong`; unset, the rule of ws_pingpong.pingpong_plan): the examples' flash attention on sm_90a. NVRTC builds check
 where the turns are waited for and passed (source and SASS: BAR.SYNC / BAR.ARV on barriers 2 and 3),
 that the output gemm's wait moved past the next scores gemm, that nothing spills, and that one
 consumer warpgroup, the chained-gemm overlap or a loop exchanging data through shared memory get no
@@ -148,7 +148,9 @@ def test_causal_three_warpgroups_keep_their_wgmma_pipeline(monkeypatch):
 @pytest.mark.parametrize("D,cfg,configs,turns", [
     (128, (128, 128, 2, 256), None, True),   # unset: on where the output tile has >= 128 columns
     (128, (128, 128, 2, 256), {"tl.enable_ws_pingpong": "auto"}, True),
-    (64, (128, 128, 2, 256), None, False),   # D64: measured no faster, left as it was
+    (64, (128, 128, 2, 256), None, False),   # D64 with two warpgroups: measured no faster, left as it was
+    (64, (192, 128, 2, 384), None, True),    # three warpgroups take turns at any width
+    (64, (192, 128, 2, 384), {"tl.enable_ws_pingpong": False}, False),
     (128, (128, 128, 2, 256), {"tl.enable_ws_pingpong": False}, False),
     (64, (128, 128, 2, 256), ON, True),
 ])
@@ -157,5 +159,6 @@ def test_default_rule_by_output_columns(D, cfg, configs, turns, monkeypatch):
 
     monkeypatch.setattr(target, "num_sms", lambda default=132: 132)
     src = _build(8, 16, 2048, D, False, cfg, configs).get_kernel_source()
-    assert ("tl::warpgroup_turn_wait<2, 2>(tid >> 7);" in src) == turns
-    assert ("tl::warpgroup_turn_pass<2, 2>(tid >> 7);" in src) == turns
+    W = cfg[3] // 128
+    assert (f"tl::warpgroup_turn_wait<2, {W}>(tid >> 7);" in src) == turns
+    assert (f"tl::warpgroup_turn_pass<2, {W}>(tid >> 7);" in src) == turns

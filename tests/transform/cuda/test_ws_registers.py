@@ -138,6 +138,25 @@ def test_three_consumer_warpgroups_get_160_registers_and_do_not_spill(host):
     run_attention_on_host(host, k, 1, 1, 192, 128, False, seed=24)
 
 
+@pytest.mark.nvrtc
+def test_attention_with_two_consumer_warpgroups_takes_the_producer_at_40():
+    """`tl.ws_producer_regs` unset (warp_specialize.default_producer_regs): attention D128 at 128x128
+    with two consumer warpgroups decreases the producer to 40 and the consumers get 232 registers with
+    no spill; a GEMM with two consumer warpgroups keeps 24 / 240; an explicit 24 is kept for attention."""
+    from .conftest import example_attention
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        att = example_attention(1, 1, 256, 128, False, (128, 128, 2, 256))
+        att24 = example_attention(1, 1, 256, 128, False, (128, 128, 2, 256), {"tl.ws_producer_regs": 24})
+        g = tilelang.compile(gemm(256, 128, 256), target="cuda -arch=sm_90a")
+    src = att.get_kernel_source()
+    assert "tl::setmaxnreg_dec<40>();" in src and "tl::setmaxnreg_inc<232>();" in src
+    assert att.artifact.compiled.ptxas_info()["spill_stores"] == 0
+    assert "tl::setmaxnreg_dec<24>();" in att24.get_kernel_source()
+    assert "tl::setmaxnreg_dec<24>();" in g.get_kernel_source()
+
+
 def _mark_producer_24(monkeypatch, note):
     """compile_cached, with `note` added to ptxas's log of every build whose producer decreases to 24."""
     import dataclasses

@@ -44,10 +44,11 @@ class PerformanceWarning(UserWarning):
     """A fast path (tensor cores, registers, vector/async copies) was not taken, with the reason."""
 
 
-def _producer_regs(value) -> int:
-    """tl.ws_producer_regs: the warp-specialized producer's setmaxnreg decrease (24 unset)."""
+def _producer_regs(value) -> int | None:
+    """tl.ws_producer_regs: the warp-specialized producer's setmaxnreg decrease (None unset:
+    warp_specialize.default_producer_regs chooses)."""
     if value is None:
-        return PRODUCER_REGS
+        return None
     if isinstance(value, bool) or not isinstance(value, int) or not (24 <= value <= 256 and value % 8 == 0):
         raise ValueError(f"pass_configs['tl.ws_producer_regs']: expected a multiple of 8 from 24 to 256 "
                          f"(setmaxnreg's range), found {value!r}")
@@ -525,19 +526,20 @@ class CUDAArtifact(LowersOnDemand):
             if got[2].smem_bytes < self.csource.smem_bytes:
                 ctx, self.lowered, self.csource, self.compiled = got
         spill = _spill_note(self.compiled.ptxas_info())
-        if ctx.ws_info is not None and ctx.ws_info.producer_regs == PRODUCER_REGS \
+        if ctx.ws_info is not None and ctx.ws_info.producer_regs in (PRODUCER_REGS, PRODUCER_REGS_WIDE) \
                 and config(ctx.pass_configs, "tl.ws_producer_regs", None) is None \
                 and (spill or "'setmaxnreg' ignored" in (self.compiled.log or "")):
-            # the producer at setmaxnreg's least (24) frees 8 registers a consumer thread; where the
-            # kernel spills or ptxas drops setmaxnreg, the build with the producer at 40 is kept if it
-            # spills less, or keeps setmaxnreg where this one lost it
+            # the producer's count was the default's (24, or 40 for attention): where the kernel
+            # spills or ptxas drops setmaxnreg, the build with the other count is kept if it spills
+            # less, or keeps setmaxnreg where this one lost it (24 frees 8 registers a consumer thread)
             from .nvrtc import spilled
 
-            got = without("tl.ws_producer_regs", PRODUCER_REGS_WIDE)
-            lost, lost_wide = ("'setmaxnreg' ignored" in (c.log or "") for c in (self.compiled, got[3]))
+            other = PRODUCER_REGS_WIDE if ctx.ws_info.producer_regs == PRODUCER_REGS else PRODUCER_REGS
+            got = without("tl.ws_producer_regs", other)
+            lost, lost_other = ("'setmaxnreg' ignored" in (c.log or "") for c in (self.compiled, got[3]))
             fewer = spilled(got[3].ptxas_info()) < spilled(self.compiled.ptxas_info()) \
                 and got[2].smem_bytes <= self.csource.smem_bytes
-            if (lost and not lost_wide) or (fewer and lost_wide <= lost):
+            if (lost and not lost_other) or (fewer and lost_other <= lost):
                 ctx, self.lowered, self.csource, self.compiled = got
                 spill = _spill_note(self.compiled.ptxas_info())
         if spill and ctx.ws_info is not None and ctx.ws_info.deferred_epilogue:

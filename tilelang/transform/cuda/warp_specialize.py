@@ -77,8 +77,20 @@ class WSInfo:
 
 # the producer warpgroup issues TMA and waits on barriers: 24 registers a thread (setmaxnreg's
 # least) hold it; a kernel that then spills or loses setmaxnreg is built again at
-# PRODUCER_REGS_WIDE (backend/cuda/pipeline.py), the producer count of the earlier builds
+# PRODUCER_REGS_WIDE (backend/cuda/pipeline.py), the producer count of the earlier builds.
+# `tl.ws_producer_regs` unset, an attention loop (two gemms) with one or two consumer warpgroups
+# takes PRODUCER_REGS_WIDE from the start (default_producer_regs)
 PRODUCER_THREADS, PRODUCER_REGS, PRODUCER_REGS_WIDE = 128, 24, 40
+
+
+def default_producer_regs(T: int, n_gemms: int) -> int:
+    """The producer's setmaxnreg_dec where `tl.ws_producer_regs` is unset, for T consumer threads
+    whose loop holds n_gemms gemms. Attention (two gemms) with T <= 256 gets 40: the consumers keep
+    232 registers (240 at 24), and on the H100 (2026-12-06, benchmarks/attention.py, 5 interleaved
+    rounds) B8 H16 S4096 D128 at 128x128 / 256 threads ran 596.9 against 568.9 TFLOP/s, causal 545.5
+    against 520.3. Three or more consumer warpgroups stay at 24: at 40 they drop to 152 registers and
+    D128 at 192x128 spills (412.9 against 218.5 on the H200, 2026-12-06). GEMMs stay at 24."""
+    return PRODUCER_REGS_WIDE if n_gemms == 2 and T <= 256 else PRODUCER_REGS
 
 
 def consumer_registers(T: int, launch_regs: int | None = None, producer_regs: int = PRODUCER_REGS) -> int:
@@ -110,7 +122,7 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
                     im2col_tma: bool = True, im2col_small: bool = False, promoted_stream_k: bool = True,
                     mma_sync: bool = True, tile_snake: bool = True, pingpong: bool | None = False,
                     trip_cap: bool = True, tile_prefix: bool = True, chain_hold: bool = True,
-                    wg_epilogue: bool = True, barriers=None, producer_regs: int = PRODUCER_REGS):
+                    wg_epilogue: bool = True, barriers=None, producer_regs: int | None = None):
     """Returns (new kernel, WSInfo) or (k, None) when the kernel keeps the cp.async pipeline.
 
     num_sms: make the kernel persistent -- min(tiles, num_sms) blocks, each looping over the
@@ -130,7 +142,8 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     trip_cap: where each block runs one tile, the ring holds no more stages than the loop's most
     iterations (see `trip_bound`; off: `tl.disable_ring_trip_cap`).
     rebalance_regs: False leaves out setmaxnreg (for kernels that use fewer registers than the
-    producer's decrease names, which ptxas rejects). producer_regs: the producer's decrease.
+    producer's decrease names, which ptxas rejects). producer_regs: the producer's decrease (None:
+    default_producer_regs).
     chain: a loop of two chained gemms (attention: scores, then P @ V) keeps the next scores gemm
     in flight beside this one's output gemm (ws_overlap.py; `tl.enable_ws_overlap`).
     chain_hold: with `chain`, the wait for the output gemm stays after the next softmax in ptxas'
@@ -165,7 +178,8 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     if plan is None:
         return k, None
     plan.rebalance_regs = rebalance_regs
-    plan.producer_regs = producer_regs
+    plan.producer_regs = producer_regs if producer_regs is not None else \
+        default_producer_regs(plan.T, len(plan.gemms))
     plan.info.barriers = barriers if barriers is not None else BarrierIds()
     plan.chain = chain
     plan.chain_hold = chain_hold

@@ -64,14 +64,17 @@ class PingPong:
     base: int = 2  # their named barrier ids base .. base + groups - 1 (barrier_ids.BarrierIds.turns)
 
 
-AUTO_MIN_COLUMNS = 128  # `tl.enable_ws_pingpong` unset: loops whose output tile has this many columns
+AUTO_MIN_COLUMNS = 128  # `tl.enable_ws_pingpong` unset: two consumer warpgroups take turns where the
+# output tile has this many columns; three or more take turns at any width (pingpong_plan)
 
 
 def pingpong_plan(plan, min_columns: int = 0) -> PingPong | None:
     """The turns for `plan`'s consumer loop (module docstring), or None where they do not apply.
-    min_columns: also None where the output gemm's accumulator (attention's O) has fewer columns
-    (the default's rule: on the H200, 2026-12-05, the turns gave D128 +2.8..6.8 % and causal
-    +4.8..6.5 %, D64 -1..+2 %)."""
+    min_columns: also None where two consumer warpgroups share an output gemm accumulator (attention's
+    O) of fewer columns (the default's rule: on the H200, 2026-12-05, the turns gave D128 +2.8..6.8 %
+    and causal +4.8..6.5 %, D64 at 128x128 -1..+2 %; on the H100, 2026-12-06, D64 at 128x128 -4.7 %
+    and causal +4.6 %). Three or more warpgroups take turns at any width: D64 at 192x128 / 384
+    threads ran 462.1 against 437.5 TFLOP/s, causal 366.9 against 350.8 (H100, 2026-12-06)."""
     W = plan.T // 128
     if W < 2 or plan.T % 128 or plan.groups is None or plan.info.mma_sync \
             or plan.defer_epilogue or len(plan.gemms) != 2:
@@ -84,7 +87,7 @@ def pingpong_plan(plan, min_columns: int = 0) -> PingPong | None:
         return None
     g0, g1 = body[at[0]], body[at[1]]
     cols = const_int(g1.C.buffer.shape[-1]) if g1.C.buffer.shape else None
-    if min_columns and (cols is None or cols < min_columns):
+    if min_columns and W == 2 and (cols is None or cols < min_columns):
         return None
     if any(g.wg_wait != 0 or not _row_split(g, plan.T, W) for g in (g0, g1)):
         return None
