@@ -10,36 +10,7 @@ import tilelang
 import tilelang.language as T
 from tilelang.errors import LoweringError
 
-
-def reverse_add(N):
-    """A[i] += A[N - 1 - i], every read before any write (a T.sync_threads in the T.Parallel body)."""
-
-    @T.prim_func
-    def k(A: T.Tensor((N,), T.float32)):
-        with T.Kernel(1, threads=128):
-            L = T.alloc_fragment((N,), T.float32)
-            for i in T.Parallel(N):
-                L[i] = A[N - i - 1]
-                T.sync_threads()
-                A[i] = A[i] + L[i]
-    return k
-
-
-def two_dim(M, N):
-    """A 2-d nest, two barriers, each phase reading what other elements wrote in the one before."""
-
-    @T.prim_func
-    def k(A: T.Tensor((M, N), T.float32), B: T.Tensor((M, N), T.float32)):
-        with T.Kernel(1, threads=64):
-            S = T.alloc_shared((M, N), T.float32)
-            R = T.alloc_shared((M, N), T.float32)
-            for i, j in T.Parallel(M, N):
-                S[i, j] = A[i, j]
-                T.sync_threads()
-                R[i, j] = S[i, j] + S[M - 1 - i, N - 1 - j]
-                T.sync_threads()
-                B[i, j] = R[M - 1 - i, j] * 2.0
-    return k
+from .parallel_barrier_kernels import reverse_add, two_dim
 
 
 @pytest.mark.parametrize("N", [64, 200])

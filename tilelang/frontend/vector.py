@@ -24,7 +24,6 @@ from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.buffer import Buffer, BufferRegion
 from ..ir.visitor import collect
-from ..transform.legalize_negative_index import VECTOR_LANE_INDEX
 from . import builder as B
 
 _BITS = (8, 16, 32, 64)
@@ -331,7 +330,7 @@ def _lane_index(x):
     v = E.const_value(x)
     if isinstance(v, int) or not (x.dtype.is_int and x.dtype.is_signed):
         return x
-    return E.Call(VECTOR_LANE_INDEX, (x,), x.dtype)
+    return E.Call(E.VECTOR_LANE_INDEX, (x,), x.dtype)
 
 
 def region_positions(region: BufferRegion, what: str) -> list:

@@ -366,6 +366,9 @@ def cast(dtype, value) -> Expr:
     return Cast(dtype, value)
 
 
+# a Call op: the parser marks a lane of a vector index with it (frontend/vector.py), and
+# transform/legalize_negative_index.py reads the mark and drops it
+VECTOR_LANE_INDEX = "vector_lane_index"
 FLOAT_RESULT = {"exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt", "tanh", "sigmoid", "sin", "cos",
                 "floor", "ceil", "round", "trunc", "pow", "erf", "exp10", "log1p", "expm1"}
 

@@ -25,8 +25,6 @@ from ..ir import stmt as S
 from ..ir.stmt import PrimFunc
 from ..ir.visitor import Mutator
 
-VECTOR_LANE_INDEX = "vector_lane_index"  # the parser's mark on a lane of a vector index (frontend/vector.py)
-
 
 class _Wrap(TrackRanges, Mutator):
     def __init__(self):
@@ -56,7 +54,7 @@ class _Wrap(TrackRanges, Mutator):
             return indices
         out = []
         for idx, dim in zip(indices, buf.shape):
-            if isinstance(idx, E.Call) and idx.op == VECTOR_LANE_INDEX:
+            if isinstance(idx, E.Call) and idx.op == E.VECTOR_LANE_INDEX:
                 out.append(self.lane(idx.args[0], dim))
                 continue
             t = E.as_expr(idx).dtype

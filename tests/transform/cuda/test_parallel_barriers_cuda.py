@@ -9,36 +9,9 @@ import pytest
 import torch
 
 import tilelang
-import tilelang.language as T
 
+from ..parallel_barrier_kernels import reverse_add, two_dim
 from .conftest import nvrtc_or_skip
-
-
-def reverse_add(N, threads):
-    @T.prim_func
-    def k(A: T.Tensor((N,), T.float32)):
-        with T.Kernel(1, threads=threads):
-            L = T.alloc_fragment((N,), T.float32)
-            for i in T.Parallel(N):
-                L[i] = A[N - i - 1]
-                T.sync_threads()
-                A[i] = A[i] + L[i]
-    return k
-
-
-def shared_phases(M, N, threads):
-    @T.prim_func
-    def k(A: T.Tensor((M, N), T.float32), B: T.Tensor((M, N), T.float32)):
-        with T.Kernel(1, threads=threads):
-            S = T.alloc_shared((M, N), T.float32)
-            R = T.alloc_shared((M, N), T.float32)
-            for i, j in T.Parallel(M, N):
-                S[i, j] = A[i, j]
-                T.sync_threads()
-                R[i, j] = S[i, j] + S[M - 1 - i, N - 1 - j]
-                T.sync_threads()
-                B[i, j] = R[M - 1 - i, j] * 2.0
-    return k
 
 
 def build(func, arch):
@@ -68,6 +41,6 @@ def test_two_barriers_through_shared_on_host(run_on_host, arch):
     M, N = 6, 10
     a = torch.randn(M, N, generator=torch.Generator().manual_seed(61))
     b = torch.full((M, N), float("nan"))
-    run_on_host(build(shared_phases(M, N, 32), arch), [a, b])
+    run_on_host(build(two_dim(M, N, 32), arch), [a, b])
     ref = (a.double() + a.double().flip(0).flip(1)).flip(0) * 2
     torch.testing.assert_close(b.double(), ref, rtol=1e-6, atol=1e-6)
