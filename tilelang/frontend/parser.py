@@ -404,8 +404,11 @@ class Parser:
         if names and len(names) != len(bvars):
             if not (len(names) == 1 and isinstance(item.optional_vars, ast.Name)):
                 raise self.error(DSLTypeError, f"T.Kernel has {len(bvars)} grid dims but `as` binds {len(names)} names", node)
-        bvars = tuple(E.Var(self.builder.unique(n), dt.int32) for n in
-                      (names if len(names) == len(bvars) else [("bx", "by", "bz")[i] for i in range(len(bvars))]))
+        # a block index has its extent's dtype (int64 for an extent over an int64 dim: bx * block_n
+        # must not wrap past 2**31), as TVM's launch_thread does
+        bdts = [g.dtype if isinstance(g, E.Expr) and g.dtype == dt.int64 else dt.int32 for g in ctx.grid]
+        bvars = tuple(E.Var(self.builder.unique(n), bdts[i]) for i, n in enumerate(
+                      names if len(names) == len(bvars) else [("bx", "by", "bz")[i] for i in range(len(bvars))]))
         if len(names) == len(bvars):
             for n, v in zip(names, bvars):
                 self.scope[n] = v
