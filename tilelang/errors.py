@@ -76,8 +76,9 @@ class DSLValueError(DSLTypeError, ValueError):
     public TileLang raises; a DSLTypeError for the code that catches those)."""
 
 
-class ShapeMismatchError(TileLangError):
-    """Tile shapes of a copy, gemm, reduce ... do not agree."""
+class ShapeMismatchError(TileLangError, AssertionError):
+    """Tile shapes of a copy, gemm, reduce, reshape, view ... do not agree (an AssertionError too, as
+    the public TileLang's shape checks are assertions; code that catches those catches this)."""
 
 
 class NonConstantShapeError(TileLangError):
