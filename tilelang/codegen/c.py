@@ -33,6 +33,7 @@ IMPORTED = ("/* T.import_source: begin */", "/* T.import_source: end */")
 from ..transform.split_kernels import workspaces
 from .c_expr import CExpr, is_subbyte, storage_type
 from .c_source import CSource
+from .intrinsics import RNG_STATES
 
 
 POOL_CALLS = ("tl_cpu_tma_load", "tl_wgmma_desc_make", "tl_cpu_wgmma")  # read shared addresses (cpu/tl_hopper.h)
@@ -200,7 +201,7 @@ def legal_buffer_names(func: S.PrimFunc) -> S.PrimFunc:
 COOP_MAX_BLOCKS = 1024  # a cooperative CPU launch runs this many blocks at once at most (one thread each)
 
 
-def _grid_sync(n) -> bool:
+def is_grid_sync(n) -> bool:
     return isinstance(n, E.Call) and n.op == "tl_sync_grid"
 
 
@@ -390,8 +391,9 @@ class CCodegen:
         for n, ex in zip(names, exprs):
             self.emit(f"const int32_t {n} = (int32_t)({ex});")
         self.expr.nonneg.update(k.block_vars)
-        if uses_rng(k.body):  # one state per thread of the block (cpu_threads indexes it)
-            self.emit(f"tl_philox tl_rng[{k.threads[0] * k.threads[1] * k.threads[2]}];")
+        rng = rng_state_type(k.body)
+        if rng is not None:  # one state per thread of the block (cpu_threads indexes it)
+            self.emit(f"{rng} tl_rng[{k.threads[0] * k.threads[1] * k.threads[2]}];")
         self.stmt(k.body)
         self.depth -= 1
         self.emit("}")
@@ -453,7 +455,7 @@ class CCodegen:
     def cooperative(self, k: S.KernelLaunch) -> int:
         """0, or for a kernel holding a grid barrier: emits the grid-size check (`tl_nb` blocks) and
         returns the error code a run gets when OpenMP cannot give every block its own thread."""
-        if not collect(k.body, _grid_sync):
+        if not collect(k.body, is_grid_sync):
             return 0
         n = 1
         for g in k.grid:
@@ -471,7 +473,7 @@ class CCodegen:
         return len(self.asserts)
 
     def s_Evaluate(self, s: S.Evaluate):
-        if _grid_sync(s.value) and self.expr.target != "cuda":  # a cooperative launch (s_KernelLaunch)
+        if is_grid_sync(s.value) and self.expr.target != "cuda":  # a cooperative launch (s_KernelLaunch)
             self.emit("#pragma omp barrier")
             return
         self.emit(f"{self.expr(s.value)};")
@@ -575,8 +577,21 @@ def sum_terms(e) -> list:
     return [e]
 
 
-def uses_rng(body) -> bool:
-    return bool(collect(body, lambda n: isinstance(n, E.Call) and n.op.startswith("tl_rng_")))
+def rng_state_type(body) -> str | None:
+    """The C type of the kernel's per-thread generator state (None when it draws no random
+    numbers): the generator its T.rng_init calls name, which must all be the same one."""
+    if not collect(body, lambda n: isinstance(n, E.Call) and n.op.startswith("tl_rng_")):
+        return None
+    inits = collect(body, lambda n: isinstance(n, S.Evaluate) and isinstance(n.value, E.Call)
+                    and n.value.op == "tl_rng_init")
+    kinds = {}
+    for st in inits:
+        kinds.setdefault(RNG_STATES[const_int(st.value.args[-1])], st)
+    if len(kinds) > 1:
+        first, *_, last = kinds.items()
+        raise LoweringError(f"T.rng_init: one kernel uses one generator (one state per thread), found {first[0]} "
+                            f"and {last[0]}; use the same generator= in every T.rng_init of a kernel", last[1].span)
+    return next(iter(kinds), RNG_STATES[0])
 
 
 def codegen_c(func: S.PrimFunc) -> CSource:

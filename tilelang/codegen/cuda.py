@@ -50,6 +50,7 @@ class CudaSource:
     threads: int
     grid: tuple  # per dim: int or Expr over params / dims
     asserts: tuple = ()
+    cooperative: bool = False  # a T.sync_grid inside: every block must be resident (a cooperative launch)
 
 
 SMALL_TRIP = 8  # serial loops of at most this many constant iterations are unrolled (CudaCodegen.unrolled)
@@ -278,8 +279,11 @@ class CudaCodegen(CCodegen):
         bounds = f"{T}, {self.func.attr('tl.min_blocks_per_sm') or 1}"  # T.annotate_min_blocks_per_sm
         if self.ws and self.ws.cluster > 1:  # fixed at compile time: a plain cuLaunchKernel launches it
             bounds += f") __cluster_dims__({self.ws.cluster}, 1, 1"
-        from .c import entry_name
+        from .c import is_grid_sync, entry_name
 
+        cooperative = bool(collect(k.body, is_grid_sync))
+        if cooperative:  # T.sync_grid's arrival count and generation (tl::sync_grid, tl/sync.h)
+            self.emit("__device__ unsigned tl_grid_bar[2];")
         self.emit(f'extern "C" __global__ void __launch_bounds__({bounds}) {entry_name(f.name)}({", ".join(args)}) {{')
         self.depth += 1
         self.emit("extern __shared__ __align__(1024) unsigned char tl_smem[];")
@@ -291,10 +295,11 @@ class CudaCodegen(CCodegen):
         self.expr.nonneg.add(self.info.tid)
         if getattr(self.info, "narrow_dims", False):
             self.narrow_dims(dims)
-        from .c import uses_rng
+        from .c import rng_state_type
 
-        if uses_rng(k.body):
-            self.emit("tl_philox tl_rng;")
+        rng = rng_state_type(k.body)
+        if rng is not None:
+            self.emit(f"{rng} tl_rng;")
         self.block_indices(k)
         for tv in k.thread_vars:
             d = {"tx": 0, "ty": 1, "tz": 2}.get(tv.name, 0)
@@ -315,7 +320,7 @@ class CudaCodegen(CCodegen):
         self.depth -= 1
         self.emit("}")
         return CudaSource("\n".join(self.lines) + "\n", entry_name(f.name), tuple(kinds), tuple(sig), smem, T, tuple(k.grid),
-                          tuple(self.asserts))
+                          tuple(self.asserts), cooperative)
 
     def block_indices(self, k: S.KernelLaunch):
         names = [v.name for v in k.block_vars]
@@ -422,6 +427,9 @@ class CudaCodegen(CCodegen):
     def s_Evaluate(self, s: S.Evaluate):
         v = s.value
         barrier = self.scope_barrier()
+        if isinstance(v, E.Call) and v.op == "tl_sync_grid":
+            self.emit("tl::sync_grid(tl_grid_bar);")
+            return
         if barrier and isinstance(v, E.Call) and v.op == "tl_sync_threads" and not v.args:
             self.emit(barrier)  # the program's T.sync_threads() inside a thread scope: its threads' barrier
             return

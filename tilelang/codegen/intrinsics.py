@@ -18,13 +18,11 @@ CPU_UNSUPPORTED = {"tl_shfl_xor": "T.shfl_xor", "tl_shfl_down": "T.shfl_down", "
                    "tl_match_any": "T.match_any_sync", "tl_match_all": "T.match_all_sync",
                    "tl_syncthreads_count": "T.syncthreads_count", "tl_syncthreads_and": "T.syncthreads_and",
                    "tl_syncthreads_or": "T.syncthreads_or"}
-NOWHERE = {"tl_sync_grid": "T.sync_grid needs a cooperative launch (all blocks resident at once) inside a loop or "
-                           "a branch, or where registers or shared memory live across it, which the CUDA backend "
-                           "does not perform yet (the CPU backend does); at the top level of the T.Kernel body it is "
-                           "supported (the kernel is split into launches there: transform/grid_barrier.py)"}
 RNG_CALLS = {"tl_rng_init": "tl_rng_init_state", "tl_rng_rand": "tl_rng_next", "tl_rng_rand_float": "tl_rng_next_float",
              "tl_rng_rand_double": "tl_rng_next_double", "tl_rng_normal": "tl_rng_next_normal",
              "tl_rng_normal_double": "tl_rng_next_normal_double"}
+# tl_rng_init's last argument (language/random.GENERATORS) -> the state type both headers declare
+RNG_STATES = ("tl_philox", "tl_xorwow", "tl_mrg32k3a")
 _ORDERS = ("__ATOMIC_RELAXED", "__ATOMIC_CONSUME", "__ATOMIC_ACQUIRE", "__ATOMIC_RELEASE",
            "__ATOMIC_ACQ_REL", "__ATOMIC_SEQ_CST")
 
@@ -75,9 +73,10 @@ def print_call(cx, e, args: list) -> str | None:
         return f"tl_dp4a({', '.join(args)})"
     if op in RNG_CALLS:
         # one more argument than the T.* call: the thread's state (transform/cpu_threads.py)
-        base = 3 if op == "tl_rng_init" else 0
+        # tl_rng_init: (seed, seq, off, generator); the generator only picks the state's type
+        base = 4 if op == "tl_rng_init" else 0
         state = f"&tl_rng[{args[0]}]" if len(args) > base else ("&tl_rng[0]" if not cuda else "&tl_rng")
-        rest = args[len(args) - base:] if base else []
+        rest = args[len(args) - base:len(args) - 1] if base else []
         return f"{RNG_CALLS[op]}({', '.join([state] + rest)})"
     if op in ("tl_atomic_load", "tl_atomic_store"):
         return _ordered(cx, e, args, cuda)

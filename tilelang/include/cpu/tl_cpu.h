@@ -263,86 +263,15 @@ TL__ATOMIC_CAS(int64_t, tl_atomic_max_i64, old > v ? old : v)
 TL__ATOMIC_CAS(int64_t, tl_atomic_min_i64, old < v ? old : v)
 
 
-/* ---- thread-level helpers (T.dp4a, T.rng_*) ----
- * tl_dp4a: c[0] += a[0]*b[0] + ... + a[3]*b[3] on int8 values, int32 accumulation.
- * tl_philox: curand's Philox4x32-10 stream: key = seed, 128-bit counter; element e of
- * subsequence s is word e % 4 of the block at counter e / 4 + s * 2^64. */
+/* ---- thread-level helpers: T.dp4a here, T.rng_* in tl_random.h ----
+ * tl_dp4a: c[0] += a[0]*b[0] + ... + a[3]*b[3] on int8 values, int32 accumulation. */
 TL_INLINE void tl_dp4a(const int8_t *a, const int8_t *b, int32_t *c) {
     int32_t acc = c[0];
     for (int i = 0; i < 4; ++i) acc += (int32_t)a[i] * (int32_t)b[i];
     c[0] = acc;
 }
 
-typedef struct {
-    uint32_t ctr[4]; uint32_t key[2]; uint32_t out[4]; int idx;
-    int has_normal, has_normal_d; float normal; double normal_d;  /* a Box-Muller pair's second value */
-} tl_philox;
-
-TL_INLINE void tl_philox_block(tl_philox *s) {
-    uint32_t c0 = s->ctr[0], c1 = s->ctr[1], c2 = s->ctr[2], c3 = s->ctr[3];
-    uint32_t k0 = s->key[0], k1 = s->key[1];
-    for (int r = 0; r < 10; ++r) {
-        uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
-        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
-        c0 = n0; c1 = (uint32_t)p1; c2 = n2; c3 = (uint32_t)p0;
-        k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;
-    }
-    s->out[0] = c0; s->out[1] = c1; s->out[2] = c2; s->out[3] = c3;
-}
-
-TL_INLINE void tl_philox_advance(tl_philox *s, uint64_t n) {  /* counter += n (128-bit) */
-    uint64_t lo = ((uint64_t)s->ctr[1] << 32 | s->ctr[0]), nlo = lo + n;
-    uint64_t hi = ((uint64_t)s->ctr[3] << 32 | s->ctr[2]) + (nlo < lo);
-    s->ctr[0] = (uint32_t)nlo; s->ctr[1] = (uint32_t)(nlo >> 32);
-    s->ctr[2] = (uint32_t)hi; s->ctr[3] = (uint32_t)(hi >> 32);
-}
-
-TL_INLINE void tl_rng_init_state(tl_philox *s, uint64_t seed, uint64_t seq, uint64_t off) {
-    s->key[0] = (uint32_t)seed; s->key[1] = (uint32_t)(seed >> 32);
-    s->ctr[0] = (uint32_t)(off / 4); s->ctr[1] = (uint32_t)((off / 4) >> 32);
-    s->ctr[2] = (uint32_t)seq; s->ctr[3] = (uint32_t)(seq >> 32);
-    s->idx = (int)(off % 4);
-    s->has_normal = s->has_normal_d = 0;
-    tl_philox_block(s);
-}
-
-TL_INLINE uint32_t tl_rng_next(tl_philox *s) {
-    uint32_t v = s->out[s->idx++];
-    if (s->idx == 4) { tl_philox_advance(s, 1); tl_philox_block(s); s->idx = 0; }
-    return v;
-}
-
-TL_INLINE float tl_rng_next_float(tl_philox *s) {
-    return (float)tl_rng_next(s) * 2.3283064e-10f + 1.1641532e-10f;
-}
-
-/* curand's mappings (cuda tl/thread.h has the same): uniform double from two words, normal
- * by Box-Muller from two (float) or four (double) words, the pair's second value kept. */
-TL_INLINE double tl_rng_next_double(tl_philox *s) {
-    uint64_t x = tl_rng_next(s), y = tl_rng_next(s);
-    return (double)(x ^ (y << 21)) * 1.1102230246251565e-16 + 5.551115123125783e-17;
-}
-
-TL_INLINE float tl_rng_next_normal(tl_philox *s) {
-    if (s->has_normal) { s->has_normal = 0; return s->normal; }
-    float u = (float)tl_rng_next(s) * 2.3283064e-10f + 1.1641532e-10f;
-    float v = (float)tl_rng_next(s) * 1.4629180792671596e-09f + 7.314590396335798e-10f;
-    float r = sqrtf(-2.0f * logf(u));
-    s->normal = r * cosf(v);
-    s->has_normal = 1;
-    return r * sinf(v);
-}
-
-TL_INLINE double tl_rng_next_normal_double(tl_philox *s) {
-    if (s->has_normal_d) { s->has_normal_d = 0; return s->normal_d; }
-    uint64_t x0 = tl_rng_next(s), x1 = tl_rng_next(s), y0 = tl_rng_next(s), y1 = tl_rng_next(s);
-    double u = (double)(x0 ^ (x1 << 21)) * 1.1102230246251565e-16 + 5.551115123125783e-17;
-    double v = (double)(y0 ^ (y1 << 21)) * 2.220446049250313e-16 + 1.1102230246251565e-16;
-    double r = sqrt(-2.0 * log(u));
-    s->normal_d = r * cos(3.141592653589793 * v);
-    s->has_normal_d = 1;
-    return r * sin(3.141592653589793 * v);
-}
+#include "tl_random.h"  /* T.rng_*: Philox4x32-10, XORWOW and MRG32k3a states */
 
 #include "tl_hopper.h"  /* the raw Hopper names: T.tma_load, wgmma descriptors, T.ptx_wgmma_* */
 

@@ -1,5 +1,5 @@
 // tl/thread.h -- thread-level helpers the shared C/CUDA expression printer emits for
-// T.shfl_* / T.any_sync ..., T.dp4a, T.atomic_load / T.atomic_store and T.rng_*.
+// T.shfl_* / T.any_sync ..., T.dp4a, T.atomic_load / T.atomic_store (T.rng_* in random.h).
 //
 // The names match the CPU header (cpu/tl_cpu.h) where both targets give the call a meaning,
 // so one printer serves both.  Shuffles move any 2-, 4- or 8-byte value through its bits.
@@ -156,76 +156,3 @@ TL_DEVICE void tl_atomic_store(T* p, T value, int order) {
   }
 }
 
-// ------------------------------------------------------------- Philox4x32-10 (curand's numbering)
-struct tl_philox {
-  uint32_t ctr[4], key[2], out[4];
-  int idx;
-  int has_normal, has_normal_d;  // the second value of the last Box-Muller pair is waiting
-  float normal;
-  double normal_d;
-};
-TL_DEVICE void tl_philox_block(tl_philox* s) {
-  uint32_t c0 = s->ctr[0], c1 = s->ctr[1], c2 = s->ctr[2], c3 = s->ctr[3], k0 = s->key[0], k1 = s->key[1];
-#pragma unroll
-  for (int r = 0; r < 10; ++r) {
-    uint32_t h0 = __umulhi(0xD2511F53u, c0), l0 = 0xD2511F53u * c0;
-    uint32_t h1 = __umulhi(0xCD9E8D57u, c2), l1 = 0xCD9E8D57u * c2;
-    c0 = h1 ^ c1 ^ k0; c1 = l1; c2 = h0 ^ c3 ^ k1; c3 = l0;
-    k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;
-  }
-  s->out[0] = c0; s->out[1] = c1; s->out[2] = c2; s->out[3] = c3;
-}
-TL_DEVICE void tl_rng_init_state(tl_philox* s, uint64_t seed, uint64_t seq, uint64_t off) {
-  s->key[0] = (uint32_t)seed; s->key[1] = (uint32_t)(seed >> 32);
-  s->ctr[0] = (uint32_t)(off / 4); s->ctr[1] = (uint32_t)((off / 4) >> 32);
-  s->ctr[2] = (uint32_t)seq; s->ctr[3] = (uint32_t)(seq >> 32);
-  s->idx = (int)(off % 4);
-  s->has_normal = s->has_normal_d = 0;
-  tl_philox_block(s);
-}
-TL_DEVICE uint32_t tl_rng_next(tl_philox* s) {
-  uint32_t v = s->out[s->idx++];
-  if (s->idx == 4) {
-    uint64_t lo = ((uint64_t)s->ctr[1] << 32 | s->ctr[0]) + 1;
-    s->ctr[0] = (uint32_t)lo; s->ctr[1] = (uint32_t)(lo >> 32);
-    if (lo == 0 && ++s->ctr[2] == 0) ++s->ctr[3];
-    tl_philox_block(s);
-    s->idx = 0;
-  }
-  return v;
-}
-TL_DEVICE float tl_rng_next_float(tl_philox* s) { return (float)tl_rng_next(s) * 2.3283064e-10f + 1.1641532e-10f; }
-// Two words, 53 bits: (x ^ y << 21) * 2^-53 + 2^-54 (curand_uniform_double's mapping).
-TL_DEVICE double tl_rng_next_double(tl_philox* s) {
-  uint64_t x = tl_rng_next(s), y = tl_rng_next(s);
-  return (double)(x ^ (y << 21)) * 1.1102230246251565e-16 + 5.551115123125783e-17;
-}
-// Box-Muller on two words: sqrt(-2 ln u) * (sin, cos)(2 pi v); the cos value waits for the next call.
-TL_DEVICE float tl_rng_next_normal(tl_philox* s) {
-  if (s->has_normal) {
-    s->has_normal = 0;
-    return s->normal;
-  }
-  float u = (float)tl_rng_next(s) * 2.3283064e-10f + 1.1641532e-10f;
-  float v = (float)tl_rng_next(s) * 1.4629180792671596e-09f + 7.314590396335798e-10f;
-  float r = sqrtf(-2.0f * logf(u)), sn, cs;
-  sincosf(v, &sn, &cs);
-  s->normal = r * cs;
-  s->has_normal = 1;
-  return r * sn;
-}
-// Four words: u and v with 53 bits each, sqrt(-2 ln u) * (sin, cos)(pi v).
-TL_DEVICE double tl_rng_next_normal_double(tl_philox* s) {
-  if (s->has_normal_d) {
-    s->has_normal_d = 0;
-    return s->normal_d;
-  }
-  uint64_t x0 = tl_rng_next(s), x1 = tl_rng_next(s), y0 = tl_rng_next(s), y1 = tl_rng_next(s);
-  double u = (double)(x0 ^ (x1 << 21)) * 1.1102230246251565e-16 + 5.551115123125783e-17;
-  double v = (double)(y0 ^ (y1 << 21)) * 2.220446049250313e-16 + 1.1102230246251565e-16;
-  double r = sqrt(-2.0 * log(u)), sn, cs;
-  sincospi(v, &sn, &cs);
-  s->normal_d = r * cs;
-  s->has_normal_d = 1;
-  return r * sn;
-}

@@ -18,3 +18,4 @@
 #include "tma.h"
 #include "wgmma.h"
 #include "thread.h"
+#include "random.h"
