@@ -55,13 +55,26 @@ def test_tma_copy_arguments():
     with pytest.raises(NotImplementedError, match="cluster_mask"):
         parse(multicast)
 
-    def store(A, B):
+    def store_with_barrier(A, B):
         S = T.alloc_shared((128, 64), "float16")
         bar = T.alloc_barrier(1)
         T.tma_copy(S, B, barrier=bar)
 
-    with pytest.raises(NotImplementedError, match="global -> shared"):
-        parse(store)
+    with pytest.raises(TileLangError, match="T.tma_store_wait, not a barrier"):
+        parse(store_with_barrier)
+
+    def odd_leader(A, B):
+        S = T.alloc_shared((128, 64), "float16")
+        T.tma_copy(S, B, leader_scope_threads=48)
+
+    with pytest.raises(TileLangError, match="multiple of the warp size"):
+        parse(odd_leader)
+
+    def global_to_global(A, B):
+        T.tma_copy(A, B)
+
+    with pytest.raises(TileLangError, match=r"global -> shared \(a load\) or shared -> global"):
+        parse(global_to_global)
 
 
 def test_barrier_ops_need_barriers():

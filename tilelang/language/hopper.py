@@ -134,28 +134,50 @@ def barrier_arrive(mbarrier):
 
 def tma_copy(src, dst, *, barrier=None, cluster_mask=None, leader_scope_threads=None, eviction_policy=None,
              annotations=None):
-    """Global -> shared tile copy through TMA, issued by one thread, completing on `barrier`.
+    """A tile copy through TMA, issued by one thread, that the program synchronises itself.
 
-    Unlike T.copy it does not wait: the caller arrives on and waits for `barrier` itself, e.g.
-    `T.tma_copy(A[by * 128, ko * 64], A_s, barrier=full); T.barrier_arrive(full)` then
-    `T.barrier_wait(full, ko % 2)` where A_s is read.
+    Load (global -> shared): the bytes complete on `barrier`; the caller arrives on and waits
+    for it, e.g. `T.tma_copy(A[by * 128, ko * 64], A_s, barrier=full); T.barrier_arrive(full)`
+    then `T.barrier_wait(full, ko % 2)` where A_s is read.
+    Store (shared -> global, no barrier): the store is issued and committed as one bulk group,
+    not waited for: `T.tma_copy(C_s, C[by * 128, bx * 128]); T.tma_store_wait()` before C_s is
+    written again (the kernel's exit waits for stores still in flight).
+    leader_scope_threads=n (a multiple of 32): one thread of every n issues its own copy (e.g. 32:
+    each warp copies the region its own indices name); default: one thread of the whole scope.
     """
     B.in_kernel("T.tma_copy")
     for name, x in (("src", src), ("dst", dst)):
         if not is_tile_arg(x):
             raise DSLTypeError(f"T.tma_copy {name}: expected a buffer, slice or corner, got {x!r}")
     s, d = pair_regions(src, dst, "T.tma_copy")
-    if not (s.buffer.scope == "global" and d.buffer.scope in ("shared", "shared.dyn")):
-        raise NotImplementedError(f"T.tma_copy {s.buffer.name} -> {d.buffer.name}: only global -> shared loads "
-                                  "are supported (TMA stores: use T.copy)")
-    if barrier is None:
-        raise DSLTypeError("T.tma_copy: a load needs barrier= (from T.alloc_barrier) to complete on")
-    for name, v in (("cluster_mask", cluster_mask), ("leader_scope_threads", leader_scope_threads),
-                    ("eviction_policy", eviction_policy), ("annotations", annotations)):
+    smem = ("shared", "shared.dyn")
+    load = s.buffer.scope == "global" and d.buffer.scope in smem
+    store = s.buffer.scope in smem and d.buffer.scope == "global"
+    if not (load or store):
+        raise DSLTypeError(f"T.tma_copy {s.buffer.name} ({s.buffer.scope}) -> {d.buffer.name} ({d.buffer.scope}): "
+                           "TMA copies global -> shared (a load) or shared -> global (a store)")
+    if cluster_mask is not None:
+        raise NotImplementedError("T.tma_copy(cluster_mask=...): multicast to the blocks of a thread-block cluster "
+                                  "is not supported yet (no cluster launches here)")
+    for name, v in (("eviction_policy", eviction_policy), ("annotations", annotations)):
         if v is not None:
             raise NotImplementedError(f"T.tma_copy({name}=...) is not supported yet")
+    leader = None
+    if leader_scope_threads is not None:
+        leader = const_int(leader_scope_threads)
+        if leader is None or isinstance(leader_scope_threads, bool) or leader <= 0 or leader % 32:
+            raise DSLTypeError("T.tma_copy: leader_scope_threads must be a positive multiple of the warp size (32), "
+                               f"got {leader_scope_threads!r}")
+    if store:
+        if barrier is not None:
+            raise DSLTypeError(f"T.tma_copy {s.buffer.name} -> {d.buffer.name}: a TMA store completes through "
+                               "T.tma_store_wait, not a barrier; drop barrier=")
+        B.current().emit(H.TmaStore(s, d, leader=leader))
+        return
+    if barrier is None:
+        raise DSLTypeError("T.tma_copy: a load needs barrier= (from T.alloc_barrier) to complete on")
     buf, i = barrier_ref(barrier, "T.tma_copy barrier=")
-    B.current().emit(H.TmaCopy(s, d, buf, i))
+    B.current().emit(H.TmaCopy(s, d, buf, i, leader=leader))
 
 
 def fence_proxy_async():

@@ -11,7 +11,13 @@ What each means, on every target:
   fresh barrier, parity 1 passes at once: "the phase before the first" counts as completed).
   `BarrierExpectTx` adds bytes the phase also waits for (TMA loads complete them).
 - `TmaCopy(src, dst, barrier)`: a bulk global -> shared tile copy issued by one thread of the
-  enclosing scope; its bytes complete on `barrier` (the caller arrives and waits itself).
+  enclosing scope (`leader`: by one thread of each run of that many threads, each with its own
+  indices); its bytes complete on `barrier` (the caller arrives and waits itself).
+- `TmaStore(src, dst)`: a bulk shared -> global tile copy issued by one thread of the enclosing
+  scope (or of each `leader` threads) once every thread's writes of the tile are visible to it,
+  then committed as one bulk group; the program waits for it with T.tma_store_wait (the tile may
+  be overwritten after the `read` wait, the global bytes are final after the full one). Kernel
+  exit waits for every store still in flight.
 - `SetMaxNReg(count, inc)`: setmaxnreg for the executing warp group (a hint: no effect on results).
 - `FenceProxyAsync`: orders generic-proxy shared memory accesses before async-proxy ones.
 - `WaitWgmma(n)`: T.wgmma_gemm is an O.Gemm with wg_wait = -1 (issued, not waited for); the
@@ -129,6 +135,17 @@ class TmaCopy(TileOp):
     barrier: Buffer
     index: Expr
     span: Span | None = default_span()
+    leader: int | None = None  # leader_scope_threads: one issuing thread per this many (None: the scope's)
+
+
+@dataclass(frozen=True)
+class TmaStore(TileOp):
+    """dst = src (shared tile -> global box), issued by one thread and committed, not waited for."""
+
+    src: BufferRegion
+    dst: BufferRegion
+    span: Span | None = default_span()
+    leader: int | None = None
 
 
 @dataclass(frozen=True)

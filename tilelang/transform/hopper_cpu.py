@@ -17,8 +17,8 @@ user's barriers allow that order, so every barrier is simulated and checked:
   T.ptx_cp_async_bulk is a memcpy; neither completes transaction bytes (expect_tx counts none);
 - T.ptx_wgmma_ss / _rs compute each thread's accumulator elements from shared memory through the
   descriptors at once (the waits change nothing); T.warpgroup_fence_operand is nothing;
-- T.tma_copy is an ordinary copy (its bytes are there at once); expect_tx, setmaxnreg and
-  proxy fences change no values;
+- T.tma_copy is an ordinary copy, a load or a store (its bytes are there at once); expect_tx,
+  setmaxnreg and proxy fences change no values;
 - T.wgmma_gemm is an ordinary gemm and T.wait_wgmma, T.ptx_commit_group, T.ptx_wait_group
   change nothing; T.ptx_cp_async copies its elements at once (along the last dimension of
   both buffers), zeros where its predicate is false; T.cp_async_barrier_noinc is an arrival.
@@ -131,6 +131,9 @@ class HopperCPU:
         return wait(op)
 
     def visit_TmaCopy(self, op: H.TmaCopy):
+        return self.visit(O.Copy(op.src, op.dst, span=op.span))
+
+    def visit_TmaStore(self, op: H.TmaStore):
         return self.visit(O.Copy(op.src, op.dst, span=op.span))
 
     def visit_BarrierInit(self, op: R.BarrierInit):

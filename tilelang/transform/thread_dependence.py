@@ -24,7 +24,7 @@ from ..op.thread_ops import DeclBuffer, ImportSource
 PER_THREAD_SCOPES = ("local", "local.var")
 SCALAR_OPS = (O.DeviceAssert, O.Print, DeclBuffer, ImportSource, O.Swizzle, O.AnnotateLayout)
 # tile ops that each executing thread issues on its own (TMA, barriers, cp.async, raw wgmma): any thread may run them
-ISSUE_OPS = (H.TmaCopy, H.BarrierArrive, H.BarrierExpectTx, H.BarrierWait, H.CpAsync, H.CpAsyncBarrierArrive,
+ISSUE_OPS = (H.TmaCopy, H.TmaStore, H.BarrierArrive, H.BarrierExpectTx, H.BarrierWait, H.CpAsync, H.CpAsyncBarrierArrive,
              H.CpAsyncCommit, H.CpAsyncWait, H.FenceProxyAsync, H.SetMaxNReg, H.WaitWgmma, H.AsyncStep,
              R.BarrierInit, R.TmaLoad, R.BulkCopy, R.RawWgmma, R.FenceOperand)
 _NAMES = {"Copy": "T.copy", "Fill": "T.fill / T.clear", "Gemm": "T.gemm", "Reduce": "a T.reduce_* op",

@@ -121,10 +121,12 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
             name = {"TmaLoad": "T.tma_load (cp.async.bulk.tensor)", "BulkCopy": "T.ptx_cp_async_bulk (cp.async.bulk)",
                     "RawWgmma": "T.ptx_wgmma_ss / T.ptx_wgmma_rs (wgmma.mma_async)"}[type(raw[0]).__name__]
             raise LoweringError(f"{name} needs sm_90a (Hopper); the target is {ctx.target.arch}", raw[0].span)
-        hopper_only = collect(k.body, lambda n: isinstance(n, (H.TmaCopy, H.SetMaxNReg, H.FenceProxyAsync,
-                                                               H.WaitWgmma, H.BarrierExpectTx, H.AsyncStep)))
+        hopper_only = collect(k.body, lambda n: isinstance(n, (H.TmaCopy, H.TmaStore, H.SetMaxNReg,
+                                                               H.FenceProxyAsync, H.WaitWgmma, H.BarrierExpectTx,
+                                                               H.AsyncStep)))
         if ctx.target.sm < 90 and hopper_only:  # branches over warps or warp groups (named barriers) work on sm_80
-            what = {"TmaCopy": "T.tma_copy", "SetMaxNReg": "T.set_max_nreg", "FenceProxyAsync": "T.fence_proxy_async",
+            what = {"TmaCopy": "T.tma_copy", "TmaStore": "T.tma_copy (a TMA store)", "SetMaxNReg": "T.set_max_nreg",
+                    "FenceProxyAsync": "T.fence_proxy_async",
                     "WaitWgmma": "T.wait_wgmma", "BarrierExpectTx": "an mbarrier transaction count (expect_tx)",
                     "AsyncStep": "a TMA store step"}[type(hopper_only[0]).__name__]
             raise LoweringError(f"{what} in T.ws / warp specialization by hand needs sm_90a (Hopper); the target is "
@@ -345,6 +347,10 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
         ctx.warnings.append(m)
     ctx.cuda_info = info
     ctx.ws_info = ws
+    # T.tma_copy stores read their tile through the async proxy: the threads' writes need fences
+    from ...op.hopper import TmaStore
+
+    ctx.tma_store_fences = manual is not None and bool(collect(k0.body, lambda n: isinstance(n, TmaStore)))
     body = new if func.body is k0 else _replace_kernel(func.body, k0, new)
     return replace(func, body=body)
 
@@ -424,9 +430,11 @@ def exp2_poly_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
 
 
 def proxy_fences_pass(func: PrimFunc, ctx: PassContext) -> PrimFunc:
-    """wgmma / warp-specialized kernels: fence.proxy.async before the barriers after generic smem writes."""
+    """wgmma / warp-specialized kernels, and T.tma_copy stores: fence.proxy.async before the barriers after
+    generic smem writes."""
     info = getattr(ctx, "cuda_info", None)
-    if info is None or not (info.uses_wgmma or getattr(ctx, "ws_info", None) is not None):
+    if info is None or not (info.uses_wgmma or getattr(ctx, "ws_info", None) is not None
+                            or getattr(ctx, "tma_store_fences", False)):
         return func
     from ...transform.cuda.plan_smem import ATTR
     from ...transform.pass_config import get as config

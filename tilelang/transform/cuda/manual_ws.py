@@ -18,6 +18,15 @@ gemm goes through a 2-d window onto stage s. Tile ops inside a scope are lowered
         T.barrier_wait(mbars[1], p)                tl::mbarrier_wait(&mbars[1], p);
         T.tma_copy(A[..], A_s, barrier=mbars[0])   if (tid == 128) { expect_tx(&mbars[0], bytes); tma_load(...); }
         T.barrier_arrive(mbars[0])                 tl::mbarrier_arrive(&mbars[0]); }
+    T.tma_copy(C_s, C[by * 128, bx * 128])     if (tid == 0) { tma_store(&tmap_1, C_s, bx * 128, by * 128);
+                                                                tl::tma_store_commit(); }
+    T.tma_store_wait()                         tl::tma_store_wait<0>();
+
+A T.tma_copy store (shared -> global) is issued after a barrier that orders the threads' writes of
+the tile (thread_sync; proxy_fences puts fence.proxy.async before it) and committed as its own
+bulk group, not waited for; the kernel ends with `tl::tma_store_wait_all();` so no store is in
+flight when the block exits. leader_scope_threads=n: thread `(tid - lo) % n == 0` of the scope
+issues (each with its own coordinates).
 """
 from __future__ import annotations
 
@@ -52,7 +61,8 @@ def has_warp_groups(k: S.KernelLaunch) -> bool:
     """Whether the kernel takes this path: T.ws scopes, or barrier / TMA ops outside them (the raw
     names' programs, which no other path lowers)."""
     return bool(collect(k.body, lambda n: isinstance(n, (H.WarpGroupScope, H.BarrierArrive, H.BarrierWait,
-                                                         H.BarrierExpectTx, H.TmaCopy, R.BarrierInit, R.TmaLoad,
+                                                         H.BarrierExpectTx, H.TmaCopy, H.TmaStore, R.BarrierInit,
+                                                         R.TmaLoad,
                                                          R.BulkCopy, R.RawWgmma, R.FenceOperand))))
 
 
@@ -129,6 +139,8 @@ class _Rewrite(Mutator):
         self.info.views = list(self.views.values())
         allocs = [S.Allocate(v) for v in self.views.values()]
         at = max((i for i, st in enumerate(out) if isinstance(st, S.Allocate)), default=-1) + 1
+        if collect(body, lambda n: isinstance(n, H.TmaStore)):  # no T.tma_copy store in flight at exit
+            out.append(Raw("tl::tma_store_wait_all();"))
         return S.seq(*out[:at], *allocs, *out[at:])
 
     def visit_Allocate(self, s: S.Allocate):
@@ -274,9 +286,46 @@ class _Rewrite(Mutator):
             loads.append(f"tl::tma_load(&{desc.name}, {{0}}, {x.name} + {{{first}}}"
                          + "".join(f", {{{first + 1 + j}}}" for j in range(len(c))) + ");")
         nbytes = x.numel() * x.dtype.bytes
-        text = (f"if (tid == {self.lo}) {{{{ tl::mbarrier_expect_tx({{0}}, {nbytes}); "
+        text = (f"if ({self.leader(op.leader)}) {{{{ tl::mbarrier_expect_tx({{0}}, {nbytes}); "
                 + " ".join(loads) + " }}")
         return S.seq(*pre, Raw(text, tuple(args), span=op.span))
+
+    def leader(self, n) -> str:
+        """The condition naming the issuing thread: the scope's first, or the first of every n."""
+        if n is None:
+            return f"tid == {self.lo}"
+        return f"tid % {n} == 0" if self.lo % n == 0 else f"(tid - {self.lo}) % {n} == 0"
+
+    def visit_TmaStore(self, op: H.TmaStore):
+        """T.tma_copy(X, Out[..]): the tile's box(es) stored by one thread and committed, not waited for."""
+        src, pre = self.window(op.src, "T.tma_copy", op.span)
+        x, g = src.buffer, op.dst.buffer
+        plan, why = tma_plan(O.Copy(op.dst, src))
+        if plan is None:
+            raise LoweringError(f"T.tma_copy {x.name} -> {g.name}: {why}", op.span)
+        box, swz, panels = plan
+        if x.ndim == 2:  # the tile takes TMA's layout for its box (as a T.tma_copy load target does)
+            other = self.info.swizzled if panels > 1 else self.info.panels
+            if x.uid in other:
+                raise LoweringError(f"T.tma_copy {x.name} -> {g.name}: {x.name} is also copied with another TMA "
+                                    "box layout (one tile, one layout)", op.span)
+            (self.info.panels if panels > 1 else self.info.swizzled).add(x.uid)
+        desc = next((d for d in self.info.descs if d.buffer is g and d.box == box and d.swizzle == swz
+                     and d.raw is None), None)
+        if desc is None:
+            desc = TmaDesc(f"tmap_{len(self.info.descs)}", g, box, swz)
+            self.info.descs.append(desc)
+        rows = const_int(x.shape[0])
+        coords = [simplify(E.as_expr(c)) for c in reversed(op.dst.starts)]  # innermost first
+        args, stores = [], []
+        for q in range(panels):
+            c = [simplify(coords[0] + q * 64)] + coords[1:]
+            first = len(args)
+            args += [E.as_expr(q * rows * 64)] + c
+            stores.append(f"tl::tma_store(&{desc.name}, {x.name} + {{{first}}}"
+                          + "".join(f", {{{first + 1 + j}}}" for j in range(len(c))) + ");")
+        text = f"if ({self.leader(op.leader)}) {{{{ " + " ".join(stores) + " tl::tma_store_commit(); }}"
+        return S.seq(*pre, Raw(text, tuple(args), reads=(x,), span=op.span))
 
     def visit_Copy(self, op: O.Copy):
         """T.copy(X[:, c0:c0 + W], Out[..]) of a tile in TMA's layout (a T.tma_copy target: 64-column
@@ -329,5 +378,5 @@ class _Rewrite(Mutator):
                 return n.buffer is g
             if isinstance(n, O.Copy) and n is not op:
                 return n.src.buffer is g or n.dst.buffer is g and n.src.buffer.scope not in ("shared", "shared.dyn")
-            return isinstance(n, H.TmaCopy) and n.src.buffer is g
+            return isinstance(n, (H.TmaCopy, H.TmaStore)) and (n.src.buffer is g or n.dst.buffer is g)
         return bool(collect(self.body, touches))

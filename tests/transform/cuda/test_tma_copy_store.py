@@ -1,0 +1,156 @@
+"""T.tma_copy(shared_tile, global_box): a TMA store the program waits for itself (T.tma_store_wait).
+
+On sm_90a the store is one thread's cp.async.bulk.tensor ... global.shared::cta after a barrier
+that orders the threads' writes of the tile (with fence.proxy.async before it), committed as a
+bulk group; the kernel ends with a wait for every group still in flight. Checked on the emitted
+CUDA and PTX (NVRTC), run on the host emulator (whose TMA stores land only at their thread's
+wait) and on the CPU backend, each against float64 torch on fresh random inputs.
+"""
+import re
+
+import pytest
+import torch
+
+import tilelang
+import tilelang.language as T
+from tilelang.errors import LoweringError
+
+
+def gemm_tma_store(M, N, K, bm=128, bn=128, bk=32, stages=2, wait_read=True):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), C: T.Tensor((M, N), T.float16)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), T.float16)
+            B_s = T.alloc_shared((bk, bn), T.float16)
+            C_s = T.alloc_shared((bm, bn), T.float16)
+            C_l = T.alloc_fragment((bm, bn), T.float32)
+            T.clear(C_l)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C_s)
+            T.tma_copy(C_s, C[by * bm, bx * bn])
+            T.tma_store_wait(read=wait_read)
+
+    return main
+
+
+def scale_rows(M, N, bm=64):
+    """TMA load -> threads scale the tile in place -> TMA store, the tile reused every iteration."""
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), T.float32), Y: T.Tensor((M, N), T.float32)):
+        with T.Kernel(1, threads=128) as bx:
+            X_s = T.alloc_shared((bm, N), T.float32)
+            bar = T.alloc_barrier(128)
+            for i in T.serial(M // bm):
+                T.tma_copy(X[i * bm, 0], X_s, barrier=bar)
+                T.barrier_arrive(bar)
+                T.barrier_wait(bar, i % 2)
+                for r, c in T.Parallel(bm, N):
+                    X_s[r, c] = X_s[r, c] * (r + 1) + i
+                T.tma_copy(X_s, Y[i * bm, 0])
+                T.tma_store_wait()  # X_s is read before the next load overwrites it
+
+    return main
+
+
+def _gemm_ref(a, b):
+    return a.double() @ b.double()
+
+
+def _scale_ref(x, bm=64):
+    M, N = x.shape
+    r = torch.arange(bm, dtype=torch.float64).repeat(M // bm)[:, None] + 1
+    i = torch.arange(M // bm, dtype=torch.float64).repeat_interleave(bm)[:, None]
+    return x.double() * r + i
+
+
+def test_cpu_backend_runs_the_store_as_a_copy():
+    M, N, K = 256, 384, 96
+    f = gemm_tma_store(M, N, K)
+    k = tilelang.compile(f, out_idx=[2], target="cpu")
+    a, b = torch.randn(M, K).half(), torch.randn(K, N).half()
+    torch.testing.assert_close(k(a, b).double(), _gemm_ref(a, b), rtol=1e-2, atol=2e-2)
+    x = torch.randn(256, 32)
+    y = torch.full_like(x, 7.0)
+    tilelang.compile(scale_rows(256, 32), target="cpu")(x, y)
+    torch.testing.assert_close(y.double(), _scale_ref(x), rtol=1e-6, atol=1e-5)
+
+
+nvrtc = pytest.importorskip("tilelang.backend.cuda.nvrtc")
+needs_nvrtc = pytest.mark.skipif(not nvrtc.nvrtc_available(), reason="NVRTC from the pip wheels is not installed")
+
+
+@needs_nvrtc
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("wait_read", [True, False])
+def test_sm90a_source_and_ptx_hold_the_store(wait_read):
+    k = tilelang.compile(gemm_tma_store(256, 256, 64, wait_read=wait_read), target="cuda -arch=sm_90a")
+    src = k.get_kernel_source()
+    tail = src[src.rindex("stmatrix_pack") if "stmatrix_pack" in src else src.index("C_s["):]
+    # the threads' writes of C_s, a fenced barrier, one thread's stores (two 64-column panels) and commit
+    m = re.search(r"tl::fence_proxy_async\(\); __syncthreads\(\);\s*if \(tid == 0\) \{ "
+                  r"tl::tma_store\(&(tmap_\d+), C_s \+ 0, \(bx \* 128\), \(by \* 128\)\); "
+                  r"tl::tma_store\(&\1, C_s \+ 8192, \(\(bx \* 128\) \+ 64\), \(by \* 128\)\); "
+                  r"tl::tma_store_commit\(\); \}", tail)
+    assert m, tail
+    after = tail[m.end():]
+    wait = "tl::tma_store_wait<0>();" if wait_read else "tl::tma_store_wait_group<0>();"
+    assert after.index(wait) < after.index("tl::tma_store_wait_all();")  # the user's wait, then the exit's
+    ptx = k.artifact.ptx
+    assert re.search(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta\.bulk_group", ptx)
+    assert "fence.proxy.async.shared::cta" in ptx
+    assert "cp.async.bulk.commit_group" in ptx
+    assert ("cp.async.bulk.wait_group.read 0" in ptx) == wait_read
+    assert "cp.async.bulk.wait_group 0" in ptx
+
+
+@pytest.fixture(scope="module")
+def host_emu():
+    from tilelang.testing import host_cuda_or_skip
+
+    if not nvrtc.nvrtc_available():
+        pytest.skip("NVRTC from the pip wheels is not installed")
+    return host_cuda_or_skip()
+
+
+@pytest.mark.nvrtc
+def test_sm90a_gemm_store_on_the_host_emulator(host_emu):
+    M, N, K = 256, 384, 96
+    k = tilelang.compile(gemm_tma_store(M, N, K, stages=3), target="cuda -arch=sm_90a")
+    a, b = torch.randn(M, K).half(), torch.randn(K, N).half()
+    c = torch.full((M, N), 7.0).half()
+    host_emu.HostProgram({"f": k}).run("f", [a, b, c])
+    torch.testing.assert_close(c.double(), _gemm_ref(a, b), rtol=1e-2, atol=2e-2)
+
+
+@pytest.mark.nvrtc
+def test_sm90a_load_compute_store_reusing_the_tile(host_emu):
+    """The tile is reloaded after each store: the user's T.tma_store_wait() is what keeps the store
+    reading the right bytes (the emulator reads a store's tile at its thread's wait)."""
+    k = tilelang.compile(scale_rows(256, 32), target="cuda -arch=sm_90a")
+    src = k.get_kernel_source()
+    assert src.count("tl::tma_store(") == 1 and "tl::tma_load(" in src
+    x = torch.randn(256, 32)
+    y = torch.full_like(x, 7.0)
+    host_emu.HostProgram({"f": k}).run("f", [x, y])
+    torch.testing.assert_close(y.double(), _scale_ref(x), rtol=1e-6, atol=1e-5)
+
+
+def test_store_needs_hopper():
+    with pytest.raises(LoweringError, match=r"T\.tma_copy \(a TMA store\).*sm_90a"):
+        tilelang.compile(gemm_tma_store(256, 256, 64), target="cuda -arch=sm_80")
+
+
+def test_store_of_a_tile_tma_cannot_move_names_why():
+    @T.prim_func
+    def f(C: T.Tensor((64, 48), T.float16)):
+        with T.Kernel(1, threads=128):
+            C_s = T.alloc_shared((64, 48), T.float16)
+            T.fill(C_s, 1)
+            T.tma_copy(C_s, C)
+
+    with pytest.raises(LoweringError, match=r"T\.tma_copy C_s -> C: .*rows are 96 bytes"):
+        tilelang.compile(f, target="cuda -arch=sm_90a")
