@@ -76,6 +76,10 @@ class DSLValueError(DSLTypeError, ValueError):
     public TileLang raises; a DSLTypeError for the code that catches those)."""
 
 
+class DSLCheckError(DSLValueError, AssertionError):
+    """A DSL argument the public TileLang refuses with an assertion (so an AssertionError too)."""
+
+
 class ShapeMismatchError(TileLangError, AssertionError):
     """Tile shapes of a copy, gemm, reduce, reshape, view ... do not agree (an AssertionError too, as
     the public TileLang's shape checks are assertions; code that catches those catches this)."""

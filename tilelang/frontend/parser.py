@@ -18,6 +18,7 @@ from ..ir.buffer import Buffer, BufferRegion
 from . import builder as B
 from . import vector
 from .declarations import OUT_IDX, POINTER_PARAMS, BodyDeclarations, output_indices
+from .reducer_epochs import check_reducer_epochs
 from .rewrite import helpers
 from .source import SourceInfo
 
@@ -567,6 +568,7 @@ def parse_prim_func(fn, outer: dict | None = None) -> S.PrimFunc:
         except ParsedReturn as r:
             returned = r.value
             body = builder.pop() if len(builder.frames) > 1 else S.seq()
+    check_reducer_epochs(body)
     params = [_body_declared(decls, p, parser, src.node) for p in params]
     params = [_matched(builder, p, parser, src.node) for p in params] + decls.outputs
     attrs = dict(builder.func_attrs)

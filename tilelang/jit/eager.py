@@ -22,6 +22,7 @@ from ..errors import TileLangError
 from ..frontend import builder as B
 from ..frontend.declarations import FIRST_PARSE_ERROR, OUT_IDX, POINTER_PARAMS, BodyDeclarations, output_indices
 from ..frontend.parser import Parser, ParsedReturn, SourceInfo, closure_scope
+from ..frontend.reducer_epochs import check_reducer_epochs
 from ..ir.buffer import Buffer
 from ..ir.expr import Var
 from ..ir.stmt import PrimFunc, seq
@@ -259,6 +260,7 @@ def parse_eager(fn, bound: dict, const_values: dict) -> tuple[PrimFunc, list[int
         inner = builder.pop()
         builder.emit(inner)
     body = seq(*builder.frames[0])
+    check_reducer_epochs(body)
     ins = [state.params[n] for n in inspect.signature(fn).parameters if n in state.params]
     span = parser.span(parser.src.node)
     out_idx = output_indices(state, returned, span)

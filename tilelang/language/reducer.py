@@ -11,8 +11,9 @@ a block on one thread, so its updates are plain and finalize does nothing.
 from __future__ import annotations
 
 from .. import dtypes as dt
-from ..errors import DSLTypeError, ShapeMismatchError
+from ..errors import DSLCheckError, DSLTypeError, ShapeMismatchError
 from ..frontend import builder as B
+from ..frontend.reducer_epochs import mark
 from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.buffer import Buffer
@@ -30,12 +31,18 @@ def alloc_reducer(shape, dtype, op="sum", replication=None):
     if op not in _OPS:
         raise DSLTypeError(f"T.alloc_reducer: op must be one of {_OPS}, got {op!r}")
     d = dt.as_dtype(dtype)
-    if op.startswith("bit") and not d.is_int:
-        raise DSLTypeError(f"T.alloc_reducer: op={op!r} needs an integer dtype, got {d}")
+    if op.startswith("bit") and not (d.is_int or d.name == "bool"):
+        raise DSLCheckError(f"T.alloc_reducer: bitwise reducer op={op!r} needs an integer dtype (int*, uint* or "
+                            f"bool), got {d}")
     if replication not in (None, "all", "none"):
         raise DSLTypeError(f"T.alloc_reducer: replication must be 'all' or 'none', got {replication!r}")
+    if replication is not None and op.startswith("bit"):
+        raise DSLCheckError(f"T.alloc_reducer: the legacy reducer (replication={replication!r}) supports "
+                            f"op='sum', 'max' or 'min', got op={op!r}; drop `replication` for a bitwise reducer")
     buf = alloc_fragment(shape, d)
     buf.reducer_op = op  # read by layout inference (per-thread partials) and the CUDA lowering (atomics)
+    if replication is None:  # lifecycle-checked once a reducer op touches it (frontend/reducer_epochs.py)
+        buf.reducer_epoch = set()
     return buf
 
 
@@ -58,12 +65,33 @@ def _reducer(acc, what) -> Buffer:
     return buf
 
 
+def _emitted(buf, kind, emit):
+    """Run `emit` and mark what it emitted as the reducer op `kind` (checked after parsing)."""
+    frame = B.current().frames[-1]
+    n = len(frame)
+    emit()
+    if getattr(buf, "reducer_epoch", None) is not None:
+        mark(buf, kind, frame[n:])
+
+
 def reducer_init(reducer, init=None):
-    """Start a reduction: every element the op's identity (or `init_value`)."""
+    """Open a reducer's epoch: each element starts from the op's identity (sum 0, max lowest, min highest,
+    bitand all ones, bitor/bitxor 0), or from `init` (a Python number, or an expression of the reducer's
+    dtype). Once per T.alloc_reducer, outside any T.Parallel:
+
+        acc = T.alloc_reducer((M,), "float32", op="sum")
+        T.reducer_init(acc)
+    """
     from .tile import fill
 
     buf = _reducer(reducer, "T.reducer_init")
-    fill(buf, _identity(buf.reducer_op, buf.dtype) if init is None else init)
+    if init is not None and not isinstance(init, (bool, int, float)):
+        d = getattr(init, "dtype", None)
+        if d is not None and dt.as_dtype(d) != buf.dtype:
+            raise DSLTypeError(f"T.reducer_init: the init value's dtype {dt.as_dtype(d)} does not match reducer "
+                               f"`{buf.name}` dtype {buf.dtype}; pass a Python number or cast it "
+                               f"(T.cast(value, {str(buf.dtype)!r}))")
+    _emitted(buf, "init", lambda: fill(buf, _identity(buf.reducer_op, buf.dtype) if init is None else init))
     return EMITTED
 
 
@@ -73,7 +101,8 @@ def reducer_update(target, value):
         raise DSLTypeError(f"T.reducer_update: expected a reducer element such as acc[i], got {target!r}")
     buf = _reducer(target, "T.reducer_update")
     v = E.cast(buf.dtype, E.as_expr(value, buf.dtype))
-    B.current("T.reducer_update").emit(S.BufferStore(buf, target.indices, combine(buf.reducer_op, target, v)))
+    store = S.BufferStore(buf, target.indices, combine(buf.reducer_op, target, v))
+    _emitted(buf, "update", lambda: B.current("T.reducer_update").emit(store))
     return EMITTED
 
 
@@ -94,9 +123,19 @@ def finalize_reducer(reducer, dst=None, batch=1, annotations=None):
         if tuple(dst.shape) != tuple(buf.shape):
             raise ShapeMismatchError(f"T.finalize_reducer: {dst.name}{tuple(dst.shape)} is not the reducer's shape "
                                      f"{tuple(buf.shape)}")
-    B.current("T.finalize_reducer").emit(O.FinalizeReducer(buf, buf.reducer_op))
-    if dst is not None:
+    if dst is None:
+        if getattr(buf, "reducer_epoch", None):  # reducer_init / reducer_update marked it
+            raise DSLTypeError(f"T.finalize_reducer: reducer `{buf.name}` is used with T.reducer_init / "
+                               f"T.reducer_update, so it has no readable value: pass a destination, "
+                               f"T.finalize_reducer({buf.name}, dst)")
+        B.current("T.finalize_reducer").emit(O.FinalizeReducer(buf, buf.reducer_op))
+        return EMITTED
+
+    def emit():
+        B.current("T.finalize_reducer").emit(O.FinalizeReducer(buf, buf.reducer_op))
         copy(buf, dst)
+
+    _emitted(buf, "finalize", emit)
     return EMITTED
 
 
