@@ -60,6 +60,9 @@ def make_tensor(ptr, shape, dtype="float32", strides=None):
 
         A = T.make_tensor(A_ptrs[g], (M, K), T.float16)
         T.copy(A[m0, k0], A_shared)
+
+    strides (elements, one per dim): element (i, j, ...) lies at i * strides[0] + j * strides[1] + ...
+    from `ptr` (a padded or transposed view); without them the tensor is row-major.
     """
     b = B.current("T.make_tensor")
     if b.kernel is None and (isinstance(ptr, Buffer) or b.eager is None):
@@ -70,9 +73,16 @@ def make_tensor(ptr, shape, dtype="float32", strides=None):
     if not (addr.dtype.is_int and addr.dtype.bits == 64) and addr.dtype.name != "handle":
         raise DSLTypeError(f"T.make_tensor: the address must be a 64-bit integer or handle, got {addr.dtype} "
                            f"({addr}); pointer tables are T.Tensor([n], T.ptr)")
+    shape = _shape(shape, "T.make_tensor")
     if strides is not None:
-        raise DSLTypeError("T.make_tensor: explicit strides are not supported; tensors are row-major")
-    buf = Buffer(b.unique("tensor"), _shape(shape, "T.make_tensor"), dtype, "global")
+        strides = _shape(strides, "T.make_tensor strides")
+        if len(strides) != len(shape):
+            raise DSLTypeError(f"T.make_tensor: {len(strides)} strides for a {len(shape)}-d shape {tuple(shape)}")
+        for st in strides:
+            if not (isinstance(st, int) and not isinstance(st, bool) or isinstance(st, E.Expr) and st.dtype.is_int()):
+                raise DSLTypeError(f"T.make_tensor: strides are integers (elements), got {st!r}")
+        strides = tuple(E.as_expr(st) for st in strides)
+    buf = Buffer(b.unique("tensor"), shape, dtype, "global", strides=strides)
     buf.auto_named = True
     if b.kernel is None:  # a view of a `T.ptr` parameter: declared at the top of every kernel
         b.eager.pointer_views.append(DeclBuffer(buf, addr, span=b.span))

@@ -154,3 +154,49 @@ def test_store_of_a_tile_tma_cannot_move_names_why():
 
     with pytest.raises(LoweringError, match=r"T\.tma_copy C_s -> C: .*rows are 96 bytes"):
         tilelang.compile(f, target="cuda -arch=sm_90a")
+
+
+def strided_pointer_view(rows, cols, row_stride, tma):
+    @T.prim_func
+    def main(ptrs: T.Tensor((1,), T.ptr), out: T.Tensor((rows, cols), T.float32)):
+        with T.Kernel(1, threads=128):
+            src = T.make_tensor(ptrs[0], (rows, cols), T.float32, strides=(row_stride, 1))
+            s = T.alloc_shared((rows, cols), T.float32)
+            if tma:
+                bar = T.alloc_barrier(128)
+                T.tma_copy(src, s, barrier=bar)
+                T.barrier_arrive(bar)
+                T.barrier_wait(bar, 0)
+            else:
+                T.copy(src, s)
+            for i, j in T.Parallel(rows, cols):
+                out[i, j] = s[i, j] * 3
+
+    return main
+
+
+def test_make_tensor_with_strides_reads_a_padded_tensor():
+    rows, cols, stride = 16, 32, 40
+    pad = torch.randn(rows, stride)
+    out = torch.full((rows, cols), 7.0)
+    tilelang.compile(strided_pointer_view(rows, cols, stride, False), target="cpu")(
+        torch.tensor([pad.data_ptr()], dtype=torch.int64), out)
+    torch.testing.assert_close(out.double(), pad[:, :cols].double() * 3)
+    if nvrtc.nvrtc_available():
+        src = tilelang.compile(strided_pointer_view(rows, cols, stride, False),
+                               target="cuda -arch=sm_90a").get_kernel_source()
+        assert re.search(r"&src\[\(int64_t\)i\w* \* 40 \+ j\w*\]", src), src
+
+
+def test_make_tensor_strides_are_checked():
+    with pytest.raises(tilelang.errors.TileLangError, match="2 strides for a 1-d shape"):
+        @T.prim_func
+        def f(ptrs: T.Tensor((1,), T.ptr)):
+            with T.Kernel(1, threads=32):
+                T.make_tensor(ptrs[0], (8,), T.float32, strides=(8, 1))
+
+
+@needs_nvrtc
+def test_tma_of_a_view_bound_in_the_kernel_is_refused():
+    with pytest.raises(LoweringError, match=r"T\.tma_copy src -> s: src is a view bound inside the kernel"):
+        tilelang.compile(strided_pointer_view(16, 32, 40, True), target="cuda -arch=sm_90a")

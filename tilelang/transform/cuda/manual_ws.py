@@ -41,6 +41,7 @@ from ...ir.visitor import Mutator, collect
 from ...op import hopper as H
 from ...op import hopper_raw as R
 from ...op import tile_ops as O
+from ...op.thread_ops import DeclBuffer
 from .lower_tile_ops import Raw
 from .manual_ws_ring import ring_loops
 from .ws_loads import tma_plan
@@ -263,7 +264,19 @@ class _Rewrite(Mutator):
         return r.buffer.ndim != 3 or all(const_int(st) == 0 and const_int(e) == const_int(n)
                                          for (st, e), n in zip(r.ranges[1:], r.buffer.shape[1:]))
 
+    def bound_in_kernel(self, g: Buffer) -> bool:
+        """Whether global tensor g is a view the kernel binds itself (T.make_tensor of a pointer, T.view):
+        no tensor map can be encoded for it on the host before the launch."""
+        return bool(collect(self.body, lambda n: isinstance(n, DeclBuffer) and n.buffer is g))
+
+    def host_map(self, g: Buffer, what: str, span):
+        if self.bound_in_kernel(g):
+            raise LoweringError(f"{what}: {g.name} is a view bound inside the kernel (T.make_tensor, T.view); "
+                                "a TMA tensor map is encoded on the host for a tensor parameter (pass it "
+                                "as a T.Tensor, or use T.copy)", span)
+
     def visit_TmaCopy(self, op: H.TmaCopy):
+        self.host_map(op.src.buffer, f"T.tma_copy {op.src.buffer.name} -> {op.dst.buffer.name}", op.span)
         dst, pre = self.window(op.dst, "T.tma_copy", op.span)
         cp = O.Copy(op.src, dst)
         plan, why = tma_plan(cp)
@@ -298,6 +311,7 @@ class _Rewrite(Mutator):
 
     def visit_TmaStore(self, op: H.TmaStore):
         """T.tma_copy(X, Out[..]): the tile's box(es) stored by one thread and committed, not waited for."""
+        self.host_map(op.dst.buffer, f"T.tma_copy {op.src.buffer.name} -> {op.dst.buffer.name}", op.span)
         src, pre = self.window(op.src, "T.tma_copy", op.span)
         x, g = src.buffer, op.dst.buffer
         plan, why = tma_plan(O.Copy(op.dst, src))
@@ -341,7 +355,7 @@ class _Rewrite(Mutator):
         if not self.tma_stores or x.scope not in ("shared", "shared.dyn") or g.scope != "global" or x.ndim != 2:
             return op
         panel = x.uid in self.info.panels
-        if not panel and x.uid not in self.info.swizzled or self.elsewhere(g, op):
+        if not panel and x.uid not in self.info.swizzled or self.elsewhere(g, op) or self.bound_in_kernel(g):
             return op
         rows, width = (const_int(n) for n in x.shape)
         (r0, rn), (c0, cn) = ((const_int(a), const_int(b)) for a, b in zip(op.src.starts, op.src.extents))
