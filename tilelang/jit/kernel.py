@@ -133,8 +133,9 @@ class JITKernel:
         self._prim_func, self._params, self._name, self._rebuild = func, func.params, func.name, None
         out_idx = _with_func_out_idx(func, out_idx)
         self.target = resolve(target)
-        # T.sync_grid at a kernel's top level: one launch per part (the CPU backend can also run it whole)
-        func = split_grid_barriers(func, cooperative=self.target.kind == "cpu")
+        # T.sync_grid at a kernel's top level: one launch per part; a kernel that cannot be split there
+        # stays whole and is launched cooperatively (CPU: a thread per block; CUDA: every block resident)
+        func = split_grid_barriers(func)
         self.out_idx = _normalize_out_idx(out_idx, len(func.params))
         for i in self.out_idx:
             if not isinstance(func.params[i], Buffer):

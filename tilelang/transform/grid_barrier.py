@@ -5,10 +5,10 @@ Why launches and not a cooperative launch: what a grid barrier guarantees (every
 writes before it are visible to every block after it) is what a kernel boundary guarantees, and a
 launch boundary needs no co-residency of the blocks (a persistent kernel's grid may be any size).
 What it does not keep: registers and shared memory. A part may therefore not touch a shared,
-fragment or local buffer (T.alloc_var included) that another part touches; that is an error
-naming the buffer (give the code after the barrier its own buffers), except on a target that runs
-the blocks at once (the CPU backend: such a kernel stays whole). A grid barrier inside a loop or a
-branch is left to the backend (the CPU backend runs it as a cooperative launch; CUDA refuses it).
+fragment or local buffer (T.alloc_var included) that another part touches: such a kernel stays
+whole, as does one with a grid barrier inside a loop or a branch, and the backend launches it
+cooperatively (the CPU backend: an OpenMP thread per block; CUDA: every block resident at once,
+the barrier tl::sync_grid in tl/sync.h).
 
 Expects: tile-level IR (the parser's output); the kernel body's top level is a flat sequence.
 Guarantees: no top-level T.sync_grid remains; each part holds the declarations written before it
@@ -40,10 +40,9 @@ def is_grid_barrier(st) -> bool:
     return isinstance(st, S.Evaluate) and isinstance(st.value, E.Call) and st.value.op == "tl_sync_grid"
 
 
-def split_grid_barriers(func: PrimFunc, cooperative: bool = False) -> PrimFunc:
-    """`func` with every kernel whose body has top-level grid barriers split into launches there.
-    `cooperative`: the target runs a kernel's blocks at once (the CPU backend), so a kernel whose
-    registers or shared memory live across a barrier stays whole instead of being refused."""
+def split_grid_barriers(func: PrimFunc) -> PrimFunc:
+    """`func` with every kernel whose body has top-level grid barriers split into launches there; a
+    kernel whose registers or shared memory live across a barrier stays whole (a cooperative launch)."""
     if not collect(func.body, is_grid_barrier):
         return func
     out, changed = [], False
@@ -52,9 +51,7 @@ def split_grid_barriers(func: PrimFunc, cooperative: bool = False) -> PrimFunc:
             try:
                 out += _split(func.name, st)
                 changed = True
-            except LoweringError:
-                if not cooperative:
-                    raise
+            except LoweringError:  # registers / shared memory live across a barrier
                 out.append(st)
         else:
             out.append(st)

@@ -245,6 +245,22 @@ class ArgPacker:
 
 # ------------------------------------------------------------------ modules
 _CUDA_ERROR_INVALID_CONTEXT = 201
+_CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE = 720
+_CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2
+
+
+def launch_failure(what: str, name: str, grid, block, smem: int, rc: int, cooperative: bool) -> CudaDriverError:
+    """The error for a launch that returned `rc`; a cooperative launch whose blocks cannot all be
+    resident at once says so, with what to change."""
+    driver = _driver()
+    msg = f"{what}({name!r}, grid={grid}, block={block}, smem={smem}) failed: {_err_name(driver, driver.CUresult(rc))}"
+    if cooperative and rc == _CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE:
+        msg += ("; this kernel has a T.sync_grid() that it cannot be split into launches at (it is inside a loop "
+                "or a branch, or registers / shared memory live across it), so every block must be resident at "
+                "once: launch fewer blocks (a persistent loop over the work), fewer threads or less shared memory "
+                "per block, or move the barrier to the top level of the T.Kernel body with buffers of its own "
+                "after it")
+    return CudaDriverError(msg)
 
 
 @functools.lru_cache(maxsize=1)
@@ -253,6 +269,9 @@ def _libcuda():
     lib = ctypes.CDLL("libcuda.so.1")
     fn = lib.cuLaunchKernel
     fn.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+    fn.restype = ctypes.c_int
+    fn = lib.cuLaunchCooperativeKernel
+    fn.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 2
     fn.restype = ctypes.c_int
     return lib
 
@@ -263,6 +282,8 @@ class CudaFunction:
     Dynamic shared memory above 48 KB needs an opt-in attribute; it is set at
     construction for `dynamic_smem` and raised lazily if a launch asks for more.
     """
+
+    cooperative = False  # a T.sync_grid inside (CudaSource.cooperative): every block resident at once
 
     def __init__(self, module: "CudaModule", name: str, signature, dynamic_smem: int = 0):
         driver = _driver()
@@ -321,8 +342,11 @@ class CudaFunction:
             if last[0] != key:
                 pointer = ctypes.c_void_p.from_param
                 last = self._ex_last = (key, ex_launch_args(key[:7], stream, pointer(self._raw_handle),
-                                                            pointer(params)))
+                                                            pointer(params), self.cooperative))
             call, call_args, what = launch_ex, last[1], "cuLaunchKernelEx"
+        elif self.cooperative:
+            call, call_args, what = _libcuda().cuLaunchCooperativeKernel, (
+                self._raw_handle, gx, gy, gz, bx, by, bz, smem, stream, params), "cuLaunchCooperativeKernel"
         else:
             call, call_args, what = self._launch, (self._raw_handle, gx, gy, gz, bx, by, bz, smem, stream,
                                                    params, None), "cuLaunchKernel"
@@ -331,10 +355,7 @@ class CudaFunction:
             _ensure_context(self.module.device)
             rc = call(*call_args)
         if rc != 0:
-            driver = _driver()
-            raise CudaDriverError(
-                f"{what}({self.name!r}, grid={grid}, block={block}, smem={smem}) "
-                f"failed: {_err_name(driver, driver.CUresult(rc))}")
+            raise launch_failure(what, self.name, grid, block, smem, rc, self.cooperative)
 
     __call__ = launch
 
@@ -348,6 +369,14 @@ def _launch_holding_gil():
     against other Python threads launching the same kernel.
     """
     fn = ctypes.PyDLL("libcuda.so.1")["cuLaunchKernel"]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+@functools.lru_cache(maxsize=1)
+def _cooperative_launch_holding_gil():
+    """cuLaunchCooperativeKernel, as _launch_holding_gil (where cuLaunchKernelEx is not used)."""
+    fn = ctypes.PyDLL("libcuda.so.1")["cuLaunchCooperativeKernel"]
     fn.restype = ctypes.c_int
     return fn
 
@@ -370,8 +399,14 @@ def _launch_ex_holding_gil():
     return fn
 
 
+class LaunchAttribute(ctypes.Structure):
+    """The driver's CUlaunchAttribute: an id, padding to 8 bytes, a 64-byte value union."""
+
+    _fields_ = [("id", ctypes.c_uint), ("pad", ctypes.c_char * 4), ("value", ctypes.c_char * 64)]
+
+
 class LaunchConfig(ctypes.Structure):
-    """The driver's CUlaunchConfig: grid, block, dynamic shared memory, stream, no attributes."""
+    """The driver's CUlaunchConfig: grid, block, dynamic shared memory, stream, attributes."""
 
     _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
                 ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
@@ -379,10 +414,16 @@ class LaunchConfig(ctypes.Structure):
                 ("attrs", ctypes.c_void_p), ("numAttrs", ctypes.c_uint)]
 
 
-def ex_launch_args(dims, stream: int, handle_arg, params_arg) -> tuple:
+def ex_launch_args(dims, stream: int, handle_arg, params_arg, cooperative: bool = False) -> tuple:
     """cuLaunchKernelEx's untyped arguments (&config, function, kernelParams, NULL) for `dims`
-    (grid x, y, z, block x, y, z, dynamic smem) on `stream`; the tuple keeps its config alive."""
-    config = LaunchConfig(*dims, stream, None, 0)
+    (grid x, y, z, block x, y, z, dynamic smem) on `stream`; the tuple keeps its config alive.
+    `cooperative`: the config carries CU_LAUNCH_ATTRIBUTE_COOPERATIVE (every block resident)."""
+    if cooperative:
+        attr = LaunchAttribute(_CU_LAUNCH_ATTRIBUTE_COOPERATIVE, b"", struct.pack("<i", 1))
+        config = LaunchConfig(*dims, stream, ctypes.addressof(attr), 1)
+        config.keep = attr  # the driver reads the attribute through the config's pointer
+    else:
+        config = LaunchConfig(*dims, stream, None, 0)
     return (ctypes.byref(config), handle_arg, params_arg, None)
 
 
@@ -420,10 +461,11 @@ class PreparedLaunch:
         self.params_address = ctypes.addressof(self._params)
         pointer = ctypes.c_void_p.from_param
         self._handle_arg, self._params_arg = pointer(fn._raw_handle), pointer(self.params_address)
+        self.cooperative = fn.cooperative
         self.call = _launch_ex_holding_gil() if ex else None
         self.ex = self.call is not None
         if not self.ex:
-            self.call = _launch_holding_gil()
+            self.call = _cooperative_launch_holding_gil() if self.cooperative else _launch_holding_gil()
         self._stream = None
         self._args = None
 
@@ -440,10 +482,10 @@ class PreparedLaunch:
         (jit/fast_call.py keeps the tuple while the stream stays the same), then `failed(rc)`.
         Each stream gets its own tuple (and config), so a tuple held by a caller stays valid."""
         if self.ex:
-            self._args = ex_launch_args(self.dims, stream, self._handle_arg, self._params_arg)
-        else:
+            self._args = ex_launch_args(self.dims, stream, self._handle_arg, self._params_arg, self.cooperative)
+        else:  # cuLaunchCooperativeKernel has no trailing `extra`
             self._args = (self._handle_arg, *self.dims, ctypes.c_void_p.from_param(stream),
-                          self._params_arg, None)
+                          self._params_arg) + (() if self.cooperative else (None,))
         self._stream = stream
         return self._args
 
@@ -455,11 +497,8 @@ class PreparedLaunch:
             rc = self.call(*(args or self._args))
             if not rc:
                 return
-        driver = _driver()
-        what = "cuLaunchKernelEx" if self.ex else "cuLaunchKernel"
-        raise CudaDriverError(
-            f"{what}({self.fn.name!r}, grid={self.grid}, block={self.block}, "
-            f"smem={self.smem}) failed: {_err_name(driver, driver.CUresult(rc))}")
+        what = "cuLaunchKernelEx" if self.ex else "cuLaunchCooperativeKernel" if self.cooperative else "cuLaunchKernel"
+        raise launch_failure(what, self.fn.name, self.grid, self.block, self.smem, rc, self.cooperative)
 
 
 def _dim3(d) -> tuple[int, int, int]:

@@ -712,6 +712,7 @@ class CUDAArtifact(LowersOnDemand):
                                           self.csource.smem_bytes)
         if not self.launch_ex:
             self._fn.ex = False
+        self._fn.cooperative = self.csource.cooperative
         return self._fn
 
     def grid(self, values) -> tuple:

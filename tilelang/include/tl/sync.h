@@ -231,4 +231,34 @@ TL_DEVICE void pdl_trigger() {
 #endif
 }
 
+// ------------------------------------------------------------- grid barrier
+// T.sync_grid where the kernel is not split into launches (inside a loop or a branch, or with
+// registers / shared memory live across it): the kernel is launched cooperatively (every block
+// resident at once, CU_LAUNCH_ATTRIBUTE_COOPERATIVE), and the blocks meet on two words of global
+// memory, `bar[0]` an arrival count and `bar[1]` a generation, both zero when the module loads.
+// Thread 0 of each block reads the generation, then arrives (acq_rel); the last block to arrive
+// resets the count and publishes the next generation (release), which the others wait for
+// (acquire). The count is back at zero after every barrier, so the words serve every launch; two
+// launches of one cooperative kernel running at once (on two streams) would share them.
+TL_DEVICE void sync_grid(unsigned* bar) {
+  __syncthreads();
+  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
+    const unsigned blocks = gridDim.x * gridDim.y * gridDim.z;
+    unsigned gen, prev, now;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(gen) : "l"(bar + 1) : "memory");
+    __threadfence();
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(prev) : "l"(bar) : "memory");
+    if (prev + 1 == blocks) {
+      asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" ::"l"(bar) : "memory");
+      asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(bar + 1), "r"(gen + 1) : "memory");
+    } else {
+      do {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(bar + 1) : "memory");
+      } while (now == gen);
+    }
+    __threadfence();
+  }
+  __syncthreads();
+}
+
 }  // namespace tl

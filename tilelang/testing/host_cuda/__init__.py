@@ -37,7 +37,7 @@ SHARED_RULES = os.path.join(os.path.dirname(HERE), os.pardir, "include", "cpu") 
 # tl headers replaced on the host: host_tl.h provides them (host_wgmma.h, host_tma.h).
 HOST_PROVIDED = ("common.h", "mma.h", "ldmatrix.h", "cp_async.h", "sync.h", "wgmma.h", "wgmma_ops.h",
                  "mbarrier.h", "tma.h")
-UNSUPPORTED = ("cluster_", "block_rank_in_cluster", "tma_load_multicast", "mbarrier_arrive_cluster",
+UNSUPPORTED = ("cluster_", "block_rank_in_cluster", "tma_load_multicast", "mbarrier_arrive_cluster", "tl::sync_grid",
                "tl_atomic_load", "tl_atomic_store", "asm(", "asm volatile")
 
 _MAIN = r"""

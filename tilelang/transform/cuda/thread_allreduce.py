@@ -1,5 +1,5 @@
 """Lower thread-level statements of user SIMT code on CUDA: T.tvm_thread_allreduce,
-reducer updates (T.alloc_reducer), and reject T.sync_grid.
+and reducer updates (T.alloc_reducer).
 
 Expects: lowered per-thread IR (after lower_kernel), `tid` the flat thread index.
 Guarantees: no ThreadAllReduce remains; one over threadIdx.x of a power-of-two extent of at most
@@ -88,13 +88,6 @@ class _LowerThreadLevel(Mutator):
         if v is None:  # a plain write (T.clear / T.fill, a copy into it): not an update
             return s
         return S.Evaluate(E.Call(_ATOMIC[op], (cur, v), s.buffer.dtype), span=s.span)
-
-    def visit_Evaluate(self, s: S.Evaluate):
-        if isinstance(s.value, E.Call) and s.value.op == "tl_sync_grid":
-            from ...codegen.intrinsics import NOWHERE
-
-            raise LoweringError(NOWHERE["tl_sync_grid"], s.span)
-        return self.generic(s)
 
 
 def update_operand(value, cur, op):
