@@ -156,3 +156,15 @@ def test_argument_errors():
         def k2(A: T.Tensor((32,), "int32")):
             with T.Kernel(1, threads=32):
                 A[0] = T.get_warp_group_idx(warps_per_group=2)
+
+
+@pytest.mark.parametrize("name", ["any_sync", "all_sync", "ballot_sync", "ballot", "syncthreads_count",
+                                  "syncthreads_and", "syncthreads_or"])
+def test_vote_predicate_must_be_integer_or_boolean(name):
+    """A float predicate is a TypeError naming the dtype found (the public wording)."""
+    with pytest.raises(TypeError, match=r"requires an integer or boolean predicate, got float32"):
+        @T.prim_func
+        def k(A: T.Tensor((32,), "float32"), B: T.Tensor((32,), "int32")):
+            with T.Kernel(1, threads=32):
+                t = T.get_thread_binding()
+                B[t] = T.Cast("int32", getattr(T, name)(A[t]))

@@ -170,7 +170,7 @@ def tvm_warp_shuffle_up(mask, value, offset, width, warp_size=32):
 def check_predicate(p, what):
     p = E.as_expr(p)
     if p.dtype.is_float:
-        raise DSLTypeError(f"{what} needs an integer or boolean predicate, got {p.dtype}")
+        raise DSLTypeError(f"{what} requires an integer or boolean predicate, got {p.dtype}")
     return p
 
 
