@@ -215,3 +215,38 @@ def test_legacy_syntax_without_v2_ops_still_compiles_and_computes():
     tilelang.compile(k, target="cpu")(g, o)
     gd = g.double()
     torch.testing.assert_close(o.double(), gd - (gd * gd).sum(1, keepdim=True), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("batch,exc,text", [
+    (0, ValueError, "batch must be >= 1, got 0"), (-1, ValueError, "batch must be >= 1, got -1"),
+    (128, ValueError, "batch=128 exceeds total output elements of reducer `o` (64)"),
+    (3, ValueError, "batch=3 must evenly divide the 64 output elements of reducer `o`"),
+    (2.0, TypeError, "batch must be a Python int, got 2.0")])
+def test_finalize_batch_must_divide_the_reducer(batch, exc, text):
+    with raises_at(exc, text, HERE, at("batch")):
+        @T.prim_func
+        def k(A: T.Tensor((64, 64), "float32"), B: T.Tensor((64,), "float32")):
+            with T.Kernel(1, threads=256):
+                o = T.alloc_reducer(64, "float32", op="sum", replication="all")
+                T.clear(o)
+                for i, j in T.Parallel(64, 64):
+                    o[i] += A[i, j]
+                T.finalize_reducer(o, batch=batch)  # ERR-batch
+                T.copy(o, B)
+
+
+@pytest.mark.parametrize("batch", [1, 4, 64])
+def test_finalize_valid_batch_matches_float64(batch):
+    @T.prim_func
+    def k(A: T.Tensor((64, 32), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=128):
+            o = T.alloc_reducer(64, "float32", op="max", replication="all")
+            T.fill(o, -T.infinity("float32"))
+            for i, j in T.Parallel(64, 32):
+                o[i] = T.max(o[i], A[i, j])
+            T.finalize_reducer(o, batch=batch)
+            T.copy(o, B)
+
+    a, b = torch.randn(64, 32), torch.full((64,), float("nan"))
+    tilelang.compile(k, target="cpu")(a, b)
+    assert torch.equal(b.double(), a.double().amax(1))

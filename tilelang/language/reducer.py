@@ -10,8 +10,11 @@ a block on one thread, so its updates are plain and finalize does nothing.
 """
 from __future__ import annotations
 
+import math
+
 from .. import dtypes as dt
-from ..errors import DSLCheckError, DSLTypeError, ShapeMismatchError
+from ..arith.simplify import const_int
+from ..errors import DSLCheckError, DSLTypeError, DSLValueError, ShapeMismatchError
 from ..frontend import builder as B
 from ..frontend.reducer_epochs import mark
 from ..ir import expr as E
@@ -112,13 +115,28 @@ def combine(op, a, b):
             "bitand": lambda: a & b, "bitor": lambda: a | b, "bitxor": lambda: a ^ b}[op]()
 
 
+def _check_batch(buf, batch):
+    """`batch` output elements share one collective: a positive divisor of the reducer's size."""
+    if isinstance(batch, bool) or not isinstance(batch, int):
+        raise DSLTypeError(f"T.finalize_reducer: batch must be a Python int, got {batch!r}")
+    if batch < 1:
+        raise DSLValueError(f"T.finalize_reducer: batch must be >= 1, got {batch}")
+    dims = [const_int(e) for e in buf.shape]
+    total = 0 if None in dims else math.prod(dims)  # a symbolic size is checked by nothing here
+    if total and batch > total:
+        raise DSLValueError(f"T.finalize_reducer: batch={batch} exceeds total output elements of reducer "
+                            f"`{buf.name}` ({total}); use a batch that divides {total}")
+    if total and total % batch:
+        raise DSLValueError(f"T.finalize_reducer: batch={batch} must evenly divide the {total} output elements of "
+                            f"reducer `{buf.name}`")
+
+
 def finalize_reducer(reducer, dst=None, batch=1, annotations=None):
     """End a reduction: the combined values are readable in the reducer (or copied to `dst`)."""
     from .tile import copy
 
     buf = _reducer(reducer, "T.finalize_reducer")
-    if batch < 1:
-        raise DSLTypeError(f"T.finalize_reducer: batch must be >= 1, got {batch}")
+    _check_batch(buf, batch)
     if dst is not None:
         if tuple(dst.shape) != tuple(buf.shape):
             raise ShapeMismatchError(f"T.finalize_reducer: {dst.name}{tuple(dst.shape)} is not the reducer's shape "
