@@ -11,6 +11,7 @@ a block on one thread, so its updates are plain and finalize does nothing.
 from __future__ import annotations
 
 import math
+import numbers
 
 from .. import dtypes as dt
 from ..arith.simplify import const_int
@@ -117,8 +118,9 @@ def combine(op, a, b):
 
 def _check_batch(buf, batch):
     """`batch` output elements share one collective: a positive divisor of the reducer's size."""
-    if isinstance(batch, bool) or not isinstance(batch, int):
+    if isinstance(batch, bool) or not isinstance(batch, numbers.Integral):
         raise DSLTypeError(f"T.finalize_reducer: batch must be a Python int, got {batch!r}")
+    batch = int(batch)
     if batch < 1:
         raise DSLValueError(f"T.finalize_reducer: batch must be >= 1, got {batch}")
     dims = [const_int(e) for e in buf.shape]
