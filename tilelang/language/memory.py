@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..arith.simplify import simplify
-from ..errors import DSLTypeError
+from ..errors import DSLTypeError, DSLValueError
 from ..frontend import builder as B
 from ..frontend.vector import VectorValue, materialize_lane, region_positions
 from ..ir import expr as E
@@ -13,6 +13,8 @@ from ..op.im2col import im2col_op
 from .thread import EMITTED
 
 _ORDERS = ("relaxed", "consume", "acquire", "release", "acq_rel", "seq_cst")
+_LOAD_ORDERS = ("relaxed", "consume", "acquire", "seq_cst")  # a load cannot release
+_STORE_ORDERS = ("relaxed", "release", "seq_cst")  # a store cannot acquire
 
 
 def _element(x, what) -> E.BufferLoad:
@@ -88,9 +90,10 @@ def atomic_addx4(dst, value, return_prev=False):
     return _atomic_lanes(4, dst, value, return_prev)
 
 
-def _order(memory_order, what):
-    if memory_order not in _ORDERS:
-        raise DSLTypeError(f"{what}: memory_order must be one of {_ORDERS}, got {memory_order!r}")
+def _order(memory_order, what, allowed=_ORDERS):
+    if memory_order not in allowed:
+        raise DSLValueError(f"{what} does not support memory_order={memory_order!r}: expected one of "
+                            f"{', '.join(allowed)}")
     return E.const(_ORDERS.index(memory_order))
 
 
@@ -98,7 +101,7 @@ def atomic_load(src, memory_order="seq_cst"):
     """Read one element with the given memory order: `flag = T.atomic_load(flags[i], "acquire")`."""
     B.in_kernel("T.atomic_load")
     ld = _element(src, "T.atomic_load")
-    return E.Call("tl_atomic_load", (ld, _order(memory_order, "T.atomic_load")), ld.dtype)
+    return E.Call("tl_atomic_load", (ld, _order(memory_order, "T.atomic_load", _LOAD_ORDERS)), ld.dtype)
 
 
 def atomic_store(dst, src, memory_order="seq_cst"):
@@ -106,7 +109,8 @@ def atomic_store(dst, src, memory_order="seq_cst"):
     B.in_kernel("T.atomic_store")
     ld = _element(dst, "T.atomic_store")
     v = E.cast(ld.dtype, E.as_expr(src, ld.dtype))
-    B.current().emit(S.Evaluate(E.Call("tl_atomic_store", (ld, v, _order(memory_order, "T.atomic_store")), ld.dtype)))
+    order = _order(memory_order, "T.atomic_store", _STORE_ORDERS)
+    B.current().emit(S.Evaluate(E.Call("tl_atomic_store", (ld, v, order), ld.dtype)))
     return EMITTED
 
 
