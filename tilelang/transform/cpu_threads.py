@@ -233,6 +233,10 @@ class _Kernel:
             return self.allreduce(s, rng)
         if isinstance(s, R.RawWgmma) and s.rs:  # every thread's A registers are written before any reads them
             return [BAR, ("s", s)]
+        if isinstance(s, H.BarrierWait) and (self.dep(s.index) or self.dep(s.parity)):
+            # a wait on a barrier of this thread's own (mbars[tid // 32]): every thread's arrivals before it
+            # come first (in thread order the first thread would wait for its warp-mates' arrivals)
+            return [BAR, ("s", s)]
         if isinstance(s, H.WarpGroupScope):
             inner = (s.t_lo, s.t_hi)  # in threads: the scope counts warp groups or warps (s.unit)
             return [("b", replace(s, body=self.assemble(self.split(s.body, inner), inner)))]

@@ -146,11 +146,11 @@ def test_store_needs_hopper():
 
 def test_store_of_a_tile_tma_cannot_move_names_why():
     @T.prim_func
-    def f(C: T.Tensor((64, 48), T.float16)):
+    def f(C: T.Tensor((128, 96), T.float16)):
         with T.Kernel(1, threads=128):
             C_s = T.alloc_shared((64, 48), T.float16)
             T.fill(C_s, 1)
-            T.tma_copy(C_s, C)
+            T.tma_copy(C_s, C[64, 48])  # 96-byte rows, not one contiguous run of C either
 
     with pytest.raises(LoweringError, match=r"T\.tma_copy C_s -> C: .*rows are 96 bytes"):
         tilelang.compile(f, target="cuda -arch=sm_90a")
@@ -200,3 +200,55 @@ def test_make_tensor_strides_are_checked():
 def test_tma_of_a_view_bound_in_the_kernel_is_refused():
     with pytest.raises(LoweringError, match=r"T\.tma_copy src -> s: src is a view bound inside the kernel"):
         tilelang.compile(strided_pointer_view(16, 32, 40, True), target="cuda -arch=sm_90a")
+
+
+def per_warp_rows(M, K, warps=8):
+    """leader_scope_threads=32: each warp loads, updates and stores its own row (one contiguous run: a
+    plain bulk copy, no tensor map), on its own barrier."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float32), B: T.Tensor((M, K), T.float32)):
+        with T.Kernel(T.ceildiv(M, warps), threads=warps * 32) as pid:
+            tid = T.get_thread_binding()
+            w = tid // 32
+            row = pid * warps + w
+            a_s = T.alloc_shared((warps, K), T.float32)
+            mbars = T.alloc_barrier([32] * warps)
+            T.tma_copy(A[row, 0:K], a_s[w, 0:K], barrier=mbars[w], leader_scope_threads=32)
+            T.mbarrier_arrive(mbarrier=mbars[w])
+            T.mbarrier_wait_parity(mbarrier=mbars[w], parity=0)
+            for j in T.serial(K // 32):
+                a_s[w, j * 32 + tid % 32] = a_s[w, j * 32 + tid % 32] * 2 + w
+            T.tma_copy(a_s[w, 0:K], B[row, 0:K], leader_scope_threads=32)
+            T.tma_store_wait()
+
+    return main
+
+
+def _per_warp_ref(a, warps=8):
+    return a.double() * 2 + (torch.arange(a.shape[0]) % warps)[:, None].double()
+
+
+def test_per_warp_leaders_on_the_cpu_backend():
+    a = torch.randn(32, 1024)
+    b = torch.full_like(a, 7.0)
+    tilelang.compile(per_warp_rows(32, 1024), target="cpu")(a, b)
+    torch.testing.assert_close(b.double(), _per_warp_ref(a))
+
+
+@pytest.mark.nvrtc
+def test_per_warp_leaders_sm90a(host_emu):
+    k = tilelang.compile(per_warp_rows(32, 1024), target="cuda -arch=sm_90a")
+    src = k.get_kernel_source()
+    assert re.search(r"if \(tid % 32 == 0\) \{ tl::mbarrier_expect_tx\(&mbars?\w*\[w\], 4096\); "
+                     r"tl::bulk_copy_g2s\(&a_s\[\(int64_t\)w \* 1024\], &A\[\(int64_t\)row \* 1024\], 4096", src), src
+    assert re.search(r"if \(tid % 32 == 0\) \{ tl::bulk_copy_s2g\(&B\[\(int64_t\)row \* 1024\], "
+                     r"&a_s\[\(int64_t\)w \* 1024\], 4096\); tl::tma_store_commit\(\); \}", src), src
+    assert "CUtensorMap" not in src and "tmap_" not in src
+    ptx = k.artifact.ptx
+    assert "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes" in ptx
+    assert "cp.async.bulk.global.shared::cta.bulk_group" in ptx
+    a = torch.randn(32, 1024)
+    b = torch.full_like(a, 7.0)
+    host_emu.HostProgram({"f": k}).run("f", [a, b])
+    torch.testing.assert_close(b.double(), _per_warp_ref(a))

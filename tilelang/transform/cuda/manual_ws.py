@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from ...arith.divisibility import is_multiple
 from ...arith.simplify import const_int, simplify
 from ...errors import LoweringError
 from ...ir import expr as E
@@ -85,6 +86,50 @@ _CUDA_TYPES = {"float16": "tl::half_t", "bfloat16": "tl::bfloat16_t", "float8_e4
 
 def _addr(buf: Buffer, index) -> E.Expr:
     return E.Call("address_of", (E.BufferLoad(buf, (E.as_expr(index),), buf.dtype),), buf.dtype)
+
+
+def _first(r: BufferRegion) -> E.Expr:
+    """The address of region r's first element."""
+    b = r.buffer
+    return E.Call("address_of", (E.BufferLoad(b, tuple(E.as_expr(x) for x in r.starts), b.dtype),), b.dtype)
+
+
+def _strides(b: Buffer) -> list:
+    if b.strides is not None and b.scope == "global":
+        return [E.as_expr(x) for x in b.strides]
+    out, st = [], E.as_expr(1)
+    for d in reversed(b.shape):
+        out.append(st)
+        st = simplify(st * d)
+    return out[::-1]
+
+
+def _flat(r: BufferRegion) -> E.Expr:
+    """Element offset of region r's first element from its buffer's start."""
+    return simplify(sum((E.as_expr(x) * st for x, st in zip(r.starts, _strides(r.buffer))), E.as_expr(0)))
+
+
+def _run(r: BufferRegion) -> int | None:
+    """Elements of region r when it is one contiguous run of its buffer (compile-time extents), else None."""
+    ext = [const_int(e) for e in r.extents]
+    if None in ext:
+        return None
+    b, n = r.buffer, 1
+    for e in ext:
+        n *= e
+    inner = [d for d, e in enumerate(ext) if e != 1]
+    if not inner:
+        return n
+    st = [const_int(x) for x in _strides(b)]
+    d0 = inner[0]
+    if any(st[d] is None for d in range(d0, b.ndim)):
+        return None
+    expect = 1
+    for d in range(b.ndim - 1, d0 - 1, -1):  # dims after the first non-unit one: whole, packed
+        if st[d] != expect or d > d0 and (const_int(b.shape[d]) != ext[d] or const_int(r.starts[d]) != 0):
+            return None
+        expect *= ext[d] if d == d0 else const_int(b.shape[d])
+    return n
 
 
 def barrier_init(*bufs: Buffer) -> Raw:
@@ -276,12 +321,18 @@ class _Rewrite(Mutator):
                                 "as a T.Tensor, or use T.copy)", span)
 
     def visit_TmaCopy(self, op: H.TmaCopy):
-        self.host_map(op.src.buffer, f"T.tma_copy {op.src.buffer.name} -> {op.dst.buffer.name}", op.span)
+        what = f"T.tma_copy {op.src.buffer.name} -> {op.dst.buffer.name}"
+        run = self.bulk_run(op.src, op.dst)
+        if run is not None:  # one contiguous run: a plain bulk copy, no tensor map
+            text = (f"if ({self.leader(op.leader)}) {{{{ tl::mbarrier_expect_tx({{0}}, {run}); "
+                    f"tl::bulk_copy_g2s({{1}}, {{2}}, {run}, {{0}}); }}}}")
+            return Raw(text, (_addr(op.barrier, op.index), _first(op.dst), _first(op.src)), span=op.span)
+        self.host_map(op.src.buffer, what, op.span)
         dst, pre = self.window(op.dst, "T.tma_copy", op.span)
         cp = O.Copy(op.src, dst)
         plan, why = tma_plan(cp)
         if plan is None:
-            raise LoweringError(f"T.tma_copy {op.src.buffer.name} -> {op.dst.buffer.name}: {why}", op.span)
+            raise LoweringError(f"{what}: {why}", op.span)
         box, swz, panels = plan
         x = dst.buffer
         (self.info.panels if panels > 1 else self.info.swizzled).add(x.uid)
@@ -303,6 +354,27 @@ class _Rewrite(Mutator):
                 + " ".join(loads) + " }}")
         return S.seq(*pre, Raw(text, tuple(args), span=op.span))
 
+    def bulk_run(self, g: BufferRegion, t: BufferRegion) -> int | None:
+        """Bytes of a copy between global region g and shared region t that are each one contiguous run
+        which a TMA tensor map does not fit (a row longer than a box, a row of a taller tile, a view the
+        kernel binds itself) and a plain bulk copy does: a multiple of 16 bytes at 16-byte aligned
+        offsets, the tile in no TMA layout and no gemm operand (the copy writes its bytes in order)."""
+        x = t.buffer
+        if x.uid in self.info.swizzled or x.uid in self.info.panels or \
+                collect(self.body, lambda n: isinstance(n, O.Gemm) and x in (n.A.buffer, n.B.buffer, n.C.buffer)):
+            return None
+        if x.ndim == 3 and self.whole_stage(t):
+            return None  # one stage of a staged tile: a window onto it, the tensor-map path
+        if not self.bound_in_kernel(g.buffer) and tma_plan(O.Copy(g, t))[0] is not None:
+            return None  # a tile a tensor map moves: the tensor-map path
+        n = _run(g)
+        if n is None or n != _run(t) or (n * x.dtype.bytes) % 16:
+            return None
+        b = x.dtype.bytes
+        if not all(is_multiple(simplify(_flat(r) * b), 16) for r in (g, t)):
+            return None
+        return n * b
+
     def leader(self, n) -> str:
         """The condition naming the issuing thread: the scope's first, or the first of every n."""
         if n is None:
@@ -311,6 +383,11 @@ class _Rewrite(Mutator):
 
     def visit_TmaStore(self, op: H.TmaStore):
         """T.tma_copy(X, Out[..]): the tile's box(es) stored by one thread and committed, not waited for."""
+        run = self.bulk_run(op.dst, op.src)
+        if run is not None:  # one contiguous run: a plain bulk copy, no tensor map
+            text = (f"if ({self.leader(op.leader)}) {{{{ tl::bulk_copy_s2g({{0}}, {{1}}, {run}); "
+                    "tl::tma_store_commit(); }}")
+            return Raw(text, (_first(op.dst), _first(op.src)), reads=(op.src.buffer,), span=op.span)
         self.host_map(op.dst.buffer, f"T.tma_copy {op.src.buffer.name} -> {op.dst.buffer.name}", op.span)
         src, pre = self.window(op.src, "T.tma_copy", op.span)
         x, g = src.buffer, op.dst.buffer
