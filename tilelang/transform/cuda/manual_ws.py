@@ -26,7 +26,9 @@ A T.tma_copy store (shared -> global) is issued after a barrier that orders the 
 the tile (thread_sync; proxy_fences puts fence.proxy.async before it) and committed as its own
 bulk group, not waited for; the kernel ends with `tl::tma_store_wait_all();` so no store is in
 flight when the block exits. leader_scope_threads=n: thread `(tid - lo) % n == 0` of the scope
-issues (each with its own coordinates).
+issues (each with its own coordinates). A T.tma_copy that is one contiguous run of both buffers
+which no tensor map fits (a row of a taller tile: `a_s[w, 0:K]`) is a plain bulk copy
+(tl::bulk_copy_g2s / bulk_copy_s2g), the tile keeping its row-major layout.
 """
 from __future__ import annotations
 
