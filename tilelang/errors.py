@@ -101,6 +101,13 @@ class NoDeviceError(TileLangError, RuntimeError):
     """A kernel was called for CUDA where no usable CUDA device exists."""
 
 
+def empty_grid_error(kernel: str, grid) -> ValueError:
+    """The error for a launch whose grid has an extent of 0 or less (the public TileLang raises there
+    too, where a launch would otherwise run no block or a spurious one)."""
+    return ValueError(f"kernel {kernel}: T.Kernel's grid is {tuple(grid)} for these arguments; a launch needs at "
+                      "least one block along each grid dimension (guard the call for empty inputs)")
+
+
 class LoweringError(TileLangError):
     """The compiler cannot lower a construct for the chosen target."""
 

@@ -198,6 +198,7 @@ def legal_buffer_names(func: S.PrimFunc) -> S.PrimFunc:
     return func
 
 
+EMPTY_GRID = "T.Kernel:"  # the message prefix of the empty-grid check (backend/cpu/pipeline.py raises ValueError)
 COOP_MAX_BLOCKS = 1024  # a cooperative CPU launch runs this many blocks at once at most (one thread each)
 
 
@@ -354,6 +355,10 @@ class CCodegen:
         self.depth += 1
         for n, g in zip(("gx", "gy", "gz"), grid):
             self.emit(f"const int64_t tl_{n} = {g};")
+        if any(const_int(g) is None or const_int(g) <= 0 for g in k.grid):
+            self.asserts.append(f"{EMPTY_GRID} a grid extent is 0 or less for these arguments; a launch needs at "
+                                "least one block along each grid dimension (guard the call for empty inputs)")
+            self.emit(f"if (tl_gx <= 0 || tl_gy <= 0 || tl_gz <= 0) return {len(self.asserts)};")
         allocs = [a for a in collect(k.body, lambda n: isinstance(n, S.Allocate))]
         pool = shared_pool(k, allocs)
         coop = self.cooperative(k)

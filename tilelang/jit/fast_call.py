@@ -93,7 +93,10 @@ class FastCall:
         raw = getattr(self.torch._C, "_cuda_getCurrentRawStream", None)
         self.raw_stream = raw if raw is not None else \
             (lambda dev: self.torch.cuda.current_stream(dev).cuda_stream)
-        self.empty_grid = min(grid) <= 0
+        if min(grid) <= 0:  # every call of a kernel with a constant empty grid is an error
+            from ..errors import empty_grid_error
+
+            raise empty_grid_error(self.artifact.csource.entry, grid)
         try:  # the device count is fixed for the process (CUDA_VISIBLE_DEVICES is read at CUDA init)
             self.single_device = self.torch.cuda.device_count() == 1 and self.device == 0
         except Exception:
@@ -159,10 +162,9 @@ class FastCall:
                 ptrs.append((k, f"q{j}"))
             for k, v in ptrs:
                 out += [f"        if {v} != c{k}:", f"            vals[{k}] = c{k} = {v}"]
-            if not self.empty_grid:
-                out += ["        if stream is None:", "            stream = raw_stream(device_index)",
-                        "        if stream != stream_now:", "            cargs, stream_now = args_for(stream), stream",
-                        "        rc = cu_launch(*cargs)", "        if rc:", "            failed_launch(rc, cargs)"]
+            out += ["        if stream is None:", "            stream = raw_stream(device_index)",
+                    "        if stream != stream_now:", "            cargs, stream_now = args_for(stream), stream",
+                    "        rc = cu_launch(*cargs)", "        if rc:", "            failed_launch(rc, cargs)"]
             outs = [f"o{j}" for j in range(len(self.out_specs))]
             out.append("        return " + ("None" if not outs else outs[0] if len(outs) == 1
                                             else f"[{', '.join(outs)}]"))
@@ -209,10 +211,9 @@ class FastCall:
             body.append(f"        o{j} = {self.allocation(dtype, shape, j)}")
         body += [f"        vals[{k}] = p{i}" for i, (_, _, k) in enumerate(self.in_specs)]
         body += [f"        vals[{k}] = o{j}.data_ptr()" for j, (_, _, k) in enumerate(self.out_specs)]
-        if not self.empty_grid:
-            body += ["        s = raw_stream(device_index) if stream is None else stream",
-                     "        if s != stream_now:", "            cargs, stream_now = args_for(s), s",
-                     "        rc = cu_launch(*cargs)", "        if rc:", "            failed_launch(rc, cargs)"]
+        body += ["        s = raw_stream(device_index) if stream is None else stream",
+                 "        if s != stream_now:", "            cargs, stream_now = args_for(s), s",
+                 "        rc = cu_launch(*cargs)", "        if rc:", "            failed_launch(rc, cargs)"]
         outs = [f"o{j}" for j in range(len(self.out_specs))]
         body.append("        return " + ("None" if not outs else outs[0] if len(outs) == 1 else f"[{', '.join(outs)}]"))
         lines = ["def make():", "    stream_now, cargs = None, None", "", "    def launch(args, stream=None):"]

@@ -133,4 +133,8 @@ class CPUArtifact(LowersOnDemand):
             msg = self.csource.asserts[rc - 1] if 0 < rc <= len(self.csource.asserts) else f"code {rc}"
             if msg.startswith("T.sync_grid:"):  # a cooperative launch the machine could not run (codegen/c.py)
                 raise RuntimeError(f"kernel {self.csource.entry}: {msg}")
+            from ...codegen.c import EMPTY_GRID
+
+            if msg.startswith(EMPTY_GRID):
+                raise ValueError(f"kernel {self.csource.entry}: {msg}")
             raise RuntimeError(f"T.device_assert failed in kernel {self.csource.entry}: {msg}")

@@ -732,7 +732,9 @@ class CUDAArtifact(LowersOnDemand):
         fn = self._function()
         grid = self.grid(values) if self._dynamic_grid() else self._static_grid()
         if min(grid) <= 0:
-            return
+            from ...errors import empty_grid_error
+
+            raise empty_grid_error(self.csource.entry, grid)
         if self._ws_slots:
             if stream is None:
                 from .driver import current_stream
