@@ -84,6 +84,7 @@ def make_tensor(ptr, shape, dtype="float32", strides=None):
         strides = tuple(E.as_expr(st) for st in strides)
     buf = Buffer(b.unique("tensor"), shape, dtype, "global", strides=strides)
     buf.auto_named = True
+    buf.device_bound = True  # its address is known in the kernel only: no host-encoded TMA tensor map
     if b.kernel is None:  # a view of a `T.ptr` parameter: declared at the top of every kernel
         b.eager.pointer_views.append(DeclBuffer(buf, addr, span=b.span))
     else:

@@ -252,3 +252,37 @@ def test_per_warp_leaders_sm90a(host_emu):
     b = torch.full_like(a, 7.0)
     host_emu.HostProgram({"f": k}).run("f", [a, b])
     torch.testing.assert_close(b.double(), _per_warp_ref(a))
+
+
+@needs_nvrtc
+def test_copies_of_a_pointer_view_take_no_tensor_map():
+    """A T.make_tensor view's address is read in the kernel: the automatic warp-specialized pipeline
+    loads it without a tensor map (none can be encoded on the host for it)."""
+    M = N = K = 256
+
+    @T.prim_func
+    def f(ptrs: T.Tensor((1,), T.ptr), B: T.Tensor((K, N), T.float16), C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            A = T.make_tensor(ptrs[0], (M, K), T.float16, strides=(K + 8, 1))
+            A_s = T.alloc_shared((128, 32), T.float16)
+            B_s = T.alloc_shared((32, 128), T.float16)
+            C_l = T.alloc_fragment((128, 128), T.float32)
+            T.clear(C_l)
+            for k in T.Pipelined(K // 32, num_stages=2):
+                T.copy(A[by * 128, k * 32], A_s)
+                T.copy(B[k * 32, bx * 128], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * 128, bx * 128])
+
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        src = tilelang.compile(f, target="cuda -arch=sm_90a").get_kernel_source()
+    assert not [ln for ln in src.splitlines() if "tl::tma_load" in ln and "A_s" in ln]
+    assert "* 264" in src  # A's rows are 264 elements apart
+    pad = torch.randn(M, K + 8).half()
+    b = torch.randn(K, N).half()
+    c = torch.full((M, N), 7.0)
+    tilelang.compile(f, target="cpu")(torch.tensor([pad.data_ptr()]), b, c)
+    torch.testing.assert_close(c.double(), pad[:, :K].double() @ b.double(), rtol=1e-4, atol=1e-3)

@@ -38,6 +38,9 @@ def tma_plan(op: O.Copy, wide32: bool = False):
         return None, "it asks for disable_tma=True"
     if g.dtype != s.dtype:
         return None, "it converts dtypes"
+    if getattr(g, "device_bound", False):
+        return None, (f"{g.name} is a T.make_tensor view whose address the kernel reads: no tensor map can be "
+                      "encoded on the host for it")
     if g.strides is not None and (why := strided_tma_unfit(g)) is not None:
         return None, why
     if s.ndim == 1 and 2 <= g.ndim <= 5:
