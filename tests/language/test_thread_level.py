@@ -224,3 +224,14 @@ def test_thread_binding_checks_the_extent():
         def k(A: T.Tensor((4,), "float32")):
             with T.Kernel(1, threads=128):
                 T.thread_binding(0, 64, thread="threadIdx.x")
+
+
+@pytest.mark.parametrize("a,b,c", [("float16", "float16", "int32"), ("int8", "int8", "float32"),
+                                   ("uint8", "uint8", "int32"), ("int8", "float16", "int32")])
+def test_dp4a_operand_dtypes_are_value_errors(a, b, c):
+    """int8 x int8 -> int32 only: anything else is a ValueError naming the operand and its dtype."""
+    with pytest.raises(ValueError, match=r"T.dp4a requires (int8|int32) [ABC], got [ABC].dtype="):
+        @T.prim_func
+        def k(A: T.Tensor((4,), a), B: T.Tensor((4,), b), C: T.Tensor((1,), c)):
+            with T.Kernel(1, threads=1):
+                T.dp4a(A, B, C)

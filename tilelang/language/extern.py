@@ -8,7 +8,7 @@ target, C on the CPU target), and `T.call_extern(dtype, "name", *args)` calls a 
 from __future__ import annotations
 
 from .. import dtypes as dt
-from ..errors import DSLTypeError
+from ..errors import DSLTypeError, DSLValueError
 from ..frontend import builder as _builder
 from ..ir import expr as E
 from ..ir.buffer import Buffer, BufferRegion
@@ -87,7 +87,7 @@ def dp4a(A, B, C):
         if buf is None:
             raise DSLTypeError(f"T.dp4a: {name} must be a buffer or a buffer element, got {x!r}")
         if buf.dtype != want:
-            raise DSLTypeError(f"T.dp4a requires {want} {name}, got {name}.dtype='{buf.dtype}'")
+            raise DSLValueError(f"T.dp4a requires {want} {name}, got {name}.dtype='{buf.dtype}'")
         ptrs.append(access_ptr(x, "rw" if name == "C" else "r"))
     _builder.current("T.dp4a").emit(_stmt(E.Call("tl_dp4a", tuple(ptrs), dt.int32)))
     return EMITTED
