@@ -13,6 +13,12 @@ the kernel is built. One that is decided by the symbolic dims alone (`n == n`, `
 is settled then as well. Any other is recorded on the PrimFunc (attr `tl.host_asserts`: a tuple
 of (condition, message, span)) and evaluated by the call's argument binder once the arguments
 have bound every symbolic dim (jit/args.py); a false one raises AssertionError with the message.
+
+`T.assume(cond)` inside the kernel is a promise; when the host can evaluate it (it reads only
+scalar parameters and symbolic dims) it is recorded the same way with kind "assume", checked at
+each call, and a false one raises RuntimeError("Assume: cond"), as the public TileLang does. One
+that reads device values (thread indices, buffers, local variables) stays an unchecked promise;
+the argument binder tells the two apart, since it knows which values the arguments bind.
 """
 from __future__ import annotations
 
@@ -52,3 +58,13 @@ def host_assert(cond: E.Expr, msg: str, span: Span | None) -> None:
         raise DSLTypeError(f"assert outside `with T.Kernel`: expected a condition on integer dims, got `{cond}` "
                            f"({cond.dtype})", span)
     b.func_attrs = {**b.func_attrs, HOST_ASSERTS: tuple(b.func_attrs.get(HOST_ASSERTS, ())) + ((cond, msg, span),)}
+
+
+def host_assume(cond, span: Span | None) -> None:
+    """Record `T.assume(cond)` for the host to check at each call (unless the dims already decide it true)."""
+    b = B.current("T.assume")
+    cond = B.inline_lets(E.as_expr(cond))
+    if not (cond.dtype.is_int or cond.dtype.is_bool) or decide(cond) is True:
+        return
+    entry = (cond, f"Assume: {cond}", span, "assume")
+    b.func_attrs = {**b.func_attrs, HOST_ASSERTS: tuple(b.func_attrs.get(HOST_ASSERTS, ())) + (entry,)}

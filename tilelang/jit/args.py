@@ -20,7 +20,10 @@ class ArgBinder:
         self.params = params
         self.out_idx = out_idx
         self.device_type = device_type
-        self.host_checks = tuple(host_checks)  # (cond, msg, span) of `assert`s before the kernels
+        # (cond, msg, span) of `assert`s before the kernels, (cond, msg, span, "assume") of T.assume's the
+        # arguments decide (the others read device values: promises nothing here can check)
+        bindable = _bindable_vars(params)
+        self.host_checks = tuple(c for c in host_checks if len(c) == 3 or _host_evaluable(c[0], bindable))
         self.pointer_params = tuple(pointer_params)  # names of `p: T.ptr` parameters
         self.inputs = [i for i in range(len(params)) if i not in out_idx]
 
@@ -115,13 +118,15 @@ class ArgBinder:
 
     def _check_host_asserts(self, env: dict) -> None:
         """The body's `assert`s on symbolic values (frontend/host_checks.py), with every dim bound."""
-        for cond, msg, span in self.host_checks:
+        for cond, msg, span, *kind in self.host_checks:
             v = const_value(simplify(substitute(cond, {k: E.as_expr(x) for k, x in env.items()})))
             where = f" ({span.file}:{span.line})" if span is not None else ""
             if v is None:
                 raise ValueError(f"{self.func_name}: the assert `{cond}`{where} uses a value no argument binds")
             if not v:
                 bound = ", ".join(f"{k.name}={x}" for k, x in env.items() if k in _vars(cond))
+                if kind == ["assume"]:
+                    raise RuntimeError(f"{msg} does not hold (T.assume of {self.func_name}{where}, with {bound})")
                 raise AssertionError(f"{msg} (assert `{cond}` of {self.func_name}{where}, with {bound})")
 
     def _solve(self, i, d, want_d, got, env) -> None:
@@ -238,6 +243,25 @@ class ArgBinder:
 
 def _eval_dim(d, env: dict) -> int | None:
     return const_int(simplify(substitute(E.as_expr(d), {k: E.as_expr(x) for k, x in env.items()})))
+
+
+def _bindable_vars(params) -> set:
+    """The values a call's arguments bind: scalar parameters and the symbolic dims of tensor ones."""
+    out = set()
+    for p in params:
+        if isinstance(p, E.Var):
+            out.add(p)
+        elif isinstance(p, Buffer):
+            for d in tuple(p.shape) + tuple(p.strides or ()):
+                out |= _vars(d)
+    return out
+
+
+def _host_evaluable(cond, bindable: set) -> bool:
+    """`cond` reads only values the arguments bind (no buffer element, thread or loop index)."""
+    from ..ir.visitor import collect
+
+    return not collect(cond, lambda n: isinstance(n, E.BufferLoad)) and _vars(cond) <= bindable
 
 
 def _vars(e) -> set:

@@ -297,5 +297,11 @@ def _thread_axis(k, v) -> int:
 
 
 def assume(cond=None):
-    """A promise that `cond` holds (a hint to the simplifier); it changes no result here."""
+    """A promise that `cond` holds: `T.assume(N % 4 == 0)`. It changes no result here; one the host can
+    evaluate (on scalar parameters and symbolic dims only) is checked at each call, and a false one
+    raises RuntimeError("Assume: N % 4 == 0")."""
+    if cond is not None and not isinstance(cond, (bool, int)):
+        from ..frontend.host_checks import host_assume
+
+        host_assume(cond, B.current("T.assume").span)
     return EMITTED
