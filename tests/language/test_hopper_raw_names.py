@@ -68,7 +68,7 @@ def test_sm90a_source_has_the_raw_instructions():
     src = compile_(raw_gemm(), "cuda -arch=sm_90a").get_kernel_source()
     for call in ("tl::fence_barrier_init();", "tl::mbarrier_arrive(", "tl::mbarrier_arrive_expect_tx(",
                  "tl::warpgroup_arrive();", "tl::warpgroup_commit_batch();", "tl::warpgroup_wait<0>();",
-                 "tl::tma_store_commit();", "tl::tma_store_wait<0>();", "tl::tma_store_wait_group<0>();"):
+                 "tl::tma_store_arrive();", "tl::tma_store_wait<0, true>();", "tl::tma_store_wait<0, false>();"):
         assert call in src, call
     waits = [ln for ln in src.splitlines() if "tl::mbarrier_wait(" in ln]
     assert len(waits) == 2 and all(ln.rstrip().endswith(", 0);") for ln in waits), waits

@@ -159,9 +159,11 @@ def tma_copy(src, dst, *, barrier=None, cluster_mask=None, leader_scope_threads=
     if cluster_mask is not None:
         raise NotImplementedError("T.tma_copy(cluster_mask=...): multicast to the blocks of a thread-block cluster "
                                   "is not supported yet (no cluster launches here)")
-    for name, v in (("eviction_policy", eviction_policy), ("annotations", annotations)):
-        if v is not None:
-            raise NotImplementedError(f"T.tma_copy({name}=...) is not supported yet")
+    if eviction_policy is not None:
+        raise NotImplementedError(f"T.tma_copy(eviction_policy={eviction_policy!r}): L2 cache eviction hints on TMA "
+                                  "copies are not supported yet")
+    if annotations is not None:
+        raise NotImplementedError("T.tma_copy(annotations=...): copy annotations are not supported yet")
     leader = None
     if leader_scope_threads is not None:
         leader = const_int(leader_scope_threads)

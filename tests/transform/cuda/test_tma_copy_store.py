@@ -94,10 +94,10 @@ def test_sm90a_source_and_ptx_hold_the_store(wait_read):
     m = re.search(r"tl::fence_proxy_async\(\); __syncthreads\(\);\s*if \(tid == 0\) \{ "
                   r"tl::tma_store\(&(tmap_\d+), C_s \+ 0, \(bx \* 128\), \(by \* 128\)\); "
                   r"tl::tma_store\(&\1, C_s \+ 8192, \(\(bx \* 128\) \+ 64\), \(by \* 128\)\); "
-                  r"tl::tma_store_commit\(\); \}", tail)
+                  r"tl::tma_store_arrive\(\); \}", tail)
     assert m, tail
     after = tail[m.end():]
-    wait = "tl::tma_store_wait<0>();" if wait_read else "tl::tma_store_wait_group<0>();"
+    wait = f"tl::tma_store_wait<0, {str(wait_read).lower()}>();"
     assert after.index(wait) < after.index("tl::tma_store_wait_all();")  # the user's wait, then the exit's
     ptx = k.artifact.ptx
     assert re.search(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta\.bulk_group", ptx)
@@ -241,9 +241,9 @@ def test_per_warp_leaders_sm90a(host_emu):
     k = tilelang.compile(per_warp_rows(32, 1024), target="cuda -arch=sm_90a")
     src = k.get_kernel_source()
     assert re.search(r"if \(tid % 32 == 0\) \{ tl::mbarrier_expect_tx\(&mbars?\w*\[w\], 4096\); "
-                     r"tl::bulk_copy_g2s\(&a_s\[\(int64_t\)w \* 1024\], &A\[\(int64_t\)row \* 1024\], 4096", src), src
+                     r"tl::bulk_copy_g2s\(a_s \+ \(w \* 1024\), &A\[\(int64_t\)row \* 1024\], 4096", src), src
     assert re.search(r"if \(tid % 32 == 0\) \{ tl::bulk_copy_s2g\(&B\[\(int64_t\)row \* 1024\], "
-                     r"&a_s\[\(int64_t\)w \* 1024\], 4096\); tl::tma_store_commit\(\); \}", src), src
+                     r"a_s \+ \(w \* 1024\), 4096\); tl::tma_store_arrive\(\); \}", src), src
     assert "CUtensorMap" not in src and "tmap_" not in src
     ptx = k.artifact.ptx
     assert "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes" in ptx

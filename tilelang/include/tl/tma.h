@@ -12,7 +12,7 @@
 // elements are filled with zeros on loads and dropped on stores.
 // Loads signal completion through an mbarrier (complete_tx::bytes): arm it
 // with mbarrier_arrive_expect_tx(bar, box_bytes) and wait on its phase.
-// Stores are tracked by bulk groups: tma_store_commit(), tma_store_wait<N>().
+// Stores are tracked by bulk groups: tma_store_commit() (or tma_store_arrive()), tma_store_wait<N>().
 // Before a store, fence_proxy_async() makes prior smem writes visible to TMA.
 #pragma once
 
@@ -201,6 +201,21 @@ TL_DEVICE void tma_store_wait_group() {
   static_assert(N >= 0, "tl::tma_store_wait_group<N>: N must be >= 0");
   TL_TMA_GUARD(N);
   TL_TMA_ASM("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+}
+// The same steps by the public TileLang's names (T.tma_store_arrive / T.tma_store_wait and
+// T.tma_copy stores emit these): arrive closes a bulk group; wait<N, kRead> leaves at most N
+// groups in flight, until they have read shared memory (kRead) or completed.
+template <int kG = 0>
+TL_DEVICE void tma_store_arrive() {
+  tma_store_commit<kG>();
+}
+template <int N, bool kRead>
+TL_DEVICE void tma_store_wait() {
+  if (kRead) {
+    tma_store_wait<N>();
+  } else {
+    tma_store_wait_group<N>();
+  }
 }
 
 // ------------------------------------------------------------- misc

@@ -338,6 +338,10 @@ inline void tma_store_wait_all() { detail::host_tma_store_drain(0); }
 // cp.async.bulk.wait_group N (writes done too): the stores have read their tiles by then as well.
 template <int N>
 inline void tma_store_wait_group() { detail::host_tma_store_drain(N); }
+template <int kG = 0>
+inline void tma_store_arrive() { tma_store_commit<kG>(); }
+template <int N, bool kRead>
+inline void tma_store_wait() { detail::host_tma_store_drain(N); }
 // Between blocks and at the end: a store its thread never committed and waited for would read
 // shared memory the block no longer owns.
 inline void tl_host_tma_store_block_start() {

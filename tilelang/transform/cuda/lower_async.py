@@ -11,7 +11,8 @@ our header's PTX wrappers::
     T.ptx_commit_group()             tl::cp_async_commit();
     T.ptx_wait_group(1)              tl::cp_async_wait<1>();
     T.warpgroup_arrive()             tl::warpgroup_arrive();   (AsyncStep: wgmma / bulk-group fences and waits)
-    T.tma_store_wait(1)              tl::tma_store_wait<1>();
+    T.tma_store_arrive()             tl::tma_store_arrive();   (cp.async.bulk.commit_group)
+    T.tma_store_wait(1, read=False)  tl::tma_store_wait<1, false>();   (<1, true>: until the tiles are read)
 
 After a wgmma wait every async accumulator of the kernel is fenced, so the compiler does not
 move reads of those registers above the wait. Also here: `tile_pointer`, the address of a
@@ -112,9 +113,9 @@ class AsyncLowering:
         call = {"fence_barrier_init": "tl::fence_barrier_init();",
                 "wgmma_fence": "tl::warpgroup_arrive();",
                 "wgmma_commit": "tl::warpgroup_commit_batch();",
-                "bulk_commit": "tl::tma_store_commit();",
-                "bulk_wait_read": f"tl::tma_store_wait<{op.count}>();",
-                "bulk_wait": f"tl::tma_store_wait_group<{op.count}>();"}[op.kind]
+                "bulk_commit": "tl::tma_store_arrive();",
+                "bulk_wait_read": f"tl::tma_store_wait<{op.count}, true>();",
+                "bulk_wait": f"tl::tma_store_wait<{op.count}, false>();"}[op.kind]
         return Raw(call, span=op.span)
 
     def visit_CpAsyncCommit(self, op: H.CpAsyncCommit):

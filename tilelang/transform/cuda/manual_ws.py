@@ -19,8 +19,8 @@ gemm goes through a 2-d window onto stage s. Tile ops inside a scope are lowered
         T.tma_copy(A[..], A_s, barrier=mbars[0])   if (tid == 128) { expect_tx(&mbars[0], bytes); tma_load(...); }
         T.barrier_arrive(mbars[0])                 tl::mbarrier_arrive(&mbars[0]); }
     T.tma_copy(C_s, C[by * 128, bx * 128])     if (tid == 0) { tma_store(&tmap_1, C_s, bx * 128, by * 128);
-                                                                tl::tma_store_commit(); }
-    T.tma_store_wait()                         tl::tma_store_wait<0>();
+                                                                tl::tma_store_arrive(); }
+    T.tma_store_wait()                         tl::tma_store_wait<0, true>();
 
 A T.tma_copy store (shared -> global) is issued after a barrier that orders the threads' writes of
 the tile (thread_sync; proxy_fences puts fence.proxy.async before it) and committed as its own
@@ -326,9 +326,10 @@ class _Rewrite(Mutator):
         what = f"T.tma_copy {op.src.buffer.name} -> {op.dst.buffer.name}"
         run = self.bulk_run(op.src, op.dst)
         if run is not None:  # one contiguous run: a plain bulk copy, no tensor map
+            # the tile named in the text: it keeps its own bytes (written asynchronously)
             text = (f"if ({self.leader(op.leader)}) {{{{ tl::mbarrier_expect_tx({{0}}, {run}); "
-                    f"tl::bulk_copy_g2s({{1}}, {{2}}, {run}, {{0}}); }}}}")
-            return Raw(text, (_addr(op.barrier, op.index), _first(op.dst), _first(op.src)), span=op.span)
+                    f"tl::bulk_copy_g2s({op.dst.buffer.name} + {{1}}, {{2}}, {run}, {{0}}); }}}}")
+            return Raw(text, (_addr(op.barrier, op.index), _flat(op.dst), _first(op.src)), span=op.span)
         self.host_map(op.src.buffer, what, op.span)
         dst, pre = self.window(op.dst, "T.tma_copy", op.span)
         cp = O.Copy(op.src, dst)
@@ -387,9 +388,10 @@ class _Rewrite(Mutator):
         """T.tma_copy(X, Out[..]): the tile's box(es) stored by one thread and committed, not waited for."""
         run = self.bulk_run(op.dst, op.src)
         if run is not None:  # one contiguous run: a plain bulk copy, no tensor map
-            text = (f"if ({self.leader(op.leader)}) {{{{ tl::bulk_copy_s2g({{0}}, {{1}}, {run}); "
-                    "tl::tma_store_commit(); }}")
-            return Raw(text, (_first(op.dst), _first(op.src)), reads=(op.src.buffer,), span=op.span)
+            # the tile named in the text: it keeps its own bytes (read asynchronously)
+            text = (f"if ({self.leader(op.leader)}) {{{{ tl::bulk_copy_s2g({{0}}, {op.src.buffer.name} + {{1}}, "
+                    f"{run}); tl::tma_store_arrive(); }}}}")
+            return Raw(text, (_first(op.dst), _flat(op.src)), reads=(op.src.buffer,), span=op.span)
         self.host_map(op.dst.buffer, f"T.tma_copy {op.src.buffer.name} -> {op.dst.buffer.name}", op.span)
         src, pre = self.window(op.src, "T.tma_copy", op.span)
         x, g = src.buffer, op.dst.buffer
@@ -417,7 +419,7 @@ class _Rewrite(Mutator):
             args += [E.as_expr(q * rows * 64)] + c
             stores.append(f"tl::tma_store(&{desc.name}, {x.name} + {{{first}}}"
                           + "".join(f", {{{first + 1 + j}}}" for j in range(len(c))) + ");")
-        text = f"if ({self.leader(op.leader)}) {{{{ " + " ".join(stores) + " tl::tma_store_commit(); }}"
+        text = f"if ({self.leader(op.leader)}) {{{{ " + " ".join(stores) + " tl::tma_store_arrive(); }}"
         return S.seq(*pre, Raw(text, tuple(args), reads=(x,), span=op.span))
 
     def visit_Copy(self, op: O.Copy):
