@@ -47,7 +47,7 @@ def test_producer_and_consumer_scopes(consumer):
     assert len(prod) == 1 and len(cons) == 3  # clear; loop body; epilogue
     p = prod[0]
     assert "tl::mbarrier_wait(&mbar[" in p and "tl::mbarrier_arrive(&mbar[" in p
-    leader = f"if (tid == {(1 - consumer) * 128}) {{ tl::mbarrier_expect_tx("
+    leader = "if (tl::tl_shuffle_elect<128>()) { tl::mbarrier_expect_tx("  # the producer scope's first thread
     assert p.count(leader) == 2 and p.count("tl::tma_load(&tmap_") == 3  # A: one box, B: two 64-column panels
     assert "16384);" in p  # 128 x 64 halves per tile
     assert "tl::gemm_ss_sm90<128, 128, 64, 1, 1," in cons[1] and "tl::mbarrier_wait(" in cons[1]

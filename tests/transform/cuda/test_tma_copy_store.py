@@ -91,7 +91,7 @@ def test_sm90a_source_and_ptx_hold_the_store(wait_read):
     src = k.get_kernel_source()
     tail = src[src.rindex("stmatrix_pack") if "stmatrix_pack" in src else src.index("C_s["):]
     # the threads' writes of C_s, a fenced barrier, one thread's stores (two 64-column panels) and commit
-    m = re.search(r"tl::fence_proxy_async\(\); __syncthreads\(\);\s*if \(tid == 0\) \{ "
+    m = re.search(r"tl::fence_proxy_async\(\); __syncthreads\(\);\s*if \(tl::tl_shuffle_elect<128>\(\)\) \{ "
                   r"tl::tma_store\(&(tmap_\d+), C_s \+ 0, \(bx \* 128\), \(by \* 128\)\); "
                   r"tl::tma_store\(&\1, C_s \+ 8192, \(\(bx \* 128\) \+ 64\), \(by \* 128\)\); "
                   r"tl::tma_store_arrive\(\); \}", tail)
@@ -240,9 +240,9 @@ def test_per_warp_leaders_on_the_cpu_backend():
 def test_per_warp_leaders_sm90a(host_emu):
     k = tilelang.compile(per_warp_rows(32, 1024), target="cuda -arch=sm_90a")
     src = k.get_kernel_source()
-    assert re.search(r"if \(tid % 32 == 0\) \{ tl::mbarrier_expect_tx\(&mbars?\w*\[w\], 4096\); "
+    assert re.search(r"if \(tl::tl_shuffle_elect<32>\(\)\) \{ tl::mbarrier_expect_tx\(&mbars?\w*\[w\], 4096\); "
                      r"tl::bulk_copy_g2s\(a_s \+ \(w \* 1024\), &A\[\(int64_t\)row \* 1024\], 4096", src), src
-    assert re.search(r"if \(tid % 32 == 0\) \{ tl::bulk_copy_s2g\(&B\[\(int64_t\)row \* 1024\], "
+    assert re.search(r"if \(tl::tl_shuffle_elect<32>\(\)\) \{ tl::bulk_copy_s2g\(&B\[\(int64_t\)row \* 1024\], "
                      r"a_s \+ \(w \* 1024\), 4096\); tl::tma_store_arrive\(\); \}", src), src
     assert "CUtensorMap" not in src and "tmap_" not in src
     ptx = k.artifact.ptx

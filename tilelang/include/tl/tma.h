@@ -219,6 +219,14 @@ TL_DEVICE void tma_store_wait() {
 }
 
 // ------------------------------------------------------------- misc
+// True in one thread of every N (threads 0, N, 2N, ... of a 1-d block): the thread that issues a
+// T.tma_copy of each run of N threads (leader_scope_threads=N; the public TileLang's name).
+template <int N>
+TL_DEVICE bool tl_shuffle_elect() {
+  static_assert(N > 0, "tl::tl_shuffle_elect<N>: N must be > 0");
+  return threadIdx.x % N == 0;
+}
+
 // Pull the descriptor into the TMA unit's cache ahead of the first copy.
 template <int kG = 0>
 TL_DEVICE void tma_prefetch_descriptor(const void* desc) {

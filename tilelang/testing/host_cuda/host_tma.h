@@ -340,6 +340,8 @@ template <int N>
 inline void tma_store_wait_group() { detail::host_tma_store_drain(N); }
 template <int kG = 0>
 inline void tma_store_arrive() { tma_store_commit<kG>(); }
+template <int N>
+inline bool tl_shuffle_elect() { return threadIdx.x % N == 0; }
 template <int N, bool kRead>
 inline void tma_store_wait() { detail::host_tma_store_drain(N); }
 // Between blocks and at the end: a store its thread never committed and waited for would read

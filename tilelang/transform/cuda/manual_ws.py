@@ -16,19 +16,20 @@ gemm goes through a 2-d window onto stage s. Tile ops inside a scope are lowered
     mbars = T.alloc_barrier([128, 128])        tl::mbarrier_init(&mbars[0], 128); ... __syncthreads();
     with T.ws(1):                        ->    if (tid >= 128 && tid < 256) {
         T.barrier_wait(mbars[1], p)                tl::mbarrier_wait(&mbars[1], p);
-        T.tma_copy(A[..], A_s, barrier=mbars[0])   if (tid == 128) { expect_tx(&mbars[0], bytes); tma_load(...); }
+        T.tma_copy(A[..], A_s, barrier=mbars[0])   if (tl_shuffle_elect<128>()) { expect_tx(...); tma_load(...); }
         T.barrier_arrive(mbars[0])                 tl::mbarrier_arrive(&mbars[0]); }
-    T.tma_copy(C_s, C[by * 128, bx * 128])     if (tid == 0) { tma_store(&tmap_1, C_s, bx * 128, by * 128);
+    T.tma_copy(C_s, C[by * 128, bx * 128])     if (tl_shuffle_elect<256>()) { tma_store(&tmap_1, C_s, bx * 128, by * 128);
                                                                 tl::tma_store_arrive(); }
     T.tma_store_wait()                         tl::tma_store_wait<0, true>();
 
 A T.tma_copy store (shared -> global) is issued after a barrier that orders the threads' writes of
 the tile (thread_sync; proxy_fences puts fence.proxy.async before it) and committed as its own
 bulk group, not waited for; the kernel ends with `tl::tma_store_wait_all();` so no store is in
-flight when the block exits. leader_scope_threads=n: thread `(tid - lo) % n == 0` of the scope
-issues (each with its own coordinates). A T.tma_copy that is one contiguous run of both buffers
-which no tensor map fits (a row of a taller tile: `a_s[w, 0:K]`) is a plain bulk copy
-(tl::bulk_copy_g2s / bulk_copy_s2g), the tile keeping its row-major layout.
+flight when the block exits. The scope's first thread issues a T.tma_copy
+(`tl::tl_shuffle_elect<scope threads>()`); with leader_scope_threads=n the first of every n
+threads (`tl::tl_shuffle_elect<n>()`), each with its own coordinates. A T.tma_copy that is one
+contiguous run of both buffers which no tensor map fits (a row of a taller tile: `a_s[w, 0:K]`)
+is a plain bulk copy (tl::bulk_copy_g2s / bulk_copy_s2g), the tile keeping its row-major layout.
 """
 from __future__ import annotations
 
@@ -76,6 +77,7 @@ def manual_ws(k: S.KernelLaunch, warn, tma_stores: bool = True,
     tma_stores: a T.copy of a T.tma_copy target tile to a global box becomes TMA stores (sm_90a).
     merge_inits: consecutive T.alloc_barrier share one initialisation block and one __syncthreads."""
     rw = _Rewrite(warn)
+    rw.threads = k.threads[0] * k.threads[1] * k.threads[2]
     rw.tma_stores = tma_stores
     rw.merge_inits = merge_inits
     body = rw.top(k.body)
@@ -166,6 +168,7 @@ class _Rewrite(Mutator):
         self.warn = warn
         self.info = ManualWS()
         self.lo = 0  # first thread of the innermost enclosing scope
+        self.threads = 1  # its thread count (the block's outside any scope)
         self.views: dict = {}  # storage uid -> 2-d window Buffer
         self.noted = False
         self.tma_stores = True
@@ -210,11 +213,11 @@ class _Rewrite(Mutator):
                 f"the branch on threads [{s.t_lo}, {s.t_hi})"
             raise LoweringError(f"{what}: a T.gemm over {n} {'warp groups' if s.unit == H.WARP_GROUP else 'warps'} "
                                 f"must start at a multiple of {n}", s.span)
-        outer, self.lo = self.lo, s.t_lo
+        outer, self.lo, self.threads = (self.lo, self.threads), s.t_lo, s.threads
         try:
             return replace(s, body=self.visit(s.body))
         finally:
-            self.lo = outer
+            self.lo, self.threads = outer
 
     def visit_For(self, s: S.For):
         if s.kind == "pipelined" and collect(s.body, lambda n: isinstance(n, H.WarpGroupScope)):
@@ -379,10 +382,11 @@ class _Rewrite(Mutator):
         return n * b
 
     def leader(self, n) -> str:
-        """The condition naming the issuing thread: the scope's first, or the first of every n."""
-        if n is None:
-            return f"tid == {self.lo}"
-        return f"tid % {n} == 0" if self.lo % n == 0 else f"(tid - {self.lo}) % {n} == 0"
+        """The condition naming the issuing thread: the scope's first (n None), or the first of every n."""
+        m = self.threads if n is None else n
+        if self.lo % m == 0:
+            return f"tl::tl_shuffle_elect<{m}>()"
+        return f"tid == {self.lo}" if n is None else f"(tid - {self.lo}) % {n} == 0"
 
     def visit_TmaStore(self, op: H.TmaStore):
         """T.tma_copy(X, Out[..]): the tile's box(es) stored by one thread and committed, not waited for."""
