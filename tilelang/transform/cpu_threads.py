@@ -344,13 +344,19 @@ class _Kernel:
         if s.else_case is not None and not split_else and (
                 collect(s.else_case, _exchange) or self.block_ops(s.else_case) or _loose_jumps(s.else_case)):
             return None
-        for c in collect(s.then_case, lambda n: _is_sync(n) and len(n.args) == 2):
-            count = const_int(c.args[1])
-            if t_lo < t_hi and count is not None and count != t_hi - t_lo:
-                raise LoweringError(f"T.sync_threads({c.args[0]}, {count}) inside a branch over the {t_hi - t_lo} "
-                                    f"threads [{t_lo}, {t_hi}): the CPU backend runs a named barrier inside such a "
-                                    "branch as the branch's threads' barrier, and its thread count must be theirs",
-                                    _where(s, c))
+        phases = self.paired_phases(s, (t_lo, t_hi), e_rng) if rest is None else None
+        if phases is not None:
+            return phases
+        checks = [(s.then_case, t_lo, t_hi)] + ([(s.else_case, *e_rng)] if split_else else [])
+        for body, b_lo, b_hi in checks:
+            for c in collect(body, lambda n: _is_sync(n) and len(n.args) == 2):
+                count = const_int(c.args[1])
+                if b_lo < b_hi and count is not None and count != b_hi - b_lo:
+                    raise LoweringError(f"T.sync_threads({c.args[0]}, {count}) inside a branch over the {b_hi - b_lo} "
+                                        f"threads [{b_lo}, {b_hi}): the CPU backend runs a named barrier inside such "
+                                        "a branch as the branch's threads' barrier, and its thread count must be "
+                                        "theirs (or the branch and its else meet at the same barrier ids in order)",
+                                        _where(s, c))
         items = []
         if t_lo < t_hi:
             body = self.assemble(self.split(s.then_case, (t_lo, t_hi)), (t_lo, t_hi))
@@ -362,6 +368,75 @@ class _Kernel:
         elif s.else_case is not None:
             items.append(("s", S.IfThenElse(E.logical_not(s.cond), s.else_case, None, span=s.span)))
         return items
+
+    def paired_phases(self, s: S.IfThenElse, t_rng, e_rng):
+        """A producer / consumer pair of thread intervals meeting at named barriers (`if tx < 32:` writes,
+        T.named_barrier_arrive(10, 64), T.sync_threads(11, 64); else T.sync_threads(10, 64), reads,
+        T.named_barrier_arrive(11, 64)): where both branches hold barrier operations (arrive or sync) on
+        the same sequence of barrier ids, each counting the threads of both intervals, at their top level
+        or at the top level of serial loops of one trip count in both, the branch runs in phases: phase j
+        is the then-branch's code between its barrier operations j - 1 and j over its threads, then the
+        else-branch's (a loop in both becomes one loop of phases). Code after a thread's j-th operation
+        waits (on the GPU) only for arrivals at operations of index j, all in earlier phases, so this
+        order is one the GPU may take. None where the pattern does not hold."""
+        if s.else_case is None or e_rng is None or e_rng[0] >= e_rng[1] or t_rng[0] >= t_rng[1]:
+            return None
+        total = (t_rng[1] - t_rng[0]) + (e_rng[1] - e_rng[0])
+
+        def named(n):
+            return isinstance(n, E.Call) and n.op in ("tl_sync_threads", "tl_named_barrier_arrive") \
+                and len(n.args) == 2
+
+        def cut(st):
+            """("bar", id) | ("loop", st) | None (no barrier inside) | False (a barrier this cannot pair)."""
+            if isinstance(st, S.Evaluate) and named(st.value):
+                bid, count = const_int(st.value.args[0]), const_int(st.value.args[1])
+                return ("bar", bid) if bid is not None and count == total else False
+            if not collect(st, lambda n: named(n) or _is_sync(n)):
+                return None
+            if isinstance(st, S.For) and st.kind == "serial" and not self.dep(st.start) and not self.dep(st.extent):
+                return ("loop", st)
+            return False
+
+        def phases(a_body, b_body):
+            xs = [list(x.stmts) if isinstance(x, S.SeqStmt) else [x] for x in (a_body, b_body)]
+            items, segs = [], ([], [])
+            pos = [0, 0]
+
+            def flush():
+                for seg, rng in zip(segs, (t_rng, e_rng)):
+                    if seg:
+                        items.append(("b", self.assemble(self.split(S.seq(*seg), rng), rng)))
+                    seg.clear()
+
+            while True:
+                cuts = []
+                for i in (0, 1):  # each side's code up to its next barrier operation or loop holding one
+                    while pos[i] < len(xs[i]) and cut(xs[i][pos[i]]) is None:
+                        segs[i].append(xs[i][pos[i]])
+                        pos[i] += 1
+                    cuts.append(None if pos[i] == len(xs[i]) else cut(xs[i][pos[i]]))
+                    pos[i] += 1
+                if cuts == [None, None]:
+                    flush()
+                    return items
+                if None in cuts or False in cuts or cuts[0][0] != cuts[1][0]:
+                    return None
+                if cuts[0][0] == "bar":
+                    if cuts[0][1] != cuts[1][1]:
+                        return None
+                    flush()
+                    continue
+                la, lb = cuts[0][1], cuts[1][1]
+                if not (E.structurally_equal(la.start, lb.start) and E.structurally_equal(la.extent, lb.extent)):
+                    return None
+                inner = phases(la.body, substitute(lb.body, {lb.var: la.var}))
+                if inner is None:
+                    return None
+                flush()
+                items.append(("b", replace(la, body=self.assemble(inner, t_rng))))
+
+        return phases(s.then_case, s.else_case)
 
     def divergent(self, s, sync, jumps) -> list:
         """s branches or loops on the thread: all of it is SIMT code, if that is honest."""
