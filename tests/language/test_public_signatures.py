@@ -80,11 +80,14 @@ def test_kernel_threads_default_and_clusters_are_refused():
     tilelang.compile(k, target="cpu")(out)
     ref = torch.cat([torch.arange(128, dtype=torch.int32), 1000 + torch.arange(128, dtype=torch.int32)])
     assert torch.equal(out, ref)
-    with pytest.raises(NotImplementedError, match="cluster"):
-        @T.prim_func
-        def c(Out: T.Tensor((128,), T.int32)):
-            with T.Kernel(2, threads=64, cluster_dims=(2, 1, 1)) as b:
-                Out[b] = b
+
+    @T.prim_func
+    def c(Out: T.Tensor((2,), T.int32)):
+        with T.Kernel(2, threads=64, cluster_dims=(2, 1, 1)) as b:
+            Out[b] = b * 10 + T.block_rank_in_cluster()
+    out = torch.full((2,), -1, dtype=torch.int32)
+    tilelang.compile(c, target="cpu")(out)
+    assert out.tolist() == [0, 11]
 
 
 def test_empty_takes_a_tuple_or_extents():

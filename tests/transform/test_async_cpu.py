@@ -118,12 +118,6 @@ def test_consumer_before_producer_fails_clearly():
         run(f, a, torch.zeros(64, 64))
 
 
-@pytest.mark.parametrize("make", [
-    lambda: T.ClusterKernel(4, cluster_dims=2, threads=128),
-    lambda: T.alloc_cluster_barrier([128]),
-    lambda: T.block_rank_in_cluster(),
-    lambda: T.PersistentTileScheduler(8, 8),
-])
-def test_cluster_names_raise_clearly(make):
+def test_persistent_tile_scheduler_raises_clearly():
     with pytest.raises(NotImplementedError, match="not supported yet"):
-        make()
+        T.PersistentTileScheduler(8, 8)

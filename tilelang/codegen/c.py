@@ -460,12 +460,17 @@ class CCodegen:
     def cooperative(self, k: S.KernelLaunch) -> int:
         """0, or for a kernel holding a grid barrier: emits the grid-size check (`tl_nb` blocks) and
         returns the error code a run gets when OpenMP cannot give every block its own thread."""
-        if not collect(k.body, is_grid_sync):
+        syncs = collect(k.body, is_grid_sync)
+        if not syncs:
             return 0
         n = 1
         for g in k.grid:
             n = n * g if isinstance(g, int) and n is not None else None
         if n is not None and n > COOP_MAX_BLOCKS:
+            if all(s.args for s in syncs):  # transform/cluster_cpu.py: cluster barriers made grid barriers
+                raise LoweringError(f"T.cluster_sync / T.cluster_wait in a kernel of {n} blocks: the CPU backend runs "
+                                    "a cluster barrier as a barrier of the whole grid, every block at once on its own "
+                                    f"CPU thread, at most {COOP_MAX_BLOCKS} blocks; launch fewer blocks", k.span)
             raise LoweringError(f"T.sync_grid in a kernel of {n} blocks: a grid barrier that is not split into "
                                 "launches (it sits in a loop or a branch, or registers live across it) runs every "
                                 f"block at once, one CPU thread each, at most {COOP_MAX_BLOCKS} blocks on target "

@@ -279,6 +279,8 @@ class CudaCodegen(CCodegen):
         bounds = f"{T}, {self.func.attr('tl.min_blocks_per_sm') or 1}"  # T.annotate_min_blocks_per_sm
         if self.ws and self.ws.cluster > 1:  # fixed at compile time: a plain cuLaunchKernel launches it
             bounds += f") __cluster_dims__({self.ws.cluster}, 1, 1"
+        elif tuple(k.cluster) != (1, 1, 1):  # T.ClusterKernel: likewise, the grid forms whole clusters
+            bounds += f") __cluster_dims__({', '.join(str(c) for c in k.cluster)}"
         from .c import is_grid_sync, entry_name
 
         cooperative = bool(collect(k.body, is_grid_sync))

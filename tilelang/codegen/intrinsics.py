@@ -27,6 +27,11 @@ _ORDERS = ("__ATOMIC_RELAXED", "__ATOMIC_CONSUME", "__ATOMIC_ACQUIRE", "__ATOMIC
            "__ATOMIC_ACQ_REL", "__ATOMIC_SEQ_CST")
 
 
+CLUSTER_CALLS = {"tl_cluster_arrive": "tl::cluster_arrive()", "tl_cluster_arrive_relaxed": "tl::cluster_arrive_relaxed()",
+                 "tl_cluster_wait": "tl::cluster_wait()", "tl_cluster_sync": "tl::cluster_sync()",
+                 "tl_block_rank_in_cluster": "((int)tl::block_rank_in_cluster())"}  # language/cluster.py's calls
+
+
 def print_call(cx, e, args: list) -> str | None:
     """C text for `e` (a Call) with printed `args`, or None when `e.op` is not one of these."""
     op = e.op
@@ -51,6 +56,8 @@ def print_call(cx, e, args: list) -> str | None:
         return f"tl::named_barrier_arrive({args[0]}, {args[1]})" if cuda else "((void)0)"
     if op in ("tl_pdl_sync", "tl_pdl_trigger"):  # CPU: a kernel starts after the previous one ended
         return f"tl::{op[3:]}()" if cuda else "((void)0)"
+    if op in CLUSTER_CALLS:  # CPU: transform/cluster_cpu.py lowered them before codegen
+        return CLUSTER_CALLS[op] if cuda else None
     if op == "tl_sync_warp":
         return f"tl_sync_warp({args[0]})" if cuda else "((void)0)"
     if op == "tl_wgmma_desc_make":  # (start pointer, layout, lbo >> 4, sbo >> 4): op/hopper_raw.py

@@ -68,3 +68,14 @@ def host_assume(cond, span: Span | None) -> None:
         return
     entry = (cond, f"Assume: {cond}", span, "assume")
     b.func_attrs = {**b.func_attrs, HOST_ASSERTS: tuple(b.func_attrs.get(HOST_ASSERTS, ())) + (entry,)}
+
+
+def host_launch_check(cond, msg: str) -> None:
+    """Record a launch condition on the symbolic dims (a cluster launch's grid divisibility) for the
+    host to check at each call; a false one raises ValueError(msg)."""
+    b = B.current("a launch check")
+    cond = B.inline_lets(E.as_expr(cond))
+    if decide(cond) is True:
+        return
+    entry = (cond, msg, b.span, "launch")
+    b.func_attrs = {**b.func_attrs, HOST_ASSERTS: tuple(b.func_attrs.get(HOST_ASSERTS, ())) + (entry,)}

@@ -422,7 +422,7 @@ class Parser:
         k = self.builder.kernel
         self.builder.kernel = None
         self.builder.emit(S.KernelLaunch(bvars, ctx.grid, ctx.threads, tuple(k.thread_vars), body,
-                                         span=self.span(node)))
+                                         span=self.span(node), cluster=ctx.cluster))
 
     def warp_groups(self, node, ctx):
         """`with T.ws(...)`: the body runs on those warp groups' threads only."""

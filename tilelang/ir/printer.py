@@ -155,7 +155,10 @@ class _Printer:
         while len(threads) > 1 and threads[-1] == 1:
             threads.pop()
         th = str(threads[0]) if len(threads) == 1 else repr(tuple(threads))
-        self.emit(d, f"with T.Kernel({grid}, threads={th}) as {names}:")
+        if tuple(s.cluster) != (1, 1, 1):
+            self.emit(d, f"with T.ClusterKernel({grid}, threads={th}, cluster_dims={tuple(s.cluster)!r}) as {names}:")
+        else:
+            self.emit(d, f"with T.Kernel({grid}, threads={th}) as {names}:")
         self.stmt(s.body, d + 1)
 
 

@@ -116,6 +116,7 @@ class KernelLaunch(Stmt):
     thread_vars: tuple  # (Var, ...) bound by T.get_thread_binding / thread_binding
     body: Stmt
     span: Span | None = default_span()
+    cluster: tuple = (1, 1, 1)  # blocks per thread-block cluster along x, y, z (T.ClusterKernel, sm_90+)
 
 
 @dataclass(frozen=True)

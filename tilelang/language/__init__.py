@@ -173,9 +173,13 @@ _LAZY = {
     "warpgroup_fence_operand": ".hopper_raw",
     "annotate_producer_reg_dealloc": ".hopper",
     "annotate_consumer_reg_alloc": ".hopper",
-    "ClusterKernel": ".hopper",
-    "alloc_cluster_barrier": ".hopper",
-    "block_rank_in_cluster": ".hopper",
+    "ClusterKernel": ".cluster",
+    "alloc_cluster_barrier": ".cluster",
+    "block_rank_in_cluster": ".cluster",
+    "cluster_arrive": ".cluster",
+    "cluster_arrive_relaxed": ".cluster",
+    "cluster_wait": ".cluster",
+    "cluster_sync": ".cluster",
     "PersistentTileScheduler": ".hopper",
 }
 _HOME.update(_LAZY)

@@ -99,13 +99,15 @@ def mbarrier_wait_parity(mbarrier, parity):
 
 
 def mbarrier_arrive(mbarrier, cta_id=None):
-    """One arrival on `mbarrier` per thread that runs it."""
+    """One arrival on `mbarrier` per thread that runs it. With `cta_id`, the arrival lands on the
+    barrier of the cluster's block of that rank (T.block_rank_in_cluster), a barrier from
+    T.alloc_cluster_barrier (CUDA sm_90; the CPU backend does not run such arrivals)."""
     B.in_kernel("T.mbarrier_arrive")
-    if cta_id is not None:
-        raise NotImplementedError("T.mbarrier_arrive(cta_id=...): arriving on another block's barrier "
-                                  "(clusters) is not supported yet")
     buf, i = barrier_ref(mbarrier, "T.mbarrier_arrive")
-    B.current().emit(H.BarrierArrive(buf, i))
+    if cta_id is not None and not getattr(buf, "cluster_barrier", False):
+        raise DSLTypeError(f"T.mbarrier_arrive(mbar, cta_id): arriving on another block's barrier needs a barrier "
+                           f"from T.alloc_cluster_barrier, got {buf.name} (T.alloc_barrier)")
+    B.current().emit(H.BarrierArrive(buf, i, cta_id=None if cta_id is None else as_expr(cta_id)))
 
 
 def mbarrier_expect_tx(mbarrier, tx):
@@ -378,23 +380,8 @@ def annotate_consumer_reg_alloc(reg_count=240):
 
 # ---------------------------------------------------------------- not supported yet: clear errors
 def _unsupported(name, what):
-    raise NotImplementedError(f"{name}: {what} is not supported yet (our Hopper tier has no thread-block "
-                              "clusters or tile schedulers written by hand); use T.Kernel and T.alloc_barrier")
-
-
-def ClusterKernel(*blocks, cluster_dims=None, threads=None, prelude=None):
-    """A kernel launched as thread-block clusters (sm_90+): not supported yet, raises."""
-    _unsupported("T.ClusterKernel", f"a cluster launch (cluster_dims={cluster_dims!r})")
-
-
-def alloc_cluster_barrier(arrive_count):
-    """mbarriers that blocks of a cluster arrive on: not supported yet, raises."""
-    _unsupported("T.alloc_cluster_barrier", "a barrier shared by the blocks of a cluster")
-
-
-def block_rank_in_cluster():
-    """This block's rank in its cluster: not supported yet, raises."""
-    _unsupported("T.block_rank_in_cluster", "a block's rank in a cluster")
+    raise NotImplementedError(f"{name}: {what} is not supported yet (our Hopper tier has no tile "
+                              "schedulers written by hand); use T.Kernel and T.alloc_barrier")
 
 
 class PersistentTileScheduler:

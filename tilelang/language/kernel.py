@@ -5,8 +5,9 @@ from dataclasses import dataclass
 
 from .. import dtypes as dt
 from ..arith.simplify import const_int
-from ..errors import DSLTypeError, NonConstantShapeError
+from ..errors import DSLTypeError, DSLValueError, NonConstantShapeError
 from ..frontend import builder as B
+from ..ir import expr as E
 from ..ir.expr import Var, as_expr
 
 
@@ -15,13 +16,15 @@ class KernelSpec:
     grid: tuple
     threads: tuple
     grid_given: bool = True  # False for `T.Kernel(threads=...)`: one block, and `as` binds no block index
+    cluster: tuple = (1, 1, 1)  # blocks per thread-block cluster along x, y, z (T.ClusterKernel)
 
 
 def Kernel(*blocks, threads=None, is_cpu=False, prelude=None, cluster_dims=None) -> KernelSpec:
     """Launch a grid of `blocks` (1-3 extents), each block with `threads` threads (128 when omitted).
     With no extents (`with T.Kernel(threads=128):`) it launches one block, as the public TileLang
     does; `as x` then binds an empty list (there is no block index to name).
-    `cluster_dims` other than 1 (thread-block clusters) is not supported here and raises.
+    `cluster_dims` (an int n for (n, 1, 1), or 1-3 extents) launches thread-block clusters, as
+    `T.ClusterKernel` does (language/cluster.py): CUDA sm_90+, each grid extent a multiple of it.
 
     Example::
 
@@ -36,11 +39,7 @@ def Kernel(*blocks, threads=None, is_cpu=False, prelude=None, cluster_dims=None)
     if len(blocks) > 3:
         raise DSLTypeError(f"T.Kernel takes at most 3 grid extents, got {len(blocks)}")
     grid = tuple(const_int(b) if const_int(b) is not None else as_expr(b) for b in blocks)
-    if cluster_dims is not None:
-        dims = tuple(cluster_dims) if isinstance(cluster_dims, (tuple, list)) else (cluster_dims,)
-        if any(const_int(d) != 1 for d in dims):
-            raise NotImplementedError(f"T.Kernel(cluster_dims={cluster_dims!r}): thread-block clusters are not "
-                                      "supported yet; launch without cluster_dims")
+    cluster = _cluster_dims(cluster_dims, grid)
     if threads is None:
         threads = 128
     if isinstance(threads, int):
@@ -55,7 +54,37 @@ def Kernel(*blocks, threads=None, is_cpu=False, prelude=None, cluster_dims=None)
             raise NonConstantShapeError(f"T.Kernel threads= must be positive integer constants, got {t!r}")
         th.append(c)
     th += [1] * (3 - len(th))
-    return KernelSpec(grid, tuple(th), grid_given)
+    return KernelSpec(grid, tuple(th), grid_given, cluster)
+
+
+def _cluster_dims(cluster_dims, grid) -> tuple:
+    """(cx, cy, cz) of `cluster_dims`, checked: positive constants of at most MAX_CLUSTER_BLOCKS
+    blocks that divide the grid (a symbolic extent is checked at each call)."""
+    from ..frontend.host_checks import host_launch_check
+    from .cluster import MAX_CLUSTER_BLOCKS
+
+    if cluster_dims is None:
+        return (1, 1, 1)
+    dims = tuple(cluster_dims) if isinstance(cluster_dims, (tuple, list)) else (cluster_dims,)
+    vals = [const_int(d) for d in dims]
+    if not 1 <= len(dims) <= 3 or any(v is None or v <= 0 for v in vals):
+        raise DSLValueError(f"cluster_dims: expected an int or 1-3 positive integer constants, got {cluster_dims!r}")
+    vals += [1] * (3 - len(vals))
+    if vals[0] * vals[1] * vals[2] > MAX_CLUSTER_BLOCKS:
+        raise DSLValueError(f"cluster_dims={cluster_dims!r}: a cluster of {vals[0] * vals[1] * vals[2]} blocks; "
+                            f"at most {MAX_CLUSTER_BLOCKS} blocks per cluster are supported (the portable size)")
+    for axis, (c, g) in enumerate(zip(vals, list(grid) + [1] * (3 - len(grid)))):
+        if c == 1:
+            continue
+        name = "xyz"[axis]
+        msg = (f"cluster_dims={tuple(vals)!r}: the grid's {name} extent must be a multiple of the cluster's "
+               f"{name} extent {c} (a cluster launch forms whole clusters only)")
+        n = const_int(g)
+        if n is not None and n % c:
+            raise DSLValueError(f"{msg}, got {n}")
+        if n is None:
+            host_launch_check(E.compare("==", E.binop("%", g, c), 0), msg)
+    return tuple(vals)
 
 
 def get_thread_binding(dim: int = 0) -> Var:

@@ -98,11 +98,13 @@ def scope_over(lo: int, hi: int, body: Stmt, span=None) -> "WarpGroupScope":
 
 @dataclass(frozen=True)
 class BarrierArrive(TileOp):
-    """One arrival per executing thread on barrier[index]."""
+    """One arrival per executing thread on barrier[index]; with `cta_id`, on that cluster rank's copy
+    of the barrier (T.alloc_cluster_barrier, sm_90)."""
 
     barrier: Buffer
     index: Expr
     span: Span | None = default_span()
+    cta_id: Expr | None = None
 
 
 @dataclass(frozen=True)

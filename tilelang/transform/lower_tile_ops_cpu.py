@@ -224,8 +224,9 @@ class LowerTileOpsCPU(HopperCPU, TrackRanges, Mutator):
         if k.thread_vars:  # one thread per block (reject_thread_level checked): every index is 0
             from ..ir.visitor import substitute
 
-            k = S.KernelLaunch(k.block_vars, k.grid, k.threads, (), substitute(k.body, {
-                v: E.as_expr(0) for v in k.thread_vars}), span=k.span)
+            from dataclasses import replace
+
+            k = replace(k, thread_vars=(), body=substitute(k.body, {v: E.as_expr(0) for v in k.thread_vars}))
         self.ranges.kernel(k)
         self.threads_now = k.threads[0] * k.threads[1] * k.threads[2]
         return self.generic(k)

@@ -16,6 +16,7 @@ def passes() -> list:
     """The CPU pass list, (name, pass) in order; imported on first use so that a kernel
     loaded from the kernel cache never imports the passes."""
     from ...transform.check_dtypes import check_dtypes_pass
+    from ...transform.cluster_cpu import cluster_cpu_pass
     from ...transform.check_index_ranges import check_index_ranges_pass
     from ...transform.global_layouts import global_layouts_pass
     from ...transform.widen_fragments import widen_fragments_pass
@@ -29,6 +30,7 @@ def passes() -> list:
     from ...transform.thread_scopes import thread_scopes_pass
 
     return [
+        ("cluster_cpu", cluster_cpu_pass),
         ("legalize_negative_index", legalize_negative_index),
         ("check_dtypes", check_dtypes_pass),
         ("widen_fragments", widen_fragments_pass),

@@ -73,10 +73,25 @@ def _the_kernel(func: PrimFunc) -> S.KernelLaunch:
 
 def _check_arch_calls(k: S.KernelLaunch, ctx: PassContext) -> None:
     """Calls the target's architecture lacks: a clear error rather than PTX that does not assemble."""
+    from ...codegen.intrinsics import CLUSTER_CALLS
+
     if ctx.target.sm < 90:
         for c in collect(k.body, lambda n: isinstance(n, E.Call) and n.op in ("tl_pdl_sync", "tl_pdl_trigger")):
             raise LoweringError(f"T.{c.op[3:]} (programmatic dependent launch, griddepcontrol) needs sm_90 or newer; "
                                 f"the target is {ctx.target.arch}", k.span)
+    if tuple(k.cluster) != (1, 1, 1) and collect(k.body, lambda n: isinstance(n, E.Call) and n.op == "tl_sync_grid"):
+        raise LoweringError("T.sync_grid in a thread-block cluster launch: a cooperative launch of clusters is not "
+                            "supported; launch without cluster_dims or split the kernel at the grid barrier", k.span)
+    if ctx.target.sm < 90:
+        if tuple(k.cluster) != (1, 1, 1):
+            raise LoweringError(f"a thread-block cluster launch (cluster_dims={tuple(k.cluster)!r}) needs sm_90 or "
+                                f"newer; the target is {ctx.target.arch}", k.span)
+        for c in collect(k.body, lambda n: isinstance(n, E.Call) and n.op in CLUSTER_CALLS):
+            raise LoweringError(f"T.{c.op[3:]} (thread-block clusters) needs sm_90 or newer; the target is "
+                                f"{ctx.target.arch}", k.span)
+        for b in collect(k.body, lambda n: isinstance(n, S.Allocate) and getattr(n.buffer, "cluster_barrier", False)):
+            raise LoweringError(f"T.alloc_cluster_barrier ({b.buffer.name}: thread-block clusters) needs sm_90 or "
+                                f"newer; the target is {ctx.target.arch}", k.span)
 
 
 def _rows_per_warpgroup(info, acc, ws) -> bool:
@@ -136,6 +151,7 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                                      and not config(ctx.pass_configs, "tl.disable_tma_lower", False),
                                      not config(ctx.pass_configs, "tl.disable_barrier_init_merge", False))
     elif ctx.target.sm >= 90 and not config(ctx.pass_configs, "tl.disable_warp_specialized", False) \
+            and tuple(k.cluster) == (1, 1, 1) \
             and not config(ctx.pass_configs, "tl.disable_tma_lower", False) \
             and not config(ctx.pass_configs, "tl.disable_wgmma", False):
         from ..target import num_sms

@@ -194,6 +194,15 @@ TL_DEVICE void cluster_arrive() {
   asm volatile("barrier.cluster.arrive.aligned;\n" ::: "memory");
 #endif
 }
+// Arrive without release semantics: orders execution only (T.cluster_arrive_relaxed).
+template <int kGuard = 0>
+TL_DEVICE void cluster_arrive_relaxed() {
+  static_assert(TL_ARCH_SM90 || detail::always_false_int<kGuard>::value,
+                "thread-block clusters need sm_90 or newer");
+#if TL_ARCH_SM90
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+#endif
+}
 template <int kGuard = 0>
 TL_DEVICE void cluster_wait() {
   static_assert(TL_ARCH_SM90 || detail::always_false_int<kGuard>::value,

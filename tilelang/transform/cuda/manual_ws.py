@@ -230,6 +230,9 @@ class _Rewrite(Mutator):
 
     # ------------------------------------------------------------ barriers
     def visit_BarrierArrive(self, op: H.BarrierArrive):
+        if op.cta_id is not None:  # the barrier of cluster rank cta_id (mapa + a shared::cluster arrive)
+            return Raw("tl::mbarrier_arrive_cluster({0}, (uint32_t)({1}));", (_addr(op.barrier, op.index), op.cta_id),
+                       span=op.span)
         return Raw("tl::mbarrier_arrive({0});", (_addr(op.barrier, op.index),), span=op.span)
 
     def visit_BarrierWait(self, op: H.BarrierWait):
