@@ -200,10 +200,13 @@ def _cpu_id() -> str:
     return _cpu_id_memo[0]
 
 
+SHARED_HEADERS = ("tl/rng_core.h",)  # headers under include/tl that the CPU headers include too
+
+
 def header_digest() -> str:
-    """Hash of every file under include/cpu: editing the header must miss the cache."""
+    """Hash of every file under include/cpu and of SHARED_HEADERS: editing a header must miss the cache."""
     parts: list[str | bytes] = []
-    for path in sorted((INCLUDE_DIR / "cpu").rglob("*")):
+    for path in [*sorted((INCLUDE_DIR / "cpu").rglob("*")), *(INCLUDE_DIR / h for h in SHARED_HEADERS)]:
         if path.is_file():
             parts += [path.relative_to(INCLUDE_DIR).as_posix(), path.read_bytes()]
     return disk.key(*parts)
