@@ -16,7 +16,8 @@ from ..op import ptx as P
 from .extern import access_ptr
 
 _ABBREV = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "tf32": "float32", "int8": "int8",
-           "uint8": "uint8", "int32": "int32", "e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
+           "uint8": "uint8", "int32": "int32", "e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2", "int4": "int4",
+           "uint4": "uint4", "s4": "int4", "u4": "uint4"}
 
 
 def _element_address(x, what):
@@ -82,9 +83,10 @@ def ptx_mma(dtype, shape, A_layout, B_layout, A_dtype, B_dtype, C_dtype, multipl
     if operator is not None:
         raise DSLTypeError(f"T.ptx_mma: operator={operator!r} is not supported")
     ta, tb, tc = (_dtype_of(x, w) for x, w in ((A_dtype, "A"), (B_dtype, "B"), (C_dtype, "C")))
-    m, n, k = P.mma_shape(ta, tb, tc)
-    if str(shape) != f"m{m}n{n}k{k}":
-        raise DSLTypeError(f"T.ptx_mma: {ta} x {tb} -> {tc} is mma.sync m{m}n{n}k{k}, got shape {shape!r}")
+    shapes = {f"m{m}n{n}k{k}": (m, n, k) for m, n, k in P.mma_shapes(ta, tb, tc)}
+    if str(shape) not in shapes:
+        raise DSLTypeError(f"T.ptx_mma: {ta} x {tb} -> {tc} is mma.sync {' or '.join(shapes)}, got shape {shape!r}")
+    m, n, k = shapes[str(shape)]
     addrs = []
     for buf, off, nm in ((multiplicand_a, a_index, "A"), (multiplicand_b, b_index, "B"), (accumulator, c_index, "C")):
         if not isinstance(buf, Buffer) or buf.scope != "local":

@@ -24,7 +24,7 @@ from ..ir.stmt import Stmt, default_span
 # the C++ element types of include/tl (what tl::mma_sync dispatches on)
 CXX_TYPE = {"float16": "tl::half_t", "bfloat16": "tl::bfloat16_t", "float32": "float", "int8": "int8_t",
             "uint8": "uint8_t", "int32": "int32_t", "float8_e4m3fn": "tl::float8_e4m3_t",
-            "float8_e5m2": "tl::float8_e5m2_t"}
+            "float8_e5m2": "tl::float8_e5m2_t", "int4": "tl::int4x2_t", "uint4": "tl::uint4x2_t"}
 
 # (A dtype, B dtype, accumulator dtype) -> (M, N, K) of the mma.sync shape the header provides
 MMA_SHAPES = {
@@ -33,7 +33,11 @@ MMA_SHAPES = {
     ("float32", "float32", "float32"): (16, 8, 8),
     ("float8_e4m3fn", "float8_e4m3fn", "float32"): (16, 8, 32), ("float8_e5m2", "float8_e5m2", "float32"): (16, 8, 32),
     ("float8_e4m3fn", "float8_e5m2", "float32"): (16, 8, 32), ("float8_e5m2", "float8_e4m3fn", "float32"): (16, 8, 32),
+    # 4-bit integers (fragments are bytes holding two values, the even k in the low nibble)
+    ("int4", "int4", "int32"): (16, 8, 64), ("uint4", "uint4", "int32"): (16, 8, 64),
 }
+# shapes a combination has besides MMA_SHAPES' (4-bit integers: m16n8k32, half the k64 fragments)
+MMA_OTHER_SHAPES = {("int4", "int4", "int32"): ((16, 8, 32),), ("uint4", "uint4", "int32"): ((16, 8, 32),)}
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,12 @@ def mma_shape(a, b, acc) -> tuple:
         supported = ", ".join(f"{x}x{y}->{z}" for x, y, z in MMA_SHAPES)
         raise LoweringError(f"no mma.sync for A={key[0]}, B={key[1]}, accumulator={key[2]}; supported: {supported}")
     return MMA_SHAPES[key]
+
+
+def mma_shapes(a, b, acc) -> tuple:
+    """Every (M, N, K) of mma.sync for these operand and accumulator dtypes (MMA_SHAPES' first)."""
+    key = (dt.as_dtype(a).name, dt.as_dtype(b).name, dt.as_dtype(acc).name)
+    return (mma_shape(*key),) + MMA_OTHER_SHAPES.get(key, ())
 
 
 def cuda_text(op: PtxCall) -> tuple[str, tuple, tuple]:

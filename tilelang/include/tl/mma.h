@@ -105,6 +105,26 @@ TL_DEVICE void mma_m16n8k64_u4_s32(int32_t* d, const uint32_t* a, const uint32_t
         "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]));
 }
 
+// m16n8k32, s4 / u4 inputs: half the k64 shape (A: 2 regs, B: 1 reg); a register's 4 bytes hold
+// k 8t..8t+7 of row g (a[0]) or g+8 (a[1]) / of column g (b[0]), the lowest k in the low nibble.
+TL_DEVICE void mma_m16n8k32_s4_s32(int32_t* d, const uint32_t* a, const uint32_t* b,
+                                   const int32_t* c) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s4.s4.s32 "
+      "{%0, %1, %2, %3}, {%4, %5}, {%6}, {%7, %8, %9, %10};\n"
+      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(b[0]), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]));
+}
+
+TL_DEVICE void mma_m16n8k32_u4_s32(int32_t* d, const uint32_t* a, const uint32_t* b,
+                                   const int32_t* c) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.u4.u4.s32 "
+      "{%0, %1, %2, %3}, {%4, %5}, {%6}, {%7, %8, %9, %10};\n"
+      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(b[0]), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]));
+}
+
 // ------------------------------------------------------------- tf32
 TL_DEVICE void mma_m16n8k8_tf32_f32(float* d, const uint32_t* a, const uint32_t* b,
                                     const float* c) {
@@ -178,6 +198,8 @@ TL_MMA_SPEC(half_t, half_t, half_t, 16, 8, 16, uint32_t, mma_m16n8k16_f16_f16)
 TL_MMA_SPEC(int8_t, int8_t, int32_t, 16, 8, 32, int32_t, mma_m16n8k32_s8_s32)
 TL_MMA_SPEC(int4x2_t, int4x2_t, int32_t, 16, 8, 64, int32_t, mma_m16n8k64_s4_s32)
 TL_MMA_SPEC(uint4x2_t, uint4x2_t, int32_t, 16, 8, 64, int32_t, mma_m16n8k64_u4_s32)
+TL_MMA_SPEC(int4x2_t, int4x2_t, int32_t, 16, 8, 32, int32_t, mma_m16n8k32_s4_s32)
+TL_MMA_SPEC(uint4x2_t, uint4x2_t, int32_t, 16, 8, 32, int32_t, mma_m16n8k32_u4_s32)
 TL_MMA_SPEC(float, float, float, 16, 8, 8, float, mma_m16n8k8_tf32_f32)
 TL_MMA_SPEC(float8_e4m3_t, float8_e4m3_t, float, 16, 8, 32, float, mma_m16n8k32_e4m3e4m3_f32<>)
 TL_MMA_SPEC(float8_e4m3_t, float8_e5m2_t, float, 16, 8, 32, float, mma_m16n8k32_e4m3e5m2_f32<>)
@@ -199,7 +221,7 @@ TL_DEVICE void mma_sync(D* d, const uint32_t* a, const uint32_t* b, const D* c) 
   using Op = detail::MmaSync<A, B, Acc, M, N, K>;
   static_assert(Op::kSupported,
                 "tl::mma_sync: no mma.sync for this (A, B, Acc, M, N, K); supported: "
-                "f16/bf16 m16n8k16 -> f32, f16 m16n8k16 -> f16, s8 m16n8k32 -> s32, s4/u4 m16n8k64 -> s32, "
+                "f16/bf16 m16n8k16 -> f32, f16 m16n8k16 -> f16, s8 m16n8k32 -> s32, s4/u4 m16n8k32 / m16n8k64 -> s32, "
                 "tf32 (A=B=float) m16n8k8 -> f32, fp8 m16n8k32 -> f32");
   Op::run(d, a, b, c);
 }

@@ -36,7 +36,9 @@ TL_DEVICE void ldmatrix_frag(void* dst, uint32_t smem) {
 // c M*N/32 accumulators, in the lane layouts of mma.h.
 template <class A, class B, class Acc, int M, int N, int K, class CE, class AE, class BE>
 TL_DEVICE void mma_frag(CE* c, const AE* a, const BE* b) {
-  constexpr int kA = M * K * int(sizeof(AE)) / 128, kB = K * N * int(sizeof(BE)) / 128, kC = M * N / 32;
+  // a byte of int4x2_t / uint4x2_t holds two values: the fragment has half as many bytes
+  constexpr int kA = M * K * int(sizeof(AE)) / (128 * detail::values_per_byte<A>::value);
+  constexpr int kB = K * N * int(sizeof(BE)) / (128 * detail::values_per_byte<B>::value), kC = M * N / 32;
   static_assert(sizeof(AE) == sizeof(A) && sizeof(BE) == sizeof(B) && sizeof(CE) == sizeof(Acc),
                 "tl::mma_frag: fragment element types do not match the mma operand types");
   static_assert(kA >= 1 && kB >= 1, "tl::mma_frag: fragment smaller than one register");

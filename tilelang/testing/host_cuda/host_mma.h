@@ -23,18 +23,21 @@ inline double host_mma_elem(uint32_t w, int sub, int kind) {
 }
 
 // D = A * B + C for the warp.  In words: a[0..4), b[4..6), c[6..6 + nc).  AccKind: 0 f32, 1 s32, 2 f16x2.
-template <int K, int AccKind>
+// KPer: values one register holds (K / 8 for the 4-register A shapes; 8 for s4 / u4 at K = 32,
+// whose A has 2 registers and B 1: only those are read).
+template <int K, int AccKind, int KPer = K / 8>
 inline void host_mma(const char* op, int ka, int kb, uint32_t* d, const uint32_t* a, const uint32_t* b,
                      const uint32_t* c) {
   constexpr int nc = AccKind == 2 ? 2 : 4;
-  uint32_t mine[10], got[4];
-  std::memcpy(mine, a, 16);
-  std::memcpy(mine + 4, b, 8);
+  constexpr int na = K / (2 * KPer), nb = K / (4 * KPer);
+  uint32_t mine[10] = {}, got[4];
+  std::memcpy(mine, a, 4 * na);
+  std::memcpy(mine + 4, b, 4 * nb);
   std::memcpy(mine + 6, c, 4 * nc);
   tl_host_collective(op, 0xffffffffu, mine, 6 + nc, got, nc, [&](uint32_t (*in)[kTlIn], uint32_t (*out)[kTlOut], unsigned parts) -> const char* {
     if (parts != 0xffffffffu) return "needs all 32 lanes of the warp";
-    constexpr int kHalf = K / 2;  // a register covers kHalf / 4 consecutive k of one row (A) / column (B)
-    constexpr int kPer = kHalf / 4;
+    constexpr int kPer = KPer;       // a register covers kPer consecutive k of one row (A) / column (B)
+    constexpr int kHalf = 4 * kPer;  // the k the 4 lanes of a row / column cover with one register each
     double A[16][K], B[K][8];
     for (int row = 0; row < 16; ++row)
       for (int k = 0; k < K; ++k)
@@ -95,6 +98,15 @@ inline void mma_m16n8k64_u4_s32(int32_t* d, const uint32_t* a, const uint32_t* b
   detail::host_mma<64, 1>("mma.m16n8k64.s32.u4.u4.s32", detail::kHostU4, detail::kHostU4, reinterpret_cast<uint32_t*>(d), a, b,
                           reinterpret_cast<const uint32_t*>(c));
 }
+// s4 / u4 at K = 32: A 2 registers (rows g, g + 8), B 1 register, 8 nibbles each.
+inline void mma_m16n8k32_s4_s32(int32_t* d, const uint32_t* a, const uint32_t* b, const int32_t* c) {
+  detail::host_mma<32, 1, 8>("mma.m16n8k32.s32.s4.s4.s32", detail::kHostS4, detail::kHostS4, reinterpret_cast<uint32_t*>(d), a, b,
+                             reinterpret_cast<const uint32_t*>(c));
+}
+inline void mma_m16n8k32_u4_s32(int32_t* d, const uint32_t* a, const uint32_t* b, const int32_t* c) {
+  detail::host_mma<32, 1, 8>("mma.m16n8k32.s32.u4.u4.s32", detail::kHostU4, detail::kHostU4, reinterpret_cast<uint32_t*>(d), a, b,
+                             reinterpret_cast<const uint32_t*>(c));
+}
 inline void mma_m16n8k8_tf32_f32(float* d, const uint32_t* a, const uint32_t* b, const float* c) {
   detail::host_mma<8, 0>("mma.m16n8k8.f32.tf32.tf32.f32", detail::kHostTF32, detail::kHostTF32, reinterpret_cast<uint32_t*>(d), a, b,
                          reinterpret_cast<const uint32_t*>(c));
@@ -140,6 +152,8 @@ TL_HOST_MMA_SPEC(half_t, half_t, half_t, 16, 8, 16, uint32_t, mma_m16n8k16_f16_f
 TL_HOST_MMA_SPEC(int8_t, int8_t, int32_t, 16, 8, 32, int32_t, mma_m16n8k32_s8_s32)
 TL_HOST_MMA_SPEC(int4x2_t, int4x2_t, int32_t, 16, 8, 64, int32_t, mma_m16n8k64_s4_s32)
 TL_HOST_MMA_SPEC(uint4x2_t, uint4x2_t, int32_t, 16, 8, 64, int32_t, mma_m16n8k64_u4_s32)
+TL_HOST_MMA_SPEC(int4x2_t, int4x2_t, int32_t, 16, 8, 32, int32_t, mma_m16n8k32_s4_s32)
+TL_HOST_MMA_SPEC(uint4x2_t, uint4x2_t, int32_t, 16, 8, 32, int32_t, mma_m16n8k32_u4_s32)
 TL_HOST_MMA_SPEC(float, float, float, 16, 8, 8, float, mma_m16n8k8_tf32_f32)
 TL_HOST_MMA_SPEC(float8_e4m3_t, float8_e4m3_t, float, 16, 8, 32, float, mma_m16n8k32_e4m3e4m3_f32<>)
 TL_HOST_MMA_SPEC(float8_e4m3_t, float8_e5m2_t, float, 16, 8, 32, float, mma_m16n8k32_e4m3e5m2_f32<>)

@@ -10,6 +10,7 @@
 //                      B reg r: rows 4t + 16 r + {0..3}, col g
 //   m16n8k64 (4-bit):  A reg r: row g + 8 (r % 2), cols 8t + 32 (r / 2) + {0..7}
 //                      B reg r: rows 8t + 32 r + {0..7}, col g  (the 8-bit layout, byte for byte)
+//   m16n8k32 (4-bit):  the first half of m16n8k64: A regs 0, 1 (rows g, g + 8), B reg 0
 //   m16n8k8 (tf32):    A reg r: row g + 8 (r % 2), col t + 4 (r / 2);  B reg r: row t + 4 r, col g
 //   C / D: element e: row g + 8 (e / 2), col 2t + e % 2 (f16: word e / 2, half e % 2)
 // The lower-indexed element of a register sits in its low bits.  The products are exact and

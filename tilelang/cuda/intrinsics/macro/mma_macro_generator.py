@@ -93,6 +93,10 @@ class TensorCoreIntrinEmitter:
         self.accum_dtype_abbrv = _ABBREV[self.accum_dtype]
 
     def _check(self):
+        if self.a_dtype in ("int4", "uint4") or self.b_dtype in ("int4", "uint4"):
+            raise DSLTypeError(f"TensorCoreIntrinEmitter: {self.a_dtype} x {self.b_dtype} operands are not supported; "
+                               "for 4-bit integer GEMMs use INT4TensorCoreIntrinEmitter on int8 byte tiles "
+                               "(two values a byte) or T.gemm on int4 tiles")
         if dt.as_dtype(self.a_dtype).bits == 64:
             raise DSLTypeError("TensorCoreIntrinEmitter: float64 (mma.sync m8n8k4) is not supported")
         P.mma_shape(self.a_dtype, self.b_dtype, self.accum_dtype)  # raises for an unsupported combination
@@ -232,6 +236,47 @@ class TensorCoreIntrinEmitter:
                      S.For(v, E.as_expr(0), E.as_expr(2), "vectorized", st))
         body = S.For(j, E.as_expr(0), E.as_expr(self.warp_cols), "unroll", body)
         B.current().emit(S.For(i, E.as_expr(0), E.as_expr(self.warp_rows), "unroll", body, THREAD_LOOP))
+
+
+class INT4TensorCoreIntrinEmitter(TensorCoreIntrinEmitter):
+    """The int8 emitter's tiles read as packed signed 4-bit integers: mma.sync m16n8k32 .s4.
+
+    Takes a_dtype = b_dtype = int8 (each byte two int4 values, the even k in the low nibble),
+    accum_dtype int32, n 16-wide B tiles (warp_col_tiles a multiple of 16). ldmatrix_a /
+    ldmatrix_b / stmatrix are the int8 emitter's (a K step `ki` covers 32 bytes, 64 values); `mma`
+    issues, per (i, j) tile, four m16n8k32 int4 mma.sync on the int8 fragments:
+
+        A bytes [0, la/2)  x B bytes [0, lb/4)             -> C slots [0, lc/2)    (n 0..7,  k bytes 0..15)
+        A bytes [0, la/2)  x B bytes [lb/2, lb/2 + lb/4)   -> C slots [lc/2, lc)   (n 8..15, k bytes 0..15)
+        A bytes [la/2, la) x B bytes [lb/4, lb/2)          -> C slots [0, lc/2)    (n 0..7,  k bytes 16..31)
+        A bytes [la/2, la) x B bytes [lb/2 + lb/4, lb)     -> C slots [lc/2, lc)   (n 8..15, k bytes 16..31)
+
+    so C[m, n] += sum over the 64 nibbles k of A_nib[m, k] * B_nib[n, k] (sign-extended). Bytes
+    holding one value 0..7 in the low nibble (high nibble 0) thus multiply as int8.
+    """
+
+    def _check(self):
+        super()._check()
+        if (self.a_dtype, self.b_dtype) != ("int8", "int8") or self.accum_dtype != "int32":
+            raise DSLTypeError(f"INT4TensorCoreIntrinEmitter: expected int8 operand tiles (two int4 values a byte) "
+                               f"and an int32 accumulator, got {self.a_dtype} x {self.b_dtype} -> {self.accum_dtype}")
+        if self.warp_col_tiles % 16:
+            raise DSLTypeError(f"INT4TensorCoreIntrinEmitter: warp_col_tiles must be a multiple of 16, "
+                               f"got {self.warp_col_tiles}")
+
+    def _atom(self, a, b, c, i, j):
+        for buf, n, nm in ((a, self.warp_rows * self.local_size_a, "A"), (b, self.warp_cols * self.local_size_b, "B"),
+                           (c, self.warp_rows * self.warp_cols * self.local_size_out, "C")):
+            check_local(buf, n, "mma", nm)
+        la, lb, lc = self.local_size_a, self.local_size_b, self.local_size_out
+        parts = ((0, 0, 0), (0, lb // 2, lc // 2), (la // 2, lb // 4, 0), (la // 2, lb // 2 + lb // 4, lc // 2))
+        out = []
+        for da, db, dc in parts:
+            offs = ((a, i * la + da), (b, j * lb + db), (c, (i * self.warp_cols + j) * lc + dc))
+            args = tuple(P.address_of(x[simplify(E.as_expr(off))]) for x, off in offs)
+            out.append(P.PtxCall("mma", args, ("int4", "int4", "int32", 16, 8, 32),
+                                 what="INT4TensorCoreIntrinEmitter.mma"))
+        return S.seq(*out)
 
 
 # the Ladder-layout subclass lives next door; importable from here as the public module offers it
