@@ -126,7 +126,7 @@ class ArgBinder:
             if not v:
                 bound = ", ".join(f"{k.name}={x}" for k, x in env.items() if k in _vars(cond))
                 if kind == ["launch"]:
-                    raise ValueError(f"{self.func_name}{where}: {msg}, got {bound}")
+                    raise ValueError(f"{self.func_name}{where}: {msg}; got {bound}")
                 if kind == ["assume"]:
                     raise RuntimeError(f"{msg} does not hold (T.assume of {self.func_name}{where}, with {bound})")
                 raise AssertionError(f"{msg} (assert `{cond}` of {self.func_name}{where}, with {bound})")

@@ -66,7 +66,7 @@ def _cluster_dims(cluster_dims, grid) -> tuple:
     if cluster_dims is None:
         return (1, 1, 1)
     dims = tuple(cluster_dims) if isinstance(cluster_dims, (tuple, list)) else (cluster_dims,)
-    vals = [const_int(d) for d in dims]
+    vals = [const_int(d) if isinstance(d, (int, E.Expr)) and not isinstance(d, bool) else None for d in dims]
     if not 1 <= len(dims) <= 3 or any(v is None or v <= 0 for v in vals):
         raise DSLValueError(f"cluster_dims: expected an int or 1-3 positive integer constants, got {cluster_dims!r}")
     vals += [1] * (3 - len(vals))
@@ -81,7 +81,7 @@ def _cluster_dims(cluster_dims, grid) -> tuple:
                f"{name} extent {c} (a cluster launch forms whole clusters only)")
         n = const_int(g)
         if n is not None and n % c:
-            raise DSLValueError(f"{msg}, got {n}")
+            raise DSLValueError(f"{msg}; got {n}")
         if n is None:
             host_launch_check(E.compare("==", E.binop("%", g, c), 0), msg)
     return tuple(vals)
