@@ -417,6 +417,10 @@ class Parser:
             self.scope[names[0]] = bvars if len(bvars) > 1 else bvars[0]
         self.builder.kernel = B.KernelContext(bvars, ctx.grid, ctx.threads)
         body = self.block(node.body)
+        if ctx.prelude is not None:  # T.Kernel(prelude=...): T.import_source(prelude) first in the body
+            from ..op.thread_ops import ImportSource
+
+            body = S.seq(ImportSource(ctx.prelude, span=self.span(node)), body)
         if getattr(self.builder.eager, "pointer_views", None):  # T.make_tensor(ptr_param, ...) before the kernel
             body = S.seq(*self.builder.eager.pointer_views, body)
         k = self.builder.kernel

@@ -17,6 +17,7 @@ class KernelSpec:
     threads: tuple
     grid_given: bool = True  # False for `T.Kernel(threads=...)`: one block, and `as` binds no block index
     cluster: tuple = (1, 1, 1)  # blocks per thread-block cluster along x, y, z (T.ClusterKernel)
+    prelude: str | None = None  # device source placed at the top of the generated file (T.import_source)
 
 
 def Kernel(*blocks, threads=None, is_cpu=False, prelude=None, cluster_dims=None) -> KernelSpec:
@@ -26,6 +27,9 @@ def Kernel(*blocks, threads=None, is_cpu=False, prelude=None, cluster_dims=None)
     `cluster_dims` (an int n for (n, 1, 1), or 1-3 extents) launches thread-block clusters, as
     `T.ClusterKernel` does (language/cluster.py): CUDA sm_90+, each grid extent a multiple of it.
 
+    `prelude`: device source (functions the body calls with T.call_extern) placed once at the top
+    of the generated file, as T.import_source(prelude) at the start of the body.
+
     Example::
 
         with T.Kernel(T.ceildiv(N, 128), T.ceildiv(M, 128), threads=128) as (bx, by):
@@ -33,6 +37,8 @@ def Kernel(*blocks, threads=None, is_cpu=False, prelude=None, cluster_dims=None)
     """
     if len(blocks) == 1 and isinstance(blocks[0], (tuple, list)):
         blocks = tuple(blocks[0])
+    if prelude is not None and not isinstance(prelude, str):
+        raise DSLTypeError(f"T.Kernel prelude= takes the source text (a str), got {type(prelude).__name__}")
     grid_given = len(blocks) > 0
     if not grid_given:
         blocks = (1,)
@@ -54,7 +60,7 @@ def Kernel(*blocks, threads=None, is_cpu=False, prelude=None, cluster_dims=None)
             raise NonConstantShapeError(f"T.Kernel threads= must be positive integer constants, got {t!r}")
         th.append(c)
     th += [1] * (3 - len(th))
-    return KernelSpec(grid, tuple(th), grid_given, cluster)
+    return KernelSpec(grid, tuple(th), grid_given, cluster, prelude or None)
 
 
 def _cluster_dims(cluster_dims, grid) -> tuple:
