@@ -152,3 +152,81 @@ def test_bad_configurations_raise():
         from tilelang.cuda.intrinsics.macro.mma_macro_generator import TensorCoreIntrinEmitter
         TensorCoreIntrinEmitter(a_dtype=T.int4, b_dtype=T.int4, accum_dtype=T.int32, b_transposed=True,
                                 warp_row_tiles=32, warp_col_tiles=32, chunk=64)
+
+
+# 2-bit weights expanded to int8 in threads by a device function of the kernel's prelude
+# (plain C++ here, so the host emulator runs it): 4 packed bytes -> 16 int8 values, value v of
+# byte b (bits 2v, 2v + 1) landing at 4b + v.
+DECODE_2BIT = """
+template <typename T1, typename T2>
+__device__ void unpack_2bit_to_i8(T1 *packed, T2 *out) {
+  for (int i = 0; i < 16; ++i) out[i] = (T2)((((unsigned)(unsigned char)packed[i / 4]) >> (2 * (i % 4))) & 3u);
+}
+"""
+
+
+def int8_x_int2_gemm(M, N, K, brw=2, bcw=2, wrt=32, wct=32, chunk=64):
+    """C (M, N) = A (M, K int8) x W (N, K 2-bit values 0..3, packed 4 a byte)^T through the int4 mma:
+    the decoded weight bytes have a zero high nibble, so every byte product is A's low nibble
+    (sign-extended) times the weight."""
+    from tilelang.cuda.intrinsics import make_mma_swizzle_layout
+
+    em = INT4TensorCoreIntrinEmitter(a_dtype=T.int8, b_dtype=T.int8, accum_dtype=T.int32, a_transposed=False,
+                                     b_transposed=True, block_row_warps=brw, block_col_warps=bcw,
+                                     warp_row_tiles=wrt, warp_col_tiles=wct, chunk=chunk)
+    bM, bN, bK = brw * wrt, bcw * wct, chunk
+    wr, wc = wrt // 16, wct // 16
+    threads = 32 * brw * bcw
+    per_thread = bN * bK // 4 // (threads * 4)  # 4 packed bytes -> 16 values per call
+
+    @T.prim_func
+    def k(A: T.Tensor((M, K), T.int8), W: T.Tensor((N, K // 4), T.int8), C: T.Tensor((M, N), T.int32)):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads, prelude=DECODE_2BIT) as (bx, by):
+            As = T.alloc_shared((bM, bK), T.int8)
+            Ws = T.alloc_shared((bN, bK // 4), T.int8)
+            Bs = T.alloc_shared((bN, bK), T.int8)
+            Cs = T.alloc_shared((bM // 16, bN // 16, 16, 16), T.int32)
+            Af = T.alloc_local((wr * em.local_size_a,), T.int8)
+            Bf = T.alloc_local((wc * em.local_size_b,), T.int8)
+            Cf = T.alloc_local((wr * wc * em.local_size_out,), T.int32)
+            packed = T.alloc_local((4,), T.int8)
+            vals = T.alloc_local((16,), T.int8)
+            tx = T.get_thread_binding()
+            T.annotate_layout({As: make_mma_swizzle_layout(As), Bs: make_mma_swizzle_layout(Bs)})
+            T.clear(Cf)
+            for ko in T.Pipelined(K // bK, num_stages=2):
+                for i, kk in T.Parallel(bM, bK):
+                    As[i, kk] = A[by * bM + i, ko * bK + kk]
+                for j, kk in T.Parallel(bN, bK // 4):
+                    Ws[j, kk] = W[bx * bN + j, ko * (bK // 4) + kk]
+                for r in T.serial(per_thread):
+                    for v in T.vectorized(4):
+                        e = (r * threads + tx) * 4 + v
+                        packed[v] = Ws[e // (bK // 4), e % (bK // 4)]
+                    T.call_extern("handle", "unpack_2bit_to_i8", T.access_ptr(packed, "r"), T.access_ptr(vals, "w"))
+                    for v in T.vectorized(16):
+                        e = (r * threads + tx) * 16 + v
+                        Bs[e // bK, e % bK] = vals[v]
+                for ki in T.serial(bK // em.micro_size_k):
+                    em.ldmatrix_a(Af, As, ki)
+                    em.ldmatrix_b(Bf, Bs, ki)
+                    em.mma(Af, Bf, Cf)
+            em.stmatrix(Cf, Cs)
+            for i, j in T.Parallel(bM, bN):
+                C[by * bM + i, bx * bN + j] = Cs[i // 16, j // 16, i % 16, j % 16]
+
+    return k
+
+
+@pytest.mark.parametrize("shape", [(128, 128, 128), (64, 128, 256)])
+def test_int8_activation_x_2bit_weight_through_int4_mma(run_on_host, shape):
+    M, N, K = shape
+    kern = tilelang.compile(int8_x_int2_gemm(M, N, K), target="cuda -arch=sm_80")
+    g = torch.Generator().manual_seed(N + K)
+    a = torch.randint(-8, 8, (M, K), dtype=torch.int8, generator=g)
+    w = torch.randint(0, 4, (N, K), dtype=torch.int64, generator=g)
+    packed = (w.reshape(N, K // 4, 4) << torch.tensor([0, 2, 4, 6])).sum(-1)
+    packed = torch.where(packed >= 128, packed - 256, packed).to(torch.int8)
+    c = torch.full((M, N), 7, dtype=torch.int32)
+    run_on_host(kern, [a, packed, c])
+    assert torch.equal(c.long(), a.long() @ w.T)
