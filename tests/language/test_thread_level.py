@@ -188,14 +188,32 @@ def test_warp_shuffles_run_on_cpu_per_lane():
     assert torch.equal(a, ref)
 
 
-def test_activemask_rejected_on_cpu_allreduce_runs_and_sync_grid_compiles_for_cuda():
+@pytest.mark.parametrize("n", [32, 48, 100, 130])
+def test_activemask_on_cpu_is_the_warps_existing_lanes(n):
+    """Converged code (transform/cpu_activemask.py): each thread gets the mask of its warp's lanes that exist."""
+    @T.prim_func
+    def m(A: T.Tensor((n,), "int64")):
+        with T.Kernel(1, threads=n):
+            t = T.get_thread_binding()
+            A[t] = T.activemask()
+    a = torch.full((n,), -1, dtype=torch.int64)
+    tilelang.compile(m, target="cpu")(a)
+    want = [(1 << min(32, n - t // 32 * 32)) - 1 for t in range(n)]
+    assert a.tolist() == want
+
+
+def test_activemask_under_a_thread_branch_refused_on_cpu():
     @T.prim_func
     def m(A: T.Tensor((32,), "int64")):
         with T.Kernel(1, threads=32):
             t = T.get_thread_binding()
-            A[t] = T.activemask()
+            if t < 5:
+                A[t] = T.activemask()
     with pytest.raises(LoweringError, match="T.activemask is not supported on target cpu"):
         tilelang.compile(m, target="cpu")
+
+
+def test_allreduce_runs_and_sync_grid_compiles_for_cuda():
 
     @T.prim_func
     def k(A: T.Tensor((4,), "float32")):

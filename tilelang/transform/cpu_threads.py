@@ -57,6 +57,7 @@ from ..op import hopper_raw as R
 from ..op import tile_ops as O
 from ..op.thread_ops import DeclBuffer, ThreadAllReduce
 from .branch_races import check_branch, unjoinable
+from .cpu_activemask import cpu_activemask
 from .cpu_lanes import COLLECTIVES
 from .thread_dependence import ISSUE_OPS, SCALAR_OPS, ThreadDependence, is_block_op, op_name
 from .thread_scopes import thread_axes, thread_interval
@@ -643,6 +644,7 @@ class _Kernels(Mutator):
         self.hazards = hazards
 
     def visit_KernelLaunch(self, k: S.KernelLaunch):
+        k = cpu_activemask(k)
         return _Kernel(k, self.hazards).lower() if _needs_threads(k) else k
 
 
