@@ -89,7 +89,7 @@ def test_barrier_ops_need_barriers():
         bar = T.alloc_barrier(1)
         T.mbarrier_arrive(bar, cta_id=1)
 
-    with pytest.raises(NotImplementedError, match="cta_id"):
+    with pytest.raises(TypeError, match="cta_id.*needs a barrier from T.alloc_cluster_barrier"):
         parse(remote)
 
 
