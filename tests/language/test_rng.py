@@ -49,11 +49,47 @@ def seed_words(seed, seq, n):
     return [mix((t + i * GAMMA) & M64) for i in range(n)]
 
 
+def xorshift_step(x):
+    t = x[0] ^ (x[0] >> 2)
+    return x[1:] + [(x[4] ^ (x[4] << 4) ^ t ^ (t << 1)) & M32]
+
+
+def xorshift_jump(x, n):
+    """The xorwow words after n steps, by square-and-multiply of the 160 x 160 GF(2) step matrix
+    (as the images of the unit vectors: independent of the header's polynomial method)."""
+    def pack(w):
+        return sum(v << (32 * i) for i, v in enumerate(w))
+
+    def unpack(v):
+        return [(v >> (32 * i)) & M32 for i in range(5)]
+
+    def apply(cols, v):
+        out, j = 0, 0
+        while v:
+            if v & 1:
+                out ^= cols[j]
+            v >>= 1
+            j += 1
+        return out
+
+    step = [pack(xorshift_step(unpack(1 << j))) for j in range(160)]
+    power = [1 << j for j in range(160)]  # identity
+    while n:
+        if n & 1:
+            power = [apply(step, c) for c in power]
+        step = [apply(step, c) for c in step]
+        n >>= 1
+    return unpack(apply(power, pack(x)))
+
+
 def xorwow_words(seed, seq, n, off=0):
-    """Marsaglia's xorwow (five xorshift words, Weyl counter d += 362437), our seeding."""
+    """Marsaglia's xorwow (five xorshift words, Weyl counter d += 362437), our seeding; an offset of
+    10**6 or more is jumped by matrix powers, smaller ones stepped."""
     w = seed_words(seed, seq, 3)
     x = [w[0] & M32, w[0] >> 32, w[1] & M32, w[1] >> 32, w[2] & M32]
     d = w[2] >> 32
+    if off >= 10 ** 6:
+        x, d, off = xorshift_jump(x, off), (d + off * 362437) & M32, 0
     out = []
     for _ in range(off + n):
         t = x[0] ^ (x[0] >> 2)
@@ -164,6 +200,16 @@ def test_rng_per_thread_streams_on_cpu(gen):
     check(seed, *args, gen=gen)
 
 
+def test_xorshift_jump_matches_stepping():
+    rs = np.random.default_rng()
+    x = [int(v) for v in rs.integers(0, 2 ** 32, 5, dtype=np.uint64)]
+    for n in (0, 1, 7, 1500):
+        y = x
+        for _ in range(n):
+            y = xorshift_step(y)
+        assert xorshift_jump(x, n) == y
+
+
 def test_mrg_jump_matches_stepping():
     """The test's own matrix-power jump agrees with stepping the recurrence (so it can check the kernels')."""
     s1, s2 = mrg_state(7, 3)
@@ -185,14 +231,15 @@ def offsets_kernel(gen, n):
 
 
 def offsets_case(gen):
-    """Random 64-bit seeds and subsequences; offsets 0, 1, 5 and, but for xorwow (which steps its
-    offset), past 2^40 and near 2^64."""
+    """Random 64-bit seeds and subsequences; offsets 0, 1, 5, past 2^40 and near 2^64, and for xorwow
+    also 1023 / 1024 (stepped / jumped in the header) and 5000 (jumped there, stepped here)."""
     rs = np.random.default_rng()
     seed = [int(v) for v in rs.integers(0, 2 ** 63, 6, dtype=np.uint64)]
     seq = [0, 1, 2 ** 40 + 3] + [int(v) for v in rs.integers(0, 2 ** 63, 3, dtype=np.uint64)]
     off = [0, 1, 5, 1023] + [int(v) for v in rs.integers(0, 3000, 2)]
-    if gen != XORWOW:
-        off[3:5] = [2 ** 40 + 17, (1 << 64) - 3]
+    off[3:5] = [2 ** 40 + 17, (1 << 64) - 3]
+    if gen == XORWOW:
+        off[0:3] = [1023, 1024, 5000]
     t = lambda v: torch.tensor(np.array(v, dtype=np.uint64))  # noqa: E731
     want = [words(seed[i], seq[i], 6, gen, off[i]) for i in range(6)]
     return [t(seed), t(seq), t(off), torch.zeros(6, 6, dtype=torch.uint32)], want

@@ -17,9 +17,10 @@ the streams are not curand's bit for bit: with mix(x) the splitmix64 output func
 x + 0x9E3779B97F4A7C15 and t = mix(mix(seed) ^ subsequence), seeding word i is
 mix(t + i * 0x9E3779B97F4A7C15). XORWOW takes words 0..2 as (x0 | x1 << 32, x2 | x3 << 32,
 x4 | d << 32); MRG32k3a takes s1[i] = word i mod m1 and s2[i] = word 3 + i mod m2 (an all-zero
-component gets its first word set to 1). `offset` then skips that many elements: XORWOW steps
-the recurrence (cost linear in the offset), MRG32k3a multiplies by the step matrices raised to
-the offset (square-and-multiply at init).
+component gets its first word set to 1). `offset` then skips that many elements at init, in time
+logarithmic in the offset: XORWOW applies x^offset mod its characteristic polynomial to the
+xorshift words (stepping offsets below 1024) and advances d, MRG32k3a multiplies by the step
+matrices raised to the offset (square-and-multiply).
 
 `T.rng_rand_float(bit, dist)` maps the next words with curand's formulas, for every generator:
 uniform float32 u * 2^-32 + 2^-33 (one word), uniform float64 (x ^ y << 21) * 2^-53 + 2^-54

@@ -8,8 +8,8 @@
  *   tl_mrg32k3a  L'Ecuyer's MRG32k3a: two order-3 recurrences mod m1 = 2^32 - 209 and
  *                m2 = 2^32 - 22853, output z = (p1 - p2) mod m1 in [1, m1].
  * XORWOW and MRG32k3a are seeded from (seed, subsequence) by a splitmix64 hash (not curand's
- * streams); the offset is applied by stepping (xorwow, linear in the offset) or by jump-ahead
- * matrix powers (mrg32k3a). Plain C that is also valid CUDA C++. */
+ * streams); the offset is applied by jump-ahead: a polynomial power for xorwow (stepped below
+ * 1024), matrix powers for mrg32k3a. Plain C that is also valid CUDA C++. */
 #ifndef TL_RNG_CORE_H_
 #define TL_RNG_CORE_H_
 
@@ -79,6 +79,50 @@ TL_RNG_FN uint32_t tl_xorwow_next(tl_xorwow *s) {
     return s->x[4] + s->d;
 }
 
+/* XORWOW jump-ahead. The xorshift words are a linear map M over GF(2)^160 per step; its
+ * characteristic polynomial f (degree 160: x^160 + the words below, bit i the coefficient of x^i;
+ * found by Berlekamp-Massey over the output bits, and checked in tests/language/test_rng.py against
+ * stepping and against powers of M) gives M^n = g(M) for g = x^n mod f, which Horner's rule
+ * applies to the state in 160 steps; the Weyl counter advances by n * 362437. Offsets below
+ * TL__XORWOW_STEP_MAX are stepped (the same numbers, fewer operations). */
+#define TL__XORWOW_STEP_MAX 1024u
+
+TL_RNG_FN void tl__xorwow_mulx(uint32_t *a) {  /* a = a * x mod f */
+    uint32_t top = a[4] >> 31;
+    for (int i = 4; i > 0; --i) a[i] = (a[i] << 1) | (a[i - 1] >> 31);
+    a[0] <<= 1;
+    if (top) { a[0] ^= 0x00060001u; a[1] ^= 0x08610030u; a[2] ^= 0x00062121u; a[3] ^= 0x0f3c0035u; a[4] ^= 0x00000f0eu; }
+}
+
+TL_RNG_FN void tl__xorwow_mulmod(uint32_t *r, const uint32_t *b) {  /* r = r * b mod f */
+    uint32_t a[5], acc[5] = {0, 0, 0, 0, 0};
+    for (int i = 0; i < 5; ++i) a[i] = r[i];
+    for (int i = 0; i < 160; ++i) {
+        if (b[i >> 5] >> (i & 31) & 1u)
+            for (int w = 0; w < 5; ++w) acc[w] ^= a[w];
+        tl__xorwow_mulx(a);
+    }
+    for (int i = 0; i < 5; ++i) r[i] = acc[i];
+}
+
+TL_RNG_FN void tl_xorwow_jump(tl_xorwow *s, uint64_t n) {
+    uint32_t g[5] = {1, 0, 0, 0, 0}, sq[5], w[5] = {0, 0, 0, 0, 0};
+    for (int bit = 63; bit >= 0; --bit) {  /* g = x^n mod f, left to right */
+        for (int i = 0; i < 5; ++i) sq[i] = g[i];
+        tl__xorwow_mulmod(g, sq);
+        if (n >> bit & 1u) tl__xorwow_mulx(g);
+    }
+    for (int i = 159; i >= 0; --i) {  /* w = g(M) x, Horner */
+        uint32_t t = w[0] ^ (w[0] >> 2);
+        w[0] = w[1]; w[1] = w[2]; w[2] = w[3]; w[3] = w[4];
+        w[4] = (w[4] ^ (w[4] << 4)) ^ (t ^ (t << 1));
+        if (g[i >> 5] >> (i & 31) & 1u)
+            for (int k = 0; k < 5; ++k) w[k] ^= s->x[k];
+    }
+    for (int k = 0; k < 5; ++k) s->x[k] = w[k];
+    s->d += (uint32_t)n * 362437u;
+}
+
 TL_RNG_FN void tl_xorwow_init(tl_xorwow *s, uint64_t seed, uint64_t seq, uint64_t off) {
     for (int i = 0; i < 3; ++i) {
         uint64_t w = tl_rng_seed_word(seed, seq, i);
@@ -87,7 +131,11 @@ TL_RNG_FN void tl_xorwow_init(tl_xorwow *s, uint64_t seed, uint64_t seq, uint64_
     }
     if ((s->x[0] | s->x[1] | s->x[2] | s->x[3] | s->x[4]) == 0) s->x[0] = 1;  /* xorshift's one fixed point */
     s->has_normal = s->has_normal_d = 0;
-    for (uint64_t i = 0; i < off; ++i) tl_xorwow_next(s);  /* NOTE: linear in the offset */
+    if (off < TL__XORWOW_STEP_MAX) {
+        for (uint64_t i = 0; i < off; ++i) tl_xorwow_next(s);
+    } else {
+        tl_xorwow_jump(s, off);
+    }
 }
 
 /* ---- MRG32k3a */
