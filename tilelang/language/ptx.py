@@ -1,8 +1,8 @@
 """Per-thread PTX tensor-core primitives: `T.ptx_ldmatrix` and `T.ptx_mma` (addresses from `T.access_ptr`).
 
 Thin wrappers: each checks its arguments and appends an `op.ptx.PtxCall` statement. They are
-warp-collective (every lane of the warp executes them together) and CUDA-only; the CPU backend
-reports them as such. Most programs reach them through
+warp-collective (every lane of the warp executes them together); the CPU backend runs them as
+exchanges between the warp's threads (fp16 / bf16 / int8 shapes; others raise naming the shape). Most programs reach them through
 `tilelang.cuda.intrinsics.TensorCoreIntrinEmitter` rather than directly.
 """
 from __future__ import annotations

@@ -3,9 +3,9 @@
 Takes: `PtxCall` statements made by `T.ptx_ldmatrix` / `T.ptx_mma` (language/ptx.py) and by the
 `TensorCoreIntrinEmitter` (tilelang/cuda/intrinsics); each names the primitive and carries
 element addresses (`address_of(BufferLoad)`) into shared tiles and per-thread `local` arrays.
-Gives: the CUDA text each lowers to (`cuda_text`, a call into include/tl/mma_frag.h), and the
-error the CPU backend raises (`cpu_error`): a CPU block runs on one thread, so a warp-collective
-register exchange has no meaning there.
+Gives: the CUDA text each lowers to (`cuda_text`, a call into include/tl/mma_frag.h). The CPU
+backend runs them as exchanges between a warp's threads (transform/cpu_warp_mma.py, from
+cpu_threads); `cpu_error` is lower_tile_ops_cpu's error for one that reached it unsplit.
 
     T.ptx_ldmatrix(False, 4, T.access_ptr(A_s[r, c], "r"), T.access_ptr(A_l[8 * i], "w"))
         -> tl::ldmatrix_frag<4, false>(&A_l[8 * i], (tl::smem_addr(A_s) + static_cast<uint32_t>(r * 32 + c) * 2u));
@@ -94,7 +94,6 @@ def cuda_text(op: PtxCall) -> tuple[str, tuple, tuple]:
 
 def cpu_error(op: PtxCall) -> LoweringError:
     return LoweringError(
-        f"{op.what or op.op} is a warp-level tensor-core primitive (PTX {op.op}) and runs only on the CUDA "
-        "target: the CPU backend runs a block on one thread and has no per-lane registers to exchange; "
-        "compile this kernel with target='cuda', or write the GEMM with T.gemm, which runs on every target",
+        f"internal: {op.what or op.op} (PTX {op.op}) reached lower_tile_ops_cpu; the CPU backend runs it only "
+        "through cpu_threads, which splits a block's threads at warp exchanges",
         op.span)

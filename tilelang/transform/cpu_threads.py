@@ -29,6 +29,7 @@ lower_tile_ops_cpu (which still runs a block on one CPU thread):
   barrier arrivals, one arrival per executing thread) may sit under thread branches;
 - T.ptx_wgmma_rs reads its warps' A registers: a barrier before it (T.ptx_wgmma_ss and the other raw
   Hopper names are SIMT code: each thread computes its own accumulator elements);
+- T.ptx_ldmatrix / T.ptx_mma (TensorCoreIntrinEmitter) are warp exchanges between barriers (cpu_warp_mma.py);
 - warp shuffles and votes, and T.tvm_thread_allreduce, split their statement at the point:
   every thread stores its value, then each reads its lanes' (a warp is 32 consecutive thread
   ids; a lane outside the segment's threads gives the thread's own value).
@@ -55,10 +56,12 @@ from ..ir.visitor import Mutator, Visitor, collect, substitute
 from ..op import hopper as H
 from ..op import hopper_raw as R
 from ..op import tile_ops as O
+from ..op.ptx import PtxCall
 from ..op.thread_ops import DeclBuffer, ThreadAllReduce
 from .branch_races import check_branch, unjoinable
 from .cpu_activemask import cpu_activemask
 from .cpu_lanes import COLLECTIVES
+from .cpu_warp_mma import warp_steps
 from .thread_dependence import ISSUE_OPS, SCALAR_OPS, ThreadDependence, is_block_op, op_name
 from .thread_scopes import thread_axes, thread_interval
 
@@ -77,8 +80,8 @@ def _is_sync(e) -> bool:
 
 def _exchange(n) -> bool:
     """A point where threads see each other's values: barrier, shuffle, vote, all-reduce, scope, a
-    wgmma reading A from the warp's registers (T.ptx_wgmma_rs)."""
-    if isinstance(n, (ThreadAllReduce, H.WarpGroupScope)) or isinstance(n, R.RawWgmma) and n.rs:
+    wgmma reading A from the warp's registers (T.ptx_wgmma_rs), an ldmatrix / mma.sync (PtxCall)."""
+    if isinstance(n, (ThreadAllReduce, H.WarpGroupScope, PtxCall)) or isinstance(n, R.RawWgmma) and n.rs:
         return True
     return isinstance(n, E.Call) and (n.op in ("tl_sync_threads", "tl_sync_grid") or n.op in SHUFFLES
                                       or n.op in VOTES)
@@ -232,6 +235,9 @@ class _Kernel:
             return self.let(s, rng)
         if isinstance(s, ThreadAllReduce):
             return self.allreduce(s, rng)
+        if isinstance(s, PtxCall):  # every thread stores its inputs; after a barrier each computes its outputs
+            pre, post = warp_steps(s, self.thr, rng)
+            return [BAR] + pre + [BAR] + post + [BAR]
         if isinstance(s, R.RawWgmma) and s.rs:  # every thread's A registers are written before any reads them
             return [BAR, ("s", s)]
         if isinstance(s, H.BarrierWait) and (self.dep(s.index) or self.dep(s.parity)):
@@ -449,6 +455,7 @@ class _Kernel:
             name = ("T.tvm_thread_allreduce" if isinstance(x, ThreadAllReduce) else
                     "a warp-group scope" if isinstance(x, H.WarpGroupScope) else
                     "T.ptx_wgmma_rs" if isinstance(x, R.RawWgmma) else
+                    (x.what or x.op) if isinstance(x, PtxCall) else
                     "T.sync_threads" if x.op == "tl_sync_threads" else "T.sync_grid" if x.op == "tl_sync_grid" else
                     f"the thread exchange {x.op[3:]}")
             raise LoweringError(f"{name} inside {what}: the CPU backend runs a block's threads one after another "
@@ -631,7 +638,7 @@ def _needs_threads(k: S.KernelLaunch) -> bool:
     """k reads thread indices, exchanges values between threads, or holds an atomic that every thread
     applies (in a kernel that reads no thread index too: once per block would add once, not threads-many
     times)."""
-    if k.thread_vars or collect(k.body, lambda n: isinstance(n, ThreadAllReduce) or (
+    if k.thread_vars or collect(k.body, lambda n: isinstance(n, (ThreadAllReduce, PtxCall)) or (
             isinstance(n, E.Call) and (n.op in SHUFFLES or n.op in VOTES))):
         return True
     v = _SimtAtomic()
