@@ -13,13 +13,13 @@ from tilelang.cuda.intrinsics.macro.mma_macro_generator import TensorCoreIntrinE
 from tilelang.errors import TileLangError
 from tilelang.testing import host_cuda_or_skip
 
-TORCH = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "int8": torch.int8,
+TORCH = {"float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2, "float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "int8": torch.int8,
          "int32": torch.int32}
 
 
 def emitter_gemm(M, N, K, dtype, acc, a_t, b_t, swizzle=True):
     """C = A @ B from ldmatrix_a / ldmatrix_b / mma / stmatrix of a 2x2-warp TensorCoreIntrinEmitter."""
-    chunk = 64 if dtype == "int8" else 32
+    chunk = 64 if dtype in ("int8", "float8_e4m3fn", "float8_e5m2") else 32
     em = TensorCoreIntrinEmitter(a_dtype=dtype, b_dtype=dtype, accum_dtype=acc, a_transposed=a_t, b_transposed=b_t,
                                  block_row_warps=2, block_col_warps=2, warp_row_tiles=32, warp_col_tiles=32,
                                  chunk=chunk)
@@ -77,6 +77,8 @@ def check_gemm(launch, M, N, K, dtype, acc, a_t, b_t, seed):
     if acc == "int32":
         torch.testing.assert_close(C.long(), a.long() @ b.long(), rtol=0, atol=0)
         return
+    if dtype == "float32":  # tf32 operands: the low 13 mantissa bits are not read
+        a, b = ((x.view(torch.int32) & -8192).view(torch.float32) for x in (a, b))
     ref = a.double() @ b.double()
     tol = 2e-2 if acc == "float16" else 1e-4
     torch.testing.assert_close(C.double(), ref, rtol=tol, atol=tol * 4)
@@ -85,7 +87,8 @@ def check_gemm(launch, M, N, K, dtype, acc, a_t, b_t, seed):
 CASES = [("float16", "float32", False, True), ("float16", "float32", False, False),
          ("float16", "float32", True, True), ("float16", "float32", True, False),
          ("bfloat16", "float32", False, True), ("float16", "float16", False, True),
-         ("int8", "int32", False, True)]
+         ("int8", "int32", False, True), ("float8_e4m3fn", "float32", False, True),
+         ("float8_e5m2", "float32", False, True), ("float32", "float32", False, True)]
 
 
 @pytest.mark.parametrize("dtype,acc,a_t,b_t", CASES)
@@ -94,7 +97,7 @@ def test_emitter_gemm_on_cpu(dtype, acc, a_t, b_t):
 
 
 @pytest.mark.nvrtc
-@pytest.mark.parametrize("dtype,acc,a_t,b_t", CASES[:1] + CASES[3:5])
+@pytest.mark.parametrize("dtype,acc,a_t,b_t", CASES[:1] + CASES[3:5] + CASES[-1:])
 def test_emitter_gemm_on_host_emulator(dtype, acc, a_t, b_t):
     host = host_cuda_or_skip()
 
@@ -144,21 +147,18 @@ def test_ldmatrix_lane_values_on_cpu(num, trans):
 
 def test_unsupported_mma_on_cpu_is_named():
     @T.prim_func
-    def k(C: T.Tensor((32, 4), "float32")):
+    def k(C: T.Tensor((32, 4), "int32")):
         with T.Kernel(1, threads=32) as bx:
-            a = T.alloc_local((4,), "float32")
-            b = T.alloc_local((2,), "float32")
-            c = T.alloc_local((4,), "float32")
+            a = T.alloc_local((16,), "int4")
+            b = T.alloc_local((8,), "int4")
+            c = T.alloc_local((4,), "int32")
             tx = T.get_thread_binding()
             for s in T.unroll(4):
-                a[s] = 1.0
-                c[s] = 0.0
-            b[0] = 1.0
-            b[1] = 1.0
-            T.ptx_mma("float32", "m16n8k8", "row", "col", "tf32", "tf32", "fp32", a.data, 0, b.data, 0, c.data, 0,
+                c[s] = 0
+            T.ptx_mma("int32", "m16n8k64", "row", "col", "int4", "int4", "int32", a.data, 0, b.data, 0, c.data, 0,
                       False)
             for s in T.unroll(4):
                 C[tx, s] = c[s]
 
-    with pytest.raises(TileLangError, match=r"T.ptx_mma m16n8k8 with A=float32.*not supported on target cpu"):
+    with pytest.raises(TileLangError, match=r"T.ptx_mma m16n8k64 with A=int4.*not supported on target cpu"):
         tilelang.compile(k, target="cpu")

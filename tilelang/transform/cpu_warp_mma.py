@@ -6,18 +6,20 @@ index `thr` and the thread interval of the segment. Gives: (pre, post) item list
 `pre` has every thread store its inputs (ldmatrix: the 16-byte row its address names; mma: its A and
 B fragment registers) in a per-block array indexed by thread; after a barrier, `post` has every
 thread compute its own outputs from its warp's entries, by the PTX ISA's layouts (g = lane / 4,
-t = lane % 4; P values per 32-bit register, 2 for 16-bit and 4 for 8-bit operands):
+t = lane % 4; P values per 32-bit register: 1, 2, 4 for 32-, 16-, 8-bit values):
 
 - ldmatrix .x{1,2,4}: matrix i's row r is the row lane 8i + r addressed (lanes past 8 * num give
   none); lane l receives of each matrix row l / 4, values P (l % 4) .. + P - 1 (.trans, 16-bit
   only: column l / 4, rows 2 (l % 4), +1). A row is the 16 bytes from the address in the source
   buffer's row-major storage;
-- mma.sync m16n8k16 (f16 / bf16 -> f32, f16 -> f16) and m16n8k32 (s8 -> s32): A register r holds
+- mma.sync m16n8k16 (f16 / bf16 -> f32, f16 -> f16), m16n8k32 (s8 -> s32, e4m3 / e5m2 in any
+  pairing -> f32) and m16n8k8 (tf32 -> f32: the operands' low 13 mantissa bits dropped, P = 1):
+  A register r holds
   row g + 8 (r % 2), k = P t + 4P (r / 2) + {0..P-1}; B register r holds k = P t + 4P r + {0..P-1},
   column g; accumulator element e is row g + 8 (e / 2), column 2t + e % 2. Products are summed
   in float64 (int64 for s8) from the accumulator's value and rounded once to its type.
 
-Other shapes and dtypes (tf32, fp8, 4-bit, ldmatrix of 32-bit values) raise a LoweringError naming
+Other shapes and dtypes (4-bit operands, .trans of 8- or 32-bit values) raise a LoweringError naming
 them. A warp must lie whole in the segment's threads.
 
     T.ptx_mma(..., A_l.data, 0, B_l.data, 0, C_l.data, 0)   ->   for thr: mma_a[thr, 0..8) = A_l[0..8); mma_b[thr, ..] = ..
@@ -36,7 +38,9 @@ from ..ir.buffer import Buffer
 WARP = 32
 # (A, B, accumulator) dtypes -> K of the mma.sync shape this module computes
 _MMA = {("float16", "float16", "float32"): 16, ("bfloat16", "bfloat16", "float32"): 16,
-        ("float16", "float16", "float16"): 16, ("int8", "int8", "int32"): 32}
+        ("float16", "float16", "float16"): 16, ("int8", "int8", "int32"): 32,
+        ("float32", "float32", "float32"): 8,  # tf32
+        **{(a, b, "float32"): 32 for a in ("float8_e4m3fn", "float8_e5m2") for b in ("float8_e4m3fn", "float8_e5m2")}}
 
 
 def _i(x):
@@ -103,9 +107,9 @@ def ldmatrix(op, thr, rng) -> tuple[list, list]:
     sbuf, sidx = _target(src, "source", op)
     dbuf, didx = _target(dst, "destination", op)
     ty = sbuf.dtype
-    if ty.bits not in (8, 16) or trans and ty.bits != 16:
+    if ty.bits not in (8, 16, 32) or trans and ty.bits != 16:
         raise LoweringError(f"{op.what or op.op}{' .trans' if trans else ''} of {ty} values is not supported on "
-                            "target cpu (16-bit values, or 8-bit ones without .trans)", op.span)
+                            "target cpu (16-bit values, or 8- and 32-bit ones without .trans)", op.span)
     _check_warps(op, rng)
     _local(dbuf, ty, "destination", op)
     row, per = 128 // ty.bits, 32 // ty.bits  # values per 16-byte row, per 32-bit register
@@ -136,7 +140,8 @@ def mma(op, thr, rng) -> tuple[list, list]:
     if (m, n_) != (16, 8) or _MMA.get((ta, tb, tc)) != k:
         raise LoweringError(f"{op.what or op.op} m{m}n{n_}k{k} with A={ta}, B={tb}, accumulator={tc} is not supported "
                             "on target cpu (supported: m16n8k16 float16/bfloat16 -> float32, float16 -> float16; "
-                            "m16n8k32 int8 -> int32)", op.span)
+                            "m16n8k32 int8 -> int32, float8_e4m3fn/float8_e5m2 -> float32; m16n8k8 tf32 -> float32)",
+                            op.span)
     _check_warps(op, rng)
     ta, tb, tc = (dt.as_dtype(x) for x in (ta, tb, tc))
     (abuf, aidx), (bbuf, bidx), (cbuf, cidx) = (_target(x, w, op) for x, w in zip(op.args, ("A", "B", "C")))
@@ -162,6 +167,8 @@ def mma(op, thr, rng) -> tuple[list, list]:
     half = 4 * per  # the k the 4 lanes of a row (column) cover with one register each
     a_val = E.BufferLoad(xa, (base + (row % 8) * 4 + (kk % half) // per, (row // 8 + 2 * (kk // half)) * per + kk % per), ta)
     b_val = E.BufferLoad(xb, (base + col * 4 + (kk % half) // per, (kk // half) * per + kk % per), tb)
+    if ta.name == "float32":  # tf32: the tensor core reads the high 19 bits of each operand
+        a_val, b_val = _tf32(a_val), _tf32(b_val)
     cur = E.BufferLoad(acc, (_i(0),), wide)
     body = S.seq(
         S.BufferStore(acc, (_i(0),), E.cast(wide, E.BufferLoad(cbuf, (c0 + e,), cbuf.dtype))),
@@ -170,6 +177,11 @@ def mma(op, thr, rng) -> tuple[list, list]:
         S.BufferStore(cbuf, (c0 + e,), E.cast(cbuf.dtype, cur), span=op.span))
     post = [("s", S.Allocate(acc)), ("s", S.For(e, _i(0), _i(4), "unroll", body))]
     return pre, post
+
+
+def _tf32(x):
+    bits = E.call("reinterpret", x, dtype=dt.uint32)
+    return E.call("reinterpret", E.binop("&", bits, E.const(0xFFFFE000, dt.uint32)), dtype=dt.float32)
 
 
 def warp_steps(op, thr, rng) -> tuple[list, list]:
