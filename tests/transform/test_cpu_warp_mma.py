@@ -145,20 +145,17 @@ def test_ldmatrix_lane_values_on_cpu(num, trans):
     assert torch.equal(out, want)
 
 
-def test_unsupported_mma_on_cpu_is_named():
+def test_unsupported_ldmatrix_on_cpu_is_named():
     @T.prim_func
-    def k(C: T.Tensor((32, 4), "int32")):
+    def k(A: T.Tensor((16, 16), "int8"), O: T.Tensor((32, 4), "int8")):
         with T.Kernel(1, threads=32) as bx:
-            a = T.alloc_local((16,), "int4")
-            b = T.alloc_local((8,), "int4")
-            c = T.alloc_local((4,), "int32")
+            S = T.alloc_shared((16, 16), "int8")
+            r = T.alloc_local((4,), "int8")
             tx = T.get_thread_binding()
+            T.copy(A, S)
+            T.ptx_ldmatrix(True, 1, T.access_ptr(S[tx % 8, 0], "r"), T.access_ptr(r[0], "w"))
             for s in T.unroll(4):
-                c[s] = 0
-            T.ptx_mma("int32", "m16n8k64", "row", "col", "int4", "int4", "int32", a.data, 0, b.data, 0, c.data, 0,
-                      False)
-            for s in T.unroll(4):
-                C[tx, s] = c[s]
+                O[tx, s] = r[s]
 
-    with pytest.raises(TileLangError, match=r"T.ptx_mma m16n8k64 with A=int4.*not supported on target cpu"):
+    with pytest.raises(TileLangError, match=r"T.ptx_ldmatrix .trans of int8 values is not supported on target cpu"):
         tilelang.compile(k, target="cpu")

@@ -13,13 +13,14 @@ t = lane % 4; P values per 32-bit register: 1, 2, 4 for 32-, 16-, 8-bit values):
   only: column l / 4, rows 2 (l % 4), +1). A row is the 16 bytes from the address in the source
   buffer's row-major storage;
 - mma.sync m16n8k16 (f16 / bf16 -> f32, f16 -> f16), m16n8k32 (s8 -> s32, e4m3 / e5m2 in any
-  pairing -> f32) and m16n8k8 (tf32 -> f32: the operands' low 13 mantissa bits dropped, P = 1):
-  A register r holds
+  pairing -> f32), m16n8k8 (tf32 -> f32: the operands' low 13 mantissa bits dropped, P = 1) and
+  m16n8k64 / m16n8k32 (int4 / uint4 -> s32, P = 8: two values a byte of int8 arrays, the even k in
+  the low nibble; k32 is k64's first half): A register r holds
   row g + 8 (r % 2), k = P t + 4P (r / 2) + {0..P-1}; B register r holds k = P t + 4P r + {0..P-1},
   column g; accumulator element e is row g + 8 (e / 2), column 2t + e % 2. Products are summed
-  in float64 (int64 for s8) from the accumulator's value and rounded once to its type.
+  in float64 (int64 for integers) from the accumulator's value and rounded once to its type.
 
-Other shapes and dtypes (4-bit operands, .trans of 8- or 32-bit values) raise a LoweringError naming
+Other shapes and dtypes (ldmatrix .trans of 8- or 32-bit values) raise a LoweringError naming
 them. A warp must lie whole in the segment's threads.
 
     T.ptx_mma(..., A_l.data, 0, B_l.data, 0, C_l.data, 0)   ->   for thr: mma_a[thr, 0..8) = A_l[0..8); mma_b[thr, ..] = ..
@@ -36,11 +37,12 @@ from ..ir import stmt as S
 from ..ir.buffer import Buffer
 
 WARP = 32
-# (A, B, accumulator) dtypes -> K of the mma.sync shape this module computes
-_MMA = {("float16", "float16", "float32"): 16, ("bfloat16", "bfloat16", "float32"): 16,
-        ("float16", "float16", "float16"): 16, ("int8", "int8", "int32"): 32,
-        ("float32", "float32", "float32"): 8,  # tf32
-        **{(a, b, "float32"): 32 for a in ("float8_e4m3fn", "float8_e5m2") for b in ("float8_e4m3fn", "float8_e5m2")}}
+# (A, B, accumulator) dtypes -> the K of the mma.sync m16n8k shapes this module computes
+_MMA = {("float16", "float16", "float32"): (16,), ("bfloat16", "bfloat16", "float32"): (16,),
+        ("float16", "float16", "float16"): (16,), ("int8", "int8", "int32"): (32,),
+        ("float32", "float32", "float32"): (8,),  # tf32
+        ("int4", "int4", "int32"): (32, 64), ("uint4", "uint4", "int32"): (32, 64),
+        **{(a, b, "float32"): (32,) for a in ("float8_e4m3fn", "float8_e5m2") for b in ("float8_e4m3fn", "float8_e5m2")}}
 
 
 def _i(x):
@@ -137,38 +139,40 @@ def ldmatrix(op, thr, rng) -> tuple[list, list]:
 def mma(op, thr, rng) -> tuple[list, list]:
     """(pre, post) items of one mma.sync (module docstring)."""
     ta, tb, tc, m, n_, k = op.types
-    if (m, n_) != (16, 8) or _MMA.get((ta, tb, tc)) != k:
+    if (m, n_) != (16, 8) or k not in _MMA.get((ta, tb, tc), ()):
         raise LoweringError(f"{op.what or op.op} m{m}n{n_}k{k} with A={ta}, B={tb}, accumulator={tc} is not supported "
                             "on target cpu (supported: m16n8k16 float16/bfloat16 -> float32, float16 -> float16; "
-                            "m16n8k32 int8 -> int32, float8_e4m3fn/float8_e5m2 -> float32; m16n8k8 tf32 -> float32)",
-                            op.span)
+                            "m16n8k32 int8 -> int32, float8_e4m3fn/float8_e5m2 -> float32; m16n8k8 tf32 -> float32; "
+                            "m16n8k32 / m16n8k64 int4 / uint4 -> int32)", op.span)
     _check_warps(op, rng)
     ta, tb, tc = (dt.as_dtype(x) for x in (ta, tb, tc))
+    nibbles = ta.bits == 4  # 4-bit operands sit two a byte in int8 / uint8 arrays, the even k in the low nibble
     (abuf, aidx), (bbuf, bidx), (cbuf, cidx) = (_target(x, w, op) for x, w in zip(op.args, ("A", "B", "C")))
-    for buf, ty, w in ((abuf, ta, "A operand"), (bbuf, tb, "B operand"), (cbuf, tc, "accumulator")):
+    held = (dt.int8, dt.int8) if nibbles else (ta, tb)
+    for buf, ty, w in ((abuf, held[0], "A operand"), (bbuf, held[1], "B operand"), (cbuf, tc, "accumulator")):
         _local(buf, ty, w, op)
         if buf.ndim != 1:
             raise LoweringError(f"{op.what or op.op}: the {w} {buf.name} must be a 1-d local array", op.span)
-    per = k // 8  # values per 32-bit register
+    per = 8 if nibbles else k // 8  # values per 32-bit register
     na, nb = k // 2, k // 4  # A, B values per lane
+    pack = 2 if nibbles else 1  # values per stored element
     n = rng[1]
     lane, base = thr % WARP, thr - thr % WARP
     a0, b0, c0 = (E.cast(dt.int32, x[0]) for x in (aidx, bidx, cidx))
-    xa = Buffer("mma_a", (n, na), ta, "local")
-    xb = Buffer("mma_b", (n, nb), tb, "local")
+    xa = Buffer("mma_a", (n, na // pack), abuf.dtype, "local")
+    xb = Buffer("mma_b", (n, nb // pack), bbuf.dtype, "local")
     s = E.Var("s", dt.int32)
-    pre = [("s", S.Allocate(xa)), ("s", S.Allocate(xb)),
-           ("s", S.For(s, _i(0), _i(na), "unroll", S.BufferStore(xa, (thr, s), E.BufferLoad(abuf, (a0 + s,), abuf.dtype)))),
-           ("s", S.For(s, _i(0), _i(nb), "unroll", S.BufferStore(xb, (thr, s), E.BufferLoad(bbuf, (b0 + s,), bbuf.dtype))))]
+    pre = [("s", S.Allocate(xa)), ("s", S.Allocate(xb))]
+    for x, buf, at in ((xa, abuf, a0), (xb, bbuf, b0)):
+        pre.append(("s", S.For(s, _i(0), _i(x.shape[1]), "unroll",
+                               S.BufferStore(x, (thr, s), E.BufferLoad(buf, (at + s,), buf.dtype)))))
     wide = dt.int64 if tc.name == "int32" else dt.float64
     acc = Buffer("mma_acc", (1,), wide, "local")
     e, kk = E.Var("e", dt.int32), E.Var("kk", dt.int32)
     row, col = lane // 4 + 8 * (e // 2), 2 * (lane % 4) + e % 2
     half = 4 * per  # the k the 4 lanes of a row (column) cover with one register each
-    a_val = E.BufferLoad(xa, (base + (row % 8) * 4 + (kk % half) // per, (row // 8 + 2 * (kk // half)) * per + kk % per), ta)
-    b_val = E.BufferLoad(xb, (base + col * 4 + (kk % half) // per, (kk // half) * per + kk % per), tb)
-    if ta.name == "float32":  # tf32: the tensor core reads the high 19 bits of each operand
-        a_val, b_val = _tf32(a_val), _tf32(b_val)
+    a_val = _value(xa, base + (row % 8) * 4 + (kk % half) // per, (row // 8 + 2 * (kk // half)) * per + kk % per, ta)
+    b_val = _value(xb, base + col * 4 + (kk % half) // per, (kk // half) * per + kk % per, tb)
     cur = E.BufferLoad(acc, (_i(0),), wide)
     body = S.seq(
         S.BufferStore(acc, (_i(0),), E.cast(wide, E.BufferLoad(cbuf, (c0 + e,), cbuf.dtype))),
@@ -177,6 +181,17 @@ def mma(op, thr, rng) -> tuple[list, list]:
         S.BufferStore(cbuf, (c0 + e,), E.cast(cbuf.dtype, cur), span=op.span))
     post = [("s", S.Allocate(acc)), ("s", S.For(e, _i(0), _i(4), "unroll", body))]
     return pre, post
+
+
+def _value(x: Buffer, src, slot, ty):
+    """Operand value `slot` of thread src's registers in scratch x: tf32 keeps its high 19 bits (as the
+    tensor core reads it); a 4-bit value is nibble slot % 2 of byte slot // 2 (int4 sign-extended)."""
+    if ty.bits != 4:
+        v = E.BufferLoad(x, (src, slot), ty)
+        return _tf32(v) if ty.name == "float32" else v
+    byte = E.cast(dt.int32, E.cast(dt.uint8, E.BufferLoad(x, (src, slot // 2), x.dtype)))
+    nib = E.binop("&", E.binop(">>", byte, 4 * (slot % 2)), E.const(15, dt.int32))
+    return nib if ty.name == "uint4" else E.binop("^", nib, E.const(8, dt.int32)) - 8
 
 
 def _tf32(x):

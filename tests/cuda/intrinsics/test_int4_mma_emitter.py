@@ -230,3 +230,14 @@ def test_int8_activation_x_2bit_weight_through_int4_mma(run_on_host, shape):
     c = torch.full((M, N), 7, dtype=torch.int32)
     run_on_host(kern, [a, packed, c])
     assert torch.equal(c.long(), a.long() @ w.T)
+
+
+def test_int4_emitter_runs_on_cpu_exactly():
+    """The same kernel on the CPU backend (transform/cpu_warp_mma.py): the s4 products of the nibbles."""
+    kern = tilelang.compile(int4_gemm(64, 64, 128), target="cpu")
+    g = torch.Generator().manual_seed(11)
+    a = torch.randint(-128, 128, (64, 128), dtype=torch.int8, generator=g)
+    b = torch.randint(-128, 128, (64, 128), dtype=torch.int8, generator=g)
+    c = torch.full((64, 64), 7, dtype=torch.int32)
+    kern(a, b, c)
+    assert torch.equal(c.long(), nibbles(a) @ nibbles(b).T)
