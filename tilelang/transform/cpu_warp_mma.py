@@ -176,7 +176,7 @@ def mma(op, thr, rng) -> tuple[list, list]:
     cur = E.BufferLoad(acc, (_i(0),), wide)
     body = S.seq(
         S.BufferStore(acc, (_i(0),), E.cast(wide, E.BufferLoad(cbuf, (c0 + e,), cbuf.dtype))),
-        S.For(kk, _i(0), _i(k), "serial",
+        S.For(kk, _i(0), _i(k), "unroll",
               S.BufferStore(acc, (_i(0),), cur + E.cast(wide, a_val) * E.cast(wide, b_val))),
         S.BufferStore(cbuf, (c0 + e,), E.cast(cbuf.dtype, cur), span=op.span))
     post = [("s", S.Allocate(acc)), ("s", S.For(e, _i(0), _i(4), "unroll", body))]
