@@ -118,7 +118,7 @@ def _one_warp(num, trans, mma_types=("fp16", "fp16", "fp32"), shape="m16n8k16"):
 
     @T.prim_func
     def k(A: T.Tensor((16, 16), "float16"), O: T.Tensor((32, per), "float16")):
-        with T.Kernel(1, threads=32) as bx:
+        with T.Kernel(1, threads=32) as _:
             S = T.alloc_shared((16, 16), "float16")
             r = T.alloc_local((per,), "float16")
             tx = T.get_thread_binding()
@@ -148,7 +148,7 @@ def test_ldmatrix_lane_values_on_cpu(num, trans):
 def test_unsupported_ldmatrix_on_cpu_is_named():
     @T.prim_func
     def k(A: T.Tensor((16, 16), "int8"), O: T.Tensor((32, 4), "int8")):
-        with T.Kernel(1, threads=32) as bx:
+        with T.Kernel(1, threads=32) as _:
             S = T.alloc_shared((16, 16), "int8")
             r = T.alloc_local((4,), "int8")
             tx = T.get_thread_binding()
