@@ -113,11 +113,26 @@ def test_supply_types(supply):
         assert (A == 1).all()
     elif supply is TensorSupplyType.Integer:
         assert (A == A.round()).all() and A.min() >= -2 and A.max() <= 2
-    elif supply is TensorSupplyType.Uniform:
+    elif supply in (TensorSupplyType.Uniform, TensorSupplyType.Auto):  # Auto: uniform for fp16
         assert A.min() >= -1 and A.max() <= 1 and A.float().std() > 0.3  # fp16 rounds 0.9999 up to 1
+    elif supply is TensorSupplyType.Normal:  # the public TileLang's Normal: mean -1, std 1
+        assert -1.2 < A.float().mean() < -0.8 and 0.8 < A.float().std() < 1.2
     else:
-        assert 0.5 < A.float().std() < 1.5
+        assert abs(A.float().mean()) < 0.2 and 0.8 < A.float().std() < 1.2
     prof.assert_allclose(ref_mm)
+
+
+def test_supply_types_by_dtype():
+    """Auto and Integer by dtype, and the int8 special case, as the public TileLang draws them."""
+    from tilelang.profiler.supply import make_tensor
+    u8 = make_tensor((4096,), "uint8", "cpu", TensorSupplyType.Auto)
+    assert u8.min() >= 0 and u8.max() == 2
+    f64 = make_tensor((4096,), "float64", "cpu", TensorSupplyType.Auto)
+    assert (f64 == f64.round()).all() and f64.min() == -2 and f64.max() == 2
+    f8 = make_tensor((4096,), "float8_e4m3", "cpu", TensorSupplyType.Auto).float()
+    assert (f8 == f8.round()).all() and f8.abs().max() > 64
+    assert (make_tensor((64,), "int8", "cpu", TensorSupplyType.Normal) == 1).all()
+    assert make_tensor((64,), "bool", "cpu", TensorSupplyType.Integer).dtype == torch.bool
 
 
 def test_supply_type_by_name_and_bad_value():

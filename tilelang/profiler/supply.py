@@ -15,15 +15,17 @@ from enum import Enum
 
 
 class TensorSupplyType(Enum):
-    """How `Profiler` fills the inputs it generates.
+    """How `Profiler` fills the inputs it generates (the public TileLang's distributions).
 
-    Auto     normal(0, 1) for floats, small integers for integer dtypes, random bools
-    Integer  small whole numbers (-2..2; 0..3 for unsigned), in the tensor's dtype
-    Uniform  uniform on [-1, 1] for floats (1 only by rounding to the dtype; integers as for Integer)
-    Normal   normal(0, 1) for floats (integers as for Integer)
-    Randn    same as Normal (kept for source compatibility)
+    Auto     uniform on [-1, 1] for float16 / bfloat16 / float32; whole numbers -128..127 for fp8;
+             0..2 for unsigned integers; -2..2 for every other dtype (float64, signed integers)
+    Integer  whole numbers: -2..2 (0..2 unsigned; -128..127 for fp8)
+    Uniform  uniform on [-1, 1] drawn in float32, then cast (int8: all ones)
+    Normal   normal with mean -1 and standard deviation 1 drawn in float32, then cast (int8: all ones)
+    Randn    standard normal drawn in float32, then cast
     Zero     all zeros
     One      all ones
+    Bool tensors get random bools under Auto and Integer.
     """
 
     Integer = 1
@@ -66,18 +68,31 @@ def make_tensor(shape, dtype, device, supply: TensorSupplyType):
         return torch.zeros(shape, dtype=tdt, device=device)
     if supply is TensorSupplyType.One:
         return torch.ones(shape, dtype=tdt, device=device)
-    if tdt == torch.bool:
-        return torch.randint(0, 2, shape, device=device).bool()
-    is_float = tdt.is_floating_point
-    if not is_float or supply is TensorSupplyType.Integer:
-        low, high = (0, 4) if _unsigned(tdt) else (-2, 3)
-        vals = torch.randint(low, high, shape, device=device, dtype=torch.int64)
-        return vals.to(tdt)
+    if supply in (TensorSupplyType.Auto, TensorSupplyType.Integer):
+        if tdt == torch.bool:
+            return torch.randint(0, 2, shape, device=device).bool()
+        if _unsigned(tdt):
+            return torch.randint(0, 3, shape, device=device, dtype=torch.int64).to(tdt)
+        if _is_fp8(tdt):
+            return torch.randint(-128, 128, shape, device=device, dtype=torch.int64).to(torch.float32).to(tdt)
+        if supply is TensorSupplyType.Auto and tdt in (torch.float16, torch.bfloat16, torch.float32):
+            return (torch.rand(shape, device=device, dtype=torch.float32) * 2 - 1).to(tdt)
+        return torch.randint(-2, 3, shape, device=device, dtype=torch.int64).to(tdt)
+    if tdt == torch.int8 and supply in (TensorSupplyType.Uniform, TensorSupplyType.Normal):
+        return torch.ones(shape, dtype=tdt, device=device)
     if supply is TensorSupplyType.Uniform:
         vals = torch.rand(shape, device=device, dtype=torch.float32) * 2 - 1
-    else:  # Auto, Normal, Randn
+    elif supply is TensorSupplyType.Normal:
+        vals = torch.randn(shape, device=device, dtype=torch.float32) - 1
+    else:  # Randn
         vals = torch.randn(shape, device=device, dtype=torch.float32)
+    if tdt == torch.bool:
+        return vals != 0
     return vals.to(tdt)
+
+
+def _is_fp8(tdt) -> bool:
+    return "float8" in str(tdt)
 
 
 def _unsigned(tdt) -> bool:
