@@ -116,8 +116,3 @@ def test_consumer_before_producer_fails_clearly():
     a = torch.randn(64, 64)
     with pytest.raises(Exception, match="would never complete"):
         run(f, a, torch.zeros(64, 64))
-
-
-def test_persistent_tile_scheduler_raises_clearly():
-    with pytest.raises(NotImplementedError, match="not supported yet"):
-        T.PersistentTileScheduler(8, 8)

@@ -201,6 +201,10 @@ class PrimFunc:
 
         return func_str(self)
 
+    def script(self, **_options) -> str:
+        """The kernel printed as T.* source (TVM's `PrimFunc.script()`; printing options are ignored)."""
+        return str(self)
+
 
 def seq(*stmts) -> Stmt:
     """Flatten into a SeqStmt (or the single statement)."""

@@ -180,7 +180,9 @@ _LAZY = {
     "cluster_arrive_relaxed": ".cluster",
     "cluster_wait": ".cluster",
     "cluster_sync": ".cluster",
-    "PersistentTileScheduler": ".hopper",
+    "PersistentTileScheduler": ".tile_schedule",
+    "BaseTileScheduler": ".tile_schedule",
+    "meta_class": ".tile_schedule",
 }
 _HOME.update(_LAZY)
 

@@ -376,16 +376,3 @@ def annotate_producer_reg_dealloc(reg_count=24):
 def annotate_consumer_reg_alloc(reg_count=240):
     """The consumer warp groups take more registers: `T.inc_max_nreg(reg_count)` (default 240)."""
     set_max_nreg(reg_count, 1)
-
-
-# ---------------------------------------------------------------- not supported yet: clear errors
-def _unsupported(name, what):
-    raise NotImplementedError(f"{name}: {what} is not supported yet (our Hopper tier has no tile "
-                              "schedulers written by hand); use T.Kernel and T.alloc_barrier")
-
-
-class PersistentTileScheduler:
-    """Persistent tile scheduler written by hand: not supported yet, raises when made."""
-
-    def __init__(self, *args, **kwargs):
-        _unsupported("T.PersistentTileScheduler", "a persistent tile scheduler")

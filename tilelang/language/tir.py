@@ -419,10 +419,10 @@ def tvm_storage_sync(storage_scope):
 
 def inline(func):
     """A method whose body is inlined where it is called in a kernel (a @T.macro with `self`)."""
-    return _InlineMethod(func)
+    return InlineMethod(func)
 
 
-class _InlineMethod:
+class InlineMethod:
     def __init__(self, func):
         from .macro import Macro
 
