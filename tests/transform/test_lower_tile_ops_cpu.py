@@ -45,7 +45,7 @@ def test_no_tile_ops_remain_and_loops_are_serial():
 def test_copy_guards_only_what_can_be_out_of_range():
     @T.prim_func
     def k(A: T.Tensor((128, 100), "float32"), B: T.Tensor((128, 100), "float32")):
-        with T.Kernel(1) as bx:
+        with T.Kernel(1):
             s = T.alloc_shared((64, 64), "float32")
             T.copy(A[0, 50], s)   # rows 0..63 fit; columns 50..113 can pass 100: one guard
             T.copy(s, B[64, 36])  # rows 64..127 fit, columns 36..99 fit exactly: no guard at all
@@ -64,7 +64,7 @@ def _gemm_kernel(M, N, K, trans_a, trans_b):
 
     @T.prim_func
     def k(A: T.Tensor(a_shape, "float32"), B: T.Tensor(b_shape, "float32"), C: T.Tensor((M, N), "float32")):
-        with T.Kernel(1) as bx:
+        with T.Kernel(1):
             a = T.alloc_shared(a_shape, "float32")
             b = T.alloc_shared(b_shape, "float32")
             c = T.alloc_fragment((M, N), "float32")
@@ -96,7 +96,7 @@ def test_gemm_clear_accum_and_mixed_dtypes():
 
     @T.prim_func
     def k(A: T.Tensor((M, K), "bfloat16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
-        with T.Kernel(1) as bx:
+        with T.Kernel(1):
             c = T.alloc_fragment((M, N), "float32")
             a_s = T.alloc_shared((M, K), "bfloat16")
             b_s = T.alloc_shared((K, N), "float16")
@@ -120,3 +120,35 @@ def test_gemm_with_unit_matrix_dims(M, N, K, trans_a, trans_b):
     c = c0.clone()
     kern(a.T.contiguous() if trans_a else a, b.T.contiguous() if trans_b else b, c)
     torch.testing.assert_close(c.double(), c0.double() + a.double() @ b.double(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_gemm_narrow_float_accumulator_rounds_once_per_k16_chunk(dtype):
+    M, N, K = 8, 24, 768
+
+    @T.prim_func
+    def k(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
+        with T.Kernel(1):
+            a_s = T.alloc_shared((M, K), dtype)
+            b_s = T.alloc_shared((K, N), dtype)
+            c = T.alloc_fragment((M, N), dtype)
+            T.copy(A, a_s)
+            T.copy(B, b_s)
+            T.clear(c)
+            T.gemm(a_s, b_s, c)
+            T.copy(c, C)
+
+    tdt = getattr(torch, dtype)
+    a, b = torch.randn(M, K).to(tdt), torch.randn(K, N).to(tdt)
+    c = torch.full((M, N), float("nan"), dtype=tdt)
+    tilelang.compile(k, target="cpu")(a, b, c)
+    ref = torch.zeros(M, N, dtype=tdt)  # float32 sums over k16 chunks, rounded once per chunk
+    for k0 in range(0, K, 16):
+        part = ref.float()
+        for kk in range(k0, k0 + 16):
+            part = part + a[:, kk:kk + 1].float() * b[kk:kk + 1, :].float()
+        ref = part.to(tdt)
+    assert torch.equal(c, ref)
+    exact = a.double() @ b.double()  # and so it stays close to the exact product
+    atol, rtol = (2e-2, 2e-2) if dtype == "float16" else (0.75, 5e-2)  # bf16 keeps 8 bits
+    torch.testing.assert_close(c.double(), exact, rtol=rtol, atol=atol)

@@ -21,11 +21,10 @@ from ..ir.buffer import Buffer, BufferRegion
 from ..ir.visitor import Mutator, collect
 from ..op import tile_ops as O
 from ..op.reduce_rules import ABS_KINDS, combiner, identity
-from ..op.registry import lowering_rule
 from ..op.regions import matrix_dims, squeezed
+from ..op.registry import lowering_rule
 from .cpu_threads import LOOP_MARK
 from .hopper_cpu import HopperCPU, barrier_init
-
 
 _GEMM_K_UNROLLS = (8, 4, 2)  # k steps per pass over a C row in the CPU gemm: fewer C loads/stores
 
@@ -128,16 +127,23 @@ class LowerTileOpsCPU(HopperCPU, TrackRanges, Mutator):
         cidx = _mat_at(op.C, i, j).indices
         prologue, b_at = _gemm_b_reader(op, j, k, n, acc)
 
+        # a 16- or 8-bit float accumulator sums each unrolled k chunk in float32 and rounds once
+        # per chunk, as a tensor-core MMA rounds once per k16 step; rounding every product-add
+        # to fp16 drifted past 1e-2 over K=768
+        narrow = acc.is_float and acc.bits < 32
+        work = dt.float32 if narrow else acc
+
         def update(ks):
             # C + a(k0)*b(k0) + a(k1)*b(k1) ...: the k order (and so the rounding) of a plain
             # k loop, but C stays in a register across the unrolled ks.
-            val = E.BufferLoad(op.C.buffer, cidx, acc)
+            val = E.cast(work, E.BufferLoad(op.C.buffer, cidx, acc))
             for kx in ks:
                 a = _mat_at(op.A, kx, i) if op.transpose_A else _mat_at(op.A, i, kx)
-                val = val + E.cast(acc, a) * b_at(kx)
-            return S.BufferStore(op.C.buffer, cidx, val)
+                val = val + E.cast(work, E.cast(acc, a)) * E.cast(work, b_at(kx))
+            return S.BufferStore(op.C.buffer, cidx, E.cast(acc, val))
 
-        body = S.seq(prologue, _serial(i, m, _gemm_kj_loops(j, k, n, update)))
+        unrolls = (16, *_GEMM_K_UNROLLS) if narrow else _GEMM_K_UNROLLS
+        body = S.seq(prologue, _serial(i, m, _gemm_kj_loops(j, k, n, update, unrolls)))
         if op.clear_accum:
             body = S.seq(O_fill(op.C, acc), body)
         return body
@@ -222,9 +228,9 @@ class LowerTileOpsCPU(HopperCPU, TrackRanges, Mutator):
             raise cpu_error(ptx[0])
         reject_thread_level(k)
         if k.thread_vars:  # one thread per block (reject_thread_level checked): every index is 0
-            from ..ir.visitor import substitute
-
             from dataclasses import replace
+
+            from ..ir.visitor import substitute
 
             k = replace(k, thread_vars=(), body=substitute(k.body, {v: E.as_expr(0) for v in k.thread_vars}))
         self.ranges.kernel(k)
@@ -286,11 +292,12 @@ def _gemm_b_reader(op: O.Gemm, j, k, n, acc):
     return S.seq(S.Allocate(bt), fill), lambda kx: E.BufferLoad(bt, (kx, j), acc)
 
 
-def _gemm_kj_loops(j, k, n, update):
+def _gemm_kj_loops(j, k, n, update, unrolls=_GEMM_K_UNROLLS):
     """k then j (i-k-j order: the inner loop streams B and C rows and vectorizes), with k
-    unrolled by 8/4/2 when it divides K so each C element is loaded and stored less often."""
+    unrolled by the first of `unrolls` (8/4/2) that divides K so each C element is loaded and
+    stored less often."""
     kc = const_int(k)
-    unroll = next((u for u in _GEMM_K_UNROLLS if kc is not None and kc % u == 0 and kc > u), None)
+    unroll = next((u for u in unrolls if kc is not None and kc % u == 0 and kc > u), None)
     if unroll is None:
         kk = E.Var("gk", dt.int32)
         return _serial(kk, k, _serial(j, n, update([kk])))
