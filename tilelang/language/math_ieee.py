@@ -10,7 +10,7 @@ TileLang): they compute in float and round once.
 from __future__ import annotations
 
 from .. import dtypes as dt
-from ..errors import DSLTypeError
+from ..errors import DSLTypeError, DSLValueError
 from ..ir import expr as E
 
 _MODES = ("rn", "rz", "ru", "rd")
@@ -31,14 +31,14 @@ def _same_float(name: str, *xs) -> list:
 
 def _ieee(name: str, op: str, xs, rounding_mode: str) -> E.Expr:
     if rounding_mode not in _MODES:
-        raise DSLTypeError(f"T.{name}: rounding_mode must be one of {list(_MODES)}, got {rounding_mode!r}")
+        raise DSLValueError(f"T.{name}: Invalid rounding mode {rounding_mode!r}; use one of {list(_MODES)}")
     xs = _same_float(name, *xs)
     d = xs[0].dtype
     if d.name not in _IEEE_DTYPES:
         raise DSLTypeError(f"T.{name} supports {', '.join(_IEEE_DTYPES)}, got {d}")
     if d.bits == 16 and rounding_mode != "rn":
-        raise DSLTypeError(f"T.{name}: {d} has round-to-nearest only (rounding_mode='rn'); CUDA has no "
-                           f"directed-rounding {d} intrinsics. Compute in float32 and cast")
+        raise DSLValueError(f"T.{name}: Only rounding mode 'rn' is available for half precision ({d}); CUDA "
+                            "has no directed-rounding half intrinsics. Compute in float32 and cast")
     return E.Call(f"ieee_{op}_{rounding_mode}", tuple(xs), d)
 
 
@@ -81,8 +81,8 @@ def ieee_frsqrt(x):
     """1 / sqrt(x) rounded to nearest (CUDA's __frsqrt_rn; float64 has none): `T.ieee_frsqrt(x[i])`."""
     e = _ieee("ieee_frsqrt", "frsqrt", (x,), "rn")
     if e.dtype == dt.float64:
-        raise DSLTypeError("T.ieee_frsqrt: CUDA has no float64 reciprocal square root intrinsic; "
-                           "write T.ieee_frcp(T.ieee_fsqrt(x))")
+        raise DSLValueError("T.ieee_frsqrt: frsqrt is not supported for float64 (CUDA has no float64 "
+                            "reciprocal square root intrinsic); write T.ieee_frcp(T.ieee_fsqrt(x))")
     return e
 
 
