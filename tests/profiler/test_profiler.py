@@ -36,7 +36,7 @@ def rows_inplace(M, N, write_rows):
     """Y = 2X on the first `write_rows` rows (all rows when write_rows == M); no out_idx."""
     @T.prim_func
     def inplace(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
-        with T.Kernel(1, threads=32) as bx:
+        with T.Kernel(1, threads=32):
             for i, j in T.Parallel(write_rows, N):
                 Y[i, j] = X[i, j] * 2.0
     return inplace
@@ -59,7 +59,7 @@ def test_assert_allclose_fails_on_a_wrong_kernel():
     """A kernel that misses a K tile (wrong loop bound) must fail against the true reference."""
     @T.prim_func
     def short_k(A: T.Tensor((32, 64), "float32"), B: T.Tensor((64, 32), "float32"), C: T.Tensor((32, 32), "float32")):
-        with T.Kernel(1, 1, threads=128) as (bx, by):
+        with T.Kernel(1, 1, threads=128) as (_bx, _by):
             A_s = T.alloc_shared((32, 16), "float32")
             B_s = T.alloc_shared((16, 32), "float32")
             C_l = T.alloc_fragment((32, 32), "float32")
@@ -155,6 +155,8 @@ def test_symbolic_dims_need_constraints():
     k = tilelang.compile(dyn, out_idx=[-1], target="cpu")
     with pytest.raises(TileLangError, match=r"symbolic dim m with no size; pass dynamic_symbolic_constraints=\{'m': "):
         k.get_profiler().assert_allclose(lambda X: X + 1)
+    with pytest.raises(ValueError, match=r"symbolic dim m with no size"):  # a wrong name: still missing
+        k.get_profiler().do_bench(dynamic_symbolic_constraints={"n": 64}, n_repeat=1)
     prof = k.get_profiler(dynamic_symbolic_constraints={"m": 50})
     assert prof._get_inputs()[0].shape == (50, 8)
     prof.assert_allclose(lambda X: X + 1)

@@ -16,13 +16,18 @@ the kernel forgets to write fail the comparison.
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from ..errors import TileLangError
 from ..ir.buffer import Buffer
 from .bench import do_bench as _do_bench
 from .compare import torch_assert_close
 from .supply import as_supply_type, make_tensor, random_scalar
+
+
+class MissingSizeError(TileLangError, ValueError):
+    """A symbolic dim (or a scalar that is also a dim) the profiler cannot size; a ValueError, as
+    the public TileLang raises for a missing `dynamic_symbolic_constraints` entry."""
 
 
 class Profiler:
@@ -49,13 +54,13 @@ class Profiler:
         free = {v for v in collect(d, lambda n: isinstance(n, E.Var))}
         missing = sorted(v.name for v in free if v.name not in self.constraints)
         if missing:
-            raise TileLangError(
+            raise MissingSizeError(
                 f"Profiler: {where} has the symbolic dim {d} with no size; pass "
                 f"dynamic_symbolic_constraints={{{', '.join(repr(m) + ': ...' for m in missing)}}} to "
                 "kernel.get_profiler(...) or give input_tensors explicitly")
         value = const_int(substitute(d, {v: E.as_expr(self.constraints[v.name]) for v in free}))
         if value is None:
-            raise TileLangError(f"Profiler: cannot evaluate the dim {d} of {where}")
+            raise MissingSizeError(f"Profiler: cannot evaluate the dim {d} of {where}")
         return value
 
     def _scalar(self, p):
@@ -63,7 +68,7 @@ class Profiler:
             return self.constraints[p.name]
         for b in self.params:
             if isinstance(b, Buffer) and any(d is p for d in b.shape):
-                raise TileLangError(f"Profiler: the scalar parameter {p.name!r} is also a tensor dim; pass "
+                raise MissingSizeError(f"Profiler: the scalar parameter {p.name!r} is also a tensor dim; pass "
                                     f"dynamic_symbolic_constraints={{{p.name!r}: ...}}")
         return random_scalar(p.dtype, self.supply_type)
 
@@ -197,7 +202,7 @@ def _param_access(func) -> tuple[set, set]:
 
 def _tile_access(op, reads: set, writes: set) -> None:
     kind = type(op).__name__
-    region_buf = lambda r: getattr(r, "buffer", r)  # noqa: E731 - Buffer or BufferRegion
+    region_buf = lambda r: getattr(r, "buffer", r)
     if kind in ("Copy", "Reduce", "CumSum"):
         reads.add(region_buf(op.src))
         writes.add(region_buf(op.dst))
