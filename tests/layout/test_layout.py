@@ -122,3 +122,66 @@ def test_symbolic_extent_maps_by_substitution():
     from tilelang.errors import NonConstantShapeError
     with pytest.raises(NonConstantShapeError, match="constant"):
         L.inverse()
+
+
+def test_repeat_dim_factor_adds_a_leading_copy_index():
+    atom = Layout((4, 8), lambda i, j: i * 8 + (j ^ i))
+    for d, f in ((0, 3), (1, 2), (-1, 5)):
+        R = atom.repeat(d, f) if d != 1 else atom.repeat(dim=d, factor=f)
+        dd = d % 2
+        assert R.shape == tuple(s * (f if k == dd else 1) for k, s in enumerate(atom.shape))
+        assert R.output_shape() == (f, 32)
+        for i, j in itertools.product(range(R.shape[0]), range(R.shape[1])):
+            idx = [i, j]
+            q, idx[dd] = divmod(idx[dd], atom.shape[dd])
+            assert R.map(i, j) == (q, *atom.map(*idx))
+    assert atom.repeat(dim=0, factor=1) is atom
+    assert atom.inverse().repeat(0, 2).is_table  # a table-backed layout repeats by enumeration
+    assert atom.inverse().repeat(0, 2).map(37) == (1, *atom.inverse().map(5))
+    for bad in ((0, 0), (0, -2), (2, 2), (-3, 2)):
+        with pytest.raises(ValueError):
+            atom.repeat(*bad)
+    with pytest.raises(TypeError):
+        atom.repeat(dim=0, factor=2.0)
+
+
+def test_expand_prepends_pass_through_dims():
+    base = Layout((4, 6), lambda j, k: (k, j))
+    X = base.expand([2, 3])
+    assert X.shape == (2, 3, 4, 6) and X.output_shape() == (2, 3, 6, 4)
+    for a, b, j, k in itertools.product(range(2), range(3), range(4), range(6)):
+        assert X.map(a, b, j, k) == (a, b, k, j)
+    assert base.expand(5) == Layout((5, 4, 6), lambda i, j, k: (i, k, j))
+    assert base.expand([]) is base and base.expand(()) is base
+    assert base.inverse().expand(2).map(1, 5, 3) == (1, 3, 5)
+    with pytest.raises(ValueError):
+        base.expand(0)
+    with pytest.raises(ValueError):
+        base.expand([2, -1])
+    with pytest.raises(TypeError):
+        base.expand("4")
+
+
+def test_linearized_forward_index_is_row_major_over_output_shape():
+    cases = [
+        Layout((2, 32), lambda i, j: (j, i)),
+        Layout((3, 4, 5), lambda i, j, k: (k, i, j)),
+        Layout((64,), lambda i: (i // 8, i % 8 ^ (i // 8) % 8)),
+    ]
+    for L in cases:
+        lin = L.get_linearized_forward_index()
+        ext = L.output_shape()
+        for idx in itertools.product(*(range(s) for s in L.shape)):
+            want, phys = 0, L.map(*idx)
+            for p, e in zip(phys, ext):
+                want = want * e + p
+            got = lin_value(lin, L.forward_vars, idx)
+            assert got == want, (L, idx)
+
+
+def lin_value(expr, vars_, idx):
+    from tilelang.arith.simplify import const_int
+    from tilelang.ir import expr as E
+    from tilelang.ir.visitor import substitute
+
+    return const_int(substitute(expr, {v: E.as_expr(i) for v, i in zip(vars_, idx)}))

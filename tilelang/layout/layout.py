@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 
-from ..errors import DSLTypeError, NonConstantShapeError
+from ..errors import DSLTypeError, DSLValueError, NonConstantShapeError
 from ..ir import expr as E
 from ..ir.expr import Binary, Call, Cast, Const, Expr, Select, Unary, Var
 
@@ -82,7 +82,7 @@ def compile_exprs(args: tuple, outs: tuple, array: bool = False):
     names = {v: f"a{k}" for k, v in enumerate(args)}
     body = ", ".join(_src(E.as_expr(o), names) for o in outs)
     src = f"lambda {', '.join(names.values())}: ({body},)"
-    return eval(src, _array_env() if array else _scalar_env())  # noqa: S307  (source built from IR above)
+    return eval(src, _array_env() if array else _scalar_env())
 
 
 def evaluate_grid(args: tuple, outs: tuple, shape: tuple):
@@ -203,16 +203,16 @@ class Layout:
 
     # ---- constructors
     @classmethod
-    def from_fn(cls, shape, fn) -> "Layout":
+    def from_fn(cls, shape, fn) -> Layout:
         """`Layout.from_fn((8, 64), lambda i, j: (i, j ^ (i * 8)))`; what `T.Layout` calls."""
         return cls(shape, fn)
 
     @classmethod
-    def identity(cls, shape) -> "Layout":
+    def identity(cls, shape) -> Layout:
         return cls(shape, lambda *idx: idx)
 
     @classmethod
-    def from_table(cls, table) -> "Layout":
+    def from_table(cls, table) -> Layout:
         """A layout given by enumeration: `table[idx]` is the physical index of `idx`."""
         import numpy as np
 
@@ -289,7 +289,7 @@ class Layout:
             return False
         return self.is_injective() and len(t) == prod(self.output_shape())
 
-    def inverse(self) -> "Layout":
+    def inverse(self) -> Layout:
         """The physical -> logical map of a bijective layout, as a table-backed Layout."""
         import numpy as np
 
@@ -302,7 +302,7 @@ class Layout:
         return Layout.from_table(inv)
 
     # ---- algebra
-    def compose(self, other: "Layout") -> "Layout":
+    def compose(self, other: Layout) -> Layout:
         """`f.compose(g)` maps x to f(g(x)): g runs first, its physical index feeds f.
 
         Example: `swizzle.compose(Layout((64, 64), lambda i, j: (j, i)))` is the swizzled
@@ -327,9 +327,19 @@ class Layout:
         out[holes] = -1
         return Layout.from_table(out)
 
-    def repeat(self, repeats) -> "Layout":
-        """Tile the layout: shape s -> s * r per dimension; block b of the tiling lands at
-        physical block b (physical index + b * output extent, per dimension)."""
+    def repeat(self, repeats=None, factor=None, *, dim=None) -> Layout:
+        """Two forms.
+
+        - `L.repeat(dim, factor)` (the public TileLang's): dimension `dim` grows `factor` times
+          and the copy number becomes a new leading physical index:
+          `L'(..., i, ...) = (i // s, *L(..., i % s, ...))` with `s` the old extent of `dim`.
+          `factor == 1` returns `L` itself.
+        - `L.repeat(repeats)` (one count per dimension, or an int for the first): tile the
+          layout: shape s -> s * r per dimension; block b of the tiling lands at physical block
+          b (physical index + b * output extent, per dimension).
+        """
+        if dim is not None or factor is not None:
+            return self._repeat_dim(repeats if dim is None else dim, factor)
         reps = repeat_counts(repeats, self.ndim)
         if self.out_ndim() != self.ndim:
             raise DSLTypeError("Layout.repeat needs as many physical as logical dimensions")
@@ -344,6 +354,71 @@ class Layout:
         if self.is_table:
             return Layout.from_table(_table_of(fwd, new_shape))
         return Layout(new_shape, fwd)
+
+    def _repeat_dim(self, dim, factor) -> Layout:
+        if not isinstance(dim, int) or isinstance(dim, bool):
+            raise DSLTypeError(f"Layout.repeat: dim must be an int, got {type(dim).__name__}")
+        if not isinstance(factor, int) or isinstance(factor, bool):
+            raise DSLTypeError(f"Layout.repeat: factor must be an int, got {type(factor).__name__}")
+        if factor < 1:
+            raise DSLValueError(f"Layout.repeat: factor must be >= 1, got {factor}")
+        if factor == 1:
+            return self
+        if self.ndim == 0:
+            raise DSLValueError("Layout.repeat: cannot repeat a 0-dim layout")
+        d = dim + self.ndim if dim < 0 else dim
+        if not 0 <= d < self.ndim:
+            raise DSLValueError(f"Layout.repeat: dim {dim} is out of range for a {self.ndim}-dim layout")
+        ext = self.shape[d]
+        new_shape = self.shape[:d] + (ext * factor,) + self.shape[d + 1:]
+
+        def fwd(*idx):
+            inner = self.map(*idx[:d], idx[d] % ext, *idx[d + 1:])
+            return None if inner is None else (idx[d] // ext, *inner)
+        if self.is_table:
+            return Layout.from_table(_table_of(fwd, new_shape))
+        return Layout(new_shape, fwd)
+
+    def expand(self, leading_shape) -> Layout:
+        """Prepend new leading dimensions that pass through unchanged:
+        `L.expand([I])` maps (i, *idx) -> (i, *L(*idx)). An empty shape returns `L` itself."""
+        if isinstance(leading_shape, int) and not isinstance(leading_shape, bool):
+            leading_shape = [leading_shape]
+        if not isinstance(leading_shape, (list, tuple)):
+            raise DSLTypeError(f"Layout.expand: leading_shape must be an int or a sequence, got "
+                               f"{type(leading_shape).__name__}")
+        if not leading_shape:
+            return self
+        for n, ext in enumerate(leading_shape):
+            if isinstance(ext, int) and not isinstance(ext, bool):
+                if ext <= 0:
+                    raise DSLValueError(f"Layout.expand: leading_shape[{n}] must be > 0, got {ext}")
+            elif not isinstance(ext, Expr):
+                raise DSLTypeError(f"Layout.expand: leading_shape[{n}] must be an int or an expression, "
+                                   f"got {type(ext).__name__}")
+        lead = len(leading_shape)
+        new_shape = tuple(leading_shape) + self.shape
+
+        def fwd(*idx):
+            inner = self.map(*idx[lead:])
+            return None if inner is None else (*idx[:lead], *inner)
+        if self.is_table:
+            return Layout.from_table(_table_of(fwd, as_shape(new_shape)))
+        return Layout(new_shape, fwd)
+
+    def get_linearized_forward_index(self) -> Expr:
+        """The physical index as one row-major offset over `output_shape()` (an expression in
+        the forward variables): `Layout([2, 32], lambda i, j: [j, i])` gives `j * 2 + i`."""
+        if self.is_table:
+            raise DSLTypeError("get_linearized_forward_index: this layout was built by enumeration "
+                               "and has no index expressions")
+        ext = self.output_shape()
+        lin = E.as_expr(0)
+        for p, e in zip(self.forward_index, ext):
+            lin = lin * e + p
+        from ..arith.simplify import simplify
+
+        return simplify(lin)
 
     # ---- equality, printing, compatibility names
     def __eq__(self, other):
