@@ -56,6 +56,45 @@ def test_async_copy_source_and_host_emulator(arch):
     torch.testing.assert_close(c.double(), reference(a, b))
 
 
+def one_element_copies(dtype):
+    @T.prim_func
+    def f(A: T.Tensor((16,), dtype), Idx: T.Tensor((4,), "int32"), B: T.Tensor((16,), dtype)):
+        with T.Kernel(1, threads=32):
+            S = T.alloc_shared((16,), dtype)
+            T.fill(S, 0)
+            for k in T.serial(4):
+                T.async_copy(A[Idx[k]], S[15 - k], annotations={"note": 1})  # two corners: one element
+            T.ptx_wait_group(0)
+            T.copy(S, B)
+    return f
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32"])
+def test_async_copy_of_one_element(dtype):
+    tdt = getattr(torch, dtype)
+    a = (torch.randn(16) * 100).to(tdt)
+    idx = torch.randperm(16)[:4].to(torch.int32)
+    b = torch.full((16,), 7, dtype=tdt)
+    tilelang.compile(one_element_copies(dtype), target="cpu")(a, idx, b)
+    expect = torch.zeros(16, dtype=tdt)
+    for k in range(4):
+        expect[15 - k] = a[idx[k]]
+    assert torch.equal(b, expect)
+
+
+@pytest.mark.nvrtc
+def test_async_copy_of_one_element_host_emulator():
+    host = host_cuda_or_skip()
+    k = tilelang.compile(one_element_copies("float16"), target="cuda -arch=sm_80")
+    a = torch.randn(16, dtype=torch.float16)
+    idx = torch.tensor([3, 0, 9, 15], dtype=torch.int32)
+    b = torch.full((16,), 7, dtype=torch.float16)
+    host.HostProgram({"f": k}).run("f", [a, idx, b])
+    expect = torch.zeros(16, dtype=torch.float16)
+    expect[[15, 14, 13, 12]] = a[[3, 0, 9, 15]]
+    assert torch.equal(b, expect)
+
+
 def test_async_copy_needs_global_to_shared():
     with pytest.raises(DSLTypeError, match=r"global -> shared.*S \(shared.*\) -> Bm \(global\)"):
         @T.prim_func
