@@ -3,16 +3,33 @@ from __future__ import annotations
 
 import enum
 
+from .. import dtypes
 from ..errors import DSLTypeError, ShapeMismatchError
 from ..frontend import builder as B
 from ..ir.buffer import Buffer, BufferRegion
-from .. import dtypes
-from ..ir.expr import BufferLoad, Call, Expr, Var, as_expr, cast, const_value
-from ..ir.stmt import BufferStore, Evaluate, For
+from ..ir.expr import (
+    BufferLoad,
+    Call,
+    Expr,
+    Var,
+    as_expr,
+    cast,
+    const_value,
+    logical_and,
+    select,
+)
+from ..ir.stmt import BufferStore, Evaluate, For, IfThenElse
 from ..op import hopper as H
 from ..op import tile_ops as O
 from ..op.reduce_rules import BIT_KINDS, KINDS, NAN_KINDS
-from ..op.regions import is_tile_arg, matrix_extents, pair_regions, squeezed, to_region, same_extent
+from ..op.regions import (
+    is_tile_arg,
+    matrix_extents,
+    pair_regions,
+    same_extent,
+    squeezed,
+    to_region,
+)
 
 _builder = B  # T.gemm names its second operand B, as the public TileLang does
 
@@ -93,13 +110,16 @@ def async_copy(src, dst, *, coalesced_width=None, annotations=None, loop_layout=
 
 
 def transpose(src, dst, annotations=None):
-    """dst[..., j, i] = src[..., i, j] for on-chip tiles (shared, as in the public TileLang, or fragment).
+    """dst[..., j, i] = src[..., i, j] for tiles (shared or fragment) and global tensors.
 
     src is (..., M, N), dst (..., N, M) with the same leading extents; each side is a buffer or a
-    slice. Lowered as a T.Parallel loop over src (values cast to dst's dtype). `annotations` are
-    accepted and change nothing here.
+    slice. Lowered as a T.Parallel loop over src (values cast to dst's dtype). On a global tensor
+    a slice may reach past the tensor's edge, as in the public TileLang: src elements outside it
+    read as 0 and dst elements outside it are not written. `annotations` are accepted and change
+    nothing here.
 
         T.transpose(K_shared, Kt_shared)      # (64, 128) -> (128, 64)
+        T.transpose(X[b, 0:64, 0:32], Y[b, 0:32, 0:64])   # global to global
     """
     B.in_kernel("T.transpose")
     regions = []
@@ -107,9 +127,6 @@ def transpose(src, dst, annotations=None):
         if not is_tile_arg(x) or isinstance(x, BufferLoad):
             raise DSLTypeError(f"T.transpose {name}: expected a buffer or a slice, got {type(x).__name__}: {x!r}")
         r = to_region(x, None, "T.transpose")
-        if r.buffer.scope == "global":
-            raise DSLTypeError(f"T.transpose {name}: {r.buffer.name} is a global tensor; T.transpose works on "
-                               "shared or fragment tiles: T.copy it into one first")
         ext = [const_value(e) for e in r.extents]
         if len(ext) < 2 or any(e is None for e in ext):
             raise DSLTypeError(f"T.transpose {name}: expected a tile of 2 or more dims with constant extents, got "
@@ -125,10 +142,37 @@ def transpose(src, dst, annotations=None):
     lead = iter(v for v, e in zip(ivs[:-2], se[:-2]) if e != 1)
     dv = [next(lead) if e != 1 else 0 for e in de[:-2]] + ivs[-2:][::-1]
     di = [st + v for (st, _), v in zip(d.ranges, dv)]
-    body = BufferStore(d.buffer, tuple(di), cast(d.buffer.dtype, BufferLoad(s.buffer, tuple(si), s.buffer.dtype)))
+    val = cast(d.buffer.dtype, BufferLoad(s.buffer, tuple(si), s.buffer.dtype))
+    ok_s, ok_d = _transpose_guard(s, si), _transpose_guard(d, di)
+    if ok_s is not None:
+        val = select(ok_s, val, as_expr(0, d.buffer.dtype))
+    body = BufferStore(d.buffer, tuple(di), val)
+    if ok_d is not None:
+        body = IfThenElse(ok_d, body)
     for v, e in reversed(list(zip(ivs, se))):
         body = For(v, as_expr(0), as_expr(e), "parallel", body)
     B.current().emit(body)
+
+
+def _transpose_guard(r: BufferRegion, idx) -> Expr | None:
+    """For a global tensor: the condition that `idx` (inside region r) lies in the tensor, per
+    dimension only where the region's constant bounds do not already show it; None when no
+    check is needed (on-chip tiles are indexed in range by construction)."""
+    if r.buffer.scope != "global":
+        return None
+    conds = []
+    for (start, ext), i, dim in zip(r.ranges, idx, r.buffer.shape):
+        st, ex, n = const_value(start), const_value(ext), const_value(dim)
+        if st is None or st < 0:
+            conds.append(i >= 0)
+        if st is None or ex is None or n is None or st + ex > n:
+            conds.append(i < dim)
+    if not conds:
+        return None
+    out = conds[0]
+    for c in conds[1:]:
+        out = logical_and(out, c)
+    return out
 
 
 def fill(buffer, value, annotations=None):
