@@ -308,6 +308,10 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
             vars_.append(body.var)
             exts.append(body.extent)
             body = body.body
+        if thread_local_loop(body):  # each thread runs all of it, over its own registers
+            for v, e, f in reversed(list(zip(vars_, exts, _parallel_nest(s)))):
+                body = S.For(v, f.start, e, "serial", body, f.annotations, span=f.span)
+            return self.visit(body)
         sl = fragment_slice(vars_, exts, body, self.plan.in_registers)
         if sl is not None and not self.plain_slice(sl):
             return self.slice_loop(s, vars_, sl)
@@ -486,6 +490,30 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
         ptr = f"{{{{ {'const ' if s.add else ''}{ctype}* tl_w = {{1}} + (size_t)({{0}}) * {n * T} + tid;\n#pragma unroll\n"
         body = f"{{2}}[l] += __ldcg(tl_w + l * {T}); }}}}" if s.add else f"tl_w[l * {T}] = {{2}}[l]; }}}}"
         return Raw(ptr + f"for (int l = 0; l < {n}; ++l) " + body, (s.slot, addr_of(s.ws), addr_of(r)))
+
+
+def thread_local_loop(body) -> bool:
+    """Whether a T.Parallel body stores only into T.alloc_local arrays and touches no fragment, tile op,
+    atomic or other call statement: then each thread runs every iteration over its own array, as the
+    public TileLang leaves such a loop unpartitioned (`for i in T.Parallel(8): loc[i] = A[tx * 8 + i]`
+    fills all 8 of each thread's). A store to a T.alloc_var scalar keeps the loop split over the
+    threads, as there."""
+    stores = collect(body, lambda n: isinstance(n, S.BufferStore))
+    if not stores or not all(st.buffer.scope == "local" for st in stores):
+        return False
+    return not collect(body, lambda n: isinstance(n, (S.TileOp, S.Evaluate))
+                       or isinstance(n, (E.BufferLoad, S.BufferStore)) and n.buffer.scope == "fragment"
+                       or isinstance(n, E.Call) and ("atomic" in n.op or n.op in ("address_of", "access_ptr",
+                                                                                     "tvm_access_ptr")))
+
+
+def _parallel_nest(s: S.For) -> list:
+    """The T.Parallel loops of a nest, outermost first."""
+    out = []
+    while isinstance(s, S.For) and s.kind == "parallel":
+        out.append(s)
+        s = s.body
+    return out
 
 
 class _RegAccess(Mutator):
