@@ -15,7 +15,7 @@ from ..ir.visitor import substitute
 
 class ArgBinder:
     def __init__(self, func_name: str, params: tuple, out_idx: list[int], device_type: str, host_checks=(),
-                 pointer_params=()):
+                 pointer_params=(), nullable=()):
         self.func_name = func_name
         self.params = params
         self.out_idx = out_idx
@@ -25,6 +25,9 @@ class ArgBinder:
         bindable = _bindable_vars(params)
         self.host_checks = tuple(c for c in host_checks if len(c) == 3 or _host_evaluable(c[0], bindable))
         self.pointer_params = tuple(pointer_params)  # names of `p: T.ptr` parameters
+        # names of tensor parameters the kernel never touches: None may be passed for them (a null
+        # pointer, as the public TileLang passes), e.g. an optional Bias a with_bias=False build ignores
+        self.nullable = frozenset(nullable)
         self.inputs = [i for i in range(len(params)) if i not in out_idx]
 
     def _where(self, i: int) -> str:
@@ -49,6 +52,8 @@ class ArgBinder:
         for i, a in zip(self.inputs, args):
             p = self.params[i]
             if isinstance(p, Buffer):
+                if a is None and p.name in self.nullable:
+                    continue
                 self._check_tensor(i, p, a, env, torch, deferred)
                 if device is None:
                     device = a.device
@@ -147,7 +152,9 @@ class ArgBinder:
     def _check_tensor(self, i, p: Buffer, a, env, torch, deferred):
         if not isinstance(a, torch.Tensor):
             raise TypeError(f"{self._where(i)}: expected a torch.Tensor of shape {_shape_str(p)} and dtype "
-                            f"{p.dtype}, got {type(a).__name__}")
+                            f"{p.dtype}, got {type(a).__name__}"
+                            + ("; the kernel reads or writes it, and only a tensor the kernel never uses may be "
+                               "passed as None" if a is None else ""))
         want = _torch_dtype(p.dtype)
         per_byte = 8 // p.dtype.bits if p.dtype.bits < 8 else 1
         if per_byte > 1 and a.dtype in (torch.uint8, torch.int8):

@@ -153,7 +153,7 @@ class JITKernel:
         self.compile_seconds = time.perf_counter() - t0
         device_type = "cpu" if self.target.kind == "cpu" else "cuda"
         self.binder = ArgBinder(func.name, func.params, self.out_idx, device_type, func.attr(HOST_ASSERTS, ()),
-                                func.attr(POINTER_PARAMS, ()))
+                                func.attr(POINTER_PARAMS, ()), _untouched_tensors(func))
         self.workspaces = workspaces(func)  # T.alloc_global buffers, allocated per call
         if verbose:
             print(f"[tilelang] compiled {func.name} for {self.target} in {self.compile_seconds:.3f}s")
@@ -178,10 +178,10 @@ class JITKernel:
         return {"artifact": art, "params": self._params, "name": self._name, "out_idx": self.out_idx,
                 "target": self.target, "workspaces": self.workspaces, "compile_seconds": self.compile_seconds,
                 "aligned": self.aligned, "build_args": self._build_args, "host_checks": self.binder.host_checks,
-                "pointer_params": self.binder.pointer_params}
+                "pointer_params": self.binder.pointer_params, "nullable": tuple(self.binder.nullable)}
 
     @classmethod
-    def from_record(cls, rec: dict, rebuild, options: dict) -> "JITKernel | None":
+    def from_record(cls, rec: dict, rebuild, options: dict) -> JITKernel | None:
         """The kernel of a kernel-cache record (None if its compiled code is gone); `rebuild()`
         gives the T.prim_func when someone asks for it, and `artifact.lowered` compiles it
         again with `options` (the JITKernel arguments) on first use."""
@@ -204,7 +204,7 @@ class JITKernel:
         self.aligned, self._build_args = rec.get("aligned"), rec.get("build_args", (None, None))
         self.compile_seconds = time.perf_counter() - t0
         self.binder = ArgBinder(self._name, self._params, self.out_idx, "cpu" if self.target.kind == "cpu" else "cuda",
-                                rec.get("host_checks", ()), rec.get("pointer_params", ()))
+                                rec.get("host_checks", ()), rec.get("pointer_params", ()), rec.get("nullable", ()))
         artifact.relower = lambda: JITKernel(self.prim_func, **options).artifact.lowered
         return self
 
@@ -304,7 +304,8 @@ class JITKernel:
         index = {id(p): i for i, p in enumerate(self._params)}
         for kind, obj in art.csource.arg_kinds:
             if kind == "buffer":
-                out.append(values[index[id(obj)]].data_ptr())
+                t = values[index[id(obj)]]
+                out.append(0 if t is None else t.data_ptr())  # None: a tensor the kernel never uses
             elif kind == "scalar":
                 out.append(values[index[id(obj)]])
             elif kind == "dim":
@@ -372,7 +373,8 @@ class JITKernel:
         if not text:
             raise TileLangError(f"SASS is only available for CUDA kernels (this one targets {self.target})")
         if path is not None:
-            open(path, "w").write(text)
+            with open(path, "w") as f:
+                f.write(text)
         return text
 
     def export_ptx(self, path=None) -> str:
@@ -380,8 +382,18 @@ class JITKernel:
         if not text:
             raise TileLangError(f"PTX is only available for CUDA kernels (this one targets {self.target})")
         if path is not None:
-            open(path, "w").write(text)
+            with open(path, "w") as f:
+                f.write(text)
         return text
+
+
+def _untouched_tensors(func: PrimFunc) -> tuple:
+    """Names of the tensor parameters `func`'s body never references (None may be passed for them)."""
+    from ..ir.buffer import Buffer
+    from ..ir.visitor import buffers_used
+
+    used = {b.uid for b in buffers_used(func.body)}
+    return tuple(p.name for p in func.params if isinstance(p, Buffer) and p.uid not in used)
 
 
 def kind_value(kind, obj, values, index):

@@ -16,7 +16,14 @@ from ...transform.pass_config import get as config
 from ...transform.pass_manager import PassContext
 from ...transform.split_kernels import split_kernels
 from .nvrtc import parse_ptxas_log_by_entry, spilled
-from .pipeline import CUDAArtifact, PerformanceWarning, compile_cached, device_options, lower_to_source, swizzle_panel
+from .pipeline import (
+    CUDAArtifact,
+    PerformanceWarning,
+    compile_cached,
+    device_options,
+    lower_to_source,
+    swizzle_panel,
+)
 
 
 class _SharedModule:
@@ -119,7 +126,8 @@ class CUDASequence:
             for st in steps:
                 tag = st[0]
                 if tag == "t":
-                    cvals.append(full[st[1]].data_ptr())
+                    t = full[st[1]]
+                    cvals.append(0 if t is None else t.data_ptr())  # None: a tensor no kernel uses
                 elif tag == "v":
                     cvals.append(full[st[1]])
                 elif tag == "d":
