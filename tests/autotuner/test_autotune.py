@@ -200,7 +200,7 @@ def test_set_autotune_inputs_feeds_the_captured_tensors():
     a, b = torch.randn(32, 16), torch.randn(16, 32)
     expected = a.double() @ b.double()
     # a reference that is right only for (a, b): tuning on generated inputs fails every config
-    fixed_ref = lambda A, B: expected.float()  # noqa: E731
+    fixed_ref = lambda A, B: expected.float()
     tuner = AutoTuner(lambda bM, bN: gemm_prim(32, 32, 16, bM, bN), [{"bM": 16, "bN": 16}, {"bM": 32, "bN": 32}])
     tuner.set_compile_args(out_idx=[-1], target="cpu").set_profile_args(ref_prog=fixed_ref, atol=1e-4, rtol=1e-4)
     with pytest.raises(TileLangError, match="all 2 configs failed"):
@@ -356,3 +356,29 @@ def test_do_not_specialize_shares_one_tuning():
     k0 = mm(40, 48, 32, tag=1)
     n = len(calls)
     assert mm(40, 48, 32, tag=2) is k0 and len(calls) == n
+
+
+def test_return_kernel_keyword_gives_the_tuned_kernel():
+    """`f(..., __return_kernel=True)`: the tuned kernel (the same object as f.compile(...)); an eager
+    function given its tensors then returns the kernel instead of running it."""
+    k = tuned_mm(64, 32, 32, __return_kernel=True)
+    assert k is tuned_mm.compile(64, 32, 32) and k.config in CONFIGS
+    a, b = torch.randn(64, 32), torch.randn(32, 32)
+    torch.testing.assert_close(k(a, b).double(), a.double() @ b.double(), atol=1e-4, rtol=1e-4)
+
+    @tilelang.autotune(configs=[{"block": 8}, {"block": 16}], warmup=1, rep=2, ref_prog=lambda X: X + 1)
+    @tilelang.jit(target="cpu")
+    def inc(X, block: int = 4):
+        M, N = T.const("M, N")
+        X: T.Tensor((M, N), "float32")
+        Y = T.empty((M, N), "float32")
+        with T.Kernel(T.ceildiv(M, block), threads=32) as bx:
+            for i, j in T.Parallel(block, N):
+                if bx * block + i < M:
+                    Y[bx * block + i, j] = X[bx * block + i, j] + 1.0
+        return Y
+
+    x = torch.randn(20, 5)
+    kern = inc(x, __return_kernel=True)
+    assert kern.config in ({"block": 8}, {"block": 16})
+    torch.testing.assert_close(kern(x).double(), x.double() + 1)

@@ -26,15 +26,22 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Callable
+from collections.abc import Callable
 
 from ..errors import TileLangError
 from ..profiler.supply import TensorSupplyType
 from .capture import get_autotune_inputs, set_autotune_inputs
 from .tuner import PASS_CONFIGS, AutoTuner, AutotuneResult, ConfigResult
 
-__all__ = ["autotune", "AutoTuner", "AutotuneResult", "ConfigResult", "AutoTuneImpl", "set_autotune_inputs",
-           "get_autotune_inputs"]
+__all__ = [
+    "AutoTuneImpl",
+    "AutoTuner",
+    "AutotuneResult",
+    "ConfigResult",
+    "autotune",
+    "get_autotune_inputs",
+    "set_autotune_inputs",
+]
 
 
 class AutoTuneImpl:
@@ -129,8 +136,11 @@ class AutoTuneImpl:
         return self.tune(*args, **kwargs).kernel
 
     def __call__(self, *args, **kwargs):
+        # `f(..., __return_kernel=True)` (the public TileLang's spelling of f.compile(...)): the
+        # tuned kernel itself, not run even for an eager function given its tensors
+        return_kernel = kwargs.pop("__return_kernel", False)
         kernel = self.compile(*args, **kwargs)
-        if not self.jit_impl.eager:
+        if return_kernel or not self.jit_impl.eager:
             return kernel
         ins = _eager_tensors(self.jit_impl, kernel, args, kwargs)
         if ins is None:
@@ -180,10 +190,10 @@ def autotune(func=None, *, configs, warmup: float = 25, rep: float = 100, timeou
     a torch reference; configs whose output differs (atol/rtol/max_mismatched_ratio) are
     skipped. See the module docstring for an example.
     """
-    profile_args = dict(supply_type=supply_type, ref_prog=ref_prog, supply_prog=supply_prog, rtol=rtol,
-                        atol=atol, max_mismatched_ratio=max_mismatched_ratio, skip_check=skip_check,
-                        manual_check_prog=manual_check_prog, cache_input_tensors=cache_input_tensors,
-                        dynamic_symbolic_constraints=dynamic_symbolic_constraints)
+    profile_args = {"supply_type": supply_type, "ref_prog": ref_prog, "supply_prog": supply_prog, "rtol": rtol,
+                        "atol": atol, "max_mismatched_ratio": max_mismatched_ratio, "skip_check": skip_check,
+                        "manual_check_prog": manual_check_prog, "cache_input_tensors": cache_input_tensors,
+                        "dynamic_symbolic_constraints": dynamic_symbolic_constraints}
 
     if early_stop and early_stop_factor < 1.0:
         raise ValueError(f"early_stop_factor must be >= 1.0, got {early_stop_factor}")
