@@ -286,6 +286,9 @@ class CudaCodegen(CCodegen):
         cooperative = bool(collect(k.body, is_grid_sync))
         if cooperative:  # T.sync_grid's arrival count and generation (tl::sync_grid, tl/sync.h)
             self.emit("__device__ unsigned tl_grid_bar[2];")
+        order = getattr(self.ws, "tile_order", ()) if self.ws else ()
+        if order:  # a persistent kernel's tile table (transform/cuda/persistent.balanced_order)
+            self.emit(f"__constant__ int tl_tile_order[{len(order)}] = {{{', '.join(map(str, order))}}};")
         self.emit(f'extern "C" __global__ void __launch_bounds__({bounds}) {entry_name(f.name)}({", ".join(args)}) {{')
         self.depth += 1
         self.emit("extern __shared__ __align__(1024) unsigned char tl_smem[];")

@@ -58,6 +58,8 @@ def print_call(cx, e, args: list) -> str | None:
         return f"tl::{op[3:]}()" if cuda else "((void)0)"
     if op in CLUSTER_CALLS:  # CPU: transform/cluster_cpu.py lowered them before codegen
         return CLUSTER_CALLS[op] if cuda else None
+    if op == "tl_tile_order":  # a persistent kernel's __constant__ tile table (codegen/cuda.py)
+        return f"tl_tile_order[{args[0]}]" if cuda else None
     if op == "tl_sync_warp":
         return f"tl_sync_warp({args[0]})" if cuda else "((void)0)"
     if op == "tl_wgmma_desc_make":  # (start pointer, layout, lbo >> 4, sbo >> 4): op/hopper_raw.py

@@ -286,12 +286,15 @@ def eval_int(e, env):
         return eval_int(e.value, env)
     if isinstance(e, E.Call) and e.op in ("min", "max"):
         return (min if e.op == "min" else max)(eval_int(a, env) for a in e.args)
+    if isinstance(e, E.Call) and e.op == "tl_tile_order":  # env["tl_tile_order"]: the kernel's tile table
+        return env["tl_tile_order"][eval_int(e.args[0], env)]
     raise AssertionError(f"cannot evaluate {e!r}")
 
 
-def tile_units(k, branch, loop_name, keep_head, blocks):
+def tile_units(k, branch, loop_name, keep_head, blocks, table=()):
     """Evaluate a persistent branch's tile loop per block: yields (block, iteration, env) per
-    unit, env binding every LetStmt of the loop's head (those `keep_head(name)` selects) and body."""
+    unit, env binding every LetStmt of the loop's head (those `keep_head(name)` selects) and body;
+    table: the kernel's tile table (WSInfo.tile_order), where it reads one."""
     from tilelang.ir import stmt as S
     from tilelang.ir.visitor import collect
 
@@ -299,7 +302,7 @@ def tile_units(k, branch, loop_name, keep_head, blocks):
     head = [s for s in collect(branch, lambda n: isinstance(n, S.LetStmt)) if keep_head(s.var.name)]
     inner = [s for s in loop.body.stmts if isinstance(s, S.LetStmt)]
     for b in range(blocks):
-        env = {k.block_vars[0]: b}
+        env = {k.block_vars[0]: b, "tl_tile_order": table}
         for s in head:
             env[s.var] = eval_int(s.value, env)
         for it in range(eval_int(loop.extent, env)):

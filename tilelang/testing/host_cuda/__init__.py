@@ -225,6 +225,7 @@ class HostProgram:
             if cs.smem_bytes > SMEM_BYTES:
                 self.close()
                 raise NotImplementedError(f"host_cuda: kernel {name} needs {cs.smem_bytes} bytes of shared memory")
+            text = re.sub(r"\btl_tile_order\b", f"tl_tile_order_k{i}", text)  # each unit's own table
             text, count = re.subn(rf"\b{re.escape(cs.entry)}\(", f"tl_host_k{i}(", text, count=1)
             assert count == 1, f"host_cuda: entry {cs.entry} not found in the source of {name}"
             parts.append(text)

@@ -60,6 +60,7 @@ static int tl_host_smem_used = TL_HOST_SMEM_BYTES;  // what the kernel asked for
 #define __launch_bounds__(...)
 #define __shared__
 #define __grid_constant__
+#define __constant__ static const  // module tables (a persistent kernel's tl_tile_order): one per kernel unit
 #define __align__(n) __attribute__((aligned(n)))
 #define __restrict__ __restrict
 

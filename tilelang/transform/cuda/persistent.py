@@ -19,6 +19,16 @@ period gx / gcd(blocks, gx): at 132 blocks over a 16-tile bx axis, block 3 got b
 (10 k-steps on average) and block 0 bx 0, 4, 8, 12 (7): the kernel ran at 0.84 of its mean load.
 Rounds are still dealt in tile order, so the tiles in flight are the same as without it (and
 share their heads' K/V in L2).
+
+Where every tile's trip count is known at compile time (a static grid, no swizzle panels, a trip
+count of block variables and constants), `balanced_order` does better: it deals the tiles as a
+dynamic scheduler would -- each to the block with the least work so far -- in groups of
+neighbouring tiles (whole heads, so the tiles in flight still share K/V), longest first within a
+group, and the blocks read their tiles from a `__constant__` table. Serpentine rounds still left
+blocks with a tile more than others: causal attention B16 H16 S2048 D64 at 192 x 128 tiles
+(2816 tiles of 2..16 k-steps on 132 blocks) has a mean load of 196 k-steps a block, the most
+loaded block 209 in serpentine rounds, 198 from the table (one k-step a tile of prologue and
+epilogue counted); B8 H16 S4096 D128 at 128 x 128: 528 -> 512 against a mean of 512.
 """
 from __future__ import annotations
 
@@ -26,7 +36,7 @@ from ... import dtypes as dt
 from ...arith.simplify import const_int, simplify
 from ...ir import expr as E
 from ...ir import stmt as S
-from ...ir.visitor import collect
+from ...ir.visitor import Mutator, collect, substitute
 from ...op import tile_ops as O
 from .raster import panel_raster
 
@@ -112,8 +122,143 @@ def uneven_work(loop: S.For, prefix_lets: list, block_vars) -> bool:
     return False
 
 
+def trip_counts(k: S.KernelLaunch, loop: S.For, prefix_lets: list, limit: int = 1 << 16) -> tuple | None:
+    """(trips, run): the k-loop's trip count on each tile t (tile_space's numbering, bx fastest)
+    and the length of a run of tiles over the grid axes up to the last one the trip count
+    depends on (a head, for causal attention: its bx tiles). Only where all are compile-time
+    constants and differ: a static grid of at most `limit` tiles without swizzle panels, and a
+    trip count of block variables, constants and the lets before the loop. None otherwise."""
+    ext = [const_int(E.as_expr(g)) for g in k.grid]
+    if any(n is None or n <= 0 for n in ext) or any(op.enable for op in collect(k.body, lambda n: isinstance(n, O.Swizzle))):
+        return None
+    tiles = 1
+    for n in ext:
+        tiles *= n
+    if tiles > limit:
+        return None
+    values = {s.var: E.as_expr(s.value) for s in prefix_lets}
+    trip = E.as_expr(loop.extent)
+    for _ in range(len(values) + 1):  # the lets, innermost first, until none is left
+        used = [v for v in collect(trip, lambda n: isinstance(n, E.Var)) if v in values]
+        if not used:
+            break
+        trip = substitute(trip, {v: values[v] for v in used})
+    bvars = list(k.block_vars)
+    free = set(collect(trip, lambda n: isinstance(n, E.Var)))
+    axes = [i for i, v in enumerate(bvars) if v in free]
+    if free - set(bvars) or not axes:
+        return None
+    cache: dict = {}
+    out = []
+    for t in range(tiles):
+        coord, rest = [], t
+        for n in ext:
+            coord.append(rest % n)
+            rest //= n
+        key = tuple(coord[i] for i in axes)
+        if key not in cache:
+            n = _const_value(substitute(trip, {bvars[i]: E.as_expr(c) for i, c in zip(axes, key)}))
+            if n is None:
+                return None
+            cache[key] = max(n, 0)
+        out.append(cache[key])
+    if len(set(cache.values())) < 2:
+        return None
+    run = 1
+    for n in ext[:max(axes) + 1]:
+        run *= n
+    return out, run
+
+
+def _const_value(e) -> int | None:
+    """The integer value of a load-free expression of constants, integer T.min / T.max calls
+    (causal trip counts) included; None where it has none."""
+    class _Fold(Mutator):
+        def visit_Call(self, c):
+            c = self.generic(c)
+            if c.op in ("min", "max") and len(c.args) == 2:
+                a, b = (const_int(simplify(x)) for x in c.args)
+                if a is not None and b is not None:
+                    return E.as_expr(min(a, b) if c.op == "min" else max(a, b))
+            return c
+
+    return const_int(simplify(_Fold().visit(E.as_expr(e))))
+
+
+def _deal(order: list, trips: list, blocks: int, overhead: int) -> tuple:
+    """(per-block tile lists, most loaded block's k-steps): each tile of `order` to the block with
+    the least work so far (ties: the lowest block), a tile costing its trips + overhead."""
+    import heapq
+
+    heap = [(0, b) for b in range(blocks)]
+    lists: list = [[] for _ in range(blocks)]
+    for t in order:
+        load, b = heapq.heappop(heap)
+        lists[b].append(t)
+        heapq.heappush(heap, (load + trips[t] + overhead, b))
+    return lists, max(load for load, _ in heap)
+
+
+def _grouped(trips: list, size: int) -> list:
+    """The tiles in runs of `size`, the runs in tile order, each run longest first (ties: tile order)."""
+    out = []
+    for start in range(0, len(trips), size):
+        out += sorted(range(start, min(len(trips), start + size)), key=lambda t: -trips[t])
+    return out
+
+
+def _snake_load(trips: list, blocks: int, overhead: int) -> int:
+    """The most loaded block's k-steps in serpentine rounds (persistent_tiles' snake)."""
+    loads = [0] * blocks
+    for t, n in enumerate(trips):
+        r, slot = divmod(t, blocks)
+        loads[slot if r % 2 == 0 else blocks - 1 - slot] += n + overhead
+    return max(loads)
+
+
+# group sizes tried, in heads: the smallest group whose schedule is within 0.5 % of the best wins
+# (the fewer heads in flight, the more of their K/V L2 holds)
+_GROUPS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+TABLE_LIMIT = 16000  # entries of the __constant__ table (64 KB of constant memory in all)
+
+
+def balanced_order(k: S.KernelLaunch, loop: S.For, prefix_lets: list, num_sms: int, overhead: int = 1):
+    """The `__constant__` tile table of a persistent kernel whose tiles differ in work, or None
+    (see the module docstring): blocks + 1 offsets into the table, then each block's tiles in
+    turn (tile_space numbering), block b's from table[table[b]] to table[table[b + 1] - 1]. None
+    where the trip counts are not all known at compile time, the table would pass TABLE_LIMIT
+    entries, or it is no better than serpentine rounds."""
+    found = trip_counts(k, loop, prefix_lets)
+    if found is None:
+        return None
+    trips, run = found
+    tiles = len(trips)
+    blocks = min(tiles, num_sms)
+    if tiles + blocks + 1 > TABLE_LIMIT or blocks < 2:
+        return None
+    tried = []
+    for g in _GROUPS:
+        lists, load = _deal(_grouped(trips, run * g), trips, blocks, overhead)
+        tried.append((lists, load))
+        if run * g >= tiles:
+            break
+    best = min(load for _, load in tried)
+    lists, load = next(c for c in tried if c[1] * 1000 <= best * 1005)
+    if load >= _snake_load(trips, blocks, overhead):
+        return None
+    table, at = [], blocks + 1
+    for b in range(blocks):
+        table.append(at)
+        at += len(lists[b])
+    table.append(at)
+    for b in range(blocks):
+        table += lists[b]
+    assert sorted(table[blocks + 1:]) == list(range(tiles)), "the tile table must hold every tile once"
+    return tuple(table)
+
+
 def persistent_tiles(k: S.KernelLaunch, num_sms: int, axis: int | None = None, rank: E.Var | None = None,
-                     snake: bool = False):
+                     snake: bool = False, order: tuple | None = None):
     """(new grid, wrap) for a persistent kernel: min(tiles, num_sms) blocks on a 1-d grid, and
     `wrap(body)` runs body once per tile of the block -- tiles cta, cta + blocks, ... -- with the
     block variables rebound to the tile (see `tile_space`). On the 1-d grid the codegen's block
@@ -130,7 +275,15 @@ def persistent_tiles(k: S.KernelLaunch, num_sms: int, axis: int | None = None, r
     bvars = list(k.block_vars)
 
     def wrap(body):
-        if snake:
+        if order is not None:  # balanced_order's table: block cta's tiles are table[table[cta] .. table[cta + 1])
+            nt = const_int(tiles)
+            lo = E.Call("tl_tile_order", (cta,), dt.int32)
+            count = E.Call("tl_tile_order", (cta + 1,), dt.int32) - lo
+            # clamped to the tile range (a no-op on the table's values) so the range analysis bounds the
+            # block variables as it does without the table and the loads keep their dropped guards
+            first = E.binop("min", E.binop("max", E.Call("tl_tile_order", (lo + j,), dt.int32), E.as_expr(0)),
+                            E.as_expr(nt - 1))
+        elif snake:
             # rounds 0 .. full - 1 are whole; round `full` has `rest` tiles, slots 0 .. rest - 1,
             # and the block's slot in it is cta, or blocks - 1 - cta when `full` is odd
             full, rest = simplify(tiles // blocks), simplify(tiles % blocks)

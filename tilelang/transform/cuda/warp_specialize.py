@@ -39,7 +39,7 @@ from ...op import tile_ops as O
 from .barrier_ids import BarrierIds
 from .gemm_paths import mma_ws_ok, wgmma_ok, wgmma_rs_ok
 from .lower_tile_ops import Raw
-from .persistent import cluster_plan, persistent_tiles, tile_space, uneven_work
+from .persistent import balanced_order, cluster_plan, persistent_tiles, tile_space, uneven_work
 from .stream_k import (
     StreamK,
     plain_reduction,
@@ -73,6 +73,7 @@ class WSInfo:
     pingpong: int = 0  # consumer warpgroups taking turns at their gemms (ws_pingpong.py), 0: none
     wg_epilogue: object = None  # the accumulator each consumer warpgroup stores its own rows of (ws_epilogue.wg_chunk)
     barriers: object = None  # the kernel's barrier_ids.BarrierIds: named barrier ids clear of the program's own
+    tile_order: tuple = ()  # persistent.balanced_order's table: the codegen's __constant__ tl_tile_order
 
 
 # the producer warpgroup issues TMA and waits on barriers: 24 registers a thread (setmaxnreg's
@@ -122,7 +123,8 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
                     im2col_tma: bool = True, im2col_small: bool = False, promoted_stream_k: bool = True,
                     mma_sync: bool = True, tile_snake: bool = True, pingpong: bool | None = False,
                     trip_cap: bool = True, tile_prefix: bool = True, chain_hold: bool = True,
-                    wg_epilogue: bool = True, barriers=None, producer_regs: int | None = None):
+                    wg_epilogue: bool = True, barriers=None, producer_regs: int | None = None,
+                    tile_table: bool = True):
     """Returns (new kernel, WSInfo) or (k, None) when the kernel keeps the cp.async pipeline.
 
     num_sms: make the kernel persistent -- min(tiles, num_sms) blocks, each looping over the
@@ -166,6 +168,9 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     tile_snake: a persistent kernel whose k-loop trip count depends on the block variables (causal
     attention) deals its tiles in serpentine rounds (persistent.persistent_tiles; off:
     `tl.disable_persistent_snake`).
+    tile_table: such a kernel whose trip counts are all known at compile time reads its tiles
+    from a table dealt as a dynamic scheduler would, longest first (persistent.balanced_order;
+    off: `tl.disable_persistent_tile_table`, serpentine rounds instead).
     pingpong: the consumer warpgroups of an attention loop take turns at the tensor cores, each
     one's softmax running beside the next one's gemms (ws_pingpong.py; `tl.enable_ws_pingpong`;
     not with `chain`, which takes the loop first). None: only loops whose output accumulator has
@@ -193,6 +198,9 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
         plan.tile_pre = prefix_loads(plan.stmts, plan.li, plan.body, plan.gemms, k.block_vars)
     plan.snake = tile_snake and plan.persistent and plan.sk is None and uneven_work(
         plan.stmts[plan.li], [s for s in plan.stmts[:plan.li] if isinstance(s, S.LetStmt)], set(k.block_vars))
+    if plan.snake and tile_table and plan.cluster is None and num_sms:
+        plan.info.tile_order = balanced_order(
+            k, plan.stmts[plan.li], [s for s in plan.stmts[:plan.li] if isinstance(s, S.LetStmt)], num_sms) or ()
     if timeline and plan.persistent:
         plan.timeline = Buffer(TIMELINE, (num_sms, TIMELINE_UNITS, 4), dt.int64, "global")
         plan.info.workspace = plan.info.workspace + (plan.timeline,)
@@ -803,7 +811,7 @@ def _rewrite(plan: WSPlan, producer: S.Stmt, consumer_loop: S.Stmt, warn) -> S.K
             store_wait = [plan.sk.publish()] + store_wait
         else:
             grid, tile_loop = persistent_tiles(k, plan.num_sms, plan.cluster[0] if plan.cluster else None, plan.rank,
-                                               plan.snake)
+                                               plan.snake, plan.info.tile_order or None)
 
         def advance(base):
             ld = E.BufferLoad(base, (E.as_expr(0),), dt.int32)
