@@ -50,3 +50,46 @@ def test_none_with_out_idx_and_jit():
     k = factory(32)
     a = torch.randn(32)
     torch.testing.assert_close(k(a, None).double(), a.double() * 3.0)
+
+
+def test_symbolic_dims_of_none_tensors():
+    m = T.dynamic("m")
+
+    @T.prim_func
+    def only_owner(X: T.Tensor((m,), "float32"), Out: T.Tensor((4,), "int32")):
+        with T.Kernel(1, threads=4):
+            for i in T.Parallel(4):
+                Out[i] = m * 10 + i
+
+    k = tilelang.compile(only_owner, target="cpu")
+    out = torch.full((4,), -1, dtype=torch.int32)
+    k(torch.zeros(7), out)
+    assert torch.equal(out, torch.arange(4, dtype=torch.int32) + 70)
+    k(None, out)  # the only tensor naming m is None: m is 0
+    assert torch.equal(out, torch.arange(4, dtype=torch.int32))
+
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def shared(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32"), Out: T.Tensor((4,), "int32")):
+        with T.Kernel(1, threads=4):
+            for i in T.Parallel(4):
+                Out[i] = n + i
+
+    k2 = tilelang.compile(shared, target="cpu")
+    k2(None, torch.zeros(5), out)  # Y binds n
+    assert torch.equal(out, torch.arange(4, dtype=torch.int32) + 5)
+    with pytest.raises(RuntimeError, match="'n' is named only by X, Y, all passed as None"):
+        k2(None, None, out)
+
+    @T.prim_func
+    def shared_unused(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32"), Out: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=4):
+            for i in T.Parallel(4):
+                Out[i] = Out[i] * 2.0
+
+    k3 = tilelang.compile(shared_unused, target="cpu")
+    o = torch.randn(4)
+    want = o.double() * 2
+    k3(None, None, o)  # n is used nowhere: nothing to bind
+    torch.testing.assert_close(o.double(), want)

@@ -15,7 +15,7 @@ from ..ir.visitor import substitute
 
 class ArgBinder:
     def __init__(self, func_name: str, params: tuple, out_idx: list[int], device_type: str, host_checks=(),
-                 pointer_params=(), nullable=()):
+                 pointer_params=(), nullable=(), body_dims=None):
         self.func_name = func_name
         self.params = params
         self.out_idx = out_idx
@@ -28,6 +28,8 @@ class ArgBinder:
         # names of tensor parameters the kernel never touches: None may be passed for them (a null
         # pointer, as the public TileLang passes), e.g. an optional Bias a with_bias=False build ignores
         self.nullable = frozenset(nullable)
+        # names of the symbolic dims the kernel body uses (None: unknown, assume all)
+        self.body_dims = None if body_dims is None else frozenset(body_dims)
         self.inputs = [i for i in range(len(params)) if i not in out_idx]
 
     def _where(self, i: int) -> str:
@@ -69,6 +71,7 @@ class ArgBinder:
                     raise ValueError(f"{self._where(i)}: is {values[i]} but a tensor's shape already bound "
                                      f"{p.name!r} to {env[p]}")
                 env[p] = values[i]
+        self._bind_null_dims(values, env)
         self._check_deferred(deferred, env)
         if self.host_checks:
             self._check_host_asserts(env)
@@ -81,6 +84,31 @@ class ArgBinder:
             values[i] = t
             outs.append(t)
         return values, env, outs
+
+    def _bind_null_dims(self, values: list, env: dict) -> None:
+        """A symbolic dim only one tensor parameter names, passed as None, is 0 (as in the public
+        TileLang: the kernel sees an empty tensor), and so is one the body never uses. A dim
+        several parameters name and the body uses stays unbound when all of them are None: the
+        kernel refuses to run (null_dim_error)."""
+        for i in self.inputs:
+            p = self.params[i]
+            if not isinstance(p, Buffer) or values[i] is not None:
+                continue
+            for d in tuple(p.shape) + tuple(p.strides or ()):
+                if not isinstance(d, E.Var) or d in env:
+                    continue
+                unused = self.body_dims is not None and d.name not in self.body_dims
+                if unused or sum(isinstance(q, Buffer) and d in _vars_of(q) for q in self.params) == 1:
+                    env[d] = 0
+
+    def null_dim_error(self, var, values: list) -> Exception | None:
+        """The error for a symbolic dim the kernel needs that only None-passed tensors name."""
+        names = [p.name for i, p in enumerate(self.params)
+                 if isinstance(p, Buffer) and values[i] is None and var in _vars_of(p)]
+        if not names:
+            return None
+        return RuntimeError(f"{self.func_name}: symbolic dim {var.name!r} is named only by {', '.join(names)}, all "
+                            "passed as None; pass at least one non-null buffer that binds it")
 
     def workspaces(self, bufs, values: list, env: dict) -> dict:
         """{buffer uid: torch.empty tensor} for the T.alloc_global workspaces of one call, on the
@@ -248,6 +276,11 @@ class ArgBinder:
         if not lo <= int(a) <= hi:
             raise ValueError(f"{self._where(i)}: {int(a)} does not fit {p.dtype} (range {lo}..{hi})")
         return int(a)
+
+
+def _vars_of(b: Buffer) -> set:
+    """The plain symbolic dims (Vars) among a buffer's shape and strides."""
+    return {d for d in tuple(b.shape) + tuple(b.strides or ()) if isinstance(d, E.Var)}
 
 
 def _eval_dim(d, env: dict) -> int | None:

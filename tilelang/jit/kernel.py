@@ -153,7 +153,7 @@ class JITKernel:
         self.compile_seconds = time.perf_counter() - t0
         device_type = "cpu" if self.target.kind == "cpu" else "cuda"
         self.binder = ArgBinder(func.name, func.params, self.out_idx, device_type, func.attr(HOST_ASSERTS, ()),
-                                func.attr(POINTER_PARAMS, ()), _untouched_tensors(func))
+                                func.attr(POINTER_PARAMS, ()), *_untouched_tensors(func))
         self.workspaces = workspaces(func)  # T.alloc_global buffers, allocated per call
         if verbose:
             print(f"[tilelang] compiled {func.name} for {self.target} in {self.compile_seconds:.3f}s")
@@ -178,7 +178,8 @@ class JITKernel:
         return {"artifact": art, "params": self._params, "name": self._name, "out_idx": self.out_idx,
                 "target": self.target, "workspaces": self.workspaces, "compile_seconds": self.compile_seconds,
                 "aligned": self.aligned, "build_args": self._build_args, "host_checks": self.binder.host_checks,
-                "pointer_params": self.binder.pointer_params, "nullable": tuple(self.binder.nullable)}
+                "pointer_params": self.binder.pointer_params, "nullable": tuple(self.binder.nullable),
+                "body_dims": None if self.binder.body_dims is None else tuple(self.binder.body_dims)}
 
     @classmethod
     def from_record(cls, rec: dict, rebuild, options: dict) -> JITKernel | None:
@@ -204,7 +205,8 @@ class JITKernel:
         self.aligned, self._build_args = rec.get("aligned"), rec.get("build_args", (None, None))
         self.compile_seconds = time.perf_counter() - t0
         self.binder = ArgBinder(self._name, self._params, self.out_idx, "cpu" if self.target.kind == "cpu" else "cuda",
-                                rec.get("host_checks", ()), rec.get("pointer_params", ()), rec.get("nullable", ()))
+                                rec.get("host_checks", ()), rec.get("pointer_params", ()), rec.get("nullable", ()),
+                                rec.get("body_dims"))
         artifact.relower = lambda: JITKernel(self.prim_func, **options).artifact.lowered
         return self
 
@@ -310,7 +312,8 @@ class JITKernel:
                 out.append(values[index[id(obj)]])
             elif kind == "dim":
                 if obj not in env_:
-                    raise ValueError(f"symbolic dim {obj.name!r} is not bound by any argument")
+                    raise self.binder.null_dim_error(obj, values) or \
+                        ValueError(f"symbolic dim {obj.name!r} is not bound by any argument")
                 out.append(env_[obj])
             elif kind == "alloc_global":
                 out.append(ws[obj.uid].data_ptr())
@@ -388,12 +391,18 @@ class JITKernel:
 
 
 def _untouched_tensors(func: PrimFunc) -> tuple:
-    """Names of the tensor parameters `func`'s body never references (None may be passed for them)."""
+    """(names of the tensor parameters `func`'s body never references: None may be passed for
+    them; names of the variables the body uses, for the symbolic dims of such tensors)."""
     from ..ir.buffer import Buffer
-    from ..ir.visitor import buffers_used
+    from ..ir.expr import Var
+    from ..ir.visitor import buffers_used, collect
 
-    used = {b.uid for b in buffers_used(func.body)}
-    return tuple(p.name for p in func.params if isinstance(p, Buffer) and p.uid not in used)
+    used = buffers_used(func.body)
+    uids = {b.uid for b in used}
+    names = {v.name for v in collect(func.body, lambda n: isinstance(n, Var))}
+    for b in used:  # a used buffer's own dims are read through its shape
+        names |= {d.name for d in tuple(b.shape) + tuple(b.strides or ()) if isinstance(d, Var)}
+    return tuple(p.name for p in func.params if isinstance(p, Buffer) and p.uid not in uids), tuple(names)
 
 
 def kind_value(kind, obj, values, index):
