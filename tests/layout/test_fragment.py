@@ -132,3 +132,26 @@ def test_table_fragment_algebra_matches_symbolic():
     assert sym.replicate(2) == tab.replicate(2)
     with pytest.raises(DSLTypeError, match="constant indices"):
         tab.thread(Var("i"), 0)
+
+
+def test_thread_function_alone_infers_the_register_index():
+    from tilelang.layout.fragment import Fragment as PublicPathFragment
+
+    assert PublicPathFragment is Fragment
+    # lanes (i % 8) * 4 + j // 2 of a (16, 8) tile: i // 8 and j % 2 are not the lane's, so they
+    # make the slot, row-major: slot = (i // 8) * 2 + j % 2
+    F = Fragment((16, 8), forward_thread_fn=lambda i, j: (i % 8) * 4 + j // 2)
+    for i, j in itertools.product(range(16), range(8)):
+        assert F.thread(i, j) == (i % 8) * 4 + j // 2
+        assert F.index(i, j) == (i // 8) * 2 + j % 2
+    assert F.is_bijective()
+    assert F == Fragment((16, 8), forward_thread_fn=lambda i, j: (i % 8) * 4 + j // 2,
+                         forward_index_fn=lambda i, j: (i // 8) * 2 + j % 2)
+    # one element per thread: slot 0; replicated: the replica does not move the slot
+    assert all(Fragment((32, 4), forward_thread_fn=lambda i, j: i * 4 + j).index(i, j) == 0
+               for i, j in itertools.product(range(32), range(4)))
+    R = Fragment((32, 4), forward_thread_fn=lambda i, j, rep: i * 4 + rep, replicate=4)
+    assert [R.index(5, j) for j in range(4)] == [0, 1, 2, 3]
+    assert R.owners(5, 2) == [(20, 2), (21, 2), (22, 2), (23, 2)]
+    with pytest.raises(DSLTypeError, match="power-of-two"):
+        Fragment((12, 8), forward_thread_fn=lambda i, j: i)

@@ -3,12 +3,16 @@
 A fragment layout answers, for thread `tid` and register slot `l` (a compile-time
 constant after unrolling), which logical element `(i, j, ...)` that slot holds.
 Lowering a `T.Parallel` loop over a register tile iterates `l` per thread.
+
+The user-facing `Fragment` class (fragment_layout.py) is importable from here too, where the
+public TileLang defines it (`from tilelang.layout.fragment import Fragment`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ..ir import expr as E
+from .fragment_layout import Fragment  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -209,7 +213,7 @@ class RowFragment:
     exact = True
 
     @staticmethod
-    def of(acc) -> "RowFragment":
+    def of(acc) -> RowFragment:
         if isinstance(acc, MmaAccFragment):
             return RowFragment("mma", acc.shape[0], acc.warps_m)
         return RowFragment("wgmma", acc.shape[0], acc.wg_m)
@@ -551,7 +555,7 @@ class LaneRowFragment:
     exact = True
 
     @staticmethod
-    def of(driver) -> "LaneRowFragment | None":
+    def of(driver) -> LaneRowFragment | None:
         """The row layout of a flat 2-d driver whose threads keep their rows, or None."""
         if not isinstance(driver, FlatFragment) or len(driver.shape) != 2 or not driver.exact:
             return None

@@ -20,8 +20,18 @@ import itertools
 from ..errors import DSLTypeError
 from ..ir import expr as E
 from ..ir.expr import Expr, Var
-from .layout import (Layout, repeat_counts, as_outputs, as_shape, check_vars, compile_exprs, evaluate_grid, index_vars,
-                     is_int, substitute)
+from .layout import (
+    Layout,
+    as_outputs,
+    as_shape,
+    check_vars,
+    compile_exprs,
+    evaluate_grid,
+    index_vars,
+    is_int,
+    repeat_counts,
+    substitute,
+)
 
 
 class Fragment:
@@ -64,12 +74,51 @@ class Fragment:
             raise DSLTypeError("Fragment needs forward_fn, or forward_thread_fn and forward_index_fn")
         elif index_fn is not None:
             return thread_fn(*self.forward_vars, *extra), index_fn(*self.forward_vars)
-        else:  # `Fragment(shape, fn)`: the public positional form, fn returns (thread, index)
+        else:  # `Fragment(shape, fn)` (fn returns (thread, index)), or a thread function alone
             out = thread_fn(*self.forward_vars, *extra)
+            if not isinstance(out, (tuple, list)) or len(out) == 1:
+                thread = out[0] if isinstance(out, (tuple, list)) else out
+                return thread, self._infer_index(thread)
         if not (isinstance(out, (tuple, list)) and len(out) == 2):
             raise DSLTypeError(f"a Fragment's forward_fn returns (thread, index), got {out!r}; "
                                "pass forward_index_fn=... when the function gives only the thread")
         return out
+
+    def _infer_index(self, thread):
+        """The register index of a fragment given by its thread function alone (as the public
+        TileLang infers it): the index bits the thread does not depend on, row-major (first dim's
+        highest bit most significant). Needs power-of-two constant extents. As there, nothing
+        checks here that each (thread, slot) pair holds one element."""
+        import numpy as np
+
+        if not all(isinstance(s, int) and s > 0 and s & (s - 1) == 0 for s in self.shape):
+            raise DSLTypeError(f"Fragment{list(self.shape)}: inferring the register index from the thread function "
+                               "alone needs power-of-two constant extents; pass forward_index_fn=...")
+        rep = (self.rep_var,) if self.rep_var is not None else ()
+        t = E.as_expr(thread)
+        thr = evaluate_grid(self.forward_vars + rep, (t,), self.shape + (self.num_replicas,) * len(rep))[..., 0]
+        digits = []  # (dim, bit), most significant first
+        for d, ext in enumerate(self.shape):
+            for b in reversed(range(ext.bit_length() - 1)):
+                flipped = np.take(thr, np.arange(ext) ^ (1 << b), axis=d)
+                if (flipped == thr).all():
+                    digits.append((d, b))
+        runs = []  # [dim, lowest bit, bit count]: consecutive bits of one dim read at once
+        for d, b in digits:
+            if runs and runs[-1][0] == d and runs[-1][1] == b + 1:
+                runs[-1][1], runs[-1][2] = b, runs[-1][2] + 1
+            else:
+                runs.append([d, b, 1])
+        index, width = E.as_expr(0), 0
+        for d, lo, n in reversed(runs):
+            v = self.forward_vars[d]
+            part = v if lo == 0 and 1 << n == self.shape[d] else (v // (1 << lo)) % (1 << n)
+            index = index + part * (1 << width)
+            width += n
+        from ..arith.simplify import simplify
+
+        index = simplify(index)
+        return index
 
     def _flat_index(self, outs: tuple) -> Expr:
         """A multi-dimensional register index is flattened row-major into one slot number."""
@@ -89,7 +138,7 @@ class Fragment:
         return cls(shape, forward_thread_fn, forward_index_fn, replicate, forward_fn=forward_fn)
 
     @classmethod
-    def from_tables(cls, thread_table, index_table) -> "Fragment":
+    def from_tables(cls, thread_table, index_table) -> Fragment:
         """Enumerated fragment: thread_table[rep][idx] and index_table[idx] (int arrays)."""
         import numpy as np
 
@@ -100,7 +149,7 @@ class Fragment:
         return cls(tuple(int(s) for s in x.shape), replicate=int(t.shape[0]), _tables=(t, x))
 
     @classmethod
-    def from_coords(cls, frag) -> "Fragment":
+    def from_coords(cls, frag) -> Fragment:
         """Any object with `shape`, `threads`, `nlocal` and `coords(tid, slot)` (the lowering's
         FlatFragment / MmaAccFragment / WgmmaAccFragment), by enumeration."""
         import numpy as np
@@ -120,7 +169,7 @@ class Fragment:
         return cls.from_tables(thr[None], idx)
 
     @classmethod
-    def from_flat(cls, f) -> "Fragment":
+    def from_flat(cls, f) -> Fragment:
         """The FlatFragment layout in closed form: flat element e goes to thread
         (e // vec) % threads, slot (e // (threads * vec)) * vec + e % vec."""
         shape, threads, vec = tuple(f.shape), f.threads, f.vec
@@ -134,7 +183,7 @@ class Fragment:
                    lambda *idx: (flat(*idx) // (threads * vec)) * vec + flat(*idx) % vec)
 
     @classmethod
-    def from_mma_acc(cls, f) -> "Fragment":
+    def from_mma_acc(cls, f) -> Fragment:
         """The MmaAccFragment layout in closed form (m16n8 atoms tiled over a warp grid)."""
         wm_tile, wn_tile, warps_m, ni = f.wm_tile, f.wn_tile, f.warps_m, f.ni
 
@@ -148,7 +197,7 @@ class Fragment:
         return cls(tuple(f.shape), thread, index)
 
     @classmethod
-    def from_wgmma_acc(cls, f) -> "Fragment":
+    def from_wgmma_acc(cls, f) -> Fragment:
         """The Hopper wgmma accumulator layout in closed form (m64 atoms over warpgroups)."""
         m_wg, n_wg, wg_m = f.m_wg, f.n_wg, f.wg_m
 
@@ -282,7 +331,7 @@ class Fragment:
         return len(keys) == t.size == self.threads() * self.locals_per_thread()
 
     # ---- algebra
-    def _derive(self, shape, replicate, thread_fn, index_fn) -> "Fragment":
+    def _derive(self, shape, replicate, thread_fn, index_fn) -> Fragment:
         """A new fragment from fns of (idx tuple, rep): symbolic when self is, else enumerated."""
         if not self.is_table:
             def tfn(*args):
@@ -298,7 +347,7 @@ class Fragment:
                 thr[(r,) + pos] = thread_fn(pos, r)
         return Fragment.from_tables(thr, idx)
 
-    def repeat(self, repeats, repeat_on_thread: bool = False, lower_dim_first: bool = True) -> "Fragment":
+    def repeat(self, repeats, repeat_on_thread: bool = False, lower_dim_first: bool = True) -> Fragment:
         """Tile the fragment `repeats[d]` times along each dimension d.
 
         Block b (flattened row-major when lower_dim_first, else column-major) gets new
@@ -328,7 +377,7 @@ class Fragment:
             return self.index(*inner(idx)) + (0 if repeat_on_thread else block(idx) * nloc)
         return self._derive(shape, self.num_replicas, thread_fn, index_fn)
 
-    def replicate(self, n: int) -> "Fragment":
+    def replicate(self, n: int) -> Fragment:
         """Each element additionally held by `n` thread groups: replica r' = r + R*k sits on
         thread(x, r) + k * threads()."""
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
