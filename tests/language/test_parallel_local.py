@@ -1,7 +1,7 @@
 """A T.Parallel loop that stores only into a thread's T.alloc_local array runs whole in every thread (no
-thread shares its iterations), as in the public TileLang; one that stores to global or shared memory is
-split over the threads, each element once. CPU backend and the host emulator (sm_80 source) against
-float64 / exact references."""
+thread shares its iterations), as in the public TileLang; one that stores to global or shared memory or a
+T.alloc_var is split over the threads, each iteration once, also when it reads the thread index or a
+per-thread value. CPU backend and the host emulator (sm_80 source) against float64 / exact references."""
 import pytest
 import torch
 
@@ -88,6 +88,37 @@ def test_global_store_loop_still_split(where):
     cnt = base.clone()
     (run_cpu if where == "cpu" else run_emulated)(global_counts(), cnt)
     assert torch.equal(cnt, base + 1)
+
+
+def thread_reading_loops():
+    @T.prim_func
+    def f(A: T.Tensor((3, 128), "float32"), Acc: T.Tensor((128,), "float32"), Cnt: T.Tensor((128,), "int32"),
+          Part: T.Tensor((THREADS,), "float32")):
+        with T.Kernel(1, threads=THREADS):
+            tx = T.get_thread_binding()
+            s = T.alloc_var("float32")
+            s = 0.0
+            for r in T.serial(3):
+                for i in T.Parallel(128):  # reads tx: still each element once
+                    Acc[i] = Acc[i] + A[r, i] * T.cast(tx - tx + r + 1, "float32")
+            for i in T.Parallel(128):
+                T.atomic_add(Cnt[i], 1 + tx * 0)
+            for i in T.Parallel(128):  # a T.alloc_var sum: each thread adds the iterations it owns
+                s = s + A[0, i]
+            Part[tx] = s
+    return f
+
+
+@pytest.mark.parametrize("where", ["cpu", pytest.param("emulated", marks=pytest.mark.nvrtc)])
+def test_thread_reading_loop_runs_each_iteration_once(where):
+    a = torch.randn(3, 128)
+    acc0 = torch.randn(128)
+    acc, cnt, part = acc0.clone(), torch.zeros(128, dtype=torch.int32), torch.zeros(THREADS)
+    (run_cpu if where == "cpu" else run_emulated)(thread_reading_loops(), a, acc, cnt, part)
+    ad = a.double()
+    torch.testing.assert_close(acc.double(), acc0.double() + ad[0] + 2 * ad[1] + 3 * ad[2], rtol=1e-5, atol=1e-5)
+    assert cnt.eq(1).all()
+    torch.testing.assert_close(part.double().sum(), ad[0].sum(), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.nvrtc

@@ -25,8 +25,11 @@ lower_tile_ops_cpu (which still runs a block on one CPU thread):
   thread updates its own replica once: `acc[0] = acc[0] * scale + s[0]`) runs once, at block level
   between the threads' code around it (a serial loop or branch holding one runs at block level);
 - a tile op that touches per-thread buffers or reads thread indices is SIMT code (each thread
-  runs it whole on its own data); T.copy / T.fill and the hopper issue ops (T.tma_copy,
-  barrier arrivals, one arrival per executing thread) may sit under thread branches;
+  runs it whole on its own data); such a T.Parallel loop is split over the segment's threads, each
+  iteration once, as the CUDA path partitions it, unless it stores only into T.alloc_local arrays
+  (then every thread runs all of it, as in the public TileLang: _SplitParallel); T.copy / T.fill
+  and the hopper issue ops (T.tma_copy, barrier arrivals, one arrival per executing thread) may sit
+  under thread branches;
 - T.ptx_wgmma_rs reads its warps' A registers: a barrier before it (T.ptx_wgmma_ss and the other raw
   Hopper names are SIMT code: each thread computes its own accumulator elements);
 - T.ptx_ldmatrix / T.ptx_mma (TensorCoreIntrinEmitter) are warp exchanges between barriers (cpu_warp_mma.py);
@@ -47,7 +50,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .. import dtypes as dt
-from ..arith.simplify import const_int
+from ..arith.simplify import const_int, simplify
 from ..errors import LoweringError
 from ..ir import expr as E
 from ..ir import stmt as S
@@ -62,7 +65,7 @@ from .branch_races import check_branch, unjoinable
 from .cpu_activemask import cpu_activemask
 from .cpu_lanes import COLLECTIVES
 from .cpu_warp_mma import warp_steps
-from .thread_dependence import ISSUE_OPS, SCALAR_OPS, ThreadDependence, is_block_op, op_name
+from .thread_dependence import ISSUE_OPS, SCALAR_OPS, ThreadDependence, is_block_op, op_name, thread_local_loop
 from .thread_scopes import thread_axes, thread_interval
 
 WARP = 32
@@ -513,7 +516,8 @@ class _Kernel:
 
         def flush():
             if cur:
-                body = _ThreadRng(self.thr).visit(S.seq(*cur))
+                body = _SplitParallel(self, lo, hi).visit(S.seq(*cur))
+                body = _ThreadRng(self.thr).visit(body)
                 out.append(S.For(self.thr, E.as_expr(lo), E.as_expr(hi - lo), "serial", body, (LOOP_MARK,)))
                 cur.clear()
 
@@ -539,6 +543,66 @@ class _Kernel:
         body = self.assemble(self.split(self.k.body, (0, self.n)), (0, self.n))
         body = _Expand(self, self.thread_map()).visit(body)
         return replace(self.k, thread_vars=(), body=body)
+
+
+class _SplitParallel(Mutator):
+    """T.Parallel nests in a segment's SIMT code, under control flow the same in every thread, that
+    store to shared or global memory, a fragment or a T.alloc_var: split over the segment's threads
+    [lo, hi), each iteration run once, as the CUDA path (and the public TileLang) partitions them.
+    Thread thr runs flat iterations k * (hi - lo) + (thr - lo), k = 0, 1, ... (the CUDA order for a
+    loop that no fragment drives). A nest that stores only into T.alloc_local arrays stays whole in
+    every thread (thread_local_loop); under thread-dependent control flow nests are left as they are."""
+
+    def __init__(self, kern: _Kernel, lo: int, hi: int):
+        self.kern, self.lo, self.hi = kern, lo, hi
+
+    def visit(self, node):
+        return super().visit(node) if isinstance(node, (S.Stmt, tuple, list)) else node
+
+    def visit_For(self, s: S.For):
+        if s.kind != "parallel":
+            if s.kind in ("serial", "unroll") and not self.kern.dep((s.start, s.extent)):
+                return replace(s, body=self.visit(s.body))
+            return s
+        vars_, exts, body = [], [], s
+        while isinstance(body, S.For) and body.kind == "parallel":
+            vars_.append(body.var)
+            exts.append(E.as_expr(body.extent))
+            body = body.body
+        if thread_local_loop(body) or not self.kern.dep(s):
+            return s
+        nthr = self.hi - self.lo
+        total = exts[0]
+        for e in exts[1:]:
+            total = total * e
+        total = simplify(total)
+        k = E.Var(f"{vars_[0].name}_k", dt.int32)
+        flat = k * nthr + (self.kern.thr - self.lo)
+        idx, rest = {}, flat
+        for v, e in reversed(list(zip(vars_, exts))):
+            idx[v] = simplify(rest % e) if len(vars_) > 1 else rest
+            rest = rest // e
+        starts = [f.start for f in _nest(s)]
+        sub = {v: simplify(E.as_expr(st) + i) for (v, i), st in zip(idx.items(), reversed(starts))}
+        inner = S.IfThenElse(flat < total, substitute(body, sub))
+        return S.For(k, E.as_expr(0), simplify((total + (nthr - 1)) // nthr), "serial", inner, span=s.span)
+
+    def visit_IfThenElse(self, s: S.IfThenElse):
+        if self.kern.dep(s.cond):
+            return s
+        els = None if s.else_case is None else self.visit(s.else_case)
+        return replace(s, then_case=self.visit(s.then_case), else_case=els)
+
+    def visit_While(self, s):
+        return s
+
+
+def _nest(s: S.For) -> list:
+    out = []
+    while isinstance(s, S.For) and s.kind == "parallel":
+        out.append(s)
+        s = s.body
+    return out
 
 
 class _ThreadRng(Mutator):

@@ -31,6 +31,21 @@ _NAMES = {"Copy": "T.copy", "Fill": "T.fill / T.clear", "Gemm": "T.gemm", "Reduc
           "CumSum": "T.cumsum", "AtomicTile": "a tile T.atomic_*", "GemmSp": "T.gemm_sp"}
 
 
+def thread_local_loop(body) -> bool:
+    """Whether a T.Parallel body stores only into T.alloc_local arrays and touches no fragment, tile op,
+    atomic or other call statement: then each thread runs every iteration over its own array, as the
+    public TileLang leaves such a loop unpartitioned (`for i in T.Parallel(8): loc[i] = A[tx * 8 + i]`
+    fills all 8 of each thread's). A store to a T.alloc_var scalar keeps the loop split over the
+    threads, as there."""
+    stores = collect(body, lambda n: isinstance(n, S.BufferStore))
+    if not stores or not all(st.buffer.scope == "local" for st in stores):
+        return False
+    return not collect(body, lambda n: isinstance(n, (S.TileOp, S.Evaluate))
+                       or isinstance(n, (E.BufferLoad, S.BufferStore)) and n.buffer.scope == "fragment"
+                       or isinstance(n, E.Call) and ("atomic" in n.op or n.op in ("address_of", "access_ptr",
+                                                                                     "tvm_access_ptr")))
+
+
 def is_block_op(n) -> bool:
     """A tile op or a T.Parallel loop (block-level unless it reads something per-thread)."""
     return isinstance(n, S.TileOp) or isinstance(n, S.For) and n.kind == "parallel"

@@ -41,6 +41,7 @@ from .lower_copy import CopyLowering, bound_in, Hoist, copy_vector_width, unflat
 from .ops.base import THREAD_LOCAL, THREAD_LOOP, addr_of, is_local, sync  # noqa: F401 (re-exported)
 from .raw import Raw  # noqa: F401 (re-exported: passes import it from here)
 from .row_copies import row_loop
+from ..thread_dependence import thread_local_loop
 from .vectorize import atomic_vector_loop, cp_async_copy, plan_vectors, serial_vector_loop, vector_loop, vector_widths
 
 
@@ -490,21 +491,6 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
         ptr = f"{{{{ {'const ' if s.add else ''}{ctype}* tl_w = {{1}} + (size_t)({{0}}) * {n * T} + tid;\n#pragma unroll\n"
         body = f"{{2}}[l] += __ldcg(tl_w + l * {T}); }}}}" if s.add else f"tl_w[l * {T}] = {{2}}[l]; }}}}"
         return Raw(ptr + f"for (int l = 0; l < {n}; ++l) " + body, (s.slot, addr_of(s.ws), addr_of(r)))
-
-
-def thread_local_loop(body) -> bool:
-    """Whether a T.Parallel body stores only into T.alloc_local arrays and touches no fragment, tile op,
-    atomic or other call statement: then each thread runs every iteration over its own array, as the
-    public TileLang leaves such a loop unpartitioned (`for i in T.Parallel(8): loc[i] = A[tx * 8 + i]`
-    fills all 8 of each thread's). A store to a T.alloc_var scalar keeps the loop split over the
-    threads, as there."""
-    stores = collect(body, lambda n: isinstance(n, S.BufferStore))
-    if not stores or not all(st.buffer.scope == "local" for st in stores):
-        return False
-    return not collect(body, lambda n: isinstance(n, (S.TileOp, S.Evaluate))
-                       or isinstance(n, (E.BufferLoad, S.BufferStore)) and n.buffer.scope == "fragment"
-                       or isinstance(n, E.Call) and ("atomic" in n.op or n.op in ("address_of", "access_ptr",
-                                                                                     "tvm_access_ptr")))
 
 
 def _parallel_nest(s: S.For) -> list:
