@@ -92,8 +92,7 @@ def test_serpentine_causal_attention_runs_on_host(host, monkeypatch):
 
     monkeypatch.setattr(target, "num_sms", lambda default=132: 3)
     B, H, S, D = 1, 2, 640, 64
-    k = tilelang.compile(_flashattn().get_tir(B, H, S, D, True, 128, 128, 1, 128), target=SM90,
-                         pass_configs={"tl.disable_persistent_tile_table": True})
+    k = tilelang.compile(_flashattn().get_tir(B, H, S, D, True, 128, 128, 1, 128), target=SM90)
     src = k.get_kernel_source()
     assert "(((tl_tile_iter % 2) == 1) ? ((tl_cta * -1) + 2) : tl_cta)" in src
     _run(host, k, B, H, S, D, seed=41)
@@ -155,7 +154,8 @@ def test_table_causal_attention_runs_on_host(host, monkeypatch):
 
     monkeypatch.setattr(target, "num_sms", lambda default=132: 3)
     B, H, S, D = 1, 2, 640, 64
-    k = tilelang.compile(_flashattn().get_tir(B, H, S, D, True, 128, 128, 1, 128), target=SM90)
+    k = tilelang.compile(_flashattn().get_tir(B, H, S, D, True, 128, 128, 1, 128), target=SM90,
+                         pass_configs={"tl.enable_persistent_tile_table": True})
     src = k.get_kernel_source()
     assert "__constant__ int tl_tile_order[" in src and "tl_tile_iter % 2" not in src
     _run(host, k, B, H, S, D, seed=43)

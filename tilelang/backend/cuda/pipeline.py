@@ -186,7 +186,7 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                                    not config(ctx.pass_configs, "tl.disable_wgmma_wait_hold", False),
                                    not config(ctx.pass_configs, "tl.disable_ws_wg_epilogue", False), ids,
                                    _producer_regs(config(ctx.pass_configs, "tl.ws_producer_regs", None)),
-                                   tile_table=not config(ctx.pass_configs, "tl.disable_persistent_tile_table", False))
+                                   tile_table=bool(config(ctx.pass_configs, "tl.enable_persistent_tile_table", False)))
     if ws is not None:
         k_piped, views = k_ws, []
     elif manual is not None:

@@ -21,14 +21,16 @@ Rounds are still dealt in tile order, so the tiles in flight are the same as wit
 share their heads' K/V in L2).
 
 Where every tile's trip count is known at compile time (a static grid, no swizzle panels, a trip
-count of block variables and constants), `balanced_order` does better: it deals the tiles as a
-dynamic scheduler would -- each to the block with the least work so far -- in groups of
-neighbouring tiles (whole heads, so the tiles in flight still share K/V), longest first within a
-group, and the blocks read their tiles from a `__constant__` table. Serpentine rounds still left
-blocks with a tile more than others: causal attention B16 H16 S2048 D64 at 192 x 128 tiles
-(2816 tiles of 2..16 k-steps on 132 blocks) has a mean load of 196 k-steps a block, the most
-loaded block 209 in serpentine rounds, 198 from the table (one k-step a tile of prologue and
-epilogue counted); B8 H16 S4096 D128 at 128 x 128: 528 -> 512 against a mean of 512.
+count of block variables and constants), `balanced_order` (opt-in: `tl.enable_persistent_tile_table`)
+deals the tiles as a dynamic scheduler would -- each to the block with the least work so far -- in
+groups of neighbouring tiles (whole heads), longest first within a group, and the blocks read their
+tiles from a `__constant__` table. On paper it evens the blocks out: causal attention B16 H16 S2048
+D64 at 192 x 128 tiles (2816 tiles of 2..16 k-steps on 132 blocks, a tile costing its k-steps + 1)
+has a mean load of 217 k-steps a block, the most loaded block 231 in serpentine rounds and 219 from
+the table. On the H100 (2026-12-06, benchmarks/attention.py, 3 interleaved rounds, same call) it
+ran slower: D64 347.0 against 369.3 TFLOP/s in serpentine rounds, B8 H16 S4096 D128 at 128 x 128
+508.5 against 521.5 -- the rounds keep a head's tiles in flight together (its K/V read once from
+HBM), which the table's mix of heads per block gives up. Hence off by default.
 """
 from __future__ import annotations
 

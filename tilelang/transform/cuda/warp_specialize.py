@@ -124,7 +124,7 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
                     mma_sync: bool = True, tile_snake: bool = True, pingpong: bool | None = False,
                     trip_cap: bool = True, tile_prefix: bool = True, chain_hold: bool = True,
                     wg_epilogue: bool = True, barriers=None, producer_regs: int | None = None,
-                    tile_table: bool = True):
+                    tile_table: bool = False):
     """Returns (new kernel, WSInfo) or (k, None) when the kernel keeps the cp.async pipeline.
 
     num_sms: make the kernel persistent -- min(tiles, num_sms) blocks, each looping over the
@@ -170,7 +170,7 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     `tl.disable_persistent_snake`).
     tile_table: such a kernel whose trip counts are all known at compile time reads its tiles
     from a table dealt as a dynamic scheduler would, longest first (persistent.balanced_order;
-    off: `tl.disable_persistent_tile_table`, serpentine rounds instead).
+    `tl.enable_persistent_tile_table`; measured slower than serpentine rounds, see persistent.py).
     pingpong: the consumer warpgroups of an attention loop take turns at the tensor cores, each
     one's softmax running beside the next one's gemms (ws_pingpong.py; `tl.enable_ws_pingpong`;
     not with `chain`, which takes the loop first). None: only loops whose output accumulator has
