@@ -185,7 +185,8 @@ def gen_thread(g: Gen):
     else:
         t.append(Copy(Ref(A, "slice", (row, Lin.of(("bx", L))), (1, L)), Ref(loc)))
     e = expr(g, [("ld", loc, (q,))], dt, 2, ("q",))
-    t.append(Ew(loc, (q,), e, (L,), "serial", ("q",)))
+    # T.Parallel over a thread's own local array runs whole in that thread, as T.serial does
+    t.append(Ew(loc, (q,), e, (L,), "parallel" if g.coin(0.3) else "serial", ("q",)))
     acc_dt = "int32" if dt == "int32" else "float32"
     use_var = g.coin(0.6)
     if use_var:

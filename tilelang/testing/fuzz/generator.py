@@ -10,7 +10,7 @@ Families (each respects the public TileLang's rules, so every program is one it 
           warp policies, thread counts, shapes with block_N = 8 mod 16; the warp split is
           checked with the public rule (each warp owns a multiple of 16 rows and 8 columns;
           on sm_90 a wgmma-eligible gemm also needs a warpgroup split)
-  thread  per-thread code: tx = T.get_thread_binding(), local arrays, T.serial, alloc_var
+  thread  per-thread code: tx = T.get_thread_binding(), local arrays, T.serial / T.Parallel over them, alloc_var
   atomic  T.atomic_add of tiles from several blocks into one output
   multi   several `with T.Kernel` blocks sharing T.alloc_global workspaces   (families_ext)
   pipe    T.Pipelined(1-4 stages) gemms meant for the warp-specialized or the cp.async
