@@ -122,3 +122,40 @@ def test_zero_and_disable_keep_the_plain_behaviour():
         ref = torch.full((64, 64), pad, dtype=torch.float64)
         ref[:M, :N] = a.double()
         torch.testing.assert_close(b.double(), ref, rtol=0, atol=0)
+
+
+def nested_blocks(M, N, bM, bN, outer_pad, inner_pad):
+    """Inside T.sblock("outer") the safe value of A is outer_pad, inside its T.sblock("inner") inner_pad:
+    the inner block's copy and T.Parallel load pad with inner_pad, the outer block's with outer_pad, and
+    the kernel outside both with 0."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), B: T.Tensor((4, bM, bN), "float32")):
+        with T.Kernel(1, threads=128):
+            S = T.alloc_shared((bM, bN), "float32")
+            with T.sblock("outer"):
+                T.annotate_safe_value({A: outer_pad})
+                with T.sblock("inner"):
+                    T.annotate_safe_value({A: inner_pad})
+                    T.copy(A[0:bM, 0:bN], S)
+                    T.copy(S, B[0, 0:bM, 0:bN])
+                    for i, j in T.Parallel(bM, bN):
+                        B[1, i, j] = A[i, j]
+                T.copy(A[0:bM, 0:bN], S)
+                T.copy(S, B[2, 0:bM, 0:bN])
+            for i, j in T.Parallel(bM, bN):
+                B[3, i, j] = A[i, j]
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_sblock_safe_values_are_lexically_scoped(target):
+    M, N, bM, bN = 30, 20, 32, 32
+    k = tilelang.compile(nested_blocks(M, N, bM, bN, -1.0, -99.0), target=target)
+    a = torch.randn(M, N)
+    b = torch.full((4, bM, bN), float("nan"))
+    _run(k, target, [a, b])
+    ref = torch.zeros(4, bM, bN, dtype=torch.float64)
+    ref[0], ref[1], ref[2] = -99.0, -99.0, -1.0
+    ref[:, :M, :N] = a.double()
+    torch.testing.assert_close(b.double(), ref, rtol=0, atol=0)

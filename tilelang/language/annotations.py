@@ -56,14 +56,16 @@ def annotate_restrict_buffers(*buffers):
 def annotate_safe_value(safe_value_map: dict):
     """The value out-of-range reads of a tensor give: `{A: v}` makes every element of A that a T.copy
     or a load in a T.Parallel loop reads outside A's shape read as `v` (0 without the annotation).
-    It applies to the whole prim_func (transform/legalize_safe_memory.py). Example::
+    Inside `with T.sblock(...):` it applies to that block's statements (an inner block's annotation
+    wins inside it), elsewhere to the whole prim_func (transform/legalize_safe_memory.py). Example::
 
         T.annotate_safe_value({A: -T.infinity("float32")})   # a max over a padded tile ignores the padding
     """
     if not isinstance(safe_value_map, dict):
         raise DSLTypeError(f"T.annotate_safe_value: expected a dict {{tensor: value}}, got {safe_value_map!r}")
     b = B.current("T.annotate_safe_value")
-    have = dict(getattr(b, "func_attrs", {}).get(SAFE_VALUES, ()))
+    block = next((f for f in reversed(getattr(b, "tir_frames", [])) if hasattr(f, "safe_values")), None)
+    have = dict(block.safe_values if block is not None else getattr(b, "func_attrs", {}).get(SAFE_VALUES, ()))
     for buf, v in safe_value_map.items():
         if not isinstance(buf, Buffer) or buf.scope != "global":
             raise DSLTypeError(f"T.annotate_safe_value: the keys must be tensor parameters (global buffers), got "
@@ -73,6 +75,9 @@ def annotate_safe_value(safe_value_map: dict):
             raise DSLTypeError(f"T.annotate_safe_value: {buf.name} -> {v!r}: the value must be a scalar")
         c = const_value(e)
         have[buf.name] = c if c is not None else e
+    if block is not None:  # the block's statements get it when the block closes (language/blocks.py)
+        block.safe_values = have
+        return
     _set("T.annotate_safe_value", SAFE_VALUES, tuple((k, v) for k, v in have.items() if not _is_zero(v)))
 
 

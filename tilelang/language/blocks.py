@@ -14,14 +14,16 @@ the block with p; `T.reads` / `T.writes` / `T.sblock_attr` are accepted and unus
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import DSLSyntaxError, DSLTypeError, Span
 from ..frontend import builder as B
 from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.buffer import Buffer, BufferRegion
+from ..ir.visitor import Mutator
 from ..tvm.tirx_nodes import Range
+from .annotations import SAFE_VALUES
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,7 @@ class _SBlock:
     def __init__(self, name):
         self.name = name
         self.reduce_starts: list = []  # (binding, domain start) of each reduction axis so far
+        self.safe_values: dict = {}  # T.annotate_safe_value inside the block: tensor name -> value
 
     def tl_frame_enter(self):
         b = B.current("T.sblock")
@@ -53,7 +56,32 @@ class _SBlock:
             k = marks[0]
             guarded = S.seq(*stmts[k + 1:])
             stmts = stmts[:k] + [S.IfThenElse(stmts[k].cond, guarded, None)]
-        b.emit(S.seq(*stmts))
+        body = S.seq(*stmts)
+        if self.safe_values:
+            body = _ScopeSafeValues(self.safe_values).visit(body)
+        b.emit(body)
+
+
+class _ScopeSafeValues(Mutator):
+    """The block's T.annotate_safe_value on its T.copy ops (Copy.safe_values) and T.Parallel loops (the
+    loop annotation SAFE_VALUES), under what an inner block already set (that one is nearer)."""
+
+    def __init__(self, values: dict):
+        self.values = values
+
+    def merged(self, inner) -> tuple:
+        return tuple({**self.values, **dict(inner)}.items())
+
+    def visit_Copy(self, op):
+        return replace(op, safe_values=self.merged(op.safe_values))
+
+    def visit_For(self, s: S.For):
+        s = self.generic(s)
+        if s.kind != "parallel":
+            return s
+        ann = dict(s.annotations)
+        ann[SAFE_VALUES] = self.merged(ann.get(SAFE_VALUES, ()))
+        return replace(s, annotations=tuple(ann.items()))
 
 
 def sblock(name="", no_realize=False):

@@ -24,6 +24,7 @@ class Copy(TileOp):
     async_group: bool = False  # set by software pipelining: issue cp.async, leave commit/wait to the pipeline
     span: Span | None = default_span()
     no_wait: bool = False  # T.async_copy: cp.async + commit, the program waits (T.ptx_wait_group)
+    safe_values: tuple = ()  # ((tensor name, value), ...) of the T.sblock's T.annotate_safe_value around it
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ with no loop inside, as the public TileLang guards them) are guarded the same wa
 `for k in T.serial(block_K // threads): Logits[bx, k * threads + tx] = ...` does not write past
 the row. Turned off by pass config tl.disable_safe_memory_legalize.
 
-T.annotate_safe_value({A: v}) (func attr "tl.safe_value_map") makes out-of-range loads of A read v
+T.annotate_safe_value({A: v}) (func attr "tl.safe_value_map"; inside a T.sblock, the block's T.Parallel
+loops' annotation of that name and its copies' Copy.safe_values) makes out-of-range loads of A read v
 instead of 0; a T.copy from A becomes the T.Parallel loop it means, with that select, since the
 copy paths (cp.async zero-fill, TMA) can only fill zeros.
 
@@ -51,10 +52,19 @@ class _Legalize(TrackRanges, Mutator):
         leaf = not par and not collect(s.body, lambda n: isinstance(n, S.For))
         self.parallel += par
         self.leaf += leaf
-        with self.ranges.loop(s):
-            out = self.generic(s)
-        self.parallel -= par
-        self.leaf -= leaf
+        outer = self.safe
+        scoped = s.annotation(SAFE_VALUES)  # a T.sblock's T.annotate_safe_value (language/blocks.py)
+        if scoped:
+            self.safe = {**outer, **dict(scoped)}
+        try:
+            with self.ranges.loop(s):
+                out = self.generic(s)
+        finally:
+            self.safe = outer
+            self.parallel -= par
+            self.leaf -= leaf
+        if scoped and isinstance(out, S.For):
+            out = replace(out, annotations=tuple((k, v) for k, v in out.annotations if k != SAFE_VALUES))
         return out
 
     def cond(self, buf, indices):
@@ -81,7 +91,13 @@ class _Legalize(TrackRanges, Mutator):
     def visit_Copy(self, op: O.Copy):
         """A T.copy from a tensor with a safe value: the elementwise T.Parallel loop it means, its
         out-of-range source elements reading the safe value."""
-        if op.src.buffer.scope != "global" or op.src.buffer.name not in self.safe:
+        if op.safe_values:  # a T.sblock's T.annotate_safe_value (language/blocks.py) around this copy
+            outer, self.safe = self.safe, {**self.safe, **dict(op.safe_values)}
+            try:
+                return self.visit_Copy(replace(op, safe_values=()))
+            finally:
+                self.safe = outer
+        if op.src.buffer.scope != "global" or _is_zero(self.safe.get(op.src.buffer.name, 0)):
             return self.generic(op)
         ext = squeezed(op.dst.extents)
         vs = [E.Var(f"sv{d}", dt.int32) for d in range(len(ext))]
@@ -146,5 +162,10 @@ def legalize_safe_memory(func: PrimFunc, ctx=None) -> PrimFunc:
     safe = dict(func.attr(SAFE_VALUES, ()) or ())
     calls = ctx is None or not config(ctx.pass_configs, "tl.disable_minmax_call_ranges", False)
     if ctx is not None and config(ctx.pass_configs, "tl.disable_safe_memory_legalize", False):
-        return replace(func, body=_SafeCopies(calls, safe).visit(func.body)) if safe else func
+        return replace(func, body=_SafeCopies(calls, safe).visit(func.body))  # T.sblock ones too
     return replace(func, body=_Legalize(calls, safe).visit(func.body))
+
+
+def _is_zero(v) -> bool:
+    """A safe value that changes nothing (out-of-range reads give 0 anyway)."""
+    return not isinstance(v, E.Expr) and v == 0
