@@ -94,6 +94,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_PERSISTENT_SNAKE = "tl.disable_persistent_snake"
     TL_ENABLE_PERSISTENT_TILE_TABLE = "tl.enable_persistent_tile_table"
     TL_DISABLE_UNMASKED_TILE_CLEAR = "tl.disable_unmasked_tile_clear"
+    TL_DISABLE_UNMASKED_POST_MASK = "tl.disable_unmasked_post_mask"
     TL_DISABLE_DEFERRED_EPILOGUE = "tl.disable_deferred_epilogue"
     TL_DISABLE_DEEP_RING = "tl.disable_deep_ring"
     TL_DISABLE_RING_TRIP_CAP = "tl.disable_ring_trip_cap"
@@ -282,6 +283,9 @@ _DOCS = {
     "TL_DISABLE_UNMASKED_TILE_CLEAR": "Ours. True: a wgmma accumulator's mask fill (`C[i, j] = cond ? 0 : -inf` "
                                       "before the gemm into C) runs on every tile, not only where a block-uniform "
                                       "bound finds a masked element (unmasked_clear.py).",
+    "TL_DISABLE_UNMASKED_POST_MASK": "Ours. True: an infinite mask fill on the masked tiles runs before the gemm "
+                                     "(which accumulates into it), not added to C after the gemm's wait (which "
+                                     "clears C on every tile) (unmasked_clear.py).",
     "TL_DISABLE_DEFERRED_EPILOGUE": "Ours. True: persistent GEMMs store C between k-loops.",
     "TL_ENABLE_WS_OVERLAP": "Ours. True: a warp-specialized loop of two chained gemms (attention) keeps the next "
                             "tile's scores gemm in flight beside this tile's output gemm (ws_overlap.py). Off by "

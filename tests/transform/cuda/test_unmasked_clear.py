@@ -15,6 +15,7 @@ import tilelang.language as T
 
 SM90 = "cuda -arch=sm_90a"
 OFF = {"tl.disable_unmasked_tile_clear": True}
+PRE = {"tl.disable_unmasked_post_mask": True}  # the fill before the gemm, the bound as the gemm's clear flag
 
 
 def _flashattn():
@@ -39,7 +40,7 @@ def test_causal_bound_is_exactly_the_tiles_left_of_the_diagonal(cfg, helpers):
 
     bM, bN = cfg[:2]
     S = 1024
-    k = tilelang.compile(_flashattn().get_tir(2, 4, S, 64, True, *cfg), target=SM90)
+    k = tilelang.compile(_flashattn().get_tir(2, 4, S, 64, True, *cfg), target=SM90, pass_configs=PRE)
     (gemm,) = _gemm_raws(k)
     assert gemm.fmt.endswith("({0}, {1}, {2}, {3});")
     full = gemm.args[3]
@@ -73,13 +74,17 @@ def _reference_attention(q, kk, v, causal):
 
 @pytest.mark.nvrtc
 @pytest.mark.parametrize("S,causal,cfg", [(320, True, (64, 64, 2, 128)), (200, False, (64, 64, 2, 128)),
-                                          (384, True, (128, 64, 2, 256))])
-def test_attention_with_unmasked_tiles_matches_float64_on_host(host, S, causal, cfg):
-    """Causal: diagonal tiles masked, the rest cleared by the gemm; ragged S = 200: the last tile."""
+                                          (384, True, (128, 64, 2, 256)), (640, True, (192, 128, 2, 384))])
+@pytest.mark.parametrize("configs", [{}, PRE])
+def test_attention_with_unmasked_tiles_matches_float64_on_host(host, S, causal, cfg, configs):
+    """Causal: diagonal tiles masked, the rest cleared by the gemm; ragged S = 200: the last tile.
+    Post-mask (default): every gemm clears, the mask is added after its wait; PRE: the fill before
+    the gemm on the masked tiles, the gemm's clear flag the bound. 192 x 128 on three consumer
+    warpgroups: their ping-pong turns leave the P.V wgmma in flight across iterations."""
     B, H, D = 1, 2, 64
-    k = tilelang.compile(_flashattn().get_tir(B, H, S, D, causal, *cfg), target=SM90)
+    k = tilelang.compile(_flashattn().get_tir(B, H, S, D, causal, *cfg), target=SM90, pass_configs=configs)
     (gemm,) = _gemm_raws(k)
-    assert len(gemm.args) == 4
+    assert len(gemm.args) == 4 if configs else gemm.fmt.endswith(", true);")
     g = torch.Generator().manual_seed(51 + S)
     q, kk, v = (torch.randn(B, S, H, D, generator=g).half() for _ in range(3))
     o = torch.full((B, S, H, D), float("nan")).half()
@@ -111,12 +116,12 @@ def _masked_scores(S, D=64, bM=64, bN=64):
 
 
 @pytest.mark.nvrtc
-@pytest.mark.parametrize("configs", [{}, OFF])
+@pytest.mark.parametrize("configs", [{}, OFF, PRE])
 def test_masked_scores_match_float64_on_host(host, configs):
     S = 200
     k = tilelang.compile(_masked_scores(S), target=SM90, pass_configs=configs)
     (gemm,) = _gemm_raws(k)
-    assert len(gemm.args) == (3 if configs else 4)
+    assert len(gemm.args) == (4 if configs == PRE else 3)
     g = torch.Generator().manual_seed(61)
     q, kk = (torch.randn(S, 64, generator=g).half() for _ in range(2))
     o = torch.full((S, S), float("nan"))
@@ -144,3 +149,27 @@ def test_a_build_that_spills_more_with_the_guarded_fill_is_rebuilt_without_it():
         off = tilelang.compile(tir, target=SM90, pass_configs=OFF)
     assert spilled(on.artifact.compiled.ptxas_info()) <= spilled(off.artifact.compiled.ptxas_info())
 
+
+
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("D,cfg", [(64, (192, 128, 2, 384)), (128, (128, 128, 2, 256))])
+def test_post_mask_keeps_the_pv_wgmma_in_flight(D, cfg):
+    """Causal attention with ping-pong consumers: the scores gemm always clears, the mask is added
+    after its wait<0> on the diagonal tiles only (the bound: k * bN + bN - 1 > bx * bM), and ptxas no
+    longer injects a wgmma wait (C7517) for the fill the earlier form wrote before the gemm."""
+    import re
+
+    tir = _flashattn().get_tir(2, 4, 1024, D, True, *cfg)
+    k = tilelang.compile(tir, target=SM90)
+    (gemm,) = _gemm_raws(k)
+    assert gemm.fmt.endswith(", true);")
+    src = k.get_kernel_source()
+    body = src[src.index("for (int k = 0;", src.index("setmaxnreg_inc")):]
+    issue = body.index("gemm_ss_sm90")
+    wait = body.index("tl::warpgroup_wait<0>();", issue)
+    post = body.index("? 0.0f : (-INFINITY)) + acc_s[", wait)
+    guard = body.rfind("if ((!(", wait, post)
+    assert issue < wait < guard < post and f"* {cfg[0]})" in body[guard:post]
+    assert "C7517" not in k.artifact.compiled.log
+    pre = tilelang.compile(tir, target=SM90, pass_configs=PRE)
+    assert re.search(r"\(C7517\)", pre.artifact.compiled.log), "the form this replaces had the injected wait"

@@ -243,7 +243,9 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
         if not config(ctx.pass_configs, "tl.disable_unmasked_tile_clear", False):
             from ...transform.cuda.unmasked_clear import fold_unmasked_tiles
 
-            body, ctx.unmasked_tiles = fold_unmasked_tiles(new.body, info.tid, info.threads, new.block_vars)
+            body, ctx.unmasked_tiles = fold_unmasked_tiles(
+                new.body, info.tid, info.threads, new.block_vars,
+                not config(ctx.pass_configs, "tl.disable_unmasked_post_mask", False))
             new = replace(new, body=body)
         if not config(ctx.pass_configs, "tl.disable_carried_accum_clear", False):
             from ...transform.cuda.carried_clear import carry_accum_clears

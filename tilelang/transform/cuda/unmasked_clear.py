@@ -21,6 +21,16 @@ limit the guarded fill can still cost registers (D64 192 x 128 on three consumer
 128 registers: 32 bytes spilled); the CUDA pipeline then rebuilds without this pass and keeps
 the build that spills less (backend/cuda/pipeline.py).
 
+Post-mask (`post_mask`, off: `tl.disable_unmasked_post_mask`): where the fill's other value is an
+infinity (`select(cond, 0, -inf)`), the gemm always clears C and the masked tiles add the fill to
+C after the gemm's wait instead -- `C[l] = select(cond, 0, -inf) + C[l]`, the value the fill and an
+accumulating gemm give (adding 0 or an infinity rounds nothing). The fill no longer writes C before
+the gemm: with the previous iteration's P.V wgmma still in flight across the loop's back edge (the
+consumers' ping-pong turns), writing the 64 score registers there made ptxas wait for that wgmma
+first (its C7517 "wgmma.wait_group is injected") on every diagonal tile of causal attention (D64 192
+x 128 on three warpgroups, D128 128 x 128 on two). Taken only where the gemm's wait<0> follows in
+the same statement list with nothing touching C in between (or the gemm waits itself).
+
 Causal attention fills the scores tile with `bx * bM + i >= k * bN + j ? 0 : -inf` on every key
 tile; only the diagonal tiles (k * bN + bN - 1 > bx * bM) have a masked element. At D64 with
 128 x 128 tiles the fill is ~150 of the ~780 SASS instructions of a key tile (64 compares,
@@ -36,6 +46,8 @@ pass saves them and the register moves that seeded the accumulator.
 """
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import replace
 
 from ...arith.ranges import Ranges
@@ -44,7 +56,13 @@ from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.visitor import Mutator, collect, substitute
 from .fold_accum_clear import GEMM_HEAD as _GEMM
-from .fold_accum_clear import accumulator, mentions, wgmma_elems, whole_register_store
+from .fold_accum_clear import (
+    accumulator,
+    clearing_call,
+    mentions,
+    wgmma_elems,
+    whole_register_store,
+)
 from .raw import Raw
 
 _CALL = "({0}, {1}, {2});"
@@ -83,8 +101,37 @@ def mask_fill(st):
     return b, cond, _is_zero(v.a)
 
 
+_WAIT0 = re.compile(r"^(?:tl::fence_accumulator<\d+>\(\w+\); )*tl::warpgroup_wait(?:_held)?<0>\(\);")
+
+
+def _infinite(e) -> bool:
+    v = E.const_value(E.as_expr(e))
+    return isinstance(v, float) and math.isinf(v)
+
+
+def _post_mask(st, zero_when: bool):
+    """The fill loop `st` rewritten to add its value to C: `C[l] = select(cond, 0, x) + C[l]`
+    (zero_when; `select(cond, x, 0) + C[l]` otherwise), where x is an infinity; else None."""
+    lets, store = whole_register_store(st)
+    v = store.value
+    if not _infinite(v.b if zero_when else v.a):
+        return None
+    acc = E.BufferLoad(store.buffer, tuple(store.indices), store.buffer.dtype)
+    new = replace(store, value=E.binop("+", v, acc))
+    body = S.seq(*lets, new) if lets else new
+    return replace(st, body=body)
+
+
+def _gemm_waits(fmt: str) -> bool:
+    """Whether a wgmma gemm Raw waits for its own wgmma (its last template argument is not -1)."""
+    head = fmt[: fmt.index(">(")] if ">(" in fmt else fmt
+    return not head.rstrip().endswith("-1")
+
+
 class _Fold(Mutator):
-    def __init__(self, tid, threads: int, block_vars):
+    def __init__(self, tid, threads: int, block_vars, post_mask: bool = True):
+        self.post_mask = post_mask
+        self.posted = 0
         self.ranges = Ranges()
         self.ranges.of[tid] = (0, threads - 1)
         self.tid = tid
@@ -144,11 +191,44 @@ class _Fold(Mutator):
         if not plans:
             return s if all(a is b for a, b in zip(stmts, s.stmts)) else S.seq(*stmts)
         self.count += len(plans)
+        after: dict = {}  # statement index -> post-masks to run after it
         for i, (j, full) in plans.items():
-            stmts[i] = S.IfThenElse(E.logical_not(full), stmts[i], None)
+            post = self._posted(stmts, i, j) if self.post_mask else None
             g = stmts[j]
+            if post is not None:
+                w, loop = post
+                self.posted += 1
+                stmts[i] = S.seq()
+                stmts[j] = replace(g, fmt=clearing_call(g.fmt))
+                after.setdefault(w, []).append(S.IfThenElse(E.logical_not(full), loop, None))
+                continue
+            stmts[i] = S.IfThenElse(E.logical_not(full), stmts[i], None)
             stmts[j] = replace(g, fmt=g.fmt[: -len(_CALL)] + _UNIFORM_CALL, args=tuple(g.args) + (full,))
-        return S.seq(*stmts)
+        out = []
+        for k, st in enumerate(stmts):
+            out.append(st)
+            out += after.get(k, [])
+        return S.seq(*out)
+
+    def _posted(self, stmts, i, j):
+        """(index of the statement after which the mask is added, the post-mask loop) for the fill at
+        stmts[i] and its gemm at stmts[j], or None (see the module docstring)."""
+        found = mask_fill(stmts[i])
+        if found is None:
+            return None
+        b, _, zero_when = found
+        loop = _post_mask(stmts[i], zero_when)
+        if loop is None:
+            return None
+        if _gemm_waits(stmts[j].fmt):
+            return j, loop
+        for w in range(j + 1, len(stmts)):
+            st = stmts[w]
+            if isinstance(st, Raw) and _WAIT0.match(st.fmt):
+                return w, loop
+            if mentions(st, b):
+                return None
+        return None
 
     # ------------------------------------------------------------ the rewrite
     def _plan(self, stmts, i):
@@ -225,10 +305,10 @@ def _logical(c) -> bool:
     return isinstance(c, E.Binary) and (c.op in ("&&", "||") or (c.op in ("&", "|") and c.dtype.name == "bool"))
 
 
-def fold_unmasked_tiles(body, tid, threads: int, block_vars):
+def fold_unmasked_tiles(body, tid, threads: int, block_vars, post_mask: bool = True):
     """(`body` with each wgmma accumulator's mask fill run only where a block-uniform test finds a
     masked element, the gemm clearing the accumulator otherwise, the number of fills so guarded);
-    see the module docstring."""
-    f = _Fold(tid, threads, block_vars)
+    post_mask: infinite masks are added after the gemm's wait instead (see the module docstring)."""
+    f = _Fold(tid, threads, block_vars, post_mask)
     out = f.visit(body)
     return out, f.count
