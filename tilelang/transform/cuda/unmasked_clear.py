@@ -29,7 +29,11 @@ the gemm: with the previous iteration's P.V wgmma still in flight across the loo
 consumers' ping-pong turns), writing the 64 score registers there made ptxas wait for that wgmma
 first (its C7517 "wgmma.wait_group is injected") on every diagonal tile of causal attention (D64 192
 x 128 on three warpgroups, D128 128 x 128 on two). Taken only where the gemm's wait<0> follows in
-the same statement list with nothing touching C in between (or the gemm waits itself).
+the same statement list with nothing touching C in between (or the gemm waits itself), and only in
+blocks of at most POST_MASK_THREADS consumer threads: on three consumer warpgroups (128 registers a
+thread) the H100 run (2026-12-06, benchmarks/attention.py, 3 interleaved rounds, same call) of D64
+causal 192 x 128 fell from 371.1 to 251.6 TFLOP/s with it (the device's NVRTC spilled), while two
+warpgroups gained: D64 128 x 128 349.4 -> 365.4, D128 128 x 128 529.5 -> 550.5 (cuDNN 514.7).
 
 Causal attention fills the scores tile with `bx * bM + i >= k * bN + j ? 0 : -inf` on every key
 tile; only the diagonal tiles (k * bN + bN - 1 > bx * bM) have a masked element. At D64 with
@@ -305,10 +309,14 @@ def _logical(c) -> bool:
     return isinstance(c, E.Binary) and (c.op in ("&&", "||") or (c.op in ("&", "|") and c.dtype.name == "bool"))
 
 
+POST_MASK_THREADS = 256  # two consumer warpgroups (see the module docstring)
+
+
 def fold_unmasked_tiles(body, tid, threads: int, block_vars, post_mask: bool = True):
     """(`body` with each wgmma accumulator's mask fill run only where a block-uniform test finds a
     masked element, the gemm clearing the accumulator otherwise, the number of fills so guarded);
-    post_mask: infinite masks are added after the gemm's wait instead (see the module docstring)."""
-    f = _Fold(tid, threads, block_vars, post_mask)
+    post_mask: infinite masks are added after the gemm's wait instead, in blocks of at most
+    POST_MASK_THREADS threads (see the module docstring)."""
+    f = _Fold(tid, threads, block_vars, post_mask and threads <= POST_MASK_THREADS)
     out = f.visit(body)
     return out, f.count
