@@ -65,7 +65,8 @@ from .branch_races import check_branch, unjoinable
 from .cpu_activemask import cpu_activemask
 from .cpu_lanes import COLLECTIVES
 from .cpu_warp_mma import warp_steps
-from .thread_dependence import ISSUE_OPS, SCALAR_OPS, ThreadDependence, is_block_op, op_name, thread_local_loop
+from .thread_dependence import (ISSUE_OPS, SCALAR_OPS, ThreadDependence, is_block_op, op_name, parallel_nest,
+                                 thread_local_loop)
 from .thread_scopes import thread_axes, thread_interval
 
 WARP = 32
@@ -582,7 +583,7 @@ class _SplitParallel(Mutator):
         for v, e in reversed(list(zip(vars_, exts))):
             idx[v] = simplify(rest % e) if len(vars_) > 1 else rest
             rest = rest // e
-        starts = [f.start for f in _nest(s)]
+        starts = [f.start for f in parallel_nest(s)]
         sub = {v: simplify(E.as_expr(st) + i) for (v, i), st in zip(idx.items(), reversed(starts))}
         inner = S.IfThenElse(flat < total, substitute(body, sub))
         return S.For(k, E.as_expr(0), simplify((total + (nthr - 1)) // nthr), "serial", inner, span=s.span)
@@ -595,14 +596,6 @@ class _SplitParallel(Mutator):
 
     def visit_While(self, s):
         return s
-
-
-def _nest(s: S.For) -> list:
-    out = []
-    while isinstance(s, S.For) and s.kind == "parallel":
-        out.append(s)
-        s = s.body
-    return out
 
 
 class _ThreadRng(Mutator):

@@ -31,6 +31,15 @@ _NAMES = {"Copy": "T.copy", "Fill": "T.fill / T.clear", "Gemm": "T.gemm", "Reduc
           "CumSum": "T.cumsum", "AtomicTile": "a tile T.atomic_*", "GemmSp": "T.gemm_sp"}
 
 
+def parallel_nest(s) -> list:
+    """The T.Parallel loops of a nest starting at `s`, outermost first."""
+    out = []
+    while isinstance(s, S.For) and s.kind == "parallel":
+        out.append(s)
+        s = s.body
+    return out
+
+
 def thread_local_loop(body) -> bool:
     """Whether a T.Parallel body stores only into T.alloc_local arrays and touches no fragment, tile op,
     atomic or other call statement: then each thread runs every iteration over its own array, as the

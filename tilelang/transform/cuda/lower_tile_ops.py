@@ -41,7 +41,7 @@ from .lower_copy import CopyLowering, bound_in, Hoist, copy_vector_width, unflat
 from .ops.base import THREAD_LOCAL, THREAD_LOOP, addr_of, is_local, sync  # noqa: F401 (re-exported)
 from .raw import Raw  # noqa: F401 (re-exported: passes import it from here)
 from .row_copies import row_loop
-from ..thread_dependence import thread_local_loop
+from ..thread_dependence import parallel_nest, thread_local_loop
 from .vectorize import atomic_vector_loop, cp_async_copy, plan_vectors, serial_vector_loop, vector_loop, vector_widths
 
 
@@ -310,7 +310,7 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
             exts.append(body.extent)
             body = body.body
         if thread_local_loop(body):  # each thread runs all of it, over its own registers
-            for v, e, f in reversed(list(zip(vars_, exts, _parallel_nest(s)))):
+            for v, e, f in reversed(list(zip(vars_, exts, parallel_nest(s)))):
                 body = S.For(v, f.start, e, "serial", body, f.annotations, span=f.span)
             return self.visit(body)
         sl = fragment_slice(vars_, exts, body, self.plan.in_registers)
@@ -491,15 +491,6 @@ class _Lower(AsyncLowering, CopyLowering, TrackRanges, Mutator):
         ptr = f"{{{{ {'const ' if s.add else ''}{ctype}* tl_w = {{1}} + (size_t)({{0}}) * {n * T} + tid;\n#pragma unroll\n"
         body = f"{{2}}[l] += __ldcg(tl_w + l * {T}); }}}}" if s.add else f"tl_w[l * {T}] = {{2}}[l]; }}}}"
         return Raw(ptr + f"for (int l = 0; l < {n}; ++l) " + body, (s.slot, addr_of(s.ws), addr_of(r)))
-
-
-def _parallel_nest(s: S.For) -> list:
-    """The T.Parallel loops of a nest, outermost first."""
-    out = []
-    while isinstance(s, S.For) and s.kind == "parallel":
-        out.append(s)
-        s = s.body
-    return out
 
 
 class _RegAccess(Mutator):
