@@ -177,6 +177,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_WGMMA_WAIT_HOLD = "tl.disable_wgmma_wait_hold"
     TL_DISABLE_WGMMA_POLICY_COST = "tl.disable_wgmma_policy_cost"
     TL_DISABLE_WS_WG_EPILOGUE = "tl.disable_ws_wg_epilogue"
+    TL_DISABLE_WS_DEAD_ROWS = "tl.disable_ws_dead_rows"
     TL_DISABLE_BARRIER_ID_REMAP = "tl.disable_barrier_id_remap"
     TL_FRESH_COPY_INDEX = "tl.fresh_copy_index"
     TL_WS_PRODUCER_REGS = "tl.ws_producer_regs"
@@ -549,6 +550,11 @@ _DOCS = {
                                    "T.named_barrier_arrive use one of them, and such a kernel is a LoweringError. "
                                    "Else the compiler's ids move to ids the program does not use "
                                    "(transform/cuda/barrier_ids.py); kernels without such calls are unchanged.",
+    "TL_DISABLE_WS_DEAD_ROWS": "Ours. True (sm_90a): every consumer warpgroup of a ping-pong attention loop runs "
+                               "its gemms and softmax. Else a warpgroup whose rows all land past the end of the "
+                               "tensors the epilogue writes (the last query block when seq_len is not a multiple "
+                               "of block_M) only waits for, releases and passes on each stage "
+                               "(transform/cuda/ws_dead_rows.py).",
     "TL_DISABLE_WS_WG_EPILOGUE": "Ours. True (sm_90a): a warp-specialized kernel's TMA-store epilogue is staged by "
                                  "all consumer threads between two barriers across the consumer warpgroups, thread 0 "
                                  "waiting for and issuing the stores, as before. Else, where each of 2+ consumer "

@@ -115,6 +115,7 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
         stage_epilogue,
     )
     from ...transform.cuda.warp_specialize import warp_specialize
+    from ...transform.cuda.ws_dead_rows import rows_owned
     from ...transform.pass_config import get as config
 
     from ...transform.cuda.manual_ws import has_warp_groups, manual_ws
@@ -186,7 +187,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                                    not config(ctx.pass_configs, "tl.disable_wgmma_wait_hold", False),
                                    not config(ctx.pass_configs, "tl.disable_ws_wg_epilogue", False), ids,
                                    _producer_regs(config(ctx.pass_configs, "tl.ws_producer_regs", None)),
-                                   tile_table=bool(config(ctx.pass_configs, "tl.enable_persistent_tile_table", False)))
+                                   tile_table=bool(config(ctx.pass_configs, "tl.enable_persistent_tile_table", False)),
+                                   skip_dead_rows=not config(ctx.pass_configs, "tl.disable_ws_dead_rows", False))
     if ws is not None:
         k_piped, views = k_ws, []
     elif manual is not None:
@@ -237,6 +239,12 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
         # the per-warpgroup epilogue assumed each consumer warpgroup owns 64 whole rows of the
         # accumulator; layout inference split it otherwise: build with the shared epilogue
         ctx.pass_configs = {**ctx.pass_configs, "tl.disable_ws_wg_epilogue": True}
+        return lower_cuda(func, ctx)
+    if ws is not None and ws.dead_rows is not None and not rows_owned(info, ws.dead_rows.tiles, ws.pingpong,
+                                                                      ws.dead_rows.rows * ws.pingpong):
+        # a fragment of the loop or the epilogue is not split by rows between the consumer warpgroups
+        # as ws_dead_rows assumed: build with every warpgroup doing its work
+        ctx.pass_configs = {**ctx.pass_configs, "tl.disable_ws_dead_rows": True}
         return lower_cuda(func, ctx)
     if info.uses_wgmma:
         new = replace(new, body=fold_accum_clears(new.body))

@@ -53,6 +53,7 @@ from .ws_epilogue import TmaDesc, defer_epilogue, defer_fits, fold_staged_store,
 from .ws_loads import (hoist_staged_decls, hoistable_copies, panel_width, plan_prefix_loads, prefix_loads,
                        take_prefix_loads, tma_plan)
 from .ws_overlap import chain_plan, overlapped_consumer
+from .ws_dead_rows import dead_rows
 from .ws_pingpong import AUTO_MIN_COLUMNS, pingpong_consumer, pingpong_plan, turn_head, turn_tail
 from .ws_tile_prefix import extra_bytes, take_tile_prefix
 
@@ -74,6 +75,7 @@ class WSInfo:
     wg_epilogue: object = None  # the accumulator each consumer warpgroup stores its own rows of (ws_epilogue.wg_chunk)
     barriers: object = None  # the kernel's barrier_ids.BarrierIds: named barrier ids clear of the program's own
     tile_order: tuple = ()  # persistent.balanced_order's table: the codegen's __constant__ tl_tile_order
+    dead_rows: object = None  # ws_dead_rows.DeadRows of the ping-pong loop (its row split is checked after layouts)
 
 
 # the producer warpgroup issues TMA and waits on barriers: 24 registers a thread (setmaxnreg's
@@ -124,7 +126,7 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
                     mma_sync: bool = True, tile_snake: bool = True, pingpong: bool | None = False,
                     trip_cap: bool = True, tile_prefix: bool = True, chain_hold: bool = True,
                     wg_epilogue: bool = True, barriers=None, producer_regs: int | None = None,
-                    tile_table: bool = False):
+                    tile_table: bool = False, skip_dead_rows: bool = True):
     """Returns (new kernel, WSInfo) or (k, None) when the kernel keeps the cp.async pipeline.
 
     num_sms: make the kernel persistent -- min(tiles, num_sms) blocks, each looping over the
@@ -171,6 +173,8 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     tile_table: such a kernel whose trip counts are all known at compile time reads its tiles
     from a table dealt as a dynamic scheduler would, longest first (persistent.balanced_order;
     `tl.enable_persistent_tile_table`; measured slower than serpentine rounds, see persistent.py).
+    skip_dead_rows: in a ping-pong loop a consumer warpgroup whose rows all land past the end of the
+    outputs runs only the loop's waits, turns and releases (ws_dead_rows.py; `tl.disable_ws_dead_rows`).
     pingpong: the consumer warpgroups of an attention loop take turns at the tensor cores, each
     one's softmax running beside the next one's gemms (ws_pingpong.py; `tl.enable_ws_pingpong`;
     not with `chain`, which takes the loop first). None: only loops whose output accumulator has
@@ -189,6 +193,7 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     plan.chain = chain
     plan.chain_hold = chain_hold
     plan.pingpong = False if chain else pingpong
+    plan.skip_dead_rows = skip_dead_rows
     plan.fold_staging = fold_staging
     plan.wg_epilogue = wg_epilogue
     if not chain:
@@ -244,6 +249,7 @@ class WSPlan:
     chain: bool = False  # two chained gemms stay in flight together where ws_overlap.chain_plan allows
     chain_hold: bool = True  # ws_overlap's wait for the output gemm is one ptxas keeps after the softmax
     pingpong: bool | None = False  # (None: by ws_pingpong.AUTO_MIN_COLUMNS) consumer warpgroups take turns at their gemms where ws_pingpong.pingpong_plan allows
+    skip_dead_rows: bool = True  # ping-pong warpgroups whose rows no output keeps skip their work (ws_dead_rows)
     stage: E.Var = field(default_factory=lambda: E.Var("tl_stage", dt.int32))
     it: E.Var = field(default_factory=lambda: E.Var("tl_it", dt.int32))
     rank: E.Var = field(default_factory=lambda: E.Var("tl_rank", dt.int32))  # the block's rank in its cluster
@@ -666,6 +672,9 @@ def _consumer_loop(plan: WSPlan) -> S.Stmt:
         pingpong_plan(plan, AUTO_MIN_COLUMNS if plan.pingpong is None else 0)
     if pp is not None:
         plan.info.pingpong = pp.groups
+        if plan.skip_dead_rows:
+            pp = replace(pp, dead=dead_rows(plan, pp))
+            plan.info.dead_rows = pp.dead
         return pingpong_consumer(plan, pp)
     if plan.groups is not None:  # each group waited for before its first reader, released after its last
         rb = ReplaceBuffers(plan.views)

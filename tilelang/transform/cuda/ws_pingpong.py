@@ -62,6 +62,7 @@ class PingPong:
     g1: int  # index of the output gemm (the body's last statement)
     groups: int  # consumer warpgroups taking turns
     base: int = 2  # their named barrier ids base .. base + groups - 1 (barrier_ids.BarrierIds.turns)
+    dead: object = None  # ws_dead_rows.DeadRows: a warpgroup whose rows no output keeps runs the loop without its work
 
 
 AUTO_MIN_COLUMNS = 128  # `tl.enable_ws_pingpong` unset: two consumer warpgroups take turns where the
@@ -141,19 +142,24 @@ def pingpong_consumer(plan, pp: PingPong) -> S.Stmt:
     def release_prev(g):
         return Raw(f"if ({{0}}) {{{{ {plan.arrive(f'({{1}} + {stages - 1}) % {stages}', g)} }}}}", (first_iter, it))
 
-    stmts = []
-    for i, st in enumerate(plan.body):
-        stmts += [plan.wait_full(it, stage, g) for g, (_, first, _) in enumerate(groups) if first == i]
-        if i == pp.g1:
-            stmts.append(Raw(turn_text(WAIT, W, pp.base)))
-        stmts.append(rb.visit(replace(st, wg_wait=-1) if i in (pp.g0, pp.g1) else st))
-        if i == pp.g0:
-            stmts += [Raw(f"if ({{0}}) {{{{ {turn_text(PASS, W, pp.base)} }}}}", (first_iter,)), H.WaitWgmma(0)]
-            stmts += [release_prev(g) for g in later]
-        stmts += [plan.release(stage, g) for g, (_, _, last) in enumerate(groups) if last == i and i != pp.g1]
-    body = S.seq(S.LetStmt(it, plan.it_value(plan.cbase)), S.LetStmt(stage, it % stages),
-                 *[plan.point_view(x, stage) for x in plan.views], *stmts)
-    main = S.For(ko, loop.start, loop.extent, "serial", body, (), span=loop.span)
+    def k_loop(work: bool, start, extent) -> S.For:
+        """Iterations [start, start + extent); without `work` only their waits, turns and releases."""
+        stmts = []
+        for i, st in enumerate(plan.body):
+            stmts += [plan.wait_full(it, stage, g) for g, (_, first, _) in enumerate(groups) if first == i]
+            if i == pp.g1:
+                stmts.append(Raw(turn_text(WAIT, W, pp.base)))
+            if work:
+                stmts.append(rb.visit(replace(st, wg_wait=-1) if i in (pp.g0, pp.g1) else st))
+            if i == pp.g0:
+                stmts += [Raw(f"if ({{0}}) {{{{ {turn_text(PASS, W, pp.base)} }}}}", (first_iter,))]
+                stmts += [H.WaitWgmma(0)] if work else []
+                stmts += [release_prev(g) for g in later]
+            stmts += [plan.release(stage, g) for g, (_, _, last) in enumerate(groups) if last == i and i != pp.g1]
+        views = [plan.point_view(x, stage) for x in plan.views] if work else []
+        body = S.seq(S.LetStmt(it, plan.it_value(plan.cbase)), S.LetStmt(stage, it % stages), *views, *stmts)
+        return S.For(ko, start, extent, "serial", body, (), span=loop.span)
+
     last = simplify(loop.extent - 1)
     if plan.persistent:
         last = E.BufferLoad(plan.cbase, (E.as_expr(0),), plan.it.dtype) + last
@@ -165,8 +171,18 @@ def pingpong_consumer(plan, pp: PingPong) -> S.Stmt:
     # the wait is unconditional: behind `if (extent > 0)` (a causal loop's trip count), ptxas saw a
     # path to the epilogue's reads of the accumulator with the last P @ V possibly in flight and
     # injected waits of its own (C7517; at 192x64, three warpgroups, also C7514: every wgmma serialized)
-    return S.seq(main, ran(Raw(turn_text(PASS, W, pp.base))), H.WaitWgmma(0),
-                 ran(S.seq(*[Raw(plan.arrive(f"({{0}}) % {stages}", g), (simplify(last),)) for g in later])))
+    def tail(work: bool):
+        return [ran(Raw(turn_text(PASS, W, pp.base)))] + ([H.WaitWgmma(0)] if work else []) + \
+            [ran(S.seq(*[Raw(plan.arrive(f"({{0}}) % {stages}", g), (simplify(last),)) for g in later]))]
+
+    if pp.dead is None:
+        return S.seq(k_loop(True, loop.start, loop.extent), *tail(True))
+    # a dead warpgroup runs the loop of waits. Its index is broadcast from lane 0 (on `tid >> 7` ptxas took
+    # the branch for a divergent path and serialized every wgmma, C7518), and the last wgmma wait stays
+    # in the working branch (after the branches, C7515: every wgmma serialized)
+    wg = E.Call("extern:tl::warpgroup_id", (), ko.dtype)
+    return S.IfThenElse(pp.dead.live(wg), S.seq(k_loop(True, loop.start, loop.extent), *tail(True)),
+                        S.seq(k_loop(False, loop.start, loop.extent), *tail(False)))
 
 
 def turns_without_block_barrier(body: S.Stmt) -> bool:
