@@ -54,7 +54,7 @@ class DeadRows:
 
 def dead_rows(plan, pp) -> DeadRows | None:
     """The DeadRows of `plan`'s ping-pong loop (module docstring), or None."""
-    if plan.guard is not None or plan.persistent and plan.sk is not None:
+    if plan.guard is not None or plan.sk is not None:
         return None
     g1 = plan.body[pp.g1]
     M = const_int(g1.C.buffer.shape[0]) if g1.C.buffer.shape else None

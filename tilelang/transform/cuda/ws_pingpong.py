@@ -33,6 +33,8 @@ a tile; all warpgroups of a block run the same tiles with the same trip count (c
 varies per tile, not per warpgroup), so the turns never run short. Warpgroup W - 1 passes one
 turn to warpgroup 0 as the consumers start (`turn_head`) and warpgroup 0 takes the one left
 over when they finish (`turn_tail`): no barrier is left half-arrived when the block exits.
+A warpgroup whose rows all land past the end of the outputs (ws_dead_rows.py) runs the same
+loop without its statements: the waits, turns and releases only.
 Named barrier 1 is the consumers' block barrier (codegen); the turns use 2 .. W + 1 (other ids
 where the program uses these itself: barrier_ids.py). Nothing
 in the loop may wait on barrier 1 (a warpgroup waiting for its turn would never arrive there):
