@@ -4,7 +4,7 @@ from __future__ import annotations
 import enum
 
 from .. import dtypes
-from ..errors import DSLTypeError, ShapeMismatchError
+from ..errors import DSLTypeError, DSLValueError, ShapeMismatchError
 from ..frontend import builder as B
 from ..ir.buffer import Buffer, BufferRegion
 from ..ir.expr import (
@@ -405,7 +405,26 @@ def use_swizzle(panel_size=8, order="row", enable=True):
 def annotate_layout(layout_map: dict):
     """Pin buffer layouts: `T.annotate_layout({A_shared: layout})`."""
     B.in_kernel("T.annotate_layout")
+    for buf, lay in layout_map.items():
+        _check_shared_layout_injective(buf, lay)
     B.current().emit(O.AnnotateLayout(tuple(layout_map.items())))
+
+
+def _check_shared_layout_injective(buf, lay):
+    """A shared tile's layout gives every element its own place: a many-to-one map would make
+    distinct elements share storage, so it is a ValueError naming two elements that collide."""
+    from ..layout.layout import Layout
+
+    if not isinstance(buf, Buffer) or buf.scope not in ("shared", "shared.dyn") or not isinstance(lay, Layout):
+        return
+    if not all(isinstance(s, int) for s in lay.shape):
+        return
+    hit = lay.first_collision()
+    if hit is not None:
+        a, b, phys = hit
+        raise DSLValueError(f"T.annotate_layout: the layout of shared buffer `{buf.name}` must be injective "
+                            f"(each element its own storage), but elements {a} and {b} both map to physical "
+                            f"coordinates {phys}")
 
 
 def annotate_padding(padding_map):

@@ -282,6 +282,24 @@ class Layout:
             t = t[(t >= 0).all(axis=-1)]
         return len({tuple(r) for r in t.tolist()}) == len(t)
 
+    def first_collision(self) -> tuple | None:
+        """Two logical indices that land on one physical index, with that index, as
+        `(a, b, physical)`; None for an injective layout."""
+        import numpy as np
+
+        t = self.table().reshape(-1, self.out_ndim())
+        keep = np.flatnonzero((t >= 0).all(axis=-1)) if self.is_table else np.arange(len(t))
+        if len(np.unique(t[keep], axis=0)) == len(keep):
+            return None
+        seen: dict = {}
+        for k in keep.tolist():
+            phys = tuple(int(x) for x in t[k])
+            if phys in seen:
+                unravel = lambda f: tuple(int(x) for x in np.unravel_index(f, self.shape))
+                return unravel(seen[phys]), unravel(k), phys
+            seen[phys] = k
+        return None
+
     def is_bijective(self) -> bool:
         """Every physical index in `output_shape()` is hit exactly once (and nothing else)."""
         t = self.table().reshape(-1, self.out_ndim())
