@@ -129,10 +129,8 @@ def test_rows_that_land_inside_the_output_are_computed():
 
 @pytest.mark.nvrtc
 @pytest.mark.parametrize("S,causal,sms,seed", [
-    (300, False, 1, 11),   # 2 tiles on 1 block; the second tile's third warpgroup (rows 320..383) is dead
-    (300, True, 2, 12),
     (100, True, 1, 13),    # one tile: warpgroups 1 and 2 dead, the turns still go round
-])
+])  # (two tiles on one block, the second's third warpgroup dead: the log-sum-exp test below)
 def test_attention_with_dead_warpgroups_matches_float64_on_host(host, monkeypatch, S, causal, sms, seed):
     _persistent(monkeypatch, sms)
     B, H, D = 1, 2, 64
