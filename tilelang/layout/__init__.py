@@ -4,6 +4,7 @@ from .bank_swizzle import (  # noqa: F401
     make_full_bank_swizzled_layout,
     make_half_bank_swizzled_layout,
     make_quarter_bank_swizzled_layout,
+    make_wgmma_swizzled_layout,
 )
 from .fixed_layouts import (  # noqa: F401
     make_fully_replicated_layout_fragment,

@@ -1,6 +1,7 @@
 """The 32-, 64- and 128-byte XOR swizzles of shared tiles, as the public TileLang builds them:
 `make_quarter_bank_swizzled_layout`, `make_half_bank_swizzled_layout`,
-`make_full_bank_swizzled_layout`.
+`make_full_bank_swizzled_layout`; and `make_wgmma_swizzled_layout`, which picks the widest of
+them that the tile's row divides (a row-major tile when none does).
 
 Each takes a shared buffer (rank >= 2, constant last two dims) or `(rows, cols, element_bits)`
 and gives a Layout of the same logical shape whose physical index is
@@ -23,8 +24,13 @@ from .. import dtypes as dt
 from ..errors import DSLTypeError
 from .layout import Layout
 
-__all__ = ["make_full_bank_swizzled_layout", "make_half_bank_swizzled_layout", "make_quarter_bank_swizzled_layout",
-           "bank_swizzle_layout"]
+__all__ = [
+    "bank_swizzle_layout",
+    "make_full_bank_swizzled_layout",
+    "make_half_bank_swizzled_layout",
+    "make_quarter_bank_swizzled_layout",
+    "make_wgmma_swizzled_layout",
+]
 
 
 def _element_bits(value, what: str) -> int:
@@ -96,3 +102,33 @@ def make_half_bank_swizzled_layout(*args) -> Layout:
 def make_quarter_bank_swizzled_layout(*args) -> Layout:
     """32-byte swizzle (1 XOR bit): `make_quarter_bank_swizzled_layout(buf)` or `(rows, cols, bits)`."""
     return bank_swizzle_layout(32, *args, what="make_quarter_bank_swizzled_layout")
+
+
+def make_wgmma_swizzled_layout(buffer, continuity=None, k_major: bool = True) -> Layout:
+    """The swizzle a wgmma operand tile is stored in: rows a multiple of 8 take the widest of the
+    128 / 64 / 32-byte swizzles whose width divides the row; otherwise (or when none divides) the
+    tile stays row-major, which needs rows of whole 16-byte chunks. `continuity` (elements
+    contiguous along the row, default the row length) and `k_major` matter for 64-bit elements
+    only, whose K-major / MN-major tiles (continuity a multiple of 16) take dedicated float64
+    layouts that are not implemented here (DSLTypeError)."""
+    from .fixed_layouts import make_linear_layout
+
+    what = "make_wgmma_swizzled_layout"
+    leading, rows, cols, bits = _shape_of((buffer,), what)
+    cont = cols if continuity is None else int(continuity)
+    if bits == 64:
+        if cont % 16 == 0:
+            raise DSLTypeError(f"{what}: the float64 {'K' if k_major else 'MN'}-major wgmma layout "
+                               f"(continuity {cont}, a multiple of 16) is not implemented")
+        if rows % 8:
+            return make_linear_layout((*leading, rows, cols))
+        return bank_swizzle_layout(32, buffer, what=what)
+    vec = 128 // bits
+    if rows % 8 == 0:
+        for nbytes, chunks in ((128, 8), (64, 4), (32, 2)):
+            if cols % (vec * chunks) == 0:
+                return bank_swizzle_layout(nbytes, buffer, what=what)
+    if cols % vec:
+        raise DSLTypeError(f"{what}: a tile of {rows} x {cols} {bits}-bit elements has rows that are not "
+                           f"whole 16-byte chunks; no wgmma layout holds it")
+    return make_linear_layout((*leading, rows, cols))

@@ -11,6 +11,18 @@ from __future__ import annotations
 
 from .. import dtypes as dt
 from ..errors import DSLTypeError
+from .bank_swizzle import (  # noqa: F401 - the public module path of these names
+    make_full_bank_swizzled_layout,
+    make_half_bank_swizzled_layout,
+    make_quarter_bank_swizzled_layout,
+    make_wgmma_swizzled_layout,
+)
+from .fixed_layouts import (  # noqa: F401 - the public module path of these names
+    make_fully_replicated_layout_fragment,
+    make_gemm_fragment_8x8,
+    make_gemm_fragment_8x8_transposed,
+    make_linear_layout,
+)
 from .layout import Layout
 
 
