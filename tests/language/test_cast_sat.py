@@ -41,7 +41,7 @@ def test_float8_saturation(src):
     @T.prim_func
     def k(X: T.Tensor((N,), src), A: T.Tensor((N,), "float8_e4m3fn"), B: T.Tensor((N,), "float8_e4m3fn"),
           C: T.Tensor((N,), "float8_e5m2"), F: T.Tensor((3, N), "float32")):
-        with T.Kernel(1) as bx:
+        with T.Kernel(1):
             for i in T.Parallel(N):
                 A[i] = T.cast(X[i], "float8_e4m3fn")
                 B[i] = T.cast(X[i], "float8_e4m3fn", sat=False)
@@ -61,7 +61,7 @@ def test_float8_saturation(src):
     for got, want, what in ((a, e4_sat, "e4m3 sat"), (b, e4_nosat, "e4m3 nosat"), (c, e5_nosat, "e5m2 nosat"),
                             (f[0], e4_nosat, "e4m3 nosat value"), (f[1], e5_nosat, "e5m2 nosat value"),
                             (f[2], e4_nosat, "T.Cast sat=False")):
-        torch.testing.assert_close(got.double(), want, rtol=0, atol=0, equal_nan=True, msg=lambda m: f"{what}: {m}")
+        torch.testing.assert_close(got.double(), want, rtol=0, atol=0, equal_nan=True, msg=lambda m, what=what: f"{what}: {m}")
     if src != "bfloat16":  # (bf16 rounds 465 to 464)
         assert torch.isnan(b[3].float()) and b[2].float() == 448 and a[3].float() == 448 and a[7].float() == 448
 
@@ -86,3 +86,31 @@ def test_cast_argument_errors():
         T.Cast("float16", x, annotations={"saturate": False})
     # sat has no effect where nothing saturates: the plain conversion
     assert isinstance(T.cast(x, "float16", sat=False), E.Cast)
+
+
+def test_cast_argument_errors_are_value_errors():
+    x = E.Var("x", dt.float32)
+    with pytest.raises(ValueError, match="Invalid round"):
+        T.cast(x, "float8_e4m3fn", round="nearest")
+    with pytest.raises(ValueError, match="Invalid sat"):
+        T.cast(x, "float8_e4m3fn", sat="yes")
+    with pytest.raises(ValueError, match="rbits is required"):
+        T.cast(x, "float8_e4m3fn", round="rs")
+    with pytest.raises(ValueError, match="rbits is only valid"):
+        T.cast(x, "float8_e4m3fn", round="rn", rbits=E.Var("r", dt.uint32))
+
+
+@pytest.mark.parametrize("dst", ["float8_e4m3fn", "float16", "bfloat16"])
+def test_round_rn_is_the_default_rounding(dst):
+    """round="rn" (to nearest even) is what every cast does: same results as round=""."""
+    @T.prim_func
+    def k(X: T.Tensor((N,), "float32"), A: T.Tensor((N,), dst), B: T.Tensor((N,), dst)):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(N):
+                A[i] = T.cast(X[i], dst, round="rn")
+                B[i] = T.cast(X[i], dst)
+
+    a, b = tilelang.compile(k, out_idx=[1, 2], target="cpu")(x := _inputs("float32").clamp(-400, 400))
+    want = x.to(getattr(torch, dst)).double()
+    torch.testing.assert_close(a.double(), want, rtol=0, atol=0, equal_nan=True)
+    torch.testing.assert_close(b.double(), want, rtol=0, atol=0, equal_nan=True)

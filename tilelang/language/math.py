@@ -9,7 +9,7 @@ the parser. IEEE rounding-mode arithmetic and the packed x2 ops are in math_ieee
 from __future__ import annotations
 
 from .. import dtypes as dt
-from ..errors import DSLTypeError
+from ..errors import DSLTypeError, DSLValueError
 from ..ir import expr as E
 
 
@@ -239,7 +239,7 @@ __sin, __cos, __tan = (_fast_intrinsic(f"__{f.__name__}", f) for f in (sin, cos,
 def max(a, b, *rest):
     """The larger of the arguments (a NaN operand is ignored, as CUDA's fmaxf): `T.max(x[i], 0)`."""
     if not _is_ir(a) and not _is_ir(b) and not rest:
-        return a if a >= b else b
+        return a if a >= b else b  # noqa: FURB136 - a NaN `a` gives `b` (builtin max would keep it)
     out = E.call("max", a, b)
     for r in rest:
         out = E.call("max", out, r)
@@ -249,7 +249,7 @@ def max(a, b, *rest):
 def min(a, b, *rest):
     """The smaller of the arguments (a NaN operand is ignored, as CUDA's fminf): `T.min(x[i], 6)`."""
     if not _is_ir(a) and not _is_ir(b) and not rest:
-        return a if a <= b else b
+        return a if a <= b else b  # noqa: FURB136 - a NaN `a` gives `b` (builtin min would keep it)
     out = E.call("min", a, b)
     for r in rest:
         out = E.call("min", out, r)
@@ -391,17 +391,22 @@ def cast(value, dtype, round="", sat=True, rbits=None, span=None):
     both backends: to NaN for float8_e4m3fn (which has no inf), to +-inf for float8_e5m2.
     float8_e8m0fnu always saturates (to 2^127; `sat` is ignored, as the public TileLang's CUDA
     conversion is satfinite either way). Other dtypes never saturate (`sat` changes nothing
-    there). `round` other than "" (round to nearest even) is rejected: the public TileLang
-    lowers only "rs", stochastic rounding, an sm_100a instruction::
+    there). `round` is "" or "rn" (both round to nearest even); "rz" / "rp" / "rm" are rejected
+    (the public TileLang accepts and does not lower them) and so is "rs", stochastic rounding,
+    an sm_100a instruction. Bad round / sat / rbits arguments are ValueErrors::
 
         Q[i] = T.cast(X[i] * scale, "float8_e4m3fn", sat=False)   # overflow shows as NaN
     """
     if round not in _CAST_ROUNDING:
-        raise DSLTypeError(f"T.cast: round must be one of {list(_CAST_ROUNDING)}, got {round!r}")
+        raise DSLValueError(f"T.cast: Invalid round {round!r}: round must be one of {list(_CAST_ROUNDING)}")
     if not isinstance(sat, bool):
-        raise DSLTypeError(f"T.cast: sat must be a bool (True: saturate to finite), got {sat!r}")
-    if (round == "rs") != (rbits is not None):
-        raise DSLTypeError("T.cast: rbits (the random bits) goes with round='rs' and only with it")
+        raise DSLValueError(f"T.cast: Invalid sat {sat!r}: sat must be a bool (True: saturate to finite)")
+    if round == "rs" and rbits is None:
+        raise DSLValueError("T.cast: rbits is required when round='rs' (stochastic rounding takes the random bits)")
+    if round != "rs" and rbits is not None:
+        raise DSLValueError("T.cast: rbits is only valid with round='rs' (stochastic rounding)")
+    if round == "rn":  # round to nearest even: what every cast does
+        round = ""
     d = dt.as_dtype(dtype)
     if getattr(value, "is_tl_vector", False):  # lane by lane: `T.cast(v, "float16x2")`
         from ..frontend.vector import VectorValue
@@ -414,7 +419,7 @@ def cast(value, dtype, round="", sat=True, rbits=None, span=None):
                            "sm_100a / sm_103a; this implementation targets sm_80, sm_90a and the CPU. Round to "
                            "nearest (round='') or add the noise to the value before the cast")
     if round:
-        raise DSLTypeError(f"T.cast(round={round!r}): only round='' (round to nearest even) is lowered for casts, "
+        raise DSLTypeError(f"T.cast(round={round!r}): only round='' or 'rn' (round to nearest even) is lowered for casts, "
                            "as in the public TileLang; for rounding-mode arithmetic use T.ieee_add(..., rounding_mode=)")
     if not sat and d.name in ("float8_e4m3fn", "float8_e5m2"):
         v = E.as_expr(value)
