@@ -48,7 +48,7 @@ def Kernel(*blocks, threads=None, is_cpu=False, prelude=None, cluster_dims=None)
     cluster = _cluster_dims(cluster_dims, grid)
     if threads is None:
         threads = 128
-    if isinstance(threads, int):
+    if not isinstance(threads, (list, tuple)):  # one extent (an int, or an expression refused below)
         threads = (threads,)
     threads = tuple(threads)
     if not 1 <= len(threads) <= 3:
@@ -56,8 +56,11 @@ def Kernel(*blocks, threads=None, is_cpu=False, prelude=None, cluster_dims=None)
     th = []
     for t in threads:
         c = const_int(t)
-        if c is None or c <= 0:
+        if c is None:
             raise NonConstantShapeError(f"T.Kernel threads= must be positive integer constants, got {t!r}")
+        if c <= 0:
+            raise DSLValueError(f"T.Kernel: threads must be positive integer constants (a block of {c} threads "
+                                f"launches nothing), got threads={threads!r}")
         th.append(c)
     th += [1] * (3 - len(th))
     return KernelSpec(grid, tuple(th), grid_given, cluster, prelude or None)
