@@ -4,7 +4,7 @@ from __future__ import annotations
 import enum
 
 from .. import dtypes
-from ..errors import DSLTypeError, DSLValueError, ShapeMismatchError
+from ..errors import DSLTypeError, DSLValueError, ShapeMismatchError, TileLangError
 from ..frontend import builder as B
 from ..ir.buffer import Buffer, BufferRegion
 from ..ir.expr import (
@@ -419,7 +419,10 @@ def _check_shared_layout_injective(buf, lay):
         return
     if not all(isinstance(s, int) for s in lay.shape):
         return
-    hit = lay.first_collision()
+    try:
+        hit = lay.first_collision()
+    except TileLangError:  # a layout that cannot be enumerated here is left to the lowering
+        return
     if hit is not None:
         a, b, phys = hit
         raise DSLValueError(f"T.annotate_layout: the layout of shared buffer `{buf.name}` must be injective "
