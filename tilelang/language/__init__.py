@@ -13,7 +13,7 @@ import importlib as _importlib
 import sys as _sys
 import types as _types
 
-from ..dtypes import DType as dtype  # the object language/dtypes.py exports as T.dtype
+from ..dtypes import DType as dtype  # noqa: F401 - the object language/dtypes.py exports as T.dtype
 
 
 def parallel(start, stop=None, *, annotations=None):
@@ -92,7 +92,7 @@ _MODULES = {
     "extern": "call_extern import_source access_ptr dp4a",
     "views": "ptr make_tensor reshape view SharedBuffer FragmentBuffer LocalBuffer alloc_buffer",
     "reducer": "alloc_reducer reducer_init reducer_update finalize_reducer cummax",
-    "memory": "atomic_addx2 atomic_addx4 atomic_load atomic_store im2col index_to_coordinates",
+    "memory": "atomic_addx2 atomic_addx4 atomic_load atomic_store im2col c2d_im2col index_to_coordinates",
     "random": "rng_init rng_rand rng_rand_float",
     "annotations": ("annotate_min_blocks_per_sm annotate_restrict_buffers annotate_safe_value "
         "annotate_compile_flags annotate_pass_configs"),
@@ -118,8 +118,8 @@ _TVM_STYLE = {
 }
 _HOME.update({n: m for m, names in _TVM_STYLE.items() for n in names.split()})
 _HOME["PrimFunc"] = "..ir.stmt"
-for _n in ("TensorCoreIntrinEmitter get_ldmatrix_offset get_mma_micro_size get_swizzle_layout make_mma_swizzle_layout "
-           "mma_store_index_map").split():
+for _n in ("TensorCoreIntrinEmitter", "get_ldmatrix_offset", "get_mma_micro_size", "get_swizzle_layout",
+           "make_mma_swizzle_layout", "mma_store_index_map"):
     _HOME[_n] = "..cuda.intrinsics"  # the mma.sync macro generator, as the public T namespace re-exports it
 _HOME["TensorCoreIntrinEmitterWithLadderTransform"] = "..cuda.intrinsics.macro.ladder_macro_generator"
 _HOME["dtype"] = ".dtypes"

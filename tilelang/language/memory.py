@@ -129,6 +129,14 @@ def im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad, eviction_p
     return EMITTED
 
 
+def c2d_im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad, eviction_policy=None, annotations=None):
+    """The older name of T.im2col (same arguments and result); warns a DeprecationWarning."""
+    import warnings
+
+    warnings.warn("T.c2d_im2col is deprecated; use T.im2col (same arguments)", DeprecationWarning, stacklevel=2)
+    return im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad, eviction_policy, annotations)
+
+
 def index_to_coordinates(index, shape):
     """Row-major coordinates of a flat index: `i, j = T.index_to_coordinates(t, (M, N))`."""
     coords = []
