@@ -15,9 +15,39 @@ from ..dtypes import as_dtype
 from ..errors import DSLTypeError
 from ..ir import expr as E
 from .index_map import IndexMap
-from .tirx_nodes import (EQ, GE, GT, LE, LT, NE, Add, And, Broadcast, BufferLoad, Call, Cast, Div, FloatImm,
-                         FloorDiv, FloorMod, IntImm, Let, Max, Min, Mod, Mul, Not, Or, PrimExpr, Ramp,
-                         Shuffle, SizeVar, StringImm, Sub, Var)
+from .tirx_nodes import (
+    EQ,
+    GE,
+    GT,
+    LE,
+    LT,
+    NE,
+    Add,
+    And,
+    Broadcast,
+    BufferLoad,
+    Call,
+    Cast,
+    Div,
+    FloatImm,
+    FloorDiv,
+    FloorMod,
+    IntImm,
+    Let,
+    Max,
+    Min,
+    Mod,
+    Mul,
+    Not,
+    Or,
+    PrimExpr,
+    Ramp,
+    Shuffle,
+    SizeVar,
+    StringImm,
+    Sub,
+    Var,
+)
 
 
 def const(value, dtype=None, span=None) -> E.Const:
@@ -37,7 +67,26 @@ def reinterpret(dtype, value, span=None) -> E.Expr:
 
 
 
-def Select(condition, true_value, false_value, span=None) -> E.Expr:  # noqa: N802 - TVM's name
+def decl_buffer(shape, dtype="float32", name="buffer", data=None, strides=None, elem_offset=None, scope="",
+                data_alignment=-1, offset_factor=0, buffer_type="", axis_separators=None, span=None):
+    """A buffer outside a kernel, for the helpers that take one (layout makers such as
+    `make_full_bank_swizzled_layout(tirx.decl_buffer((8, 64), "float16", scope="shared"))`).
+    Storage aliasing (`data=`, `elem_offset=`) and axis separators are not supported."""
+    from ..ir.buffer import SCOPES, Buffer
+
+    if data is not None or elem_offset is not None or axis_separators:
+        raise DSLTypeError("tirx.decl_buffer: data= / elem_offset= / axis_separators= (a view of other storage) "
+                           "are not supported; declare the view in the kernel with T.Tensor(shape, dtype, buf.data) "
+                           "or T.view")
+    scope = scope or "global"
+    if scope not in SCOPES:
+        raise DSLTypeError(f"tirx.decl_buffer: unknown scope {scope!r}; expected one of {sorted(SCOPES)}")
+    if not isinstance(shape, (list, tuple)):
+        shape = (shape,)
+    return Buffer(name, tuple(shape), as_dtype(dtype), scope, strides=tuple(strides) if strides else None)
+
+
+def Select(condition, true_value, false_value, span=None) -> E.Expr:
     """`true_value if condition else false_value`, both sides evaluated. A Python bool condition is an
     error here: a helper's `a == b` that Python already decided is usually a mistake."""
     if isinstance(condition, bool) and (isinstance(true_value, E.Expr) or isinstance(false_value, E.Expr)):
@@ -46,6 +95,41 @@ def Select(condition, true_value, false_value, span=None) -> E.Expr:  # noqa: N8
     return E.select(condition, true_value, false_value)
 
 
-__all__ = ["IndexMap", "const", "reinterpret", "PrimExpr", "IntImm", "FloatImm", "StringImm", "Var", "SizeVar", "Add",
-           "Sub", "Mul", "Div", "Mod", "FloorDiv", "FloorMod", "Min", "Max", "EQ", "NE", "LT", "LE", "GT", "GE", "And",
-           "Or", "Not", "Select", "Cast", "BufferLoad", "Ramp", "Broadcast", "Shuffle", "Let", "Call"]
+__all__ = [
+    "EQ",
+    "GE",
+    "GT",
+    "LE",
+    "LT",
+    "NE",
+    "Add",
+    "And",
+    "Broadcast",
+    "BufferLoad",
+    "Call",
+    "Cast",
+    "Div",
+    "FloatImm",
+    "FloorDiv",
+    "FloorMod",
+    "IndexMap",
+    "IntImm",
+    "Let",
+    "Max",
+    "Min",
+    "Mod",
+    "Mul",
+    "Not",
+    "Or",
+    "PrimExpr",
+    "Ramp",
+    "Select",
+    "Shuffle",
+    "SizeVar",
+    "StringImm",
+    "Sub",
+    "Var",
+    "const",
+    "decl_buffer",
+    "reinterpret",
+]
