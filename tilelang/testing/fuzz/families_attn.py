@@ -47,6 +47,8 @@ def gen_attn(g: Gen):
     D = g.pick((32, 64, 128))
     BN = g.pick((32, 64, 128))
     stages = g.pick((1, 2, 2, 3)) if D * BN < 128 * 128 else g.pick((1, 2))
+    if threads == 384:  # Q's 192 rows beside the K / V stages within sm_80's 163 KB of shared memory
+        stages = max(1, min(stages, (160 * 1024 - BM * D * 2) // (2 * BN * D * 2)))
     gy, nkv = g.pick((1, 2)), g.pick((1, 2, 3, 4))
     Sq = ragged(g, BM, gy)
     ragged_kv = g.coin(0.5)
