@@ -439,6 +439,11 @@ class CExpr:
                 from .math_calls import nosat_bits
 
                 return nosat_bits(d, self(e.args[0]))
+            if isinstance(e, E.Call) and e.op in ("cast_rz", "cast_rp", "cast_rm") and e.dtype == d:
+                # its own bits, not rounded again to nearest
+                from .math_calls import directed_bits
+
+                return directed_bits(self, e, self(e.args[0]))
             if d.name == "float8_e8m0fnu" and e.dtype.name == "float64":  # rounded once, from the double
                 return f"tl_f64_to_fp8e8m0({self(e)})"
         return self.store_value(d, self.converted(e, d))

@@ -50,6 +50,8 @@ def print_math(cx, e, args: list) -> str | None:
         if d.name == "float64":
             return f"tl_clamp_f64({', '.join(args)})"
         return cx.from_float(d, f"tl_clamp_f32({', '.join(f'(float)({a})' for a in args)})")
+    if op in ("cast_rz", "cast_rp", "cast_rm"):
+        return _directed_cast(cx, e, args[0])
     if op == "cast_nosat":
         k = EMULATED[d.name]
         return f"tl_{k}_to_f32({nosat_bits(d, args[0])})"
@@ -63,6 +65,31 @@ def print_math(cx, e, args: list) -> str | None:
     if op.startswith("ieee_"):
         return _ieee(cx, op, d, args)
     return None
+
+
+# T.cast(x, d, round=): the public mode -> CUDA's intrinsic suffix, the CPU helpers' mode argument
+_DIRECTED = {"rz": ("rz", 1), "rp": ("ru", 2), "rm": ("rd", 3)}
+
+
+def _directed_cast(cx, e, a: str) -> str:
+    """The value of a directed-rounding cast of the printed operand `a`."""
+    text = directed_bits(cx, e, a)
+    return f"tl_bf16_to_f32({text})" if e.dtype.name == "bfloat16" else text
+
+
+def directed_bits(cx, e, a: str) -> str:
+    """float32 -> float16 / bfloat16 and float64 -> float32 rounded toward zero / +inf / -inf
+    (language/math.py refuses other pairs), in the target's storage type: CUDA's conversion
+    intrinsics; on the CPU helpers that step the nearest value by one unit in the last place
+    where it lies on the wrong side."""
+    suffix, mode = _DIRECTED[e.op[5:]]
+    if cx.target == "cuda":
+        fmt = {"float16": "__float2half_{}((float)({}))", "bfloat16": "__float2bfloat16_{}((float)({}))",
+               "float32": "__double2float_{}((double)({}))"}
+        return fmt[e.dtype.name].format(suffix, a)
+    fmt = {"float16": "tl_f32_to_f16_dir((float)({1}), {0})", "bfloat16": "tl_f32_to_bf16_dir((float)({1}), {0})",
+           "float32": "tl_f64_to_f32_dir((double)({1}), {0})"}
+    return fmt[e.dtype.name].format(mode, a)
 
 
 def nosat_bits(d, text: str) -> str:

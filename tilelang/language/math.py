@@ -379,7 +379,7 @@ def q_multiply_shift(x, y, q, s):
 
 # ---------------------------------------------------------------- casts
 
-_CAST_ROUNDING = ("", "rn", "rz", "rp", "rm", "rs")
+CAST_ROUNDING_MODES = ("", "rn", "rz", "rp", "rm", "rs")  # T.cast(round=): the public spellings
 
 
 def cast(value, dtype, round="", sat=True, rbits=None, span=None):
@@ -391,14 +391,20 @@ def cast(value, dtype, round="", sat=True, rbits=None, span=None):
     both backends: to NaN for float8_e4m3fn (which has no inf), to +-inf for float8_e5m2.
     float8_e8m0fnu always saturates (to 2^127; `sat` is ignored, as the public TileLang's CUDA
     conversion is satfinite either way). Other dtypes never saturate (`sat` changes nothing
-    there). `round` is "" or "rn" (both round to nearest even); "rz" / "rp" / "rm" are rejected
-    (the public TileLang accepts and does not lower them) and so is "rs", stochastic rounding,
-    an sm_100a instruction. Bad round / sat / rbits arguments are ValueErrors::
+    there). `round` is "" or "rn" (both round to nearest even), or a directed rounding: "rz"
+    (toward zero), "rp" (toward +inf), "rm" (toward -inf), for the narrowing float casts
+    float32 -> float16 / bfloat16 and float64 -> float32 only (CUDA's __float2half_rz ...
+    conversions; exact bit-level emulation on the CPU). Directed rounding never overflows past
+    the largest finite value in the direction it rounds away from (rz of 1e6 to float16 is
+    65504, rp of it is inf). Other pairs (float8 / float4 targets, float64 -> float16, integer
+    sources ...) are an error naming the pair, and so is "rs", stochastic rounding, an sm_100a
+    instruction. Bad round / sat / rbits arguments are ValueErrors::
 
         Q[i] = T.cast(X[i] * scale, "float8_e4m3fn", sat=False)   # overflow shows as NaN
+        H[i] = T.cast(X[i], "float16", round="rz")                # truncate the mantissa
     """
-    if round not in _CAST_ROUNDING:
-        raise DSLValueError(f"T.cast: Invalid round {round!r}: round must be one of {list(_CAST_ROUNDING)}")
+    if round not in CAST_ROUNDING_MODES:
+        raise DSLValueError(f"T.cast: Invalid round {round!r}: round must be one of {list(CAST_ROUNDING_MODES)}")
     if not isinstance(sat, bool):
         raise DSLValueError(f"T.cast: Invalid sat {sat!r}: sat must be a bool (True: saturate to finite)")
     if round == "rs" and rbits is None:
@@ -419,8 +425,7 @@ def cast(value, dtype, round="", sat=True, rbits=None, span=None):
                            "sm_100a / sm_103a; this implementation targets sm_80, sm_90a and the CPU. Round to "
                            "nearest (round='') or add the noise to the value before the cast")
     if round:
-        raise DSLTypeError(f"T.cast(round={round!r}): only round='' or 'rn' (round to nearest even) is lowered for casts, "
-                           "as in the public TileLang; for rounding-mode arithmetic use T.ieee_add(..., rounding_mode=)")
+        return _directed_cast(value, d, round)
     if not sat and d.name in ("float8_e4m3fn", "float8_e5m2"):
         v = E.as_expr(value)
         if v.dtype.is_float or v.dtype.is_int:
@@ -429,6 +434,20 @@ def cast(value, dtype, round="", sat=True, rbits=None, span=None):
         raise DSLTypeError("T.cast(..., 'float4_e2m1fn', sat=False): float4_e2m1fn has no inf or NaN to "
                            "overflow to; its conversions always saturate")
     return E.cast(d, value)
+
+
+# (source, target) float pairs a directed-rounding cast is lowered for
+_DIRECTED_PAIRS = {("float32", "float16"), ("float32", "bfloat16"), ("float64", "float32")}
+
+
+def _directed_cast(value, d, round):
+    """`value` converted to `d` rounding toward zero / +inf / -inf: Call(cast_<round>, value)."""
+    v = E.as_expr(value)
+    if (v.dtype.name, d.name) not in _DIRECTED_PAIRS:
+        pairs = ", ".join(f"{a} -> {b}" for a, b in sorted(_DIRECTED_PAIRS))
+        raise DSLTypeError(f"T.cast(round={round!r}): directed rounding of {v.dtype.name} -> {d.name} is not "
+                           f"supported; it is lowered for {pairs} (cast to float32 first, or round='rn')")
+    return E.Call(f"cast_{round}", (v,), d)
 
 
 def Cast(dtype, value, annotations=None, span=None):

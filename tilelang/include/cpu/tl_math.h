@@ -9,6 +9,9 @@
  *                               default conversion (tl_cpu.h) saturates e4m3fn.
  *   tl_ieee_*_f32/f64           T.ieee_add ... T.ieee_fdiv in a rounding direction rm (0 rn, 1 rz,
  *                               2 ru, 3 rd), run by the FPU in that mode, as CUDA's __fadd_ru ...
+ *   tl_f32_to_f16_dir, tl_f32_to_bf16_dir, tl_f64_to_f32_dir
+ *                               T.cast(x, d, round="rz" / "rp" / "rm") (mode 1 / 2 / 3), as CUDA's
+ *                               __float2half_rz ... __double2float_rd, by bit arithmetic.
  */
 #ifndef TL_MATH_H_
 #define TL_MATH_H_
@@ -101,5 +104,32 @@ TL__IEEE_FMA(tl_ieee_fma_f64, double, fma)
 /* 1/sqrt(x) rounded once from double: within an ulp of CUDA's correctly rounded __frsqrt_rn,
  * equal but for inputs whose result lies within 2^-29 ulp of a tie. */
 TL_INLINE float tl_ieee_rsqrt_f32(float a) { return (float)(1.0 / sqrt((double)a)); }
+
+/* Directed rounding of a narrowing conversion. The nearest value r (the exact conversion the
+ * C cast or tl_f32_to_bf16 makes) is the answer unless it lies past x on the side the mode
+ * forbids; then the answer is r's neighbour one unit in the last place toward x. Both share
+ * x's sign, so that neighbour is r's bit pattern with its magnitude one smaller (toward zero)
+ * or one larger (away from zero): 65504 <-> inf, the smallest subnormal <-> 0 follow. A NaN
+ * stays the nearest conversion's NaN. `back` is r's value, exact in x's type. */
+TL_INLINE int tl__dir_step(double x, double back, int mode) {
+    if (x != x || back == x) return 0;
+    int up = back < x;          /* r is below x: the mode may want the next value up */
+    if (mode == 1) return x > 0 ? (up ? 0 : -1) : (up ? -1 : 0);      /* toward zero */
+    if (mode == 2) return up ? (x > 0 ? 1 : -1) : 0;                  /* toward +inf */
+    if (mode == 3) return up ? 0 : (x > 0 ? -1 : 1);                  /* toward -inf */
+    return 0;
+}
+TL_INLINE tl_half tl_f32_to_f16_dir(float x, int mode) {
+    tl_half r = (tl_half)x;
+    return tl_f16_from_bits((uint16_t)(tl_f16_bits(r) + tl__dir_step(x, (double)(float)r, mode)));
+}
+TL_INLINE tl_bf16 tl_f32_to_bf16_dir(float x, int mode) {
+    tl_bf16 r = tl_f32_to_bf16(x);
+    return tl_bf16_from_bits((uint16_t)(r.bits + tl__dir_step(x, (double)tl_bf16_to_f32(r), mode)));
+}
+TL_INLINE float tl_f64_to_f32_dir(double x, int mode) {
+    float r = (float)x;
+    return tl_f32_from_bits(tl_f32_bits(r) + (uint32_t)tl__dir_step(x, (double)r, mode));
+}
 
 #endif /* TL_MATH_H_ */

@@ -57,3 +57,26 @@ inline __nv_fp8_storage_t __nv_cvt_float_to_fp8(float x, __nv_saturation_t sat, 
   const bool s = sat == __NV_SATFINITE;
   return (__nv_fp8_storage_t)(kind == __NV_E4M3 ? TlHostE4M3::encode(x, s) : TlHostE5M2::encode(x, s));
 }
+
+// float -> half / bfloat16 rounded toward zero / +inf / -inf (__float2half_rz ...): the
+// encoder's nearbyint follows the FPU mode, and it rounds the magnitude, so a step away from
+// zero is FE_UPWARD on it and a step toward zero FE_TOWARDZERO (which saturates: a magnitude
+// rounded down never passes the largest finite value; an infinite input stays infinite).
+// double -> float: the FPU's conversion in that mode.
+template <class Fmt>
+inline unsigned short tl_host_encode_dir(float f, int dir) {  // dir: 0 toward zero, 1 up, -1 down
+  const bool neg = std::signbit(f);
+  const bool away = (dir > 0 && !neg) || (dir < 0 && neg);
+  if (f != f || std::isinf(f)) return (unsigned short)Fmt::encode(f, false);
+  return (unsigned short)tl_host_rounded(away ? FE_UPWARD : FE_TOWARDZERO, [&] { return Fmt::encode(f, !away); });
+}
+#define TL_HOST_CVT_DIR(SUF, DIR, MODE)                                                                    \
+  inline __half __float2half_##SUF(float f) { return __ushort_as_half(tl_host_encode_dir<TlHostF16>(f, DIR)); } \
+  inline __nv_bfloat16 __float2bfloat16_##SUF(float f) {                                                  \
+    return __ushort_as_bfloat16(tl_host_encode_dir<TlHostBF16>(f, DIR));                                  \
+  }                                                                                                       \
+  inline float __double2float_##SUF(double d) { return tl_host_rounded(MODE, [&] { return (float)d; }); }
+TL_HOST_CVT_DIR(rz, 0, FE_TOWARDZERO)
+TL_HOST_CVT_DIR(ru, 1, FE_UPWARD)
+TL_HOST_CVT_DIR(rd, -1, FE_DOWNWARD)
+#undef TL_HOST_CVT_DIR

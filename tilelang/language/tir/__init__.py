@@ -25,15 +25,14 @@ start, `T.where` guards the rest of the block; `T.reads` / `T.writes` are accept
 """
 from __future__ import annotations
 
-from .. import dtypes as dt
-from ..errors import DSLSyntaxError, DSLTypeError
-from ..frontend import builder as B
-from ..ir import expr as E
-from ..ir import stmt as S
-from ..ir.buffer import Buffer, BufferRegion
-from ..tvm.tirx_nodes import intrinsic
-from .thread import EMITTED
-
+from ... import dtypes as dt
+from ...errors import DSLSyntaxError, DSLTypeError
+from ...frontend import builder as B
+from ...ir import expr as E
+from ...ir import stmt as S
+from ...ir.buffer import Buffer, BufferRegion
+from ...tvm.tirx_nodes import intrinsic
+from ..thread import EMITTED
 
 # ------------------------------------------------------------------ control-flow frames
 
@@ -143,7 +142,7 @@ def Assert(condition, message, error_kind="RuntimeError"):  # noqa: N802 - TVM's
     """Check `condition` where this call stands (language/control.py: a device assert in a kernel, a
     build-time check outside), as a statement `T.Assert(cond, "message")` or as `with T.Assert(cond,
     "message"):` around a body that runs after the check. `message` may be a list of parts."""
-    from .control import Assert as check
+    from ..control import Assert as check
 
     if isinstance(message, (list, tuple)):
         message = "".join(str(m) for m in message)
@@ -191,7 +190,7 @@ def let(v, value, body=None):
     """`T.let(v, value)`: bind `v` to `value` for the rest of the block (T.bind with a given Var);
     with `body`, the expression `body` where `v` stands for `value` (T.Let)."""
     if body is not None:
-        from ..tvm.tirx_nodes import Let as _Let
+        from ...tvm.tirx_nodes import Let as _Let
 
         return _Let(v, value, body)
     return bind(value, var=v)
@@ -217,7 +216,7 @@ def bind(value, type_annotation=None, *, var=None):  # noqa: A002 - TVM's names
 
 def Let(expr, where):  # noqa: N802 - TVM's name
     """`T.Let(expr, where={v: value})`: `expr` with `v` standing for `value`."""
-    from ..tvm.tirx_nodes import Let as _Let
+    from ...tvm.tirx_nodes import Let as _Let
 
     if not isinstance(where, dict) or len(where) != 1:
         raise DSLTypeError("T.Let(expr, where): `where` is a dict of exactly one {var: value}")
@@ -265,7 +264,7 @@ def match_buffer(param, shape=None, dtype="float32", data=None, strides=None, el
         b.handle_params[param] = buf
         return buf
     if isinstance(param, Buffer):
-        from .views import view
+        from ..views import view
 
         return view(param, param.shape if shape is None else _shape(shape), dtype if shape is not None else None)
     if isinstance(param, (BufferRegion, E.BufferLoad)):
@@ -295,7 +294,7 @@ def buffer(shape, dtype="float32", data=None, strides=None, elem_offset=None, sc
            offset_factor=0, buffer_type="", axis_separators=None):
     """TVM's buffer declaration: a parameter annotation (as T.Buffer(shape, dtype)), or with `data`
     (inside a kernel) a buffer over existing storage (as T.Tensor(shape, dtype, data))."""
-    from .types import Buffer as _Buffer
+    from ..types import Buffer as _Buffer
 
     _check_layout("T.buffer", None, elem_offset, axis_separators)
     return _Buffer(_shape(shape), dtype, data, strides)
@@ -312,7 +311,7 @@ def decl_buffer(shape, dtype="float32", data=None, strides=None, elem_offset=Non
     if data is None:
         if strides is not None:
             raise DSLTypeError("T.decl_buffer: strides= of a new allocation are not supported")
-        from .views import alloc_buffer
+        from ..views import alloc_buffer
 
         return alloc_buffer(_shape(shape), dtype, scope)
     return buffer(shape, dtype, data, strides)
@@ -320,7 +319,7 @@ def decl_buffer(shape, dtype="float32", data=None, strides=None, elem_offset=Non
 
 def allocate(shape, dtype="float32", scope="global", annotations=None):
     """TVM's statement-level allocation: T.alloc_buffer(shape, dtype, scope)."""
-    from .views import alloc_buffer
+    from ..views import alloc_buffer
 
     return alloc_buffer(_shape(shape), dtype, scope, annotations)
 
@@ -382,7 +381,7 @@ def call_intrin(dtype, func_name, *args, annotations=None, span=None):  # noqa: 
 
 def call_pure_extern(dtype, func_name, *args, span=None):  # noqa: A002
     """Call device function `func_name(*args)` (no side effects): as T.call_extern."""
-    from .extern import call_extern
+    from ..extern import call_extern
 
     return call_extern(dtype, func_name, *args)
 
@@ -424,7 +423,7 @@ def inline(func):
 
 class InlineMethod:
     def __init__(self, func):
-        from .macro import Macro
+        from ..macro import Macro
 
         self.macro = Macro(func)
         self.__name__ = getattr(func, "__name__", "inline")
