@@ -51,6 +51,10 @@ def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None
     Each side is a buffer, a slice (`A[a:b, c:d]`) or a corner (`A[i, j]`, extent taken from
     the other side). Global elements outside the tensor read as zero and are never written.
     With two corners it copies one element: `T.copy(A[i], B[j])` is `B[j] = A[i]`.
+    Unit dims are ignored. Sides with as many other dims but other extents copy over the extents of
+    the side nearer the threads (fragment, then shared, then global; src on a tie), as in the public
+    TileLang: `T.copy(A[:, 0:2], B[:, 0:3])` writes B[:, 0:2]; a destination smaller than its source
+    there, or a differing number of non-unit dims (no broadcasting), is a ShapeMismatchError.
     `coalesced_width`, `eviction_policy`, `prefer_instruction` ("tma", "cp_async" or "sync") and
     `loop_layout` are lowering hints (the compiler picks its own); `annotations` may carry any of
     them and wins over the keyword, as in the public TileLang.

@@ -130,7 +130,7 @@ def pair_regions(src, dst, what="T.copy") -> tuple[BufferRegion, BufferRegion]:
         s = to_region(src, d.extents, what)
     a, b = squeezed(s.extents), squeezed(d.extents)
     if what == "T.copy" and len(a) == len(b) and not all(same_extent(x, y) for x, y in zip(a, b)):
-        s, d = _copy_over_on_chip_side(s, d, a, b)
+        s, d = _copy_over_base_side(src, dst, s, d, a, b)
         a, b = squeezed(s.extents), squeezed(d.extents)
     if len(a) != len(b) or not all(same_extent(x, y) for x, y in zip(a, b)):
         raise ShapeMismatchError(
@@ -139,8 +139,13 @@ def pair_regions(src, dst, what="T.copy") -> tuple[BufferRegion, BufferRegion]:
     return s, d
 
 
-def _on_chip(b) -> bool:
-    return b.scope != "global"
+def _scope_level(b) -> int:
+    """How close to the threads a buffer lives: local / fragment 2, shared 1, global 0."""
+    if b.scope == "fragment" or b.scope.startswith("local"):
+        return 2
+    if b.scope.startswith("shared"):
+        return 1
+    return 0
 
 
 def _with_extents(r: BufferRegion, extents) -> BufferRegion:
@@ -150,26 +155,43 @@ def _with_extents(r: BufferRegion, extents) -> BufferRegion:
     return BufferRegion(r.buffer, ranges)
 
 
-def _copy_over_on_chip_side(s: BufferRegion, d: BufferRegion, a, b):
-    """T.copy between a global region and an on-chip tile whose extents differ (`T.copy(g[0:n], S)` with S of
-    1024 elements, n symbolic): the copy runs over the on-chip tile's extents, as in the public TileLang; the
-    global side's elements past its buffer's bounds are not read (zeros) and not written, as in any T.copy. Where
-    the on-chip tile is provably smaller than the global region (data would be dropped), the pair stays a
-    mismatch. Pairs of two on-chip or two global sides are left as they are."""
-    if _on_chip(s.buffer) == _on_chip(d.buffer):
+def _provably_less(x, y) -> bool:
+    cx, cy = const_int(x), const_int(y)
+    if cx is not None and cy is not None:
+        return cx < cy
+    diff = const_int(simplify(as_expr(y) - x))
+    return diff is not None and diff > 0
+
+
+def _copy_over_base_side(src, dst, s: BufferRegion, d: BufferRegion, a, b):
+    """T.copy of two regions with as many non-unit dims but other extents, as in the public TileLang.
+
+    The copy runs over one side's extents, the base: the side nearer the threads (local / fragment, then shared,
+    then global), the source when both sit at the same level. Non-unit dims pair up in order and both sides are
+    indexed from their own starts, so the other side is walked over the base's extents too:
+    `T.copy(A[:, 0:2], B[:, 0:3])` writes B[:, 0:2]; `T.copy(g[0:n], S)` (S of 1024) reads g[0:1024], elements
+    past g's bounds reading as zeros. A destination base provably smaller than the source along a dim would drop
+    data and stays a mismatch (as it is an error in the public TileLang), as do two whole buffers of other
+    constant shapes; an on-chip side walked past its buffer's shape is an error. Other pairs are returned unchanged."""
+    if isinstance(src, Buffer) and isinstance(dst, Buffer) and \
+            all(const_int(e) is not None for e in (*src.shape, *dst.shape)):
         return s, d
-    tile = s if _on_chip(s.buffer) else d
-    for dim, ((st, ext), n) in enumerate(zip(tile.ranges, tile.buffer.shape)):
-        lo, e, cn = const_int(st), const_int(ext), const_int(n)
-        if lo is not None and e is not None and cn is not None and (lo < 0 or lo + e > cn):
-            raise ShapeMismatchError(f"T.copy: the region of {tile.buffer.name} reaches [{lo}, {lo + e}) along dim "
-                                     f"{dim}, past its shape {tuple(tile.buffer.shape)}")
-    chip, other = (a, b) if _on_chip(s.buffer) else (b, a)
-    for x, y in zip(chip, other):
-        cx, cy = const_int(x), const_int(y)
-        if cx is not None and cy is not None and cx < cy:
-            return s, d
-    return (s, _with_extents(d, a)) if _on_chip(s.buffer) else (_with_extents(s, b), d)
+    base_is_src = _scope_level(s.buffer) >= _scope_level(d.buffer)
+    if not base_is_src and any(_provably_less(y, x) for x, y in zip(a, b)):
+        return s, d
+    s, d = (s, _with_extents(d, a)) if base_is_src else (_with_extents(s, b), d)
+    for r in (s, d):
+        if r.buffer.scope == "global":
+            continue
+        for dim, ((st, ext), n) in enumerate(zip(r.ranges, r.buffer.shape)):
+            lo, e, cn = const_int(st), const_int(ext), const_int(n)
+            if lo is not None and e is not None and cn is not None and (lo < 0 or lo + e > cn):
+                raise ShapeMismatchError(
+                    f"T.copy: source {s.buffer.name} {tuple(a)} and destination {d.buffer.name} {tuple(b)} are "
+                    f"copied over the extents of {(s if base_is_src else d).buffer.name}, so the region of "
+                    f"{r.buffer.name} reaches [{lo}, {lo + e}) along dim {dim}, past its shape "
+                    f"{tuple(r.buffer.shape)}")
+    return s, d
 
 
 def as_value(v, dtype) -> Expr:
