@@ -1,9 +1,10 @@
-"""T.cast(x, dtype, round="rz" / "rp" / "rm"): float32 -> float16 / bfloat16 and float64 -> float32
-rounded toward zero, +inf and -inf, on the CPU backend and (compiled by NVRTC for sm_80 / sm_90a,
-run on the host emulator) the CUDA backend. The reference works in float64 from the format's
-definition: the unit in the last place at x, floor / ceil of x in those units, then the overflow
-rule (past the largest finite value only a rounding away from zero reaches inf). Results are
-compared bit for bit, signed zeros included."""
+"""T.cast(x, dtype, round="rz" / "rp" / "rm"): float32 -> float16 / bfloat16, float64 -> float32 and
+float32 / float16 -> float8_e4m3fn / float8_e5m2 (sat=True and False) rounded toward zero, +inf and
+-inf, on the CPU backend and (compiled by NVRTC for sm_80 / sm_90a, run on the host emulator) the
+CUDA backend. The 16/32-bit reference works in float64 from the format's definition: the unit in
+the last place at x, floor / ceil of x in those units, then the overflow rule (past the largest
+finite value only a rounding away from zero reaches inf). The float8 one searches the 256 codes
+for the nearest value on the asked side. Results are compared bit for bit, signed zeros included."""
 import numpy as np
 import pytest
 import torch
@@ -19,7 +20,11 @@ N = 512
 FMT = {"float16": (10, -14, 65504.0, torch.float16, torch.int16),
        "bfloat16": (7, -126, float.fromhex("0x1.fep127"), torch.bfloat16, torch.int16),
        "float32": (23, -126, float.fromhex("0x1.fffffep127"), torch.float32, torch.int32)}
-SRC = {"float16": "float32", "bfloat16": "float32", "float32": "float64"}
+FP8 = {"float8_e4m3fn": (3, -6, 448.0, torch.float8_e4m3fn, torch.int8),
+       "float8_e5m2": (2, -14, 57344.0, torch.float8_e5m2, torch.int8)}
+FMT.update(FP8)
+SRC = {"float16": "float32", "bfloat16": "float32", "float32": "float64", "float8_e4m3fn": "float32",
+       "float8_e5m2": "float32"}
 
 
 def _reference(x: np.ndarray, dst: str, mode: str) -> torch.Tensor:
@@ -130,6 +135,81 @@ def test_reference_against_nextafter():
     assert np.array_equal(np.abs(_reference(x, "float16", "rz").numpy()), np.where(x > 0, down, -up))
 
 
+def _fp8_reference(x: torch.Tensor, dst: str, mode: str, sat: bool) -> torch.Tensor:
+    """x (float64) rounded to a float8 dst in the direction `mode`, by search among all 256 codes:
+    rp the least value >= x, rm the greatest <= x; past them +-max (sat) or inf / NaN."""
+    tdt = FP8[dst][3]
+    vals = torch.arange(256, dtype=torch.int16).to(torch.uint8).view(tdt).double()
+    vals = torch.unique(vals[torch.isfinite(vals)])  # sorted; -0.0 and 0.0 are one
+    big = vals[-1].item()
+    over = big if sat else (np.inf if dst == "float8_e5m2" else np.nan)
+    out = []
+    for v in x.tolist():
+        if np.isnan(v):
+            out.append(np.nan)
+            continue
+        ge, le = vals[vals >= v], vals[vals <= v]
+        up = ge[0].item() if len(ge) else over
+        down = le[-1].item() if len(le) else -over
+        r = {"rz": down if v > 0 else up, "rp": up, "rm": down}[mode]
+        if np.isinf(v):
+            r = np.copysign(over, v)
+        out.append(np.copysign(0.0, v) if r == 0 else r)
+    return torch.tensor(out, dtype=torch.float64).to(tdt)
+
+
+def kernel_fp8(dst: str):
+    @T.prim_func
+    def k(X: T.Tensor((N,), "float32"), H: T.Tensor((N,), "float16"), Y: T.Tensor((3, N), dst),
+          Z: T.Tensor((3, N), dst), V: T.Tensor((4, N), "float32")):
+        with T.Kernel(4, threads=64) as bx:
+            for i in T.Parallel(N // 4):
+                g = bx * (N // 4) + i
+                Y[0, g] = T.cast(X[g], dst, round="rz")
+                Y[1, g] = T.cast(X[g], dst, round="rp")
+                Y[2, g] = T.cast(X[g], dst, round="rm")
+                Z[0, g] = T.cast(X[g], dst, round="rz", sat=False)
+                Z[1, g] = T.cast(X[g], dst, round="rp", sat=False)
+                Z[2, g] = T.Cast(dst, X[g], annotations={"round": "rm", "sat": False})
+                V[0, g] = T.cast(T.cast(X[g], dst, round="rz", sat=False), "float32")
+                V[1, g] = T.cast(X[g], dst, round="rp", sat=False) * 1.0
+                V[2, g] = T.cast(T.cast(X[g], dst, round="rm"), "float32")
+                V[3, g] = T.cast(T.cast(H[g], dst, round="rp"), "float32")  # from a float16 value
+    return k
+
+
+def _fp8_args(dst, seed):
+    x = _inputs(dst, seed).float()
+    y, z = (torch.full((3, N), 3.0).to(FP8[dst][3]) for _ in range(2))
+    return [x, x.half(), y, z, torch.full((4, N), 5.0)]
+
+
+def _fp8_check(dst, args):
+    x, h, y, z, v = args
+    rows = [(y[0], "rz", True), (y[1], "rp", True), (y[2], "rm", True), (z[0], "rz", False), (z[1], "rp", False),
+            (z[2], "rm", False), (v[0], "rz", False), (v[1], "rp", False), (v[2], "rm", True)]
+    for r, (got, mode, sat) in enumerate(rows):
+        want = _fp8_reference(x.double(), dst, mode, sat)
+        if got.dtype == torch.float32:
+            want = want.float()
+        nan = torch.isnan(want.double())
+        assert torch.isnan(got.double()[nan]).all(), (r, mode)
+        view = torch.int8 if got.dtype != torch.float32 else torch.int32
+        bad = (got.view(view) != want.view(view)) & ~nan
+        assert not bad.any(), (r, mode, sat, x[bad][:8].tolist(), got[bad][:8].double().tolist(),
+                               want[bad][:8].double().tolist())
+    want = _fp8_reference(h.double(), dst, "rp", True).float()
+    nan = torch.isnan(want)
+    assert torch.isnan(v[3][nan]).all() and torch.equal(v[3][~nan].view(torch.int32), want[~nan].view(torch.int32))
+
+
+@pytest.mark.parametrize("dst", list(FP8))
+def test_directed_rounding_fp8_cpu(dst):
+    args = _fp8_args(dst, _seed())
+    tilelang.compile(kernel_fp8(dst), target="cpu")(*args)
+    _fp8_check(dst, args)
+
+
 def _needs_nvrtc():
     nvrtc = pytest.importorskip("tilelang.backend.cuda.nvrtc")
     if not nvrtc.nvrtc_available():
@@ -155,10 +235,26 @@ def test_directed_rounding_cuda(arch, dst):
     _check(dst, args)
 
 
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+@pytest.mark.parametrize("dst", list(FP8))
+def test_directed_rounding_fp8_cuda(arch, dst):
+    """NVRTC compiles the float8 helper; the host emulator runs it bit for bit."""
+    _needs_nvrtc()
+    jk = tilelang.compile(kernel_fp8(dst), target=f"cuda -arch={arch}")
+    assert "tl_f32_to_fp8_dir(" in jk.get_kernel_source()
+    host = pytest.importorskip("tilelang.testing.host_cuda")
+    if not host.available():
+        pytest.skip("g++ not installed")
+    args = _fp8_args(dst, _seed())
+    host.HostProgram({"k": jk}).run("k", args)
+    _fp8_check(dst, args)
+
+
 def test_unsupported_pairs_name_the_pair():
     x32, x64, h = E.Var("x", dt.float32), E.Var("d", dt.float64), E.Var("h", dt.float16)
-    for v, d in ((x32, "float8_e4m3fn"), (x64, "float16"), (h, "bfloat16"), (E.Var("i", dt.int32), "float16"),
-                 (x32, "float4_e2m1fn"), (x32, "float32")):
+    for v, d in ((x64, "float8_e4m3fn"), (x64, "float16"), (h, "bfloat16"), (E.Var("i", dt.int32), "float16"),
+                 (x32, "float4_e2m1fn"), (x32, "float8_e8m0fnu"), (x32, "float32")):
         with pytest.raises(DSLTypeError, match=f"{v.dtype.name} -> {d} is not supported"):
             T.cast(v, d, round="rz")
     with pytest.raises(ValueError, match="Invalid round"):

@@ -11,6 +11,7 @@ intrinsics there, FPU-mode helpers on the CPU.
 """
 from __future__ import annotations
 
+from ..ir import expr as E
 from .c_expr import EMULATED, storage_type
 
 # op -> libm name (f-suffixed below float64); the operands are already of the call's dtype
@@ -71,8 +72,24 @@ def print_math(cx, e, args: list) -> str | None:
 _DIRECTED = {"rz": ("rz", 1), "rp": ("ru", 2), "rm": ("rd", 3)}
 
 
+# float8 target -> (mantissa bits, smallest normal exponent, largest finite value, C text of an
+# overflow without saturation)
+_FP8_DIRECTED = {"float8_e4m3fn": (3, -6, "448.0f", "NAN"), "float8_e5m2": (2, -14, "57344.0f", "INFINITY")}
+
+
+def _fp8_directed(e, a: str, mode: int) -> str:
+    """tl_f32_to_fp8_dir: the float8 value (exact in float) of float32 `a` rounded in `mode`."""
+    m, emin, big, over = _FP8_DIRECTED[e.dtype.name]
+    sat = e.args[1]
+    if not (isinstance(sat, E.Const) and isinstance(sat.value, (bool, int))):
+        raise NotImplementedError(f"{e.op}: sat must be a constant")
+    return f"tl_f32_to_fp8_dir((float)({a}), {mode}, {m}, {emin}, {big}, {big if sat.value else over})"
+
+
 def _directed_cast(cx, e, a: str) -> str:
     """The value of a directed-rounding cast of the printed operand `a`."""
+    if e.dtype.name in _FP8_DIRECTED:
+        return _fp8_directed(e, a, _DIRECTED[e.op[5:]][1])
     text = directed_bits(cx, e, a)
     return f"tl_bf16_to_f32({text})" if e.dtype.name == "bfloat16" else text
 
@@ -83,6 +100,8 @@ def directed_bits(cx, e, a: str) -> str:
     intrinsics; on the CPU helpers that step the nearest value by one unit in the last place
     where it lies on the wrong side."""
     suffix, mode = _DIRECTED[e.op[5:]]
+    if e.dtype.name in _FP8_DIRECTED:  # (value, sat): the float8 value, its bits by the nosat conversion
+        return nosat_bits(e.dtype, _fp8_directed(e, a, mode))
     if cx.target == "cuda":
         fmt = {"float16": "__float2half_{}((float)({}))", "bfloat16": "__float2bfloat16_{}((float)({}))",
                "float32": "__double2float_{}((double)({}))"}

@@ -393,12 +393,15 @@ def cast(value, dtype, round="", sat=True, rbits=None, span=None):
     conversion is satfinite either way). Other dtypes never saturate (`sat` changes nothing
     there). `round` is "" or "rn" (both round to nearest even), or a directed rounding: "rz"
     (toward zero), "rp" (toward +inf), "rm" (toward -inf), for the narrowing float casts
-    float32 -> float16 / bfloat16 and float64 -> float32 only (CUDA's __float2half_rz ...
-    conversions; exact bit-level emulation on the CPU). Directed rounding never overflows past
-    the largest finite value in the direction it rounds away from (rz of 1e6 to float16 is
-    65504, rp of it is inf). Other pairs (float8 / float4 targets, float64 -> float16, integer
-    sources ...) are an error naming the pair, and so is "rs", stochastic rounding, an sm_100a
-    instruction. Bad round / sat / rbits arguments are ValueErrors::
+    float32 -> float16 / bfloat16 and float64 -> float32 (CUDA's __float2half_rz ...
+    conversions; exact bit-level emulation on the CPU), and float32 / float16 / bfloat16 ->
+    float8_e4m3fn / float8_e5m2 (computed, the same way on both backends). A directed rounding
+    toward zero stops at the largest finite value (rz of 1e6 to float16 is 65504); one away
+    from zero past it gives inf (rp of 1e6 is inf), for float8 +-max under sat=True (the
+    default; an infinite input too) and with sat=False inf (e5m2) or NaN (e4m3fn). Other pairs
+    (float4 / e8m0 targets, float64 -> float16, integer sources ...) are an error naming the
+    pair, and so is "rs", stochastic rounding, an sm_100a instruction. Bad round / sat / rbits
+    arguments are ValueErrors::
 
         Q[i] = T.cast(X[i] * scale, "float8_e4m3fn", sat=False)   # overflow shows as NaN
         H[i] = T.cast(X[i], "float16", round="rz")                # truncate the mantissa
@@ -425,7 +428,7 @@ def cast(value, dtype, round="", sat=True, rbits=None, span=None):
                            "sm_100a / sm_103a; this implementation targets sm_80, sm_90a and the CPU. Round to "
                            "nearest (round='') or add the noise to the value before the cast")
     if round:
-        return _directed_cast(value, d, round)
+        return _directed_cast(value, d, round, sat)
     if not sat and d.name in ("float8_e4m3fn", "float8_e5m2"):
         v = E.as_expr(value)
         if v.dtype.is_float or v.dtype.is_int:
@@ -440,11 +443,20 @@ def cast(value, dtype, round="", sat=True, rbits=None, span=None):
 _DIRECTED_PAIRS = {("float32", "float16"), ("float32", "bfloat16"), ("float64", "float32")}
 
 
-def _directed_cast(value, d, round):
-    """`value` converted to `d` rounding toward zero / +inf / -inf: Call(cast_<round>, value)."""
+# float8 targets: from a float32 value (float16 / bfloat16 ones convert to it exactly)
+_DIRECTED_FP8 = ("float8_e4m3fn", "float8_e5m2")
+_DIRECTED_FP8_SOURCES = ("float32", "float16", "bfloat16")
+
+
+def _directed_cast(value, d, round, sat):
+    """`value` converted to `d` rounding toward zero / +inf / -inf: Call(cast_<round>, value), and
+    for a float8 `d` Call(cast_<round>, value as float32, sat)."""
     v = E.as_expr(value)
+    if d.name in _DIRECTED_FP8 and v.dtype.name in _DIRECTED_FP8_SOURCES:
+        return E.Call(f"cast_{round}", (E.cast(dt.float32, v), E.const(sat, dt.bool_)), d)
     if (v.dtype.name, d.name) not in _DIRECTED_PAIRS:
-        pairs = ", ".join(f"{a} -> {b}" for a, b in sorted(_DIRECTED_PAIRS))
+        pairs = ", ".join([f"{a} -> {b}" for a, b in sorted(_DIRECTED_PAIRS)]
+                          + ["float32 / float16 / bfloat16 -> " + " / ".join(_DIRECTED_FP8)])
         raise DSLTypeError(f"T.cast(round={round!r}): directed rounding of {v.dtype.name} -> {d.name} is not "
                            f"supported; it is lowered for {pairs} (cast to float32 first, or round='rn')")
     return E.Call(f"cast_{round}", (v,), d)
