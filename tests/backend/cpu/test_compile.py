@@ -253,3 +253,15 @@ def test_cuda_only_import_source_on_cpu_names_the_users_code():
     with pytest.raises(CompileError) as e:
         tilelang.compile(k, target="cpu")
     assert "T.import_source code" in str(e.value) and "TileLang bug" not in str(e.value)
+
+
+def test_every_shared_header_the_cpu_headers_include_is_in_the_cache_key():
+    """An edit to a tl/ header the CPU headers include must miss the CPU compile cache: each such
+    include is listed in SHARED_HEADERS, which header_digest hashes."""
+    import re
+
+    from tilelang.backend.cpu import compile as cpu_compile
+
+    inc = cpu_compile.INCLUDE_DIR
+    used = {m for p in (inc / "cpu").rglob("*.h") for m in re.findall(r'#include "(tl/[^"]+)"', p.read_text())}
+    assert used and used <= set(cpu_compile.SHARED_HEADERS), used - set(cpu_compile.SHARED_HEADERS)

@@ -200,7 +200,7 @@ def _cpu_id() -> str:
     return _cpu_id_memo[0]
 
 
-SHARED_HEADERS = ("tl/rng_core.h",)  # headers under include/tl that the CPU headers include too
+SHARED_HEADERS = ("tl/rng_core.h", "tl/fp8_dir.h")  # headers under include/tl that the CPU headers include too
 
 
 def header_digest() -> str:

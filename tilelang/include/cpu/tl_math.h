@@ -12,7 +12,7 @@
  *   tl_f32_to_f16_dir, tl_f32_to_bf16_dir, tl_f64_to_f32_dir
  *                               T.cast(x, d, round="rz" / "rp" / "rm") (mode 1 / 2 / 3), as CUDA's
  *                               __float2half_rz ... __double2float_rd, by bit arithmetic.
- *   tl_f32_to_fp8_dir           the same for float8_e4m3fn / float8_e5m2 (same text in tl/math_ops.h).
+ *   tl_f32_to_fp8_dir           the same for float8_e4m3fn / float8_e5m2 (tl/fp8_dir.h, shared with the CUDA headers).
  */
 #ifndef TL_MATH_H_
 #define TL_MATH_H_
@@ -133,22 +133,7 @@ TL_INLINE float tl_f64_to_f32_dir(double x, int mode) {
     return tl_f32_from_bits(tl_f32_bits(r) + (uint32_t)tl__dir_step(x, (double)r, mode));
 }
 
-/* T.cast(x, fp8, round="rz" / "rp" / "rm") (mode 1 / 2 / 3), as the float8 value (exact in float):
- * x in units of the format's last place at |x| (m mantissa bits, smallest normal exponent emin),
- * floored or ceiled (exact: scaling by powers of two), signed zero kept. A rounding away from zero
- * past maxv, or an infinite x, gives `over` with x's sign (maxv under sat, else inf / NaN); a
- * rounding toward zero stops at maxv. Same text and results in the CPU and CUDA headers. */
-TL_INLINE float tl_f32_to_fp8_dir(float x, int mode, int m, int emin, float maxv, float over) {
-    if (x != x) return x;
-    if (isinf(x)) return copysignf(over, x);
-    if (x == 0.0f) return x;
-    int e;
-    frexpf(fabsf(x), &e);  /* |x| in [2^(e-1), 2^e) */
-    const float ulp = ldexpf(1.0f, (e - 1 > emin ? e - 1 : emin) - m);
-    const float lo = floorf(x / ulp) * ulp, hi = ceilf(x / ulp) * ulp;
-    float r = mode == 1 ? (x > 0.0f ? lo : hi) : mode == 2 ? hi : lo;
-    if (fabsf(r) > maxv) r = copysignf(fabsf(r) >= fabsf(x) ? over : maxv, x);
-    return r == 0.0f ? copysignf(0.0f, x) : r;
-}
+#define TL_FP8_DIR_FN TL_INLINE
+#include "tl/fp8_dir.h"  /* T.cast(x, fp8, round="rz" / "rp" / "rm"), shared with the CUDA headers */
 
 #endif /* TL_MATH_H_ */
