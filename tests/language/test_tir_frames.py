@@ -1,4 +1,4 @@
-"""TVMScript-style statements (language/tir.py) on the CPU backend against float64 references: T.handle
+"""TVMScript-style statements (language/tir/) on the CPU backend against float64 references: T.handle
 parameters bound by T.match_buffer, T.If/Then/Else, T.While, T.Assert, T.bind/let/var, T.meta_var,
 buffers declared in the body, function attributes, calls."""
 import pytest

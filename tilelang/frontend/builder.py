@@ -37,7 +37,7 @@ class Builder:
         self.handle_params: dict = {}  # TVM style: a `T.handle` parameter Var -> its T.match_buffer Buffer
         self.func_name: str | None = None  # T.func_name / T.func_attr({"global_symbol": ...})
         self.func_attrs: dict = {}  # T.func_attr's other keys, and the kernel annotations (annotations.py)
-        self.tir_frames: list = []  # open T.If / T.sblock frames (language/tir.py)
+        self.tir_frames: list = []  # open T.If / T.sblock frames (language/tir/)
 
     def emit(self, stmt: Stmt):
         if getattr(stmt, "span", None) is None and self.span is not None and hasattr(stmt, "span"):
