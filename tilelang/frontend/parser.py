@@ -212,7 +212,11 @@ class Parser:
             region = BufferRegion.from_slices(buf, idx)
             if isinstance(value, BufferRegion) or isinstance(value, Buffer) and value.scope != "local.var":
                 from ..language.tile import copy  # `A[0, 4:8] = B[0, 0:4]`: the region's elements, in order
+                from ..op.regions import pair_regions
 
+                # both regions are spelled out: their extents must agree (T.copy's looser pairing of other
+                # extents, over the side nearer the threads, is for T.copy calls)
+                pair_regions(value, region, "T.copy (a region store)")
                 copy(value, region)
                 return
             fill(region, value)
