@@ -277,10 +277,7 @@ class Layout:
 
     # ---- properties by enumeration
     def is_injective(self) -> bool:
-        t = self.table().reshape(-1, self.out_ndim())
-        if self.is_table:
-            t = t[(t >= 0).all(axis=-1)]
-        return len({tuple(r) for r in t.tolist()}) == len(t)
+        return self.first_collision() is None
 
     def first_collision(self) -> tuple | None:
         """Two logical indices that land on one physical index, with that index, as
