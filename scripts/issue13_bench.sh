@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The timed benchmarks of issue 13 that are not regression cases, in one device call (~400 s), from the
+# project's root after `bash ../shared/peer/prepare.sh --public` (carry .peer); every line also goes to $OUT:
+#   attention (benchmarks/attention.py, ours beside cuDNN / flash SDPA): D64 with and without
+#     ws_dead_rows, D128 at the default config; the seed GEMM and host time per out_idx call through
+#     ours and the public wheel; MLA decode at batch 132 (the peer example) through both.
+# Environment: OUT (default /tmp/out), SKIP (space-separated parts to leave out: attn64 attn128 seed host mla).
+set -u
+ROOT=$PWD; P=$ROOT/.peer; OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; SKIP=" ${SKIP:-} "
+[ -d "$P/tilelang-examples" ] || { echo "no .peer: run bash ../shared/peer/prepare.sh --public and carry .peer"; exit 2; }
+mkdir -p /tmp/tlsite; [ -d /tmp/tlsite/tilelang ] || tar -xJf "$P/tl-site.tar.xz" -C /tmp/tlsite
+mkdir -p /tmp/peer-site && python3 -m pip install -q --no-index --no-deps --target /tmp/peer-site "$P"/wheels/*.whl >/dev/null 2>&1
+part() { case "$SKIP" in *" $1 "*) return 1;; esac; echo "== $1 $(date +%T)" | tee -a "$OUT/bench.log"; }
+run() { "$@" 2>&1 | tee -a "$OUT/bench.log"; }
+if part attn64; then
+  run timeout 200 python3 benchmarks/attention.py --cases 16,16,2048,64 --configs 192,128,2,384 128,128,2,256 \
+      --ab tl.disable_ws_dead_rows --rounds 3
+fi
+if part attn128; then
+  run timeout 120 python3 benchmarks/attention.py --cases 8,16,4096,128 --configs 128,128,2,256 --rounds 3
+fi
+if part seed; then
+  run timeout 90 python3 benchmarks/gemm_seed.py
+  PYTHONPATH=/tmp/tlsite run timeout 120 python3 benchmarks/gemm_seed.py
+fi
+if part host; then
+  run timeout 60 python3 benchmarks/host_overhead.py
+  PYTHONPATH=/tmp/tlsite run timeout 90 python3 benchmarks/host_overhead.py
+fi
+if part mla; then
+  d=$P/tilelang-examples/deepseek_mla
+  (cd "$d" && PYTHONPATH=$ROOT:/tmp/peer-site run timeout 120 python3 example_mla_decode.py --batch 132)
+  (cd "$d" && PYTHONPATH=/tmp/tlsite:/tmp/peer-site run timeout 150 python3 example_mla_decode.py --batch 132)
+fi
+echo "== done $(date +%T)" | tee -a "$OUT/bench.log"
