@@ -14,7 +14,7 @@ part() { case "$SKIP" in *" $1 "*) return 1;; esac; echo "== $1 $(date +%T)" | t
 run() { "$@" 2>&1 | tee -a "$OUT/bench.log"; }
 if part attn64; then
   run timeout 200 python3 benchmarks/attention.py --cases 16,16,2048,64 --configs 192,128,2,384 128,128,2,256 \
-      --ab tl.disable_ws_dead_rows --rounds 3
+      --ab tl.enable_ws_dead_rows --rounds 3
 fi
 if part attn128; then
   run timeout 120 python3 benchmarks/attention.py --cases 8,16,4096,128 --configs 128,128,2,256 --rounds 3
@@ -24,7 +24,7 @@ if part seed; then
   PYTHONPATH=/tmp/tlsite run timeout 120 python3 benchmarks/gemm_seed.py
 fi
 if part host; then
-  run timeout 60 python3 benchmarks/host_overhead.py
+  PYTHONPATH=$ROOT run timeout 60 python3 benchmarks/host_overhead.py
   PYTHONPATH=/tmp/tlsite run timeout 90 python3 benchmarks/host_overhead.py
 fi
 if part mla; then

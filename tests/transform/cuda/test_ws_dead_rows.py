@@ -1,5 +1,5 @@
 """Consumer warpgroups whose rows all land past the end of the outputs skip their k-loop work
-(transform/cuda/ws_dead_rows.py, `tl.disable_ws_dead_rows`). NVRTC builds check which kernels get the
+(transform/cuda/ws_dead_rows.py, opt-in: `tl.enable_ws_dead_rows`). NVRTC builds check which kernels get the
 loop of waits (192-row attention tiles over a sequence that is not a multiple of 192; not where the
 grid proves every warpgroup keeps rows, nor where the tile's rows land at rows the tensor keeps) and
 that ptxas keeps every wgmma pipelined (no C7515 / C7518 serialization); on the host emulator the
@@ -15,6 +15,7 @@ from .conftest import run_attention_on_host
 
 SM90 = "cuda -arch=sm_90a"
 DEAD = "tl::warpgroup_id()"
+ON = {"tl.enable_ws_dead_rows": True}
 
 
 def _flashattn():
@@ -92,7 +93,8 @@ def _fa_lse(S, D=64, bM=192, bN=128, rows_from_block=True):
 ])
 def test_dead_warpgroups_where_rows_can_fall_past_the_end(S, causal, dead, monkeypatch):
     _persistent(monkeypatch)
-    k = tilelang.compile(_flashattn().get_tir(16, 16, S, 64, causal, 192, 128, 2, 384), target=SM90)
+    k = tilelang.compile(_flashattn().get_tir(16, 16, S, 64, causal, 192, 128, 2, 384), target=SM90,
+                         pass_configs=ON)
     src = k.get_kernel_source()
     assert (DEAD in src) == dead
     if dead:  # the working loop, then the loop of waits: its turns and releases, no gemm
@@ -110,21 +112,20 @@ def test_dead_warpgroups_where_rows_can_fall_past_the_end(S, causal, dead, monke
 def test_no_dead_warpgroups_without_the_config_or_with_two_warpgroups(monkeypatch):
     _persistent(monkeypatch)
     fa = _flashattn()
-    off = tilelang.compile(fa.get_tir(16, 16, 2048, 64, True, 192, 128, 2, 384), target=SM90,
-                           pass_configs={"tl.disable_ws_dead_rows": True})
+    off = tilelang.compile(fa.get_tir(16, 16, 2048, 64, True, 192, 128, 2, 384), target=SM90)  # the default
     assert DEAD not in off.get_kernel_source() and "warpgroup_turn_wait<2, 3>" in off.get_kernel_source()
     two = tilelang.compile(fa.get_tir(2, 4, 1950, 64, True, 128, 128, 2, 256), target=SM90,
-                           pass_configs={"tl.enable_ws_pingpong": True})
+                           pass_configs={"tl.enable_ws_pingpong": True, **ON})
     assert "warpgroup_turn_wait<2, 2>" in two.get_kernel_source()
     assert DEAD in two.get_kernel_source()  # 1950 = 15 * 128 + 30: the last block's second warpgroup is dead
 
 
 @pytest.mark.nvrtc
 def test_rows_that_land_inside_the_output_are_computed():
-    k = tilelang.compile(_fa_lse(300, rows_from_block=False), target=SM90)
+    k = tilelang.compile(_fa_lse(300, rows_from_block=False), target=SM90, pass_configs=ON)
     src = k.get_kernel_source()
     assert "warpgroup_turn_wait<2, 3>" in src and DEAD not in src
-    assert DEAD in tilelang.compile(_fa_lse(300), target=SM90).get_kernel_source()
+    assert DEAD in tilelang.compile(_fa_lse(300), target=SM90, pass_configs=ON).get_kernel_source()
 
 
 @pytest.mark.nvrtc
@@ -134,9 +135,22 @@ def test_rows_that_land_inside_the_output_are_computed():
 def test_attention_with_dead_warpgroups_matches_float64_on_host(host, monkeypatch, S, causal, sms, seed):
     _persistent(monkeypatch, sms)
     B, H, D = 1, 2, 64
-    k = tilelang.compile(_flashattn().get_tir(B, H, S, D, causal, 192, 128, 2, 384), target=SM90)
+    k = tilelang.compile(_flashattn().get_tir(B, H, S, D, causal, 192, 128, 2, 384), target=SM90, pass_configs=ON)
     assert DEAD in k.get_kernel_source()
     run_attention_on_host(host, k, B, H, S, D, causal, seed)
+
+
+@pytest.mark.nvrtc
+def test_a_consumers_barrier_before_the_loop_keeps_every_warpgroup_working(host, monkeypatch):
+    """At D128 the consumers load Q themselves (cp.async) and meet at a barrier of all three warpgroups
+    before the k-loop: inside the branch on the warpgroup's rows a dead warpgroup never reached it
+    (the H100 hung; so did the host emulator). Such a kernel is built without the skip."""
+    _persistent(monkeypatch, 1)
+    B, H, S, D = 1, 2, 100, 128
+    k = tilelang.compile(_flashattn().get_tir(B, H, S, D, False, 192, 128, 2, 384), target=SM90, pass_configs=ON)
+    src = k.get_kernel_source()
+    assert DEAD not in src and "cp_async" in src and "warpgroup_turn_wait<2, 3>" in src
+    run_attention_on_host(host, k, B, H, S, D, False, 7)
 
 
 @pytest.mark.nvrtc
@@ -145,7 +159,7 @@ def test_log_sum_exp_with_dead_warpgroups_matches_float64_on_host(host, monkeypa
 
     _persistent(monkeypatch, 1)
     S, D = 300, 64
-    k = tilelang.compile(_fa_lse(S, D), target=SM90)
+    k = tilelang.compile(_fa_lse(S, D), target=SM90, pass_configs=ON)
     assert DEAD in k.get_kernel_source()
     g = torch.Generator().manual_seed(21)
     q, kk, v = (torch.randn(S, D, generator=g).half() for _ in range(3))

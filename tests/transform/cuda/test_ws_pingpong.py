@@ -139,7 +139,6 @@ def test_causal_three_warpgroups_keep_their_wgmma_pipeline(monkeypatch):
     k = _build(16, 16, 2048, 64, True, (192, 64, 2, 384))
     src = k.get_kernel_source()
     tail = src[src.rindex("tl::gemm_rs_sm90<"):]
-    tail = tail[:tail.index("} else {")]  # the working warpgroups' branch (ws_dead_rows: the last block's third is dead)
     assert tail.index("tl::warpgroup_turn_pass<2, 3>") < tail.index("tl::warpgroup_wait<0>();") \
         < tail.rindex("if ((loop_range > 0)) {") < tail.index("tl_empty1[")
     assert "C7514" not in (k.artifact.compiled.log or "")

@@ -188,7 +188,7 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                                    not config(ctx.pass_configs, "tl.disable_ws_wg_epilogue", False), ids,
                                    _producer_regs(config(ctx.pass_configs, "tl.ws_producer_regs", None)),
                                    tile_table=bool(config(ctx.pass_configs, "tl.enable_persistent_tile_table", False)),
-                                   skip_dead_rows=not config(ctx.pass_configs, "tl.disable_ws_dead_rows", False))
+                                   skip_dead_rows=bool(config(ctx.pass_configs, "tl.enable_ws_dead_rows", False)))
     if ws is not None:
         k_piped, views = k_ws, []
     elif manual is not None:
@@ -244,16 +244,17 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                                                                       ws.dead_rows.rows * ws.pingpong):
         # a fragment of the loop or the epilogue is not split by rows between the consumer warpgroups
         # as ws_dead_rows assumed: build with every warpgroup doing its work
-        ctx.pass_configs = {**ctx.pass_configs, "tl.disable_ws_dead_rows": True}
+        ctx.pass_configs = {**ctx.pass_configs, "tl.enable_ws_dead_rows": False}
         return lower_cuda(func, ctx)
     if info.uses_wgmma:
         new = replace(new, body=fold_accum_clears(new.body))
         if not config(ctx.pass_configs, "tl.disable_unmasked_tile_clear", False):
-            from ...transform.cuda.unmasked_clear import fold_unmasked_tiles
+            from ...transform.cuda.unmasked_clear import POST_MASK_THREADS, fold_unmasked_tiles
 
             body, ctx.unmasked_tiles = fold_unmasked_tiles(
                 new.body, info.tid, info.threads, new.block_vars,
-                not config(ctx.pass_configs, "tl.disable_unmasked_post_mask", False))
+                not config(ctx.pass_configs, "tl.disable_unmasked_post_mask", False),
+                int(config(ctx.pass_configs, "tl.unmasked_post_mask_threads", POST_MASK_THREADS)))
             new = replace(new, body=body)
         if not config(ctx.pass_configs, "tl.disable_carried_accum_clear", False):
             from ...transform.cuda.carried_clear import carry_accum_clears
@@ -287,6 +288,14 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                                              axes))
     if ws is None and not info.uses_wgmma:
         new = replace(new, body=fuse_mma_mainloops(new.body))
+    if ws is not None and ws.dead_rows is not None:
+        from ...transform.cuda.ws_pingpong import dead_rows_without_block_barrier
+
+        if not dead_rows_without_block_barrier(new.body):
+            # a barrier across all consumer warpgroups landed inside the branch on the warpgroup's rows
+            # (a consumer's cp.async of Q before the k-loop, D128): a dead warpgroup would never reach it
+            ctx.pass_configs = {**ctx.pass_configs, "tl.enable_ws_dead_rows": False}
+            return lower_cuda(func, ctx)
     if ws is not None and ws.pingpong:
         from ...transform.cuda.ws_pingpong import turns_without_block_barrier
 

@@ -8,7 +8,8 @@ attn   S = Q K^T into a cleared or masked score tile (a ragged KV length masks i
        examples write it). The outputs are O and the row sums l, unnormalized (the spec has no
        division). On sm_90a this is the warp-specialized two-gemm consumer (wgmma SS then RS;
        consumer warpgroups taking turns at 256 threads with D = 128 and at 384 threads, 192-row
-       tiles, where a ragged last tile leaves whole warpgroups past the end, ws_dead_rows);
+       tiles, where a ragged last tile leaves whole warpgroups past the end: half of those under
+       tl.enable_ws_dead_rows);
        on sm_80 mma.sync with P in registers; on the CPU backend plain loops. A third of them set
        tl.enable_ws_overlap (the next scores gemm in flight beside the output gemm on sm_90a).
        Half of them (a draw apart from the rest) take the base-2 softmax, 2^-|x c' - m c'| with
@@ -109,4 +110,6 @@ def gen_attn(g: Gen):
         configs["tl.enable_ws_overlap"] = True
     if poly is not None:  # a share of the scores' exp2 on the FMA pipe (transform/cuda/exp2_poly.py)
         configs["tl.enable_exp2_poly"] = poly
+    if threads == 384 and side.random() < 0.5:  # the opt-in skip of dead warpgroups (transform/cuda/ws_dead_rows.py)
+        configs["tl.enable_ws_dead_rows"] = True
     return p.with_(pass_configs=configs) if configs else p

@@ -34,6 +34,9 @@ blocks of at most POST_MASK_THREADS consumer threads: on three consumer warpgrou
 thread) the H100 run (2026-12-06, benchmarks/attention.py, 3 interleaved rounds, same call) of D64
 causal 192 x 128 fell from 371.1 to 251.6 TFLOP/s with it (the device's NVRTC spilled), while two
 warpgroups gained: D64 128 x 128 349.4 -> 365.4, D128 128 x 128 529.5 -> 550.5 (cuDNN 514.7).
+NVRTC 13.5 compiles the three-warpgroup post-mask without that spill or serialized wgmma, but it did
+not gain there either (H100, 2026-12-06, 13.5 loaded over the device's 13.0, 3 rounds: 361.9 with,
+368.4 without), so the limit stays whatever the NVRTC. `tl.unmasked_post_mask_threads` sets it.
 
 Causal attention fills the scores tile with `bx * bM + i >= k * bN + j ? 0 : -inf` on every key
 tile; only the diagonal tiles (k * bN + bN - 1 > bx * bM) have a masked element. At D64 with
@@ -312,11 +315,12 @@ def _logical(c) -> bool:
 POST_MASK_THREADS = 256  # two consumer warpgroups (see the module docstring)
 
 
-def fold_unmasked_tiles(body, tid, threads: int, block_vars, post_mask: bool = True):
+def fold_unmasked_tiles(body, tid, threads: int, block_vars, post_mask: bool = True,
+                        post_mask_threads: int = POST_MASK_THREADS):
     """(`body` with each wgmma accumulator's mask fill run only where a block-uniform test finds a
     masked element, the gemm clearing the accumulator otherwise, the number of fills so guarded);
     post_mask: infinite masks are added after the gemm's wait instead, in blocks of at most
-    POST_MASK_THREADS threads (see the module docstring)."""
-    f = _Fold(tid, threads, block_vars, post_mask and threads <= POST_MASK_THREADS)
+    post_mask_threads threads (`tl.unmasked_post_mask_threads`; see the module docstring)."""
+    f = _Fold(tid, threads, block_vars, post_mask and threads <= post_mask_threads)
     out = f.visit(body)
     return out, f.count

@@ -126,7 +126,7 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
                     mma_sync: bool = True, tile_snake: bool = True, pingpong: bool | None = False,
                     trip_cap: bool = True, tile_prefix: bool = True, chain_hold: bool = True,
                     wg_epilogue: bool = True, barriers=None, producer_regs: int | None = None,
-                    tile_table: bool = False, skip_dead_rows: bool = True):
+                    tile_table: bool = False, skip_dead_rows: bool = False):
     """Returns (new kernel, WSInfo) or (k, None) when the kernel keeps the cp.async pipeline.
 
     num_sms: make the kernel persistent -- min(tiles, num_sms) blocks, each looping over the
@@ -174,7 +174,7 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     from a table dealt as a dynamic scheduler would, longest first (persistent.balanced_order;
     `tl.enable_persistent_tile_table`; measured slower than serpentine rounds, see persistent.py).
     skip_dead_rows: in a ping-pong loop a consumer warpgroup whose rows all land past the end of the
-    outputs runs only the loop's waits, turns and releases (ws_dead_rows.py; `tl.disable_ws_dead_rows`).
+    outputs runs only the loop's waits, turns and releases (ws_dead_rows.py; `tl.enable_ws_dead_rows`).
     pingpong: the consumer warpgroups of an attention loop take turns at the tensor cores, each
     one's softmax running beside the next one's gemms (ws_pingpong.py; `tl.enable_ws_pingpong`;
     not with `chain`, which takes the loop first). None: only loops whose output accumulator has
@@ -249,7 +249,7 @@ class WSPlan:
     chain: bool = False  # two chained gemms stay in flight together where ws_overlap.chain_plan allows
     chain_hold: bool = True  # ws_overlap's wait for the output gemm is one ptxas keeps after the softmax
     pingpong: bool | None = False  # (None: by ws_pingpong.AUTO_MIN_COLUMNS) consumer warpgroups take turns at their gemms where ws_pingpong.pingpong_plan allows
-    skip_dead_rows: bool = True  # ping-pong warpgroups whose rows no output keeps skip their work (ws_dead_rows)
+    skip_dead_rows: bool = False  # ping-pong warpgroups whose rows no output keeps skip their work (ws_dead_rows)
     stage: E.Var = field(default_factory=lambda: E.Var("tl_stage", dt.int32))
     it: E.Var = field(default_factory=lambda: E.Var("tl_it", dt.int32))
     rank: E.Var = field(default_factory=lambda: E.Var("tl_rank", dt.int32))  # the block's rank in its cluster

@@ -199,6 +199,23 @@ def turns_without_block_barrier(body: S.Stmt) -> bool:
     return True
 
 
+def dead_rows_without_block_barrier(body: S.Stmt) -> bool:
+    """False where a branch on the warpgroup index (ws_dead_rows: the working loop and the loop of
+    waits) holds a consumers' block barrier, which a warpgroup in the other branch never reaches."""
+    for br in collect(body, lambda n: isinstance(n, S.IfThenElse) and _on_warpgroup_id(n.cond)):
+        if any("__syncthreads();" in r.fmt or "barrier_sync<" in r.fmt
+               for r in collect(br, lambda n: isinstance(n, Raw))):
+            return False
+    return True
+
+
+def _on_warpgroup_id(cond) -> bool:
+    def wg(n):
+        return isinstance(n, E.Call) and n.op == "extern:tl::warpgroup_id"
+
+    return bool(collect(cond, wg))
+
+
 def _waits_directly(st) -> bool:
     """st holds a turn wait outside any loop nested in it."""
     if isinstance(st, Raw):
