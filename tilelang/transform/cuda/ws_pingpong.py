@@ -34,7 +34,8 @@ varies per tile, not per warpgroup), so the turns never run short. Warpgroup W -
 turn to warpgroup 0 as the consumers start (`turn_head`) and warpgroup 0 takes the one left
 over when they finish (`turn_tail`): no barrier is left half-arrived when the block exits.
 A warpgroup whose rows all land past the end of the outputs (ws_dead_rows.py) runs the same
-loop without its statements: the waits, turns and releases only.
+loop without its statements: the waits, turns and releases only (opt-in); no consumers' block
+barrier may sit in either branch, which `dead_rows_without_block_barrier` checks after the sync pass.
 Named barrier 1 is the consumers' block barrier (codegen); the turns use 2 .. W + 1 (other ids
 where the program uses these itself: barrier_ids.py). Nothing
 in the loop may wait on barrier 1 (a warpgroup waiting for its turn would never arrive there):
@@ -193,8 +194,7 @@ def turns_without_block_barrier(body: S.Stmt) -> bool:
     for loop in collect(body, lambda n: isinstance(n, S.For)):
         if not _waits_directly(loop.body):  # (the tile loop around the k-loop holds the epilogue's barriers)
             continue
-        if any("__syncthreads();" in r.fmt or "barrier_sync<" in r.fmt
-               for r in collect(loop.body, lambda n: isinstance(n, Raw))):
+        if _has_block_barrier(loop.body):
             return False
     return True
 
@@ -203,10 +203,15 @@ def dead_rows_without_block_barrier(body: S.Stmt) -> bool:
     """False where a branch on the warpgroup index (ws_dead_rows: the working loop and the loop of
     waits) holds a consumers' block barrier, which a warpgroup in the other branch never reaches."""
     for br in collect(body, lambda n: isinstance(n, S.IfThenElse) and _on_warpgroup_id(n.cond)):
-        if any("__syncthreads();" in r.fmt or "barrier_sync<" in r.fmt
-               for r in collect(br, lambda n: isinstance(n, Raw))):
+        if _has_block_barrier(br):
             return False
     return True
+
+
+def _has_block_barrier(st) -> bool:
+    """st holds a barrier of the whole block or of all consumer warpgroups (not a warpgroup's own)."""
+    raws = collect(st, lambda n: isinstance(n, Raw))
+    return any("__syncthreads();" in r.fmt or "barrier_sync<" in r.fmt for r in raws)
 
 
 def _on_warpgroup_id(cond) -> bool:
