@@ -171,3 +171,23 @@ def test_testing_requires_package_is_a_skip_mark():
         return x + 1
 
     assert f(1) == 2
+
+
+def test_tirx_call_extern_calls_the_device_function_on_cpu():
+    n = 64
+
+    @T.prim_func
+    def k(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=n):
+            tx = T.get_thread_binding()
+            B[tx] = tirx.call_extern("float32", "sqrtf", A[tx])
+
+    a = torch.rand(n, generator=torch.Generator().manual_seed(5)) * 100
+    b = torch.full((n,), float("nan"))
+    tilelang.compile(k, target="cpu")(a, b)
+    assert (b.double() - a.double().sqrt()).abs().max().item() < 1e-5 * 10
+
+
+def test_tirx_call_extern_outside_a_kernel_is_an_error():
+    with pytest.raises(Exception, match="call_extern"):
+        tirx.call_extern("void", "__nanosleep", 100)

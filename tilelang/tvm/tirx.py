@@ -86,6 +86,14 @@ def decl_buffer(shape, dtype="float32", name="buffer", data=None, strides=None, 
     return Buffer(name, tuple(shape), as_dtype(dtype), scope, strides=tuple(strides) if strides else None)
 
 
+def call_extern(dtype, func_name, *args, span=None) -> E.Expr:
+    """`func_name(*args)` with result type `dtype` ("void" / "handle" for none): T.call_extern, inside a
+    kernel body."""
+    from ..language.extern import call_extern as t_call_extern
+
+    return t_call_extern(dtype, func_name, *args)
+
+
 def Select(condition, true_value, false_value, span=None) -> E.Expr:
     """`true_value if condition else false_value`, both sides evaluated. A Python bool condition is an
     error here: a helper's `a == b` that Python already decided is usually a mistake."""
@@ -128,6 +136,7 @@ __all__ = [
     "SizeVar",
     "StringImm",
     "Sub",
+    "call_extern",
     "Var",
     "const",
     "decl_buffer",
