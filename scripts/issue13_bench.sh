@@ -4,8 +4,9 @@
 #   attention (benchmarks/attention.py, ours beside cuDNN / flash SDPA): D64 with and without
 #     ws_dead_rows, D128 at the default config; the seed GEMM and host time per out_idx call through
 #     ours and the public wheel; MLA decode at batch 132 (the peer example) through both.
-#   seedab: the seed GEMM at 8192^3 with each of its persistent-schedule switches off in turn (stream-K,
-#     k-serpentine, persistence), each run beside cuBLAS -- ours trails its own 4096^3 figure there.
+#   seedab: the seed GEMM at 4096^3 and 8192^3 with each of its persistent-schedule switches off in turn
+#     (stream-K, k-serpentine, persistence) and with 2-block clusters (TMA multicast halves one operand's
+#     L2 traffic, which 128x128 tiles on one consumer warpgroup may be bound by), each run beside cuBLAS.
 # Environment: OUT (default /tmp/out), SKIP (space-separated parts to leave out: attn64 attn128 seed host mla
 #   seedab).
 set -u
@@ -36,8 +37,9 @@ if part mla; then
   (cd "$d" && PYTHONPATH=/tmp/tlsite:/tmp/peer-site run timeout 150 python3 example_mla_decode.py --batch 132)
 fi
 if part seedab; then
-  for pc in "" tl.disable_stream_k=true tl.disable_k_serpentine=true tl.disable_persistent=true; do
-    PYTHONPATH=$ROOT run timeout 90 python3 benchmarks/gemm_seed.py --sizes 8192 ${pc:+--pass-config $pc}
+  for pc in "" tl.disable_stream_k=true tl.disable_k_serpentine=true tl.disable_persistent=true \
+            tl.enable_cluster=true; do
+    PYTHONPATH=$ROOT run timeout 90 python3 benchmarks/gemm_seed.py --sizes 4096 8192 ${pc:+--pass-config $pc}
   done
 fi
 echo "== done $(date +%T)" | tee -a "$OUT/bench.log"
