@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The timed benchmarks of issue 13 that are not regression cases, in one device call (~400 s), from the
 # project's root after `bash ../shared/peer/prepare.sh --public` (carry .peer); every line also goes to $OUT:
-#   attention (benchmarks/attention.py, ours beside cuDNN / flash SDPA): D64 with and without
-#     ws_dead_rows, D128 at the default config; the seed GEMM and host time per out_idx call through
+#   attention (benchmarks/attention.py, ours beside cuDNN / flash SDPA, 7 interleaved rounds): D64 and D128
+#     at 128x128 (two consumer warpgroups) and 192x128 (three); the seed GEMM and host time per out_idx call through
 #     ours and the public wheel; MLA decode at batch 132 (the peer example) through both.
 #   seedab: the seed GEMM at 4096^3 and 8192^3 with each of its persistent-schedule switches off in turn
 #     (stream-K, k-serpentine, persistence) and with 2-block clusters (TMA multicast halves one operand's
@@ -18,10 +18,11 @@ part() { case "$SKIP" in *" $1 "*) return 1;; esac; echo "== $1 $(date +%T)" | t
 run() { "$@" 2>&1 | tee -a "$OUT/bench.log"; }
 if part attn64; then
   run timeout 200 python3 benchmarks/attention.py --cases 16,16,2048,64 --configs 192,128,2,384 128,128,2,256 \
-      --ab tl.enable_ws_dead_rows --rounds 3
+      --rounds 7
 fi
 if part attn128; then
-  run timeout 120 python3 benchmarks/attention.py --cases 8,16,4096,128 --configs 128,128,2,256 --rounds 3
+  run timeout 200 python3 benchmarks/attention.py --cases 8,16,4096,128 --configs 128,128,2,256 192,128,2,384 \
+      --rounds 7
 fi
 if part seed; then
   run timeout 90 python3 benchmarks/gemm_seed.py
