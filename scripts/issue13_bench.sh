@@ -6,7 +6,8 @@
 #     ours and the public wheel; MLA decode at batch 132 (the peer example) through both.
 #   seedab: the seed GEMM at 4096^3 and 8192^3 with each of its persistent-schedule switches off in turn
 #     (stream-K, k-serpentine, persistence) and with 2-block clusters (TMA multicast halves one operand's
-#     L2 traffic, which 128x128 tiles on one consumer warpgroup may be bound by), each run beside cuBLAS.
+#     L2 traffic, which 128x128 tiles on one consumer warpgroup may be bound by), each run beside cuBLAS;
+#     then its per-wave timeline (benchmarks/gemm_timeline.py) at both sizes.
 # Environment: OUT (default /tmp/out), SKIP (space-separated parts to leave out: attn64 attn128 seed host mla
 #   seedab).
 set -u
@@ -41,6 +42,9 @@ if part seedab; then
   for pc in "" tl.disable_stream_k=true tl.disable_k_serpentine=true tl.disable_persistent=true \
             tl.enable_cluster=true; do
     PYTHONPATH=$ROOT run timeout 90 python3 benchmarks/gemm_seed.py --sizes 4096 8192 ${pc:+--pass-config $pc}
+  done
+  for n in 4096 8192; do  # per-wave k-loop and epilogue times of the seed config (tl.debug_timeline)
+    PYTHONPATH=$ROOT run timeout 90 python3 benchmarks/gemm_timeline.py --shape $n,$n,$n --config 128,128,32,128,3
   done
 fi
 echo "== done $(date +%T)" | tee -a "$OUT/bench.log"
