@@ -617,6 +617,9 @@ class CUDAArtifact(LowersOnDemand):
         self.source = self.csource.text
         if spill:
             warnings.warn(f"{func.name}: {spill}", PerformanceWarning, stacklevel=4)
+        serial = _wgmma_serialized_note(self.compiled.log)
+        if serial:
+            warnings.warn(f"{func.name}: {serial}", PerformanceWarning, stacklevel=4)
         if "'setmaxnreg' ignored" in (self.compiled.log or ""):  # T.set_max_nreg below what the kernel needs
             regs = self.compiled.ptxas_info().get("registers", "?")
             warnings.warn(f"{func.name}: ptxas ignored setmaxnreg (T.set_max_nreg / dec_max_nreg): the kernel "
@@ -922,6 +925,24 @@ def lower_to_source(func: PrimFunc, ctx: PassContext, panel):
     if text != csource.text:
         csource = replace(csource, text=text)
     return lowered, csource
+
+
+def _wgmma_serialized_note(log: str | None) -> str | None:
+    """A warning when ptxas serialized the wgmma instructions (its C75xx "Potential Performance Loss"
+    notes): each then waits for the one before, and the tensor cores run one at a time."""
+    import re
+
+    notes = re.findall(r"\((C75\d\d)\) Potential Performance Loss: wgmma\.mma_async instructions are "
+                       r"serialized(?: due to| because of)? ([^']*?) in the function", log or "")
+    if not notes:
+        return None
+    codes = sorted({c for c, _ in notes})
+    reason = notes[0][1].strip() or "a reason ptxas gives in its log"
+    hint = ("fewer live registers a thread (a smaller tile per warpgroup, fewer stages, more consumer warpgroups) "
+            "let them overlap" if "register" in reason else
+            "pass_configs={'tl.enable_ptxas_verbose_output': True} prints ptxas' report")
+    return f"ptxas serialized the wgmma instructions ({', '.join(codes)}: {reason}), so each waits for the one " \
+           f"before; {hint}"
 
 
 def _spill_note(info: dict) -> str | None:
