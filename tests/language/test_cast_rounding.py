@@ -227,12 +227,17 @@ def test_directed_rounding_cuda(arch, dst):
     stem = {"float16": "__float2half", "bfloat16": "__float2bfloat16", "float32": "__double2float"}[dst]
     missing = [f"{stem}_{m}(" for m in ("rz", "ru", "rd") if f"{stem}_{m}(" not in src]
     assert not missing, (missing, src)
+    args = _args(dst, _seed())
+    _run_on_host(jk, args)
+    _check(dst, args)
+
+
+def _run_on_host(jk, args):
+    """One launch of kernel `jk` on the host emulator (skipped without g++)."""
     host = pytest.importorskip("tilelang.testing.host_cuda")
     if not host.available():
         pytest.skip("g++ not installed")
-    args = _args(dst, _seed())
     host.HostProgram({"k": jk}).run("k", args)
-    _check(dst, args)
 
 
 @pytest.mark.nvrtc
@@ -243,11 +248,8 @@ def test_directed_rounding_fp8_cuda(arch, dst):
     _needs_nvrtc()
     jk = tilelang.compile(kernel_fp8(dst), target=f"cuda -arch={arch}")
     assert "tl_f32_to_fp8_dir(" in jk.get_kernel_source()
-    host = pytest.importorskip("tilelang.testing.host_cuda")
-    if not host.available():
-        pytest.skip("g++ not installed")
     args = _fp8_args(dst, _seed())
-    host.HostProgram({"k": jk}).run("k", args)
+    _run_on_host(jk, args)
     _fp8_check(dst, args)
 
 
