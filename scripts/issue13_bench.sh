@@ -5,7 +5,7 @@
 #     at 128x128 (two consumer warpgroups) and 192x128 (three); the seed GEMM and host time per out_idx call through
 #     ours and the public wheel; MLA decode at batch 132 (the peer example) through both.
 #   seedab: the seed GEMM at 4096^3 and 8192^3 with each of its persistent-schedule switches off in turn
-#     (stream-K, k-serpentine, persistence) and with 2-block clusters (TMA multicast halves one operand's
+#     (stream-K, its fan-in limit, k-serpentine, persistence) and with 2-block clusters (TMA multicast halves one operand's
 #     L2 traffic, which 128x128 tiles on one consumer warpgroup may be bound by), each run beside cuBLAS;
 #     then its per-wave timeline (benchmarks/gemm_timeline.py) at both sizes.
 # Environment: OUT (default /tmp/out), SKIP (space-separated parts to leave out: attn64 attn128 seed host mla
@@ -39,8 +39,8 @@ if part mla; then
   (cd "$d" && PYTHONPATH=/tmp/tlsite:/tmp/peer-site run timeout 150 python3 example_mla_decode.py --batch 132)
 fi
 if part seedab; then
-  for pc in "" tl.disable_stream_k=true tl.disable_k_serpentine=true tl.disable_persistent=true \
-            tl.enable_cluster=true; do
+  for pc in "" tl.disable_stream_k=true tl.stream_k_max_fanin=0 tl.disable_k_serpentine=true \
+            tl.disable_persistent=true tl.enable_cluster=true; do
     PYTHONPATH=$ROOT run timeout 90 python3 benchmarks/gemm_seed.py --sizes 4096 8192 ${pc:+--pass-config $pc}
   done
   for n in 4096 8192; do  # per-wave k-loop and epilogue times of the seed config (tl.debug_timeline)

@@ -500,6 +500,11 @@ class CCodegen:
             return f"{self.UNROLL_PRAGMA.rsplit(' ', 1)[0]} {factor}"
         return self.UNROLL_PRAGMA if self.unrolled(s) else None
 
+    def counted(self, s: S.For) -> bool:
+        """Whether loop s is printed counting from 0 (`for (v_n = 0; v_n < extent; ++v_n) { v = start + v_n;`)
+        rather than from its start: no loop here; the CUDA codegen says where."""
+        return False
+
     def s_For(self, s: S.For):
         v = s.var.name
         if const_int(s.start) is not None and const_int(s.extent) is not None:
@@ -507,16 +512,25 @@ class CCodegen:
         start, ext = self.expr(s.start), self.expr(s.extent)
         if self.expr.nonnegative(s.start):
             self.expr.nonneg.add(s.var)
-        end = ext if start == "0" else f"{start} + {ext}"
-        if collect(s.extent, lambda n: isinstance(n, E.BufferLoad)) or \
-                collect(s.start, lambda n: isinstance(n, E.BufferLoad)):
-            # bounds that read memory are evaluated once, as the loop's semantics say
-            self.emit(f"const int64_t {v}_end = {end};")
-            end = f"{v}_end"
+        reads_memory = collect(s.extent, lambda n: isinstance(n, E.BufferLoad)) or \
+            collect(s.start, lambda n: isinstance(n, E.BufferLoad))
         pragma = self.unroll_pragma(s)
-        if pragma:
-            self.emit(pragma)
-        self.emit(f"for ({self.LOOP_TYPE} {v} = {start}; {v} < {end}; ++{v}) {{")
+        if self.counted(s):
+            if reads_memory:  # bounds that read memory are evaluated once, as the loop's semantics say
+                self.emit(f"const int64_t {v}_start = {start}; const int64_t {v}_count = {ext};")
+                start, ext = f"{v}_start", f"{v}_count"
+            if pragma:
+                self.emit(pragma)
+            self.emit(f"for ({self.LOOP_TYPE} {v}_n = 0; {v}_n < {ext}; ++{v}_n) {{")
+            self.emit(f"  const {self.LOOP_TYPE} {v} = {start} + {v}_n;")
+        else:
+            end = ext if start == "0" else f"{start} + {ext}"
+            if reads_memory:
+                self.emit(f"const int64_t {v}_end = {end};")
+                end = f"{v}_end"
+            if pragma:
+                self.emit(pragma)
+            self.emit(f"for ({self.LOOP_TYPE} {v} = {start}; {v} < {end}; ++{v}) {{")
         self.depth += 1
         self.stmt(s.body)
         self.depth -= 1

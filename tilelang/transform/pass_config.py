@@ -89,6 +89,7 @@ class PassConfigKey(str, Enum):
     TL_ENABLE_CLUSTER = "tl.enable_cluster"
     TL_DISABLE_STREAM_K = "tl.disable_stream_k"
     TL_DISABLE_STREAM_K_PROMOTED = "tl.disable_stream_k_promoted"
+    TL_STREAM_K_MAX_FANIN = "tl.stream_k_max_fanin"
     TL_DISABLE_CARRIED_ACCUM_CLEAR = "tl.disable_carried_accum_clear"
     TL_DISABLE_K_SERPENTINE = "tl.disable_k_serpentine"
     TL_DISABLE_PERSISTENT_SNAKE = "tl.disable_persistent_snake"
@@ -270,6 +271,8 @@ _DOCS = {
                                   "path makes persistent itself (persistent_grid.py).",
     "TL_ENABLE_CLUSTER": "Ours. True: persistent kernels run as 2-block clusters with TMA multicast.",
     "TL_DISABLE_STREAM_K": "Ours. True: persistent GEMMs keep whole tiles in the last wave.",
+    "TL_STREAM_K_MAX_FANIN": "Ours. int: stream-K cuts a tile into at most this many k-ranges (default 6; 0: "
+                             "only the 8-k-step minimum range limits them).",
     "TL_DISABLE_STREAM_K_PROMOTED": "Ours. True: stream-K leaves out promoted k-reductions (fp8 2xAcc: a gemm "
                                     "accumulator added into a second one every few k-steps).",
     "TL_DISABLE_CARRIED_ACCUM_CLEAR": "Ours. True: a wgmma accumulator zeroed late in a loop iteration is zeroed "

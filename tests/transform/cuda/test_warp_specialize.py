@@ -363,7 +363,8 @@ def test_persistent_blocks_cover_every_tile_once(M, N, bN, panel, sms, axis, hel
     (256, 256, 2048, None, 132),   # 4 tiles, fewer than blocks: all stream-K (split-K), 32 k-steps
     (512, 512, 256, None, 132),    # 16 tiles of 4 k-steps: a range per tile (never below 8 k-steps)
     (1280, 1280, 64, 10, 100),     # 100 tiles on 100 blocks: whole waves, no stream-K
-    (512, 512, 128, None, 132)])   # 16 tiles of 2 k-steps: ranges of whole tiles, no stream-K
+    (512, 512, 128, None, 132),    # 16 tiles of 2 k-steps: ranges of whole tiles, no stream-K
+    (256, 1024, 8192, None, 132)])  # 16 tiles of 128 k-steps: 96 ranges (MAX_FANIN a tile), not 132
 def test_stream_k_units_cover_every_k_step_once(M, N, K, panel, sms, helpers):
     """Every k-step of every tile is run by exactly one unit, in both branches alike; the unit
     with a split tile's last k-step finishes it, as the last unit of its block, after the blocks
@@ -415,6 +416,12 @@ def test_stream_k_units_cover_every_k_step_once(M, N, K, panel, sms, helpers):
             assert first == b
     if M * N // (128 * 128) % sms == 0:
         assert not partials
+    from collections import Counter
+
+    from tilelang.transform.cuda.stream_k import MAX_FANIN
+    cut = Counter(u[2] for u in units if u[1] >= whole)  # stream-K units a tile is cut into
+    if ranges(gx * gy, ki, sms) == (gx * gy) % sms * MAX_FANIN:
+        assert set(cut.values()) == {MAX_FANIN}, cut
 
 
 def test_persistent_counters_run_on_across_tiles(build):

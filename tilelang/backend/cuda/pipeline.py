@@ -20,6 +20,7 @@ from ...transform.cuda.plan_smem import plan_smem_pass
 from ...transform.cuda.proxy_fences import place_proxy_fences
 from ...transform.cuda.cp_async_waits import merge_cp_async_waits
 from ...transform.cuda.thread_sync import insert_syncs
+from ...transform.cuda.stream_k import MAX_FANIN
 from ...transform.cuda.warp_specialize import PRODUCER_REGS, PRODUCER_REGS_WIDE, TIMELINE
 from ...transform.check_dtypes import check_dtypes_pass
 from ...transform.cuda.nibble_tiles import nibble_tiles_pass
@@ -188,7 +189,8 @@ def lower_cuda(func: PrimFunc, ctx: PassContext) -> PrimFunc:
                                    not config(ctx.pass_configs, "tl.disable_ws_wg_epilogue", False), ids,
                                    _producer_regs(config(ctx.pass_configs, "tl.ws_producer_regs", None)),
                                    tile_table=bool(config(ctx.pass_configs, "tl.enable_persistent_tile_table", False)),
-                                   skip_dead_rows=bool(config(ctx.pass_configs, "tl.enable_ws_dead_rows", False)))
+                                   skip_dead_rows=bool(config(ctx.pass_configs, "tl.enable_ws_dead_rows", False)),
+                                   stream_k_fanin=int(config(ctx.pass_configs, "tl.stream_k_max_fanin", MAX_FANIN)))
     if ws is not None:
         k_piped, views = k_ws, []
     elif manual is not None:

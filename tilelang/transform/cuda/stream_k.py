@@ -5,8 +5,8 @@ Whole tiles leave the last wave partial: at 8192^3 with 128x256 tiles, 2048 tile
 waves and the last wave keeps 64 of 132 SMs idle. Here each block runs tiles // G whole tiles (cta,
 cta + G, ...), and the R = tiles % G tiles left are cut along k: their R * KI iterations are
 split into S equal contiguous ranges, one per block (S = G unless a range would drop below
-MIN_ITERS iterations; never fewer ranges than tiles; and none when the last wave is at least
-FULL_WAVE full). A range holds at most the end of one tile
+MIN_ITERS iterations or a tile would be cut into more than MAX_FANIN ranges; never fewer ranges
+than tiles; and none when the last wave is at least FULL_WAVE full). A range holds at most the end of one tile
 and the start of the next, so each block has at most two stream-K units after its whole tiles,
 run start-of-tile first:
 
@@ -65,6 +65,13 @@ from .lower_tile_ops import AccStash, Raw
 
 MIN_ITERS = 8  # k-iterations per stream-K range at the least: shorter ones cost more in partials than they save
 FULL_WAVE = (3, 4)  # a last wave at least 3/4 full keeps whole tiles
+# Ranges a tile is cut into at the most: the block ending a tile adds the other ranges' partials one
+# after another. The seed GEMM at 8192^3 (128x128x32, 4 tiles left over 132 blocks, 256 k-steps a
+# tile) cut each tile 32 ways (8 k-steps a range): the ending blocks then spent up to 46 us adding
+# 31 partials (1.45 us each) after a 3-us k-loop, about what a whole tile takes (H100,
+# tl.debug_timeline). A range of n k-steps costs n * t_step + (F - 1) * t_add with F = KI / n,
+# least at F = sqrt(KI * t_step / t_add): 6 there (t_step 0.2 us).
+MAX_FANIN = 6
 
 
 @dataclass
@@ -74,6 +81,7 @@ class StreamK:
     acc: Buffer
     ws: Buffer  # (blocks, BM * BN) of the accumulator's dtype: block b's partial sum, in AccStash's order
     flags: Buffer  # (blocks,) int32: 1 while ws[b] waits to be added
+    fanin: int = MAX_FANIN  # ranges a tile is cut into at the most (0: no limit but MIN_ITERS)
     fold: S.Stmt | None = None  # acc += the gemm's accumulator, before a partial is stored (promoted)
     k0: E.Var = field(default_factory=lambda: E.Var("tl_k0", dt.int32))  # the unit's k-iterations, [k0, k1)
     k1: E.Var = field(default_factory=lambda: E.Var("tl_k1", dt.int32))
@@ -98,14 +106,15 @@ class StreamK:
             S.BufferStore(self.pending, (E.as_expr(0),), E.as_expr(0))))
 
 
-def ranges(tiles: int, ki: int, num_sms: int) -> int:
+def ranges(tiles: int, ki: int, num_sms: int, fanin: int = MAX_FANIN) -> int:
     """How many stream-K ranges the tiles % num_sms tiles left after whole waves are cut into
     (as many as tiles: whole tiles, no stream-K). A last wave at least FULL_WAVE full keeps whole
     tiles: at 4096^3 (116 of 132) the partials would cost about what the idle blocks lose."""
     rem = tiles % num_sms
     if rem * FULL_WAVE[1] >= num_sms * FULL_WAVE[0]:
         return rem
-    return max(rem, min(num_sms, rem * ki // MIN_ITERS))
+    cap = min(num_sms, rem * fanin) if fanin > 0 else num_sms
+    return max(rem, min(cap, rem * ki // MIN_ITERS))
 
 
 def plain_reduction(loop: S.For, body: list, gemms: list, prefix: list, block_vars) -> Buffer | None:
@@ -225,11 +234,11 @@ def fold_stmt(acc: Buffer, loc: Buffer) -> S.Stmt:
 
 
 def stream_k_plan(loop: S.For, body: list, gemms: list, prefix: list, block_vars, num_sms: int, tiles,
-                  suffix: list | None = None):
+                  suffix: list | None = None, fanin: int = MAX_FANIN):
     """A StreamK for the kernel, or None when its loop is not a plain k-reduction into a cleared
     accumulator nor (given the statements after the loop, `suffix`) a promoted one (then the
     persistent kernel keeps whole tiles), or when the shapes are static and the waves come out
-    whole: no tiles left, or ranges of exactly one tile each."""
+    whole: no tiles left, or ranges of exactly one tile each. fanin: see MAX_FANIN."""
     acc, fold = plain_reduction(loop, body, gemms, prefix, block_vars), None
     if acc is None:
         pr = promoted_reduction(loop, body, gemms, prefix, suffix, block_vars) if suffix is not None else None
@@ -237,12 +246,12 @@ def stream_k_plan(loop: S.For, body: list, gemms: list, prefix: list, block_vars
             return None
         acc, fold = pr[0], fold_stmt(*pr)
     n, ki = const_int(tiles), const_int(loop.extent)
-    if n is not None and ki is not None and ranges(n, ki, num_sms) == n % num_sms:
+    if n is not None and ki is not None and ranges(n, ki, num_sms, fanin) == n % num_sms:
         return None
     shape = [const_int(s) for s in acc.shape]
     ws = Buffer("tl_sk_ws", (num_sms, shape[0] * shape[1]), acc.dtype, "global")  # see AccStash
     flags = Buffer("tl_sk_flags", (num_sms,), dt.int32, "global")
-    return StreamK(acc, ws, flags, fold)
+    return StreamK(acc, ws, flags, fold=fold, fanin=fanin)
 
 
 def stream_k_units(sk: StreamK, tiles, num_sms: int, ki, block_vars, coords):
@@ -259,6 +268,7 @@ def stream_k_units(sk: StreamK, tiles, num_sms: int, ki, block_vars, coords):
     def wide(x):
         return E.cast(i64, x)
 
+    cap = E.binop("min", E.as_expr(G), v["rem"] * sk.fanin) if sk.fanin > 0 else E.as_expr(G)  # ranges()
     head = [
         S.LetStmt(cta, block_vars[0]),  # rebound per unit below
         S.LetStmt(v["rem"], simplify(tiles % G)),
@@ -266,7 +276,7 @@ def stream_k_units(sk: StreamK, tiles, num_sms: int, ki, block_vars, coords):
         S.LetStmt(v["total"], v["rem"] * ki),
         S.LetStmt(v["ranges"], E.select(  # ranges()
             E.compare(">=", v["rem"] * FULL_WAVE[1], G * FULL_WAVE[0]), v["rem"],
-            E.binop("max", v["rem"], E.binop("min", E.as_expr(G), v["total"] // MIN_ITERS)))),
+            E.binop("max", v["rem"], E.binop("min", cap, v["total"] // MIN_ITERS)))),
         S.LetStmt(v["s"], E.cast(dt.int32, wide(cta) * wide(v["total"]) // wide(E.binop("max", v["ranges"], 1)))),
         S.LetStmt(v["e"], E.cast(dt.int32, wide(cta + 1) * wide(v["total"]) // wide(E.binop("max", v["ranges"], 1)))),
         S.LetStmt(v["n"], E.select(E.compare("<", cta, v["ranges"]), (v["e"] - 1) // kis - v["s"] // kis + 1, 0)),

@@ -41,6 +41,7 @@ from .gemm_paths import mma_ws_ok, wgmma_ok, wgmma_rs_ok
 from .lower_tile_ops import Raw
 from .persistent import balanced_order, cluster_plan, persistent_tiles, tile_space, uneven_work
 from .stream_k import (
+    MAX_FANIN,
     StreamK,
     plain_reduction,
     stream_k_finish,
@@ -126,7 +127,7 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
                     mma_sync: bool = True, tile_snake: bool = True, pingpong: bool | None = False,
                     trip_cap: bool = True, tile_prefix: bool = True, chain_hold: bool = True,
                     wg_epilogue: bool = True, barriers=None, producer_regs: int | None = None,
-                    tile_table: bool = False, skip_dead_rows: bool = False):
+                    tile_table: bool = False, skip_dead_rows: bool = False, stream_k_fanin: int = MAX_FANIN):
     """Returns (new kernel, WSInfo) or (k, None) when the kernel keeps the cp.async pipeline.
 
     num_sms: make the kernel persistent -- min(tiles, num_sms) blocks, each looping over the
@@ -135,7 +136,8 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     tiles and multicast the tile they share (see `persistent.cluster_plan`). Off by default: on the H200
     the 128x256x64 GEMMs ran 0-2 % slower clustered (L2 bandwidth is not what limits them).
     stream_k: a persistent GEMM without clusters shares its last partial wave's k-iterations
-    among all blocks (see stream_k.py) where its loop allows.
+    among all blocks (see stream_k.py) where its loop allows; stream_k_fanin: the ranges a tile is
+    cut into at the most (stream_k.MAX_FANIN; 0: no limit; `tl.stream_k_max_fanin`).
     timeline: a persistent kernel records, per block and tile (or stream-K unit), when its
     consumers start it, end its k-loop and end its epilogue (see TIMELINE).
     serpentine: a persistent plain k-reduction loads every other tile's k-slices last first
@@ -183,7 +185,7 @@ def warp_specialize(k: S.KernelLaunch, warn, num_sms: int | None = None, cluster
     TMA into two buffers, where shared memory allows (ws_tile_prefix.py; off:
     `tl.disable_persistent_prefix_tma`, the consumers load them at every tile)."""
     plan = _plan(k, warn, num_sms, clusters, stream_k, serpentine, deep_ring, fragment_guard,
-                 (im2col_tma, im2col_small), promoted_stream_k, mma_sync, trip_cap)
+                 (im2col_tma, im2col_small), promoted_stream_k, mma_sync, trip_cap, stream_k_fanin)
     if plan is None:
         return k, None
     plan.rebalance_regs = rebalance_regs
@@ -289,7 +291,7 @@ class WSPlan:
 
 def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine=False,
           deep_ring=False, fragment_guard=False, im2col_tma=(False, False), promoted=False,
-          mma_sync=False, trip_cap=False) -> WSPlan | None:
+          mma_sync=False, trip_cap=False, fanin=MAX_FANIN) -> WSPlan | None:
     """The plan, or None (with a warning where wgmma or TMA is what is missing)."""
     T = k.threads[0] * k.threads[1] * k.threads[2]
     stmts, loops = top_pipelined(k.body)
@@ -370,7 +372,7 @@ def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine
         # (stream-K may deal one block k-ranges of several tiles: its rings stay as they are)
         sk = persistent and stream_k and not clusters and stream_k_plan(
             loop, rest, gemms, stmts[:loops[0]], k.block_vars, num_sms, tile_space(k)[0],
-            stmts[loops[0] + 1:] if promoted else None) is not None
+            stmts[loops[0] + 1:] if promoted else None, fanin) is not None
         n = trip_bound(k, stmts[:loops[0]], loop) if one_tile and not sk else None
         if n is not None and n < stages:
             stages = max(1, n)
@@ -390,7 +392,7 @@ def _plan(k: S.KernelLaunch, warn, num_sms, clusters, stream_k=False, serpentine
         plan.cluster = cluster_plan(k, loop, prefix_lets, plan.pairs)
     if persistent and plan.cluster is None and stream_k:
         plan.sk = stream_k_plan(loop, plan.body, gemms, stmts[:loops[0]], k.block_vars, num_sms, tile_space(k)[0],
-                                stmts[loops[0] + 1:] if promoted else None)
+                                stmts[loops[0] + 1:] if promoted else None, fanin)
     persistent = plan_prefix_loads(plan)
     plain = persistent and guard is None and plain_reduction(loop, plan.body, gemms, stmts[:loops[0]], k.block_vars) is not None
     # not with clusters (opt-in): that combination has not run on a GPU yet
