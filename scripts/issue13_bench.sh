@@ -5,8 +5,9 @@
 #     at 128x128 (two consumer warpgroups) and 192x128 (three); the seed GEMM and host time per out_idx call through
 #     ours and the public wheel; MLA decode at batch 132 (the peer example) through both.
 #   seedab: the seed GEMM at 4096^3 and 8192^3 with each of its persistent-schedule switches off in turn
-#     (stream-K, its fan-in limit, k-serpentine, persistence) and with 2-block clusters (TMA multicast halves one operand's
-#     L2 traffic, which 128x128 tiles on one consumer warpgroup may be bound by), each run beside cuBLAS;
+#     (stream-K, its fan-in limit, k-serpentine, persistence) and with 2-block clusters (TMA multicast
+#     halves one operand's L2 traffic, which 128x128 tiles on one consumer warpgroup may be bound by),
+#     each run beside cuBLAS;
 #     then its per-wave timeline (benchmarks/gemm_timeline.py) at both sizes.
 # Environment: OUT (default /tmp/out), SKIP (space-separated parts to leave out: attn64 attn128 seed host mla
 #   seedab).
