@@ -8,7 +8,8 @@
 #     (stream-K, its fan-in limit, k-serpentine, persistence) and with 2-block clusters (TMA multicast
 #     halves one operand's L2 traffic, which 128x128 tiles on one consumer warpgroup may be bound by),
 #     each run beside cuBLAS;
-#     then its per-wave timeline (benchmarks/gemm_timeline.py) at both sizes.
+#     then 3 interleaved rounds of stream-K against whole tiles at 8192^3, and the per-wave timeline
+#     (benchmarks/gemm_timeline.py) at both sizes and at 8192^3 with whole tiles.
 # Environment: OUT (default /tmp/out), SKIP (space-separated parts to leave out: attn64 attn128 seed host mla
 #   seedab).
 set -u
@@ -44,8 +45,15 @@ if part seedab; then
             tl.disable_persistent=true tl.enable_cluster=true; do
     PYTHONPATH=$ROOT run timeout 90 python3 benchmarks/gemm_seed.py --sizes 4096 8192 ${pc:+--pass-config $pc}
   done
+  for r in 1 2 3; do  # 8192^3: stream-K (last wave of 4 tiles) against whole tiles (deferred epilogue), interleaved
+    for pc in "" tl.disable_stream_k=true; do
+      PYTHONPATH=$ROOT run timeout 90 python3 benchmarks/gemm_seed.py --sizes 8192 ${pc:+--pass-config $pc}
+    done
+  done
   for n in 4096 8192; do  # per-wave k-loop and epilogue times of the seed config (tl.debug_timeline)
     PYTHONPATH=$ROOT run timeout 90 python3 benchmarks/gemm_timeline.py --shape $n,$n,$n --config 128,128,32,128,3
   done
+  PYTHONPATH=$ROOT run timeout 90 python3 benchmarks/gemm_timeline.py --shape 8192,8192,8192 --config 128,128,32,128,3 \
+      --no-stream-k
 fi
 echo "== done $(date +%T)" | tee -a "$OUT/bench.log"
