@@ -6,38 +6,19 @@ import pytest
 import torch
 
 import tilelang
-import tilelang.language as T
+from tilelang.testing import kernels
 from tilelang.transform.cuda import stream_k
 
 M = N = 256
 K = 2048  # 64 k-steps of 32 a tile: 4 tiles make 256 k-steps, 32 ranges at the 8-step minimum
 
 
-def _gemm(M=M, N=N, K=K, out="float32"):
-    @T.prim_func
-    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), out)):
-        with T.Kernel(T.ceildiv(N, 128), T.ceildiv(M, 128), threads=128) as (bx, by):
-            A_s = T.alloc_shared((128, 32), "float16")
-            B_s = T.alloc_shared((32, 128), "float16")
-            C_l = T.alloc_fragment((128, 128), "float32")
-            T.clear(C_l)
-            for ko in T.Pipelined(K // 32, num_stages=3):
-                T.copy(A[by * 128, ko * 32], A_s)
-                T.copy(B[ko * 32, bx * 128], B_s)
-                T.gemm(A_s, B_s, C_l)
-            T.copy(C_l, C[by * 128, bx * 128])
-
-    return main
-
-
 @pytest.mark.nvrtc
-@pytest.mark.parametrize("fanin,ranges", [(None, 24)])
-def test_stream_k_fanin_limit_adds_every_partial_once(host, fanin, ranges):
-    conf = {} if fanin is None else {"tl.stream_k_max_fanin": fanin}
-    k = tilelang.compile(_gemm(), target="cuda -arch=sm_90a", pass_configs=conf)
+def test_stream_k_fanin_limit_adds_every_partial_once(host):
+    k = tilelang.compile(kernels.gemm(M, N, K, 128, 128, 32), target="cuda -arch=sm_90a")
     assert "tl_sk_ws" in k.get_kernel_source()
-    assert stream_k.ranges(4, K // 32, 132, stream_k.MAX_FANIN if fanin is None else fanin) == ranges
-    g = torch.Generator().manual_seed(ranges)
+    assert stream_k.ranges(4, K // 32, 132) == 24 == 4 * stream_k.MAX_FANIN
+    g = torch.Generator().manual_seed(24)
     a = torch.randint(-2, 3, (M, K), generator=g).half()
     b = torch.randint(-2, 3, (K, N), generator=g).half()
     c = torch.full((M, N), float("nan"))
@@ -58,7 +39,7 @@ def test_stream_k_unit_loop_keeps_wgmma_pipelined():
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        k = tilelang.compile(_gemm(8192, 8192, 8192, "float16"), target="cuda -arch=sm_90a")
+        k = tilelang.compile(kernels.gemm(8192, 8192, 8192, 128, 128, 32, out_dtype="float16"), target="cuda -arch=sm_90a")
     src = k.get_kernel_source()
     assert "tl_sk_ws" in src and "for (int ko_n = 0; ko_n < (tl_k1 - tl_k0); ++ko_n) {" in src
     assert "are serialized" not in (k.artifact.compiled.log or "")
