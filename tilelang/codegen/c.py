@@ -519,18 +519,16 @@ class CCodegen:
             if reads_memory:  # bounds that read memory are evaluated once, as the loop's semantics say
                 self.emit(f"const int64_t {v}_start = {start}; const int64_t {v}_count = {ext};")
                 start, ext = f"{v}_start", f"{v}_count"
-            if pragma:
-                self.emit(pragma)
-            self.emit(f"for ({self.LOOP_TYPE} {v}_n = 0; {v}_n < {ext}; ++{v}_n) {{")
-            self.emit(f"  const {self.LOOP_TYPE} {v} = {start} + {v}_n;")
+            head = [f"for ({self.LOOP_TYPE} {v}_n = 0; {v}_n < {ext}; ++{v}_n) {{",
+                    f"  const {self.LOOP_TYPE} {v} = {start} + {v}_n;"]
         else:
             end = ext if start == "0" else f"{start} + {ext}"
             if reads_memory:
                 self.emit(f"const int64_t {v}_end = {end};")
                 end = f"{v}_end"
-            if pragma:
-                self.emit(pragma)
-            self.emit(f"for ({self.LOOP_TYPE} {v} = {start}; {v} < {end}; ++{v}) {{")
+            head = [f"for ({self.LOOP_TYPE} {v} = {start}; {v} < {end}; ++{v}) {{"]
+        for line in ([pragma] if pragma else []) + head:
+            self.emit(line)
         self.depth += 1
         self.stmt(s.body)
         self.depth -= 1
